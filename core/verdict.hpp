@@ -1,0 +1,80 @@
+// The one vocabulary every check in the suite reports in.
+//
+// A verdict says what was claimed, what was measured, the bound the
+// measurement was held to, the rule the bound comes from (a theorem, a
+// rounding analysis, a named convention such as FlashAttention's), and, when
+// the claim failed, an input that reproduces the failure.
+#pragma once
+
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <utility>
+
+namespace sa {
+
+enum class Outcome { pass, fail, skip, error };
+
+inline const char* name_of(Outcome o) {
+  switch (o) {
+    case Outcome::pass: return "pass";
+    case Outcome::fail: return "fail";
+    case Outcome::skip: return "skip";
+    case Outcome::error: return "error";
+  }
+  return "?";
+}
+
+// Where a bound comes from. `id` is stable (reports and gate specs refer to
+// it); `source` cites the theorem, analysis or convention.
+struct Rule {
+  std::string id;
+  std::string source;
+};
+
+struct Verdict {
+  std::string property;        // stable id, e.g. "T1.upper" or "softmax.ulp"
+  std::string claim;           // the statement being checked, in words
+  double measured = NAN;       // what was observed
+  double bound = NAN;          // what it was held to
+  Rule rule;                   // where the bound comes from
+  Outcome outcome = Outcome::skip;
+  std::string counterexample;  // a reproducible failing input (seed and values), empty on pass
+  std::string kernel;          // kernel name, or "reference" / "theory"
+  std::string op;              // operation (softmax, attention, ...), may be empty
+  std::string dtype;           // data type checked, may be empty
+  std::string note;            // anything else a reader needs (e.g. skip reason)
+
+  bool passed() const { return outcome == Outcome::pass; }
+};
+
+// Builds a verdict for a claim of the form `measured <= bound`. NaN measured
+// values fail (a NaN never satisfies a bound).
+inline Verdict check_at_most(std::string property, std::string claim, double measured,
+                             double bound, Rule rule) {
+  Verdict v;
+  v.property = std::move(property);
+  v.claim = std::move(claim);
+  v.measured = measured;
+  v.bound = bound;
+  v.rule = std::move(rule);
+  v.outcome = (measured <= bound) ? Outcome::pass : Outcome::fail;
+  return v;
+}
+
+// One-paragraph rendering used by test failure messages and the terminal.
+inline std::string describe(const Verdict& v) {
+  std::ostringstream os;
+  os.precision(17);
+  os << "[" << name_of(v.outcome) << "] " << v.property;
+  if (!v.kernel.empty()) os << " [" << v.kernel << (v.op.empty() ? "" : "/" + v.op)
+                            << (v.dtype.empty() ? "" : "/" + v.dtype) << "]";
+  os << "\n  claim:    " << v.claim << "\n  measured: " << v.measured << "\n  bound:    " << v.bound
+     << "\n  rule:     " << v.rule.id;
+  if (!v.rule.source.empty()) os << " — " << v.rule.source;
+  if (!v.counterexample.empty()) os << "\n  counterexample: " << v.counterexample;
+  if (!v.note.empty()) os << "\n  note:     " << v.note;
+  return os.str();
+}
+
+}  // namespace sa

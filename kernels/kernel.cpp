@@ -1,0 +1,452 @@
+#include "kernels/kernel.hpp"
+
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstring>
+#include <utility>
+
+#include "core/bfloat16.hpp"
+
+namespace sa {
+
+const char* name_of(Op op) {
+  switch (op) {
+    case Op::softmax: return "softmax";
+    case Op::log_softmax: return "log_softmax";
+    case Op::logsumexp: return "logsumexp";
+    case Op::entropy: return "entropy";
+    case Op::adaptive_softmax: return "adaptive_softmax";
+    case Op::attention: return "attention";
+    case Op::merge_entropy_states: return "merge_entropy_states";
+    case Op::merge_attention_states: return "merge_attention_states";
+  }
+  return "?";
+}
+
+std::optional<Op> parse_op(std::string_view s) {
+  for (Op op : all_ops)
+    if (s == name_of(op)) return op;
+  return std::nullopt;
+}
+
+std::uint32_t op_bit(Op op) { return 1u << static_cast<unsigned>(op); }
+
+sa_dtype to_abi(DType t) {
+  if (t == DType::float32) return SA_F32;
+  if (t == DType::bfloat16) return SA_BF16;
+  throw std::invalid_argument(std::string("kernel interface: dtype ") + name_of(t) +
+                              " is not one the interface carries (float32, bfloat16)");
+}
+
+RowBatch RowBatch::single(std::vector<float> row) {
+  RowBatch b;
+  b.rows = 1;
+  b.n = static_cast<std::int64_t>(row.size());
+  b.stride = b.n;
+  b.data = std::move(row);
+  return b;
+}
+
+namespace {
+
+const char* const op_fields[] = {"softmax",   "log_softmax",         "logsumexp",
+                                 "entropy",   "adaptive_softmax",    "attention",
+                                 "merge_entropy_states", "merge_attention_states"};
+
+bool has_pointer(const sa_kernel& k, Op op) {
+  switch (op) {
+    case Op::softmax: return k.softmax != nullptr;
+    case Op::log_softmax: return k.log_softmax != nullptr;
+    case Op::logsumexp: return k.logsumexp != nullptr;
+    case Op::entropy: return k.entropy != nullptr;
+    case Op::adaptive_softmax: return k.adaptive_softmax != nullptr;
+    case Op::attention: return k.attention != nullptr;
+    case Op::merge_entropy_states: return k.merge_entropy_states != nullptr;
+    case Op::merge_attention_states: return k.merge_attention_states != nullptr;
+  }
+  return false;
+}
+
+// Element storage handed to the kernel: float32 as is, bfloat16 packed.
+struct Packed {
+  bool bf16 = false;
+  std::vector<float> f32;
+  std::vector<std::uint16_t> b16;
+  const void* data() const { return bf16 ? static_cast<const void*>(b16.data()) : f32.data(); }
+  void* data() { return bf16 ? static_cast<void*>(b16.data()) : f32.data(); }
+  std::size_t bytes() const { return bf16 ? b16.size() * 2 : f32.size() * 4; }
+};
+
+Packed pack(DType t, std::span<const float> v, const char* what) {
+  Packed p;
+  if (t == DType::float32) {
+    p.f32.assign(v.begin(), v.end());
+    return p;
+  }
+  p.bf16 = true;
+  p.b16.resize(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const float x = v[i];
+    if (!std::isnan(x) && round_to_bf16(x) != x)
+      throw std::invalid_argument(std::string("kernel call: ") + what + "[" + std::to_string(i) +
+                                  "] = " + std::to_string(x) +
+                                  " is not a bfloat16 value; round inputs before the call");
+    p.b16[i] = bf16_from_float(x);
+  }
+  return p;
+}
+
+Packed blank(DType t, std::size_t count) {
+  Packed p;
+  p.bf16 = t != DType::float32;
+  if (p.bf16) p.b16.assign(count, 0x7fc0);  // NaN until written
+  else p.f32.assign(count, NAN);
+  return p;
+}
+
+std::vector<float> unpack(const Packed& p) {
+  if (!p.bf16) return p.f32;
+  std::vector<float> out(p.b16.size());
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = float_from_bf16(p.b16[i]);
+  return out;
+}
+
+// Host or device buffers for one call. On the host it aliases the vectors; for
+// SA_MEMORY_CUDA it copies in on construction and out on `fetch`.
+class Stage {
+ public:
+  explicit Stage(sa_memory mem) : mem_(mem) {
+    if (mem_ == SA_MEMORY_CUDA && device_memory().alloc == nullptr)
+      throw KernelUnavailable(std::string("CUDA kernel needs a GPU: ") +
+                              device_memory().why_unavailable());
+  }
+  ~Stage() {
+    for (void* p : owned_) device_memory().free(p);
+  }
+  Stage(const Stage&) = delete;
+  Stage& operator=(const Stage&) = delete;
+
+  void* in(const void* host, std::size_t bytes) {
+    if (mem_ == SA_MEMORY_HOST || host == nullptr) return const_cast<void*>(host);
+    void* d = device_memory().alloc(bytes ? bytes : 1);
+    owned_.push_back(d);
+    if (bytes) device_memory().to_device(d, host, bytes);
+    return d;
+  }
+  void* out(void* host, std::size_t bytes) {
+    if (mem_ == SA_MEMORY_HOST || host == nullptr) return host;
+    void* d = in(host, bytes);  // copy so untouched outputs keep their sentinel
+    back_.push_back({host, d, bytes});
+    return d;
+  }
+  void fetch() {
+    for (auto& b : back_) device_memory().to_host(b.host, b.dev, b.bytes);
+  }
+
+ private:
+  struct Back {
+    void* host;
+    void* dev;
+    std::size_t bytes;
+  };
+  sa_memory mem_;
+  std::vector<void*> owned_;
+  std::vector<Back> back_;
+};
+
+sa_rows shape_of(const RowBatch& in, double temperature) {
+  if (in.stride < in.n || static_cast<std::int64_t>(in.data.size()) < in.rows * in.stride)
+    throw std::invalid_argument("kernel call: row batch of " + std::to_string(in.rows) + " x " +
+                                std::to_string(in.n) + " with stride " + std::to_string(in.stride) +
+                                " needs " + std::to_string(in.rows * in.stride) + " values, has " +
+                                std::to_string(in.data.size()));
+  return sa_rows{in.rows, in.n, in.stride, in.stride, temperature};
+}
+
+}  // namespace
+
+Kernel::Kernel(const sa_kernel* k, std::string origin, std::shared_ptr<void> library)
+    : k_(k), origin_(std::move(origin)), library_(std::move(library)) {
+  const std::string where = "kernel from " + origin_;
+  if (k_ == nullptr) throw std::invalid_argument(where + ": the entry point returned NULL");
+  if (k_->abi_version != SA_KERNEL_ABI_VERSION)
+    throw std::invalid_argument(where + ": ABI version " + std::to_string(k_->abi_version) +
+                                ", expected " + std::to_string(SA_KERNEL_ABI_VERSION) +
+                                " (rebuild against this softmax_audit/kernel.h)");
+  if (k_->struct_size != sizeof(sa_kernel))
+    throw std::invalid_argument(where + ": sa_kernel is " + std::to_string(k_->struct_size) +
+                                " bytes, expected " + std::to_string(sizeof(sa_kernel)) +
+                                " (rebuild against this softmax_audit/kernel.h)");
+  if (k_->name == nullptr || k_->name[0] == '\0')
+    throw std::invalid_argument(where + ": sa_kernel.name is empty; expected a name");
+  name_ = k_->name;
+  if (k_->memory != SA_MEMORY_HOST && k_->memory != SA_MEMORY_CUDA)
+    throw std::invalid_argument(where + " '" + name_ + "': memory must be SA_MEMORY_HOST or SA_MEMORY_CUDA");
+  if ((k_->dtypes & (SA_DTYPE_F32 | SA_DTYPE_BF16)) == 0)
+    throw std::invalid_argument(where + " '" + name_ + "': dtypes names no supported type");
+  for (Op op : all_ops) {
+    const bool claimed = (k_->ops & op_bit(op)) != 0;
+    if (claimed != has_pointer(*k_, op))
+      throw std::invalid_argument(
+          where + " '" + name_ + "': ops " + (claimed ? "claims " : "does not claim ") +
+          op_fields[static_cast<int>(op)] + " but the function pointer is " +
+          (claimed ? "NULL" : "set"));
+  }
+}
+
+std::string Kernel::description() const { return k_->description ? k_->description : ""; }
+bool Kernel::supports(Op op) const { return (k_->ops & op_bit(op)) != 0; }
+bool Kernel::supports(DType t) const {
+  if (t == DType::float32) return (k_->dtypes & SA_DTYPE_F32) != 0;
+  if (t == DType::bfloat16) return (k_->dtypes & SA_DTYPE_BF16) != 0;
+  return false;
+}
+
+namespace {
+void check_status(const Kernel& k, sa_status s, Op op) {
+  if (s == SA_OK) return;
+  const char* detail = k.raw().last_error ? k.raw().last_error(k.raw().ctx) : nullptr;
+  static const char* const names[] = {"SA_OK", "SA_INVALID_ARGUMENT", "SA_UNSUPPORTED",
+                                      "SA_INTERNAL_ERROR"};
+  const int si = static_cast<int>(s);
+  throw KernelError(s, "kernel '" + k.name() + "' " + name_of(op) + " returned " +
+                           (si >= 0 && si < 4 ? names[si] : std::to_string(si)) +
+                           (detail ? std::string(": ") + detail : std::string()));
+}
+void require(const Kernel& k, Op op, DType t) {
+  if (!k.supports(op))
+    throw KernelError(SA_UNSUPPORTED, "kernel '" + k.name() + "' does not implement " + name_of(op));
+  if (!k.supports(t))
+    throw KernelError(SA_UNSUPPORTED, "kernel '" + k.name() + "' does not support " +
+                                          std::string(name_of(t)));
+}
+}  // namespace
+
+std::vector<float> Kernel::softmax(DType t, const RowBatch& in, double temperature) const {
+  require(*this, Op::softmax, t);
+  const sa_rows shape = shape_of(in, temperature);
+  Packed x = pack(t, in.data, "logits");
+  Packed y = blank(t, in.data.size());
+  Stage st(memory());
+  void* dx = st.in(x.data(), x.bytes());
+  void* dy = st.out(y.data(), y.bytes());
+  check_status(*this, k_->softmax(k_->ctx, to_abi(t), &shape, dx, dy), Op::softmax);
+  st.fetch();
+  return unpack(y);
+}
+
+std::vector<float> Kernel::log_softmax(DType t, const RowBatch& in, double temperature) const {
+  require(*this, Op::log_softmax, t);
+  const sa_rows shape = shape_of(in, temperature);
+  Packed x = pack(t, in.data, "logits");
+  Packed y = blank(t, in.data.size());
+  Stage st(memory());
+  void* dx = st.in(x.data(), x.bytes());
+  void* dy = st.out(y.data(), y.bytes());
+  check_status(*this, k_->log_softmax(k_->ctx, to_abi(t), &shape, dx, dy), Op::log_softmax);
+  st.fetch();
+  return unpack(y);
+}
+
+std::vector<float> Kernel::logsumexp(DType t, const RowBatch& in, double temperature) const {
+  require(*this, Op::logsumexp, t);
+  const sa_rows shape = shape_of(in, temperature);
+  Packed x = pack(t, in.data, "logits");
+  std::vector<float> lse(static_cast<std::size_t>(in.rows), NAN);
+  Stage st(memory());
+  void* dx = st.in(x.data(), x.bytes());
+  auto* dl = static_cast<float*>(st.out(lse.data(), lse.size() * 4));
+  check_status(*this, k_->logsumexp(k_->ctx, to_abi(t), &shape, dx, dl), Op::logsumexp);
+  st.fetch();
+  return lse;
+}
+
+std::vector<float> Kernel::entropy(DType t, const RowBatch& in, double temperature,
+                                   std::vector<sa_entropy_state>* states) const {
+  require(*this, Op::entropy, t);
+  const sa_rows shape = shape_of(in, temperature);
+  Packed x = pack(t, in.data, "logits");
+  std::vector<float> H(static_cast<std::size_t>(in.rows), NAN);
+  if (states) states->assign(static_cast<std::size_t>(in.rows), sa_entropy_state{NAN, NAN, NAN});
+  Stage st(memory());
+  void* dx = st.in(x.data(), x.bytes());
+  auto* dH = static_cast<float*>(st.out(H.data(), H.size() * 4));
+  auto* ds = states ? static_cast<sa_entropy_state*>(
+                          st.out(states->data(), states->size() * sizeof(sa_entropy_state)))
+                    : nullptr;
+  check_status(*this, k_->entropy(k_->ctx, to_abi(t), &shape, dx, dH, ds), Op::entropy);
+  st.fetch();
+  return H;
+}
+
+AdaptiveOutput Kernel::adaptive_softmax(DType t, const RowBatch& in, double temperature) const {
+  require(*this, Op::adaptive_softmax, t);
+  const sa_rows shape = shape_of(in, temperature);
+  Packed x = pack(t, in.data, "logits");
+  Packed y = blank(t, in.data.size());
+  AdaptiveOutput r;
+  r.beta.assign(static_cast<std::size_t>(in.rows), NAN);
+  r.entropy.assign(static_cast<std::size_t>(in.rows), NAN);
+  Stage st(memory());
+  void* dx = st.in(x.data(), x.bytes());
+  void* dy = st.out(y.data(), y.bytes());
+  auto* db = static_cast<float*>(st.out(r.beta.data(), r.beta.size() * 4));
+  auto* dh = static_cast<float*>(st.out(r.entropy.data(), r.entropy.size() * 4));
+  check_status(*this, k_->adaptive_softmax(k_->ctx, to_abi(t), &shape, dx, dy, db, dh),
+               Op::adaptive_softmax);
+  st.fetch();
+  r.weights = unpack(y);
+  return r;
+}
+
+AttentionOutput Kernel::attention(DType t, const AttentionInput& in) const {
+  require(*this, Op::attention, t);
+  auto expect = [&](const char* f, std::size_t got, std::int64_t want) {
+    if (static_cast<std::int64_t>(got) != want)
+      throw std::invalid_argument(std::string("attention call: ") + f + " has " +
+                                  std::to_string(got) + " values, expected " + std::to_string(want));
+  };
+  expect("q", in.q.size(), in.nq * in.d);
+  expect("k", in.k.size(), in.nk * in.d);
+  expect("v", in.v.size(), in.nk * in.dv);
+  if (!in.key_mask.empty()) expect("key_mask", in.key_mask.size(), in.nk);
+  Packed q = pack(t, in.q, "q"), k = pack(t, in.k, "k"), v = pack(t, in.v, "v");
+  Packed o = blank(t, static_cast<std::size_t>(in.nq * in.dv));
+  AttentionOutput r;
+  r.lse.assign(static_cast<std::size_t>(in.nq), NAN);
+  r.entropy.assign(static_cast<std::size_t>(in.nq), NAN);
+  r.beta.assign(static_cast<std::size_t>(in.nq), NAN);
+  Stage st(memory());
+  sa_attention_args a{};
+  a.dtype = to_abi(t);
+  a.nq = in.nq;
+  a.nk = in.nk;
+  a.d = in.d;
+  a.dv = in.dv;
+  a.q = st.in(q.data(), q.bytes());
+  a.q_stride = in.d;
+  a.k = st.in(k.data(), k.bytes());
+  a.k_stride = in.d;
+  a.v = st.in(v.data(), v.bytes());
+  a.v_stride = in.dv;
+  a.out = st.out(o.data(), o.bytes());
+  a.out_stride = in.dv;
+  a.lse = static_cast<float*>(st.out(r.lse.data(), r.lse.size() * 4));
+  a.entropy = static_cast<float*>(st.out(r.entropy.data(), r.entropy.size() * 4));
+  a.beta = static_cast<float*>(st.out(r.beta.data(), r.beta.size() * 4));
+  a.key_mask = in.key_mask.empty()
+                   ? nullptr
+                   : static_cast<const std::uint8_t*>(st.in(in.key_mask.data(), in.key_mask.size()));
+  a.scale = in.scale;
+  a.causal = in.causal ? 1 : 0;
+  a.adaptive = in.adaptive ? 1 : 0;
+  a.num_splits = in.num_splits;
+  check_status(*this, k_->attention(k_->ctx, &a), Op::attention);
+  st.fetch();
+  r.out = unpack(o);
+  return r;
+}
+
+std::vector<sa_entropy_state> Kernel::merge_entropy_states(std::span<const sa_entropy_state> a,
+                                                           std::span<const sa_entropy_state> b) const {
+  if (!supports(Op::merge_entropy_states))
+    throw KernelError(SA_UNSUPPORTED, "kernel '" + name_ + "' does not implement merge_entropy_states");
+  if (a.size() != b.size())
+    throw std::invalid_argument("merge_entropy_states: a has " + std::to_string(a.size()) +
+                                " states, b has " + std::to_string(b.size()));
+  std::vector<sa_entropy_state> out(a.size(), sa_entropy_state{NAN, NAN, NAN});
+  const std::size_t bytes = a.size() * sizeof(sa_entropy_state);
+  Stage st(memory());
+  auto* da = static_cast<const sa_entropy_state*>(st.in(a.data(), bytes));
+  auto* db = static_cast<const sa_entropy_state*>(st.in(b.data(), bytes));
+  auto* dout = static_cast<sa_entropy_state*>(st.out(out.data(), bytes));
+  check_status(*this,
+               k_->merge_entropy_states(k_->ctx, static_cast<std::int64_t>(a.size()), da, db, dout),
+               Op::merge_entropy_states);
+  st.fetch();
+  return out;
+}
+
+std::vector<float> Kernel::merge_attention_states(std::int64_t rows, std::int64_t dv,
+                                                  std::span<const float> o_a,
+                                                  std::span<const float> lse_a,
+                                                  std::span<const float> o_b,
+                                                  std::span<const float> lse_b,
+                                                  std::vector<float>* out_lse) const {
+  if (!supports(Op::merge_attention_states))
+    throw KernelError(SA_UNSUPPORTED, "kernel '" + name_ + "' does not implement merge_attention_states");
+  const auto need = static_cast<std::size_t>(rows * dv);
+  if (o_a.size() != need || o_b.size() != need || lse_a.size() != static_cast<std::size_t>(rows) ||
+      lse_b.size() != static_cast<std::size_t>(rows))
+    throw std::invalid_argument("merge_attention_states: expected outputs of rows*dv = " +
+                                std::to_string(need) + " values and " + std::to_string(rows) +
+                                " lse values per part");
+  std::vector<float> out(need, NAN), lse(static_cast<std::size_t>(rows), NAN);
+  Stage st(memory());
+  auto* a = static_cast<const float*>(st.in(o_a.data(), need * 4));
+  auto* la = static_cast<const float*>(st.in(lse_a.data(), lse.size() * 4));
+  auto* b = static_cast<const float*>(st.in(o_b.data(), need * 4));
+  auto* lb = static_cast<const float*>(st.in(lse_b.data(), lse.size() * 4));
+  auto* o = static_cast<float*>(st.out(out.data(), need * 4));
+  auto* l = static_cast<float*>(st.out(lse.data(), lse.size() * 4));
+  check_status(*this, k_->merge_attention_states(k_->ctx, rows, dv, a, la, b, lb, o, l),
+               Op::merge_attention_states);
+  st.fetch();
+  if (out_lse) *out_lse = std::move(lse);
+  return out;
+}
+
+namespace {
+std::shared_ptr<void> open_library(const std::string& path) {
+  dlerror();
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* e = dlerror();
+    throw std::invalid_argument("plugin " + path + ": cannot load it (" + (e ? e : "unknown error") +
+                                "); expected a shared library built against softmax_audit/kernel.h");
+  }
+  return std::shared_ptr<void>(h, [](void* p) { dlclose(p); });
+}
+}  // namespace
+
+Kernel load_plugin(const std::string& path, int index) {
+  auto lib = open_library(path);
+  if (index < 0) {
+    auto entry = reinterpret_cast<sa_kernel_entry_fn>(dlsym(lib.get(), "sa_kernel_entry"));
+    if (!entry) {
+      auto at = reinterpret_cast<sa_kernel_entry_at_fn>(dlsym(lib.get(), "sa_kernel_entry_at"));
+      if (!at)
+        throw std::invalid_argument("plugin " + path +
+                                    ": exports neither sa_kernel_entry nor sa_kernel_entry_at; "
+                                    "expected `const sa_kernel* sa_kernel_entry(void)` with C linkage");
+      return Kernel(at(0), path, lib);
+    }
+    return Kernel(entry(), path, lib);
+  }
+  auto at = reinterpret_cast<sa_kernel_entry_at_fn>(dlsym(lib.get(), "sa_kernel_entry_at"));
+  if (!at)
+    throw std::invalid_argument("plugin " + path + ": kernel index " + std::to_string(index) +
+                                " requested but sa_kernel_entry_at is not exported");
+  const sa_kernel* k = at(index);
+  if (!k)
+    throw std::invalid_argument("plugin " + path + ": no kernel at index " + std::to_string(index));
+  return Kernel(k, path, lib);
+}
+
+std::vector<Kernel> load_plugin_all(const std::string& path) {
+  auto lib = open_library(path);
+  std::vector<Kernel> out;
+  if (auto at = reinterpret_cast<sa_kernel_entry_at_fn>(dlsym(lib.get(), "sa_kernel_entry_at"))) {
+    for (int i = 0; i < 1024; ++i) {
+      const sa_kernel* k = at(i);
+      if (!k) break;
+      out.emplace_back(k, path, lib);
+    }
+    if (!out.empty()) return out;
+  }
+  out.push_back(load_plugin(path));
+  return out;
+}
+
+}  // namespace sa

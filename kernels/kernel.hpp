@@ -1,0 +1,148 @@
+// The suite's C++ view of a kernel under test. Everything in the suite that
+// runs a kernel goes through sa::Kernel, which goes through the C ABI in
+// include/softmax_audit/kernel.h and nothing else: built-in kernels and
+// plugins built elsewhere are treated identically.
+//
+// sa::Kernel takes and returns host float buffers. For SA_BF16 the inputs
+// must already be bfloat16 values (the handle packs them without rounding and
+// throws if one is not); outputs come back widened to float exactly. For
+// kernels whose memory is SA_MEMORY_CUDA the handle stages buffers through
+// device memory (see device_memory()), or throws KernelUnavailable when no
+// device is present.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "softmax_audit/kernel.h"
+
+namespace sa {
+
+enum class Op {
+  softmax,
+  log_softmax,
+  logsumexp,
+  entropy,
+  adaptive_softmax,
+  attention,
+  merge_entropy_states,
+  merge_attention_states
+};
+constexpr Op all_ops[] = {Op::softmax,          Op::log_softmax, Op::logsumexp,
+                          Op::entropy,          Op::adaptive_softmax, Op::attention,
+                          Op::merge_entropy_states, Op::merge_attention_states};
+const char* name_of(Op op);
+std::optional<Op> parse_op(std::string_view s);
+std::uint32_t op_bit(Op op);
+
+// A kernel call returned an error status; what() includes the kernel's last_error text.
+class KernelError : public std::runtime_error {
+ public:
+  KernelError(sa_status status, const std::string& what) : std::runtime_error(what), status(status) {}
+  sa_status status;
+};
+
+// The kernel cannot run here (e.g. a CUDA kernel without a device); a skip, not a failure.
+class KernelUnavailable : public std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Copies to and from device memory for SA_MEMORY_CUDA kernels. Null when this
+// build has no CUDA support or no device is present.
+struct DeviceMemory {
+  void* (*alloc)(std::size_t bytes);
+  void (*free)(void* p);
+  void (*to_device)(void* dst, const void* src, std::size_t bytes);
+  void (*to_host)(void* dst, const void* src, std::size_t bytes);
+  const char* (*why_unavailable)();  // set even when the rest is null
+};
+const DeviceMemory& device_memory();
+
+// Rows of logits in host memory: rows x n, row r at data[r * stride].
+struct RowBatch {
+  std::int64_t rows = 1;
+  std::int64_t n = 0;
+  std::int64_t stride = 0;  // >= n
+  std::vector<float> data;  // rows * stride values
+
+  static RowBatch single(std::vector<float> row);
+  std::span<const float> row(std::int64_t r) const {
+    return {data.data() + r * stride, static_cast<std::size_t>(n)};
+  }
+};
+
+struct AdaptiveOutput {
+  std::vector<float> weights;  // same layout as the input batch
+  std::vector<float> beta, entropy;
+};
+
+struct AttentionInput {
+  std::int64_t nq = 0, nk = 0, d = 0, dv = 0;
+  std::vector<float> q, k, v;          // row-major, contiguous
+  std::vector<std::uint8_t> key_mask;  // empty or nk entries
+  double scale = 1.0;
+  bool causal = false;
+  bool adaptive = false;
+  std::int64_t num_splits = 0;
+};
+struct AttentionOutput {
+  std::vector<float> out;  // nq x dv
+  std::vector<float> lse, entropy, beta;
+};
+
+class Kernel {
+ public:
+  // Validates the descriptor (ABI version, struct size, name, that ops and
+  // dtypes agree with the function pointers); throws std::invalid_argument
+  // naming `origin` (a plugin path or "built-in") and what was expected.
+  Kernel(const sa_kernel* k, std::string origin, std::shared_ptr<void> library = {});
+
+  const std::string& name() const { return name_; }
+  const std::string& origin() const { return origin_; }
+  std::string description() const;
+  bool supports(Op op) const;
+  bool supports(DType t) const;
+  sa_memory memory() const { return k_->memory; }
+  sa_entropy_definition adaptive_entropy() const { return k_->adaptive_entropy; }
+  const sa_kernel& raw() const { return *k_; }
+
+  std::vector<float> softmax(DType t, const RowBatch& in, double temperature = 1.0) const;
+  std::vector<float> log_softmax(DType t, const RowBatch& in, double temperature = 1.0) const;
+  std::vector<float> logsumexp(DType t, const RowBatch& in, double temperature = 1.0) const;
+  // Entropy per row, and the final (m, S, T) state per row.
+  std::vector<float> entropy(DType t, const RowBatch& in, double temperature = 1.0,
+                             std::vector<sa_entropy_state>* states = nullptr) const;
+  AdaptiveOutput adaptive_softmax(DType t, const RowBatch& in, double temperature = 1.0) const;
+  AttentionOutput attention(DType t, const AttentionInput& in) const;
+  std::vector<sa_entropy_state> merge_entropy_states(std::span<const sa_entropy_state> a,
+                                                     std::span<const sa_entropy_state> b) const;
+  // Returns out (rows x dv) and writes the merged lse into *out_lse.
+  std::vector<float> merge_attention_states(std::int64_t rows, std::int64_t dv,
+                                            std::span<const float> o_a, std::span<const float> lse_a,
+                                            std::span<const float> o_b, std::span<const float> lse_b,
+                                            std::vector<float>* out_lse) const;
+
+ private:
+  const sa_kernel* k_;
+  std::string origin_;
+  std::string name_;
+  std::shared_ptr<void> library_;  // keeps a plugin loaded while any copy lives
+};
+
+// Loads a kernel library built against include/softmax_audit/kernel.h.
+// index < 0: sa_kernel_entry(), else sa_kernel_entry_at(index). Throws
+// std::invalid_argument naming the file and what was expected.
+Kernel load_plugin(const std::string& path, int index = -1);
+// Every kernel a plugin exports (sa_kernel_entry_at 0.. or the single entry).
+std::vector<Kernel> load_plugin_all(const std::string& path);
+
+sa_dtype to_abi(DType t);  // float32 -> SA_F32, bfloat16 -> SA_BF16; throws otherwise
+
+}  // namespace sa
