@@ -1,0 +1,57 @@
+// The property suite: the paper's theorems and the known bug classes as
+// properties that any kernel behind sa::Kernel is run through.
+//
+// This header is the contract between the suite and its front ends (the CLI's
+// `check`, the audit report, the library users' GoogleTest binaries).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/verdict.hpp"
+#include "kernels/kernel.hpp"
+
+namespace sa::props {
+
+// What to run. Empty lists mean "everything applicable".
+struct SuiteConfig {
+  std::vector<Op> ops;                     // operations to check
+  std::vector<DType> dtypes;               // float32, bfloat16
+  std::vector<std::int64_t> sizes;         // row lengths n (generators add their own too when empty)
+  std::vector<std::string> distributions;  // generator names (see distributions())
+  std::vector<std::string> rules;          // tolerance rule ids (see rules())
+  std::vector<std::string> properties;     // property ids to run (see properties()); empty = all
+  int cases = 100;                         // random cases per property
+  std::uint64_t seed = 0;                  // 0: RapidCheck's own random seed (printed in verdicts)
+  double temperature = 1.0;
+};
+
+// Called as the suite runs; every member may be empty.
+struct SuiteObserver {
+  // Before each kernel call: which property and a reproducible description of
+  // the input about to be run (so a crash or hang can be attributed to it).
+  std::function<void(const std::string& property, const std::string& input)> before_case;
+  std::function<void(const Verdict&)> on_verdict;
+  std::function<void(int done, int total)> progress;
+};
+
+struct PropertyInfo {
+  std::string id;     // stable, e.g. "softmax.ulp_vs_reference", "metamorphic.shift_invariance"
+  std::string claim;  // one sentence
+  std::string rule;   // default rule id the bound comes from
+};
+
+std::vector<PropertyInfo> properties();
+std::vector<std::string> distributions();
+std::vector<Rule> rules();
+
+// Runs every selected property applicable to the kernel (skipping, with a
+// verdict saying why, what the kernel does not implement) and returns one
+// verdict per property x op x dtype.
+std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
+                               SuiteObserver* observer = nullptr);
+
+}  // namespace sa::props
