@@ -55,3 +55,49 @@ SA_HD inline Real adaptive_beta(Real H) {
 }
 
 }  // namespace sa::theory
+
+#if !defined(__CUDACC__)
+#include <utility>
+
+namespace sa::theory {
+
+// The interval of H on which the correction is active (beta > 1): the two
+// roots of poly(H) = 1 above the 0.5 threshold, found by bisection on the
+// polynomial itself (not typed in). About (0.849, 5.944).
+template <class Real>
+std::pair<Real, Real> adaptive_correction_interval() {
+  auto f = [](const Real& h) { return adaptive_polynomial(h) - Real(1); };
+  auto bisect = [&](Real lo, Real hi) {  // f(lo) and f(hi) have opposite signs
+    const bool lo_neg = f(lo) < Real(0);
+    for (int i = 0; i < 400; ++i) {
+      const Real mid = (lo + hi) / Real(2);
+      if ((f(mid) < Real(0)) == lo_neg) lo = mid;
+      else hi = mid;
+    }
+    return (lo + hi) / Real(2);
+  };
+  // poly - 1 < 0 at H = 0.5, > 0 at H = 3, < 0 at H = 8 (checked by the tests).
+  return {bisect(Real(1) / Real(2), Real(3)), bisect(Real(3), Real(8))};
+}
+
+// The largest beta and the entropy where it occurs: the root of poly'(H) = 0
+// inside the correction interval, by bisection. About beta 2.42 at H 4.41.
+template <class Real>
+std::pair<Real, Real> adaptive_beta_peak() {
+  auto dpoly = [](const Real& h) {
+    return Real(4) * adaptive_coefficient<Real>(0) * h * h * h +
+           Real(3) * adaptive_coefficient<Real>(1) * h * h +
+           Real(2) * adaptive_coefficient<Real>(2) * h + adaptive_coefficient<Real>(3);
+  };
+  Real lo = Real(3), hi = Real(6);  // poly' > 0 at 3, < 0 at 6
+  for (int i = 0; i < 400; ++i) {
+    const Real mid = (lo + hi) / Real(2);
+    if (dpoly(mid) > Real(0)) lo = mid;
+    else hi = mid;
+  }
+  const Real h = (lo + hi) / Real(2);
+  return {h, adaptive_polynomial(h)};
+}
+
+}  // namespace sa::theory
+#endif
