@@ -1,0 +1,48 @@
+// softmax-audit: proves, tests and measures softmax numerics.
+#include <fmt/core.h>
+
+#include <exception>
+
+#include "cli/commands.hpp"
+
+namespace sa::cli {
+int& exit_code() {
+  static int code = exit_pass;
+  return code;
+}
+}  // namespace sa::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "softmax-audit — proves, tests and measures softmax numerics.\n"
+      "Checks softmax and attention kernels against high-precision references and the\n"
+      "theorems of \"Softmax is not Enough (for Sharp Size Generalisation)\"."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "softmax-audit 0.1.0");
+  sa::cli::add_bounds_command(app);
+#ifdef SA_CLI_HAVE_CHECK
+  sa::cli::add_check_command(app);
+#endif
+#ifdef SA_CLI_HAVE_REPORT
+  sa::cli::add_report_command(app);
+#endif
+#ifdef SA_CLI_HAVE_FUZZ
+  sa::cli::add_fuzz_command(app);
+#endif
+#ifdef SA_CLI_HAVE_SWEEP
+  sa::cli::add_sweep_command(app);
+#endif
+#ifdef SA_CLI_HAVE_AUDIT
+  sa::cli::add_audit_command(app);
+#endif
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : sa::cli::exit_usage;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "softmax-audit: error: {}\n", e.what());
+    return sa::cli::exit_usage;
+  }
+  return sa::cli::exit_code();
+}
