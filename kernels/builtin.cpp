@@ -1,0 +1,29 @@
+#include "kernels/builtin.hpp"
+
+#if defined(SA_HAVE_NAIVE_KERNEL)
+#include "kernels/naive/naive_kernel.hpp"
+#endif
+#if defined(SA_HAVE_CPU_KERNEL)
+#include "kernels/cpu/cpu_kernel.hpp"
+#endif
+#if defined(SA_HAVE_CUDA_KERNEL)
+#include "kernels/cuda/cuda_kernel.hpp"
+#endif
+
+namespace sa {
+
+std::vector<Kernel> builtin_kernels() {
+  std::vector<Kernel> out;
+#if defined(SA_HAVE_CPU_KERNEL)
+  out.emplace_back(kernels::cpu_kernel(), "built-in");
+#endif
+#if defined(SA_HAVE_NAIVE_KERNEL)
+  out.emplace_back(kernels::naive_kernel(), "built-in");
+#endif
+#if defined(SA_HAVE_CUDA_KERNEL)
+  out.emplace_back(kernels::cuda_kernel(), "built-in");
+#endif
+  return out;
+}
+
+}  // namespace sa
