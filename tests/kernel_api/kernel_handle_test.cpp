@@ -1,0 +1,143 @@
+// sa::Kernel, the suite's only door to a kernel: it must refuse malformed
+// descriptors with a message naming the origin and what was expected, pack
+// bfloat16 inputs without silently rounding them, report kernel errors with
+// the kernel's own text, and never hand back stale output.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "core/bfloat16.hpp"
+#include "kernels/kernel.hpp"
+
+namespace {
+
+thread_local std::string last;
+
+// A tiny correct-enough softmax for the descriptor tests (float32 and bfloat16).
+sa_status toy_softmax(void*, sa_dtype dt, const sa_rows* s, const void* in, void* out) {
+  if (s->n < 1) {
+    last = "n must be >= 1";
+    return SA_INVALID_ARGUMENT;
+  }
+  for (int64_t r = 0; r < s->rows; ++r) {
+    std::vector<float> x(static_cast<std::size_t>(s->n));
+    for (int64_t i = 0; i < s->n; ++i)
+      x[i] = dt == SA_F32 ? static_cast<const float*>(in)[r * s->in_stride + i]
+                          : sa::float_from_bf16(static_cast<const uint16_t*>(in)[r * s->in_stride + i]);
+    float m = -INFINITY, S = 0;
+    for (float v : x) m = std::max(m, v);
+    for (float& v : x) S += (v = std::exp((v - m) / static_cast<float>(s->temperature)));
+    for (int64_t i = 0; i < s->n; ++i) {
+      if (dt == SA_F32) static_cast<float*>(out)[r * s->out_stride + i] = x[i] / S;
+      else static_cast<uint16_t*>(out)[r * s->out_stride + i] = sa::bf16_from_float(x[i] / S);
+    }
+  }
+  return SA_OK;
+}
+
+const char* toy_error(void*) { return last.c_str(); }
+
+sa_kernel toy() {
+  sa_kernel k{};
+  k.abi_version = SA_KERNEL_ABI_VERSION;
+  k.struct_size = sizeof(sa_kernel);
+  k.name = "toy";
+  k.ops = SA_OP_SOFTMAX;
+  k.dtypes = SA_DTYPE_F32 | SA_DTYPE_BF16;
+  k.memory = SA_MEMORY_HOST;
+  k.softmax = toy_softmax;
+  k.last_error = toy_error;
+  return k;
+}
+
+std::string construct_error(const sa_kernel& k) {
+  try {
+    sa::Kernel h(&k, "test.so");
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(KernelHandle, RejectsMalformedDescriptors) {
+  sa_kernel k = toy();
+  k.abi_version = 99;
+  EXPECT_NE(construct_error(k).find("ABI version 99, expected 1"), std::string::npos) << construct_error(k);
+  k = toy();
+  k.struct_size = 8;
+  EXPECT_NE(construct_error(k).find("sa_kernel is 8 bytes"), std::string::npos);
+  k = toy();
+  k.name = "";
+  EXPECT_NE(construct_error(k).find("name is empty"), std::string::npos);
+  k = toy();
+  k.ops |= SA_OP_ENTROPY;  // claimed but NULL
+  EXPECT_NE(construct_error(k).find("claims entropy but the function pointer is NULL"), std::string::npos)
+      << construct_error(k);
+  k = toy();
+  k.ops = 0;  // pointer set but not claimed
+  EXPECT_NE(construct_error(k).find("does not claim softmax but the function pointer is set"),
+            std::string::npos);
+  EXPECT_NE(construct_error(k).find("test.so"), std::string::npos);
+  EXPECT_EQ(construct_error(toy()), "");
+}
+
+TEST(KernelHandle, CallsThroughTheAbiWithStrides) {
+  const sa_kernel k = toy();
+  sa::Kernel h(&k, "built-in");
+  sa::RowBatch b;
+  b.rows = 2, b.n = 3, b.stride = 5;
+  b.data = {0, 1, 2, 99, 99, 5, 5, 5, 99, 99};
+  const auto out = h.softmax(sa::DType::float32, b);
+  ASSERT_EQ(out.size(), 10u);
+  EXPECT_NEAR(out[0] + out[1] + out[2], 1.0f, 1e-6f);
+  EXPECT_FLOAT_EQ(out[5], 1.0f / 3.0f);
+  EXPECT_TRUE(std::isnan(out[3])) << "padding must stay untouched (NaN sentinel)";
+}
+
+TEST(KernelHandle, RefusesInputsThatAreNotBFloat16) {
+  const sa_kernel k = toy();
+  sa::Kernel h(&k, "built-in");
+  const auto ok = h.softmax(sa::DType::bfloat16, sa::RowBatch::single({1.0f, 2.0f, 0.5f}));
+  EXPECT_EQ(ok.size(), 3u);
+  EXPECT_EQ(sa::round_to_bf16(ok[0]), ok[0]);
+  try {
+    h.softmax(sa::DType::bfloat16, sa::RowBatch::single({1.0f, 0.1f}));
+    FAIL() << "0.1 is not a bfloat16 value";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("logits[1]"), std::string::npos) << e.what();
+  }
+}
+
+TEST(KernelHandle, ReportsKernelErrorsAndUnsupportedOps) {
+  const sa_kernel k = toy();
+  sa::Kernel h(&k, "built-in");
+  sa::RowBatch empty;
+  empty.rows = 1, empty.n = 0, empty.stride = 0;
+  try {
+    h.softmax(sa::DType::float32, empty);
+    FAIL();
+  } catch (const sa::KernelError& e) {
+    EXPECT_EQ(e.status, SA_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("n must be >= 1"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(h.entropy(sa::DType::float32, sa::RowBatch::single({1.0f})), sa::KernelError);
+  EXPECT_THROW(h.softmax(sa::DType::float64, sa::RowBatch::single({1.0f})), sa::KernelError);
+}
+
+TEST(KernelHandle, PluginLoadErrorsNameTheFile) {
+  try {
+    sa::load_plugin("/nonexistent/libkernel.so");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/libkernel.so"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("softmax_audit/kernel.h"), std::string::npos);
+  }
+}
+
+TEST(KernelHandle, OpNames) {
+  for (sa::Op op : sa::all_ops) EXPECT_EQ(sa::parse_op(sa::name_of(op)), op);
+  EXPECT_FALSE(sa::parse_op("softmx").has_value());
+}
