@@ -27,10 +27,14 @@ struct FloatFormat {
 
 constexpr FloatFormat format_of(DType t) {
   switch (t) {
-    case DType::float64: return {"float64", 53, -1022, 1023};
-    case DType::float32: return {"float32", 24, -126, 127};
-    case DType::bfloat16: return {"bfloat16", 8, -126, 127};
-    case DType::float16: return {"float16", 11, -14, 15};
+    case DType::float64:
+      return {"float64", 53, -1022, 1023};
+    case DType::float32:
+      return {"float32", 24, -126, 127};
+    case DType::bfloat16:
+      return {"bfloat16", 8, -126, 127};
+    case DType::float16:
+      return {"float16", 11, -14, 15};
   }
   return {"?", 0, 0, 0};
 }

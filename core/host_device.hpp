@@ -45,15 +45,20 @@ SA_HD inline double log(double x) {
   return std::log(x);
 #endif
 }
-template <class Real> Real exp(const Real& x) {
+template <class Real>
+Real exp(const Real& x) {
   using std::exp;
   return exp(x);
 }
-template <class Real> Real log(const Real& x) {
+template <class Real>
+Real log(const Real& x) {
   using std::log;
   return log(x);
 }
 
-template <class Real> SA_HD inline bool is_nan(const Real& x) { return !(x == x); }
+template <class Real>
+SA_HD inline bool is_nan(const Real& x) {
+  return !(x == x);
+}
 
 }  // namespace sa::hd

@@ -17,10 +17,14 @@ enum class Outcome { pass, fail, skip, error };
 
 inline const char* name_of(Outcome o) {
   switch (o) {
-    case Outcome::pass: return "pass";
-    case Outcome::fail: return "fail";
-    case Outcome::skip: return "skip";
-    case Outcome::error: return "error";
+    case Outcome::pass:
+      return "pass";
+    case Outcome::fail:
+      return "fail";
+    case Outcome::skip:
+      return "skip";
+    case Outcome::error:
+      return "error";
   }
   return "?";
 }
@@ -33,11 +37,11 @@ struct Rule {
 };
 
 struct Verdict {
-  std::string property;        // stable id, e.g. "T1.upper" or "softmax.ulp"
-  std::string claim;           // the statement being checked, in words
-  double measured = NAN;       // what was observed
-  double bound = NAN;          // what it was held to
-  Rule rule;                   // where the bound comes from
+  std::string property;   // stable id, e.g. "T1.upper" or "softmax.ulp"
+  std::string claim;      // the statement being checked, in words
+  double measured = NAN;  // what was observed
+  double bound = NAN;     // what it was held to
+  Rule rule;              // where the bound comes from
   Outcome outcome = Outcome::skip;
   std::string counterexample;  // a reproducible failing input (seed and values), empty on pass
   std::string kernel;          // kernel name, or "reference" / "theory"
@@ -50,8 +54,8 @@ struct Verdict {
 
 // Builds a verdict for a claim of the form `measured <= bound`. NaN measured
 // values fail (a NaN never satisfies a bound).
-inline Verdict check_at_most(std::string property, std::string claim, double measured,
-                             double bound, Rule rule) {
+inline Verdict check_at_most(std::string property, std::string claim, double measured, double bound,
+                             Rule rule) {
   Verdict v;
   v.property = std::move(property);
   v.claim = std::move(claim);
@@ -67,8 +71,9 @@ inline std::string describe(const Verdict& v) {
   std::ostringstream os;
   os.precision(17);
   os << "[" << name_of(v.outcome) << "] " << v.property;
-  if (!v.kernel.empty()) os << " [" << v.kernel << (v.op.empty() ? "" : "/" + v.op)
-                            << (v.dtype.empty() ? "" : "/" + v.dtype) << "]";
+  if (!v.kernel.empty())
+    os << " [" << v.kernel << (v.op.empty() ? "" : "/" + v.op)
+       << (v.dtype.empty() ? "" : "/" + v.dtype) << "]";
   os << "\n  claim:    " << v.claim << "\n  measured: " << v.measured << "\n  bound:    " << v.bound
      << "\n  rule:     " << v.rule.id;
   if (!v.rule.source.empty()) os << " — " << v.rule.source;

@@ -12,14 +12,22 @@ namespace sa {
 
 const char* name_of(Op op) {
   switch (op) {
-    case Op::softmax: return "softmax";
-    case Op::log_softmax: return "log_softmax";
-    case Op::logsumexp: return "logsumexp";
-    case Op::entropy: return "entropy";
-    case Op::adaptive_softmax: return "adaptive_softmax";
-    case Op::attention: return "attention";
-    case Op::merge_entropy_states: return "merge_entropy_states";
-    case Op::merge_attention_states: return "merge_attention_states";
+    case Op::softmax:
+      return "softmax";
+    case Op::log_softmax:
+      return "log_softmax";
+    case Op::logsumexp:
+      return "logsumexp";
+    case Op::entropy:
+      return "entropy";
+    case Op::adaptive_softmax:
+      return "adaptive_softmax";
+    case Op::attention:
+      return "attention";
+    case Op::merge_entropy_states:
+      return "merge_entropy_states";
+    case Op::merge_attention_states:
+      return "merge_attention_states";
   }
   return "?";
 }
@@ -50,20 +58,33 @@ RowBatch RowBatch::single(std::vector<float> row) {
 
 namespace {
 
-const char* const op_fields[] = {"softmax",   "log_softmax",         "logsumexp",
-                                 "entropy",   "adaptive_softmax",    "attention",
-                                 "merge_entropy_states", "merge_attention_states"};
+const char* const op_fields[] = {"softmax",
+                                 "log_softmax",
+                                 "logsumexp",
+                                 "entropy",
+                                 "adaptive_softmax",
+                                 "attention",
+                                 "merge_entropy_states",
+                                 "merge_attention_states"};
 
 bool has_pointer(const sa_kernel& k, Op op) {
   switch (op) {
-    case Op::softmax: return k.softmax != nullptr;
-    case Op::log_softmax: return k.log_softmax != nullptr;
-    case Op::logsumexp: return k.logsumexp != nullptr;
-    case Op::entropy: return k.entropy != nullptr;
-    case Op::adaptive_softmax: return k.adaptive_softmax != nullptr;
-    case Op::attention: return k.attention != nullptr;
-    case Op::merge_entropy_states: return k.merge_entropy_states != nullptr;
-    case Op::merge_attention_states: return k.merge_attention_states != nullptr;
+    case Op::softmax:
+      return k.softmax != nullptr;
+    case Op::log_softmax:
+      return k.log_softmax != nullptr;
+    case Op::logsumexp:
+      return k.logsumexp != nullptr;
+    case Op::entropy:
+      return k.entropy != nullptr;
+    case Op::adaptive_softmax:
+      return k.adaptive_softmax != nullptr;
+    case Op::attention:
+      return k.attention != nullptr;
+    case Op::merge_entropy_states:
+      return k.merge_entropy_states != nullptr;
+    case Op::merge_attention_states:
+      return k.merge_attention_states != nullptr;
   }
   return false;
 }
@@ -100,8 +121,10 @@ Packed pack(DType t, std::span<const float> v, const char* what) {
 Packed blank(DType t, std::size_t count) {
   Packed p;
   p.bf16 = t != DType::float32;
-  if (p.bf16) p.b16.assign(count, 0x7fc0);  // NaN until written
-  else p.f32.assign(count, NAN);
+  if (p.bf16)
+    p.b16.assign(count, 0x7fc0);  // NaN until written
+  else
+    p.f32.assign(count, NAN);
   return p;
 }
 
@@ -182,16 +205,17 @@ Kernel::Kernel(const sa_kernel* k, std::string origin, std::shared_ptr<void> lib
     throw std::invalid_argument(where + ": sa_kernel.name is empty; expected a name");
   name_ = k_->name;
   if (k_->memory != SA_MEMORY_HOST && k_->memory != SA_MEMORY_CUDA)
-    throw std::invalid_argument(where + " '" + name_ + "': memory must be SA_MEMORY_HOST or SA_MEMORY_CUDA");
+    throw std::invalid_argument(where + " '" + name_ +
+                                "': memory must be SA_MEMORY_HOST or SA_MEMORY_CUDA");
   if ((k_->dtypes & (SA_DTYPE_F32 | SA_DTYPE_BF16)) == 0)
     throw std::invalid_argument(where + " '" + name_ + "': dtypes names no supported type");
   for (Op op : all_ops) {
     const bool claimed = (k_->ops & op_bit(op)) != 0;
     if (claimed != has_pointer(*k_, op))
-      throw std::invalid_argument(
-          where + " '" + name_ + "': ops " + (claimed ? "claims " : "does not claim ") +
-          op_fields[static_cast<int>(op)] + " but the function pointer is " +
-          (claimed ? "NULL" : "set"));
+      throw std::invalid_argument(where + " '" + name_ + "': ops " +
+                                  (claimed ? "claims " : "does not claim ") +
+                                  op_fields[static_cast<int>(op)] +
+                                  " but the function pointer is " + (claimed ? "NULL" : "set"));
   }
 }
 
@@ -216,10 +240,11 @@ void check_status(const Kernel& k, sa_status s, Op op) {
 }
 void require(const Kernel& k, Op op, DType t) {
   if (!k.supports(op))
-    throw KernelError(SA_UNSUPPORTED, "kernel '" + k.name() + "' does not implement " + name_of(op));
+    throw KernelError(SA_UNSUPPORTED,
+                      "kernel '" + k.name() + "' does not implement " + name_of(op));
   if (!k.supports(t))
-    throw KernelError(SA_UNSUPPORTED, "kernel '" + k.name() + "' does not support " +
-                                          std::string(name_of(t)));
+    throw KernelError(SA_UNSUPPORTED,
+                      "kernel '" + k.name() + "' does not support " + std::string(name_of(t)));
 }
 }  // namespace
 
@@ -305,7 +330,8 @@ AttentionOutput Kernel::attention(DType t, const AttentionInput& in) const {
   auto expect = [&](const char* f, std::size_t got, std::int64_t want) {
     if (static_cast<std::int64_t>(got) != want)
       throw std::invalid_argument(std::string("attention call: ") + f + " has " +
-                                  std::to_string(got) + " values, expected " + std::to_string(want));
+                                  std::to_string(got) + " values, expected " +
+                                  std::to_string(want));
   };
   expect("q", in.q.size(), in.nq * in.d);
   expect("k", in.k.size(), in.nk * in.d);
@@ -335,9 +361,10 @@ AttentionOutput Kernel::attention(DType t, const AttentionInput& in) const {
   a.lse = static_cast<float*>(st.out(r.lse.data(), r.lse.size() * 4));
   a.entropy = static_cast<float*>(st.out(r.entropy.data(), r.entropy.size() * 4));
   a.beta = static_cast<float*>(st.out(r.beta.data(), r.beta.size() * 4));
-  a.key_mask = in.key_mask.empty()
-                   ? nullptr
-                   : static_cast<const std::uint8_t*>(st.in(in.key_mask.data(), in.key_mask.size()));
+  a.key_mask =
+      in.key_mask.empty()
+          ? nullptr
+          : static_cast<const std::uint8_t*>(st.in(in.key_mask.data(), in.key_mask.size()));
   a.scale = in.scale;
   a.causal = in.causal ? 1 : 0;
   a.adaptive = in.adaptive ? 1 : 0;
@@ -348,10 +375,11 @@ AttentionOutput Kernel::attention(DType t, const AttentionInput& in) const {
   return r;
 }
 
-std::vector<sa_entropy_state> Kernel::merge_entropy_states(std::span<const sa_entropy_state> a,
-                                                           std::span<const sa_entropy_state> b) const {
+std::vector<sa_entropy_state> Kernel::merge_entropy_states(
+    std::span<const sa_entropy_state> a, std::span<const sa_entropy_state> b) const {
   if (!supports(Op::merge_entropy_states))
-    throw KernelError(SA_UNSUPPORTED, "kernel '" + name_ + "' does not implement merge_entropy_states");
+    throw KernelError(SA_UNSUPPORTED,
+                      "kernel '" + name_ + "' does not implement merge_entropy_states");
   if (a.size() != b.size())
     throw std::invalid_argument("merge_entropy_states: a has " + std::to_string(a.size()) +
                                 " states, b has " + std::to_string(b.size()));
@@ -368,20 +396,18 @@ std::vector<sa_entropy_state> Kernel::merge_entropy_states(std::span<const sa_en
   return out;
 }
 
-std::vector<float> Kernel::merge_attention_states(std::int64_t rows, std::int64_t dv,
-                                                  std::span<const float> o_a,
-                                                  std::span<const float> lse_a,
-                                                  std::span<const float> o_b,
-                                                  std::span<const float> lse_b,
-                                                  std::vector<float>* out_lse) const {
+std::vector<float> Kernel::merge_attention_states(
+    std::int64_t rows, std::int64_t dv, std::span<const float> o_a, std::span<const float> lse_a,
+    std::span<const float> o_b, std::span<const float> lse_b, std::vector<float>* out_lse) const {
   if (!supports(Op::merge_attention_states))
-    throw KernelError(SA_UNSUPPORTED, "kernel '" + name_ + "' does not implement merge_attention_states");
+    throw KernelError(SA_UNSUPPORTED,
+                      "kernel '" + name_ + "' does not implement merge_attention_states");
   const auto need = static_cast<std::size_t>(rows * dv);
   if (o_a.size() != need || o_b.size() != need || lse_a.size() != static_cast<std::size_t>(rows) ||
       lse_b.size() != static_cast<std::size_t>(rows))
-    throw std::invalid_argument("merge_attention_states: expected outputs of rows*dv = " +
-                                std::to_string(need) + " values and " + std::to_string(rows) +
-                                " lse values per part");
+    throw std::invalid_argument(
+        "merge_attention_states: expected outputs of rows*dv = " + std::to_string(need) +
+        " values and " + std::to_string(rows) + " lse values per part");
   std::vector<float> out(need, NAN), lse(static_cast<std::size_t>(rows), NAN);
   Stage st(memory());
   auto* a = static_cast<const float*>(st.in(o_a.data(), need * 4));
@@ -403,8 +429,9 @@ std::shared_ptr<void> open_library(const std::string& path) {
   void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* e = dlerror();
-    throw std::invalid_argument("plugin " + path + ": cannot load it (" + (e ? e : "unknown error") +
-                                "); expected a shared library built against softmax_audit/kernel.h");
+    throw std::invalid_argument(
+        "plugin " + path + ": cannot load it (" + (e ? e : "unknown error") +
+        "); expected a shared library built against softmax_audit/kernel.h");
   }
   return std::shared_ptr<void>(h, [](void* p) { dlclose(p); });
 }
@@ -417,9 +444,10 @@ Kernel load_plugin(const std::string& path, int index) {
     if (!entry) {
       auto at = reinterpret_cast<sa_kernel_entry_at_fn>(dlsym(lib.get(), "sa_kernel_entry_at"));
       if (!at)
-        throw std::invalid_argument("plugin " + path +
-                                    ": exports neither sa_kernel_entry nor sa_kernel_entry_at; "
-                                    "expected `const sa_kernel* sa_kernel_entry(void)` with C linkage");
+        throw std::invalid_argument(
+            "plugin " + path +
+            ": exports neither sa_kernel_entry nor sa_kernel_entry_at; "
+            "expected `const sa_kernel* sa_kernel_entry(void)` with C linkage");
       return Kernel(at(0), path, lib);
     }
     return Kernel(entry(), path, lib);

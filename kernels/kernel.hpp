@@ -35,9 +35,14 @@ enum class Op {
   merge_entropy_states,
   merge_attention_states
 };
-constexpr Op all_ops[] = {Op::softmax,          Op::log_softmax, Op::logsumexp,
-                          Op::entropy,          Op::adaptive_softmax, Op::attention,
-                          Op::merge_entropy_states, Op::merge_attention_states};
+constexpr Op all_ops[] = {Op::softmax,
+                          Op::log_softmax,
+                          Op::logsumexp,
+                          Op::entropy,
+                          Op::adaptive_softmax,
+                          Op::attention,
+                          Op::merge_entropy_states,
+                          Op::merge_attention_states};
 const char* name_of(Op op);
 std::optional<Op> parse_op(std::string_view s);
 std::uint32_t op_bit(Op op);
@@ -45,7 +50,8 @@ std::uint32_t op_bit(Op op);
 // A kernel call returned an error status; what() includes the kernel's last_error text.
 class KernelError : public std::runtime_error {
  public:
-  KernelError(sa_status status, const std::string& what) : std::runtime_error(what), status(status) {}
+  KernelError(sa_status status, const std::string& what)
+      : std::runtime_error(what), status(status) {}
   sa_status status;
 };
 
@@ -124,10 +130,9 @@ class Kernel {
   std::vector<sa_entropy_state> merge_entropy_states(std::span<const sa_entropy_state> a,
                                                      std::span<const sa_entropy_state> b) const;
   // Returns out (rows x dv) and writes the merged lse into *out_lse.
-  std::vector<float> merge_attention_states(std::int64_t rows, std::int64_t dv,
-                                            std::span<const float> o_a, std::span<const float> lse_a,
-                                            std::span<const float> o_b, std::span<const float> lse_b,
-                                            std::vector<float>* out_lse) const;
+  std::vector<float> merge_attention_states(
+      std::int64_t rows, std::int64_t dv, std::span<const float> o_a, std::span<const float> lse_a,
+      std::span<const float> o_b, std::span<const float> lse_b, std::vector<float>* out_lse) const;
 
  private:
   const sa_kernel* k_;

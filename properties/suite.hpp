@@ -18,9 +18,9 @@ namespace sa::props {
 
 // What to run. Empty lists mean "everything applicable".
 struct SuiteConfig {
-  std::vector<Op> ops;                     // operations to check
-  std::vector<DType> dtypes;               // float32, bfloat16
-  std::vector<std::int64_t> sizes;         // row lengths n (generators add their own too when empty)
+  std::vector<Op> ops;              // operations to check
+  std::vector<DType> dtypes;        // float32, bfloat16
+  std::vector<std::int64_t> sizes;  // row lengths n (generators add their own too when empty)
   std::vector<std::string> distributions;  // generator names (see distributions())
   std::vector<std::string> rules;          // tolerance rule ids (see rules())
   std::vector<std::string> properties;     // property ids to run (see properties()); empty = all

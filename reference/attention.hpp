@@ -28,7 +28,7 @@ struct AttentionProblem {
 };
 
 struct AttentionResult {
-  std::vector<Mp> out;  // nq x dv
+  std::vector<Mp> out;                 // nq x dv
   std::vector<Mp> lse, entropy, beta;  // nq each
 };
 

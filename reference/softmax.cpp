@@ -24,7 +24,8 @@ struct Scaled {
 void check_row(std::span<const double> l, double temperature, const char* what) {
   precision_bits();
   if (l.empty())
-    throw std::invalid_argument(std::string(what) + ": the row has no logits (n = 0); expected n >= 1");
+    throw std::invalid_argument(std::string(what) +
+                                ": the row has no logits (n = 0); expected n >= 1");
   if (!(temperature > 0.0) || !std::isfinite(temperature))
     throw std::invalid_argument(std::string(what) + ": temperature " + std::to_string(temperature) +
                                 " is not a finite number > 0");
@@ -81,7 +82,8 @@ std::vector<Mp> softmax_of(std::span<const Mp> z) {
         if (isinf(z[i]) && z[i] > 0) p[i] = share;
       return p;
     }
-    case RowKind::finite_or_masked: break;
+    case RowKind::finite_or_masked:
+      break;
   }
   const Mp m = max_finite(z);
   Mp S = 0;
@@ -126,14 +128,16 @@ std::vector<Mp> log_softmax(std::span<const double> logits, double temperature) 
     case RowKind::has_nan:
       for (auto& x : out) x = nan_mp();
       return out;
-    case RowKind::fully_masked: return out;
+    case RowKind::fully_masked:
+      return out;
     case RowKind::has_pos_inf: {
       const Mp share = -log(Mp(static_cast<double>(s.pos_inf)));
       for (std::size_t i = 0; i < s.z.size(); ++i)
         if (isinf(s.z[i]) && s.z[i] > 0) out[i] = share;
       return out;
     }
-    case RowKind::finite_or_masked: break;
+    case RowKind::finite_or_masked:
+      break;
   }
   const Mp lse = log_sum_exp(logits, temperature);
   for (std::size_t i = 0; i < s.z.size(); ++i)
@@ -145,10 +149,14 @@ Mp log_sum_exp(std::span<const double> logits, double temperature) {
   check_row(logits, temperature, "log_sum_exp");
   Scaled s = scale(logits, temperature);
   switch (s.kind) {
-    case RowKind::has_nan: return nan_mp();
-    case RowKind::fully_masked: return -inf_mp();
-    case RowKind::has_pos_inf: return inf_mp();
-    case RowKind::finite_or_masked: break;
+    case RowKind::has_nan:
+      return nan_mp();
+    case RowKind::fully_masked:
+      return -inf_mp();
+    case RowKind::has_pos_inf:
+      return inf_mp();
+    case RowKind::finite_or_masked:
+      break;
   }
   const Mp m = max_finite(s.z);
   Mp S = 0;

@@ -23,11 +23,16 @@ namespace sa::theory {
 template <class Real>
 SA_HD inline Real adaptive_coefficient(int i) {
   switch (i) {
-    case 0: return Real(-37) / Real(1000);
-    case 1: return Real(481) / Real(1000);
-    case 2: return Real(-23) / Real(10);
-    case 3: return Real(4917) / Real(1000);
-    default: return Real(-1791) / Real(1000);
+    case 0:
+      return Real(-37) / Real(1000);
+    case 1:
+      return Real(481) / Real(1000);
+    case 2:
+      return Real(-23) / Real(10);
+    case 3:
+      return Real(4917) / Real(1000);
+    default:
+      return Real(-1791) / Real(1000);
   }
 }
 
@@ -71,8 +76,10 @@ std::pair<Real, Real> adaptive_correction_interval() {
     const bool lo_neg = f(lo) < Real(0);
     for (int i = 0; i < 400; ++i) {
       const Real mid = (lo + hi) / Real(2);
-      if ((f(mid) < Real(0)) == lo_neg) lo = mid;
-      else hi = mid;
+      if ((f(mid) < Real(0)) == lo_neg)
+        lo = mid;
+      else
+        hi = mid;
     }
     return (lo + hi) / Real(2);
   };
@@ -92,8 +99,10 @@ std::pair<Real, Real> adaptive_beta_peak() {
   Real lo = Real(3), hi = Real(6);  // poly' > 0 at 3, < 0 at 6
   for (int i = 0; i < 400; ++i) {
     const Real mid = (lo + hi) / Real(2);
-    if (dpoly(mid) > Real(0)) lo = mid;
-    else hi = mid;
+    if (dpoly(mid) > Real(0))
+      lo = mid;
+    else
+      hi = mid;
   }
   const Real h = (lo + hi) / Real(2);
   return {h, adaptive_polynomial(h)};

@@ -93,8 +93,8 @@ Real entropy_at_infinite_beta(std::span<const Real> l) {
 template <class Real>
 Real two_logit_entropy(Real t) {
   using std::exp;
-  using std::log1p;
   using std::log;
+  using std::log1p;
   const Real e = exp(-t);  // t/(1+e^t) = t e^{-t} / (1 + e^{-t})
   return log1p(e) + t * e / (Real(1) + e);
 }

@@ -4,7 +4,8 @@
 // Claim: for dot-product logits l_i = scale * (Q y)^T (K x_i) with query y,
 // items x_i and weight matrices Q, K,
 //
-//     delta = max l - min l  <=  2 * scale * sigma_max(Q) * sigma_max(K) * ||y||_2 * max_i ||x_i||_2
+//     delta = max l - min l  <=  2 * scale * sigma_max(Q) * sigma_max(K) * ||y||_2 * max_i
+//     ||x_i||_2
 //
 // Proof: |l_i - l_j| = scale |(Qy)^T K (x_i - x_j)| <= scale sigma_Q ||y|| sigma_K ||x_i - x_j||
 // and ||x_i - x_j|| <= 2 max ||x||. Sharp attention therefore needs large weights.

@@ -115,9 +115,9 @@ typedef struct sa_attention_args {
                      any adaptive correction, or NULL */
   float* beta;    /* nq values: the inverse temperature applied (1 unless adaptive), or NULL */
   const uint8_t* key_mask; /* NULL, or nk bytes: 0 masks the key out (logit -inf) */
-  double scale;   /* logits are scale * q.k (e.g. 1/sqrt(d)) */
-  int causal;     /* nonzero: query i sees key j iff j <= i + (nk - nq) (bottom-right aligned) */
-  int adaptive;   /* nonzero: adaptive temperature, two passes (theory.md T5, T6) */
+  double scale;            /* logits are scale * q.k (e.g. 1/sqrt(d)) */
+  int causal;   /* nonzero: query i sees key j iff j <= i + (nk - nq) (bottom-right aligned) */
+  int adaptive; /* nonzero: adaptive temperature, two passes (theory.md T5, T6) */
   int64_t num_splits; /* split-KV partitions merged at the end; 0 or 1 = none, kernel may ignore */
 } sa_attention_args;
 
@@ -130,11 +130,10 @@ typedef struct sa_kernel {
   uint32_t dtypes; /* SA_DTYPE_* bits */
   sa_memory memory;
   sa_entropy_definition adaptive_entropy; /* which H drives beta in adaptive_softmax */
-  void* ctx;       /* passed back to every call */
+  void* ctx;                              /* passed back to every call */
 
   /* out[i] = softmax(row / theta)[i] */
-  sa_status (*softmax)(void* ctx, sa_dtype dtype, const sa_rows* shape, const void* in,
-                       void* out);
+  sa_status (*softmax)(void* ctx, sa_dtype dtype, const sa_rows* shape, const void* in, void* out);
   /* out[i] = log softmax(row / theta)[i] */
   sa_status (*log_softmax)(void* ctx, sa_dtype dtype, const sa_rows* shape, const void* in,
                            void* out);

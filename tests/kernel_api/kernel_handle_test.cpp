@@ -23,14 +23,17 @@ sa_status toy_softmax(void*, sa_dtype dt, const sa_rows* s, const void* in, void
   for (int64_t r = 0; r < s->rows; ++r) {
     std::vector<float> x(static_cast<std::size_t>(s->n));
     for (int64_t i = 0; i < s->n; ++i)
-      x[i] = dt == SA_F32 ? static_cast<const float*>(in)[r * s->in_stride + i]
-                          : sa::float_from_bf16(static_cast<const uint16_t*>(in)[r * s->in_stride + i]);
+      x[i] = dt == SA_F32
+                 ? static_cast<const float*>(in)[r * s->in_stride + i]
+                 : sa::float_from_bf16(static_cast<const uint16_t*>(in)[r * s->in_stride + i]);
     float m = -INFINITY, S = 0;
     for (float v : x) m = std::max(m, v);
     for (float& v : x) S += (v = std::exp((v - m) / static_cast<float>(s->temperature)));
     for (int64_t i = 0; i < s->n; ++i) {
-      if (dt == SA_F32) static_cast<float*>(out)[r * s->out_stride + i] = x[i] / S;
-      else static_cast<uint16_t*>(out)[r * s->out_stride + i] = sa::bf16_from_float(x[i] / S);
+      if (dt == SA_F32)
+        static_cast<float*>(out)[r * s->out_stride + i] = x[i] / S;
+      else
+        static_cast<uint16_t*>(out)[r * s->out_stride + i] = sa::bf16_from_float(x[i] / S);
     }
   }
   return SA_OK;
@@ -65,7 +68,8 @@ std::string construct_error(const sa_kernel& k) {
 TEST(KernelHandle, RejectsMalformedDescriptors) {
   sa_kernel k = toy();
   k.abi_version = 99;
-  EXPECT_NE(construct_error(k).find("ABI version 99, expected 1"), std::string::npos) << construct_error(k);
+  EXPECT_NE(construct_error(k).find("ABI version 99, expected 1"), std::string::npos)
+      << construct_error(k);
   k = toy();
   k.struct_size = 8;
   EXPECT_NE(construct_error(k).find("sa_kernel is 8 bytes"), std::string::npos);
@@ -74,7 +78,8 @@ TEST(KernelHandle, RejectsMalformedDescriptors) {
   EXPECT_NE(construct_error(k).find("name is empty"), std::string::npos);
   k = toy();
   k.ops |= SA_OP_ENTROPY;  // claimed but NULL
-  EXPECT_NE(construct_error(k).find("claims entropy but the function pointer is NULL"), std::string::npos)
+  EXPECT_NE(construct_error(k).find("claims entropy but the function pointer is NULL"),
+            std::string::npos)
       << construct_error(k);
   k = toy();
   k.ops = 0;  // pointer set but not claimed

@@ -51,12 +51,14 @@ std::vector<double> attention_double(const sa::ref::AttentionProblem& p) {
 }  // namespace
 
 RC_GTEST_PROP(ReferenceAttention, AgreesWithDoubleEvaluation, ()) {
-  auto p = random_problem(*rc::gen::inRange(1, 12), *rc::gen::inRange(1, 20), *rc::gen::inRange(1, 9),
-                          *rc::gen::inRange(1, 6), *rc::gen::arbitrary<unsigned>());
+  auto p =
+      random_problem(*rc::gen::inRange(1, 12), *rc::gen::inRange(1, 20), *rc::gen::inRange(1, 9),
+                     *rc::gen::inRange(1, 6), *rc::gen::arbitrary<unsigned>());
   p.causal = *rc::gen::arbitrary<bool>();
   const auto r = sa::ref::attention(p);
   const auto d = attention_double(p);
-  for (std::size_t i = 0; i < d.size(); ++i) RC_ASSERT(std::abs(r.out[i].convert_to<double>() - d[i]) < 1e-12);
+  for (std::size_t i = 0; i < d.size(); ++i)
+    RC_ASSERT(std::abs(r.out[i].convert_to<double>() - d[i]) < 1e-12);
 }
 
 TEST(ReferenceAttention, CausalIsBottomRightAligned) {

@@ -37,7 +37,8 @@ RC_GTEST_PROP(Rounding, BFloat16MatchesBitConversion, ()) {
   std::memcpy(&f, &u, 4);
   RC_PRE(!std::isnan(f));
   const float want = sa::round_to_bf16(f);
-  RC_ASSERT(sa::ref::round_to(DType::bfloat16, Mp(static_cast<double>(f))) == static_cast<double>(want));
+  RC_ASSERT(sa::ref::round_to(DType::bfloat16, Mp(static_cast<double>(f))) ==
+            static_cast<double>(want));
   RC_ASSERT(sa::ref::round_to_bfloat16_bits(Mp(static_cast<double>(f))) == sa::bf16_from_float(f));
 }
 
@@ -45,7 +46,8 @@ RC_GTEST_PROP(Rounding, Float16MatchesHardwareConversion, ()) {
   const int e = *rc::gen::inRange(-30, 18);
   const float x = static_cast<float>(random_double(*rc::gen::arbitrary<std::uint64_t>(), e));
   const _Float16 h = static_cast<_Float16>(x);  // RNE, one rounding
-  RC_ASSERT(sa::ref::round_to(DType::float16, Mp(static_cast<double>(x))) == static_cast<double>(h));
+  RC_ASSERT(sa::ref::round_to(DType::float16, Mp(static_cast<double>(x))) ==
+            static_cast<double>(h));
 }
 
 TEST(Rounding, TiesGoToEven) {
@@ -55,7 +57,8 @@ TEST(Rounding, TiesGoToEven) {
   EXPECT_EQ(sa::ref::round_to(DType::float32, Mp(1) + 3 * Mp(std::ldexp(1.0, -24))),
             1.0 + std::ldexp(1.0, -22));
   // A hair above the tie rounds up: the reference keeps digits double would lose.
-  EXPECT_EQ(sa::ref::round_to(DType::float32, Mp(1) + Mp(std::ldexp(1.0, -24)) + Mp(std::ldexp(1.0, -200))),
+  EXPECT_EQ(sa::ref::round_to(DType::float32,
+                              Mp(1) + Mp(std::ldexp(1.0, -24)) + Mp(std::ldexp(1.0, -200))),
             1.0 + std::ldexp(1.0, -23));
   // bfloat16: 1 + 2^-8 ties to 1; smallest subnormal 2^-133; half of it ties to 0.
   EXPECT_EQ(sa::ref::round_to(DType::bfloat16, Mp(1) + Mp(std::ldexp(1.0, -8))), 1.0);
@@ -68,8 +71,10 @@ TEST(Rounding, OverflowAndSpecials) {
   const double max_bf16 = std::ldexp(2.0 - std::ldexp(1.0, -7), 127);
   EXPECT_EQ(sa::ref::round_to(DType::bfloat16, Mp(max_bf16)), max_bf16);
   // max + half an ulp is a tie between max (odd significand) and 2^128: to even, i.e. overflow.
-  EXPECT_EQ(sa::ref::round_to(DType::bfloat16, Mp(max_bf16) + Mp(std::ldexp(1.0, 127 - 8))), INFINITY);
-  EXPECT_EQ(sa::ref::round_to(DType::bfloat16, Mp(max_bf16) + Mp(std::ldexp(1.0, 127 - 9))), max_bf16);
+  EXPECT_EQ(sa::ref::round_to(DType::bfloat16, Mp(max_bf16) + Mp(std::ldexp(1.0, 127 - 8))),
+            INFINITY);
+  EXPECT_EQ(sa::ref::round_to(DType::bfloat16, Mp(max_bf16) + Mp(std::ldexp(1.0, 127 - 9))),
+            max_bf16);
   EXPECT_EQ(sa::ref::round_to(DType::float32, -Mp(1e39)), -INFINITY);
   EXPECT_TRUE(std::isnan(sa::ref::round_to(DType::float32, Mp(NAN))));
   EXPECT_EQ(sa::ref::round_to(DType::float32, Mp(-INFINITY)), -INFINITY);

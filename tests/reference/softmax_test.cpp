@@ -41,7 +41,8 @@ RC_GTEST_PROP(ReferenceSoftmax, PrecisionIsEnough, ()) {
     sa::ref::PrecisionScope scope(512);
     b = sa::ref::softmax(l);
   }
-  for (std::size_t i = 0; i < a.size(); ++i) RC_ASSERT(sa::testing::rel_diff(a[i], b[i]) <= sa::testing::mp_tolerance());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    RC_ASSERT(sa::testing::rel_diff(a[i], b[i]) <= sa::testing::mp_tolerance());
 }
 
 RC_GTEST_PROP(ReferenceSoftmax, ShiftInvariantExactly, ()) {
@@ -49,7 +50,8 @@ RC_GTEST_PROP(ReferenceSoftmax, ShiftInvariantExactly, ()) {
   std::vector<double> shifted = l;
   for (double& x : shifted) x += 1e4;  // exact in double for these values
   const auto a = sa::ref::softmax(l), b = sa::ref::softmax(shifted);
-  for (std::size_t i = 0; i < a.size(); ++i) RC_ASSERT(sa::testing::rel_diff(a[i], b[i]) <= sa::testing::mp_tolerance());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    RC_ASSERT(sa::testing::rel_diff(a[i], b[i]) <= sa::testing::mp_tolerance());
 }
 
 TEST(ReferenceSoftmax, MaskedEntriesGetZero) {
@@ -128,7 +130,8 @@ RC_GTEST_PROP(ReferenceSoftmax, PaperEntropyIsBelowShannon, ()) {
 
 RC_GTEST_PROP(ReferenceSoftmax, AdaptiveAppliesBetaOfEntropy, ()) {
   const auto l = *sa::testing::bounded_logits(100, -3, *rc::gen::element(0.5, 3.0, 20.0));
-  const auto def = *rc::gen::element(sa::ref::EntropyDefinition::shannon, sa::ref::EntropyDefinition::paper_eps);
+  const auto def =
+      *rc::gen::element(sa::ref::EntropyDefinition::shannon, sa::ref::EntropyDefinition::paper_eps);
   const auto a = sa::ref::adaptive_softmax(l, 1.0, def);
   RC_ASSERT(a.entropy == sa::ref::entropy(l, 1.0, def));
   RC_ASSERT(a.beta == sa::theory::adaptive_beta(a.entropy));

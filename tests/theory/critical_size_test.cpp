@@ -20,8 +20,10 @@ RC_GTEST_PROP(CriticalSize, SeparatesDispersedFromNot, ()) {
   const Mp nstar = th::critical_size(eps, spread, theta);
   const Mp above = floor(nstar) + 1;  // the first integer n > n*
   RC_ASSERT(th::dispersion_bounds(above, spread, theta).upper < eps);
-  const Mp below = ceil(nstar) - 1;  // the last integer n < n* (skipped when n* is an integer up to rounding)
-  if (below >= 1 && nstar - below > Mp(1e-50) * nstar) RC_ASSERT(th::dispersion_bounds(below, spread, theta).upper > eps);
+  const Mp below =
+      ceil(nstar) - 1;  // the last integer n < n* (skipped when n* is an integer up to rounding)
+  if (below >= 1 && nstar - below > Mp(1e-50) * nstar)
+    RC_ASSERT(th::dispersion_bounds(below, spread, theta).upper > eps);
   // At n* itself the upper bound equals eps.
   const Mp at = th::dispersion_bounds(nstar, spread, theta).upper;
   RC_ASSERT(abs(at - eps) / eps < Mp(1e-60));

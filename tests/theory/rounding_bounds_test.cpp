@@ -44,7 +44,8 @@ double measured_error(const std::vector<double>& l) {
 
 RC_GTEST_PROP(RoundingBounds, ShiftedSoftmaxWithinBoundDouble, ()) {
   const auto l = *sa::testing::bounded_logits(300, -20, *rc::gen::element(1.0, 10.0, 40.0));
-  const double spread = *std::max_element(l.begin(), l.end()) - *std::min_element(l.begin(), l.end());
+  const double spread =
+      *std::max_element(l.begin(), l.end()) - *std::min_element(l.begin(), l.end());
   const double bound = th::shifted_softmax_error_bound(static_cast<double>(l.size()), spread,
                                                        std::ldexp(1.0, -53), 2.0);
   RC_ASSERT(measured_error<double>(l) <= bound);
@@ -53,7 +54,8 @@ RC_GTEST_PROP(RoundingBounds, ShiftedSoftmaxWithinBoundDouble, ()) {
 RC_GTEST_PROP(RoundingBounds, ShiftedSoftmaxWithinBoundFloat, ()) {
   const auto l = *sa::testing::bounded_logits(300, -20, *rc::gen::element(1.0, 10.0, 40.0));
   std::vector<float> lf(l.begin(), l.end());
-  const double spread = *std::max_element(lf.begin(), lf.end()) - *std::min_element(lf.begin(), lf.end());
+  const double spread =
+      *std::max_element(lf.begin(), lf.end()) - *std::min_element(lf.begin(), lf.end());
   const double bound = th::shifted_softmax_error_bound(static_cast<double>(l.size()), spread,
                                                        std::ldexp(1.0, -24), 2.0);
   RC_ASSERT(measured_error<float>(l) <= bound);

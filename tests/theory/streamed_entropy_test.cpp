@@ -44,13 +44,17 @@ RC_GTEST_PROP(StreamedEntropy, MergeTreesEqualDirectEntropy, ()) {
   };
   const auto st = tree_reduce(z, 0, z.size(), cut);
   // Merging with explicit identities anywhere changes nothing.
-  const auto st2 = th::entropy_merge(th::entropy_identity<Mp>(), th::entropy_merge(st, th::entropy_identity<Mp>()));
+  const auto st2 = th::entropy_merge(th::entropy_identity<Mp>(),
+                                     th::entropy_merge(st, th::entropy_identity<Mp>()));
   const Mp direct = sa::ref::entropy(l);
   RC_ASSERT(abs(th::entropy_of(st) - direct) <= Mp(sa::testing::mp_tolerance()));
   RC_ASSERT(th::entropy_of(st2) == th::entropy_of(st));
   const Mp lse = sa::ref::log_sum_exp(l);
-  if (isinf(lse)) RC_ASSERT(isinf(th::log_sum_exp_of(st)) && th::log_sum_exp_of(st) < 0);
-  else RC_ASSERT(abs(th::log_sum_exp_of(st) - lse) <= Mp(sa::testing::mp_tolerance()) * (1 + abs(lse)));
+  if (isinf(lse))
+    RC_ASSERT(isinf(th::log_sum_exp_of(st)) && th::log_sum_exp_of(st) < 0);
+  else
+    RC_ASSERT(abs(th::log_sum_exp_of(st) - lse) <=
+              Mp(sa::testing::mp_tolerance()) * (1 + abs(lse)));
 }
 
 RC_GTEST_PROP(StreamedEntropy, PushEqualsMergeOfSingletons, ()) {
@@ -86,7 +90,8 @@ TEST(StreamedEntropy, SpecialValues) {
   EXPECT_EQ(th::log_sum_exp_of(s), INFINITY);
   s = th::entropy_push(s, std::nan(""));
   EXPECT_TRUE(std::isnan(th::entropy_of(s)));
-  EXPECT_TRUE(std::isnan(th::entropy_of(th::entropy_push(th::entropy_state_of(1.0), std::nan("")))));
+  EXPECT_TRUE(
+      std::isnan(th::entropy_of(th::entropy_push(th::entropy_state_of(1.0), std::nan("")))));
 }
 
 // In double, rows sharing a common offset c. The stable form's absolute error
@@ -115,8 +120,10 @@ TEST(StreamedEntropy, ShiftStableWhereTheTemptingFormCancels) {
         S += std::exp(x - m);
         U += std::exp(x - m) * x;
       }
-      if (c == 1e6) worst_cancelling = std::max(worst_cancelling, std::abs((m + std::log(S)) - U / S - exact));
+      if (c == 1e6)
+        worst_cancelling = std::max(worst_cancelling, std::abs((m + std::log(S)) - U / S - exact));
     }
   }
-  EXPECT_GT(worst_cancelling, 10 * bound) << "the cancelling form was expected to lose digits at c = 1e6";
+  EXPECT_GT(worst_cancelling, 10 * bound)
+      << "the cancelling form was expected to lose digits at c = 1e6";
 }
