@@ -38,7 +38,9 @@ const Variant* Registry::find(const std::string& name) const {
 
 Registry& registry() {
   static Registry r;
-  (void)detail::builtins_anchor;
+  // A real reference to builtins.cpp, so a static link keeps its registrations.
+  static int* volatile keep = &detail::builtins_anchor;
+  (void)keep;
   return r;
 }
 
