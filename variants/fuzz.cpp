@@ -51,6 +51,12 @@ std::vector<double> gen_row(int max_n) {
   const auto tie = pick(rc::gen::container<std::vector<int>>(static_cast<std::size_t>(n), rc::gen::inRange(0, 2 * n)));
   for (std::size_t k = 1; k < l.size(); ++k)
     if (static_cast<std::size_t>(tie[k]) < k) l[k] = l[static_cast<std::size_t>(tie[k])];
+  // A quarter of the rows are max-shifted (max exactly 0), as kernels see them
+  // after the max subtraction; thresholds at 0 (relu, softpick, +1) live there.
+  if (pick(rc::gen::inRange(0, 4)) == 0) {
+    const double m = *std::max_element(l.begin(), l.end());
+    for (auto& x : l) x -= m;  // exact: multiples of 2^-6 below 2^5
+  }
   return l;
 }
 
@@ -427,7 +433,10 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
            "discontinuity does not shrink with the perturbation"},
       cfg, [&] {
         const auto l = gen_row(N);
-        const auto signs = pick_flags(l.size());
+        // A quarter of the cases move every logit up (finds steep spots at
+        // thresholds such as softpick's 0); the rest use random signs (break ties).
+        auto signs = pick_flags(l.size());
+        if (pick(rc::gen::inRange(0, 4)) == 0) std::fill(signs.begin(), signs.end(), false);
         std::vector<double> lp(l);
         for (std::size_t k = 0; k < l.size(); ++k) lp[k] += signs[k] ? -0x1p-30 : 0x1p-30;
         const auto p = math(v, l), q = math(v, lp);
