@@ -1,0 +1,101 @@
+#include "fuzz_command.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <stdexcept>
+
+#include "variants/fuzz.hpp"
+#include "variants/variant.hpp"
+
+namespace sa::cli {
+namespace {
+
+struct FuzzOptions {
+  std::vector<std::string> variants{"all"};
+  std::vector<std::string> plugins;
+  std::string json;
+  int cases = 100;
+  std::uint64_t seed = 1;
+  int max_log2_n = 20;
+  bool list = false;
+};
+
+int run_fuzz(const FuzzOptions& o) {
+  using namespace sa::variants;
+  std::vector<Variant> plugin_variants;
+  for (const auto& path : o.plugins)
+    for (auto& v : load_plugin(path)) plugin_variants.push_back(std::move(v));
+  std::vector<const Variant*> all;
+  for (const auto& v : registry().all()) all.push_back(&v);
+  for (const auto& v : plugin_variants) all.push_back(&v);
+  if (o.list) {
+    for (const Variant* v : all)
+      std::cout << v->name << (v->wrong_formulation ? " [wrong_formulation of " + v->wrong_of + "]" : "")
+                << "  (" << v->origin << ")\n    " << v->formula << "\n";
+    return 0;
+  }
+  std::vector<const Variant*> chosen;
+  for (const auto& name : o.variants) {
+    if (name == "all") {
+      for (const Variant* v : all)
+        if (std::find(chosen.begin(), chosen.end(), v) == chosen.end()) chosen.push_back(v);
+      continue;
+    }
+    const Variant* found = nullptr;
+    for (const Variant* v : all)
+      if (v->name == name) found = v;
+    if (!found) {
+      std::string names;
+      for (const Variant* v : all) names += " " + v->name;
+      throw std::invalid_argument("--variant: no variant named '" + name + "'; expected 'all' or one of:" + names);
+    }
+    if (std::find(chosen.begin(), chosen.end(), found) == chosen.end()) chosen.push_back(found);
+  }
+  FuzzConfig cfg;
+  cfg.cases = o.cases;
+  cfg.seed = o.seed;
+  cfg.max_log2_n = o.max_log2_n;
+  const Matrix m = fuzz_all(chosen, cfg);
+  std::cout << render_table(m);
+  if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    if (!f) throw std::runtime_error("--json: cannot write '" + o.json + "'");
+    f << to_json(m).dump(2) << "\n";
+    std::cout << "JSON written to " << o.json << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_fuzz_command(CLI::App& app) {
+  auto opts = std::make_shared<FuzzOptions>();
+  CLI::App* sub = app.add_subcommand("fuzz", "Run every property against softmax variants (property matrix)");
+  sub->add_option("--variant", opts->variants, "variant name, or 'all' (repeatable)")->capture_default_str();
+  sub->add_option("--plugin", opts->plugins, "variant plugin shared library (include/softmax_audit/variant.h)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--json", opts->json, "write the matrix as JSON (one sa::Verdict per cell)");
+  sub->add_option("--cases", opts->cases, "random cases per property before shrinking")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  sub->add_option("--seed", opts->seed, "base seed (every cell's own seed is in its note)")->capture_default_str();
+  sub->add_option("--max-log2-n", opts->max_log2_n, "dispersion sweep to n = 2^this")
+      ->check(CLI::Range(8, 24))
+      ->capture_default_str();
+  sub->add_flag("--list", opts->list, "list the variants and exit");
+  sub->callback([opts] {
+    int rc = 0;
+    try {
+      rc = run_fuzz(*opts);
+    } catch (const std::exception& e) {
+      std::cerr << "softmax-audit fuzz: " << e.what() << "\n";
+      rc = 2;
+    }
+    if (rc != 0) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace sa::cli

@@ -1,0 +1,193 @@
+// The property matrix of the built-in variants reproduces the expectations of
+// shared/spec/variants.md. The expectations below are the ORACLE, typed from
+// variants.md; the product discovers every cell by running the property
+// (variants/fuzz.cpp), and this test compares.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "variants/fuzz.hpp"
+
+namespace sa::variants {
+namespace {
+
+const Matrix& builtin_matrix() {
+  static const Matrix m = [] {
+    std::vector<const Variant*> all;
+    for (const auto& v : registry().all())
+      if (v.origin == "builtin") all.push_back(&v);
+    FuzzConfig cfg;  // defaults: 100 cases, seed 1, gaps 0.5 1 2 3, n to 2^20
+    return fuzz_all(all, cfg);
+  }();
+  return m;
+}
+
+const VariantResult& row(const std::string& name) {
+  for (const auto& r : builtin_matrix().rows)
+    if (r.variant == name) return r;
+  throw std::runtime_error("no row for " + name);
+}
+
+Outcome outcome(const std::string& variant, const std::string& property) {
+  const Verdict* v = cell(row(variant), property);
+  if (!v) throw std::runtime_error("no cell " + variant + "/" + property);
+  return v->outcome;
+}
+
+const std::set<std::string> kSumsToOne = {"softmax",  "softmax_theta0.5", "adaptive_temperature",
+                                          "ssmax_s0.5", "log_length",     "ssmax_wrong_shift",
+                                          "sparsemax", "entmax15",        "top4_softmax",
+                                          "hardmax"};
+const std::set<std::string> kNotSumToOne = {"softmax_plus_one", "softpick", "softpick_wrong_relu_den",
+                                            "sigmoid_attention", "stick_breaking", "relu_attention"};
+
+void EveryBuiltinIsInTheMatrixAndEveryCellWasRun() {
+  const Matrix& m = builtin_matrix();
+  EXPECT_GE(m.rows.size(), 16u);
+  for (const auto& r : m.rows) {
+    ASSERT_EQ(r.cells.size(), m.columns.size()) << r.variant;
+    for (const auto& v : r.cells) {
+      EXPECT_NE(v.outcome, Outcome::error) << describe(v);
+      EXPECT_FALSE(v.claim.empty()) << describe(v);
+      EXPECT_FALSE(v.rule.id.empty()) << describe(v);
+      if (v.outcome == Outcome::fail) EXPECT_FALSE(v.counterexample.empty()) << describe(v);
+      if (v.outcome == Outcome::pass) EXPECT_TRUE(v.counterexample.empty()) << describe(v);
+    }
+  }
+  std::cout << render_table(m);
+  // variants.md: the whole matrix in a few minutes at most (aim < 60 s).
+  EXPECT_LT(m.seconds, 120.0);
+}
+
+// variants.md column "sums to 1" (softpick and stick-breaking: <= 1;
+// softmax-plus-one: < 1).
+void SumsToOneAsVariantsMdSays() {
+  for (const auto& n : kSumsToOne) EXPECT_EQ(outcome(n, "sum_to_one"), Outcome::pass) << n;
+  for (const auto& n : kNotSumToOne) EXPECT_EQ(outcome(n, "sum_to_one"), Outcome::fail) << n;
+  for (const auto& n : {"softmax_plus_one", "softpick", "stick_breaking"})
+    EXPECT_EQ(outcome(n, "sum_at_most_one"), Outcome::pass) << n;
+  for (const auto& n : {"sigmoid_attention", "relu_attention"})
+    EXPECT_EQ(outcome(n, "sum_at_most_one"), Outcome::fail) << n;
+}
+
+// variants.md column "shift-invariant".
+void ShiftInvarianceAsVariantsMdSays() {
+  for (const auto& n : kSumsToOne) EXPECT_EQ(outcome(n, "shift_invariance"), Outcome::pass) << n;
+  for (const auto& n : kNotSumToOne) EXPECT_EQ(outcome(n, "shift_invariance"), Outcome::fail) << n;
+}
+
+// Stick-breaking is order dependent; top-k / argmax are discontinuous (variants.md).
+void OrderDependenceAndDiscontinuity() {
+  for (const auto& r : builtin_matrix().rows) {
+    const Outcome perm = outcome(r.variant, "permutation_equivariance");
+    EXPECT_EQ(perm, r.variant == "stick_breaking" ? Outcome::fail : Outcome::pass) << r.variant;
+  }
+  EXPECT_EQ(outcome("top4_softmax", "continuity"), Outcome::fail);
+  EXPECT_EQ(outcome("hardmax", "continuity"), Outcome::fail);
+  const Verdict* jump = cell(row("hardmax"), "continuity");
+  EXPECT_NE(jump->counterexample.find("jump"), std::string::npos) << describe(*jump);
+  for (const auto& n : {"softmax", "ssmax_s0.5", "sparsemax", "entmax15", "sigmoid_attention", "stick_breaking"})
+    EXPECT_EQ(outcome(n, "continuity"), Outcome::pass) << n;
+  EXPECT_EQ(outcome("relu_attention", "bounded_01"), Outcome::fail);  // relu(l)/n exceeds 1 for l > n
+}
+
+// variants.md column "disperses (bounded logits)", and theory's thresholds.
+void DispersionAsVariantsMdSays() {
+  const auto measured = [](const std::string& v, const std::string& gap) {
+    const Verdict* c = cell(row(v), "dispersion_g" + gap);
+    const auto pos = c->note.find("measured ");
+    return c->note.substr(pos + 9, c->note.find(':', pos) - pos - 9);
+  };
+  for (const auto& n : {"softmax", "softmax_theta0.5", "adaptive_temperature", "softmax_plus_one", "softpick",
+                        "sigmoid_attention", "relu_attention"})
+    for (const auto& g : {"0.5", "1", "2", "3"}) EXPECT_EQ(measured(n, g), "to_zero") << n << " g=" << g;
+  // SSMax, s = 0.5: s*g = 0.25, 0.5 -> 0; s*g = 1 -> 1/2; s*g = 1.5 -> 1.
+  EXPECT_EQ(measured("ssmax_s0.5", "1"), "to_zero");
+  EXPECT_EQ(measured("ssmax_s0.5", "2"), "bounded");
+  EXPECT_NEAR(cell(row("ssmax_s0.5"), "dispersion_g2")->measured, 0.5, 1e-5);
+  EXPECT_EQ(measured("ssmax_s0.5", "3"), "to_one");
+  // log-length scaling = SSMax with s = 1.
+  EXPECT_EQ(measured("log_length", "0.5"), "to_zero");
+  EXPECT_EQ(measured("log_length", "1"), "bounded");
+  EXPECT_EQ(measured("log_length", "2"), "to_one");
+  // sparsemax one-hot when the gap is >= 1, entmax when >= 2.
+  EXPECT_EQ(measured("sparsemax", "0.5"), "bounded");
+  for (const auto& g : {"1", "2", "3"}) EXPECT_EQ(measured("sparsemax", g), "to_one") << g;
+  EXPECT_EQ(cell(row("sparsemax"), "dispersion_g1")->measured, 1.0);  // exactly one-hot
+  EXPECT_EQ(measured("entmax15", "1"), "bounded");
+  for (const auto& g : {"2", "3"}) EXPECT_EQ(measured("entmax15", g), "to_one") << g;
+  // fixed-k top-k keeps weight; stick-breaking's nearest item keeps weight.
+  for (const auto& g : {"0.5", "1", "2", "3"}) {
+    EXPECT_EQ(measured("top4_softmax", g), "bounded") << g;
+    EXPECT_EQ(measured("stick_breaking", g), "bounded") << g;
+    EXPECT_EQ(measured("hardmax", g), "to_one") << g;
+  }
+  // Every correct variant agrees with its theory prediction at every gap.
+  for (const auto& r : builtin_matrix().rows) {
+    if (r.wrong_formulation) continue;
+    for (const auto& v : r.cells)
+      if (v.property.rfind("dispersion", 0) == 0) EXPECT_EQ(v.outcome, Outcome::pass) << describe(v);
+  }
+}
+
+// Special values and kernel accuracy: every built-in float32 kernel follows
+// variant.h's NaN and +inf semantics and stays within its stated rounding
+// bound; -inf masks work everywhere except softpick, whose published
+// denominator counts |exp(-inf) - 1| = 1 for a masked item.
+void SpecialValuesAndKernelAccuracy() {
+  for (const auto& r : builtin_matrix().rows) {
+    EXPECT_EQ(outcome(r.variant, "special.nan"), Outcome::pass) << r.variant;
+    EXPECT_EQ(outcome(r.variant, "special.pos_inf"), Outcome::pass) << r.variant;
+    EXPECT_EQ(outcome(r.variant, "f32_vs_reference"), Outcome::pass) << describe(*cell(r, "f32_vs_reference"));
+    EXPECT_EQ(outcome(r.variant, "special.neg_inf_mask"), r.variant == "softpick" ? Outcome::fail : Outcome::pass)
+        << r.variant;
+  }
+}
+
+void JsonCarriesVerdictFieldsPerCell() {
+  const auto j = to_json(builtin_matrix());
+  ASSERT_TRUE(j.contains("variants"));
+  const auto& v0 = j["variants"][0];
+  for (const auto& col : j["columns"]) {
+    const auto& c = v0["cells"][col["id"].get<std::string>()];
+    for (const auto* f : {"claim", "measured", "bound", "rule", "counterexample", "outcome"})
+      EXPECT_TRUE(c.contains(f)) << col["id"] << " lacks " << f;
+  }
+}
+
+// One test (one process, one matrix run): the checks above share the matrix.
+TEST(VariantMatrix, ReproducesVariantsMd) {
+  {
+    SCOPED_TRACE("EveryBuiltinIsInTheMatrixAndEveryCellWasRun");
+    EveryBuiltinIsInTheMatrixAndEveryCellWasRun();
+  }
+  {
+    SCOPED_TRACE("SumsToOneAsVariantsMdSays");
+    SumsToOneAsVariantsMdSays();
+  }
+  {
+    SCOPED_TRACE("ShiftInvarianceAsVariantsMdSays");
+    ShiftInvarianceAsVariantsMdSays();
+  }
+  {
+    SCOPED_TRACE("OrderDependenceAndDiscontinuity");
+    OrderDependenceAndDiscontinuity();
+  }
+  {
+    SCOPED_TRACE("DispersionAsVariantsMdSays");
+    DispersionAsVariantsMdSays();
+  }
+  {
+    SCOPED_TRACE("SpecialValuesAndKernelAccuracy");
+    SpecialValuesAndKernelAccuracy();
+  }
+  {
+    SCOPED_TRACE("JsonCarriesVerdictFieldsPerCell");
+    JsonCarriesVerdictFieldsPerCell();
+  }
+}
+
+}  // namespace
+}  // namespace sa::variants

@@ -1,0 +1,749 @@
+#include "variants/fuzz.hpp"
+
+#include <rapidcheck.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <iomanip>
+#include <limits>
+#include <numeric>
+#include <sstream>
+
+#include "reference/rounding.hpp"
+
+namespace sa::variants {
+namespace {
+
+using ref::Mp;
+constexpr double kU32 = 0x1p-24;
+
+// ---------------------------------------------------------------- inputs
+// Logits are k + f/64 with k in [-12, 12] and f in [0, 64): float32 values,
+// exact in every format, shrinking towards 0 (k by zig-zag, f towards 0).
+double zigzag(int a) { return (a % 2 == 0) ? a / 2 : -(a + 1) / 2; }
+
+rc::Gen<double> logit_gen() {
+  return rc::gen::map(rc::gen::pair(rc::gen::inRange(0, 25), rc::gen::inRange(0, 64)),
+                      [](const std::pair<int, int>& kf) { return zigzag(kf.first) + kf.second / 64.0; });
+}
+
+// Choices that must not depend on RapidCheck's size parameter (which starts
+// at 0 and would otherwise pin indices to 0 and booleans to false early on).
+template <class T>
+T pick(rc::Gen<T> g) {
+  return *rc::gen::resize(100, std::move(g));
+}
+std::size_t pick_index(std::size_t n) {
+  return static_cast<std::size_t>(pick(rc::gen::inRange(0, static_cast<int>(n))));
+}
+std::vector<bool> pick_flags(std::size_t n) {
+  return pick(rc::gen::container<std::vector<bool>>(n, rc::gen::arbitrary<bool>()));
+}
+
+// A row of n in [1, max_n] logits. Ties matter (top-k, argmax, sorting), so
+// item k copies item tie[k]'s value when tie[k] < k; shrinking drives tie[]
+// to 0, i.e. towards all-equal rows.
+std::vector<double> gen_row(int max_n) {
+  const int n = *rc::gen::inRange(1, max_n + 1);
+  auto l = *rc::gen::container<std::vector<double>>(static_cast<std::size_t>(n), logit_gen());
+  const auto tie = pick(rc::gen::container<std::vector<int>>(static_cast<std::size_t>(n), rc::gen::inRange(0, 2 * n)));
+  for (std::size_t k = 1; k < l.size(); ++k)
+    if (static_cast<std::size_t>(tie[k]) < k) l[k] = l[static_cast<std::size_t>(tie[k])];
+  // A quarter of the rows are max-shifted (max exactly 0), as kernels see them
+  // after the max subtraction; thresholds at 0 (relu, softpick, +1) live there.
+  if (pick(rc::gen::inRange(0, 4)) == 0) {
+    const double m = *std::max_element(l.begin(), l.end());
+    for (auto& x : l) x -= m;  // exact: multiples of 2^-6 below 2^5
+  }
+  return l;
+}
+
+std::string fmt_row(std::span<const double> l) {
+  std::ostringstream os;
+  os << std::setprecision(9) << "[";
+  for (std::size_t i = 0; i < l.size(); ++i) os << (i ? ", " : "") << l[i];
+  os << "]";
+  return os.str();
+}
+template <class T>
+std::string fmt_vec(const std::vector<T>& v) {
+  std::ostringstream os;
+  os << std::setprecision(9) << "[";
+  for (std::size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << static_cast<double>(v[i]);
+  os << "]";
+  return os.str();
+}
+
+// ---------------------------------------------------------------- evaluation
+// What the mathematical properties run on: the variant's reference (MPFR for
+// built-ins) or, failing that, its float64 evaluation.
+std::vector<Mp> math(const Variant& v, std::span<const double> l) {
+  if (v.reference) return v.reference(l);
+  std::vector<double> p(l.size());
+  v.eval64(l, p);
+  return {p.begin(), p.end()};
+}
+
+std::vector<float> kernel(const Variant& v, std::span<const double> l) {
+  std::vector<float> lf(l.begin(), l.end()), p(l.size());
+  v.kernel32(lf, p);
+  return p;
+}
+
+double max_abs(std::span<const double> l) {
+  double a = 0;
+  for (double x : l)
+    if (std::isfinite(x)) a = std::max(a, std::abs(x));
+  return a;
+}
+
+// Tolerance for exact identities evaluated on the reference: 2^10 (n+2) u_ref
+// max(1, max|l|) covers the reference's own rounding (each weight is a few
+// hundred operations at most, relative error ~ u_ref per operation, and
+// arguments scale with |l|); violations of the identities the fuzzer finds
+// are many orders of magnitude larger (for MPFR u_ref = 2^-200).
+double tol(const Variant& v, std::span<const double> l) {
+  return 1024.0 * (static_cast<double>(l.size()) + 2.0) * v.reference_unit_roundoff *
+         std::max(1.0, max_abs(l));
+}
+
+double to_d(const Mp& x) { return x.convert_to<double>(); }
+
+struct Check {
+  bool ok = true;
+  double measured = 0;
+  std::string input;   // reproducible description of the case
+  std::string detail;  // what went wrong / what was seen
+};
+
+std::uint64_t seed_for(std::uint64_t base, const std::string& a, const std::string& b) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (char c : a + "/" + b) { h ^= static_cast<unsigned char>(c); h *= 1099511628211ull; }
+  return h ^ (base * 0x9E3779B97F4A7C15ull);
+}
+
+// RapidCheck's default listener prints progress and a reproduce hint at
+// exit; the fuzzer reports through verdicts instead.
+class SilentListener : public rc::detail::TestListener {
+ public:
+  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
+  void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
+  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
+};
+
+Verdict run_property(const Variant& v, const PropertyInfo& info, double bound, Rule rule,
+                     const FuzzConfig& cfg, const std::function<Check()>& body) {
+  Verdict out;
+  out.property = info.id;
+  out.claim = info.claim;
+  out.bound = bound;
+  out.rule = std::move(rule);
+  out.kernel = v.name;
+  out.op = "variant";
+  out.dtype = info.id.rfind("special", 0) == 0 || info.id == "f32_vs_reference" ? "float32"
+                                                                                 : v.reference_name;
+  double worst = 0;
+  Check last_fail;
+  bool failed = false;
+  std::string error;
+  rc::detail::TestParams params;
+  params.seed = seed_for(cfg.seed, v.name, info.id);
+  params.maxSuccess = cfg.cases;
+  params.maxSize = 100;
+  params.maxDiscardRatio = 10;
+  params.disableShrinking = false;
+  rc::detail::TestMetadata md;
+  md.id = v.name + "/" + info.id;
+  md.description = md.id;
+  SilentListener listener;
+  const auto result = rc::detail::checkTestable(
+      [&] {
+        Check c;
+        try {
+          c = body();
+        } catch (const rc::detail::CaseResult&) {
+          throw;
+        } catch (const rc::GenerationFailure&) {
+          throw;
+        } catch (const std::exception& e) {
+          c.ok = false;
+          c.measured = std::numeric_limits<double>::infinity();
+          c.detail = std::string("the variant threw: ") + e.what();
+        }
+        if (c.ok) {
+          if (!(c.measured <= worst)) worst = c.measured;
+        } else {
+          last_fail = c;
+          failed = true;
+          RC_FAIL(c.detail);
+        }
+      },
+      md, params, listener);
+  rc::detail::FailureResult fr;
+  rc::detail::SuccessResult sr;
+  rc::detail::GaveUpResult gr;
+  rc::detail::Error er;
+  if (result.match(sr)) {
+    out.outcome = Outcome::pass;
+    out.measured = worst;
+    out.note = std::to_string(sr.numSuccess) + " cases, seed " + std::to_string(params.seed) +
+               "; measured = worst case";
+  } else if (result.match(fr)) {
+    out.outcome = Outcome::fail;
+    out.measured = last_fail.measured;
+    out.counterexample = last_fail.input + " : " + last_fail.detail;
+    out.note = "minimal after shrinking; failed after " + std::to_string(fr.numSuccess) +
+               " passing cases, seed " + std::to_string(params.seed);
+  } else if (result.match(gr)) {
+    out.outcome = Outcome::error;
+    out.note = "gave up: " + gr.description;
+  } else if (result.match(er)) {
+    out.outcome = Outcome::error;
+    out.note = "RapidCheck error: " + er.description;
+  }
+  (void)failed;
+  return out;
+}
+
+Verdict skip(const Variant& v, const PropertyInfo& info, std::string why) {
+  Verdict out;
+  out.property = info.id;
+  out.claim = info.claim;
+  out.kernel = v.name;
+  out.op = "variant";
+  out.outcome = Outcome::skip;
+  out.note = std::move(why);
+  return out;
+}
+
+double least_squares_slope(const std::vector<double>& x, const std::vector<double>& y) {
+  const double n = static_cast<double>(x.size());
+  const double mx = std::accumulate(x.begin(), x.end(), 0.0) / n;
+  const double my = std::accumulate(y.begin(), y.end(), 0.0) / n;
+  double sxy = 0, sxx = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) * (x[i] - mx);
+  }
+  return sxy / sxx;
+}
+
+std::string gap_id(double g) {
+  std::ostringstream os;
+  os << "dispersion_g" << g;
+  return os.str();
+}
+
+const char* arrow(Dispersion d) {
+  switch (d) {
+    case Dispersion::to_zero: return "->0";
+    case Dispersion::bounded: return "->c";
+    case Dispersion::to_one: return "->1";
+  }
+  return "?";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- properties
+std::vector<PropertyInfo> fuzz_properties(const FuzzConfig& config) {
+  std::vector<PropertyInfo> p = {
+      {"sum_to_one", "sum1", "the weights sum to 1"},
+      {"sum_at_most_one", "sum<=1", "the weights sum to at most 1"},
+      {"bounded_01", "[0,1]", "every weight lies in [0, 1]"},
+      {"shift_invariance", "shift", "p(l + c) = p(l) for every constant c"},
+      {"permutation_equivariance", "perm", "p(pi l) = pi p(l) for every permutation pi"},
+      {"monotonicity", "monot", "raising l_i does not lower p_i and does not raise any other p_j"},
+      {"continuity", "contin",
+       "perturbing each logit by 2^-30 changes no weight by more than 2^-20 (Lipschitz <= 1024)"},
+      {"special.neg_inf_mask", "-inf",
+       "float32 kernel: a -inf logit gets weight exactly 0 and the rest equal the kernel on the row "
+       "without it (all -inf: all zeros)"},
+      {"special.nan", "NaN", "float32 kernel: a NaN logit makes every weight NaN"},
+      {"special.pos_inf", "+inf",
+       "float32 kernel: +inf logits give the limit as they grow (no NaN; within 2^-20 of the reference "
+       "with 2^20 in place of +inf)"},
+      {"f32_vs_reference", "f32~ref",
+       "float32 kernel within the variant's stated rounding bound of its reference"},
+  };
+  for (double g : config.gaps) {
+    std::ostringstream col;
+    col << "disp g=" << g;
+    std::ostringstream claim;
+    claim << "largest weight as n = 2^k grows to 2^" << config.max_log2_n << " (n-1 logits at "
+          << config.base << ", the top at " << config.base << "+" << g
+          << ", placed last) behaves as theory predicts";
+    p.push_back({gap_id(g), col.str(), claim.str()});
+  }
+  return p;
+}
+
+DispersionCurve dispersion_curve(const Variant& v, double gap, const FuzzConfig& config) {
+  DispersionCurve c;
+  c.gap = gap;
+  for (int k = 1; k <= config.max_log2_n; ++k) {
+    const std::size_t n = std::size_t{1} << k;
+    std::vector<double> l(n, config.base), p(n);
+    l[n - 1] = config.base + gap;
+    v.eval64(l, p);
+    c.log2_n.push_back(k);
+    c.top_weight.push_back(p[n - 1]);
+  }
+  const std::size_t m = std::min<std::size_t>(7, c.top_weight.size());
+  std::vector<double> x, yt, yr;
+  bool all_one = true, any_zero = false;
+  for (std::size_t i = c.top_weight.size() - m; i < c.top_weight.size(); ++i) {
+    const double w = c.top_weight[i];
+    x.push_back(c.log2_n[i]);
+    yt.push_back(std::log2(std::max(w, 1e-300)));
+    yr.push_back(std::log2(std::max(1.0 - w, 1e-300)));
+    if (!(w >= 1.0 - 1e-12)) all_one = false;
+    if (w <= 0) any_zero = true;
+  }
+  c.slope_top = least_squares_slope(x, yt);
+  c.slope_rest = least_squares_slope(x, yr);
+  // Classification: a fitted power law n^a with a < -0.05 (a factor 0.81 over
+  // the last six doublings) is "tends to", anything flatter is "bounded";
+  // weights within 1e-12 of 1 at every one of the last sizes are one-hot.
+  if (all_one) c.measured = Dispersion::to_one;
+  else if (any_zero || c.slope_top < -0.05) c.measured = Dispersion::to_zero;
+  else if (c.slope_rest < -0.05) c.measured = Dispersion::to_one;
+  else c.measured = Dispersion::bounded;
+  return c;
+}
+
+VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ref::precision_bits();  // initialises the MPFR working precision (256 bits)
+  VariantResult r;
+  r.variant = v.name;
+  r.formula = v.formula;
+  r.wrong_formulation = v.wrong_formulation;
+  r.wrong_of = v.wrong_of;
+  r.origin = v.origin;
+  const auto props = fuzz_properties(cfg);
+  auto info = [&](const std::string& id) {
+    for (const auto& p : props)
+      if (p.id == id) return p;
+    return PropertyInfo{id, id, id};
+  };
+  const Rule exact{"exact-identity",
+                   "mathematical identity checked on the reference; tolerance 2^10 (n+2) u_ref max(1,|l|) "
+                   "covers only the reference's own rounding"};
+  const int N = cfg.max_n;
+
+  r.cells.push_back(run_property(v, info("sum_to_one"), NAN, exact, cfg, [&] {
+    const auto l = gen_row(N);
+    Mp s(0);
+    for (const auto& x : math(v, l)) s += x;
+    Check c;
+    c.measured = std::abs(to_d(s - 1));
+    c.ok = c.measured <= tol(v, l);
+    c.input = "l = " + fmt_row(l);
+    c.detail = "sum = " + std::to_string(to_d(s));
+    return c;
+  }));
+  r.cells.push_back(run_property(v, info("sum_at_most_one"), NAN, exact, cfg, [&] {
+    const auto l = gen_row(N);
+    Mp s(0);
+    for (const auto& x : math(v, l)) s += x;
+    Check c;
+    c.measured = to_d(s - 1);
+    c.ok = c.measured <= tol(v, l);
+    c.input = "l = " + fmt_row(l);
+    c.detail = "sum = " + std::to_string(to_d(s));
+    return c;
+  }));
+  r.cells.push_back(run_property(v, info("bounded_01"), NAN, exact, cfg, [&] {
+    const auto l = gen_row(N);
+    const auto p = math(v, l);
+    double worst = 0;
+    for (const auto& x : p) worst = std::max({worst, to_d(-x), to_d(x - 1)});
+    Check c;
+    c.measured = worst;
+    c.ok = !(worst > tol(v, l));
+    c.input = "l = " + fmt_row(l);
+    c.detail = "p = " + fmt_vec(p);
+    return c;
+  }));
+  r.cells.push_back(run_property(v, info("shift_invariance"), NAN, exact, cfg, [&] {
+    const auto l = gen_row(N);
+    const double shift = zigzag(pick(rc::gen::inRange(0, 41))) + pick(rc::gen::inRange(0, 64)) / 64.0;
+    std::vector<double> ls(l);
+    for (auto& x : ls) x += shift;  // exact: both are multiples of 2^-6 below 2^6
+    const auto p = math(v, l), q = math(v, ls);
+    double d = 0;
+    for (std::size_t i = 0; i < p.size(); ++i) d = std::max(d, std::abs(to_d(p[i] - q[i])));
+    Check c;
+    c.measured = d;
+    c.ok = d <= tol(v, ls) * (1 + std::abs(shift));
+    std::ostringstream os;
+    os << "l = " << fmt_row(l) << ", c = " << shift;
+    c.input = os.str();
+    c.detail = "p(l) = " + fmt_vec(p) + ", p(l+c) = " + fmt_vec(q);
+    return c;
+  }));
+  r.cells.push_back(run_property(v, info("permutation_equivariance"), NAN, exact, cfg, [&] {
+    const auto l = gen_row(N);
+    const auto keys = pick(rc::gen::container<std::vector<int>>(l.size(), rc::gen::inRange(0, static_cast<int>(l.size()))));
+    std::vector<std::size_t> perm(l.size());
+    std::iota(perm.begin(), perm.end(), 0);
+    std::stable_sort(perm.begin(), perm.end(), [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
+    std::vector<double> lp(l.size());
+    for (std::size_t k = 0; k < l.size(); ++k) lp[k] = l[perm[k]];
+    const auto p = math(v, l), q = math(v, lp);
+    double d = 0;
+    for (std::size_t k = 0; k < l.size(); ++k) d = std::max(d, std::abs(to_d(q[k] - p[perm[k]])));
+    Check c;
+    c.measured = d;
+    c.ok = d <= tol(v, l);
+    std::ostringstream os;
+    os << "l = " << fmt_row(l) << ", pi = [";
+    for (std::size_t k = 0; k < perm.size(); ++k) os << (k ? ", " : "") << perm[k];
+    os << "], l[pi] = " << fmt_row(lp);
+    c.input = os.str();
+    c.detail = "p(l) = " + fmt_vec(p) + ", p(permuted) = " + fmt_vec(q);
+    return c;
+  }));
+  r.cells.push_back(run_property(v, info("monotonicity"), NAN, exact, cfg, [&] {
+    const auto l = gen_row(N);
+    const auto i = pick_index(l.size());
+    const double d = (1 + pick(rc::gen::inRange(0, 256))) / 64.0;
+    std::vector<double> lr(l);
+    lr[i] += d;
+    const auto p = math(v, l), q = math(v, lr);
+    double worst = to_d(p[i] - q[i]);
+    for (std::size_t j = 0; j < l.size(); ++j)
+      if (j != i) worst = std::max(worst, to_d(q[j] - p[j]));
+    Check c;
+    c.measured = std::max(worst, 0.0);
+    c.ok = worst <= tol(v, lr);
+    std::ostringstream os;
+    os << "l = " << fmt_row(l) << ", raise l[" << i << "] by " << d;
+    c.input = os.str();
+    c.detail = "p before = " + fmt_vec(p) + ", after = " + fmt_vec(q);
+    return c;
+  }));
+  r.cells.push_back(run_property(
+      v, info("continuity"), 0x1p-20,
+      Rule{"continuity.lipschitz1024",
+           "a function with Lipschitz constant <= 2^10 moves by <= 2^-20 under a 2^-30 perturbation; a jump "
+           "discontinuity does not shrink with the perturbation"},
+      cfg, [&] {
+        const auto l = gen_row(N);
+        // A quarter of the cases move every logit up (finds steep spots at
+        // thresholds such as softpick's 0); the rest use random signs (break ties).
+        auto signs = pick_flags(l.size());
+        if (pick(rc::gen::inRange(0, 4)) == 0) std::fill(signs.begin(), signs.end(), false);
+        std::vector<double> lp(l);
+        for (std::size_t k = 0; k < l.size(); ++k) lp[k] += signs[k] ? -0x1p-30 : 0x1p-30;
+        const auto p = math(v, l), q = math(v, lp);
+        double d = 0;
+        for (std::size_t k = 0; k < l.size(); ++k) d = std::max(d, std::abs(to_d(q[k] - p[k])));
+        Check c;
+        c.measured = d;
+        c.ok = d <= 0x1p-20;
+        std::string kind;
+        if (!c.ok) {
+          // Tell a jump from a steep slope: at 2^-50 a continuous function's
+          // change shrinks by ~2^20, a jump's does not.
+          std::vector<double> lq(l);
+          for (std::size_t k = 0; k < l.size(); ++k) lq[k] += signs[k] ? -0x1p-50 : 0x1p-50;
+          const auto r2 = math(v, lq);
+          double d2 = 0;
+          for (std::size_t k = 0; k < l.size(); ++k) d2 = std::max(d2, std::abs(to_d(r2[k] - p[k])));
+          std::ostringstream ks;
+          if (d2 > d / 64) ks << "; jump discontinuity (change " << d2 << " at 2^-50)";
+          else ks << "; continuous but steep: local Lipschitz constant ~" << d * 0x1p30;
+          kind = ks.str();
+        }
+        std::ostringstream os;
+        os << "l = " << fmt_row(l) << ", perturbation 2^-30 * [";
+        for (std::size_t k = 0; k < l.size(); ++k) os << (k ? ", " : "") << (signs[k] ? "-1" : "+1");
+        os << "]";
+        c.input = os.str();
+        c.detail = "p = " + fmt_vec(p) + ", perturbed p = " + fmt_vec(q) + kind;
+        return c;
+      }));
+  r.cells.push_back(run_property(
+      v, info("special.neg_inf_mask"), 2,
+      Rule{"special.mask", "include/softmax_audit/variant.h: -inf is a mask; exp(-inf) = 0 etc. add exact zeros, "
+                           "so only a reordering of exact terms may differ: <= 2 float32 ulps apart"},
+      cfg, [&] {
+        const auto l = gen_row(N);
+        auto masked = pick_flags(l.size());
+        masked[pick_index(l.size())] = true;
+        std::vector<double> lm(l), reduced;
+        for (std::size_t k = 0; k < l.size(); ++k) {
+          if (masked[k]) lm[k] = -std::numeric_limits<double>::infinity();
+          else reduced.push_back(l[k]);
+        }
+        const auto p = kernel(v, lm);
+        Check c;
+        c.input = "l = " + fmt_row(lm);
+        c.detail = "kernel = " + fmt_vec(p);
+        double worst = 0;
+        for (std::size_t k = 0; k < l.size(); ++k)
+          if (masked[k] && !(p[k] == 0.0f)) worst = std::numeric_limits<double>::infinity();
+        if (reduced.empty()) {
+          for (float x : p)
+            if (!(x == 0.0f)) worst = std::numeric_limits<double>::infinity();
+        } else {
+          const auto q = kernel(v, reduced);
+          c.detail += ", kernel without the masked items = " + fmt_vec(q);
+          std::size_t j = 0;
+          for (std::size_t k = 0; k < l.size(); ++k) {
+            if (masked[k]) continue;
+            const auto apart = ref::ulps_apart(DType::float32, p[k], q[j++]);
+            worst = std::max(worst, apart == INT64_MAX ? std::numeric_limits<double>::infinity()
+                                                       : static_cast<double>(apart));
+          }
+        }
+        c.measured = worst;
+        c.ok = worst <= 2;
+        return c;
+      }));
+  r.cells.push_back(run_property(
+      v, info("special.nan"), 0, Rule{"special.nan", "include/softmax_audit/variant.h: NaN anywhere -> the whole row NaN"},
+      cfg, [&] {
+        auto l = gen_row(N);
+        const auto i = pick_index(l.size());
+        l[i] = std::numeric_limits<double>::quiet_NaN();
+        const auto p = kernel(v, l);
+        Check c;
+        c.measured = static_cast<double>(std::count_if(p.begin(), p.end(), [](float x) { return !std::isnan(x); }));
+        c.ok = c.measured == 0;
+        c.input = "l = " + fmt_row(l);
+        c.detail = "kernel = " + fmt_vec(p);
+        return c;
+      }));
+  r.cells.push_back(run_property(
+      v, info("special.pos_inf"), 0x1p-20,
+      Rule{"special.pos_inf",
+           "include/softmax_audit/variant.h: +inf is the limit as the logit grows. Checked against the "
+           "reference with 2^20 in place of +inf (finite logits <= 13, so the neglected terms are "
+           "< e^-(2^19)); 2^-20 covers the float32 rounding of weights of a row of n <= 16"},
+      cfg, [&] {
+        auto l = gen_row(N);
+        auto flags = pick_flags(l.size());
+        flags[pick_index(l.size())] = true;
+        std::vector<double> big(l);
+        for (std::size_t k = 0; k < l.size(); ++k)
+          if (flags[k]) { l[k] = std::numeric_limits<double>::infinity(); big[k] = 0x1p20; }
+        const auto p = kernel(v, l);
+        Check c;
+        c.input = "l = " + fmt_row(l);
+        c.detail = "kernel = " + fmt_vec(p);
+        double worst = 0;
+        for (float x : p)
+          if (std::isnan(x)) worst = std::numeric_limits<double>::infinity();
+        if (v.reference) {
+          const auto q = v.reference(big);
+          c.detail += ", reference at 2^20 = " + fmt_vec(q);
+          for (std::size_t k = 0; k < l.size(); ++k) {
+            const double qk = to_d(q[k]);
+            if (qk >= 0x1p10 && p[k] >= 0x1p10f) continue;  // both diverge with the logit
+            const double d = std::abs(static_cast<double>(p[k]) - qk);
+            worst = std::max(worst, std::isnan(d) ? std::numeric_limits<double>::infinity() : d);
+          }
+        }
+        c.measured = worst;
+        c.ok = worst <= 0x1p-20;
+        return c;
+      }));
+  if (!v.reference || !v.f32_bound) {
+    r.cells.push_back(skip(v, info("f32_vs_reference"), "the variant has no reference to compare with"));
+  } else {
+    double worst_err = 0, worst_bound = 0;
+    Verdict vd = run_property(
+        v, info("f32_vs_reference"), 1.0, Rule{"variant.f32_bound", v.f32_bound_rule}, cfg, [&] {
+          const auto l = gen_row(N);
+          const auto p = kernel(v, l);
+          const auto q = v.reference(l);
+          double err = 0;
+          for (std::size_t k = 0; k < l.size(); ++k) {
+            const double e = std::isnan(p[k]) || to_d(q[k]) != to_d(q[k])
+                                 ? (std::isnan(p[k]) && to_d(q[k]) != to_d(q[k]) ? 0.0 : INFINITY)
+                                 : std::abs(to_d(Mp(static_cast<double>(p[k])) - q[k])) / kU32;
+            err = std::max(err, e);
+          }
+          const double B = v.f32_bound(l);
+          Check c;
+          c.measured = B > 0 ? err / B : (err > 0 ? INFINITY : 0.0);
+          c.ok = err <= B;
+          if (c.ok && c.measured >= (worst_bound > 0 ? worst_err / worst_bound : 0)) {
+            worst_err = err;
+            worst_bound = B;
+          }
+          std::ostringstream os;
+          os << "max error " << err << " u (u = 2^-24), bound " << B << " u; kernel = " << fmt_vec(p)
+             << ", reference = " << fmt_vec(q);
+          c.input = "l = " + fmt_row(l);
+          c.detail = os.str();
+          return c;
+        });
+    std::ostringstream os;
+    os << "; measured = error / bound (error in units of 2^-24); worst passing case: " << worst_err
+       << " u against " << worst_bound << " u; reference: " << v.reference_name;
+    vd.note += os.str();
+    r.cells.push_back(vd);
+  }
+  for (double g : cfg.gaps) {
+    const PropertyInfo pi = info(gap_id(g));
+    Verdict vd;
+    vd.property = pi.id;
+    vd.claim = pi.claim;
+    vd.kernel = v.name;
+    vd.op = "variant";
+    vd.dtype = "float64";
+    try {
+      const auto curve = dispersion_curve(v, g, cfg);
+      const double w = curve.top_weight.back();
+      std::ostringstream os;
+      os << "measured " << name_of(curve.measured) << ": w(2^10) = " << curve.top_weight[std::min<std::size_t>(9, curve.top_weight.size() - 1)]
+         << ", w(2^" << cfg.max_log2_n << ") = " << w << ", slope log2 w = " << curve.slope_top
+         << ", slope log2(1-w) = " << curve.slope_rest;
+      vd.measured = w;
+      vd.note = os.str();
+      vd.counterexample.clear();
+      const auto pred = v.predict ? v.predict(g) : std::nullopt;
+      if (std::isnan(w)) {
+        vd.outcome = Outcome::fail;
+        vd.counterexample = "NaN weight at n = 2^" + std::to_string(cfg.max_log2_n);
+      } else if (!pred) {
+        vd.outcome = Outcome::skip;
+        vd.note = "no theory prediction; " + vd.note;
+        vd.rule = Rule{"dispersion.measured", "empirical only"};
+      } else {
+        vd.rule = Rule{"dispersion.theory", pred->source};
+        vd.claim += std::string(": ") + name_of(pred->cls);
+        vd.outcome = pred->cls == curve.measured ? Outcome::pass : Outcome::fail;
+        if (vd.outcome == Outcome::fail)
+          vd.counterexample = std::string("predicted ") + name_of(pred->cls) + ", " + vd.note;
+      }
+    } catch (const std::exception& e) {
+      vd.outcome = Outcome::error;
+      vd.note = std::string("the variant threw: ") + e.what();
+    }
+    r.cells.push_back(vd);
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+Matrix fuzz_all(const std::vector<const Variant*>& variants, const FuzzConfig& config) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Matrix m;
+  m.config = config;
+  m.columns = fuzz_properties(config);
+  for (const Variant* v : variants) m.rows.push_back(fuzz_variant(*v, config));
+  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return m;
+}
+
+const Verdict* cell(const VariantResult& r, const std::string& property_id) {
+  for (const auto& c : r.cells)
+    if (c.property == property_id) return &c;
+  return nullptr;
+}
+
+namespace {
+std::string cell_text(const Verdict& v) {
+  if (v.property.rfind("dispersion", 0) == 0) {
+    if (v.outcome == Outcome::error) return "error";
+    std::string cls = v.note.find("measured to_zero") != std::string::npos   ? "->0"
+                      : v.note.find("measured to_one") != std::string::npos ? "->1"
+                                                                             : "";
+    if (cls.empty()) {
+      std::ostringstream os;
+      os << std::fixed << std::setprecision(2) << "->" << v.measured;
+      cls = os.str();
+    }
+    if (v.outcome == Outcome::pass) return cls + " ok";
+    if (v.outcome == Outcome::fail) return cls + " FAIL";
+    return cls;
+  }
+  switch (v.outcome) {
+    case Outcome::pass: return "holds";
+    case Outcome::fail: return "FAILS";
+    case Outcome::skip: return "n/a";
+    case Outcome::error: return "error";
+  }
+  return "?";
+}
+}  // namespace
+
+std::string render_table(const Matrix& m) {
+  std::ostringstream os;
+  std::size_t w0 = 8;
+  for (const auto& r : m.rows) w0 = std::max(w0, r.variant.size() + (r.wrong_formulation ? 2 : 0));
+  w0 += 1;
+  std::vector<std::size_t> widths;
+  os << std::left << std::setw(static_cast<int>(w0)) << "variant";
+  for (const auto& c : m.columns) {
+    const std::size_t w = std::max<std::size_t>(c.column.size(), c.id.rfind("dispersion", 0) == 0 ? 10 : 5) + 1;
+    widths.push_back(w);
+    os << std::setw(static_cast<int>(w)) << c.column;
+  }
+  os << "\n";
+  for (const auto& r : m.rows) {
+    os << std::setw(static_cast<int>(w0)) << (r.wrong_formulation ? "!" + r.variant + " " : r.variant);
+    for (std::size_t k = 0; k < m.columns.size(); ++k) {
+      const Verdict* v = cell(r, m.columns[k].id);
+      os << std::setw(static_cast<int>(widths[k])) << (v ? cell_text(*v) : "-");
+    }
+    os << "\n";
+  }
+  os << "(! = wrong_formulation; dispersion: ->0 disperses, ->c stays at c, ->1 sharpens; ok/FAIL = "
+        "agrees/disagrees with theory's prediction)\n";
+  for (const auto& r : m.rows)
+    if (r.wrong_formulation) os << "  " << r.variant << " mis-states " << r.wrong_of << "\n";
+  os << "\nFailures (minimal counterexamples after shrinking):\n";
+  for (const auto& r : m.rows)
+    for (const auto& v : r.cells)
+      if (v.outcome == Outcome::fail || v.outcome == Outcome::error)
+        os << "  " << r.variant << " / " << v.property << ": "
+           << (v.counterexample.empty() ? v.note : v.counterexample) << "\n";
+  os << std::fixed << std::setprecision(2) << "\n" << m.rows.size() << " variants, "
+     << m.config.cases << " cases per property, seed " << m.config.seed << ", " << m.seconds << " s\n";
+  return os.str();
+}
+
+nlohmann::json to_json(const Verdict& v) {
+  auto num = [](double x) -> nlohmann::json {
+    if (std::isnan(x)) return nullptr;
+    if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+    return x;
+  };
+  return {{"property", v.property},     {"claim", v.claim},
+          {"measured", num(v.measured)}, {"bound", num(v.bound)},
+          {"rule", {{"id", v.rule.id}, {"source", v.rule.source}}},
+          {"outcome", name_of(v.outcome)}, {"counterexample", v.counterexample},
+          {"kernel", v.kernel},         {"op", v.op},
+          {"dtype", v.dtype},           {"note", v.note}};
+}
+
+nlohmann::json to_json(const Matrix& m) {
+  nlohmann::json j;
+  j["config"] = {{"cases", m.config.cases},         {"seed", m.config.seed},
+                 {"max_n", m.config.max_n},         {"gaps", m.config.gaps},
+                 {"base", m.config.base},           {"max_log2_n", m.config.max_log2_n}};
+  j["seconds"] = m.seconds;
+  j["columns"] = nlohmann::json::array();
+  for (const auto& c : m.columns) j["columns"].push_back({{"id", c.id}, {"claim", c.claim}});
+  j["variants"] = nlohmann::json::array();
+  for (const auto& r : m.rows) {
+    nlohmann::json row = {{"name", r.variant},   {"formula", r.formula},
+                          {"wrong_formulation", r.wrong_formulation},
+                          {"wrong_of", r.wrong_of}, {"origin", r.origin},
+                          {"seconds", r.seconds}};
+    row["cells"] = nlohmann::json::object();
+    for (const auto& v : r.cells) row["cells"][v.property] = to_json(v);
+    j["variants"].push_back(row);
+  }
+  return j;
+}
+
+}  // namespace sa::variants

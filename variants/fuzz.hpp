@@ -1,0 +1,80 @@
+// The variant fuzzer: runs every property of the matrix against a variant,
+// with RapidCheck's random search and shrinking (driven from a normal
+// program through rc::detail::checkTestable), and classifies dispersion
+// empirically by sweeping n = 2^k.
+//
+// Every cell is a sa::Verdict produced by running the property: pass (holds
+// on every generated case), fail (with the minimal counterexample RapidCheck
+// shrank to), skip (not applicable, with the reason), error (the variant threw).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/verdict.hpp"
+#include "variants/variant.hpp"
+
+namespace sa::variants {
+
+struct FuzzConfig {
+  int cases = 100;              // random cases per property (before shrinking)
+  std::uint64_t seed = 1;       // base seed; each (variant, property) derives its own
+  int max_n = 16;               // longest generated row
+  std::vector<double> gaps = {0.5, 1.0, 2.0, 3.0};  // dispersion gaps g
+  double base = 1.0;            // dispersion rows: n-1 logits at base, the top at base + g (last)
+  int max_log2_n = 20;          // dispersion sweep to n = 2^max_log2_n
+};
+
+struct PropertyInfo {
+  std::string id;
+  std::string column;  // short header for the terminal table
+  std::string claim;
+};
+
+// The columns of the matrix, in order (dispersion columns per configured gap).
+std::vector<PropertyInfo> fuzz_properties(const FuzzConfig& config);
+
+// Dispersion of one variant at one gap.
+struct DispersionCurve {
+  double gap = 0;
+  std::vector<int> log2_n;
+  std::vector<double> top_weight;
+  double slope_top = 0;         // d log2 w / d log2 n over the last 7 points
+  double slope_rest = 0;        // d log2 (1 - w) / d log2 n over the last 7 points
+  Dispersion measured = Dispersion::bounded;
+};
+DispersionCurve dispersion_curve(const Variant& v, double gap, const FuzzConfig& config);
+
+struct VariantResult {
+  std::string variant;
+  std::string formula;
+  bool wrong_formulation = false;
+  std::string wrong_of;
+  std::string origin;
+  std::vector<Verdict> cells;  // one per fuzz_properties() entry, same order
+  double seconds = 0;
+};
+
+VariantResult fuzz_variant(const Variant& v, const FuzzConfig& config);
+
+struct Matrix {
+  FuzzConfig config;
+  std::vector<PropertyInfo> columns;
+  std::vector<VariantResult> rows;
+  double seconds = 0;
+};
+
+Matrix fuzz_all(const std::vector<const Variant*>& variants, const FuzzConfig& config);
+
+// Terminal rendering: the matrix, then every failure with its counterexample.
+std::string render_table(const Matrix& m);
+nlohmann::json to_json(const Matrix& m);
+nlohmann::json to_json(const Verdict& v);
+
+// Cell lookup by property id (nullptr if absent).
+const Verdict* cell(const VariantResult& r, const std::string& property_id);
+
+}  // namespace sa::variants

@@ -1,0 +1,145 @@
+#include <dlfcn.h>
+
+#include <stdexcept>
+
+#include "variants/variant.hpp"
+
+namespace sa::variants {
+namespace detail {
+extern int builtins_anchor;  // defined in builtins.cpp: keeps its registrations linked
+}
+
+const char* name_of(Dispersion d) {
+  switch (d) {
+    case Dispersion::to_zero: return "to_zero";
+    case Dispersion::bounded: return "bounded";
+    case Dispersion::to_one: return "to_one";
+  }
+  return "?";
+}
+
+bool Registry::add(Variant v) {
+  if (v.name.empty()) throw std::invalid_argument("variant registry: a variant has an empty name");
+  if (!v.kernel32)
+    throw std::invalid_argument("variant registry: variant '" + v.name + "' has no float32 kernel");
+  if (!v.eval64)
+    throw std::invalid_argument("variant registry: variant '" + v.name + "' has no float64 evaluation");
+  if (find(v.name))
+    throw std::invalid_argument("variant registry: a variant named '" + v.name + "' already exists");
+  variants_.push_back(std::move(v));
+  return true;
+}
+
+const Variant* Registry::find(const std::string& name) const {
+  for (const auto& v : variants_)
+    if (v.name == name) return &v;
+  return nullptr;
+}
+
+Registry& registry() {
+  static Registry r;
+  // A real reference to builtins.cpp, so a static link keeps its registrations.
+  static int* volatile keep = &detail::builtins_anchor;
+  (void)keep;
+  return r;
+}
+
+namespace {
+// The generic bound for a plugin that states none: theory.md T7 for shifted
+// softmax with faithful exp (terms doubled), 2(n + 2 + 2 spread), plus the
+// input-scaling term 2 max|l| (condition number 2||l||_inf, T7 last bullet).
+double generic_bound(std::span<const double> l) {
+  double lo = INFINITY, hi = -INFINITY, amax = 0;
+  for (double x : l)
+    if (std::isfinite(x)) { lo = std::min(lo, x); hi = std::max(hi, x); amax = std::max(amax, std::abs(x)); }
+  const double spread = hi >= lo ? hi - lo : 0.0;
+  return 2.0 * (static_cast<double>(l.size()) + 2.0 + 2.0 * spread) + 2.0 * amax;
+}
+}  // namespace
+
+Variant from_c_abi(const sa_variant& c, const std::string& origin) {
+  if (c.abi_version != SA_VARIANT_ABI_VERSION)
+    throw std::runtime_error(origin + ": variant ABI version " + std::to_string(c.abi_version) +
+                             ", expected " + std::to_string(SA_VARIANT_ABI_VERSION));
+  if (!c.name || !c.forward_f32)
+    throw std::runtime_error(origin + ": a variant lacks a name or forward_f32");
+  Variant v;
+  v.name = c.name;
+  v.formula = c.formula ? c.formula : "";
+  v.wrong_formulation = c.wrong_formulation != 0;
+  v.wrong_of = c.wrong_of ? c.wrong_of : "";
+  v.origin = origin;
+  const sa_variant* cp = &c;
+  v.kernel32 = [cp, name = v.name](std::span<const float> l, std::span<float> p) {
+    if (cp->forward_f32(l.data(), static_cast<int64_t>(l.size()), p.data(), cp->ctx) != 0)
+      throw std::runtime_error("variant '" + name + "': forward_f32 rejected a row of n = " +
+                               std::to_string(l.size()));
+  };
+  if (c.forward_f64) {
+    v.eval64 = [cp, name = v.name](std::span<const double> l, std::span<double> p) {
+      if (cp->forward_f64(l.data(), static_cast<int64_t>(l.size()), p.data(), cp->ctx) != 0)
+        throw std::runtime_error("variant '" + name + "': forward_f64 rejected a row of n = " +
+                                 std::to_string(l.size()));
+    };
+    v.reference = [f = v.eval64](std::span<const double> l) {
+      std::vector<double> p(l.size());
+      f(l, p);
+      return std::vector<ref::Mp>(p.begin(), p.end());
+    };
+    v.reference_name = "float64 (plugin forward_f64)";
+    v.reference_unit_roundoff = 0x1p-53;
+  } else {
+    // No reference: the float32 kernel is all there is (evaluated, widened).
+    v.eval64 = [k = v.kernel32](std::span<const double> l, std::span<double> p) {
+      std::vector<float> lf(l.begin(), l.end()), pf(l.size());
+      k(lf, pf);
+      std::copy(pf.begin(), pf.end(), p.begin());
+    };
+    v.reference_name = "none (float32 kernel)";
+    v.reference_unit_roundoff = 0x1p-24;
+  }
+  if (c.f32_error_bound) {
+    v.f32_bound = [cp](std::span<const double> l) {
+      return cp->f32_error_bound(l.data(), static_cast<int64_t>(l.size()), cp->ctx);
+    };
+    v.f32_bound_rule = "plugin.f32_error_bound";
+  } else {
+    v.f32_bound = generic_bound;
+    v.f32_bound_rule = "T7.generic: 2(n+2+2*spread)+2*max|l| (Blanchard-Higham-Higham 2021, faithful exp)";
+  }
+  if (c.predict_dispersion) {
+    v.predict = [cp](double g) -> std::optional<Prediction> {
+      const sa_dispersion d = cp->predict_dispersion(g, cp->ctx);
+      const std::string src = cp->prediction_source ? cp->prediction_source : "plugin";
+      switch (d) {
+        case SA_DISPERSION_TO_ZERO: return Prediction{Dispersion::to_zero, src};
+        case SA_DISPERSION_BOUNDED: return Prediction{Dispersion::bounded, src};
+        case SA_DISPERSION_TO_ONE: return Prediction{Dispersion::to_one, src};
+        default: return std::nullopt;
+      }
+    };
+  }
+  return v;
+}
+
+std::vector<Variant> load_plugin(const std::string& path) {
+  void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    const char* e = dlerror();
+    throw std::runtime_error("variant plugin '" + path + "': cannot load (" + (e ? e : "?") + ")");
+  }
+  auto entry = reinterpret_cast<sa_variant_entry_at_fn>(dlsym(h, "sa_variant_entry_at"));
+  if (!entry)
+    throw std::runtime_error("variant plugin '" + path +
+                             "': no exported function sa_variant_entry_at (see include/softmax_audit/variant.h)");
+  std::vector<Variant> out;
+  for (int i = 0; i < 1024; ++i) {
+    const sa_variant* c = entry(i);
+    if (!c) break;
+    out.push_back(from_c_abi(*c, "plugin:" + path));
+  }
+  if (out.empty()) throw std::runtime_error("variant plugin '" + path + "': exports no variants");
+  return out;
+}
+
+}  // namespace sa::variants

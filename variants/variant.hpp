@@ -1,0 +1,87 @@
+// Softmax variants: what the fuzzer runs its property matrix against.
+//
+// A Variant is a float32 kernel plus (optionally) a high-precision reference
+// of the same formula, a rounding-error bound tying the two together, and
+// theory's prediction of how it disperses. Built-ins live in builtins.cpp;
+// a user adds one with a single registration,
+//
+//     SA_REGISTER_VARIANT(my_variant, [] { sa::variants::Variant v; ...; return v; }());
+//
+// (any translation unit linked into the executable), or as a plugin shared
+// library against include/softmax_audit/variant.h (load_plugin below).
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "reference/mpfr.hpp"
+#include "softmax_audit/variant.h"
+
+namespace sa::variants {
+
+enum class Dispersion { to_zero, bounded, to_one };
+const char* name_of(Dispersion d);
+
+struct Prediction {
+  Dispersion cls;
+  std::string source;  // theorem / derivation it comes from
+};
+
+struct Variant {
+  std::string name;
+  std::string formula;
+  bool wrong_formulation = false;
+  std::string wrong_of;  // the correct variant this one mis-states
+  std::string origin = "builtin";
+
+  // float32 kernel under test (required).
+  std::function<void(std::span<const float> l, std::span<float> p)> kernel32;
+  // The same formula evaluated in float64: used for the dispersion sweep to
+  // n = 2^20, where the MPFR reference would be too slow. Required.
+  std::function<void(std::span<const double> l, std::span<double> p)> eval64;
+  // High-precision reference (may be empty: then properties run on eval64).
+  std::function<std::vector<ref::Mp>(std::span<const double> l)> reference;
+  std::string reference_name = "mpfr-256";
+  // Unit roundoff of whatever the mathematical properties run on.
+  double reference_unit_roundoff = 0x1p-200;
+  // Bound on max_i |kernel32_i - exact_i| / 2^-24 for this row (see T7).
+  std::function<double(std::span<const double> l)> f32_bound;
+  std::string f32_bound_rule;
+  // Theory's prediction at gap g (empty = none).
+  std::function<std::optional<Prediction>(double gap)> predict;
+};
+
+class Registry {
+ public:
+  // Adds a variant; throws std::invalid_argument on a duplicate or empty name
+  // or a missing kernel. Returns true (so it can initialise a static).
+  bool add(Variant v);
+  const Variant* find(const std::string& name) const;
+  const std::vector<Variant>& all() const { return variants_; }
+
+ private:
+  std::vector<Variant> variants_;
+};
+
+// The process-wide registry (built-ins registered on first use).
+Registry& registry();
+
+// Loads every variant a plugin library exports (sa_variant_entry_at) and
+// returns them (they are not added to the registry). The library stays loaded.
+// Throws std::runtime_error naming the path on failure.
+std::vector<Variant> load_plugin(const std::string& path);
+
+// Adapts one C ABI description (used by load_plugin; exposed for tests).
+Variant from_c_abi(const sa_variant& c, const std::string& origin);
+
+}  // namespace sa::variants
+
+#define SA_VARIANT_CONCAT2(a, b) a##b
+#define SA_VARIANT_CONCAT(a, b) SA_VARIANT_CONCAT2(a, b)
+// One-line registration of a variant from any translation unit of the program.
+#define SA_REGISTER_VARIANT(ident, ...)                                        \
+  [[maybe_unused]] static const bool SA_VARIANT_CONCAT(sa_variant_registered_, ident) = \
+      ::sa::variants::registry().add(__VA_ARGS__)
