@@ -7,12 +7,7 @@
 namespace sa::ref {
 namespace {
 unsigned& current_bits() {
-  static unsigned bits = [] {
-    // Boost counts precision in decimal digits; pick the digits that give at
-    // least the requested bits.
-    Mp::default_precision(static_cast<unsigned>(std::ceil(default_precision_bits * 0.30103)) + 1);
-    return default_precision_bits;
-  }();
+  static unsigned bits = default_precision_bits;  // set before main (mpfr.hpp)
   return bits;
 }
 }  // namespace
@@ -21,8 +16,7 @@ void set_precision_bits(unsigned bits) {
   if (bits < 64 || bits > 1u << 20)
     throw std::invalid_argument("reference precision: " + std::to_string(bits) +
                                 " bits requested, expected 64 to 1048576");
-  current_bits();
-  Mp::default_precision(static_cast<unsigned>(std::ceil(bits * 0.30103)) + 1);
+  Mp::default_precision(digits10_for_bits(bits));
   current_bits() = bits;
 }
 

@@ -20,6 +20,18 @@ using Mp = boost::multiprecision::number<boost::multiprecision::mpfr_float_backe
 
 constexpr unsigned default_precision_bits = 256;
 
+// Boost counts MPFR precision in decimal digits: the digits that give at least `bits`.
+constexpr unsigned digits10_for_bits(unsigned bits) { return bits * 30103u / 100000u + 2u; }
+
+namespace detail {
+// Every translation unit that can create an Mp sets the default precision
+// before main, so no number is ever made at Boost's own default (~166 bits).
+inline const bool default_precision_initialised = [] {
+  Mp::default_precision(digits10_for_bits(default_precision_bits));
+  return true;
+}();
+}  // namespace detail
+
 // Sets the working precision of newly created reference numbers, in bits.
 void set_precision_bits(unsigned bits);
 unsigned precision_bits();

@@ -79,6 +79,8 @@ double ulp_error(DType t, double computed, const Mp& exact) {
   if (std::isnan(computed) || !std::isfinite(computed) || !exact_finite) {
     if (std::isnan(computed) && mpfr_nan_p(e)) return 0.0;
     if (std::isinf(computed) && mpfr_inf_p(e) && (computed > 0) == (mpfr_sgn(e) > 0)) return 0.0;
+    // A finite exact value past the format's range correctly rounds to +-inf.
+    if (std::isinf(computed) && exact_finite && round_to(t, exact) == computed) return 0.0;
     return INFINITY;
   }
   Mp diff = Mp(computed) - exact;

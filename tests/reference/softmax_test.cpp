@@ -143,3 +143,10 @@ RC_GTEST_PROP(ReferenceSoftmax, AdaptiveAppliesBetaOfEntropy, ()) {
   for (std::size_t i = 0; i < l.size(); ++i)
     RC_ASSERT(abs(a.weights[i] - direct[i]) <= Mp(std::ldexp(1.0, -53) * 2 * 23 * 2.5 * 23));
 }
+
+TEST(ReferencePrecision, DefaultIsSetBeforeMain) {
+  // Run as its own process by CTest: the first number made must already carry
+  // the documented 256 bits, not Boost's default.
+  EXPECT_GE(mpfr_get_prec(Mp(1).backend().data()), static_cast<mpfr_prec_t>(sa::ref::default_precision_bits));
+  EXPECT_EQ(sa::ref::precision_bits(), sa::ref::default_precision_bits);
+}
