@@ -256,7 +256,7 @@ void RunItem(const Plan& pl, std::int64_t qb, std::int64_t part, bool with_outpu
         for (std::int64_t j = 0; j < Bk; j += L) {
           const V s = hn::LoadU(df, srow + j);
           vmax = hn::Max(vmax, s);
-          bad = hn::Or(bad, hn::Ne(s, s));
+          bad = hn::Or(bad, hn::Not(hn::Eq(s, s)));  // NaN (Ne is ordered on x86)
         }
         const float mt = hn::GetLane(hn::MaxOfLanes(df, vmax));
         if (!hn::AllFalse(df, bad) || mt == std::numeric_limits<float>::infinity()) {
