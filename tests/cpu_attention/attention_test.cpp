@@ -473,6 +473,27 @@ TEST_P(CpuAttention, LargeLogitsAndOffsetValues) {
   expect_ok(GetParam(), make_input(GetParam(), s));
 }
 
+TEST_P(CpuAttention, RunningMaxNotBlockMax) {
+  // Logits ~ +60 in the first key tile and ~ -60 after it: a kernel that
+  // rescales against the block max instead of the running max computes
+  // exp(m_old - m_block) = exp(120), which overflows float32.
+  const std::int64_t Bk = sa::kernels::cpu_attention_key_tile;
+  Shape s;
+  s.nq = 6, s.nk = 3 * Bk + 5, s.d = 8, s.dv = 16, s.seed = 22, s.scale = 1.0;
+  auto in = make_input(GetParam(), s);
+  for (std::int64_t i = 0; i < s.nq; ++i)
+    for (std::int64_t c = 0; c < s.d; ++c) in.q[i * s.d + c] = c == 0 ? 1.0f : 0.0f;
+  for (std::int64_t j = 0; j < s.nk; ++j)
+    in.k[j * s.d] = as_type(GetParam(), (j < Bk ? 60.0 : -60.0) + 0.01 * static_cast<double>(j % 13));
+  for (std::int64_t ns : {1, 2}) {
+    in.num_splits = ns;
+    expect_ok(GetParam(), in);
+  }
+  // Reversed: the running max rises by 120 between tiles (old state underflows to 0).
+  for (std::int64_t j = 0; j < s.nk; ++j) in.k[j * s.d] = -in.k[j * s.d];
+  expect_ok(GetParam(), in);
+}
+
 TEST_P(CpuAttention, NanAndInfinityRows) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
