@@ -583,7 +583,7 @@ sa_status run(const sa_attention_args& a) {
   pl.scale = a.scale;
   pl.causal = a.causal != 0;
   pl.ntiles = (a.nk + Bk - 1) / Bk;
-  pl.ns = std::clamp<std::int64_t>(a.num_splits, 1, a.nk);
+  pl.ns = std::clamp<std::int64_t>(a.num_splits, 1, std::min(a.nk, cpu_attention_max_splits));
   const bool adaptive = a.adaptive != 0;
 
   // Pack K (transposed per tile) and V (rows padded to dvp), widening bf16 exactly.

@@ -50,6 +50,9 @@ namespace sa::kernels {
 // masks and sizes on and off tile boundaries).
 inline constexpr std::int64_t cpu_attention_key_tile = 64;
 inline constexpr std::int64_t cpu_attention_query_block = 16;
+// num_splits is clamped to [1, min(nk, cpu_attention_max_splits)] (the ABI lets a
+// kernel ignore it; the clamp bounds the partial-result memory).
+inline constexpr std::int64_t cpu_attention_max_splits = 256;
 
 // The ABI's `attention` entry. ctx is unused. Errors: SA_INVALID_ARGUMENT
 // (null args or pointer, sizes < 1, strides below the row length, non-finite
