@@ -26,9 +26,10 @@
 //    where Delta is the spread of the logits used (beta delta), R = tiles + parts + 1,
 //    P = number of parts, LM = beta max|s| + log nk + 1 bounds |lse_p|.
 // 3. Softmax-weighted average. out = sum e_j v_j / sum e_j; the denominator is a
-//    sum of positive terms along a chain of at most NS = Bk + tiles additions
-//    (lanes of one tile, lane reduction, then one per tile), the numerator a
-//    chain of at most NO = keys per part + tiles + 2 FMAs / scalings. With
+//    sum of positive terms along a chain of at most NS = Bk + tiles + parts
+//    additions (lanes of one tile, lane reduction, one per tile, one per merge),
+//    the numerator a chain of at most NO = keys per part + tiles + parts + 2 FMAs /
+//    scalings / merges. With
 //    sum_j p_j |v_jc| <= Vmax_c = max over visible keys |v_jc|:
 //        |out^ - out| <= Vmax_c [ (exp(2 beta E) - 1) + 2 rho + gamma_NO + gamma_NS + 3u ]
 //    (exp(2 beta E) - 1: logit perturbation, since each p_j moves by a factor in
@@ -203,8 +204,8 @@ Report check(sa::DType t, const sa::AttentionInput& in) {
       in.num_splits, 1, std::min(in.nk, sa::kernels::cpu_attention_max_splits));
   const double keys_per_part = std::ceil(static_cast<double>(in.nk) / static_cast<double>(parts));
   const double R = ntiles + static_cast<double>(parts) + 1;
-  const double NS = static_cast<double>(Bk) + ntiles;
-  const double NO = keys_per_part + ntiles + 2;
+  const double NS = static_cast<double>(Bk) + ntiles + static_cast<double>(parts);
+  const double NO = keys_per_part + ntiles + static_cast<double>(parts) + 2;
   const double lognk = std::log(static_cast<double>(in.nk));
 
   Worst wo, wl, wh, wb;
