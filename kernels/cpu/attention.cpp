@@ -28,7 +28,7 @@
 namespace sa::kernels::attn_detail {
 
 constexpr std::int64_t Bk = cpu_attention_key_tile;
-constexpr std::int64_t Bq = cpu_attention_query_block;
+constexpr std::int64_t kMaxBq = cpu_attention_query_block;
 constexpr std::int64_t kVecPad = 16;  // widest float vector of any target (AVX-512)
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // exp(x) for x below this is 0 in float32 (and in Highway's Exp, which returns
@@ -51,6 +51,7 @@ struct Plan {
   double scale = 1.0;
   bool causal = false;
   std::int64_t ntiles = 0, ns = 1;
+  std::int64_t bq = kMaxBq;  // query rows per work item (<= kMaxBq, multiple of 4)
   const float* kp = nullptr;          // ntiles x d x Bk (transposed, zero padded)
   const float* vp = nullptr;          // ntiles x Bk x dvp (zero padded)
   const std::int32_t* tile_unmasked = nullptr;  // keys with key_mask != 0 per tile (Bk if no mask)
@@ -69,13 +70,13 @@ struct Plan {
 
 struct Scratch {
   std::vector<float> qb, sb, pb, o;
-  float m[Bq], S[Bq], T[Bq], a[Bq];
-  std::uint8_t special[Bq];
+  float m[kMaxBq], S[kMaxBq], T[kMaxBq], a[kMaxBq];
+  std::uint8_t special[kMaxBq];
   void reserve(const Plan& pl) {
-    qb.assign(static_cast<std::size_t>(Bq * pl.d), 0.0f);
-    sb.assign(static_cast<std::size_t>(Bq * Bk), 0.0f);
-    pb.assign(static_cast<std::size_t>(Bq * Bk), 0.0f);
-    o.assign(static_cast<std::size_t>(Bq * pl.dvp), 0.0f);
+    qb.assign(static_cast<std::size_t>(pl.bq * pl.d), 0.0f);
+    sb.assign(static_cast<std::size_t>(pl.bq * Bk), 0.0f);
+    pb.assign(static_cast<std::size_t>(pl.bq * Bk), 0.0f);
+    o.assign(static_cast<std::size_t>(pl.bq * pl.dvp), 0.0f);
   }
 };
 
@@ -190,6 +191,7 @@ void RunItem(const Plan& pl, std::int64_t qb, std::int64_t part, bool with_outpu
   const hn::ScalableTag<float> df;
   using V = hn::Vec<decltype(df)>;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
+  const std::int64_t Bq = pl.bq;
   const std::int64_t i0 = qb * Bq;
   const std::int64_t i1 = std::min(pl.nq, i0 + Bq);
   const std::int64_t rows = i1 - i0;
@@ -201,7 +203,7 @@ void RunItem(const Plan& pl, std::int64_t qb, std::int64_t part, bool with_outpu
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c = 0; c < d; ++c)
       sc.qb[r * d + c] = load_elem(pl.q, pl.dtype, (i0 + r) * pl.q_stride + c);
-  float coef[Bq];
+  float coef[kMaxBq];
   for (std::int64_t r = 0; r < Bq; ++r) {
     const double beta = (pl.beta && r < rows) ? static_cast<double>(pl.beta[i0 + r]) : 1.0;
     coef[r] = static_cast<float>(pl.scale * beta);
@@ -345,6 +347,7 @@ HWY_EXPORT(RunItem);
 namespace {
 using namespace attn_detail;
 
+std::atomic<std::int64_t> g_query_block{0};  // 0: automatic
 thread_local std::string g_error;
 thread_local bool g_has_error = false;
 
@@ -628,7 +631,16 @@ sa_status run(const sa_attention_args& a) {
   pl.plse = plse.data();
   pl.pspecial = pspecial.data();
   pl.po = po.data();
-  const std::int64_t nqb = (pl.nq + Bq - 1) / Bq;
+  // Large query blocks reuse each K/V tile more (memory traffic / 4 against 16
+  // rows), small ones keep every thread busy when there are few queries.
+  int threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
+  const std::int64_t big_items = (pl.nq + kMaxBq - 1) / kMaxBq * pl.ns;
+  pl.bq = big_items >= 2 * threads ? kMaxBq : cpu_attention_small_query_block;
+  if (const std::int64_t forced = g_query_block.load(std::memory_order_relaxed)) pl.bq = forced;
+  const std::int64_t nqb = (pl.nq + pl.bq - 1) / pl.bq;
 
   auto merged_state = [&](std::int64_t i, bool* special) {
     theory::EntropyState<float> st = theory::entropy_identity<float>();
@@ -734,6 +746,12 @@ sa_status merge_attention_partials(void* /*ctx*/, std::int64_t rows, std::int64_
     merge_row(dv, o_a + r * dv, la, o_b + r * dv, lb, out + r * dv, out_lse + r);
   }
   return SA_OK;
+}
+
+bool cpu_attention_set_query_block(std::int64_t rows) {
+  if (rows != 0 && (rows < 4 || rows > kMaxBq || rows % 4 != 0)) return false;
+  g_query_block.store(rows, std::memory_order_relaxed);
+  return true;
 }
 
 const char* cpu_attention_last_error() { return g_has_error ? g_error.c_str() : nullptr; }

@@ -6,7 +6,7 @@
 // - K is packed once per call into float tiles of cpu_attention_key_tile keys
 //   (transposed, d x tile), V into float tiles (tile x dv rounded up to the
 //   vector width); bfloat16 is widened exactly.
-// - Queries are processed in blocks of cpu_attention_query_block rows; per key
+// - Queries are processed in blocks of up to cpu_attention_query_block rows; per key
 //   tile a block computes its logits (Highway broadcast-FMA micro-kernel,
 //   float32 accumulation over d), applies scale (times beta), the causal
 //   bound j <= i + (nk - nq), the key mask and the tile tail, then updates the
@@ -46,10 +46,13 @@
 
 namespace sa::kernels {
 
-// Keys per tile and queries per block of the tiled loop (tests use them to put
-// masks and sizes on and off tile boundaries).
+// Keys per tile of the tiled loop (tests use it to put masks and sizes on and
+// off tile boundaries), and the query block: cpu_attention_query_block rows
+// share each K/V tile while it is in cache; when that leaves fewer than two
+// work items per thread, blocks of cpu_attention_small_query_block rows are used.
 inline constexpr std::int64_t cpu_attention_key_tile = 64;
-inline constexpr std::int64_t cpu_attention_query_block = 16;
+inline constexpr std::int64_t cpu_attention_query_block = 64;
+inline constexpr std::int64_t cpu_attention_small_query_block = 16;
 // num_splits is clamped to [1, min(nk, cpu_attention_max_splits)] (the ABI lets a
 // kernel ignore it; the clamp bounds the partial-result memory).
 inline constexpr std::int64_t cpu_attention_max_splits = 256;
@@ -70,6 +73,11 @@ sa_status cpu_attention(void* ctx, const sa_attention_args* args);
 sa_status merge_attention_partials(void* ctx, std::int64_t rows, std::int64_t dv,
                                    const float* o_a, const float* lse_a, const float* o_b,
                                    const float* lse_b, float* out, float* out_lse);
+
+// Tuning / test knob, process-wide: forces the query block to `rows` (a
+// multiple of 4 in [4, cpu_attention_query_block]); 0 restores the automatic
+// choice. Returns false (and changes nothing) for any other value.
+bool cpu_attention_set_query_block(std::int64_t rows);
 
 // Text of the last error reported by cpu_attention or merge_attention_partials
 // on this thread, or nullptr if none has failed yet (not cleared on success).

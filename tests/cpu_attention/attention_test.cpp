@@ -533,6 +533,32 @@ TEST_P(CpuAttention, NanAndInfinityRows) {
   }
 }
 
+// The same representative cases with every query-block size the kernel can
+// choose (the automatic choice depends on the thread count and nq).
+TEST_P(CpuAttention, EveryQueryBlockSize) {
+  struct Restore {
+    ~Restore() { sa::kernels::cpu_attention_set_query_block(0); }
+  } restore;
+  EXPECT_FALSE(sa::kernels::cpu_attention_set_query_block(6));
+  EXPECT_FALSE(sa::kernels::cpu_attention_set_query_block(sa::kernels::cpu_attention_query_block + 4));
+  for (std::int64_t bq : {std::int64_t{4}, sa::kernels::cpu_attention_small_query_block,
+                          sa::kernels::cpu_attention_query_block}) {
+    ASSERT_TRUE(sa::kernels::cpu_attention_set_query_block(bq));
+    SCOPED_TRACE("query block " + std::to_string(bq));
+    Shape s;
+    s.nq = 90, s.nk = 150, s.d = 64, s.dv = 64, s.causal = true, s.seed = 23;
+    auto in = make_input(GetParam(), s);
+    expect_ok(GetParam(), in);
+    in.causal = false;
+    in.num_splits = 3;
+    in.key_mask.assign(150, 1);
+    for (std::int64_t j = 0; j < 150; j += 5) in.key_mask[j] = 0;
+    expect_ok(GetParam(), in);
+    s.nq = 70, s.nk = 40, s.adaptive = true, s.qsd = 2.0, s.seed = 24;  // nq > nk, causal, adaptive
+    expect_ok(GetParam(), make_input(GetParam(), s));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, CpuAttention,
                          ::testing::Values(sa::DType::float32, sa::DType::bfloat16),
                          [](const auto& info) { return std::string(sa::name_of(info.param)); });
@@ -541,7 +567,7 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, CpuAttention,
 // within the bounds above, for both types.
 RC_GTEST_PROP(CpuAttentionProperty, RandomProblemsWithinBounds, ()) {
   Shape s;
-  s.nq = *rc::gen::inRange<std::int64_t>(1, 24);
+  s.nq = *rc::gen::inRange<std::int64_t>(1, 48);
   s.nk = *rc::gen::inRange<std::int64_t>(1, 140);
   s.d = *rc::gen::inRange<std::int64_t>(1, 40);
   s.dv = *rc::gen::inRange<std::int64_t>(1, 40);
@@ -561,7 +587,10 @@ RC_GTEST_PROP(CpuAttentionProperty, RandomProblemsWithinBounds, ()) {
     if (mask_kind == 2)  // a masked run across a tile boundary
       for (std::int64_t j = 60; j < std::min<std::int64_t>(s.nk, 70); ++j) in.key_mask[j] = 0;
   }
+  const std::int64_t bq = *rc::gen::element<std::int64_t>(0, 4, 16, 64);
+  sa::kernels::cpu_attention_set_query_block(bq);
   const Report r = check(t, in);
+  sa::kernels::cpu_attention_set_query_block(0);
   RC_ASSERT(r.all_passed());
   RC_ASSERT(r.max_out_rel_bound < 1e-3);
 }
