@@ -15,6 +15,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #ifdef _OPENMP
@@ -401,8 +402,12 @@ std::string num(std::int64_t x) { return std::to_string(x); }
 
 sa_status validate(const sa_attention_args* a) {
   if (!a) return fail(SA_INVALID_ARGUMENT, "attention: args is NULL; expected a sa_attention_args");
-  if (a->dtype != SA_F32 && a->dtype != SA_BF16)
-    return fail(SA_UNSUPPORTED, "attention: dtype " + num(a->dtype) +
+  // A C caller may store any int in the enum; read its bits (in C++ an
+  // out-of-range enum value is undefined behaviour).
+  std::underlying_type_t<sa_dtype> dtype_bits;
+  std::memcpy(&dtype_bits, &a->dtype, sizeof dtype_bits);
+  if (dtype_bits != SA_F32 && dtype_bits != SA_BF16)
+    return fail(SA_UNSUPPORTED, "attention: dtype " + num(static_cast<std::int64_t>(dtype_bits)) +
                                     " is not implemented; expected SA_F32 (1) or SA_BF16 (2)");
   const struct {
     const char* name;

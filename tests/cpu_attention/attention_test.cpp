@@ -674,7 +674,9 @@ TEST(CpuAttentionErrors, NamesTheField) {
   b.v = nullptr;
   expect_error(b, SA_INVALID_ARGUMENT, "v is NULL");
   b = a;
-  b.dtype = static_cast<sa_dtype>(7);
+  const int seven = 7;  // as a C caller could store it (a C++ cast would be UB)
+  static_assert(sizeof(b.dtype) == sizeof seven);
+  std::memcpy(&b.dtype, &seven, sizeof seven);
   expect_error(b, SA_UNSUPPORTED, "dtype");
   EXPECT_EQ(raw.attention(raw.ctx, nullptr), SA_INVALID_ARGUMENT);
   EXPECT_EQ(raw.attention(raw.ctx, &a), SA_OK);
