@@ -615,12 +615,12 @@ sa_status run(const sa_attention_args& a) {
         vt[jj * pl.dvp + c] = x;
       }
     }
-    // A tail tile's missing keys count as masked.
+    // A tail tile's missing keys count as masked (count < Bk), so the tail
+    // always takes the masked path in RunItem.
     unmasked[static_cast<std::size_t>(t)] = count;
     vbad[static_cast<std::size_t>(t)] = bad ? 1 : 0;
   });
   if (!packed) return fail(SA_INTERNAL_ERROR, "attention: packing K and V failed");
-  // Tail tile: fewer than Bk keys exist, so it must take the masked path.
   pl.kp = kp.data();
   pl.vp = vp.data();
   pl.tile_unmasked = unmasked.data();
