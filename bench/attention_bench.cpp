@@ -1,0 +1,192 @@
+// Throughput of the CPU attention forward (kernels/cpu/attention.cpp).
+//
+// Flop convention: 4 nq nk d per call (2 flops per multiply-add, QK^T and PV,
+// d = dv, non-causal, no mask); exp, max and the softmax bookkeeping are not
+// counted, and the adaptive mode is credited with the same 4 nq nk d although
+// it does a second QK^T pass, so its GFLOP/s reads as "plain-equivalent".
+//
+// Sizes: n = nk in {1024, 4096, 16384, 65536}, head dim d = dv in {64, 128}.
+// nq = n for n <= 4096; for larger n, nq = max(256, 2^24 / n) queries (1024 at
+// 16384, 256 at 65536) so one call stays near 10 GFLOP; the counters say nq.
+// Inputs N(0,1), scale 1/sqrt(d), num_splits 1. Threads: OpenMP default
+// (OMP_NUM_THREADS); the `threads` counter reports it.
+//
+// BM_Attention/<dtype>/<n>/<d>/<adaptive>: time per call; counter flops = 4 nq nk d per second (G/s = GFLOP/s).
+// BM_AdaptiveOverPlain/<dtype>/<n>/<d>: each iteration times one plain and one
+//   adaptive call on the same input; counters ratio = total adaptive / total plain
+//   wall time, ratio_cpu = the same in process CPU time.
+//
+// The kernel's raw entry point is called directly (benchmarks may bypass sa::Kernel).
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <ctime>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "core/bfloat16.hpp"
+#include "kernels/cpu/attention.hpp"
+
+namespace {
+
+std::int64_t queries_for(std::int64_t n) {
+  if (n <= 4096) return n;
+  return std::max<std::int64_t>(256, (std::int64_t{1} << 24) / n);
+}
+
+struct Problem {
+  std::int64_t nq, nk, d;
+  sa_dtype dtype;
+  std::vector<float> qf, kf, vf, of;
+  std::vector<std::uint16_t> qb, kb, vb, ob;
+  std::vector<float> lse, ent, beta;
+
+  Problem(sa_dtype t, std::int64_t n, std::int64_t dim) : nq(queries_for(n)), nk(n), d(dim), dtype(t) {
+    std::mt19937_64 rng(42);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    auto fill = [&](std::vector<float>& f, std::vector<std::uint16_t>& b, std::int64_t count) {
+      f.resize(static_cast<std::size_t>(count));
+      for (auto& x : f) x = sa::round_to_bf16(nd(rng));
+      if (dtype == SA_BF16) {
+        b.resize(f.size());
+        for (std::size_t i = 0; i < f.size(); ++i) b[i] = sa::bf16_from_float(f[i]);
+      }
+    };
+    fill(qf, qb, nq * d);
+    fill(kf, kb, nk * d);
+    fill(vf, vb, nk * d);
+    of.resize(static_cast<std::size_t>(nq * d));
+    ob.resize(static_cast<std::size_t>(nq * d));
+    lse.resize(static_cast<std::size_t>(nq));
+    ent.resize(static_cast<std::size_t>(nq));
+    beta.resize(static_cast<std::size_t>(nq));
+  }
+
+  sa_attention_args args(bool adaptive) {
+    sa_attention_args a{};
+    a.dtype = dtype;
+    a.nq = nq;
+    a.nk = nk;
+    a.d = a.dv = d;
+    const bool bf = dtype == SA_BF16;
+    a.q = bf ? static_cast<const void*>(qb.data()) : qf.data();
+    a.k = bf ? static_cast<const void*>(kb.data()) : kf.data();
+    a.v = bf ? static_cast<const void*>(vb.data()) : vf.data();
+    a.out = bf ? static_cast<void*>(ob.data()) : of.data();
+    a.q_stride = a.k_stride = a.v_stride = a.out_stride = d;
+    a.lse = lse.data();
+    a.entropy = ent.data();
+    a.beta = beta.data();
+    a.scale = 1.0 / std::sqrt(static_cast<double>(d));
+    a.adaptive = adaptive ? 1 : 0;
+    a.num_splits = 1;
+    return a;
+  }
+};
+
+void run_once(const sa_attention_args& a) {
+  if (sa::kernels::cpu_attention(nullptr, &a) != SA_OK)
+    throw std::runtime_error(sa::kernels::cpu_attention_last_error());
+}
+
+int threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+// Process CPU time (all threads), seconds: on a shared machine it measures the
+// work done, where wall time also measures the neighbours.
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+void BM_Attention(benchmark::State& st) {
+  const auto t = static_cast<sa_dtype>(st.range(0));
+  Problem p(t, st.range(1), st.range(2));
+  const auto a = p.args(st.range(3) != 0);
+  const double c0 = cpu_seconds();
+  for (auto _ : st) {
+    run_once(a);
+    benchmark::DoNotOptimize(p.lse.data());
+  }
+  const double cpu = cpu_seconds() - c0;
+  const double flops = 4.0 * static_cast<double>(p.nq) * static_cast<double>(p.nk) * static_cast<double>(p.d);
+  // flops: per wall second (printed as G/s = GFLOP/s); GFLOP_per_cpu_s: per
+  // second of process CPU time, i.e. per core actually used.
+  st.counters["flops"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["GFLOP_per_cpu_s"] = flops * 1e-9 * static_cast<double>(st.iterations()) / cpu;
+  st.counters["nq"] = static_cast<double>(p.nq);
+  st.counters["threads"] = threads();
+  st.SetLabel(std::string(t == SA_F32 ? "f32" : "bf16") + (st.range(3) ? " adaptive" : " plain"));
+}
+
+void BM_AdaptiveOverPlain(benchmark::State& st) {
+  const auto t = static_cast<sa_dtype>(st.range(0));
+  Problem p(t, st.range(1), st.range(2));
+  const auto plain = p.args(false), adaptive = p.args(true);
+  double tp = 0, ta = 0, cp = 0, ca = 0;
+  using clk = std::chrono::steady_clock;
+  for (auto _ : st) {
+    const auto t0 = clk::now();
+    const double c0 = cpu_seconds();
+    run_once(plain);
+    const auto t1 = clk::now();
+    const double c1 = cpu_seconds();
+    run_once(adaptive);
+    const auto t2 = clk::now();
+    const double c2 = cpu_seconds();
+    tp += std::chrono::duration<double>(t1 - t0).count();
+    ta += std::chrono::duration<double>(t2 - t1).count();
+    cp += c1 - c0;
+    ca += c2 - c1;
+  }
+  st.counters["ratio"] = ta / tp;          // wall time
+  st.counters["ratio_cpu"] = ca / cp;      // process CPU time
+  st.counters["plain_ms"] = 1e3 * tp / static_cast<double>(st.iterations());
+  st.counters["adaptive_ms"] = 1e3 * ta / static_cast<double>(st.iterations());
+  st.counters["nq"] = static_cast<double>(p.nq);
+  st.SetLabel(t == SA_F32 ? "f32" : "bf16");
+}
+
+void sizes(benchmark::internal::Benchmark* b, bool with_mode) {
+  for (std::int64_t t : {std::int64_t{SA_F32}, std::int64_t{SA_BF16}})
+    for (std::int64_t n : {1024, 4096, 16384, 65536})
+      for (std::int64_t d : {64, 128}) {
+        if (with_mode) {
+          b->Args({t, n, d, 0});
+          b->Args({t, n, d, 1});
+        } else {
+          b->Args({t, n, d});
+        }
+      }
+}
+
+}  // namespace
+
+BENCHMARK(BM_Attention)
+    ->ArgNames({"dtype", "n", "d", "adaptive"})
+    ->Apply([](benchmark::internal::Benchmark* b) { sizes(b, true); })
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(0.5);
+BENCHMARK(BM_AdaptiveOverPlain)
+    ->ArgNames({"dtype", "n", "d"})
+    ->Apply([](benchmark::internal::Benchmark* b) { sizes(b, false); })
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(0.5);
+
+BENCHMARK_MAIN();
