@@ -23,7 +23,7 @@ struct Region {
   std::atomic<bool> used{false};
   const char* name = nullptr;
   std::uintptr_t map_begin = 0, data_begin = 0, data_end = 0, map_end = 0;
-  std::uintptr_t page = 0;
+  std::uintptr_t page = 0;  // size of each guard region
   bool read_only = false;
 };
 constexpr int kRegions = 16;
@@ -110,27 +110,35 @@ std::size_t page_size() {
 
 constexpr unsigned char kCanary = 0xA5;
 
+// PROT_NONE bytes on each side of a buffer: 64 KiB (virtual only), so that an
+// overrun of up to 64 KiB is attributed to the buffer it overran.
+std::size_t guard_bytes() {
+  const std::size_t P = page_size();
+  return (65536 + P - 1) / P * P;
+}
+
 // One buffer handed to the kernel inside its own guarded mapping.
 class Guarded {
  public:
   Guarded(const char* name, const void* src, std::size_t bytes, bool input)
       : name_(name), bytes_(bytes), input_(input) {
     const std::size_t P = page_size();
+    const std::size_t G = guard_bytes();
     const std::size_t body = (bytes + 63) / 64 * 64;
     const std::size_t data_pages = body == 0 ? 1 : (body + P - 1) / P;
-    map_bytes_ = (data_pages + 2) * P;
+    map_bytes_ = data_pages * P + 2 * G;
     void* m = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) throw std::runtime_error("guarded call: mmap failed");
     map_ = static_cast<unsigned char*>(m);
-    mprotect(map_, P, PROT_NONE);
-    mprotect(map_ + (data_pages + 1) * P, P, PROT_NONE);
-    unsigned char* inner_end = map_ + (data_pages + 1) * P;
+    mprotect(map_, G, PROT_NONE);
+    mprotect(map_ + G + data_pages * P, G, PROT_NONE);
+    unsigned char* inner_end = map_ + G + data_pages * P;
     data_ = inner_end - body;
-    std::memset(map_ + P, kCanary, (data_pages) * P);
+    std::memset(map_ + G, kCanary, data_pages * P);
     if (bytes) std::memcpy(data_, src, bytes);
-    head_ = map_ + P;
+    head_ = map_ + G;
     tail_end_ = inner_end;
-    if (input_) mprotect(map_ + P, data_pages * P, PROT_READ);
+    if (input_) mprotect(map_ + G, data_pages * P, PROT_READ);
     region_ = claim_region();
     if (region_) {
       region_->name = name_;
@@ -138,7 +146,7 @@ class Guarded {
       region_->map_end = region_->map_begin + map_bytes_;
       region_->data_begin = reinterpret_cast<std::uintptr_t>(data_);
       region_->data_end = region_->data_begin + bytes_;
-      region_->page = P;
+      region_->page = G;
       region_->read_only = input_;
     }
   }

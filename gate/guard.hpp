@@ -7,7 +7,7 @@
 // untouched. It is a second sa_kernel whose function pointers copy each
 // buffer into a mapping laid out as
 //
-//     [PROT_NONE page][head canary][data, 64-byte aligned][tail canary < 64 B][PROT_NONE page]
+//     [PROT_NONE 64 KiB][head canary][data, 64-byte aligned][tail canary < 64 B][PROT_NONE 64 KiB]
 //
 // with input buffers made read-only. An access past either end of a buffer
 // (beyond the canary slack) or a write into an input faults at once; the
