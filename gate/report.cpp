@@ -126,7 +126,7 @@ class Plotter {
       const Series& s = *drawn[i];
       g << (i ? ", " : "") << "$d" << i << " using 1:2 with " << s.style << " lw 2"
         << (s.dashed ? " dt 2" : "") << (s.style != "lines" ? " pt 7 ps 0.6" : "") << " title "
-        << gp_quote(s.name);
+        << gp_quote(s.name) << " noenhanced";
     }
     g << "\n";
     g.close();
@@ -409,7 +409,7 @@ void entropy_section(std::ostream& h, Plotter& P, const std::vector<SweepSeries>
        "The curves are exact for a two-logit row with gap 5 and for fixed rows of 16 and 1024 logits "
        "in [&minus;3, 3]; the dotted lines are their ceilings log n. Lowering the temperature "
        "sharpens, but only as far as the logit spread allows (section 3).</p></div>\n";
-  Plot p{"Entropy against temperature", "temperature theta", "entropy H (nats)", true, false, {}, "top left"};
+  Plot p{"Entropy against temperature", "temperature theta", "entropy H (nats)", true, false, {}, "bottom right"};
   const auto ts = logspace(0.01, 100, 80);
   Series two{"two logits, gap 5 (closed form)", {}, "lines", false};
   for (double t : ts) two.pts.emplace_back(t, theory::two_logit_entropy(5.0 / t));
