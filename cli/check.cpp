@@ -25,7 +25,7 @@ struct CheckOptions {
   double timeout = 0;  // 0: from the spec (default 60 s)
   std::int64_t seed = -1;
   int cases = 0;
-  bool no_isolation = false, no_guard = false, quiet = false;
+  bool no_isolation = false, no_guard = false, quiet = false, list = false;
 };
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -52,7 +52,23 @@ Kernel pick_kernel(const CheckOptions& o) {
               (names.empty() ? std::string("(none in this build)") : names));
 }
 
+// --list: the names a gate spec may use.
+int list_names() {
+  std::cout << "properties (spec key 'properties'; a prefix ending in \".*\" selects several):\n";
+  for (const auto& p : props::properties())
+    std::cout << "  " << p.id << "  — " << p.claim << " [" << p.rule << "]\n";
+  std::cout << "distributions:\n";
+  for (const auto& d : props::distributions()) std::cout << "  " << d << "\n";
+  std::cout << "rules:\n";
+  for (const auto& r : props::rules()) std::cout << "  " << r.id << "  — " << r.source << "\n";
+  std::cout << "ops:\n";
+  for (Op op : all_ops) std::cout << "  " << name_of(op) << "\n";
+  std::cout << "dtypes:\n  float32\n  bfloat16\n";
+  return 0;
+}
+
 int run_check(const CheckOptions& o) {
+  if (o.list) return list_names();
   gate::GateSpec spec;
   try {
     if (!o.spec.empty()) spec = gate::load_gate_spec(o.spec);
@@ -146,6 +162,8 @@ void add_check_command(CLI::App& app) {
               "Run the kernel in this process (debugging; a crash then kills the gate)");
   c->add_flag("--no-guard", o->no_guard, "Do not put guard pages and canaries around buffers");
   c->add_flag("-q,--quiet", o->quiet, "No summary and no progress bar");
+  c->add_flag("--list", o->list,
+              "List the properties, distributions, rules, ops and dtypes a spec may name, and exit");
   c->callback([o] {
     const int code = run_check(*o);
     throw CLI::RuntimeError(code);

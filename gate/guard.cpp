@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -260,7 +261,10 @@ struct GuardedKernel::State {
       bool special = false;
       for (std::int64_t i = 0; i < sh->n && !special; ++i) {
         const float x = load(t, in, r * sh->in_stride + i);
-        special = std::isnan(x) || x == INFINITY;
+        // NaN and +inf have their own conventions; a logit whose l/theta is
+        // beyond float range is where a float kernel may meet +inf legitimately.
+        special = std::isnan(x) || x == INFINITY ||
+                  (std::isfinite(x) && std::fabs(x / sh->temperature) > 3.0e38);
       }
       if (special) continue;
       std::string what;
@@ -382,10 +386,20 @@ sa_status t_attention(void* ctx, const sa_attention_args* a) {
   g.key_mask = static_cast<const std::uint8_t*>(c.in("key_mask", a->key_mask, a->nk));
   const sa_status r = s->inner->attention(s->inner->ctx, &g);
   c.finish();
+  // Only where no logit scale * q.k can overflow float (|q|max |k|max d |scale| < 3e38).
+  auto max_abs = [&](const void* p, std::int64_t rows, std::int64_t cols, std::int64_t stride) {
+    double m = 0;
+    for (std::int64_t r2 = 0; r2 < rows; ++r2)
+      for (std::int64_t i = 0; i < cols; ++i)
+        m = std::max(m, static_cast<double>(std::fabs(load(a->dtype, p, r2 * stride + i))));
+    return m;
+  };
   if (r == SA_OK && s->options.check_nan && std::isfinite(a->scale) &&
       all_finite(a->dtype, a->q, a->nq, a->d, a->q_stride) &&
       all_finite(a->dtype, a->k, a->nk, a->d, a->k_stride) &&
-      all_finite(a->dtype, a->v, a->nk, a->dv, a->v_stride)) {
+      all_finite(a->dtype, a->v, a->nk, a->dv, a->v_stride) &&
+      max_abs(a->q, a->nq, a->d, a->q_stride) * max_abs(a->k, a->nk, a->d, a->k_stride) *
+              static_cast<double>(a->d) * std::fabs(a->scale) < 3.0e38) {
     std::string what;
     for (std::int64_t i = 0; i < a->nq && what.empty(); ++i) {
       for (std::int64_t j = 0; j < a->dv && what.empty(); ++j)
