@@ -16,6 +16,10 @@
 // guard without stopping the child. Granularity: the child runs the selected
 // properties one at a time, so a crash loses only the rest of the property it
 // interrupted (the verdicts already sent are kept).
+//
+// CUDA: each child creates its own CUDA context on first use. The calling
+// process must not initialise CUDA before run_isolated (a context does not
+// survive fork); nothing in the gate does.
 #pragma once
 
 #include <string>

@@ -1,5 +1,6 @@
 #include "gate/results.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -218,6 +219,11 @@ void ProgressBar::update(int done, int total, const std::string& label) {
   if (!enabled_ || total <= 0) return;
   const int permille = static_cast<int>(1000.0 * done / total);
   if (permille == last_permille_ && label == last_label_) return;
+  // At most 20 redraws a second (the last state is drawn by the next update or cleared by finish).
+  const long long now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (drawn_ && now - last_draw_ms_ < 50 && done < total) return;
+  last_draw_ms_ = now;
   last_permille_ = permille;
   last_label_ = label;
   const int width = 30, filled = width * permille / 1000;

@@ -61,6 +61,7 @@ class ProgressBar {
   bool drawn_ = false;
   int last_permille_ = -1;
   std::string last_label_;
+  long long last_draw_ms_ = 0;
 };
 
 }  // namespace sa::gate
