@@ -8,8 +8,9 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <stdexcept>
 
-#include "cli/gate_commands.hpp"
+#include "cli/commands.hpp"
 #include "gate/isolation.hpp"
 #include "gate/results.hpp"
 #include "gate/spec.hpp"
@@ -28,10 +29,12 @@ struct CheckOptions {
   bool no_isolation = false, no_guard = false, quiet = false, list = false;
 };
 
-[[noreturn]] void usage_error(const std::string& msg) {
-  std::cerr << "softmax-audit check: error: " << msg << "\n";
-  throw CLI::RuntimeError(2);
-}
+// A usage, input or load error: the message names the input and what was
+// expected; the command ends with exit code 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+[[noreturn]] void usage_error(const std::string& msg) { throw UsageError(msg); }
 
 Kernel pick_kernel(const CheckOptions& o) {
   if (o.plugin.empty() == o.builtin.empty())
@@ -110,8 +113,7 @@ int run_check(const CheckOptions& o) {
     run = gate::run_isolated(*kernel, spec.suite, iso, &obs);
   } catch (const std::exception& e) {
     bar.finish();
-    std::cerr << "softmax-audit check: error: the gate itself failed: " << e.what() << "\n";
-    throw CLI::RuntimeError(2);
+    usage_error(std::string("the gate itself failed: ") + e.what());
   }
   bar.finish();
 
@@ -137,7 +139,7 @@ int run_check(const CheckOptions& o) {
     if (!f) usage_error(o.json + ": writing the JSON file failed");
   }
   if (!o.quiet) gate::write_summary(std::cout, rec, isatty(STDOUT_FILENO) != 0);
-  return gate::tally(rec.verdicts).ok() ? 0 : 1;
+  return gate::tally(rec.verdicts).ok() ? exit_pass : exit_fail;
 }
 
 }  // namespace
@@ -165,8 +167,12 @@ void add_check_command(CLI::App& app) {
   c->add_flag("--list", o->list,
               "List the properties, distributions, rules, ops and dtypes a spec may name, and exit");
   c->callback([o] {
-    const int code = run_check(*o);
-    throw CLI::RuntimeError(code);
+    try {
+      exit_code() = run_check(*o);
+    } catch (const UsageError& e) {
+      std::cerr << "softmax-audit check: error: " << e.what() << "\n";
+      exit_code() = exit_usage;
+    }
   });
 }
 

@@ -4,7 +4,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "cli/gate_commands.hpp"
+#include "cli/commands.hpp"
 #include "gate/report.hpp"
 
 namespace sa::cli {
@@ -29,18 +29,20 @@ void add_report_command(CLI::App& app) {
       gate::write_report(*in, html);
     } catch (const std::exception& e) {
       std::cerr << "softmax-audit report: error: " << e.what() << "\n";
-      throw CLI::RuntimeError(2);
+      exit_code() = exit_usage;
+      return;
     }
     std::ofstream f(*out, std::ios::trunc);
     f << html.str();
     if (!f) {
       std::cerr << "softmax-audit report: error: " << *out << ": cannot write the report\n";
-      throw CLI::RuntimeError(2);
+      exit_code() = exit_usage;
+      return;
     }
     if (!gate::gnuplot_available(in->gnuplot) && !*no_plots)
       std::cerr << "softmax-audit report: note: gnuplot not found; the report has tables but no plots\n";
     std::cout << "report written to " << *out << "\n";
-    throw CLI::RuntimeError(0);
+    exit_code() = exit_pass;
   });
 }
 

@@ -1,10 +1,15 @@
 // A stand-in softmax-audit main for the gate's own tests, built only when the
-// real CLI (target softmax-audit, cli/main.cpp) is not part of the build.
-// It shows the exit-code contract main() must keep: CLI::RuntimeError carries
-// the subcommand's code; every other CLI11 parse error is a usage error (2).
-#include <iostream>
+// real CLI (target softmax-audit, cli/main.cpp) is not part of the build. It
+// keeps cli/main.cpp's contract: subcommands set exit_code(); CLI11's own
+// parse errors are usage errors (2).
+#include "cli/commands.hpp"
 
-#include "cli/gate_commands.hpp"
+namespace sa::cli {
+int& exit_code() {
+  static int code = exit_pass;
+  return code;
+}
+}  // namespace sa::cli
 
 int main(int argc, char** argv) {
   CLI::App app{"softmax-audit (gate test driver)"};
@@ -15,10 +20,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
-    if (e.get_name() == "RuntimeError" || e.get_name() == "CallForHelp" ||
-        e.get_name() == "CallForAllHelp" || e.get_name() == "CallForVersion")
-      return code;
-    return 2;
+    return code == 0 ? 0 : sa::cli::exit_usage;
   }
-  return 0;
+  return sa::cli::exit_code();
 }

@@ -2,7 +2,7 @@
 // examples/outside_kernel (correct) and tests/gate/kernels/bad_kernels.c
 // (biased, crash, hang, overrun, canary, nan: indices 0..5).
 //
-// Claims checked: exit codes 0/1/2 (cli/gate_commands.hpp), every failure
+// Claims checked: exit codes 0/1/2 (cli/commands.hpp), every failure
 // carries its counterexample into JUnit, JSON and HTML, a crashing or hanging
 // kernel becomes a verdict naming its input while the gate itself exits
 // normally and keeps the verdicts of the other properties.
