@@ -26,7 +26,7 @@ struct CheckOptions {
   double timeout = 0;  // 0: from the spec (default 60 s)
   std::int64_t seed = -1;
   int cases = 0;
-  bool no_isolation = false, no_guard = false, quiet = false, list = false;
+  bool no_isolation = false, no_guard = false, quiet = false, list = false, per_property = false;
 };
 
 // A usage, input or load error: the message names the input and what was
@@ -106,6 +106,7 @@ int run_check(const CheckOptions& o) {
   iso.case_timeout_s = spec.timeout_s;
   iso.isolate = !o.no_isolation;
   iso.guard.guard_buffers = !o.no_guard;
+  if (o.per_property) iso.granularity = gate::Granularity::per_property;
 
   const auto t0 = std::chrono::steady_clock::now();
   gate::IsolatedRun run;
@@ -122,6 +123,7 @@ int run_check(const CheckOptions& o) {
   rec.origin = kernel->origin();
   rec.description = kernel->description();
   rec.config = gate::config_to_json(spec);
+  rec.config["seed"] = run.seed;  // the seed actually used (drawn when none was given)
   rec.processes = run.processes;
   rec.crashes = run.crashes;
   rec.hangs = run.hangs;
@@ -163,6 +165,9 @@ void add_check_command(CLI::App& app) {
   c->add_flag("--no-isolation", o->no_isolation,
               "Run the kernel in this process (debugging; a crash then kills the gate)");
   c->add_flag("--no-guard", o->no_guard, "Do not put guard pages and canaries around buffers");
+  c->add_flag("--per-property", o->per_property,
+              "Run each property in its own run_suite call from the start (slower; the default "
+              "does so only after a crash or hang)");
   c->add_flag("-q,--quiet", o->quiet, "No summary and no progress bar");
   c->add_flag("--list", o->list,
               "List the properties, distributions, rules, ops and dtypes a spec may name, and exit");

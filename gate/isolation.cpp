@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <random>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -47,9 +48,11 @@ void send(int fd, const json& j) {
   }
 }
 
+// Runs each unit (a list of property ids; empty = the config's selection) as
+// one run_suite call, reporting everything through the pipe.
 [[noreturn]] void child_main(int fd, const Kernel& kernel, const props::SuiteConfig& config,
-                             const std::vector<std::string>& todo, const IsolationOptions& opt,
-                             CallBox* box) {
+                             const std::vector<std::vector<std::string>>& units,
+                             const IsolationOptions& opt, CallBox* box) {
   install_fault_handler();
   set_call_box(box);
   std::string current_property, current_input;
@@ -67,22 +70,20 @@ void send(int fd, const json& j) {
   obs.progress = [&](int done, int total) {
     send(fd, {{"t", "progress"}, {"done", done}, {"total", total}});
   };
-  for (const auto& id : todo) {
+  for (const auto& unit : units) {
     props::SuiteConfig one = config;
-    one.properties = {id};
-    current_property = id;
+    if (!unit.empty()) one.properties = unit;
+    current_property = unit.size() == 1 ? unit[0] : std::string();
     current_input.clear();
     try {
-      // Verdicts travel through on_verdict as they are made; the returned list
-      // is sent only for those the observer did not see (counted by the parent).
       auto vs = props::run_suite(guarded.kernel(), one, &obs);
-      send(fd, {{"t", "property_done"}, {"id", id}, {"count", vs.size()}});
-      // Fallback for suites that return verdicts without calling on_verdict.
+      // Verdicts travel through on_verdict as they are made; the returned list
+      // follows for suites that return verdicts without announcing them.
       json all = json::array();
       for (const auto& v : vs) all.push_back(to_json(v));
-      send(fd, {{"t", "returned"}, {"id", id}, {"verdicts", all}});
+      send(fd, {{"t", "unit_done"}, {"verdicts", all}});
     } catch (const std::exception& e) {
-      send(fd, {{"t", "error"}, {"property", id}, {"what", e.what()}});
+      send(fd, {{"t", "error"}, {"what", e.what()}});
     }
   }
   send(fd, {{"t", "done"}});
@@ -122,21 +123,19 @@ std::vector<std::string> planned_properties(const props::SuiteConfig& config) {
   return ids;
 }
 
-IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config,
-                         const IsolationOptions& opt, props::SuiteObserver* observer) {
-  IsolatedRun run;
-  const std::vector<std::string> plan = planned_properties(config);
-  std::deque<std::string> remaining(plan.begin(), plan.end());
-  const int total_props = static_cast<int>(plan.size());
+namespace {
 
-  // Gate findings, one verdict per (check, suite property, op, dtype), first input kept.
-  std::map<std::string, std::size_t> seen;  // key -> index into findings
-  std::vector<Verdict> findings;
-  auto add_finding = [&](Verdict v, const std::string& during) {
+// What one phase of children produced.
+struct Sink {
+  std::vector<Verdict> verdicts;  // the suite's
+  std::vector<Verdict> findings;  // the gate's (gate.*), one per (check, property, op, dtype)
+  std::map<std::string, std::size_t> seen;
+  int crashes = 0, hangs = 0, processes = 0;
+
+  void add_finding(Verdict v, const std::string& during) {
     const std::string key = v.property + "|" + during + "|" + v.op + "|" + v.dtype;
     if (auto it = seen.find(key); it != seen.end()) {
-      Verdict& f = findings[it->second];
-      f.measured += 1;
+      findings[it->second].measured += 1;
       return;
     }
     v.measured = 1;
@@ -144,80 +143,68 @@ IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config,
     v.outcome = Outcome::fail;
     seen[key] = findings.size();
     findings.push_back(std::move(v));
-  };
-
-  if (!opt.isolate) {
-    GuardedKernel guarded(kernel, opt.guard, [&](const GuardIncident& i) {
-      Verdict v = gate_verdict(i.kind == "nan_output" ? kNoNanOutput : kInBounds,
-                               claim_of(i.kind == "nan_output" ? kNoNanOutput : kInBounds), kernel);
-      v.op = i.op;
-      v.dtype = i.dtype;
-      v.note = i.detail;
-      add_finding(std::move(v), "");
-    });
-    run.verdicts = props::run_suite(guarded.kernel(), config, observer);
   }
+};
 
-  // Shared with the children: the call in progress and any fault text.
-  void* shm = opt.isolate ? mmap(nullptr, sizeof(CallBox), PROT_READ | PROT_WRITE,
-                                 MAP_SHARED | MAP_ANONYMOUS, -1, 0)
-                          : MAP_FAILED;
-  if (opt.isolate && shm == MAP_FAILED) throw std::runtime_error("gate: cannot map shared memory");
-  auto* box = static_cast<CallBox*>(shm);
-
-  int props_done = 0;
-  while (opt.isolate && !remaining.empty()) {
+// Runs `units` in order in children, starting a fresh child after a crash or
+// hang (which abandons the unit it happened in). `names[i]` names unit i in
+// the verdicts. Progress is reported as units done out of `units.size()`.
+Sink run_units(const Kernel& kernel, const props::SuiteConfig& config, const IsolationOptions& opt,
+               props::SuiteObserver* observer, bool forward_verdicts,
+               const std::vector<std::vector<std::string>>& units,
+               const std::vector<std::string>& names, CallBox* box) {
+  Sink sink;
+  std::size_t next = 0;  // first unit not finished
+  const int total_units = static_cast<int>(units.size());
+  while (next < units.size()) {
     std::memset(box, 0, sizeof *box);
     int fds[2];
     if (pipe(fds) != 0) throw std::runtime_error(std::string("gate: pipe: ") + std::strerror(errno));
     std::fflush(nullptr);
-    const std::vector<std::string> todo(remaining.begin(), remaining.end());
+    const std::vector<std::vector<std::string>> todo(units.begin() + static_cast<long>(next), units.end());
     const pid_t pid = fork();
     if (pid < 0) throw std::runtime_error(std::string("gate: fork: ") + std::strerror(errno));
     if (pid == 0) {
       close(fds[0]);
       child_main(fds[1], kernel, config, todo, opt, box);
     }
-    ++run.processes;
+    ++sink.processes;
     close(fds[1]);
     const int fd = fds[0];
 
-    std::string buffer, last_input, last_property = remaining.front();
+    std::string buffer, last_input, last_case_property;
     bool finished = false, hung = false;
-    std::map<std::string, int> seen_verdicts;  // property -> verdicts received via on_verdict
+    int announced = 0;  // verdicts of the current unit received through on_verdict
     auto last_message = Clock::now();
     std::vector<char> chunk(1 << 16);
 
+    auto emit = [&](Verdict v) {
+      if (forward_verdicts && observer && observer->on_verdict) observer->on_verdict(v);
+      sink.verdicts.push_back(std::move(v));
+    };
     auto handle = [&](const json& m) {
       const std::string t = m.value("t", "");
       if (t == "case") {
-        last_property = m.value("property", "");
+        last_case_property = m.value("property", "");
         last_input = m.value("input", "");
-        if (observer && observer->before_case) observer->before_case(last_property, last_input);
+        if (observer && observer->before_case) observer->before_case(last_case_property, last_input);
       } else if (t == "verdict") {
-        Verdict v = verdict_from_json(m.at("v"));
-        ++seen_verdicts[remaining.empty() ? "" : remaining.front()];
-        if (observer && observer->on_verdict) observer->on_verdict(v);
-        run.verdicts.push_back(std::move(v));
-      } else if (t == "returned") {
-        // Verdicts the suite returned without announcing them through on_verdict.
+        emit(verdict_from_json(m.at("v")));
+        ++announced;
+      } else if (t == "unit_done") {
         const auto& all = m.at("verdicts");
-        const int announced = seen_verdicts[m.value("id", "")];
-        for (std::size_t i = static_cast<std::size_t>(announced); i < all.size(); ++i) {
-          Verdict v = verdict_from_json(all[i]);
-          if (observer && observer->on_verdict) observer->on_verdict(v);
-          run.verdicts.push_back(std::move(v));
-        }
-      } else if (t == "property_done") {
-        if (!remaining.empty()) remaining.pop_front();
-        ++props_done;
+        for (std::size_t i = static_cast<std::size_t>(announced); i < all.size(); ++i)
+          emit(verdict_from_json(all[i]));
+        announced = 0;
+        ++next;
         last_input.clear();
-        if (observer && observer->progress) observer->progress(props_done * 1000, total_props * 1000);
+        if (observer && observer->progress)
+          observer->progress(static_cast<int>(next) * 1000, total_units * 1000);
       } else if (t == "progress") {
         const int done = m.value("done", 0), total = m.value("total", 0);
         if (observer && observer->progress && total > 0)
-          observer->progress(props_done * 1000 + static_cast<int>(1000.0 * done / total),
-                             total_props * 1000);
+          observer->progress(static_cast<int>(next) * 1000 + static_cast<int>(1000.0 * done / total),
+                             total_units * 1000);
       } else if (t == "incident") {
         const std::string kind = m.value("kind", "");
         const char* id = kind == "nan_output" ? kNoNanOutput : kInBounds;
@@ -227,15 +214,14 @@ IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config,
         const std::string during = m.value("property", "");
         v.counterexample = "during property " + during + ", input: " + m.value("input", "");
         v.note = m.value("detail", "");
-        add_finding(std::move(v), during);
+        sink.add_finding(std::move(v), during);
       } else if (t == "error") {
-        Verdict v = gate_verdict("gate.suite_error", "the suite runs the property to the end", kernel);
+        Verdict v = gate_verdict("gate.suite_error", "the suite runs every property to the end", kernel);
         v.outcome = Outcome::error;
-        v.note = "property " + m.value("property", "") + " stopped with an exception: " +
-                 m.value("what", "");
-        run.verdicts.push_back(std::move(v));
-        if (!remaining.empty()) remaining.pop_front();
-        ++props_done;
+        v.note = "run_suite for " + names[next] + " stopped with an exception: " + m.value("what", "");
+        emit(std::move(v));
+        announced = 0;
+        ++next;
       } else if (t == "done") {
         finished = true;
       }
@@ -273,7 +259,7 @@ IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config,
           Verdict v = gate_verdict("gate.protocol", "the child's messages are well formed", kernel);
           v.outcome = Outcome::error;
           v.note = std::string("unreadable message from the kernel's process: ") + e.what();
-          run.verdicts.push_back(std::move(v));
+          emit(std::move(v));
         }
       }
       buffer.erase(0, start);
@@ -285,14 +271,15 @@ IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config,
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     if (finished && WIFEXITED(status) && WEXITSTATUS(status) == 0) break;
+    if (next >= units.size()) break;  // died after its last unit: nothing was lost
 
-    // The child did not finish: attribute it to the property it was running.
-    const std::string during = remaining.empty() ? last_property : remaining.front();
+    // The child did not finish: attribute it to the unit it was running.
+    const std::string during = names[next];
     const bool in_call = box->in_call != 0;
     const std::string fault(box->fault, strnlen(box->fault, sizeof box->fault));
     Verdict v;
     if (hung) {
-      ++run.hangs;
+      ++sink.hangs;
       v = gate_verdict(kNoHang, claim_of(kNoHang), kernel);
       v.outcome = Outcome::fail;
       v.measured = silent;
@@ -302,7 +289,7 @@ IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config,
                (in_call ? std::string(" inside a kernel call") : " (not inside a kernel call)") +
                "; the process was killed and the remaining cases of " + during + " were not run";
     } else {
-      ++run.crashes;
+      ++sink.crashes;
       const bool guard_hit = fault.find("buffer '") != std::string::npos;
       v = gate_verdict(guard_hit ? kInBounds : kNoCrash, claim_of(guard_hit ? kInBounds : kNoCrash),
                        kernel);
@@ -326,16 +313,71 @@ IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config,
       v.op = box->op;
       v.dtype = box->dtype;
     }
-    v.counterexample = "during property " + during + ", input: " +
-                       (last_input.empty() ? std::string("(no case announced yet)") : last_input);
-    if (observer && observer->on_verdict) observer->on_verdict(v);
-    findings.push_back(std::move(v));
-    if (!remaining.empty()) remaining.pop_front();
-    ++props_done;
+    v.counterexample =
+        "during property " + (last_case_property.empty() ? during : last_case_property) +
+        ", input: " + (last_input.empty() ? std::string("(no case announced yet)") : last_input);
+    sink.findings.push_back(std::move(v));
+    ++next;
   }
-  if (shm != MAP_FAILED) munmap(shm, sizeof(CallBox));
+  return sink;
+}
+
+}  // namespace
+
+IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config_in,
+                         const IsolationOptions& opt, props::SuiteObserver* observer) {
+  IsolatedRun run;
+  // One seed for every process, so that the whole run is one reproducible run.
+  props::SuiteConfig config = config_in;
+  if (config.seed == 0) config.seed = (std::uint64_t(std::random_device{}()) << 32) | std::random_device{}();
+  const std::vector<std::string> plan = planned_properties(config);
+
+  Sink sink;
+  if (!opt.isolate) {
+    GuardedKernel guarded(kernel, opt.guard, [&](const GuardIncident& i) {
+      const char* id = i.kind == "nan_output" ? kNoNanOutput : kInBounds;
+      Verdict v = gate_verdict(id, claim_of(id), kernel);
+      v.op = i.op;
+      v.dtype = i.dtype;
+      v.note = i.detail;
+      sink.add_finding(std::move(v), "");
+    });
+    sink.verdicts = props::run_suite(guarded.kernel(), config, observer);
+  } else {
+    void* shm = mmap(nullptr, sizeof(CallBox), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shm == MAP_FAILED) throw std::runtime_error("gate: cannot map shared memory");
+    auto* box = static_cast<CallBox*>(shm);
+    std::vector<std::vector<std::string>> per_property;
+    for (const auto& id : plan) per_property.push_back({id});
+    const bool whole_first = opt.granularity == Granularity::whole_then_property && plan.size() > 1;
+    bool done = false;
+    if (whole_first) {
+      // Fast path: the whole selection in one run_suite call (the suite shares
+      // work between properties). Verdicts are held back until it succeeds.
+      Sink whole = run_units(kernel, config, opt, observer, false, {{}}, {"(all selected properties)"}, box);
+      run.processes += whole.processes;
+      if (whole.crashes == 0 && whole.hangs == 0) {
+        sink = std::move(whole);
+        if (observer && observer->on_verdict)
+          for (const auto& v : sink.verdicts) observer->on_verdict(v);
+        done = true;
+      }
+      // Else: the kernel crashed or hung; every property is run again, one per
+      // unit (same seed, so the same inputs), which names the property that
+      // failed and keeps every other property's verdicts.
+    }
+    if (!done) {
+      sink = run_units(kernel, config, opt, observer, true, per_property, plan, box);
+      run.processes += sink.processes;
+    }
+    munmap(shm, sizeof(CallBox));
+  }
+  run.crashes = sink.crashes;
+  run.hangs = sink.hangs;
+  run.verdicts = std::move(sink.verdicts);
 
   // The gate's own checks: a failing verdict per finding, a passing one per check without any.
+  auto& findings = sink.findings;
   for (const char* id : {kNoCrash, kNoHang, kInBounds, kNoNanOutput}) {
     bool any = false;
     for (const auto& f : findings) any = any || f.property == id;
@@ -349,7 +391,8 @@ IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config,
     v.outcome = Outcome::pass;
     v.measured = 0;
     v.bound = 0;
-    v.note = "over every kernel call of this run (" + std::to_string(plan.size()) + " properties)";
+    v.note = "over every kernel call of this run (" + std::to_string(plan.size()) +
+             " properties, seed " + std::to_string(config.seed) + ")";
     findings.push_back(std::move(v));
   }
   for (auto& f : findings) {
@@ -357,8 +400,10 @@ IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config,
       if (f.outcome == Outcome::fail && std::isfinite(f.measured) && f.measured > 1)
         f.note += " (seen in " + std::to_string(static_cast<long long>(f.measured)) +
                   " calls; the first input is shown)";
+    if (observer && observer->on_verdict) observer->on_verdict(f);
     run.verdicts.push_back(std::move(f));
   }
+  run.seed = config.seed;
   return run;
 }
 
