@@ -11,7 +11,10 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <random>
+#include <set>
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -50,8 +53,17 @@ void send(int fd, const json& j) {
 
 // Runs each unit (a list of property ids; empty = the config's selection) as
 // one run_suite call, reporting everything through the pipe.
+// One run_suite call: these properties (empty = the config's selection),
+// restricted to these ops (empty = the config's).
+struct Unit {
+  std::vector<std::string> properties;
+  std::vector<Op> ops;
+  std::string name;
+  bool retry = false;  // a property re-run without an op that crashed or hung
+};
+
 [[noreturn]] void child_main(int fd, const Kernel& kernel, const props::SuiteConfig& config,
-                             const std::vector<std::vector<std::string>>& units,
+                             const std::vector<Unit>& units,
                              const IsolationOptions& opt, CallBox* box) {
   install_fault_handler();
   set_call_box(box);
@@ -72,8 +84,9 @@ void send(int fd, const json& j) {
   };
   for (const auto& unit : units) {
     props::SuiteConfig one = config;
-    if (!unit.empty()) one.properties = unit;
-    current_property = unit.size() == 1 ? unit[0] : std::string();
+    if (!unit.properties.empty()) one.properties = unit.properties;
+    if (!unit.ops.empty()) one.ops = unit.ops;
+    current_property = unit.properties.size() == 1 ? unit.properties[0] : std::string();
     current_input.clear();
     try {
       auto vs = props::run_suite(guarded.kernel(), one, &obs);
@@ -150,18 +163,18 @@ struct Sink {
 // hang (which abandons the unit it happened in). `names[i]` names unit i in
 // the verdicts. Progress is reported as units done out of `units.size()`.
 Sink run_units(const Kernel& kernel, const props::SuiteConfig& config, const IsolationOptions& opt,
-               props::SuiteObserver* observer, bool forward_verdicts,
-               const std::vector<std::vector<std::string>>& units,
-               const std::vector<std::string>& names, CallBox* box) {
+               props::SuiteObserver* observer, bool forward_verdicts, std::vector<Unit> units,
+               CallBox* box) {
   Sink sink;
   std::size_t next = 0;  // first unit not finished
   const int total_units = static_cast<int>(units.size());
+  std::set<std::string> emitted;  // property|op|dtype of the suite's verdicts so far
   while (next < units.size()) {
     std::memset(box, 0, sizeof *box);
     int fds[2];
     if (pipe(fds) != 0) throw std::runtime_error(std::string("gate: pipe: ") + std::strerror(errno));
     std::fflush(nullptr);
-    const std::vector<std::vector<std::string>> todo(units.begin() + static_cast<long>(next), units.end());
+    const std::vector<Unit> todo(units.begin() + static_cast<long>(next), units.end());
     const pid_t pid = fork();
     if (pid < 0) throw std::runtime_error(std::string("gate: fork: ") + std::strerror(errno));
     if (pid == 0) {
@@ -179,6 +192,9 @@ Sink run_units(const Kernel& kernel, const props::SuiteConfig& config, const Iso
     std::vector<char> chunk(1 << 16);
 
     auto emit = [&](Verdict v) {
+      const std::string key = v.property + "|" + v.op + "|" + v.dtype;
+      // A retried property repeats the verdicts its first attempt already sent.
+      if (!emitted.insert(key).second && next < units.size() && units[next].retry) return;
       if (forward_verdicts && observer && observer->on_verdict) observer->on_verdict(v);
       sink.verdicts.push_back(std::move(v));
     };
@@ -218,7 +234,7 @@ Sink run_units(const Kernel& kernel, const props::SuiteConfig& config, const Iso
       } else if (t == "error") {
         Verdict v = gate_verdict("gate.suite_error", "the suite runs every property to the end", kernel);
         v.outcome = Outcome::error;
-        v.note = "run_suite for " + names[next] + " stopped with an exception: " + m.value("what", "");
+        v.note = "run_suite for " + units[next].name + " stopped with an exception: " + m.value("what", "");
         emit(std::move(v));
         announced = 0;
         ++next;
@@ -274,7 +290,7 @@ Sink run_units(const Kernel& kernel, const props::SuiteConfig& config, const Iso
     if (next >= units.size()) break;  // died after its last unit: nothing was lost
 
     // The child did not finish: attribute it to the unit it was running.
-    const std::string during = names[next];
+    const std::string during = units[next].name;
     const bool in_call = box->in_call != 0;
     const std::string fault(box->fault, strnlen(box->fault, sizeof box->fault));
     Verdict v;
@@ -307,7 +323,7 @@ Sink run_units(const Kernel& kernel, const props::SuiteConfig& config, const Iso
                "is at fault";
       }
       v.note = "the kernel's process was " + how + "; the remaining cases of " + during +
-               " were not run; the gate went on with the next property in a fresh process";
+               " were not run";
     }
     if (in_call) {
       v.op = box->op;
@@ -316,8 +332,29 @@ Sink run_units(const Kernel& kernel, const props::SuiteConfig& config, const Iso
     v.counterexample =
         "during property " + (last_case_property.empty() ? during : last_case_property) +
         ", input: " + (last_input.empty() ? std::string("(no case announced yet)") : last_input);
+    // Go on in a fresh process: with the same property without the op that
+    // failed (its other ops still run), else with the next unit.
+    std::optional<Op> failed_op = in_call ? parse_op(box->op) : std::nullopt;
+    if (failed_op && units[next].properties.size() == 1) {
+      std::vector<Op> ops = units[next].ops;
+      if (ops.empty()) ops = config.ops;
+      if (ops.empty()) ops.assign(std::begin(all_ops), std::end(all_ops));
+      ops.erase(std::remove(ops.begin(), ops.end(), *failed_op), ops.end());
+      if (!ops.empty()) {
+        Unit retry = units[next];
+        retry.ops = ops;
+        retry.retry = true;
+        retry.name = units[next].properties[0] + " (without " + name_of(*failed_op) + ")";
+        units[next] = retry;
+        v.note += "; the gate went on with the property's other operations in a fresh process";
+      } else {
+        ++next;
+      }
+    } else {
+      ++next;
+      v.note += "; the gate went on with the next property in a fresh process";
+    }
     sink.findings.push_back(std::move(v));
-    ++next;
   }
   return sink;
 }
@@ -347,14 +384,15 @@ IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config_
     void* shm = mmap(nullptr, sizeof(CallBox), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shm == MAP_FAILED) throw std::runtime_error("gate: cannot map shared memory");
     auto* box = static_cast<CallBox*>(shm);
-    std::vector<std::vector<std::string>> per_property;
-    for (const auto& id : plan) per_property.push_back({id});
+    std::vector<Unit> per_property;
+    for (const auto& id : plan) per_property.push_back(Unit{{id}, {}, id, false});
     const bool whole_first = opt.granularity == Granularity::whole_then_property && plan.size() > 1;
     bool done = false;
     if (whole_first) {
       // Fast path: the whole selection in one run_suite call (the suite shares
       // work between properties). Verdicts are held back until it succeeds.
-      Sink whole = run_units(kernel, config, opt, observer, false, {{}}, {"(all selected properties)"}, box);
+      Sink whole = run_units(kernel, config, opt, observer, false,
+                             {Unit{{}, {}, "(all selected properties)", false}}, box);
       run.processes += whole.processes;
       if (whole.crashes == 0 && whole.hangs == 0) {
         sink = std::move(whole);
@@ -367,7 +405,7 @@ IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config_
       // failed and keeps every other property's verdicts.
     }
     if (!done) {
-      sink = run_units(kernel, config, opt, observer, true, per_property, plan, box);
+      sink = run_units(kernel, config, opt, observer, true, per_property, box);
       run.processes += sink.processes;
     }
     munmap(shm, sizeof(CallBox));
