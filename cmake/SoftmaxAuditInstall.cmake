@@ -66,9 +66,7 @@ install(TARGETS ${sa_export_targets} EXPORT softmax_auditTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-if(TARGET softmax-audit)
-  install(TARGETS softmax-audit RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-endif()
+# (the softmax-audit executable is installed by cli/CMakeLists.txt)
 
 # Headers: the C ABI at include/softmax_audit/kernel.h, the C++ suite under
 # include/softmax_audit/suite/<dir>/ (sa_core's install include root).
