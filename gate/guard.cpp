@@ -1,0 +1,539 @@
+#include "gate/guard.hpp"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/bfloat16.hpp"
+
+namespace sa::gate {
+
+namespace {
+
+// ---------------------------------------------------------------- registry --
+// Live guarded buffers, read by the fault handler (fixed size, no allocation).
+struct Region {
+  std::atomic<bool> used{false};
+  const char* name = nullptr;
+  std::uintptr_t map_begin = 0, data_begin = 0, data_end = 0, map_end = 0;
+  std::uintptr_t page = 0;  // size of each guard region
+  bool read_only = false;
+};
+constexpr int kRegions = 16;
+Region g_regions[kRegions];
+CallBox* g_box = nullptr;
+
+Region* claim_region() {
+  for (auto& r : g_regions) {
+    bool expected = false;
+    if (r.used.compare_exchange_strong(expected, true)) return &r;
+  }
+  return nullptr;  // more than kRegions buffers in one call: left unregistered
+}
+
+// Async-signal-safe text building.
+struct Writer {
+  char* p;
+  char* end;
+  void put(const char* s) {
+    while (*s && p + 1 < end) *p++ = *s++;
+    *p = '\0';
+  }
+  void num(std::uintptr_t v) {
+    char tmp[24];
+    int i = 0;
+    do { tmp[i++] = static_cast<char>('0' + v % 10); v /= 10; } while (v && i < 24);
+    while (i && p + 1 < end) *p++ = tmp[--i];
+    *p = '\0';
+  }
+};
+
+void fault_handler(int sig, siginfo_t* info, void*) {
+  if (g_box) {
+    const auto a = reinterpret_cast<std::uintptr_t>(info->si_addr);
+    Writer w{g_box->fault, g_box->fault + sizeof g_box->fault};
+    w.p[0] = '\0';
+    for (auto& r : g_regions) {
+      if (!r.used.load() || a < r.map_begin || a >= r.map_end) continue;
+      const std::uintptr_t size = r.data_end - r.data_begin;
+      if (a < r.map_begin + r.page) {
+        w.put("access ");
+        w.num(r.data_begin - a);
+        w.put(" bytes before the start of buffer '");
+        w.put(r.name);
+        w.put("' (");
+        w.num(size);
+        w.put(" bytes)");
+      } else if (a >= r.map_end - r.page) {
+        w.put("access at byte ");
+        w.num(a - r.data_begin);
+        w.put(" of buffer '");
+        w.put(r.name);
+        w.put("', which has ");
+        w.num(size);
+        w.put(" bytes (");
+        w.num(a - r.data_end);
+        w.put(" bytes past its end)");
+      } else if (r.read_only) {
+        w.put("write into input buffer '");
+        w.put(r.name);
+        w.put("' at byte ");
+        w.num(a >= r.data_begin ? a - r.data_begin : 0);
+        w.put(" (inputs are const)");
+      } else {
+        continue;
+      }
+      break;
+    }
+    if (w.p == g_box->fault) {
+      w.put(sig == SIGBUS ? "bus error" : "segmentation fault");
+      w.put(" at address ");
+      w.num(a);
+      w.put(" (not in a guarded buffer)");
+    }
+  }
+  // Let the signal do what it would have done: default action, re-raised on return.
+  signal(sig, SIG_DFL);
+}
+
+std::size_t page_size() {
+  static const std::size_t p = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return p;
+}
+
+constexpr unsigned char kCanary = 0xA5;
+
+// PROT_NONE bytes on each side of a buffer: 64 KiB (virtual only), so that an
+// overrun of up to 64 KiB is attributed to the buffer it overran.
+std::size_t guard_bytes() {
+  const std::size_t P = page_size();
+  return (65536 + P - 1) / P * P;
+}
+
+// One buffer handed to the kernel inside its own guarded mapping.
+class Guarded {
+ public:
+  Guarded(const char* name, const void* src, std::size_t bytes, bool input)
+      : name_(name), bytes_(bytes), input_(input) {
+    const std::size_t P = page_size();
+    const std::size_t G = guard_bytes();
+    const std::size_t body = (bytes + 63) / 64 * 64;
+    const std::size_t data_pages = body == 0 ? 1 : (body + P - 1) / P;
+    map_bytes_ = data_pages * P + 2 * G;
+    void* m = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) throw std::runtime_error("guarded call: mmap failed");
+    map_ = static_cast<unsigned char*>(m);
+    mprotect(map_, G, PROT_NONE);
+    mprotect(map_ + G + data_pages * P, G, PROT_NONE);
+    unsigned char* inner_end = map_ + G + data_pages * P;
+    data_ = inner_end - body;
+    std::memset(map_ + G, kCanary, data_pages * P);
+    if (bytes) std::memcpy(data_, src, bytes);
+    head_ = map_ + G;
+    tail_end_ = inner_end;
+    if (input_) mprotect(map_ + G, data_pages * P, PROT_READ);
+    region_ = claim_region();
+    if (region_) {
+      region_->name = name_;
+      region_->map_begin = reinterpret_cast<std::uintptr_t>(map_);
+      region_->map_end = region_->map_begin + map_bytes_;
+      region_->data_begin = reinterpret_cast<std::uintptr_t>(data_);
+      region_->data_end = region_->data_begin + bytes_;
+      region_->page = G;
+      region_->read_only = input_;
+    }
+  }
+  ~Guarded() {
+    if (region_) region_->used.store(false);
+    munmap(map_, map_bytes_);
+  }
+  Guarded(const Guarded&) = delete;
+  Guarded& operator=(const Guarded&) = delete;
+
+  void* data() const { return data_; }
+  void copy_to(void* dst) const {
+    if (bytes_) std::memcpy(dst, data_, bytes_);
+  }
+  // Empty when both canaries are intact, else what was overwritten.
+  std::string check() const {
+    std::size_t before = 0, after = 0;
+    for (const unsigned char* p = head_; p < data_; ++p)
+      if (*p != kCanary) before = static_cast<std::size_t>(data_ - p) > before ? data_ - p : before;
+    for (const unsigned char* p = data_ + bytes_; p < tail_end_; ++p)
+      if (*p != kCanary) after = static_cast<std::size_t>(p - (data_ + bytes_)) + 1;
+    std::string out;
+    if (before)
+      out += "wrote up to " + std::to_string(before) + " bytes before the start of '" + name_ + "'";
+    if (after)
+      out += std::string(out.empty() ? "" : "; ") + "wrote up to " + std::to_string(after) +
+             " bytes past the end of '" + name_ + "' (" + std::to_string(bytes_) + " bytes)";
+    return out;
+  }
+
+ private:
+  const char* name_;
+  std::size_t bytes_;
+  bool input_;
+  std::size_t map_bytes_ = 0;
+  unsigned char* map_ = nullptr;
+  unsigned char* data_ = nullptr;
+  unsigned char* head_ = nullptr;
+  unsigned char* tail_end_ = nullptr;
+  Region* region_ = nullptr;
+};
+
+// ------------------------------------------------------------- the wrapper --
+const char* dtype_name(sa_dtype t) { return t == SA_BF16 ? "bfloat16" : "float32"; }
+std::size_t elem(sa_dtype t) { return t == SA_BF16 ? 2 : 4; }
+
+float load(sa_dtype t, const void* p, std::int64_t i) {
+  if (t == SA_BF16) return float_from_bf16(static_cast<const std::uint16_t*>(p)[i]);
+  return static_cast<const float*>(p)[i];
+}
+
+}  // namespace
+
+struct GuardedKernel::State {
+  const sa_kernel* inner = nullptr;
+  std::vector<Kernel> keep;  // holds the inner kernel's library loaded
+  sa_kernel outer{};
+  GuardOptions options;
+  Report report;
+
+  // A call in progress: its guarded buffers and what to copy back.
+  struct Call {
+    State* s;
+    const char* op;
+    std::string dtype;
+    std::vector<std::unique_ptr<Guarded>> bufs;
+    std::vector<std::pair<Guarded*, void*>> back;
+    Call(State* s_, const char* op_, std::string dt) : s(s_), op(op_), dtype(std::move(dt)) {
+      if (g_box) {
+        std::strncpy(g_box->op, op, sizeof g_box->op - 1);
+        std::strncpy(g_box->dtype, dtype.c_str(), sizeof g_box->dtype - 1);
+        g_box->fault[0] = '\0';
+        g_box->in_call = 1;
+      }
+    }
+    ~Call() {
+      if (g_box) g_box->in_call = 0;
+    }
+    const void* in(const char* name, const void* p, std::size_t bytes) {
+      if (!p || !s->options.guard_buffers) return p;
+      bufs.push_back(std::make_unique<Guarded>(name, p, bytes, true));
+      return bufs.back()->data();
+    }
+    void* out(const char* name, void* p, std::size_t bytes) {
+      if (!p || !s->options.guard_buffers) return p;
+      bufs.push_back(std::make_unique<Guarded>(name, p, bytes, false));
+      back.emplace_back(bufs.back().get(), p);
+      return bufs.back()->data();
+    }
+    // After the call: canaries, then copy outputs back to the caller's buffers.
+    void finish() {
+      for (auto& b : bufs) {
+        std::string d = b->check();
+        if (!d.empty()) s->incident("out_of_bounds_write", op, dtype, d);
+      }
+      for (auto& [g, dst] : back) g->copy_to(dst);
+    }
+  };
+
+  void incident(const char* kind, const char* op, const std::string& dtype, std::string detail) {
+    if (report) report(GuardIncident{kind, op, dtype, std::move(detail)});
+  }
+
+  // Row operations: NaN in row r's outputs although row r has no NaN/+inf input.
+  void check_rows(const char* op, sa_dtype t, const sa_rows* sh, const void* in,
+                  const void* out_elems, sa_dtype out_t, std::int64_t out_stride,
+                  std::initializer_list<std::pair<const char*, const float*>> scalars,
+                  const sa_entropy_state* states) {
+    if (!options.check_nan || !sh || !in) return;
+    for (std::int64_t r = 0; r < sh->rows; ++r) {
+      bool special = false;
+      for (std::int64_t i = 0; i < sh->n && !special; ++i) {
+        const float x = load(t, in, r * sh->in_stride + i);
+        // NaN and +inf have their own conventions; a logit whose l/theta is
+        // beyond float range is where a float kernel may meet +inf legitimately.
+        special = std::isnan(x) || x == INFINITY ||
+                  (std::isfinite(x) && std::fabs(x / sh->temperature) > 3.0e38);
+      }
+      if (special) continue;
+      std::string what;
+      if (out_elems)
+        for (std::int64_t i = 0; i < sh->n; ++i)
+          if (std::isnan(load(out_t, out_elems, r * out_stride + i))) {
+            what = "output[" + std::to_string(i) + "]";
+            break;
+          }
+      for (auto& [name, p] : scalars)
+        if (what.empty() && p && std::isnan(p[r])) what = name;
+      if (what.empty() && states &&
+          (std::isnan(states[r].m) || std::isnan(states[r].S) || std::isnan(states[r].T)))
+        what = "state";
+      if (!what.empty()) {
+        incident("nan_output", op, dtype_name(t),
+                 "row " + std::to_string(r) + " of " + std::to_string(sh->rows) + " (n = " +
+                     std::to_string(sh->n) + "): " + what +
+                     " is NaN although the row holds no NaN or +inf input (kernel.h: outputs are NaN "
+                     "only for rows with a NaN)");
+        return;  // one per call is enough
+      }
+    }
+  }
+};
+
+namespace {
+using State = GuardedKernel::State;
+State* st(void* ctx) { return static_cast<State*>(ctx); }
+
+std::size_t row_bytes(const sa_rows* sh, std::int64_t stride, std::size_t esz) {
+  if (!sh || sh->rows <= 0 || sh->n <= 0 || stride < sh->n) return 0;
+  return static_cast<std::size_t>((sh->rows - 1) * stride + sh->n) * esz;
+}
+bool valid(const sa_rows* sh) { return sh && sh->rows > 0 && sh->n > 0 && sh->in_stride >= sh->n; }
+
+sa_status t_softmax_like(void* ctx, sa_dtype t, const sa_rows* sh, const void* in, void* out,
+                         bool log) {
+  State* s = st(ctx);
+  auto fn = log ? s->inner->log_softmax : s->inner->softmax;
+  if (!valid(sh) || in == out || sh->out_stride < sh->n) return fn(s->inner->ctx, t, sh, in, out);
+  State::Call c(s, log ? "log_softmax" : "softmax", dtype_name(t));
+  const void* gin = c.in("in", in, row_bytes(sh, sh->in_stride, elem(t)));
+  void* gout = c.out("out", out, row_bytes(sh, sh->out_stride, elem(t)));
+  const sa_status r = fn(s->inner->ctx, t, sh, gin, gout);
+  c.finish();
+  if (r == SA_OK) s->check_rows(c.op, t, sh, in, out, t, sh->out_stride, {}, nullptr);
+  return r;
+}
+sa_status t_softmax(void* ctx, sa_dtype t, const sa_rows* sh, const void* in, void* out) {
+  return t_softmax_like(ctx, t, sh, in, out, false);
+}
+sa_status t_log_softmax(void* ctx, sa_dtype t, const sa_rows* sh, const void* in, void* out) {
+  return t_softmax_like(ctx, t, sh, in, out, true);
+}
+sa_status t_logsumexp(void* ctx, sa_dtype t, const sa_rows* sh, const void* in, float* lse) {
+  State* s = st(ctx);
+  if (!valid(sh)) return s->inner->logsumexp(s->inner->ctx, t, sh, in, lse);
+  State::Call c(s, "logsumexp", dtype_name(t));
+  const void* gin = c.in("in", in, row_bytes(sh, sh->in_stride, elem(t)));
+  auto* gl = static_cast<float*>(c.out("lse", lse, sh->rows * 4));
+  const sa_status r = s->inner->logsumexp(s->inner->ctx, t, sh, gin, gl);
+  c.finish();
+  if (r == SA_OK) s->check_rows(c.op, t, sh, in, nullptr, t, 0, {{"lse", lse}}, nullptr);
+  return r;
+}
+sa_status t_entropy(void* ctx, sa_dtype t, const sa_rows* sh, const void* in, float* H,
+                    sa_entropy_state* state) {
+  State* s = st(ctx);
+  if (!valid(sh)) return s->inner->entropy(s->inner->ctx, t, sh, in, H, state);
+  State::Call c(s, "entropy", dtype_name(t));
+  const void* gin = c.in("in", in, row_bytes(sh, sh->in_stride, elem(t)));
+  auto* gH = static_cast<float*>(c.out("entropy", H, sh->rows * 4));
+  auto* gs = static_cast<sa_entropy_state*>(c.out("state", state, sh->rows * sizeof(sa_entropy_state)));
+  const sa_status r = s->inner->entropy(s->inner->ctx, t, sh, gin, gH, gs);
+  c.finish();
+  if (r == SA_OK) s->check_rows(c.op, t, sh, in, nullptr, t, 0, {{"entropy", H}}, state);
+  return r;
+}
+sa_status t_adaptive(void* ctx, sa_dtype t, const sa_rows* sh, const void* in, void* out,
+                     float* beta, float* H) {
+  State* s = st(ctx);
+  if (!valid(sh) || in == out || sh->out_stride < sh->n)
+    return s->inner->adaptive_softmax(s->inner->ctx, t, sh, in, out, beta, H);
+  State::Call c(s, "adaptive_softmax", dtype_name(t));
+  const void* gin = c.in("in", in, row_bytes(sh, sh->in_stride, elem(t)));
+  void* gout = c.out("out", out, row_bytes(sh, sh->out_stride, elem(t)));
+  auto* gb = static_cast<float*>(c.out("beta", beta, sh->rows * 4));
+  auto* gH = static_cast<float*>(c.out("entropy", H, sh->rows * 4));
+  const sa_status r = s->inner->adaptive_softmax(s->inner->ctx, t, sh, gin, gout, gb, gH);
+  c.finish();
+  if (r == SA_OK)
+    s->check_rows(c.op, t, sh, in, out, t, sh->out_stride, {{"beta", beta}, {"entropy", H}}, nullptr);
+  return r;
+}
+
+bool all_finite(sa_dtype t, const void* p, std::int64_t rows, std::int64_t cols, std::int64_t stride) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t i = 0; i < cols; ++i)
+      if (!std::isfinite(load(t, p, r * stride + i))) return false;
+  return true;
+}
+
+sa_status t_attention(void* ctx, const sa_attention_args* a) {
+  State* s = st(ctx);
+  if (!a || a->nq <= 0 || a->nk <= 0 || a->d <= 0 || a->dv <= 0 || a->q_stride < a->d ||
+      a->k_stride < a->d || a->v_stride < a->dv || a->out_stride < a->dv)
+    return s->inner->attention(s->inner->ctx, a);
+  State::Call c(s, "attention", dtype_name(a->dtype));
+  const std::size_t e = elem(a->dtype);
+  sa_attention_args g = *a;
+  g.q = c.in("q", a->q, static_cast<std::size_t>((a->nq - 1) * a->q_stride + a->d) * e);
+  g.k = c.in("k", a->k, static_cast<std::size_t>((a->nk - 1) * a->k_stride + a->d) * e);
+  g.v = c.in("v", a->v, static_cast<std::size_t>((a->nk - 1) * a->v_stride + a->dv) * e);
+  g.out = c.out("out", a->out, static_cast<std::size_t>((a->nq - 1) * a->out_stride + a->dv) * e);
+  g.lse = static_cast<float*>(c.out("lse", a->lse, a->nq * 4));
+  g.entropy = static_cast<float*>(c.out("entropy", a->entropy, a->nq * 4));
+  g.beta = static_cast<float*>(c.out("beta", a->beta, a->nq * 4));
+  g.key_mask = static_cast<const std::uint8_t*>(c.in("key_mask", a->key_mask, a->nk));
+  const sa_status r = s->inner->attention(s->inner->ctx, &g);
+  c.finish();
+  // Only where no logit scale * q.k can overflow float (|q|max |k|max d |scale| < 3e38).
+  auto max_abs = [&](const void* p, std::int64_t rows, std::int64_t cols, std::int64_t stride) {
+    double m = 0;
+    for (std::int64_t r2 = 0; r2 < rows; ++r2)
+      for (std::int64_t i = 0; i < cols; ++i)
+        m = std::max(m, static_cast<double>(std::fabs(load(a->dtype, p, r2 * stride + i))));
+    return m;
+  };
+  if (r == SA_OK && s->options.check_nan && std::isfinite(a->scale) &&
+      all_finite(a->dtype, a->q, a->nq, a->d, a->q_stride) &&
+      all_finite(a->dtype, a->k, a->nk, a->d, a->k_stride) &&
+      all_finite(a->dtype, a->v, a->nk, a->dv, a->v_stride) &&
+      max_abs(a->q, a->nq, a->d, a->q_stride) * max_abs(a->k, a->nk, a->d, a->k_stride) *
+              static_cast<double>(a->d) * std::fabs(a->scale) < 3.0e38) {
+    std::string what;
+    for (std::int64_t i = 0; i < a->nq && what.empty(); ++i) {
+      for (std::int64_t j = 0; j < a->dv && what.empty(); ++j)
+        if (std::isnan(load(a->dtype, a->out, i * a->out_stride + j)))
+          what = "out[" + std::to_string(i) + "][" + std::to_string(j) + "]";
+      if (what.empty() && a->lse && std::isnan(a->lse[i])) what = "lse[" + std::to_string(i) + "]";
+      if (what.empty() && a->entropy && std::isnan(a->entropy[i]))
+        what = "entropy[" + std::to_string(i) + "]";
+      if (what.empty() && a->beta && std::isnan(a->beta[i])) what = "beta[" + std::to_string(i) + "]";
+    }
+    if (!what.empty())
+      s->incident("nan_output", "attention", dtype_name(a->dtype),
+                  what + " is NaN although q, k, v and scale are finite (nq = " +
+                      std::to_string(a->nq) + ", nk = " + std::to_string(a->nk) + ")");
+  }
+  return r;
+}
+
+bool proper_state(const sa_entropy_state& x) {
+  if (x.m == -INFINITY) return x.S == 0 && x.T == 0;  // the identity
+  return std::isfinite(x.m) && x.S > 0 && std::isfinite(x.S) && std::isfinite(x.T) && x.T <= 0;
+}
+
+sa_status t_merge_entropy(void* ctx, std::int64_t count, const sa_entropy_state* a,
+                          const sa_entropy_state* b, sa_entropy_state* out) {
+  State* s = st(ctx);
+  if (count <= 0 || out == a || out == b)
+    return s->inner->merge_entropy_states(s->inner->ctx, count, a, b, out);
+  State::Call c(s, "merge_entropy_states", "");
+  const std::size_t bytes = static_cast<std::size_t>(count) * sizeof(sa_entropy_state);
+  auto* ga = static_cast<const sa_entropy_state*>(c.in("a", a, bytes));
+  auto* gb = static_cast<const sa_entropy_state*>(c.in("b", b, bytes));
+  auto* go = static_cast<sa_entropy_state*>(c.out("out", out, bytes));
+  const sa_status r = s->inner->merge_entropy_states(s->inner->ctx, count, ga, gb, go);
+  c.finish();
+  if (r == SA_OK && s->options.check_nan && a && b && out)
+    for (std::int64_t i = 0; i < count; ++i)
+      if (proper_state(a[i]) && proper_state(b[i]) &&
+          (std::isnan(out[i].m) || std::isnan(out[i].S) || std::isnan(out[i].T))) {
+        s->incident("nan_output", "merge_entropy_states", "",
+                    "state " + std::to_string(i) +
+                        ": merged state has a NaN although both inputs are proper states or the "
+                        "identity (-inf, 0, 0) (theory.md T6)");
+        break;
+      }
+  return r;
+}
+
+sa_status t_merge_attention(void* ctx, std::int64_t rows, std::int64_t dv, const float* o_a,
+                            const float* lse_a, const float* o_b, const float* lse_b, float* out,
+                            float* out_lse) {
+  State* s = st(ctx);
+  if (rows <= 0 || dv <= 0 || out == o_a || out == o_b || out_lse == lse_a || out_lse == lse_b)
+    return s->inner->merge_attention_states(s->inner->ctx, rows, dv, o_a, lse_a, o_b, lse_b, out,
+                                            out_lse);
+  State::Call c(s, "merge_attention_states", "float32");
+  const std::size_t ob = static_cast<std::size_t>(rows * dv) * 4, lb = static_cast<std::size_t>(rows) * 4;
+  auto* ga = static_cast<const float*>(c.in("o_a", o_a, ob));
+  auto* gla = static_cast<const float*>(c.in("lse_a", lse_a, lb));
+  auto* gb = static_cast<const float*>(c.in("o_b", o_b, ob));
+  auto* glb = static_cast<const float*>(c.in("lse_b", lse_b, lb));
+  auto* go = static_cast<float*>(c.out("out", out, ob));
+  auto* gl = static_cast<float*>(c.out("out_lse", out_lse, lb));
+  const sa_status r =
+      s->inner->merge_attention_states(s->inner->ctx, rows, dv, ga, gla, gb, glb, go, gl);
+  c.finish();
+  if (r == SA_OK && s->options.check_nan && o_a && o_b && lse_a && lse_b && out && out_lse)
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const bool ok_in = all_finite(SA_F32, o_a + i * dv, 1, dv, dv) &&
+                         all_finite(SA_F32, o_b + i * dv, 1, dv, dv) && !std::isnan(lse_a[i]) &&
+                         !std::isnan(lse_b[i]) && lse_a[i] != INFINITY && lse_b[i] != INFINITY;
+      if (!ok_in) continue;
+      bool nan = std::isnan(out_lse[i]);
+      for (std::int64_t j = 0; j < dv && !nan; ++j) nan = std::isnan(out[i * dv + j]);
+      if (nan) {
+        s->incident("nan_output", "merge_attention_states", "float32",
+                    "row " + std::to_string(i) +
+                        ": merged output is NaN although both parts are finite (lse may be -inf: "
+                        "kernel.h says such a part contributes nothing)");
+        break;
+      }
+    }
+  return r;
+}
+
+const char* t_last_error(void* ctx) {
+  State* s = st(ctx);
+  return s->inner->last_error ? s->inner->last_error(s->inner->ctx) : nullptr;
+}
+
+}  // namespace
+
+void set_call_box(CallBox* box) { g_box = box; }
+
+void install_fault_handler() {
+  static std::vector<char> alt(1 << 16);
+  stack_t ss{};
+  ss.ss_sp = alt.data();
+  ss.ss_size = alt.size();
+  sigaltstack(&ss, nullptr);
+  struct sigaction sa {};
+  sa.sa_sigaction = fault_handler;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, nullptr);
+  sigaction(SIGBUS, &sa, nullptr);
+}
+
+GuardedKernel::GuardedKernel(const Kernel& inner, GuardOptions options, Report report)
+    : state_(std::make_unique<State>()) {
+  const sa_kernel& k = inner.raw();
+  state_->inner = &k;
+  state_->keep.push_back(inner);
+  state_->options = options;
+  state_->report = std::move(report);
+  if (k.memory != SA_MEMORY_HOST) {  // device buffers: nothing to guard here
+    wrapped_ = std::make_unique<Kernel>(inner);
+    return;
+  }
+  sa_kernel& o = state_->outer;
+  o = k;
+  o.ctx = state_.get();
+  o.softmax = k.softmax ? t_softmax : nullptr;
+  o.log_softmax = k.log_softmax ? t_log_softmax : nullptr;
+  o.logsumexp = k.logsumexp ? t_logsumexp : nullptr;
+  o.entropy = k.entropy ? t_entropy : nullptr;
+  o.adaptive_softmax = k.adaptive_softmax ? t_adaptive : nullptr;
+  o.attention = k.attention ? t_attention : nullptr;
+  o.merge_entropy_states = k.merge_entropy_states ? t_merge_entropy : nullptr;
+  o.merge_attention_states = k.merge_attention_states ? t_merge_attention : nullptr;
+  o.last_error = t_last_error;
+  wrapped_ = std::make_unique<Kernel>(&o, inner.origin());
+}
+
+GuardedKernel::~GuardedKernel() = default;
+
+}  // namespace sa::gate

@@ -1,0 +1,77 @@
+// Guarded calls: a wrapper around a host-memory kernel that hands it every
+// buffer inside its own guarded mapping, so that an out-of-bounds access
+// becomes a precise finding instead of silent corruption.
+//
+// Where: the wrapper sits at the C ABI (softmax_audit/kernel.h), i.e. exactly
+// where buffers cross from the suite to the kernel; sa::Kernel's staging is
+// untouched. It is a second sa_kernel whose function pointers copy each
+// buffer into a mapping laid out as
+//
+//     [PROT_NONE 64 KiB][head canary][data, 64-byte aligned][tail canary < 64 B][PROT_NONE 64 KiB]
+//
+// with input buffers made read-only. An access past either end of a buffer
+// (beyond the canary slack) or a write into an input faults at once; the
+// fault handler (install_fault_handler) names the buffer and offset in the
+// shared CallBox before the process dies, and the gate reports it. Smaller
+// overruns land in the canaries, which are checked after every call.
+//
+// The wrapper also checks NaN outputs: by kernel.h an output is NaN only when
+// its row holds a NaN input, so a NaN output for a row without NaN (or +inf,
+// where the convention is a limit) is reported. CUDA-memory kernels are not
+// wrapped (their buffers live on the device).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "kernels/kernel.hpp"
+
+namespace sa::gate {
+
+struct GuardIncident {
+  std::string kind;    // "out_of_bounds_write" (canary), "nan_output"
+  std::string op;      // operation called
+  std::string dtype;   // element type of the call ("float32", "bfloat16", or "" for state merges)
+  std::string detail;  // what exactly was seen
+};
+
+struct GuardOptions {
+  bool guard_buffers = true;  // guard pages + canaries around every buffer
+  bool check_nan = true;      // report NaN outputs for rows without NaN inputs
+};
+
+// Where the current call and a fault are recorded; the gate puts it in memory
+// shared with the parent so that it survives the child's death. Plain chars
+// only: the fault handler writes it.
+struct CallBox {
+  volatile int in_call;  // 1 while a kernel call is running
+  char op[32];
+  char dtype[16];
+  char fault[512];       // set by the fault handler: which buffer, which offset
+};
+
+void set_call_box(CallBox* box);  // null to stop recording
+// SIGSEGV/SIGBUS handler (on an alternate stack): writes the fault into the
+// CallBox, then lets the signal kill the process as it would have.
+void install_fault_handler();
+
+class GuardedKernel {
+ public:
+  using Report = std::function<void(const GuardIncident&)>;
+  GuardedKernel(const Kernel& inner, GuardOptions options, Report report);
+  ~GuardedKernel();
+  GuardedKernel(const GuardedKernel&) = delete;
+  GuardedKernel& operator=(const GuardedKernel&) = delete;
+
+  // The handle to give the suite: same name, ops, dtypes as the inner kernel.
+  const Kernel& kernel() const { return *wrapped_; }
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> state_;
+  std::unique_ptr<Kernel> wrapped_;
+};
+
+}  // namespace sa::gate

@@ -1,0 +1,241 @@
+#include "gate/results.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "gate/verdict_json.hpp"
+
+namespace sa::gate {
+
+using json = nlohmann::json;
+
+Tally tally(const std::vector<Verdict>& vs) {
+  Tally t;
+  for (const auto& v : vs) switch (v.outcome) {
+      case Outcome::pass: ++t.pass; break;
+      case Outcome::fail: ++t.fail; break;
+      case Outcome::skip: ++t.skip; break;
+      case Outcome::error: ++t.error; break;
+    }
+  return t;
+}
+
+json config_to_json(const GateSpec& spec) {
+  const auto& c = spec.suite;
+  json j;
+  j["spec"] = spec.source;
+  j["ops"] = json::array();
+  for (Op op : c.ops) j["ops"].push_back(name_of(op));
+  j["dtypes"] = json::array();
+  for (DType t : c.dtypes) j["dtypes"].push_back(name_of(t));
+  j["sizes"] = c.sizes;
+  j["distributions"] = c.distributions;
+  j["rules"] = c.rules;
+  j["properties"] = c.properties;
+  j["cases"] = c.cases;
+  j["seed"] = c.seed;
+  j["temperature"] = c.temperature;
+  j["timeout"] = spec.timeout_s;
+  return j;
+}
+
+json results_to_json(const std::vector<RunRecord>& runs) {
+  json out;
+  out["format"] = "softmax-audit-results";
+  out["version"] = 1;
+  out["runs"] = json::array();
+  for (const auto& r : runs) {
+    json j;
+    j["kernel"] = {{"name", r.kernel}, {"origin", r.origin}, {"description", r.description}};
+    j["config"] = r.config;
+    j["processes"] = r.processes;
+    j["crashes"] = r.crashes;
+    j["hangs"] = r.hangs;
+    j["seconds"] = r.seconds;
+    const Tally t = tally(r.verdicts);
+    j["summary"] = {{"pass", t.pass}, {"fail", t.fail}, {"skip", t.skip}, {"error", t.error}};
+    j["verdicts"] = json::array();
+    for (const auto& v : r.verdicts) j["verdicts"].push_back(to_json(v));
+    out["runs"].push_back(std::move(j));
+  }
+  return out;
+}
+
+std::vector<RunRecord> results_from_json(const json& j, const std::string& origin) {
+  if (!j.is_object() || j.value("format", "") != "softmax-audit-results")
+    throw std::invalid_argument(origin + ": expected a results file written by `softmax-audit check "
+                                         "--json` (\"format\": \"softmax-audit-results\")");
+  if (!j.contains("runs") || !j["runs"].is_array())
+    throw std::invalid_argument(origin + ": key 'runs': expected an array");
+  std::vector<RunRecord> out;
+  int i = 0;
+  for (const auto& r : j["runs"]) {
+    const std::string at = origin + ": runs[" + std::to_string(i++) + "]";
+    if (!r.is_object()) throw std::invalid_argument(at + ": expected an object");
+    RunRecord rec;
+    if (auto k = r.find("kernel"); k != r.end() && k->is_object()) {
+      rec.kernel = k->value("name", "");
+      rec.origin = k->value("origin", "");
+      rec.description = k->value("description", "");
+    }
+    rec.config = r.value("config", json::object());
+    rec.processes = r.value("processes", 0);
+    rec.crashes = r.value("crashes", 0);
+    rec.hangs = r.value("hangs", 0);
+    rec.seconds = r.value("seconds", 0.0);
+    if (!r.contains("verdicts") || !r["verdicts"].is_array())
+      throw std::invalid_argument(at + ": key 'verdicts': expected an array");
+    int vi = 0;
+    for (const auto& v : r["verdicts"]) {
+      try {
+        rec.verdicts.push_back(verdict_from_json(v));
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(at + ".verdicts[" + std::to_string(vi) + "]: " + e.what());
+      }
+      ++vi;
+    }
+    out.push_back(std::move(rec));
+  }
+  return out;
+}
+
+std::vector<RunRecord> load_results(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument(path + ": cannot read; expected a results JSON file");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw std::invalid_argument(path + ": not valid JSON (" + e.what() + ")");
+  }
+  return results_from_json(j, path);
+}
+
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  o.reserve(s.size());
+  for (unsigned char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      case '\'': o += "&apos;"; break;
+      default:
+        if (c < 0x20 && c != '\n' && c != '\t' && c != '\r') o += ' ';  // not allowed in XML 1.0
+        else o += static_cast<char>(c);
+    }
+  }
+  return o;
+}
+
+namespace {
+std::string num(double x) {
+  std::ostringstream os;
+  os.precision(17);
+  os << x;
+  return os.str();
+}
+std::string case_name(const Verdict& v) {
+  std::string n = v.property;
+  if (!v.op.empty() || !v.dtype.empty())
+    n += " [" + v.op + (v.op.empty() || v.dtype.empty() ? "" : "/") + v.dtype + "]";
+  return n;
+}
+}  // namespace
+
+void write_junit(std::ostream& os, const std::vector<RunRecord>& runs) {
+  os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"softmax-audit\">\n";
+  for (const auto& r : runs) {
+    const Tally t = tally(r.verdicts);
+    os << "  <testsuite name=\"softmax-audit." << xml_escape(r.kernel) << "\" tests=\""
+       << r.verdicts.size() << "\" failures=\"" << t.fail << "\" errors=\"" << t.error
+       << "\" skipped=\"" << t.skip << "\" time=\"" << num(r.seconds) << "\">\n";
+    os << "    <properties><property name=\"origin\" value=\"" << xml_escape(r.origin)
+       << "\"/></properties>\n";
+    std::map<std::string, int> used;
+    for (const auto& v : r.verdicts) {
+      std::string name = case_name(v);
+      if (int k = ++used[name]; k > 1) name += " #" + std::to_string(k);
+      os << "    <testcase classname=\"softmax-audit." << xml_escape(r.kernel) << "."
+         << xml_escape(v.property) << "\" name=\"" << xml_escape(name) << "\">\n";
+      const std::string body = describe(v);
+      if (v.outcome == Outcome::fail || v.outcome == Outcome::error) {
+        const char* tag = v.outcome == Outcome::fail ? "failure" : "error";
+        os << "      <" << tag << " message=\"" << xml_escape(v.claim) << "\" type=\""
+           << xml_escape(v.rule.id) << "\">" << xml_escape(body) << "</" << tag << ">\n";
+        os << "      <properties>\n"
+           << "        <property name=\"claim\" value=\"" << xml_escape(v.claim) << "\"/>\n"
+           << "        <property name=\"measured\" value=\"" << num(v.measured) << "\"/>\n"
+           << "        <property name=\"bound\" value=\"" << num(v.bound) << "\"/>\n"
+           << "        <property name=\"rule\" value=\"" << xml_escape(v.rule.id) << "\"/>\n"
+           << "        <property name=\"rule_source\" value=\"" << xml_escape(v.rule.source) << "\"/>\n"
+           << "        <property name=\"counterexample\" value=\"" << xml_escape(v.counterexample)
+           << "\"/>\n      </properties>\n";
+      } else if (v.outcome == Outcome::skip) {
+        os << "      <skipped message=\"" << xml_escape(v.note.empty() ? v.claim : v.note) << "\"/>\n";
+      }
+      os << "      <system-out>" << xml_escape(body) << "</system-out>\n    </testcase>\n";
+    }
+    os << "  </testsuite>\n";
+  }
+  os << "</testsuites>\n";
+}
+
+void write_summary(std::ostream& os, const RunRecord& run, bool color) {
+  const char* red = color ? "\033[31m" : "";
+  const char* green = color ? "\033[32m" : "";
+  const char* yellow = color ? "\033[33m" : "";
+  const char* off = color ? "\033[0m" : "";
+  const Tally t = tally(run.verdicts);
+  os << "softmax-audit check: kernel '" << run.kernel << "' (" << run.origin << ")\n";
+  for (const auto& v : run.verdicts) {
+    if (v.outcome != Outcome::fail && v.outcome != Outcome::error) continue;
+    os << (v.outcome == Outcome::fail ? red : yellow) << "  " << name_of(v.outcome) << off << "  "
+       << case_name(v) << ": measured " << num(v.measured) << " > bound " << num(v.bound) << " ("
+       << v.rule.id << ")\n";
+    if (!v.counterexample.empty()) {
+      std::string ce = v.counterexample;
+      if (ce.size() > 200) ce = ce.substr(0, 200) + "...";
+      os << "        counterexample: " << ce << "\n";
+    }
+    if (!v.note.empty()) {
+      std::string n = v.note;
+      if (n.size() > 300) n = n.substr(0, 300) + "...";
+      os << "        note: " << n << "\n";
+    }
+  }
+  os << (t.ok() ? green : red) << (t.ok() ? "PASS" : "FAIL") << off << "  " << t.pass << " passed, "
+     << t.fail << " failed, " << t.error << " errors, " << t.skip << " skipped";
+  if (run.crashes || run.hangs)
+    os << "; " << run.crashes << " crash(es), " << run.hangs << " hang(s) isolated";
+  os << " (" << run.processes << " process(es), " << num(std::round(run.seconds * 10) / 10) << " s)\n";
+}
+
+void ProgressBar::update(int done, int total, const std::string& label) {
+  if (!enabled_ || total <= 0) return;
+  const int permille = static_cast<int>(1000.0 * done / total);
+  if (permille == last_permille_ && label == last_label_) return;
+  // At most 20 redraws a second (the last state is drawn by the next update or cleared by finish).
+  const long long now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (drawn_ && now - last_draw_ms_ < 50 && done < total) return;
+  last_draw_ms_ = now;
+  last_permille_ = permille;
+  last_label_ = label;
+  const int width = 30, filled = width * permille / 1000;
+  std::string l = label.size() > 40 ? label.substr(0, 37) + "..." : label;
+  os_ << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] "
+      << permille / 10 << "% " << l << "\033[K" << std::flush;
+  drawn_ = true;
+}
+
+void ProgressBar::finish() {
+  if (drawn_) os_ << "\r\033[K" << std::flush;
+  drawn_ = false;
+}
+
+}  // namespace sa::gate

@@ -1,0 +1,67 @@
+// What `check` writes and `report` reads: the results of gate runs.
+//
+// JSON (documented in docs/gate-spec.md, "Outputs"):
+//   { "format": "softmax-audit-results", "version": 1,
+//     "runs": [ { "kernel": {"name", "origin", "description"},
+//                 "config": {...the effective spec...},
+//                 "processes", "crashes", "hangs",
+//                 "summary": {"pass", "fail", "skip", "error"},
+//                 "verdicts": [ verdict, ... ] } ] }
+// JUnit XML: one <testsuite> per run, one <testcase> per verdict (property x
+// op x dtype); failures carry claim, measured, bound, rule and counterexample.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "core/verdict.hpp"
+#include "gate/spec.hpp"
+
+namespace sa::gate {
+
+struct RunRecord {
+  std::string kernel, origin, description;
+  nlohmann::json config = nlohmann::json::object();
+  int processes = 0, crashes = 0, hangs = 0;
+  double seconds = 0;
+  std::vector<Verdict> verdicts;
+};
+
+struct Tally {
+  int pass = 0, fail = 0, skip = 0, error = 0;
+  bool ok() const { return fail == 0 && error == 0; }
+};
+Tally tally(const std::vector<Verdict>& vs);
+
+nlohmann::json config_to_json(const GateSpec& spec);
+nlohmann::json results_to_json(const std::vector<RunRecord>& runs);
+// Throws std::invalid_argument naming `origin` and the offending field.
+std::vector<RunRecord> results_from_json(const nlohmann::json& j, const std::string& origin);
+std::vector<RunRecord> load_results(const std::string& path);
+
+void write_junit(std::ostream& os, const std::vector<RunRecord>& runs);
+std::string xml_escape(const std::string& s);
+
+// The terminal summary: one line per failing verdict group, totals last.
+void write_summary(std::ostream& os, const RunRecord& run, bool color);
+
+// A one-line progress bar redrawn in place (only when `enabled`, e.g. stderr is a TTY).
+class ProgressBar {
+ public:
+  ProgressBar(std::ostream& os, bool enabled) : os_(os), enabled_(enabled) {}
+  ~ProgressBar() { finish(); }
+  void update(int done, int total, const std::string& label);
+  void finish();
+
+ private:
+  std::ostream& os_;
+  bool enabled_;
+  bool drawn_ = false;
+  int last_permille_ = -1;
+  std::string last_label_;
+  long long last_draw_ms_ = 0;
+};
+
+}  // namespace sa::gate

@@ -1,0 +1,163 @@
+#include "gate/spec.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+namespace sa::gate {
+
+namespace {
+
+std::string where(const std::string& origin, const toml::node& n) {
+  const auto& s = n.source();
+  if (s.begin.line == 0) return origin;
+  return origin + ":" + std::to_string(s.begin.line);
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + v[i];
+  return out;
+}
+
+[[noreturn]] void fail(const std::string& at, const std::string& key, const std::string& what) {
+  throw SpecError(at + ": key '" + key + "': " + what);
+}
+
+// An array of strings (a single string is accepted as a one-element array).
+std::vector<std::string> strings(const std::string& origin, const std::string& key,
+                                 const toml::node& n) {
+  std::vector<std::string> out;
+  if (auto s = n.value<std::string>()) {
+    out.push_back(*s);
+    return out;
+  }
+  const toml::array* a = n.as_array();
+  if (!a) fail(where(origin, n), key, "expected an array of strings, e.g. [\"a\", \"b\"]");
+  for (const auto& e : *a) {
+    auto s = e.value<std::string>();
+    if (!s) fail(where(origin, e), key, "expected every element to be a string");
+    out.push_back(*s);
+  }
+  return out;
+}
+
+template <class Known>
+void check_names(const std::string& at, const std::string& key, const std::vector<std::string>& got,
+                 const Known& known) {
+  for (const auto& g : got)
+    if (std::find(known.begin(), known.end(), g) == known.end())
+      fail(at, key, "unknown name \"" + g + "\"; expected one of: " + join(known));
+}
+
+std::int64_t integer(const std::string& origin, const std::string& key, const toml::node& n,
+                     std::int64_t min) {
+  auto v = n.value_exact<std::int64_t>();
+  if (!v) fail(where(origin, n), key, "expected an integer");
+  if (*v < min) fail(where(origin, n), key, "expected an integer >= " + std::to_string(min) +
+                                                ", got " + std::to_string(*v));
+  return *v;
+}
+
+double positive_real(const std::string& origin, const std::string& key, const toml::node& n) {
+  auto v = n.value<double>();  // integers convert
+  if (!v) fail(where(origin, n), key, "expected a number");
+  if (!(*v > 0) || !std::isfinite(*v))
+    fail(where(origin, n), key, "expected a finite number > 0");
+  return *v;
+}
+
+}  // namespace
+
+std::vector<std::string> select_properties(const std::string& pattern) {
+  std::vector<std::string> out;
+  const bool prefix = pattern.size() >= 2 && pattern.compare(pattern.size() - 2, 2, ".*") == 0;
+  const std::string stem = prefix ? pattern.substr(0, pattern.size() - 1) : pattern;  // keeps the dot
+  for (const auto& p : props::properties())
+    if (prefix ? p.id.rfind(stem, 0) == 0 : p.id == pattern) out.push_back(p.id);
+  return out;
+}
+
+GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
+  toml::table t;
+  try {
+    t = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    throw SpecError(origin + ":" + std::to_string(e.source().begin.line) + ":" +
+                    std::to_string(e.source().begin.column) + ": not valid TOML: " +
+                    std::string(e.description()));
+  }
+  GateSpec spec;
+  spec.source = origin;
+  static const std::vector<std::string> keys = {"ops",   "dtypes", "sizes",   "distributions",
+                                                "rules", "properties", "cases", "seed",
+                                                "timeout", "temperature"};
+  for (auto&& [k, node] : t) {
+    const std::string key(k.str());
+    if (std::find(keys.begin(), keys.end(), key) == keys.end())
+      fail(where(origin, node), key, "unknown key; expected one of: " + join(keys));
+  }
+  auto& cfg = spec.suite;
+  if (auto n = t.get("ops")) {
+    std::vector<std::string> known;
+    for (Op op : all_ops) known.push_back(name_of(op));
+    auto names = strings(origin, "ops", *n);
+    check_names(where(origin, *n), "ops", names, known);
+    for (const auto& s : names) cfg.ops.push_back(*parse_op(s));
+  }
+  if (auto n = t.get("dtypes")) {
+    static const std::vector<std::string> known = {"float32", "bfloat16"};
+    auto names = strings(origin, "dtypes", *n);
+    check_names(where(origin, *n), "dtypes", names, known);
+    for (const auto& s : names) cfg.dtypes.push_back(*parse_dtype(s));
+  }
+  if (auto n = t.get("sizes")) {
+    const toml::array* a = n->as_array();
+    if (!a) fail(where(origin, *n), "sizes", "expected an array of integers >= 1, e.g. [16, 1024]");
+    for (const auto& e : *a) cfg.sizes.push_back(integer(origin, "sizes", e, 1));
+  }
+  if (auto n = t.get("distributions")) {
+    auto names = strings(origin, "distributions", *n);
+    check_names(where(origin, *n), "distributions", names, props::distributions());
+    cfg.distributions = names;
+  }
+  if (auto n = t.get("rules")) {
+    std::vector<std::string> known;
+    for (const auto& r : props::rules()) known.push_back(r.id);
+    auto names = strings(origin, "rules", *n);
+    check_names(where(origin, *n), "rules", names, known);
+    cfg.rules = names;
+  }
+  if (auto n = t.get("properties")) {
+    std::vector<std::string> known;
+    for (const auto& p : props::properties()) known.push_back(p.id);
+    std::set<std::string> seen;
+    for (const auto& pattern : strings(origin, "properties", *n)) {
+      auto ids = select_properties(pattern);
+      if (ids.empty())
+        fail(where(origin, *n), "properties",
+             "\"" + pattern + "\" selects no property; expected an id or a prefix ending in \".*\" "
+             "from: " + join(known));
+      for (auto& id : ids)
+        if (seen.insert(id).second) cfg.properties.push_back(id);
+    }
+  }
+  if (auto n = t.get("cases")) cfg.cases = static_cast<int>(integer(origin, "cases", *n, 1));
+  if (auto n = t.get("seed")) cfg.seed = static_cast<std::uint64_t>(integer(origin, "seed", *n, 0));
+  if (auto n = t.get("timeout")) spec.timeout_s = positive_real(origin, "timeout", *n);
+  if (auto n = t.get("temperature")) cfg.temperature = positive_real(origin, "temperature", *n);
+  return spec;
+}
+
+GateSpec load_gate_spec(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw SpecError(path + ": cannot read the gate spec; expected a TOML file (see docs/gate-spec.md)");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_gate_spec(ss.str(), path);
+}
+
+}  // namespace sa::gate

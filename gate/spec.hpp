@@ -1,0 +1,36 @@
+// The gate spec: a TOML file choosing what `softmax-audit check` runs.
+// Documented in docs/gate-spec.md. Every key is optional; no file at all
+// means the suite's defaults (every applicable property, op and dtype).
+//
+// Validation is strict: an unknown key, a wrong type or an unknown name is an
+// error naming the file, the key and what was expected (SpecError).
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "properties/suite.hpp"
+
+namespace sa::gate {
+
+struct GateSpec {
+  props::SuiteConfig suite;       // ops, dtypes, sizes, distributions, rules, properties, cases, seed, temperature
+  double timeout_s = 60.0;        // longest silence allowed from the kernel's process (one case)
+  std::string source = "(defaults)";  // the file it came from
+};
+
+class SpecError : public std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Reads and validates a spec file. Names (ops, dtypes, distributions, rules,
+// properties) are checked against the suite's own lists.
+GateSpec load_gate_spec(const std::string& path);
+// The same from TOML text; `origin` names it in errors.
+GateSpec parse_gate_spec(const std::string& toml_text, const std::string& origin);
+
+// Property selection: an id, or a prefix ending in ".*" (e.g. "metamorphic.*").
+// Returns the ids of props::properties() that `pattern` selects.
+std::vector<std::string> select_properties(const std::string& pattern);
+
+}  // namespace sa::gate

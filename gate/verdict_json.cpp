@@ -1,0 +1,86 @@
+#include "gate/verdict_json.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace sa::gate {
+
+nlohmann::json number_to_json(double x) {
+  if (std::isnan(x)) return "NaN";
+  if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";
+  return x;
+}
+
+double number_from_json(const nlohmann::json& j) {
+  if (j.is_number()) return j.get<double>();
+  if (j.is_string()) {
+    const auto s = j.get<std::string>();
+    if (s == "Infinity" || s == "inf") return INFINITY;
+    if (s == "-Infinity" || s == "-inf") return -INFINITY;
+    if (s == "NaN" || s == "nan") return NAN;
+    throw std::invalid_argument("expected a number or \"NaN\"/\"Infinity\"/\"-Infinity\", got \"" +
+                                s + "\"");
+  }
+  if (j.is_null()) return NAN;
+  throw std::invalid_argument("expected a number, got " + j.dump());
+}
+
+Outcome parse_outcome(const std::string& s) {
+  for (Outcome o : {Outcome::pass, Outcome::fail, Outcome::skip, Outcome::error})
+    if (s == name_of(o)) return o;
+  throw std::invalid_argument("outcome \"" + s + "\": expected pass, fail, skip or error");
+}
+
+nlohmann::json to_json(const Verdict& v) {
+  nlohmann::json j;
+  j["property"] = v.property;
+  j["outcome"] = name_of(v.outcome);
+  j["claim"] = v.claim;
+  j["measured"] = number_to_json(v.measured);
+  j["bound"] = number_to_json(v.bound);
+  j["rule"] = {{"id", v.rule.id}, {"source", v.rule.source}};
+  j["counterexample"] = v.counterexample;
+  j["kernel"] = v.kernel;
+  j["op"] = v.op;
+  j["dtype"] = v.dtype;
+  j["note"] = v.note;
+  return j;
+}
+
+Verdict verdict_from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw std::invalid_argument("verdict: expected a JSON object, got " + j.dump());
+  auto str = [&](const char* key, bool required) -> std::string {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) {
+      if (required) throw std::invalid_argument(std::string("verdict: missing \"") + key + "\"");
+      return {};
+    }
+    if (!it->is_string())
+      throw std::invalid_argument(std::string("verdict: \"") + key + "\" must be a string");
+    return it->get<std::string>();
+  };
+  Verdict v;
+  v.property = str("property", true);
+  v.outcome = parse_outcome(str("outcome", true));
+  v.claim = str("claim", false);
+  try {
+    v.measured = j.contains("measured") ? number_from_json(j["measured"]) : NAN;
+    v.bound = j.contains("bound") ? number_from_json(j["bound"]) : NAN;
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("verdict " + v.property + ": measured/bound: " + e.what());
+  }
+  if (auto it = j.find("rule"); it != j.end() && it->is_object()) {
+    v.rule.id = it->value("id", "");
+    v.rule.source = it->value("source", "");
+  } else if (it != j.end() && it->is_string()) {
+    v.rule.id = it->get<std::string>();
+  }
+  v.counterexample = str("counterexample", false);
+  v.kernel = str("kernel", false);
+  v.op = str("op", false);
+  v.dtype = str("dtype", false);
+  v.note = str("note", false);
+  return v;
+}
+
+}  // namespace sa::gate

@@ -1,0 +1,231 @@
+// The gate end to end, through the command line, on outside kernels:
+// examples/outside_kernel (correct) and tests/gate/kernels/bad_kernels.c
+// (biased, crash, hang, overrun, canary, nan: indices 0..5).
+//
+// Claims checked: exit codes 0/1/2 (cli/commands.hpp), every failure
+// carries its counterexample into JUnit, JSON and HTML, a crashing or hanging
+// kernel becomes a verdict naming its input while the gate itself exits
+// normally and keeps the verdicts of the other properties.
+#include <gtest/gtest.h>
+
+#include "gate_test_util.hpp"
+
+using namespace gate_test;
+using json = nlohmann::json;
+
+namespace {
+
+const std::string kCli = SA_GATE_CLI;
+const std::string kGood = SA_GATE_EXAMPLE_KERNEL;
+const std::string kBad = SA_GATE_BAD_KERNELS;
+
+struct Check {
+  Ran ran;
+  json results;
+  std::string junit, dir;
+  const json& verdicts() const { return results["runs"][0]["verdicts"]; }
+  bool any(const std::string& property, const std::string& outcome) const {
+    for (const auto& v : verdicts())
+      if (v["property"] == property && v["outcome"] == outcome) return true;
+    return false;
+  }
+  const json* first_failure() const {
+    for (const auto& v : verdicts())
+      if (v["outcome"] == "fail") return &v;
+    return nullptr;
+  }
+};
+
+Check check(const std::string& args) {
+  Check c;
+  c.dir = temp_dir();
+  c.ran = run(kCli + " check " + args + " --json " + q(c.dir + "/r.json") + " --junit " +
+              q(c.dir + "/r.xml"));
+  const std::string j = slurp(c.dir + "/r.json");
+  if (!j.empty()) c.results = json::parse(j);
+  c.junit = slurp(c.dir + "/r.xml");
+  return c;
+}
+
+std::string bad(int index) { return "--plugin " + q(kBad) + " --kernel-index " + std::to_string(index); }
+
+}  // namespace
+
+TEST(GateCheck, CorrectOutsideKernelPasses) {
+  const Check c = check("--plugin " + q(kGood) + " --seed 7");
+  ASSERT_EQ(c.ran.rc, 0) << c.ran.output;
+  ASSERT_FALSE(c.results.is_null()) << c.ran.output;
+  EXPECT_EQ(c.results["runs"][0]["summary"]["fail"], 0) << c.ran.output;
+  EXPECT_EQ(c.junit.find("<failure"), std::string::npos);
+  EXPECT_TRUE(c.any("gate.no_crash", "pass"));
+  EXPECT_TRUE(c.any("gate.in_bounds", "pass"));
+}
+
+TEST(GateCheck, BrokenKernelFailsWithCounterexampleEverywhere) {
+  const Check c = check(bad(0) + " --seed 7");
+  ASSERT_EQ(c.ran.rc, 1) << c.ran.output;
+  const json* f = c.first_failure();
+  ASSERT_NE(f, nullptr) << c.ran.output;
+  const std::string ce = (*f)["counterexample"];
+  ASSERT_FALSE(ce.empty()) << f->dump(2);
+  const std::string head = ce.substr(0, std::min<std::size_t>(24, ce.find('\'')));
+  EXPECT_NE(c.junit.find("<failure"), std::string::npos);
+  EXPECT_NE(c.junit.find("counterexample"), std::string::npos);
+  EXPECT_NE(c.junit.find(html_escape(head)), std::string::npos) << head;
+  EXPECT_NE(c.ran.output.find("counterexample"), std::string::npos) << c.ran.output;
+
+  const std::string html = c.dir + "/r.html";
+  const Ran rep = run(kCli + " report --results " + q(c.dir + "/r.json") + " --out " + q(html));
+  ASSERT_EQ(rep.rc, 0) << rep.output;
+  const std::string page = slurp(html);
+  EXPECT_NE(page.find(html_escape(head)), std::string::npos) << head;
+  EXPECT_NE(page.find("FAIL"), std::string::npos);
+}
+
+TEST(GateCheck, CrashingKernelIsReportedAndTheGateGoesOn) {
+  const Check c = check(bad(1) + " --seed 7");
+  ASSERT_EQ(c.ran.rc, 1) << c.ran.output;  // a normal exit of the gate, not a signal
+  ASSERT_FALSE(c.results.is_null());
+  bool named = false, others = false;
+  for (const auto& v : c.verdicts()) {
+    if (v["property"] == "gate.no_crash" && v["outcome"] == "fail") {
+      named = std::string(v["counterexample"]).find("input") != std::string::npos &&
+              std::string(v["note"]).find("signal") != std::string::npos;
+      EXPECT_EQ(v["op"], "softmax");
+    }
+    // Verdicts of operations the crash did not touch are kept.
+    if (v["op"] == "logsumexp" && v["outcome"] == "pass") others = true;
+  }
+  EXPECT_TRUE(named) << c.results.dump(2);
+  EXPECT_TRUE(others) << c.results.dump(2);
+  EXPECT_GE(c.results["runs"][0]["processes"].get<int>(), 2);
+}
+
+TEST(GateCheck, HangingKernelIsKilledAfterTheTimeout) {
+  const Check c = check(bad(2) + " --seed 7 --timeout 1");
+  ASSERT_EQ(c.ran.rc, 1) << c.ran.output;
+  bool hung = false;
+  for (const auto& v : c.verdicts())
+    if (v["property"] == "gate.no_hang" && v["outcome"] == "fail") {
+      hung = true;
+      EXPECT_FALSE(std::string(v["counterexample"]).empty());
+      EXPECT_EQ(v["bound"], 1.0);
+    }
+  EXPECT_TRUE(hung) << c.results.dump(2);
+}
+
+TEST(GateCheck, OutOfBoundsWriteIsCaughtByTheGuardPage) {
+  const Check c = check(bad(3) + " --seed 7");
+  ASSERT_EQ(c.ran.rc, 1) << c.ran.output;
+  bool found = false;
+  for (const auto& v : c.verdicts())
+    if (v["property"] == "gate.in_bounds" && v["outcome"] == "fail")
+      found = std::string(v["note"]).find("buffer 'out'") != std::string::npos;
+  EXPECT_TRUE(found) << c.results.dump(2);
+}
+
+TEST(GateCheck, SmallOverrunIsCaughtByTheCanary) {
+  const Check c = check(bad(4) + " --seed 7");
+  ASSERT_EQ(c.ran.rc, 1) << c.ran.output;
+  bool found = false;
+  for (const auto& v : c.verdicts())
+    if (v["property"] == "gate.in_bounds" && v["outcome"] == "fail" &&
+        std::string(v["note"]).find("past the end of 'out'") != std::string::npos)
+      found = true;
+  EXPECT_TRUE(found) << c.results.dump(2);
+}
+
+TEST(GateCheck, NanOutputFromFiniteInputIsReported) {
+  const Check c = check(bad(5) + " --seed 7");
+  ASSERT_EQ(c.ran.rc, 1) << c.ran.output;
+  EXPECT_TRUE(c.any("gate.no_nan_output", "fail")) << c.results.dump(2);
+}
+
+TEST(GateCheck, MissingPluginIsAUsageError) {
+  const Ran r = run(kCli + " check --plugin /nonexistent/libkernel.so");
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_NE(r.output.find("/nonexistent/libkernel.so"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("expected"), std::string::npos) << r.output;
+}
+
+TEST(GateCheck, LibraryWithoutEntryPointIsALoadError) {
+  const Ran r = run(kCli + " check --plugin " + q(SA_GATE_NOT_A_KERNEL));
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_NE(r.output.find("sa_kernel_entry"), std::string::npos) << r.output;
+}
+
+TEST(GateCheck, NoKernelGivenIsAUsageError) {
+  const Ran r = run(kCli + " check");
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_NE(r.output.find("--plugin"), std::string::npos) << r.output;
+}
+
+TEST(GateCheck, BadSpecIsAUsageErrorNamingFileAndKey) {
+  const std::string dir = temp_dir();
+  {
+    std::ofstream(dir + "/unknown.toml") << "cases = 3\nshoe_size = 44\n";
+    std::ofstream(dir + "/type.toml") << "cases = \"many\"\n";
+    std::ofstream(dir + "/dtype.toml") << "dtypes = [\"float128\"]\n";
+    std::ofstream(dir + "/syntax.toml") << "cases = = 3\n";
+  }
+  for (auto [file, key] : {std::pair{"unknown.toml", "shoe_size"}, std::pair{"type.toml", "cases"},
+                           std::pair{"dtype.toml", "float128"}, std::pair{"syntax.toml", "TOML"}}) {
+    const std::string path = dir + "/" + file;
+    const Ran r = run(kCli + " check --plugin " + q(kGood) + " --spec " + q(path));
+    EXPECT_EQ(r.rc, 2) << file << ": " << r.output;
+    EXPECT_NE(r.output.find(path), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(key), std::string::npos) << r.output;
+  }
+  const Ran missing = run(kCli + " check --plugin " + q(kGood) + " --spec " + q(dir + "/none.toml"));
+  EXPECT_EQ(missing.rc, 2) << missing.output;
+  EXPECT_NE(missing.output.find("none.toml"), std::string::npos);
+}
+
+TEST(GateCheck, SpecSelectsWhatRuns) {
+  const std::string dir = temp_dir();
+  std::ofstream(dir + "/g.toml") << "ops = [\"logsumexp\"]\ncases = 2\nseed = 3\ntimeout = 30\n";
+  const Check c = check("--plugin " + q(kGood) + " --spec " + q(dir + "/g.toml"));
+  ASSERT_EQ(c.ran.rc, 0) << c.ran.output;
+  EXPECT_EQ(c.results["runs"][0]["config"]["seed"], 3);
+  // No verdict on an operation the spec left out (skips aside).
+  for (const auto& v : c.verdicts())
+    if (v["outcome"] != "skip")
+      EXPECT_TRUE(v["op"] != "softmax" && v["op"] != "log_softmax") << v.dump();
+}
+
+// The report opens in a real browser and its plots are drawn.
+TEST(GateReport, RendersInHeadlessChromium) {
+  const std::string chromium = SA_GATE_CHROMIUM;
+  if (chromium.empty() || access(chromium.c_str(), X_OK) != 0)
+    GTEST_SKIP() << "headless Chromium not installed (/usr/bin/chromium); apt-get install chromium "
+                    "to run this test";
+  const std::string dir = temp_dir();
+  const Check c = check(bad(0) + " --seed 7");
+  ASSERT_EQ(c.ran.rc, 1);
+  const std::string html = dir + "/report.html";
+  const Ran rep = run(kCli + " report --results " + q(c.dir + "/r.json") + " --out " + q(html));
+  ASSERT_EQ(rep.rc, 0) << rep.output;
+  const std::string page = slurp(html);
+  const bool plotted = page.find("<svg") != std::string::npos;
+  if (!plotted) GTEST_SKIP() << "gnuplot is not installed, so the report has no plots to render";
+  std::ofstream(dir + "/blank.html") << "<!DOCTYPE html><html><body></body></html>";
+  const std::string flags =
+      " --headless --no-sandbox --disable-gpu --disable-background-networking --no-first-run "
+      "--hide-scrollbars --window-size=1280,7000 ";
+  auto shot = [&](const std::string& page_path, const std::string& png) {
+    return run("cd " + q(dir) + " && HOME=" + q(dir) + " timeout 90 " + chromium + flags +
+               "--screenshot=" + q(png) + " " + q("file://" + page_path));
+  };
+  const Ran a = shot(html, dir + "/report.png");
+  const Ran b = shot(dir + "/blank.html", dir + "/blank.png");
+  const auto report_size = std::filesystem::exists(dir + "/report.png") ? std::filesystem::file_size(dir + "/report.png") : 0;
+  const auto blank_size = std::filesystem::exists(dir + "/blank.png") ? std::filesystem::file_size(dir + "/blank.png") : 0;
+  ASSERT_GT(report_size, 0u) << a.output;
+  ASSERT_GT(blank_size, 0u) << b.output;
+  // A blank page compresses to almost nothing; tables and plots do not.
+  EXPECT_GT(report_size, 10 * blank_size) << report_size << " vs blank " << blank_size;
+  const Ran dom = run("cd " + q(dir) + " && HOME=" + q(dir) + " timeout 90 " + chromium + flags +
+                      "--dump-dom " + q("file://" + html));
+  EXPECT_NE(dom.output.find("<svg"), std::string::npos) << "no <svg> in the rendered DOM";
+  EXPECT_NE(dom.output.find("<path"), std::string::npos) << "the plots hold no curves";
+}

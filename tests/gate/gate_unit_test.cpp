@@ -1,0 +1,192 @@
+// Unit tests of the gate's parts: spec validation, verdict JSON, JUnit, the
+// buffer guard (in process), the report without gnuplot.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "gate/guard.hpp"
+#include "gate/report.hpp"
+#include "gate/results.hpp"
+#include "gate/spec.hpp"
+#include "gate/verdict_json.hpp"
+#include "gate_test_util.hpp"
+
+using namespace sa;
+using namespace sa::gate;
+
+TEST(GateSpec, DefaultsNeedNoFile) {
+  const GateSpec s = parse_gate_spec("", "empty.toml");
+  EXPECT_TRUE(s.suite.ops.empty());
+  EXPECT_TRUE(s.suite.properties.empty());
+  EXPECT_EQ(s.suite.cases, props::SuiteConfig{}.cases);
+  EXPECT_GT(s.timeout_s, 0);
+}
+
+TEST(GateSpec, ReadsEveryKey) {
+  const auto first = props::properties().at(0).id;
+  const auto dist = props::distributions().at(0);
+  const auto rule = props::rules().at(0).id;
+  const GateSpec s = parse_gate_spec(
+      "ops = [\"softmax\", \"logsumexp\"]\ndtypes = [\"float32\"]\nsizes = [1, 64, 4096]\n"
+      "distributions = [\"" + dist + "\"]\nrules = [\"" + rule + "\"]\nproperties = [\"" + first +
+          "\"]\ncases = 5\nseed = 42\ntimeout = 2.5\ntemperature = 0.5\n",
+      "g.toml");
+  ASSERT_EQ(s.suite.ops.size(), 2u);
+  EXPECT_EQ(s.suite.ops[1], Op::logsumexp);
+  EXPECT_EQ(s.suite.dtypes, std::vector<DType>{DType::float32});
+  EXPECT_EQ(s.suite.sizes, (std::vector<std::int64_t>{1, 64, 4096}));
+  EXPECT_EQ(s.suite.properties, std::vector<std::string>{first});
+  EXPECT_EQ(s.suite.cases, 5);
+  EXPECT_EQ(s.suite.seed, 42u);
+  EXPECT_DOUBLE_EQ(s.timeout_s, 2.5);
+  EXPECT_DOUBLE_EQ(s.suite.temperature, 0.5);
+}
+
+TEST(GateSpec, PrefixSelectsProperties) {
+  const auto first = props::properties().at(0).id;
+  const auto stem = first.substr(0, first.find('.'));
+  const GateSpec s = parse_gate_spec("properties = [\"" + stem + ".*\"]", "g.toml");
+  EXPECT_FALSE(s.suite.properties.empty());
+  for (const auto& p : s.suite.properties) EXPECT_EQ(p.rfind(stem + ".", 0), 0u) << p;
+}
+
+// Each error names the file (with line), the key and what was expected.
+TEST(GateSpec, ErrorsNameFileKeyAndExpectation) {
+  struct Bad {
+    const char* text;
+    const char* must_say;
+  };
+  for (const Bad& b : {Bad{"colour = 1", "unknown key"}, Bad{"cases = 0", ">= 1"},
+                       Bad{"cases = 1.5", "expected an integer"}, Bad{"ops = [\"soft\"]", "softmax"},
+                       Bad{"dtypes = \"float16\"", "float32"}, Bad{"sizes = [0]", ">= 1"},
+                       Bad{"timeout = -1", "> 0"}, Bad{"properties = [\"no.such\"]", "selects no property"},
+                       Bad{"distributions = [\"cauchy\"]", "expected one of"},
+                       Bad{"seed = -3", ">= 0"}, Bad{"ops = [1]", "string"}, Bad{"x = = 1", "TOML"}}) {
+    try {
+      parse_gate_spec(b.text, "bad.toml");
+      ADD_FAILURE() << "accepted: " << b.text;
+    } catch (const SpecError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("bad.toml"), std::string::npos) << m;
+      EXPECT_NE(m.find(b.must_say), std::string::npos) << b.text << " -> " << m;
+    }
+  }
+}
+
+TEST(GateJson, VerdictRoundTripsIncludingNonFinite) {
+  Verdict v = check_at_most("p.x", "claim", NAN, INFINITY, {"r", "src"});
+  v.counterexample = "seed=1 <x>";
+  v.kernel = "k";
+  v.op = "softmax";
+  v.dtype = "bfloat16";
+  const Verdict w = verdict_from_json(nlohmann::json::parse(to_json(v).dump()));
+  EXPECT_EQ(w.property, v.property);
+  EXPECT_TRUE(std::isnan(w.measured));
+  EXPECT_EQ(w.bound, INFINITY);
+  EXPECT_EQ(w.outcome, Outcome::fail);
+  EXPECT_EQ(w.rule.source, "src");
+  EXPECT_EQ(w.counterexample, v.counterexample);
+  EXPECT_THROW(verdict_from_json(nlohmann::json{{"outcome", "pass"}}), std::invalid_argument);
+  EXPECT_THROW(verdict_from_json(nlohmann::json{{"property", "p"}, {"outcome", "maybe"}}),
+               std::invalid_argument);
+}
+
+TEST(GateJunit, OneTestcasePerVerdictWithEscapedFailure) {
+  RunRecord r;
+  r.kernel = "k<1>";
+  Verdict f = check_at_most("a.b", "x < y & z", 2, 1, {"T7", "src"});
+  f.counterexample = "logits=[\"1\", <2>]";
+  f.op = "softmax";
+  f.dtype = "float32";
+  Verdict p = check_at_most("a.b", "ok", 0, 1, {"T7", ""});
+  p.op = "softmax";
+  p.dtype = "bfloat16";
+  r.verdicts = {f, p};
+  std::ostringstream os;
+  write_junit(os, {r});
+  const std::string x = os.str();
+  EXPECT_NE(x.find("tests=\"2\" failures=\"1\""), std::string::npos) << x;
+  EXPECT_NE(x.find("logits=[&quot;1&quot;, &lt;2&gt;]"), std::string::npos) << x;
+  EXPECT_EQ(x.find("<2>"), std::string::npos);
+  EXPECT_NE(x.find("a.b [softmax/float32]"), std::string::npos);
+}
+
+namespace {
+// A host kernel that writes one float past the end of its output.
+sa_status overrun_softmax(void*, sa_dtype, const sa_rows* s, const void*, void* out) {
+  float* y = static_cast<float*>(out);
+  for (std::int64_t i = 0; i <= s->n; ++i) y[i] = 1.0f / static_cast<float>(s->n);
+  return SA_OK;
+}
+sa_kernel overrun_kernel() {
+  sa_kernel k{};
+  k.abi_version = SA_KERNEL_ABI_VERSION;
+  k.struct_size = sizeof(sa_kernel);
+  k.name = "overrun";
+  k.ops = SA_OP_SOFTMAX;
+  k.dtypes = SA_DTYPE_F32;
+  k.memory = SA_MEMORY_HOST;
+  k.softmax = overrun_softmax;
+  return k;
+}
+}  // namespace
+
+// Canary check (in process): n = 5 floats is 20 bytes, so one element past
+// the end lands in the tail canary, not on the guard page.
+TEST(GateGuard, CanaryCatchesOneElementPastTheEnd) {
+  static const sa_kernel k = overrun_kernel();
+  const Kernel inner(&k, "test");
+  std::vector<GuardIncident> seen;
+  GuardedKernel g(inner, {}, [&](const GuardIncident& i) { seen.push_back(i); });
+  const auto y = g.kernel().softmax(DType::float32, RowBatch::single({1, 2, 3, 4, 5}));
+  ASSERT_EQ(y.size(), 5u);  // the caller's buffer is intact
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].kind, "out_of_bounds_write");
+  EXPECT_EQ(seen[0].op, "softmax");
+  EXPECT_NE(seen[0].detail.find("4 bytes past the end of 'out'"), std::string::npos) << seen[0].detail;
+}
+
+TEST(GateReport, WithoutGnuplotSaysSoAndKeepsTables) {
+  const std::string dir = gate_test::temp_dir();
+  RunRecord r;
+  r.kernel = "k";
+  Verdict f = check_at_most("a.b", "claim", 2, 1, {"T7", "src"});
+  f.counterexample = "seed=9 logits=[1, 2]";
+  r.verdicts = {f};
+  std::ofstream(dir + "/r.json") << results_to_json({r}).dump();
+  std::ofstream(dir + "/sweep.json") << R"({"series":[{"kernel":"k","metric":"streamed_entropy_error","points":[[16,1e-7],[1024,"NaN"],{"n":4096,"value":3e-7}]}]})";
+  ReportInputs in;
+  in.results = {dir + "/r.json"};
+  in.sweep = dir + "/sweep.json";
+  in.gnuplot = "/nonexistent/gnuplot";
+  std::ostringstream html;
+  write_report(in, html);
+  const std::string h = html.str();
+  EXPECT_NE(h.find("gnuplot was not found"), std::string::npos);
+  EXPECT_NE(h.find("seed=9 logits=[1, 2]"), std::string::npos);
+  EXPECT_EQ(h.find("<svg"), std::string::npos);
+  EXPECT_NE(h.find("No variants matrix"), std::string::npos);
+
+  in.sweep = dir + "/missing.json";
+  EXPECT_THROW(write_report(in, html), std::invalid_argument);
+}
+
+TEST(GateReport, WithGnuplotEmbedsSvg) {
+  if (!gnuplot_available("gnuplot")) GTEST_SKIP() << "gnuplot not installed (Debian gnuplot-nox)";
+  const std::string dir = gate_test::temp_dir();
+  RunRecord r;
+  r.kernel = "k";
+  std::ofstream(dir + "/r.json") << results_to_json({r}).dump();
+  ReportInputs in;
+  in.results = {dir + "/r.json"};
+  std::ostringstream html;
+  write_report(in, html);
+  const std::string h = html.str();
+  EXPECT_GE(std::count(h.begin(), h.end(), '\n'), 10);
+  std::size_t svgs = 0;
+  for (std::size_t at = h.find("<svg"); at != std::string::npos; at = h.find("<svg", at + 1)) ++svgs;
+  EXPECT_GE(svgs, 5u);  // error, dispersion, entropy, beta(H), effect
+  EXPECT_EQ(h.find("<?xml"), std::string::npos);
+  EXPECT_EQ(h.find("<script"), std::string::npos);  // self-contained, nothing to run
+}
