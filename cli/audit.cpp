@@ -1,0 +1,155 @@
+// `softmax-audit audit`: the main job. A full audit of the built-in kernels in
+// one command: the gate on every built-in kernel, a large-n sweep, the variant
+// property matrix, and the HTML report that ties them together.
+//
+// Each step is this same program run as a child process with the step's
+// subcommand, so a step that crashes or fails loses nothing the others
+// produced, and each step can be re-run by hand with the command printed.
+#include <fmt/core.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "kernels/builtin.hpp"
+
+extern char** environ;
+
+namespace sa::cli {
+namespace {
+
+struct AuditOptions {
+  std::string out = "audit-out";
+  int cases = 0;
+  std::int64_t seed = 1;
+  int sweep_max_log2 = 20;
+  bool no_sweep = false, no_variants = false;
+};
+
+std::string self_path() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string("softmax-audit") : p.string();
+}
+
+std::string shell_quote(const std::string& s) {
+  if (s.find_first_of(" '\"\\$") == std::string::npos) return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs `self args...`, returns its exit code (128 + signal if killed).
+int run_step(const std::string& title, const std::vector<std::string>& args) {
+  std::vector<std::string> argv_s = {self_path()};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::string shown = "softmax-audit";
+  for (const auto& a : args) shown += " " + shell_quote(a);
+  fmt::print("\n== {}\n   $ {}\n", title, shown);
+  std::fflush(stdout);
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  const auto t0 = std::chrono::steady_clock::now();
+  pid_t pid;
+  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) {
+    fmt::print("   could not start {}\n", argv[0]);
+    return exit_usage;
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  fmt::print("   -> exit {} in {:.1f} s\n", code, s);
+  return code;
+}
+
+int run_audit(const AuditOptions& o) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(o.out, ec);
+  if (ec || access(o.out.c_str(), W_OK) != 0) {
+    fmt::print(stderr, "softmax-audit audit: error: --out {}: cannot create or write this directory\n", o.out);
+    return exit_usage;
+  }
+  const auto kernels = builtin_kernels();
+  int worst = exit_pass;
+  auto note = [&](int code) {
+    if (code == exit_fail && worst == exit_pass) worst = exit_fail;
+    if (code != exit_pass && code != exit_fail) worst = exit_usage;
+  };
+
+  std::vector<std::string> results;
+  for (const auto& k : kernels) {
+    const std::string json = (fs::path(o.out) / ("results-" + k.name() + ".json")).string();
+    const std::string junit = (fs::path(o.out) / ("junit-" + k.name() + ".xml")).string();
+    std::vector<std::string> args = {"check", "--builtin", k.name(), "--json", json, "--junit", junit,
+                                     "--seed", std::to_string(o.seed)};
+    if (o.cases > 0) args.insert(args.end(), {"--cases", std::to_string(o.cases)});
+    const int code = run_step("Gate: property suite on built-in kernel '" + k.name() + "'", args);
+    note(code);
+    if (fs::exists(json)) results.push_back(json);
+  }
+
+  std::string sweep;
+#ifdef SA_CLI_HAVE_SWEEP
+  if (!o.no_sweep) {
+    const std::string dir = (fs::path(o.out) / "sweep").string();
+    const int code = run_step("Sweep: errors and dispersion against n up to 2^" + std::to_string(o.sweep_max_log2),
+                              {"sweep", "--out", dir, "--max-log2-n", std::to_string(o.sweep_max_log2)});
+    note(code);
+    if (fs::exists(fs::path(dir) / "sweep.json")) sweep = (fs::path(dir) / "sweep.json").string();
+  }
+#endif
+
+  std::string variants;
+#ifdef SA_CLI_HAVE_FUZZ
+  if (!o.no_variants) {
+    const std::string json = (fs::path(o.out) / "variants.json").string();
+    const int code = run_step("Variants: property matrix of every built-in softmax variant",
+                              {"fuzz", "--variant", "all", "--json", json, "--seed", std::to_string(o.seed)});
+    if (code != exit_pass) note(exit_usage);  // fuzz findings are results, not failures; a crash is
+    if (fs::exists(json)) variants = json;
+  }
+#endif
+
+  if (results.empty()) {
+    fmt::print(stderr, "softmax-audit audit: error: no gate results were produced; nothing to report\n");
+    return exit_usage;
+  }
+  const std::string html = (fs::path(o.out) / "report.html").string();
+  std::vector<std::string> args = {"report", "--out", html, "--title", "softmax-audit: built-in kernels"};
+  for (const auto& r : results) args.insert(args.end(), {"--results", r});
+  if (!sweep.empty()) args.insert(args.end(), {"--sweep", sweep});
+  if (!variants.empty()) args.insert(args.end(), {"--variants", variants});
+  note(run_step("Report: one self-contained HTML file", args));
+
+  fmt::print("\nAudit written to {}/ (report.html, results-*.json, junit-*.xml{}{}). Verdict: {}\n", o.out,
+             sweep.empty() ? "" : ", sweep/", variants.empty() ? "" : ", variants.json",
+             worst == exit_pass ? "every claim holds" : worst == exit_fail ? "some claims FAILED (see report)" : "a step could not run");
+  return worst;
+}
+
+}  // namespace
+
+void add_audit_command(CLI::App& app) {
+  auto o = std::make_shared<AuditOptions>();
+  CLI::App* c = app.add_subcommand(
+      "audit", "Full audit of the built-in kernels: gate, large-n sweep, variant matrix and HTML report");
+  c->add_option("--out", o->out, "Directory for the report and every result file")->capture_default_str();
+  c->add_option("--cases", o->cases, "Random cases per property (default: the suite's)");
+  c->add_option("--seed", o->seed, "Random seed for every step (0 = random)")->capture_default_str();
+  c->add_option("--sweep-max-log2-n", o->sweep_max_log2, "Largest sweep size as log2 n (<= 24)")
+      ->check(CLI::Range(4, 24))
+      ->capture_default_str();
+  c->add_flag("--no-sweep", o->no_sweep, "Skip the sweep");
+  c->add_flag("--no-variants", o->no_variants, "Skip the variant matrix");
+  c->callback([o] { exit_code() = run_audit(*o); });
+}
+
+}  // namespace sa::cli
