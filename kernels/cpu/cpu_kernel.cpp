@@ -243,14 +243,27 @@ void softmax_row(const T* x, T* y, std::int64_t n, const Scale& s) {
   exp_scale(x, y, n, st.m, s, recip(st.S));
 }
 
+// log p_i = (x_i - m) s - L with L = log(k + rest) = log k + log1p(rest / k),
+// k the count of logits at the max m (each weight exactly 1 before
+// normalising) and rest the sum of the others: a dominant item's log-weight
+// -log1p(rest) keeps its relative accuracy even when rest < 2^-53.
 template <class T>
 void log_softmax_row(const T* x, T* y, std::int64_t n, const Scale& s) {
-  const RowState st = normaliser(x, n, s);
-  if (st.ok) {
-    const double L = std::log(st.S);
-    if constexpr (std::is_same_v<T, float>) cpu::row_log_softmax_f32(x, y, n, st.m, s.s, L);
-    else cpu::row_log_softmax_bf16(x, y, n, st.m, s.s, L);
-    return;
+  float m;
+  if constexpr (std::is_same_v<T, float>) m = cpu::row_max_f32(x, n);
+  else m = cpu::row_max_bf16(x, n);
+  if (std::isfinite(m)) {
+    std::int64_t k = 0;
+    double rest;
+    if constexpr (std::is_same_v<T, float>) rest = cpu::row_sum_exp_rest_f32(x, n, m, s, &k);
+    else rest = cpu::row_sum_exp_rest_bf16(x, n, m, s, &k);
+    if (std::isfinite(rest) && k > 0) {
+      const double kd = static_cast<double>(k);
+      const double L = std::log(kd) + std::log1p(rest / kd);
+      if constexpr (std::is_same_v<T, float>) cpu::row_log_softmax_f32(x, y, n, m, s.s, L);
+      else cpu::row_log_softmax_bf16(x, y, n, m, s.s, L);
+      return;
+    }
   }
   const Special sp = classify(x, n);
   if (sp.nan) {

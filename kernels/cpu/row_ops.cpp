@@ -140,8 +140,12 @@ HWY_INLINE VF Diff(DF d, VF x, VF m, const ScaleV& s, VF& dl) {
 // FMA) + dl; exp(r) = 1 + (r + r^2 q(r)), q the Taylor polynomial to degree 7
 // (truncation < 0.07 ulp on |r| <= ln2/2); scaling by 2^k is exact for normal
 // results, and rounds once (two-step scaling) for subnormal ones.
+// With `p1` given: p1 = exp(dh + dl) - 1 (unrounded by the final 1 + ...)
+// in lanes where no power-of-two scaling applies (|dh| < ~ln2/2, not dead),
+// else 0; such lanes return 0 in `one` = 1 otherwise. The streamed states use
+// (one + p1) in double so many tiny rescales do not accumulate 2^-24 each.
 template <bool kAcc>
-HWY_INLINE VF ExpMasked(DF d, VF& dh, VF& dl) {
+HWY_INLINE VF ExpMasked(DF d, VF& dh, VF& dl, VF* p1 = nullptr, VF* one = nullptr) {
   const MF dead = hn::Lt(dh, hn::Set(d, -104.0f));
   dh = hn::IfThenZeroElse(dead, dh);
   if constexpr (kAcc) dl = hn::IfThenZeroElse(dead, dl);
@@ -157,6 +161,11 @@ HWY_INLINE VF ExpMasked(DF d, VF& dh, VF& dl) {
   q = hn::MulAdd(q, r, hn::Set(d, 0.5f));
   const VF p = hn::MulAdd(q, hn::Mul(r, r), r);
   VF e = hn::Add(p, hn::Set(d, 1.0f));
+  if (p1) {
+    const MF small = hn::AndNot(dead, hn::Eq(k, hn::Zero(d)));
+    *p1 = hn::IfThenElseZero(small, p);
+    *one = hn::IfThenElseZero(small, hn::Set(d, 1.0f));
+  }
   const hn::RebindToSigned<DF> di;
   if (HWY_LIKELY(hn::AllTrue(d, hn::Ge(k, hn::Set(d, -125.0f))))) {
     const auto ki = hn::ConvertTo(di, k);
@@ -212,11 +221,14 @@ RowState Stream(const T* x, std::int64_t n, const Scale& scale) {
   auto step = [&](VF v) HWY_ATTR {
     const VF mn = hn::Max(m, v);
     if (HWY_UNLIKELY(!hn::AllTrue(d, hn::Eq(mn, m)))) {
-      VF al;
+      VF al, p1, one;
       VF ah = Diff<kAcc>(d, m, mn, s, al);
-      const VF a = ExpMasked<kAcc>(d, ah, al);  // exp((m - mn) s), 0 for a lane that was empty
-      const VD aL = PromLo(a);
-      const VD aH = PromHi(a);
+      // a = exp((m - mn) s), 0 for a lane that was empty; in double as
+      // e + (one + p1) where exactly one of the two parts is nonzero.
+      const VF a = ExpMasked<kAcc>(d, ah, al, &p1, &one);
+      const VF ar = hn::IfThenZeroElse(hn::Eq(one, hn::Set(d, 1.0f)), a);
+      const VD aL = hn::Add(PromLo(ar), hn::Add(PromLo(one), PromLo(p1)));
+      const VD aH = hn::Add(PromHi(ar), hn::Add(PromHi(one), PromHi(p1)));
       if constexpr (kT) {  // T' = a (T + (m - mn) s S)
         T0 = hn::Mul(aL, hn::MulAdd(PromLo(ah), S0, T0));
         T1 = hn::Mul(aH, hn::MulAdd(PromHi(ah), S1, T1));
@@ -314,6 +326,37 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
   return SumD(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)));
 }
 
+// Sum of exp((x - m) s) over the elements different from m, and the number k
+// of elements equal to m (each contributes exactly 1): S = k + rest keeps the
+// small part exact enough for log1p (log-softmax of a dominant item).
+template <class T>
+double SumExpRest(const T* x, std::int64_t n, float mf, const Scale& scale, std::int64_t* k) {
+  constexpr bool kAcc = std::is_same_v<T, float>;
+  const DF d;
+  const DD dd;
+  const std::size_t N = hn::Lanes(d);
+  const ScaleV s = ScaleVOf(d, scale);
+  const VF m = hn::Set(d, mf);
+  VD a0 = hn::Zero(dd), a1 = hn::Zero(dd);
+  std::int64_t count = 0;
+  auto one = [&](VF v) HWY_ATTR {
+    const MF at_max = hn::Eq(v, m);
+    count += static_cast<std::int64_t>(hn::CountTrue(d, at_max));
+    VF l;
+    VF h = Diff<kAcc>(d, v, m, s, l);
+    AccD(a0, a1, hn::IfThenZeroElse(at_max, ExpMasked<kAcc>(d, h, l)));
+  };
+  std::size_t i = 0;
+  const std::size_t len = static_cast<std::size_t>(n);
+  for (; i + N <= len; i += N) one(LoadF(d, x + i));
+  if (i < len) {
+    Tail<T> t(x + i, len - i);
+    one(LoadF(d, t.in));
+  }
+  *k = count;
+  return SumD(hn::Add(a0, a1));
+}
+
 // y = y * (r_hi + r_lo): one rounding per element (the small product first).
 HWY_INLINE VF MulR(VF e, VF rh, VF rl) { return hn::MulAdd(e, rh, hn::Mul(e, rl)); }
 
@@ -397,6 +440,12 @@ double SumExpF32(const float* x, std::int64_t n, float m, const Scale& s) {
 double SumExpBF16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s) {
   return ExpStore<std::uint16_t, float>(x, nullptr, n, m, s, false);
 }
+double SumRestF32(const float* x, std::int64_t n, float m, const Scale& s, std::int64_t* k) {
+  return SumExpRest(x, n, m, s, k);
+}
+double SumRestBF16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s, std::int64_t* k) {
+  return SumExpRest(x, n, m, s, k);
+}
 void ExpScaleF32(const float* x, float* y, std::int64_t n, float m, const Scale& s, float rh, float rl) {
   ExpScale(x, y, n, m, s, rh, rl);
 }
@@ -429,6 +478,8 @@ HWY_EXPORT(EntBF16);
 HWY_EXPORT(ExpStoreF32);
 HWY_EXPORT(SumExpF32);
 HWY_EXPORT(SumExpBF16);
+HWY_EXPORT(SumRestF32);
+HWY_EXPORT(SumRestBF16);
 HWY_EXPORT(ScaleF32);
 HWY_EXPORT(ExpScaleF32);
 HWY_EXPORT(ExpScaleBF16);
@@ -469,6 +520,14 @@ double row_sum_exp_f32(const float* x, std::int64_t n, float m, const Scale& s) 
 }
 double row_sum_exp_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s) {
   return HWY_DYNAMIC_DISPATCH(SumExpBF16)(x, n, m, s);
+}
+double row_sum_exp_rest_f32(const float* x, std::int64_t n, float m, const Scale& s,
+                            std::int64_t* k) {
+  return HWY_DYNAMIC_DISPATCH(SumRestF32)(x, n, m, s, k);
+}
+double row_sum_exp_rest_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s,
+                             std::int64_t* k) {
+  return HWY_DYNAMIC_DISPATCH(SumRestBF16)(x, n, m, s, k);
 }
 void row_scale_f32(float* y, std::int64_t n, float rh, float rl) {
   HWY_DYNAMIC_DISPATCH(ScaleF32)(y, n, rh, rl);

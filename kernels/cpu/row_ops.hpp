@@ -61,6 +61,11 @@ double row_exp_store_f32(const float* x, float* y, std::int64_t n, float m, cons
 double row_sum_exp_f32(const float* x, std::int64_t n, float m, const Scale& s);
 double row_sum_exp_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s);
 
+// sum exp((x_i - m) s) over x_i != m, and *k = the number of x_i == m.
+double row_sum_exp_rest_f32(const float* x, std::int64_t n, float m, const Scale& s, std::int64_t* k);
+double row_sum_exp_rest_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s,
+                             std::int64_t* k);
+
 // y_i *= r, r = r_hi + r_lo (two-float reciprocal: one rounding per element).
 void row_scale_f32(float* y, std::int64_t n, float r_hi, float r_lo);
 
