@@ -103,8 +103,11 @@ sa_status check_rows(const char* op, sa_dtype t, const sa_rows* shape, const voi
 
 template <class F>
 void for_rows(std::int64_t rows, std::int64_t n, F&& f) {
-  const bool par = rows > 1 && rows * n >= kParallelMinElements;
-#pragma omp parallel for schedule(static) if (par)
+  if (rows < 2 || rows * n < kParallelMinElements) {  // no thread team at all
+    for (std::int64_t r = 0; r < rows; ++r) f(r);
+    return;
+  }
+#pragma omp parallel for schedule(static)
   for (std::int64_t r = 0; r < rows; ++r) f(r);
 }
 
@@ -234,6 +237,20 @@ void softmax_row(const T* x, T* y, std::int64_t n, const Scale& s) {
       if (!special_weights(x, y, n, classify(x, n))) scalar_softmax(x, y, n, s.s);
       return;
     }
+  }
+  if constexpr (std::is_same_v<T, std::uint16_t>) {
+    // bfloat16: max; sum of exp; exp again, scaled and rounded (3 reads of
+    // 2 bytes + 1 write: cheaper than storing float exps anywhere).
+    const float m = cpu::row_max_bf16(x, n);
+    if (std::isfinite(m)) {
+      const double S = cpu::row_sum_exp_bf16(x, n, m, s);
+      if (std::isfinite(S) && S > 0) {
+        exp_scale(x, y, n, m, s, recip(S));
+        return;
+      }
+    }
+    if (!special_weights(x, y, n, classify(x, n))) scalar_softmax(x, y, n, s.s);
+    return;
   }
   const RowState st = normaliser(x, n, s);
   if (!st.ok) {
