@@ -29,6 +29,9 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 // memory traffic dominates and the extra exp is cheaper than the traffic.
 constexpr std::int64_t kThreePassMaxN = std::int64_t{1} << 18;
 
+// bfloat16 rows longer than this (8 MiB of input) use the two-pass form too.
+constexpr std::int64_t kBf16ThreePassMaxN = std::int64_t{1} << 22;
+
 // Rows are spread over threads only when there are at least two and the batch
 // is big enough to pay for waking the team.
 constexpr std::int64_t kParallelMinElements = std::int64_t{1} << 15;
@@ -238,9 +241,10 @@ void softmax_row(const T* x, T* y, std::int64_t n, const Scale& s) {
       return;
     }
   }
-  if constexpr (std::is_same_v<T, std::uint16_t>) {
+  if constexpr (std::is_same_v<T, std::uint16_t>) if (n <= kBf16ThreePassMaxN) {
     // bfloat16: max; sum of exp; exp again, scaled and rounded (3 reads of
-    // 2 bytes + 1 write: cheaper than storing float exps anywhere).
+    // 2 bytes + 1 write: cheaper than storing float exps anywhere). Longer
+    // rows fuse the first two passes (online normaliser) below.
     const float m = cpu::row_max_bf16(x, n);
     if (std::isfinite(m)) {
       const double S = cpu::row_sum_exp_bf16(x, n, m, s);
@@ -328,28 +332,58 @@ bool entropy_row(const T* x, std::int64_t n, const Scale& s, RowState& st, doubl
   return false;
 }
 
+// Adaptive softmax (theory.md T5 with Shannon H from the T6 state):
+//   m = row max; one pass forms (S, T) at beta = 1 (float32 out of place: the
+//   exps are stored in y as well); H = log S - T/S; beta = beta(H), rounded to
+//   float, and that float is what scales the logits, so the weights are
+//   exactly softmax(beta_out * l / theta) up to rounding;
+//   beta == 1: y = stored exps / S (float32) or exp recomputed / S (bfloat16,
+//   or in place); beta > 1: a softmax pass at the new scale (max known).
 template <class T>
 void adaptive_row(const T* x, T* y, std::int64_t n, double inv_theta, float& beta_out,
                   float& H_out) {
   const Scale s1 = Scale::of(inv_theta);
+  float m;
+  if constexpr (std::is_same_v<T, float>) m = cpu::row_max_f32(x, n);
+  else m = cpu::row_max_bf16(x, n);
+  if (std::isfinite(m)) {
+    const bool stored = std::is_same_v<T, float> && static_cast<const void*>(x) != y &&
+                        n <= kThreePassMaxN;
+    double S, Tsum = 0;
+    if constexpr (std::is_same_v<T, float>)
+      S = stored ? cpu::row_exp_store_T_f32(x, y, n, m, s1, &Tsum)
+                 : cpu::row_sum_exp_T_f32(x, n, m, s1, &Tsum);
+    else
+      S = cpu::row_sum_exp_T_bf16(x, n, m, s1, &Tsum);
+    if (std::isfinite(S) && S > 0 && std::isfinite(Tsum)) {
+      const double H = std::log(S) - Tsum / S;  // theory.md T6: both terms >= 0
+      const float beta = static_cast<float>(theory::adaptive_beta<double>(H));
+      beta_out = beta;
+      H_out = static_cast<float>(H);
+      if (beta == 1.0f) {
+        const Recip r = recip(S);
+        if constexpr (std::is_same_v<T, float>) {
+          if (stored) {
+            cpu::row_scale_f32(y, n, r.hi, r.lo);
+            return;
+          }
+        }
+        exp_scale(x, y, n, m, s1, r);
+        return;
+      }
+      softmax_known_max(x, y, n, m, Scale::of(static_cast<double>(beta) * inv_theta));
+      return;
+    }
+  }
+  // Special rows (NaN, +inf, fully masked): exact conventions.
   RowState st;
   double H;
   sa_entropy_state state;
-  const bool ok = entropy_row(x, n, s1, st, H, state);
-  // beta is rounded to float first and that float is what scales the logits,
-  // so the weights are exactly softmax(beta_out * l / theta) up to rounding.
+  entropy_row(x, n, s1, st, H, state);
   const float beta = std::isnan(H) ? kNaN : static_cast<float>(theory::adaptive_beta<double>(H));
   beta_out = beta;
   H_out = static_cast<float>(H);
-  if (!ok) {
-    if (!special_weights(x, y, n, classify(x, n))) scalar_softmax(x, y, n, beta * inv_theta);
-    return;
-  }
-  if (beta == 1.0f) {  // same scale: the entropy pass already has the normaliser
-    exp_scale(x, y, n, st.m, s1, recip(st.S));
-    return;
-  }
-  softmax_known_max(x, y, n, st.m, Scale::of(static_cast<double>(beta) * inv_theta));
+  if (!special_weights(x, y, n, classify(x, n))) scalar_softmax(x, y, n, beta * inv_theta);
 }
 
 // ------------------------------------------------------------ ABI entry points

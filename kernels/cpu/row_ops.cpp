@@ -209,8 +209,11 @@ float RowMax(const T* x, std::int64_t n) {
 }
 
 // ---------------------------------------------------------------- streamed states
-// Lanes keep (m, S, T) and rescale only when their max moves (rare after the
-// first vectors). kT = false is the online normaliser (m, S) alone.
+// Lanes keep (m, S, T) and rescale only when a logit exceeds their max.
+// kT = false is the online normaliser (m, S) alone. The lanes' m start at the
+// max of the first <= 2048 logits (a cache-resident pre-scan), so rows whose
+// maximum comes early rescale rarely; the pass over the row is still the one
+// streamed (m, S, T) pass of theory.md T6, and any seed gives the same state.
 template <bool kT, class T>
 RowState Stream(const T* x, std::int64_t n, const Scale& scale) {
   constexpr bool kAcc = std::is_same_v<T, float>;
@@ -218,40 +221,66 @@ RowState Stream(const T* x, std::int64_t n, const Scale& scale) {
   const DD dd;
   const std::size_t N = hn::Lanes(d);
   const ScaleV s = ScaleVOf(d, scale);
-  VF m = hn::Set(d, -FLT_MAX);  // finite: m - m never NaN; -inf logits fall below it
+  float seed = RowMax(x, std::min<std::int64_t>(n, 2048));
+  if (seed == std::numeric_limits<float>::infinity()) return RowState{};  // special row
+  // -inf / NaN prefix: start from the lowest finite value (m - m never NaN;
+  // -inf logits fall below it; NaN shows up in S).
+  if (!(seed > -FLT_MAX)) seed = -FLT_MAX;
+  VF m = hn::Set(d, seed);
+  // Two sets of accumulators (A: even vectors, B: odd ones) for ILP.
   VD S0 = hn::Zero(dd), S1 = hn::Zero(dd), T0 = hn::Zero(dd), T1 = hn::Zero(dd);
-  auto step = [&](VF v) HWY_ATTR {
-    const VF mn = hn::Max(m, v);
-    if (HWY_UNLIKELY(!hn::AllTrue(d, hn::Eq(mn, m)))) {
-      VF al, p1, one;
-      VF ah = Diff<kAcc>(d, m, mn, s, al);
-      // a = exp((m - mn) s), 0 for a lane that was empty; in double as
-      // e + (one + p1) where exactly one of the two parts is nonzero.
-      const VF a = ExpMasked<kAcc>(d, ah, al, &p1, &one);
-      const VF ar = hn::IfThenZeroElse(hn::Eq(one, hn::Set(d, 1.0f)), a);
-      const VD aL = hn::Add(PromLo(ar), hn::Add(PromLo(one), PromLo(p1)));
-      const VD aH = hn::Add(PromHi(ar), hn::Add(PromHi(one), PromHi(p1)));
-      if constexpr (kT) {  // T' = a (T + (m - mn) s S)
-        T0 = hn::Mul(aL, hn::MulAdd(PromLo(ah), S0, T0));
-        T1 = hn::Mul(aH, hn::MulAdd(PromHi(ah), S1, T1));
-      }
-      S0 = hn::Mul(S0, aL);
-      S1 = hn::Mul(S1, aH);
-      m = mn;
+  VD S2 = hn::Zero(dd), S3 = hn::Zero(dd), T2 = hn::Zero(dd), T3 = hn::Zero(dd);
+  auto rescale = [&](VF mn) HWY_ATTR {
+    VF al, p1, one;
+    VF ah = Diff<kAcc>(d, m, mn, s, al);
+    // a = exp((m - mn) s), 0 for a lane that was empty; in double as
+    // e + (one + p1) where exactly one of the two parts is nonzero.
+    const VF a = ExpMasked<kAcc>(d, ah, al, &p1, &one);
+    const VF ar = hn::IfThenZeroElse(hn::Eq(one, hn::Set(d, 1.0f)), a);
+    const VD aL = hn::Add(PromLo(ar), hn::Add(PromLo(one), PromLo(p1)));
+    const VD aH = hn::Add(PromHi(ar), hn::Add(PromHi(one), PromHi(p1)));
+    if constexpr (kT) {  // T' = a (T + (m - mn) s S)
+      const VD dL = PromLo(ah), dH = PromHi(ah);
+      T0 = hn::Mul(aL, hn::MulAdd(dL, S0, T0));
+      T1 = hn::Mul(aH, hn::MulAdd(dH, S1, T1));
+      T2 = hn::Mul(aL, hn::MulAdd(dL, S2, T2));
+      T3 = hn::Mul(aH, hn::MulAdd(dH, S3, T3));
     }
+    S0 = hn::Mul(S0, aL);
+    S1 = hn::Mul(S1, aH);
+    S2 = hn::Mul(S2, aL);
+    S3 = hn::Mul(S3, aH);
+    m = mn;
+  };
+  auto accum = [&](VF v, VD& Sa, VD& Sb, VD& Ta, VD& Tb) HWY_ATTR {
     VF el;
     VF eh = Diff<kAcc>(d, v, m, s, el);
     const VF e = ExpMasked<kAcc>(d, eh, el);
-    AccD(S0, S1, e);
-    if constexpr (kT) AccD(T0, T1, hn::Mul(e, eh));
+    AccD(Sa, Sb, e);
+    if constexpr (kT) AccD(Ta, Tb, hn::Mul(e, eh));
   };
   std::size_t i = 0;
   const std::size_t len = static_cast<std::size_t>(n);
+  for (; i + 2 * N <= len; i += 2 * N) {
+    const VF v0 = LoadF(d, x + i), v1 = LoadF(d, x + i + N);
+    const VF vm = hn::Max(v0, v1);
+    if (HWY_UNLIKELY(!hn::AllFalse(d, hn::Gt(vm, m)))) rescale(hn::Max(m, vm));
+    accum(v0, S0, S1, T0, T1);
+    accum(v1, S2, S3, T2, T3);
+  }
+  auto step = [&](VF v) HWY_ATTR {
+    if (HWY_UNLIKELY(!hn::AllFalse(d, hn::Gt(v, m)))) rescale(hn::Max(m, v));
+    accum(v, S0, S1, T0, T1);
+  };
   for (; i + N <= len; i += N) step(LoadF(d, x + i));
   if (i < len) {
     Tail<T> t(x + i, len - i);
     step(LoadF(d, t.in));
   }
+  S0 = hn::Add(S0, S2);
+  S1 = hn::Add(S1, S3);
+  T0 = hn::Add(T0, T2);
+  T1 = hn::Add(T1, T3);
   // Merge the lanes' states (theory.md T6) in double; empty lanes are the identity.
   alignas(64) float ml[kMaxLanes];
   alignas(64) double sl[kMaxLanes], tl[kMaxLanes];
@@ -286,8 +315,9 @@ RowState Stream(const T* x, std::int64_t n, const Scale& scale) {
 
 // ---------------------------------------------------------------- exp passes
 // y = exp((x - m) s); returns the double sum of the stored values.
-template <class T, class U>
-double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, bool store) {
+template <class T, class U, bool kT = false>
+double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, bool store,
+                double* Tout = nullptr) {
   constexpr bool kAcc = std::is_same_v<T, float>;
   const DF d;
   const DD dd;
@@ -295,9 +325,10 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
   const ScaleV s = ScaleVOf(d, scale);
   const VF m = hn::Set(d, mf);
   VD a0 = hn::Zero(dd), a1 = hn::Zero(dd), a2 = hn::Zero(dd), a3 = hn::Zero(dd);
+  VD t0 = hn::Zero(dd), t1 = hn::Zero(dd), t2 = hn::Zero(dd), t3 = hn::Zero(dd);
   std::size_t i = 0;
   const std::size_t len = static_cast<std::size_t>(n);
-  if constexpr (!kAcc) {
+  if constexpr (!kAcc && !kT) {
     // bfloat16 rows: float partial sums over blocks of 16 values per lane
     // (relative error <= 16 u = 2^-20, far below bf16's 2^-8), then double.
     while (i + 2 * N <= len) {
@@ -331,6 +362,10 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
     }
     AccD(a0, a1, e0);
     AccD(a2, a3, e1);
+    if constexpr (kT) {
+      AccD(t0, t1, hn::Mul(e0, h0));
+      AccD(t2, t3, hn::Mul(e1, h1));
+    }
   }
   auto one = [&](VF v, U* out) HWY_ATTR {
     VF l;
@@ -338,6 +373,7 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
     const VF e = ExpMasked<kAcc>(d, h, l);
     if (store) StoreF(d, e, out);
     AccD(a0, a1, e);
+    if constexpr (kT) AccD(t0, t1, hn::Mul(e, h));
   };
   for (; i + N <= len; i += N) one(LoadF(d, x + i), store ? y + i : nullptr);
   if (i < len) {
@@ -347,6 +383,7 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
     o.count = len - i;
     if (store) o.flush(y + i);
   }
+  if constexpr (kT) *Tout = SumD(hn::Add(hn::Add(t0, t1), hn::Add(t2, t3)));
   return SumD(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)));
 }
 
@@ -464,6 +501,15 @@ double SumExpF32(const float* x, std::int64_t n, float m, const Scale& s) {
 double SumExpBF16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s) {
   return ExpStore<std::uint16_t, float>(x, nullptr, n, m, s, false);
 }
+double ExpStoreTF32(const float* x, float* y, std::int64_t n, float m, const Scale& s, double* T) {
+  return ExpStore<float, float, true>(x, y, n, m, s, true, T);
+}
+double SumExpTF32(const float* x, std::int64_t n, float m, const Scale& s, double* T) {
+  return ExpStore<float, float, true>(x, nullptr, n, m, s, false, T);
+}
+double SumExpTBF16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s, double* T) {
+  return ExpStore<std::uint16_t, float, true>(x, nullptr, n, m, s, false, T);
+}
 double SumRestF32(const float* x, std::int64_t n, float m, const Scale& s, std::int64_t* k) {
   return SumExpRest(x, n, m, s, k);
 }
@@ -503,6 +549,9 @@ HWY_EXPORT(ExpStoreF32);
 HWY_EXPORT(SumExpF32);
 HWY_EXPORT(SumExpBF16);
 HWY_EXPORT(SumRestF32);
+HWY_EXPORT(ExpStoreTF32);
+HWY_EXPORT(SumExpTF32);
+HWY_EXPORT(SumExpTBF16);
 HWY_EXPORT(SumRestBF16);
 HWY_EXPORT(ScaleF32);
 HWY_EXPORT(ExpScaleF32);
@@ -544,6 +593,16 @@ double row_sum_exp_f32(const float* x, std::int64_t n, float m, const Scale& s) 
 }
 double row_sum_exp_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s) {
   return HWY_DYNAMIC_DISPATCH(SumExpBF16)(x, n, m, s);
+}
+double row_exp_store_T_f32(const float* x, float* y, std::int64_t n, float m, const Scale& s,
+                           double* T) {
+  return HWY_DYNAMIC_DISPATCH(ExpStoreTF32)(x, y, n, m, s, T);
+}
+double row_sum_exp_T_f32(const float* x, std::int64_t n, float m, const Scale& s, double* T) {
+  return HWY_DYNAMIC_DISPATCH(SumExpTF32)(x, n, m, s, T);
+}
+double row_sum_exp_T_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s, double* T) {
+  return HWY_DYNAMIC_DISPATCH(SumExpTBF16)(x, n, m, s, T);
 }
 double row_sum_exp_rest_f32(const float* x, std::int64_t n, float m, const Scale& s,
                             std::int64_t* k) {

@@ -61,6 +61,13 @@ double row_exp_store_f32(const float* x, float* y, std::int64_t n, float m, cons
 double row_sum_exp_f32(const float* x, std::int64_t n, float m, const Scale& s);
 double row_sum_exp_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s);
 
+// As above with the max m known (no rescales): also *T = sum e_i (x_i - m) s.
+// The _store_ form writes e_i to y.
+double row_exp_store_T_f32(const float* x, float* y, std::int64_t n, float m, const Scale& s,
+                           double* T);
+double row_sum_exp_T_f32(const float* x, std::int64_t n, float m, const Scale& s, double* T);
+double row_sum_exp_T_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s, double* T);
+
 // sum exp((x_i - m) s) over x_i != m, and *k = the number of x_i == m.
 double row_sum_exp_rest_f32(const float* x, std::int64_t n, float m, const Scale& s, std::int64_t* k);
 double row_sum_exp_rest_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s,
