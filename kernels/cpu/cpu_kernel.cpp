@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "core/bfloat16.hpp"
 #include "kernels/cpu/row_ops.hpp"
@@ -242,14 +243,18 @@ void softmax_row(const T* x, T* y, std::int64_t n, const Scale& s) {
     }
   }
   if constexpr (std::is_same_v<T, std::uint16_t>) if (n <= kBf16ThreePassMaxN) {
-    // bfloat16: max; sum of exp; exp again, scaled and rounded (3 reads of
-    // 2 bytes + 1 write: cheaper than storing float exps anywhere). Longer
-    // rows fuse the first two passes (online normaliser) below.
+    // bfloat16: max; exp stored (float) and summed; scaled and rounded.
+    // Longer rows use the online normaliser and recompute exp (below).
+    // The exps go to a per-thread float scratch row (<= 16 MiB), so each is
+    // computed once.
     const float m = cpu::row_max_bf16(x, n);
     if (std::isfinite(m)) {
-      const double S = cpu::row_sum_exp_bf16(x, n, m, s);
+      thread_local std::vector<float> scratch;
+      if (scratch.size() < static_cast<std::size_t>(n)) scratch.resize(static_cast<std::size_t>(n));
+      const double S = cpu::row_exp_store_bf16(x, scratch.data(), n, m, s);
       if (std::isfinite(S) && S > 0) {
-        exp_scale(x, y, n, m, s, recip(S));
+        const Recip r = recip(S);
+        cpu::row_scale_to_bf16(scratch.data(), y, n, r.hi, r.lo);
         return;
       }
     }

@@ -227,10 +227,25 @@ RowState Stream(const T* x, std::int64_t n, const Scale& scale) {
   // -inf logits fall below it; NaN shows up in S).
   if (!(seed > -FLT_MAX)) seed = -FLT_MAX;
   VF m = hn::Set(d, seed);
-  // Two sets of accumulators (A: even vectors, B: odd ones) for ILP.
+  // Two sets of accumulators (A: even vectors, B: odd ones) for ILP. S is
+  // summed in double; T's terms (all <= 0) go to float lanes for at most
+  // kBlock vectors (relative error <= kBlock u) and are then flushed to double.
   VD S0 = hn::Zero(dd), S1 = hn::Zero(dd), T0 = hn::Zero(dd), T1 = hn::Zero(dd);
   VD S2 = hn::Zero(dd), S3 = hn::Zero(dd), T2 = hn::Zero(dd), T3 = hn::Zero(dd);
+  VF Tf = hn::Zero(d), Tg = hn::Zero(d);
+  constexpr int kBlock = 8;
+  int pending = 0;
+  auto flush = [&]() HWY_ATTR {
+    if constexpr (kT) {
+      AccD(T0, T1, Tf);
+      AccD(T2, T3, Tg);
+      Tf = hn::Zero(d);
+      Tg = hn::Zero(d);
+      pending = 0;
+    }
+  };
   auto rescale = [&](VF mn) HWY_ATTR {
+    flush();
     VF al, p1, one;
     VF ah = Diff<kAcc>(d, m, mn, s, al);
     // a = exp((m - mn) s), 0 for a lane that was empty; in double as
@@ -252,12 +267,12 @@ RowState Stream(const T* x, std::int64_t n, const Scale& scale) {
     S3 = hn::Mul(S3, aH);
     m = mn;
   };
-  auto accum = [&](VF v, VD& Sa, VD& Sb, VD& Ta, VD& Tb) HWY_ATTR {
+  auto accum = [&](VF v, VD& Sa, VD& Sb, VF& Tl) HWY_ATTR {
     VF el;
     VF eh = Diff<kAcc>(d, v, m, s, el);
     const VF e = ExpMasked<kAcc>(d, eh, el);
     AccD(Sa, Sb, e);
-    if constexpr (kT) AccD(Ta, Tb, hn::Mul(e, eh));
+    if constexpr (kT) Tl = hn::MulAdd(e, eh, Tl);
   };
   std::size_t i = 0;
   const std::size_t len = static_cast<std::size_t>(n);
@@ -265,18 +280,20 @@ RowState Stream(const T* x, std::int64_t n, const Scale& scale) {
     const VF v0 = LoadF(d, x + i), v1 = LoadF(d, x + i + N);
     const VF vm = hn::Max(v0, v1);
     if (HWY_UNLIKELY(!hn::AllFalse(d, hn::Gt(vm, m)))) rescale(hn::Max(m, vm));
-    accum(v0, S0, S1, T0, T1);
-    accum(v1, S2, S3, T2, T3);
+    accum(v0, S0, S1, Tf);
+    accum(v1, S2, S3, Tg);
+    if (kT && ++pending == kBlock) flush();
   }
   auto step = [&](VF v) HWY_ATTR {
     if (HWY_UNLIKELY(!hn::AllFalse(d, hn::Gt(v, m)))) rescale(hn::Max(m, v));
-    accum(v, S0, S1, T0, T1);
+    accum(v, S0, S1, Tf);
   };
   for (; i + N <= len; i += N) step(LoadF(d, x + i));
   if (i < len) {
     Tail<T> t(x + i, len - i);
     step(LoadF(d, t.in));
   }
+  flush();
   S0 = hn::Add(S0, S2);
   S1 = hn::Add(S1, S3);
   T0 = hn::Add(T0, T2);
@@ -435,6 +452,23 @@ void ScaleF32(float* y, std::int64_t n, float rhf, float rlf) {
   for (; i < len; ++i) y[i] = std::fma(y[i], rhf, y[i] * rlf);
 }
 
+// y (bfloat16) = e * (r_hi + r_lo), e float (a scratch row of stored exps).
+void ScaleToBF16(const float* e, std::uint16_t* y, std::int64_t n, float rhf, float rlf) {
+  const DF d;
+  const std::size_t N = hn::Lanes(d);
+  const VF rh = hn::Set(d, rhf), rl = hn::Set(d, rlf);
+  std::size_t i = 0;
+  const std::size_t len = static_cast<std::size_t>(n);
+  for (; i + N <= len; i += N) StoreF(d, MulR(hn::LoadU(d, e + i), rh, rl), y + i);
+  if (i < len) {
+    Tail<float> t(e + i, len - i);
+    Tail<std::uint16_t> o(nullptr, 0);
+    StoreF(d, MulR(hn::LoadU(d, t.in), rh, rl), o.out);
+    o.count = len - i;
+    o.flush(y + i);
+  }
+}
+
 template <class T>
 void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, float rhf, float rlf) {
   constexpr bool kAcc = std::is_same_v<T, float>;
@@ -501,6 +535,9 @@ double SumExpF32(const float* x, std::int64_t n, float m, const Scale& s) {
 double SumExpBF16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s) {
   return ExpStore<std::uint16_t, float>(x, nullptr, n, m, s, false);
 }
+double ExpStoreBF16(const std::uint16_t* x, float* y, std::int64_t n, float m, const Scale& s) {
+  return ExpStore<std::uint16_t, float>(x, y, n, m, s, true);
+}
 double ExpStoreTF32(const float* x, float* y, std::int64_t n, float m, const Scale& s, double* T) {
   return ExpStore<float, float, true>(x, y, n, m, s, true, T);
 }
@@ -550,6 +587,8 @@ HWY_EXPORT(SumExpF32);
 HWY_EXPORT(SumExpBF16);
 HWY_EXPORT(SumRestF32);
 HWY_EXPORT(ExpStoreTF32);
+HWY_EXPORT(ExpStoreBF16);
+HWY_EXPORT(ScaleToBF16);
 HWY_EXPORT(SumExpTF32);
 HWY_EXPORT(SumExpTBF16);
 HWY_EXPORT(SumRestBF16);
@@ -593,6 +632,12 @@ double row_sum_exp_f32(const float* x, std::int64_t n, float m, const Scale& s) 
 }
 double row_sum_exp_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s) {
   return HWY_DYNAMIC_DISPATCH(SumExpBF16)(x, n, m, s);
+}
+double row_exp_store_bf16(const std::uint16_t* x, float* y, std::int64_t n, float m, const Scale& s) {
+  return HWY_DYNAMIC_DISPATCH(ExpStoreBF16)(x, y, n, m, s);
+}
+void row_scale_to_bf16(const float* e, std::uint16_t* y, std::int64_t n, float rh, float rl) {
+  HWY_DYNAMIC_DISPATCH(ScaleToBF16)(e, y, n, rh, rl);
 }
 double row_exp_store_T_f32(const float* x, float* y, std::int64_t n, float m, const Scale& s,
                            double* T) {

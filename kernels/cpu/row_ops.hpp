@@ -61,6 +61,11 @@ double row_exp_store_f32(const float* x, float* y, std::int64_t n, float m, cons
 double row_sum_exp_f32(const float* x, std::int64_t n, float m, const Scale& s);
 double row_sum_exp_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s);
 
+// bfloat16 input, float exps stored to a scratch row y; returns their sum.
+double row_exp_store_bf16(const std::uint16_t* x, float* y, std::int64_t n, float m, const Scale& s);
+// y (bfloat16, rounded to nearest even) = e * (r_hi + r_lo).
+void row_scale_to_bf16(const float* e, std::uint16_t* y, std::int64_t n, float r_hi, float r_lo);
+
 // As above with the max m known (no rescales): also *T = sum e_i (x_i - m) s.
 // The _store_ form writes e_i to y.
 double row_exp_store_T_f32(const float* x, float* y, std::int64_t n, float m, const Scale& s,

@@ -179,12 +179,14 @@ TEST(CpuLogSumExp, Float32) { check_lse(DType::float32, "logsumexp f32"); }
 TEST(CpuLogSumExp, Bfloat16) { check_lse(DType::bfloat16, "logsumexp bf16"); }
 
 // ---------------------------------------------------------------- entropy
-// Claim: |H - H_exact| <= 0.5 ulp(H) + 2^-23 (2.5 + 6 H) [+ 2^-23 (2 H + 2 E_p d^2) for bf16].
+// Claim: |H - H_exact| <= 0.5 ulp(H) + 2^-23 (2.5 + 10 H) [+ 2^-23 (2 H + 2 E_p d^2) for bf16].
 // Derivation (theory.md T6, H = log S - T/S with T <= 0): every e_i has
 // relative error eps' <= 0.75 * 2^-23 (exp) + 3.3 u (rescales) < 2.5 * 2^-23;
-// T's terms e_i d_i add 2u (product and d rounded to float); all terms of T
-// have one sign, so rel(T) <= eps' + 2^-23 and |d(T/S)| <= |T/S| (2 eps' + 2^-23);
-// |d log S| <= eps'; and |T/S| = E_p[m - l] <= H because log S >= 0.
+// T's terms e_i d_i add 2u (product and d rounded to float) and the float
+// partial sums of T (<= 16 terms per lane before the double flush) add 16 u;
+// all terms of T have one sign, so rel(T) <= eps' + 5 * 2^-23 and
+// |d(T/S)| <= |T/S| (2 eps' + 5 * 2^-23); |d log S| <= eps'; and
+// |T/S| = E_p[m - l] <= H because log S >= 0.
 // bfloat16 rows' inexact d (above) add 2u|d_i| to e_i and to the T terms.
 void check_entropy(DType t, double theta, const char* label) {
   double worst_ratio = 0;
@@ -198,7 +200,7 @@ void check_entropy(DType t, double theta, const char* label) {
     std::vector<float> xs(x);
     for (float& v : xs) v = static_cast<float>(v / theta);  // for the gap estimates only
     const auto p = ref::softmax(widen(x), theta);
-    double bound = 0.5 * ref::ulp_at(DType::float32, exact) + 2 * kU * (2.5 + 6 * He);
+    double bound = 0.5 * ref::ulp_at(DType::float32, exact) + 2 * kU * (2.5 + 10 * He);
     if (t == DType::bfloat16) bound += 2 * kU * (2 * He + 2 * mean_sq_gap(xs, p));
     const double err = std::abs(H[0] - He);
     if (err / bound > worst_ratio) {
@@ -230,7 +232,7 @@ TEST(CpuEntropy, ShiftInvariantAtLargeOffsets) {
       for (float& v : y) v += c;  // rounded in float: compare with the exact entropy of y
       const double Hy = ref::entropy(widen(y)).convert_to<double>();
       const float H = kernel().entropy(DType::float32, RowBatch::single(y))[0];
-      EXPECT_NEAR(H, Hy, 0.5 * ref::ulp_at(DType::float32, Mp(Hy)) + 2 * kU * (2.5 + 6 * Hy));
+      EXPECT_NEAR(H, Hy, 0.5 * ref::ulp_at(DType::float32, Mp(Hy)) + 2 * kU * (2.5 + 10 * Hy));
       (void)He;
     }
   }
@@ -257,7 +259,7 @@ void check_adaptive(DType t, const char* label) {
     const auto r = kernel().adaptive_softmax(t, RowBatch::single(x));
     const auto a = ref::adaptive_softmax(widen(x), 1.0, ref::EntropyDefinition::shannon);
     const double He = a.entropy.convert_to<double>();
-    const double Hbound = 0.5 * ref::ulp_at(DType::float32, a.entropy) + 2 * kU * (2.5 + 6 * He) +
+    const double Hbound = 0.5 * ref::ulp_at(DType::float32, a.entropy) + 2 * kU * (2.5 + 10 * He) +
                           (t == DType::bfloat16 ? 2 * kU * (2 * He + 2 * mean_sq_gap(x, ref::softmax(widen(x)))) : 0);
     EXPECT_NEAR(r.entropy[0], He, Hbound) << where(c, 0);
     const double be = a.beta.convert_to<double>();
@@ -324,7 +326,7 @@ RC_GTEST_PROP(CpuEntropyProperty, Float32WithinBound, ()) {
   const float H = kernel().entropy(DType::float32, RowBatch::single(x))[0];
   const Mp exact = ref::entropy(widen(x));
   const double He = exact.convert_to<double>();
-  RC_ASSERT(std::abs(H - He) <= 0.5 * ref::ulp_at(DType::float32, exact) + 2 * kU * (2.5 + 6 * He));
+  RC_ASSERT(std::abs(H - He) <= 0.5 * ref::ulp_at(DType::float32, exact) + 2 * kU * (2.5 + 10 * He));
 }
 
 }  // namespace
