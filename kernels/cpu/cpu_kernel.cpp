@@ -28,7 +28,11 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 // then exp recomputed and scaled: 2 reads + 1 write) instead of the three-pass
 // one (max; exp stored + summed; scale: 3 reads + 2 writes). Past the caches
 // memory traffic dominates and the extra exp is cheaper than the traffic.
-constexpr std::int64_t kThreePassMaxN = std::int64_t{1} << 18;
+constexpr std::int64_t kThreePassMaxN = std::int64_t{1} << 21;
+
+// bfloat16 rows up to this length store their exps in a float scratch row
+// (<= 1 MiB, cache-resident); longer ones compute exp twice instead.
+constexpr std::int64_t kBf16ScratchMaxN = std::int64_t{1} << 18;
 
 // bfloat16 rows longer than this (8 MiB of input) use the two-pass form too.
 constexpr std::int64_t kBf16ThreePassMaxN = std::int64_t{1} << 22;
@@ -248,7 +252,13 @@ void softmax_row(const T* x, T* y, std::int64_t n, const Scale& s) {
     // The exps go to a per-thread float scratch row (<= 16 MiB), so each is
     // computed once.
     const float m = cpu::row_max_bf16(x, n);
-    if (std::isfinite(m)) {
+    if (std::isfinite(m) && n > kBf16ScratchMaxN) {
+      const double S = cpu::row_sum_exp_bf16(x, n, m, s);
+      if (std::isfinite(S) && S > 0) {
+        exp_scale(x, y, n, m, s, recip(S));
+        return;
+      }
+    } else if (std::isfinite(m)) {
       thread_local std::vector<float> scratch;
       if (scratch.size() < static_cast<std::size_t>(n)) scratch.resize(static_cast<std::size_t>(n));
       const double S = cpu::row_exp_store_bf16(x, scratch.data(), n, m, s);

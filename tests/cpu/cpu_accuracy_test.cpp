@@ -88,8 +88,37 @@ TEST(CpuSoftmax, Bfloat16CorrectlyRounded99PercentAndWithinOneUlp) {
   check_softmax(DType::bfloat16, 1.0, "softmax bf16");
 }
 
-// Long rows take the two-pass path (n > 2^18): same bound, fewer cases.
-TEST(CpuSoftmax, Float32LongRowTwoPassPath) {
+// Long rows take other code paths (cpu_kernel.cpp: float32 three-pass up to
+// 2^21, then online normaliser + recomputed exp; bfloat16 scratch row up to
+// 2^18, then exp twice, then the online normaliser past 2^22). Same bounds.
+// The longest rows are mostly masked (-inf, exact 0) so that the MPFR
+// reference stays cheap; the finite logits are spread over the whole row.
+TEST(CpuSoftmax, LongRowPaths) {
+  struct Long {
+    DType t;
+    std::int64_t n;
+  };
+  for (const Long& c : {Long{DType::float32, (std::int64_t{1} << 21) + 37},
+                        Long{DType::bfloat16, (std::int64_t{1} << 18) + 37},
+                        Long{DType::bfloat16, (std::int64_t{1} << 22) + 37}}) {
+    UlpStats st;
+    auto x = generate(Dist::normal, c.n, 7, c.t == DType::bfloat16);
+    for (std::int64_t i = 0; i < c.n; ++i)
+      if (i % 997 != 5) x[i] = -kInf;
+    x[c.n - 1] = 3.25f;  // a late max (bf16-exact): the streamed lanes rescale
+    x[c.n - 2] = 3.0f;
+    const auto out = kernel().softmax(c.t, RowBatch::single(x));
+    const auto ref = ref::softmax(widen(x));
+    for (std::int64_t i = 0; i < c.n; ++i)
+      if (x[i] != -kInf || i % 4096 == 0) st.add(c.t, out[i], ref[i], "long n=" + std::to_string(c.n));
+    report(c.t == DType::float32 ? "softmax f32 long masked" : "softmax bf16 long masked", st);
+    EXPECT_GT(out[5], 0.0f);  // the finite weights are not trivially 0
+    EXPECT_LE(st.max_apart, c.t == DType::float32 ? 2 : 1) << st.worst;
+  }
+}
+
+// Float32 rows past the caches with every logit finite (three-pass path).
+TEST(CpuSoftmax, Float32LongFiniteRow) {
   UlpStats st;
   const std::int64_t n = (1 << 18) + 37;
   for (Dist d : {Dist::normal, Dist::offset_pos, Dist::ascending}) {
