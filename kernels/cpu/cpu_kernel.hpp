@@ -10,6 +10,13 @@
 //   tests/cpu): softmax within 2 ulp of the correctly rounded value; the
 //   two-float argument x - m (theory.md T7: the ~17 ulp floor of common
 //   kernels is the rounding of x - max) and double sums make this possible.
+// - Subnormal weights (below 2^-126) are produced with gradual underflow,
+//   i.e. correctly rounded to within 2 ulp like the rest; on x86 each costs a
+//   microcode assist, so rows whose weights are mostly that small run several
+//   times slower (bench/softmax_bench.cpp measures it). With FTZ/DAZ set in
+//   MXCSR by the caller they become 0 instead, at full speed.
+// - Thresholds between the one-row algorithms (three-pass, scratch row, online
+//   normaliser + recomputed exp) are in cpu_kernel.cpp, chosen by measurement.
 // - attention is not part of this descriptor yet (pointer NULL, op bit unset).
 #pragma once
 
