@@ -144,7 +144,11 @@ HWY_INLINE VF Diff(DF d, VF x, VF m, const ScaleV& s, VF& dl) {
 // in lanes where no power-of-two scaling applies (|dh| < ~ln2/2, not dead),
 // else 0; such lanes return 0 in `one` = 1 otherwise. The streamed states use
 // (one + p1) in double so many tiny rescales do not accumulate 2^-24 each.
-template <bool kAcc>
+//
+// kBias: the result is exp(dh + dl) * 2^kBias. The sums and stored exps use
+// kBias = kExpBias (below), which keeps every live value in float's normal
+// range (no subnormal microcode assists on x86).
+template <bool kAcc, int kBias = 0>
 HWY_INLINE VF ExpMasked(DF d, VF& dh, VF& dl, VF* p1 = nullptr, VF* one = nullptr) {
   const MF dead = hn::Lt(dh, hn::Set(d, -104.0f));
   dh = hn::IfThenZeroElse(dead, dh);  // dl may be NaN there (TwoSum of -inf): e is zeroed below
@@ -170,10 +174,11 @@ HWY_INLINE VF ExpMasked(DF d, VF& dh, VF& dl, VF* p1 = nullptr, VF* one = nullpt
     *one = hn::IfThenElseZero(small, hn::Set(d, 1.0f));
   }
   const hn::RebindToSigned<DF> di;
-  if (HWY_LIKELY(hn::AllTrue(d, hn::Ge(k, hn::Set(d, -125.0f))))) {
-    e = hn::BitCast(d, hn::Add(hn::BitCast(di, e), hn::ShiftLeft<23>(hn::BitCast(di, kf))));
+  if (HWY_LIKELY(hn::AllTrue(d, hn::Ge(k, hn::Set(d, -125.0f - kBias))))) {
+    const auto kb = hn::Add(hn::BitCast(di, kf), hn::Set(di, kBias));
+    e = hn::BitCast(d, hn::Add(hn::BitCast(di, e), hn::ShiftLeft<23>(kb)));
   } else {  // subnormal results or NaN: scale by 2^k1 (exact) then 2^k2 (one rounding)
-    const auto ki = hn::ConvertTo(di, hn::Max(k, hn::Set(d, -160.0f)));
+    const auto ki = hn::Add(hn::ConvertTo(di, hn::Max(k, hn::Set(d, -160.0f))), hn::Set(di, kBias));
     const auto k1 = hn::ShiftRight<1>(ki);
     const auto k2 = hn::Sub(ki, k1);
     const auto bias = hn::Set(di, 127);
@@ -182,6 +187,34 @@ HWY_INLINE VF ExpMasked(DF d, VF& dh, VF& dl, VF* p1 = nullptr, VF* one = nullpt
     // NaN lanes: k may have become -160 above; e is NaN and stays NaN.
   }
   return hn::IfThenZeroElse(dead, e);
+}
+
+// Stored exps and the sums are exp(d) * 2^32: for live lanes (d >= -104)
+// that is >= 2^-118, a normal float; results come back down through
+// ScaleDown (exact, integer rounding for subnormal weights).
+constexpr int kExpBias = 32;
+constexpr double kTwoM32 = 2.3283064365386962890625e-10;  // 2^-32
+
+// p = q * 2^-96 rounded to nearest even, q >= 0 a normal float or 0, without
+// ever forming a subnormal in floating point: results below 2^-126 are built
+// from q's significand by an integer shift with round-to-nearest-even.
+HWY_INLINE VF ScaleDown96(DF d, VF q) {
+  const VF kLow = hn::Set(d, 9.313225746154785e-10f);  // 2^-30: q * 2^-96 >= 2^-126
+  const VF kDown = hn::Set(d, 1.2621774483536189e-29f);  // 2^-96
+  if (HWY_LIKELY(hn::AllTrue(d, hn::Or(hn::Ge(q, kLow), hn::Eq(q, hn::Zero(d))))))
+    return hn::Mul(q, kDown);
+  const hn::RebindToUnsigned<DF> du;
+  const VF normal = hn::Mul(hn::Max(q, kLow), kDown);
+  const auto qb = hn::BitCast(du, q);
+  const auto E = hn::ShiftRight<23>(qb);
+  const auto M = hn::Or(hn::And(qb, hn::Set(du, 0x7FFFFFu)), hn::Set(du, 0x800000u));
+  // q * 2^-96 = M * 2^(E - 246) = B * 2^-149 with B = M * 2^(E - 97).
+  const auto sh = hn::Min(hn::Sub(hn::Set(du, 97u), hn::Min(E, hn::Set(du, 96u))), hn::Set(du, 31u));
+  const auto one = hn::Set(du, 1u);
+  const auto half = hn::operator<<(one, hn::Sub(sh, one));
+  const auto odd = hn::And(hn::operator>>(M, sh), one);
+  const auto B = hn::operator>>(hn::Add(M, hn::Add(hn::Sub(half, one), odd)), sh);
+  return hn::IfThenElse(hn::Lt(q, kLow), hn::BitCast(d, B), normal);
 }
 
 // ---------------------------------------------------------------- max
@@ -270,7 +303,7 @@ RowState Stream(const T* x, std::int64_t n, const Scale& scale) {
   auto accum = [&](VF v, VD& Sa, VD& Sb, VF& Tl) HWY_ATTR {
     VF el;
     VF eh = Diff<kAcc>(d, v, m, s, el);
-    const VF e = ExpMasked<kAcc>(d, eh, el);
+    const VF e = ExpMasked<kAcc, kExpBias>(d, eh, el);
     AccD(Sa, Sb, e);
     if constexpr (kT) Tl = hn::MulAdd(e, eh, Tl);
   };
@@ -321,11 +354,12 @@ RowState Stream(const T* x, std::int64_t n, const Scale& scale) {
     const double dm = (static_cast<double>(ml[j]) - static_cast<double>(mraw)) * scale.s;
     acc = theory::entropy_merge(acc, theory::EntropyState<double>{dm, sl[j], tl[j]});
   }
-  // acc.m == 0 now (the row max's own lane); S and T are relative to mraw.
+  // acc.m == 0 now (the row max's own lane); S and T are relative to mraw
+  // (and carry the 2^32 of the biased exps: removed exactly here).
   RowState r;
   r.m = mraw;
-  r.S = acc.S;
-  r.T = acc.T;
+  r.S = acc.S * kTwoM32;
+  r.T = acc.T * kTwoM32;
   r.ok = std::isfinite(r.S) && r.S > 0 && std::isfinite(r.T);
   return r;
 }
@@ -354,8 +388,8 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
         VF l0, l1;
         VF h0 = Diff<kAcc>(d, LoadF(d, x + i), m, s, l0);
         VF h1 = Diff<kAcc>(d, LoadF(d, x + i + N), m, s, l1);
-        const VF e0 = ExpMasked<kAcc>(d, h0, l0);
-        const VF e1 = ExpMasked<kAcc>(d, h1, l1);
+        const VF e0 = ExpMasked<kAcc, kExpBias>(d, h0, l0);
+        const VF e1 = ExpMasked<kAcc, kExpBias>(d, h1, l1);
         if (store) {
           StoreF(d, e0, y + i);
           StoreF(d, e1, y + i + N);
@@ -371,8 +405,8 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
     VF l0, l1;
     VF h0 = Diff<kAcc>(d, LoadF(d, x + i), m, s, l0);
     VF h1 = Diff<kAcc>(d, LoadF(d, x + i + N), m, s, l1);
-    const VF e0 = ExpMasked<kAcc>(d, h0, l0);
-    const VF e1 = ExpMasked<kAcc>(d, h1, l1);
+    const VF e0 = ExpMasked<kAcc, kExpBias>(d, h0, l0);
+    const VF e1 = ExpMasked<kAcc, kExpBias>(d, h1, l1);
     if (store) {  // (y is only touched when storing)
       StoreF(d, e0, y + i);
       StoreF(d, e1, y + i + N);
@@ -387,7 +421,7 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
   auto one = [&](VF v, U* out) HWY_ATTR {
     VF l;
     VF h = Diff<kAcc>(d, v, m, s, l);
-    const VF e = ExpMasked<kAcc>(d, h, l);
+    const VF e = ExpMasked<kAcc, kExpBias>(d, h, l);
     if (store) StoreF(d, e, out);
     AccD(a0, a1, e);
     if constexpr (kT) AccD(t0, t1, hn::Mul(e, h));
@@ -400,8 +434,8 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
     o.count = len - i;
     if (store) o.flush(y + i);
   }
-  if constexpr (kT) *Tout = SumD(hn::Add(hn::Add(t0, t1), hn::Add(t2, t3)));
-  return SumD(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)));
+  if constexpr (kT) *Tout = SumD(hn::Add(hn::Add(t0, t1), hn::Add(t2, t3))) * kTwoM32;
+  return SumD(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))) * kTwoM32;
 }
 
 // Sum of exp((x - m) s) over the elements different from m, and the number k
@@ -422,7 +456,7 @@ double SumExpRest(const T* x, std::int64_t n, float mf, const Scale& scale, std:
     count += static_cast<std::int64_t>(hn::CountTrue(d, at_max));
     VF l;
     VF h = Diff<kAcc>(d, v, m, s, l);
-    AccD(a0, a1, hn::IfThenZeroElse(at_max, ExpMasked<kAcc>(d, h, l)));
+    AccD(a0, a1, hn::IfThenZeroElse(at_max, ExpMasked<kAcc, kExpBias>(d, h, l)));
   };
   std::size_t i = 0;
   const std::size_t len = static_cast<std::size_t>(n);
@@ -432,16 +466,22 @@ double SumExpRest(const T* x, std::int64_t n, float mf, const Scale& scale, std:
     one(LoadF(d, t.in));
   }
   *k = count;
-  return SumD(hn::Add(a0, a1));
+  return SumD(hn::Add(a0, a1)) * kTwoM32;
 }
 
-// y = y * (r_hi + r_lo): one rounding per element (the small product first).
-HWY_INLINE VF MulR(VF e, VF rh, VF rl) { return hn::MulAdd(e, rh, hn::Mul(e, rl)); }
+// p = E * (r_hi + r_lo) for E = exp(d) 2^32: the product is formed as
+// E * (r 2^64) (normal range, one rounding, the small product first) and
+// brought down by 2^-96 (ScaleDown96: exact, or one integer rounding for
+// subnormal weights).
+HWY_INLINE VF MulR(VF e, VF rh, VF rl) {
+  return ScaleDown96(DF(), hn::MulAdd(e, rh, hn::Mul(e, rl)));
+}
+constexpr float kTwo64 = 18446744073709551616.0f;  // 2^64
 
 void ScaleF32(float* y, std::int64_t n, float rhf, float rlf) {
   const DF d;
   const std::size_t N = hn::Lanes(d);
-  const VF rh = hn::Set(d, rhf), rl = hn::Set(d, rlf);
+  const VF rh = hn::Set(d, rhf * kTwo64), rl = hn::Set(d, rlf * kTwo64);
   std::size_t i = 0;
   const std::size_t len = static_cast<std::size_t>(n);
   for (; i + 2 * N <= len; i += 2 * N) {
@@ -449,14 +489,18 @@ void ScaleF32(float* y, std::int64_t n, float rhf, float rlf) {
     hn::StoreU(MulR(hn::LoadU(d, y + i + N), rh, rl), d, y + i + N);
   }
   for (; i + N <= len; i += N) hn::StoreU(MulR(hn::LoadU(d, y + i), rh, rl), d, y + i);
-  for (; i < len; ++i) y[i] = std::fma(y[i], rhf, y[i] * rlf);
+  if (i < len) {
+    Tail<float> t(y + i, len - i);
+    hn::Store(MulR(hn::Load(d, t.in), rh, rl), d, t.out);
+    t.flush(y + i);
+  }
 }
 
 // y (bfloat16) = e * (r_hi + r_lo), e float (a scratch row of stored exps).
 void ScaleToBF16(const float* e, std::uint16_t* y, std::int64_t n, float rhf, float rlf) {
   const DF d;
   const std::size_t N = hn::Lanes(d);
-  const VF rh = hn::Set(d, rhf), rl = hn::Set(d, rlf);
+  const VF rh = hn::Set(d, rhf * kTwo64), rl = hn::Set(d, rlf * kTwo64);
   std::size_t i = 0;
   const std::size_t len = static_cast<std::size_t>(n);
   for (; i + N <= len; i += N) StoreF(d, MulR(hn::LoadU(d, e + i), rh, rl), y + i);
@@ -476,11 +520,11 @@ void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, fl
   const std::size_t N = hn::Lanes(d);
   const ScaleV s = ScaleVOf(d, scale);
   const VF m = hn::Set(d, mf);
-  const VF rh = hn::Set(d, rhf), rl = hn::Set(d, rlf);
+  const VF rh = hn::Set(d, rhf * kTwo64), rl = hn::Set(d, rlf * kTwo64);
   auto one = [&](VF v, T* out) HWY_ATTR {
     VF l;
     VF h = Diff<kAcc>(d, v, m, s, l);
-    StoreF(d, MulR(ExpMasked<kAcc>(d, h, l), rh, rl), out);
+    StoreF(d, MulR(ExpMasked<kAcc, kExpBias>(d, h, l), rh, rl), out);
   };
   std::size_t i = 0;
   const std::size_t len = static_cast<std::size_t>(n);
