@@ -55,15 +55,21 @@ RowState row_normaliser_bf16(const std::uint16_t* x, std::int64_t n, const Scale
 RowState row_entropy_f32(const float* x, std::int64_t n, const Scale& s);
 RowState row_entropy_bf16(const std::uint16_t* x, std::int64_t n, const Scale& s);
 
-// y_i = exp((x_i - m) s); returns sum y_i (double, of the stored values).
+// Stored exps are BIASED: y_i = exp((x_i - m) s) * 2^32 (every live value a
+// normal float, so no subnormal microcode assists); they are meant for
+// row_scale_f32 / row_scale_to_bf16, which remove the bias exactly (subnormal
+// weights are rounded once, by integer arithmetic). Sums returned are
+// unbiased: sum exp((x_i - m) s), accumulated in double.
+//
+// y_i = 2^32 exp((x_i - m) s); returns sum exp((x_i - m) s).
 double row_exp_store_f32(const float* x, float* y, std::int64_t n, float m, const Scale& s);
 // sum exp((x_i - m) s) without storing.
 double row_sum_exp_f32(const float* x, std::int64_t n, float m, const Scale& s);
 double row_sum_exp_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s);
 
-// bfloat16 input, float exps stored to a scratch row y; returns their sum.
+// bfloat16 input, biased float exps stored to a scratch row y; returns the sum.
 double row_exp_store_bf16(const std::uint16_t* x, float* y, std::int64_t n, float m, const Scale& s);
-// y (bfloat16, rounded to nearest even) = e * (r_hi + r_lo).
+// y (bfloat16, rounded to nearest even) = (biased e) * 2^-32 * (r_hi + r_lo).
 void row_scale_to_bf16(const float* e, std::uint16_t* y, std::int64_t n, float r_hi, float r_lo);
 
 // As above with the max m known (no rescales): also *T = sum e_i (x_i - m) s.
@@ -78,7 +84,8 @@ double row_sum_exp_rest_f32(const float* x, std::int64_t n, float m, const Scale
 double row_sum_exp_rest_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s,
                              std::int64_t* k);
 
-// y_i *= r, r = r_hi + r_lo (two-float reciprocal: one rounding per element).
+// y_i = (biased y_i) * 2^-32 * (r_hi + r_lo) (two-float reciprocal: one
+// rounding per element).
 void row_scale_f32(float* y, std::int64_t n, float r_hi, float r_lo);
 
 // y_i = exp((x_i - m) s) * r (recomputes exp; x may equal y).
