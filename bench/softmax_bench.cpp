@@ -1,0 +1,386 @@
+// Row-operation benchmarks of the "cpu" kernel against its peers, in one
+// binary, with the ratio table printed at the end.
+//
+//   build/bench/softmax_bench                 # everything + the ratio table
+//                                             # (3 repetitions, medians; ~7 min on 2 busy cores)
+//   build/bench/softmax_bench --benchmark_filter=softmax_f32   # a subset
+//
+// - The kernel is called through its raw sa_kernel function pointers (no
+//   staging copies), one row per call unless a benchmark says otherwise, so
+//   single-row timings are single-thread timings (the kernel never splits a row).
+// - Peers: oneDNN (dnnl::softmax_forward, f32, when found at build time) and
+//   Eigen (array max / exp / sum / scale); both single-threaded here
+//   (omp_set_num_threads(1) outside the scaling benchmark).
+// - Inputs: N(0, 1) logits unless stated; adaptive rows are N(0, sigma^2)
+//   with sigma chosen so that H ~ 4 and beta > 1 (the full two-softmax path),
+//   and also plain N(0,1) rows (beta = 1 at these sizes: shortcut path).
+// - Subnormals: the kernel keeps gradual underflow (weights below 2^-126 are
+//   correctly rounded subnormals), and x86 cores take microcode assists to
+//   produce and consume them. The beta > 1 rows (H ~ 4 at large n means most
+//   weights are tiny) pay this in the beta-scaled pass; the "(info)" rows
+//   show plain softmax of beta*l against softmax of l. A caller that sets
+//   FTZ/DAZ in MXCSR avoids the cost and gets 0 instead of subnormal weights.
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <Eigen/Core>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/bfloat16.hpp"
+#include "kernels/cpu/cpu_kernel.hpp"
+#include "kernels/cpu/row_ops.hpp"
+
+#ifdef SA_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace {
+
+const sa_kernel& K() { return *sa::kernels::cpu_kernel(); }
+
+sa_rows one_row(std::int64_t n);
+void check(sa_status s);
+std::vector<float> logits(std::int64_t n, float sigma, std::uint64_t seed = 42) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, sigma);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = nd(rng);
+  return v;
+}
+std::vector<std::uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<std::uint16_t> b(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) b[i] = sa::bf16_from_float(v[i]);
+  return b;
+}
+sa_rows one_row(std::int64_t n) { return sa_rows{1, n, n, n, 1.0}; }
+void check(sa_status s) {
+  if (s != SA_OK) {
+    std::fprintf(stderr, "kernel call failed: %s\n", K().last_error(K().ctx));
+    std::abort();
+  }
+}
+void set_counters(benchmark::State& st, std::int64_t n, std::int64_t rows, std::size_t bytes_per) {
+  st.SetItemsProcessed(st.iterations() * n * rows);
+  st.SetBytesProcessed(st.iterations() * n * rows * static_cast<std::int64_t>(bytes_per));
+}
+
+// Adaptive rows: N(0, sigma^2) with sigma found by bisection (on the kernel's
+// own entropy) so that H ~ 4, where beta(H) ~ 2.4 > 1: the full path.
+float sigma_for_beta(std::int64_t n) {
+  const auto base = logits(n, 1.0f);
+  std::vector<float> x(base.size());
+  const sa_rows s = one_row(n);
+  double lo = 0.0, hi = 64.0;  // H(sigma) decreases from log n to ~0
+  for (int it = 0; it < 30; ++it) {
+    const double mid = 0.5 * (lo + hi);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(mid) * base[i];
+    float H = 0;
+    check(K().entropy(K().ctx, SA_F32, &s, x.data(), &H, nullptr));
+    (H > 4.0f ? lo : hi) = mid;
+  }
+  return static_cast<float>(0.5 * (lo + hi));
+}
+
+// ---------------------------------------------------------------- softmax
+void BM_cpu_softmax_f32(benchmark::State& st) {
+  const std::int64_t n = st.range(0);
+  const auto x = logits(n, 1.0f);
+  std::vector<float> y(x.size());
+  const sa_rows s = one_row(n);
+  for (auto _ : st) {
+    check(K().softmax(K().ctx, SA_F32, &s, x.data(), y.data()));
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(st, n, 1, 8);
+}
+
+void BM_cpu_softmax_bf16(benchmark::State& st) {
+  const std::int64_t n = st.range(0);
+  const auto x = to_bf16(logits(n, 1.0f));
+  std::vector<std::uint16_t> y(x.size());
+  const sa_rows s = one_row(n);
+  for (auto _ : st) {
+    check(K().softmax(K().ctx, SA_BF16, &s, x.data(), y.data()));
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(st, n, 1, 4);
+}
+
+void BM_eigen_softmax_f32(benchmark::State& st) {
+  const std::int64_t n = st.range(0);
+  const auto x = logits(n, 1.0f);
+  std::vector<float> y(x.size());
+  for (auto _ : st) {
+    Eigen::Map<const Eigen::ArrayXf> X(x.data(), n);
+    Eigen::Map<Eigen::ArrayXf> Y(y.data(), n);
+    const float m = X.maxCoeff();
+    Y = (X - m).exp();
+    const float S = Y.sum();
+    Y *= 1.0f / S;
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(st, n, 1, 8);
+}
+
+#ifdef SA_HAVE_DNNL
+void BM_onednn_softmax_f32(benchmark::State& st) {
+  const std::int64_t n = st.range(0);
+  auto x = logits(n, 1.0f);
+  std::vector<float> y(x.size());
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream strm(eng);
+  const dnnl::memory::desc md({1, n}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab);
+  const dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_inference, md, 1);
+  const dnnl::softmax_forward::primitive_desc pd(d, eng);
+  dnnl::softmax_forward prim(pd);
+  dnnl::memory src(md, eng, x.data()), dst(md, eng, y.data());
+  for (auto _ : st) {
+    prim.execute(strm, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+    strm.wait();
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(st, n, 1, 8);
+  st.SetLabel(pd.impl_info_str());
+}
+#endif
+
+// ---------------------------------------------------------------- adaptive
+void BM_cpu_adaptive_f32(benchmark::State& st) {  // range(1): 1 = beta > 1 rows, 0 = N(0,1)
+  const std::int64_t n = st.range(0);
+  const auto x = logits(n, st.range(1) ? sigma_for_beta(n) : 1.0f);
+  std::vector<float> y(x.size());
+  float beta = 0, H = 0;
+  const sa_rows s = one_row(n);
+  for (auto _ : st) {
+    check(K().adaptive_softmax(K().ctx, SA_F32, &s, x.data(), y.data(), &beta, &H));
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(st, n, 1, 8);
+  st.counters["beta"] = beta;
+  st.counters["H"] = H;
+}
+// Plain softmax on the same rows (range(1) = 0 or 1), or (range(1) = 2) on the
+// beta > 1 rows already multiplied by their beta: the adaptive second pass's
+// input, whose many weights below 2^-126 cost x86 subnormal assists.
+void BM_cpu_softmax_f32_sigma(benchmark::State& st) {
+  const std::int64_t n = st.range(0);
+  auto x = logits(n, st.range(1) ? sigma_for_beta(n) : 1.0f);
+  if (st.range(1) == 2) {
+    std::vector<float> y(x.size());
+    float beta = 1, H = 0;
+    const sa_rows s = one_row(n);
+    check(K().adaptive_softmax(K().ctx, SA_F32, &s, x.data(), y.data(), &beta, &H));
+    for (auto& v : x) v *= beta;
+  }
+  std::vector<float> y(x.size());
+  const sa_rows s = one_row(n);
+  for (auto _ : st) {
+    check(K().softmax(K().ctx, SA_F32, &s, x.data(), y.data()));
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(st, n, 1, 8);
+}
+
+// ---------------------------------------------------------------- entropy vs normaliser
+void BM_cpu_entropy_f32(benchmark::State& st) {
+  const std::int64_t n = st.range(0);
+  const auto x = logits(n, 1.0f);
+  float H = 0;
+  sa_entropy_state es;
+  const sa_rows s = one_row(n);
+  for (auto _ : st) {
+    check(K().entropy(K().ctx, SA_F32, &s, x.data(), &H, &es));
+    benchmark::DoNotOptimize(H);
+  }
+  set_counters(st, n, 1, 4);
+}
+// The online normaliser (m, S) alone: the same streaming code without T
+// (the kernel's logsumexp uses exactly this pass).
+void BM_online_normaliser_f32(benchmark::State& st) {
+  const std::int64_t n = st.range(0);
+  const auto x = logits(n, 1.0f);
+  const auto scale = sa::kernels::cpu::Scale::of(1.0);
+  for (auto _ : st) {
+    auto r = sa::kernels::cpu::row_normaliser_f32(x.data(), n, scale);
+    benchmark::DoNotOptimize(r);
+  }
+  set_counters(st, n, 1, 4);
+}
+
+// ---------------------------------------------------------------- multi-core scaling
+void BM_cpu_softmax_rows_f32(benchmark::State& st) {  // 256 rows x 65536, range(0) threads
+  const int threads = static_cast<int>(st.range(0));
+  const std::int64_t rows = 256, n = 65536;
+  const auto x = logits(rows * n, 1.0f);
+  std::vector<float> y(x.size());
+  const sa_rows s{rows, n, n, n, 1.0};
+  omp_set_num_threads(threads);
+  for (auto _ : st) {
+    check(K().softmax(K().ctx, SA_F32, &s, x.data(), y.data()));
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  omp_set_num_threads(1);
+  set_counters(st, n, rows, 8);
+  st.counters["threads"] = threads;
+}
+
+const std::vector<std::int64_t> kSizes = {256, 4096, 65536, 1 << 20, 1 << 24};
+
+void register_all() {
+  auto sizes = [](benchmark::internal::Benchmark* b) {
+    for (auto n : kSizes) b->Arg(n);
+    b->Unit(benchmark::kMicrosecond);
+  };
+  benchmark::RegisterBenchmark("softmax_f32/cpu", BM_cpu_softmax_f32)->Apply(sizes);
+#ifdef SA_HAVE_DNNL
+  benchmark::RegisterBenchmark("softmax_f32/onednn", BM_onednn_softmax_f32)->Apply(sizes);
+#endif
+  benchmark::RegisterBenchmark("softmax_f32/eigen", BM_eigen_softmax_f32)->Apply(sizes);
+  benchmark::RegisterBenchmark("softmax_bf16/cpu", BM_cpu_softmax_bf16)->Apply(sizes);
+  auto adaptive = [](benchmark::internal::Benchmark* b) {
+    for (std::int64_t n : {4096, 65536, 1 << 20})
+      for (std::int64_t sharp : {1, 0}) b->Args({n, sharp});
+    b->Unit(benchmark::kMicrosecond);
+  };
+  benchmark::RegisterBenchmark("adaptive_f32/cpu", BM_cpu_adaptive_f32)->Apply(adaptive);
+  benchmark::RegisterBenchmark("adaptive_f32/plain_softmax", BM_cpu_softmax_f32_sigma)->Apply(adaptive);
+  benchmark::RegisterBenchmark("adaptive_f32/plain_softmax", BM_cpu_softmax_f32_sigma)
+      ->Args({4096, 2})
+      ->Args({65536, 2})
+      ->Args({1 << 20, 2})
+      ->Unit(benchmark::kMicrosecond);
+  auto ent = [](benchmark::internal::Benchmark* b) {
+    for (std::int64_t n : {4096, 65536, 1 << 20}) b->Arg(n);
+    b->Unit(benchmark::kMicrosecond);
+  };
+  benchmark::RegisterBenchmark("entropy_f32/streamed_mST", BM_cpu_entropy_f32)->Apply(ent);
+  benchmark::RegisterBenchmark("entropy_f32/normaliser_mS", BM_online_normaliser_f32)->Apply(ent);
+  benchmark::RegisterBenchmark("rows256x65536_f32/cpu", BM_cpu_softmax_rows_f32)
+      ->Arg(1)
+      ->Arg(2)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+}
+
+// ---------------------------------------------------------------- ratio table
+class Collect : public benchmark::ConsoleReporter {
+ public:
+  struct Times {
+    double real_ns, cpu_ns;  // per iteration
+  };
+  std::map<std::string, Times> ns;  // run name (without "/real_time") -> times
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& r : runs) {
+      if (r.error_occurred) continue;
+      if (r.run_type == Run::RT_Aggregate && r.aggregate_name != "median") continue;
+      std::string name = r.benchmark_name();
+      if (r.run_type == Run::RT_Aggregate) name = name.substr(0, name.rfind('_'));
+      if (const auto p = name.find("/real_time"); p != std::string::npos) name.erase(p);
+      const double mult = r.time_unit == benchmark::kMillisecond   ? 1e6
+                          : r.time_unit == benchmark::kMicrosecond ? 1e3
+                          : r.time_unit == benchmark::kSecond      ? 1e9
+                                                                   : 1.0;
+      ns[name] = {r.GetAdjustedRealTime() * mult, r.GetAdjustedCPUTime() * mult};
+    }
+  }
+};
+
+// Single-thread rows compare CPU time (robust on a shared machine where other
+// processes preempt the benchmark); the thread-scaling row compares real time.
+void row(const char* what, const std::string& num, const std::string& den, const char* target,
+         double limit, bool at_most, const Collect& c, bool real = false) {
+  const auto a = c.ns.find(num), b = c.ns.find(den);
+  if (a == c.ns.end() || b == c.ns.end()) return;
+  const double ta = real ? a->second.real_ns : a->second.cpu_ns;
+  const double tb = real ? b->second.real_ns : b->second.cpu_ns;
+  const double r = ta / tb;
+  const bool ok = at_most ? r <= limit : r >= limit;
+  std::printf("%-44s %12.1f %12.1f %8.3f   %-10s %s\n", what, ta / 1e3, tb / 1e3, r, target,
+              limit >= 1e29 || limit < 0 ? "" : ok ? "met" : "MISSED");
+}
+
+void print_table(const Collect& c) {
+  std::printf("\nRatio table (microseconds per call: CPU time, real time for the threads row; "
+              "dispatch target: %s)\n",
+              sa::kernels::cpu::dispatch_target());
+  std::printf("%-44s %12s %12s %8s   %-12s %s\n", "comparison", "A (us)", "B (us)", "A/B", "target", "");
+  for (auto n : kSizes) {
+    const std::string sn = std::to_string(n);
+    row(("softmax f32 n=" + sn + ": cpu / oneDNN").c_str(), "softmax_f32/cpu/" + sn + "",
+        "softmax_f32/onednn/" + sn + "", "<= 1.0", 1.0, true, c);
+    row(("softmax f32 n=" + sn + ": cpu / Eigen").c_str(), "softmax_f32/cpu/" + sn + "",
+        "softmax_f32/eigen/" + sn + "", "(info)", 1e30, true, c);
+  }
+  for (auto n : kSizes) {
+    const std::string sn = std::to_string(n);
+    // Throughput ratio bf16 / f32 = time(f32) / time(bf16).
+    row(("softmax n=" + sn + ": time f32 / time bf16").c_str(), "softmax_f32/cpu/" + sn + "",
+        "softmax_bf16/cpu/" + sn + "", n >= (1 << 20) ? ">= 1.5" : "(info)",
+        n >= (1 << 20) ? 1.5 : -1.0, false, c);
+  }
+  for (std::int64_t n : {4096, 65536, 1 << 20})
+    for (int sharp : {1, 0}) {
+      const std::string key = std::to_string(n) + "/" + std::to_string(sharp) + "";
+      row(("adaptive n=" + std::to_string(n) + (sharp ? " beta>1" : " N(0,1) beta=1") + ": / softmax")
+              .c_str(),
+          "adaptive_f32/cpu/" + key, "adaptive_f32/plain_softmax/" + key, "<= 1.6", 1.6, true, c);
+    }
+  for (std::int64_t n : {4096, 65536, 1 << 20}) {
+    const std::string sn = std::to_string(n);
+    row(("  (info) n=" + sn + " softmax(beta l) / softmax(l)").c_str(),
+        "adaptive_f32/plain_softmax/" + sn + "/2", "adaptive_f32/plain_softmax/" + sn + "/1", "(info)",
+        1e30, true, c);
+  }
+  for (std::int64_t n : {4096, 65536, 1 << 20}) {
+    const std::string sn = std::to_string(n);
+    row(("streamed entropy n=" + sn + ": (m,S,T) / (m,S)").c_str(),
+        "entropy_f32/streamed_mST/" + sn + "", "entropy_f32/normaliser_mS/" + sn + "",
+        "<= 1.25", 1.25, true, c);
+  }
+  row("256 x 65536 rows: 1 thread / 2 threads", "rows256x65536_f32/cpu/1",
+      "rows256x65536_f32/cpu/2", "(speedup)", -1.0, false, c, true);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  omp_set_num_threads(1);  // single-thread peers; the scaling benchmark sets its own
+  register_all();
+  // Default: 3 repetitions, medians reported and used in the table (the
+  // machine may be shared); any --benchmark_repetitions given wins.
+  std::vector<char*> args(argv, argv + argc);
+  bool reps = false;
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], "--benchmark_repetitions", 23) == 0) reps = true;
+  static char r3[] = "--benchmark_repetitions=3";
+  static char agg[] = "--benchmark_report_aggregates_only=true";
+  if (!reps) {
+    args.insert(args.begin() + 1, agg);
+    args.insert(args.begin() + 1, r3);
+  }
+  int n_args = static_cast<int>(args.size());
+  args.push_back(nullptr);
+  argc = n_args;
+  argv = args.data();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  Collect c;
+  benchmark::RunSpecifiedBenchmarks(&c);
+  print_table(c);
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,596 @@
+// The "cpu" kernel: argument checking, the row loop (threads), the per-row
+// algorithms built from row_ops.hpp, and the exact special-value paths.
+#include "kernels/cpu/cpu_kernel.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/bfloat16.hpp"
+#include "kernels/cpu/row_ops.hpp"
+#include "theory/adaptive_temperature.hpp"
+#include "theory/streamed_entropy.hpp"
+
+namespace sa::kernels {
+namespace {
+
+using cpu::RowState;
+using cpu::Scale;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// Rows longer than this use the two-pass float32 softmax (online normaliser,
+// then exp recomputed and scaled: 2 reads + 1 write) instead of the three-pass
+// one (max; exp stored + summed; scale: 3 reads + 2 writes). Past the caches
+// memory traffic dominates and the extra exp is cheaper than the traffic.
+constexpr std::int64_t kThreePassMaxN = std::int64_t{1} << 21;
+
+// bfloat16 rows up to this length store their exps in a float scratch row
+// (<= 1 MiB, cache-resident); longer ones compute exp twice instead.
+constexpr std::int64_t kBf16ScratchMaxN = std::int64_t{1} << 18;
+
+// bfloat16 rows longer than this (8 MiB of input) use the two-pass form too.
+constexpr std::int64_t kBf16ThreePassMaxN = std::int64_t{1} << 22;
+
+// Rows are spread over threads only when there are at least two and the batch
+// is big enough to pay for waking the team.
+constexpr std::int64_t kParallelMinElements = std::int64_t{1} << 15;
+
+thread_local std::string g_error;
+
+sa_status fail(sa_status s, std::string what) {
+  g_error = "cpu kernel: " + std::move(what);
+  return s;
+}
+
+// ------------------------------------------------------------ element access
+inline float load(const float* x, std::int64_t i) { return x[i]; }
+inline float load(const std::uint16_t* x, std::int64_t i) { return float_from_bf16(x[i]); }
+inline void put(float* y, std::int64_t i, float v) { y[i] = v; }
+inline void put(std::uint16_t* y, std::int64_t i, float v) { y[i] = bf16_from_float(v); }
+
+// ------------------------------------------------------------ argument checks
+std::size_t element_size(sa_dtype t) { return t == SA_BF16 ? 2 : 4; }
+
+sa_status check_dtype(sa_dtype t) {
+  if (t != SA_F32 && t != SA_BF16)
+    return fail(SA_UNSUPPORTED, "dtype " + std::to_string(static_cast<int>(t)) +
+                                    " is not SA_F32 (1) or SA_BF16 (2)");
+  return SA_OK;
+}
+
+// Bytes spanned by `rows` rows of n elements at `stride`.
+std::uintptr_t span_bytes(std::int64_t rows, std::int64_t n, std::int64_t stride, std::size_t es) {
+  return static_cast<std::uintptr_t>(((rows - 1) * stride + n)) * es;
+}
+
+sa_status check_rows(const char* op, sa_dtype t, const sa_rows* shape, const void* in,
+                     const void* out, bool has_out) {
+  g_error.clear();
+  if (sa_status s = check_dtype(t); s != SA_OK) return s;
+  const std::string o = std::string(op) + ": ";
+  if (!shape) return fail(SA_INVALID_ARGUMENT, o + "shape is NULL");
+  if (shape->rows < 0)
+    return fail(SA_INVALID_ARGUMENT, o + "rows = " + std::to_string(shape->rows) + ", expected >= 0");
+  if (shape->n <= 0)
+    return fail(SA_INVALID_ARGUMENT,
+                o + "n = " + std::to_string(shape->n) + ", expected >= 1 (a row needs a logit)");
+  if (shape->in_stride < shape->n)
+    return fail(SA_INVALID_ARGUMENT, o + "in_stride = " + std::to_string(shape->in_stride) +
+                                         " is less than n = " + std::to_string(shape->n));
+  if (has_out && shape->out_stride < shape->n)
+    return fail(SA_INVALID_ARGUMENT, o + "out_stride = " + std::to_string(shape->out_stride) +
+                                         " is less than n = " + std::to_string(shape->n));
+  if (!(shape->temperature > 0) || !std::isfinite(shape->temperature))
+    return fail(SA_INVALID_ARGUMENT, o + "temperature = " + std::to_string(shape->temperature) +
+                                         ", expected finite and > 0");
+  if (shape->rows == 0) return SA_OK;
+  if (!in) return fail(SA_INVALID_ARGUMENT, o + "input pointer is NULL");
+  if (!out) return fail(SA_INVALID_ARGUMENT, o + "output pointer is NULL");
+  if (has_out) {
+    const std::size_t es = element_size(t);
+    const auto a = reinterpret_cast<std::uintptr_t>(in);
+    const auto b = reinterpret_cast<std::uintptr_t>(out);
+    if (a == b) {
+      if (shape->rows > 1 && shape->in_stride != shape->out_stride)
+        return fail(SA_INVALID_ARGUMENT, o + "in place (in == out) needs in_stride == out_stride");
+    } else {
+      const auto ea = a + span_bytes(shape->rows, shape->n, shape->in_stride, es);
+      const auto eb = b + span_bytes(shape->rows, shape->n, shape->out_stride, es);
+      if (a < eb && b < ea)
+        return fail(SA_INVALID_ARGUMENT, o + "in and out overlap without being equal");
+    }
+  }
+  return SA_OK;
+}
+
+template <class F>
+void for_rows(std::int64_t rows, std::int64_t n, F&& f) {
+  if (rows < 2 || rows * n < kParallelMinElements) {  // no thread team at all
+    for (std::int64_t r = 0; r < rows; ++r) f(r);
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < rows; ++r) f(r);
+}
+
+// ------------------------------------------------------------ special rows
+// A row with NaN, +inf or no finite logit (kernel.h semantics).
+struct Special {
+  bool nan = false;
+  std::int64_t pos_inf = 0;  // number of +inf logits
+  bool all_masked = true;    // every logit -inf
+};
+
+template <class T>
+Special classify(const T* x, std::int64_t n) {
+  Special s;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float v = load(x, i);
+    if (std::isnan(v)) {
+      s.nan = true;
+      s.all_masked = false;
+      return s;
+    }
+    if (v == kInf) ++s.pos_inf;
+    if (v != -kInf) s.all_masked = false;
+  }
+  return s;
+}
+
+// Weights of a special row: NaN everywhere, 1/k at the +inf items, or 0.
+// Returns false for an ordinary row (the caller then uses the scalar path).
+template <class T>
+bool special_weights(const T* x, T* y, std::int64_t n, const Special& s) {
+  if (s.nan) {
+    for (std::int64_t i = 0; i < n; ++i) put(y, i, kNaN);
+    return true;
+  }
+  if (s.pos_inf > 0) {
+    const float w = static_cast<float>(1.0 / static_cast<double>(s.pos_inf));
+    for (std::int64_t i = 0; i < n; ++i) put(y, i, load(x, i) == kInf ? w : 0.0f);
+    return true;
+  }
+  if (s.all_masked) {
+    for (std::int64_t i = 0; i < n; ++i) put(y, i, 0.0f);
+    return true;
+  }
+  return false;
+}
+
+// Plain double-precision scalar softmax: only reached if a fast path declines
+// a row that is not special (not expected; kept so no row is ever dropped).
+template <class T>
+void scalar_softmax(const T* x, T* y, std::int64_t n, double s) {
+  double m = -INFINITY;
+  for (std::int64_t i = 0; i < n; ++i) m = std::max(m, static_cast<double>(load(x, i)));
+  double S = 0;
+  for (std::int64_t i = 0; i < n; ++i) S += std::exp((load(x, i) - m) * s);
+  for (std::int64_t i = 0; i < n; ++i)
+    put(y, i, static_cast<float>(std::exp((load(x, i) - m) * s) / S));
+}
+
+// ------------------------------------------------------------ row algorithms
+struct Recip {
+  float hi, lo;
+};
+Recip recip(double S) {
+  const double r = 1.0 / S;
+  const float hi = static_cast<float>(r);
+  return {hi, static_cast<float>(r - static_cast<double>(hi))};
+}
+
+RowState normaliser(const float* x, std::int64_t n, const Scale& s) {
+  return cpu::row_normaliser_f32(x, n, s);
+}
+RowState normaliser(const std::uint16_t* x, std::int64_t n, const Scale& s) {
+  return cpu::row_normaliser_bf16(x, n, s);
+}
+RowState entropy_state(const float* x, std::int64_t n, const Scale& s) {
+  return cpu::row_entropy_f32(x, n, s);
+}
+RowState entropy_state(const std::uint16_t* x, std::int64_t n, const Scale& s) {
+  return cpu::row_entropy_bf16(x, n, s);
+}
+void exp_scale(const float* x, float* y, std::int64_t n, float m, const Scale& s, Recip r) {
+  cpu::row_exp_scale_f32(x, y, n, m, s, r.hi, r.lo);
+}
+void exp_scale(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m, const Scale& s,
+               Recip r) {
+  cpu::row_exp_scale_bf16(x, y, n, m, s, r.hi, r.lo);
+}
+
+// softmax with the row max m (raw) already known and finite.
+template <class T>
+void softmax_known_max(const T* x, T* y, std::int64_t n, float m, const Scale& s) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (n <= kThreePassMaxN) {
+      const double S = cpu::row_exp_store_f32(x, y, n, m, s);
+      if (std::isfinite(S) && S > 0) {
+        const Recip r = recip(S);
+        cpu::row_scale_f32(y, n, r.hi, r.lo);
+        return;
+      }
+      scalar_softmax(x, y, n, s.s);
+      return;
+    }
+    const double S = cpu::row_sum_exp_f32(x, n, m, s);
+    exp_scale(x, y, n, m, s, recip(S));
+  } else {
+    const double S = cpu::row_sum_exp_bf16(x, n, m, s);
+    exp_scale(x, y, n, m, s, recip(S));
+  }
+}
+
+template <class T>
+void softmax_row(const T* x, T* y, std::int64_t n, const Scale& s) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (n <= kThreePassMaxN) {
+      const float m = cpu::row_max_f32(x, n);
+      if (std::isfinite(m)) {
+        const double S = cpu::row_exp_store_f32(x, y, n, m, s);
+        if (std::isfinite(S) && S > 0) {
+          const Recip r = recip(S);
+          cpu::row_scale_f32(y, n, r.hi, r.lo);
+          return;
+        }
+      }
+      // Special row. In place, pass 2 may have overwritten x, but only when
+      // the max was finite, so the row holds a NaN, and NaN stays NaN.
+      if (!special_weights(x, y, n, classify(x, n))) scalar_softmax(x, y, n, s.s);
+      return;
+    }
+  }
+  if constexpr (std::is_same_v<T, std::uint16_t>) if (n <= kBf16ThreePassMaxN) {
+    // bfloat16: max; exp stored (float) and summed; scaled and rounded.
+    // Longer rows use the online normaliser and recompute exp (below).
+    // The exps go to a per-thread float scratch row (<= 16 MiB), so each is
+    // computed once.
+    const float m = cpu::row_max_bf16(x, n);
+    if (std::isfinite(m) && n > kBf16ScratchMaxN) {
+      const double S = cpu::row_sum_exp_bf16(x, n, m, s);
+      if (std::isfinite(S) && S > 0) {
+        exp_scale(x, y, n, m, s, recip(S));
+        return;
+      }
+    } else if (std::isfinite(m)) {
+      thread_local std::vector<float> scratch;
+      if (scratch.size() < static_cast<std::size_t>(n)) scratch.resize(static_cast<std::size_t>(n));
+      const double S = cpu::row_exp_store_bf16(x, scratch.data(), n, m, s);
+      if (std::isfinite(S) && S > 0) {
+        const Recip r = recip(S);
+        cpu::row_scale_to_bf16(scratch.data(), y, n, r.hi, r.lo);
+        return;
+      }
+    }
+    if (!special_weights(x, y, n, classify(x, n))) scalar_softmax(x, y, n, s.s);
+    return;
+  }
+  const RowState st = normaliser(x, n, s);
+  if (!st.ok) {
+    if (!special_weights(x, y, n, classify(x, n))) scalar_softmax(x, y, n, s.s);
+    return;
+  }
+  exp_scale(x, y, n, st.m, s, recip(st.S));
+}
+
+// log p_i = (x_i - m) s - L with L = log(k + rest) = log k + log1p(rest / k),
+// k the count of logits at the max m (each weight exactly 1 before
+// normalising) and rest the sum of the others: a dominant item's log-weight
+// -log1p(rest) keeps its relative accuracy even when rest < 2^-53.
+template <class T>
+void log_softmax_row(const T* x, T* y, std::int64_t n, const Scale& s) {
+  float m;
+  if constexpr (std::is_same_v<T, float>) m = cpu::row_max_f32(x, n);
+  else m = cpu::row_max_bf16(x, n);
+  if (std::isfinite(m)) {
+    std::int64_t k = 0;
+    double rest;
+    if constexpr (std::is_same_v<T, float>) rest = cpu::row_sum_exp_rest_f32(x, n, m, s, &k);
+    else rest = cpu::row_sum_exp_rest_bf16(x, n, m, s, &k);
+    if (std::isfinite(rest) && k > 0) {
+      const double kd = static_cast<double>(k);
+      const double L = std::log(kd) + std::log1p(rest / kd);
+      if constexpr (std::is_same_v<T, float>) cpu::row_log_softmax_f32(x, y, n, m, s.s, L);
+      else cpu::row_log_softmax_bf16(x, y, n, m, s.s, L);
+      return;
+    }
+  }
+  const Special sp = classify(x, n);
+  if (sp.nan) {
+    for (std::int64_t i = 0; i < n; ++i) put(y, i, kNaN);
+  } else if (sp.pos_inf > 0) {
+    const float w = static_cast<float>(-std::log(static_cast<double>(sp.pos_inf)));
+    for (std::int64_t i = 0; i < n; ++i) put(y, i, load(x, i) == kInf ? w : -kInf);
+  } else {  // fully masked (the only other way the normaliser declines)
+    for (std::int64_t i = 0; i < n; ++i) put(y, i, -kInf);
+  }
+}
+
+template <class T>
+float lse_row(const T* x, std::int64_t n, const Scale& s) {
+  const RowState st = normaliser(x, n, s);
+  if (st.ok) return static_cast<float>(static_cast<double>(st.m) * s.s + std::log(st.S));
+  const Special sp = classify(x, n);
+  if (sp.nan) return kNaN;
+  return sp.pos_inf > 0 ? kInf : -kInf;
+}
+
+// Entropy and the final state of a row; returns false for special rows
+// after filling H and the state per kernel.h.
+template <class T>
+bool entropy_row(const T* x, std::int64_t n, const Scale& s, RowState& st, double& H,
+                 sa_entropy_state& state) {
+  st = entropy_state(x, n, s);
+  if (st.ok) {
+    H = std::log(st.S) - st.T / st.S;  // theory.md T6: both terms >= 0
+    state = {static_cast<float>(static_cast<double>(st.m) * s.s), static_cast<float>(st.S),
+             static_cast<float>(st.T)};
+    return true;
+  }
+  const Special sp = classify(x, n);
+  if (sp.nan) {
+    H = NAN;
+    state = {kNaN, kNaN, kNaN};
+  } else if (sp.pos_inf > 0) {
+    H = std::log(static_cast<double>(sp.pos_inf));
+    state = {kInf, static_cast<float>(sp.pos_inf), 0.0f};
+  } else {
+    H = 0;
+    state = {-kInf, 0.0f, 0.0f};
+  }
+  return false;
+}
+
+// Adaptive softmax (theory.md T5 with Shannon H from the T6 state):
+//   m = row max; one pass forms (S, T) at beta = 1 (float32 out of place: the
+//   exps are stored in y as well); H = log S - T/S; beta = beta(H), rounded to
+//   float, and that float is what scales the logits, so the weights are
+//   exactly softmax(beta_out * l / theta) up to rounding;
+//   beta == 1: y = stored exps / S (float32) or exp recomputed / S (bfloat16,
+//   or in place); beta > 1: a softmax pass at the new scale (max known).
+template <class T>
+void adaptive_row(const T* x, T* y, std::int64_t n, double inv_theta, float& beta_out,
+                  float& H_out) {
+  const Scale s1 = Scale::of(inv_theta);
+  float m;
+  if constexpr (std::is_same_v<T, float>) m = cpu::row_max_f32(x, n);
+  else m = cpu::row_max_bf16(x, n);
+  if (std::isfinite(m)) {
+    const bool stored = std::is_same_v<T, float> && static_cast<const void*>(x) != y &&
+                        n <= kThreePassMaxN;
+    double S, Tsum = 0;
+    if constexpr (std::is_same_v<T, float>)
+      S = stored ? cpu::row_exp_store_T_f32(x, y, n, m, s1, &Tsum)
+                 : cpu::row_sum_exp_T_f32(x, n, m, s1, &Tsum);
+    else
+      S = cpu::row_sum_exp_T_bf16(x, n, m, s1, &Tsum);
+    if (std::isfinite(S) && S > 0 && std::isfinite(Tsum)) {
+      const double H = std::log(S) - Tsum / S;  // theory.md T6: both terms >= 0
+      const float beta = static_cast<float>(theory::adaptive_beta<double>(H));
+      beta_out = beta;
+      H_out = static_cast<float>(H);
+      if (beta == 1.0f) {
+        const Recip r = recip(S);
+        if constexpr (std::is_same_v<T, float>) {
+          if (stored) {
+            cpu::row_scale_f32(y, n, r.hi, r.lo);
+            return;
+          }
+        }
+        exp_scale(x, y, n, m, s1, r);
+        return;
+      }
+      softmax_known_max(x, y, n, m, Scale::of(static_cast<double>(beta) * inv_theta));
+      return;
+    }
+  }
+  // Special rows (NaN, +inf, fully masked): exact conventions.
+  RowState st;
+  double H;
+  sa_entropy_state state;
+  entropy_row(x, n, s1, st, H, state);
+  const float beta = std::isnan(H) ? kNaN : static_cast<float>(theory::adaptive_beta<double>(H));
+  beta_out = beta;
+  H_out = static_cast<float>(H);
+  if (!special_weights(x, y, n, classify(x, n))) scalar_softmax(x, y, n, beta * inv_theta);
+}
+
+// ------------------------------------------------------------ ABI entry points
+template <class T>
+const T* row_in(const void* p, const sa_rows* sh, std::int64_t r) {
+  return static_cast<const T*>(p) + r * sh->in_stride;
+}
+template <class T>
+T* row_out(void* p, const sa_rows* sh, std::int64_t r) {
+  return static_cast<T*>(p) + r * sh->out_stride;
+}
+
+template <class F>
+void by_dtype(sa_dtype t, F&& f) {
+  if (t == SA_F32) f(float{});
+  else f(std::uint16_t{});
+}
+
+sa_status k_softmax(void*, sa_dtype t, const sa_rows* sh, const void* in, void* out) {
+  if (sa_status s = check_rows("softmax", t, sh, in, out, true); s != SA_OK) return s;
+  const Scale s = Scale::of(1.0 / sh->temperature);
+  by_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    for_rows(sh->rows, sh->n, [&](std::int64_t r) {
+      softmax_row(row_in<T>(in, sh, r), row_out<T>(out, sh, r), sh->n, s);
+    });
+  });
+  return SA_OK;
+}
+
+sa_status k_log_softmax(void*, sa_dtype t, const sa_rows* sh, const void* in, void* out) {
+  if (sa_status s = check_rows("log_softmax", t, sh, in, out, true); s != SA_OK) return s;
+  const Scale s = Scale::of(1.0 / sh->temperature);
+  by_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    for_rows(sh->rows, sh->n, [&](std::int64_t r) {
+      log_softmax_row(row_in<T>(in, sh, r), row_out<T>(out, sh, r), sh->n, s);
+    });
+  });
+  return SA_OK;
+}
+
+sa_status k_logsumexp(void*, sa_dtype t, const sa_rows* sh, const void* in, float* lse) {
+  if (sa_status s = check_rows("logsumexp", t, sh, in, lse, false); s != SA_OK) return s;
+  const Scale s = Scale::of(1.0 / sh->temperature);
+  by_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    for_rows(sh->rows, sh->n,
+             [&](std::int64_t r) { lse[r] = lse_row(row_in<T>(in, sh, r), sh->n, s); });
+  });
+  return SA_OK;
+}
+
+sa_status k_entropy(void*, sa_dtype t, const sa_rows* sh, const void* in, float* entropy,
+                    sa_entropy_state* state) {
+  if (sa_status s = check_rows("entropy", t, sh, in, entropy, false); s != SA_OK) return s;
+  const Scale s = Scale::of(1.0 / sh->temperature);
+  by_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    for_rows(sh->rows, sh->n, [&](std::int64_t r) {
+      RowState st;
+      double H;
+      sa_entropy_state es;
+      entropy_row(row_in<T>(in, sh, r), sh->n, s, st, H, es);
+      entropy[r] = static_cast<float>(H);
+      if (state) state[r] = es;
+    });
+  });
+  return SA_OK;
+}
+
+sa_status k_adaptive(void*, sa_dtype t, const sa_rows* sh, const void* in, void* out, float* beta,
+                     float* entropy) {
+  if (sa_status s = check_rows("adaptive_softmax", t, sh, in, out, true); s != SA_OK) return s;
+  const double inv_theta = 1.0 / sh->temperature;
+  by_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    for_rows(sh->rows, sh->n, [&](std::int64_t r) {
+      float b, H;
+      adaptive_row(row_in<T>(in, sh, r), row_out<T>(out, sh, r), sh->n, inv_theta, b, H);
+      if (beta) beta[r] = b;
+      if (entropy) entropy[r] = H;
+    });
+  });
+  return SA_OK;
+}
+
+sa_status k_merge_entropy(void*, std::int64_t count, const sa_entropy_state* a,
+                          const sa_entropy_state* b, sa_entropy_state* out) {
+  g_error.clear();
+  if (count < 0)
+    return fail(SA_INVALID_ARGUMENT,
+                "merge_entropy_states: count = " + std::to_string(count) + ", expected >= 0");
+  if (count > 0 && (!a || !b || !out))
+    return fail(SA_INVALID_ARGUMENT, "merge_entropy_states: a, b and out must not be NULL");
+  for_rows(count, 1 << 6, [&](std::int64_t i) {
+    // In double, rounded once per field (theory.md T6 merge, special values in
+    // theory/streamed_entropy.hpp).
+    const theory::EntropyState<double> x{a[i].m, a[i].S, a[i].T}, y{b[i].m, b[i].S, b[i].T};
+    const auto z = theory::entropy_merge(x, y);
+    out[i] = {static_cast<float>(z.m), static_cast<float>(z.S), static_cast<float>(z.T)};
+  });
+  return SA_OK;
+}
+
+sa_status k_merge_attention(void*, std::int64_t rows, std::int64_t dv, const float* o_a,
+                            const float* lse_a, const float* o_b, const float* lse_b, float* out,
+                            float* out_lse) {
+  g_error.clear();
+  if (rows < 0)
+    return fail(SA_INVALID_ARGUMENT,
+                "merge_attention_states: rows = " + std::to_string(rows) + ", expected >= 0");
+  if (dv < 1)
+    return fail(SA_INVALID_ARGUMENT,
+                "merge_attention_states: dv = " + std::to_string(dv) + ", expected >= 1");
+  if (rows > 0 && (!o_a || !lse_a || !o_b || !lse_b || !out))
+    return fail(SA_INVALID_ARGUMENT,
+                "merge_attention_states: o_a, lse_a, o_b, lse_b and out must not be NULL");
+  for_rows(rows, dv, [&](std::int64_t r) {
+    const double la = lse_a[r], lb = lse_b[r];
+    const float* A = o_a + r * dv;
+    const float* B = o_b + r * dv;
+    float* O = out + r * dv;
+    double wa, wb, L;
+    if (std::isnan(la) || std::isnan(lb)) {
+      wa = wb = L = NAN;
+    } else if (la == -INFINITY && lb == -INFINITY) {
+      wa = wb = 0;
+      L = -INFINITY;
+    } else if (la == INFINITY && lb == INFINITY) {
+      // Both parts hold +inf logits; their counts are not carried, so the
+      // parts are weighted equally (documented limitation of the format).
+      wa = wb = 0.5;
+      L = INFINITY;
+    } else if (la == INFINITY || lb == -INFINITY) {
+      wa = 1;
+      wb = 0;
+      L = la;
+    } else if (lb == INFINITY || la == -INFINITY) {
+      wa = 0;
+      wb = 1;
+      L = lb;
+    } else {
+      const double mx = std::max(la, lb), mn = std::min(la, lb);
+      L = mx + std::log1p(std::exp(mn - mx));
+      wa = std::exp(la - L);
+      wb = std::exp(lb - L);
+    }
+    for (std::int64_t j = 0; j < dv; ++j) {
+      const double va = wa == 0 ? 0.0 : static_cast<double>(A[j]) * wa;
+      const double vb = wb == 0 ? 0.0 : static_cast<double>(B[j]) * wb;
+      O[j] = static_cast<float>(va + vb);
+    }
+    if (out_lse) out_lse[r] = static_cast<float>(L);
+  });
+  return SA_OK;
+}
+
+const char* k_last_error(void*) { return g_error.empty() ? nullptr : g_error.c_str(); }
+
+sa_kernel make_kernel() {
+  sa_kernel k{};
+  k.abi_version = SA_KERNEL_ABI_VERSION;
+  k.struct_size = sizeof(sa_kernel);
+  k.name = "cpu";
+  k.description =
+      "production CPU kernel: Highway SIMD with runtime dispatch, rows in parallel (OpenMP), "
+      "float32 and bfloat16 (float32 arithmetic, double sums), two-float x - max, "
+      "one-pass streamed entropy (theory T6)";
+  k.ops = SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP | SA_OP_ENTROPY |
+          SA_OP_ADAPTIVE_SOFTMAX | SA_OP_MERGE_ENTROPY_STATES | SA_OP_MERGE_ATTENTION_STATES;
+  k.dtypes = SA_DTYPE_F32 | SA_DTYPE_BF16;
+  k.memory = SA_MEMORY_HOST;
+  k.adaptive_entropy = SA_ENTROPY_SHANNON;
+  k.ctx = nullptr;
+  k.softmax = k_softmax;
+  k.log_softmax = k_log_softmax;
+  k.logsumexp = k_logsumexp;
+  k.entropy = k_entropy;
+  k.adaptive_softmax = k_adaptive;
+  k.attention = nullptr;
+  k.merge_entropy_states = k_merge_entropy;
+  k.merge_attention_states = k_merge_attention;
+  k.last_error = k_last_error;
+  return k;
+}
+
+}  // namespace
+
+const sa_kernel* cpu_kernel() {
+  static const sa_kernel k = make_kernel();
+  return &k;
+}
+
+}  // namespace sa::kernels

@@ -1,0 +1,105 @@
+// Single-row building blocks of the CPU kernel (Highway, runtime dispatch to
+// the best instruction set this machine has: AVX-512, AVX2 or portable 128-bit).
+//
+// Internal to kernels/cpu (the benchmarks use them as peers); the suite calls
+// the kernel through its C ABI only. Every function works on ONE row and is
+// single-threaded; cpu_kernel.cpp spreads rows over threads.
+//
+// Fast paths only: a row with NaN, +inf or no finite logit is reported back
+// (ok = false / NaN result) and cpu_kernel.cpp answers it with the exact scalar
+// special-value path. -inf logits (masks) are handled here.
+//
+// Scaling: the kernel computes with d_i = (x_i - m) * s, s = beta / theta.
+// Scale carries s as a double and as an unevaluated float sum hi + lo, so that
+// float lanes can form d_i to about 2^-48 relative (theory.md T7: the classic
+// ~17 ulp floor of float softmax comes from rounding x - m; here x - m is
+// formed exactly as a two-float sum before exp).
+//
+// Accuracy (float32, measured in tests/cpu): exp of a two-float argument is
+// faithful plus ~0.1 ulp (degree-7 polynomial on |r| <= ln2/2, Cody-Waite
+// reduction with FMA); sums are accumulated in double lanes.
+#pragma once
+
+#include <cstdint>
+
+namespace sa::kernels::cpu {
+
+struct Scale {
+  double s = 1.0;   // beta / theta
+  float hi = 1.0f;  // s rounded to float
+  float lo = 0.0f;  // s - hi rounded to float
+  bool unit = true; // s == 1 exactly: no multiplication at all
+  static Scale of(double s);
+};
+
+// Online state of one row: raw (unscaled) max m over the lanes that saw a
+// finite logit, S = sum exp((x - m) s), T = sum exp((x - m) s) (x - m) s,
+// both in double. ok = false when the row needs the special-value path
+// (NaN, +inf, or every logit -inf).
+struct RowState {
+  float m = 0;
+  double S = 0;
+  double T = 0;
+  bool ok = false;
+};
+
+// Largest element (raw). NaN behaviour unspecified: callers check the sum.
+float row_max_f32(const float* x, std::int64_t n);
+float row_max_bf16(const std::uint16_t* x, std::int64_t n);
+
+// One pass, lanes keep (m, S) (online normaliser, Milakov & Gimelshein 2018).
+RowState row_normaliser_f32(const float* x, std::int64_t n, const Scale& s);
+RowState row_normaliser_bf16(const std::uint16_t* x, std::int64_t n, const Scale& s);
+
+// One pass, lanes keep (m, S, T) (theory.md T6), merged with entropy_merge.
+RowState row_entropy_f32(const float* x, std::int64_t n, const Scale& s);
+RowState row_entropy_bf16(const std::uint16_t* x, std::int64_t n, const Scale& s);
+
+// Stored exps are BIASED: y_i = exp((x_i - m) s) * 2^32 (every live value a
+// normal float, so no subnormal microcode assists); they are meant for
+// row_scale_f32 / row_scale_to_bf16, which remove the bias exactly (subnormal
+// weights are rounded once, by integer arithmetic). Sums returned are
+// unbiased: sum exp((x_i - m) s), accumulated in double.
+//
+// y_i = 2^32 exp((x_i - m) s); returns sum exp((x_i - m) s).
+double row_exp_store_f32(const float* x, float* y, std::int64_t n, float m, const Scale& s);
+// sum exp((x_i - m) s) without storing.
+double row_sum_exp_f32(const float* x, std::int64_t n, float m, const Scale& s);
+double row_sum_exp_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s);
+
+// bfloat16 input, biased float exps stored to a scratch row y; returns the sum.
+double row_exp_store_bf16(const std::uint16_t* x, float* y, std::int64_t n, float m, const Scale& s);
+// y (bfloat16, rounded to nearest even) = (biased e) * 2^-32 * (r_hi + r_lo).
+void row_scale_to_bf16(const float* e, std::uint16_t* y, std::int64_t n, float r_hi, float r_lo);
+
+// As above with the max m known (no rescales): also *T = sum e_i (x_i - m) s.
+// The _store_ form writes e_i to y.
+double row_exp_store_T_f32(const float* x, float* y, std::int64_t n, float m, const Scale& s,
+                           double* T);
+double row_sum_exp_T_f32(const float* x, std::int64_t n, float m, const Scale& s, double* T);
+double row_sum_exp_T_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s, double* T);
+
+// sum exp((x_i - m) s) over x_i != m, and *k = the number of x_i == m.
+double row_sum_exp_rest_f32(const float* x, std::int64_t n, float m, const Scale& s, std::int64_t* k);
+double row_sum_exp_rest_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s,
+                             std::int64_t* k);
+
+// y_i = (biased y_i) * 2^-32 * (r_hi + r_lo) (two-float reciprocal: one
+// rounding per element).
+void row_scale_f32(float* y, std::int64_t n, float r_hi, float r_lo);
+
+// y_i = exp((x_i - m) s) * r (recomputes exp; x may equal y).
+void row_exp_scale_f32(const float* x, float* y, std::int64_t n, float m, const Scale& s,
+                       float r_hi, float r_lo);
+void row_exp_scale_bf16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m,
+                        const Scale& s, float r_hi, float r_lo);
+
+// y_i = (x_i - m) s - L, evaluated in double lanes, rounded once.
+void row_log_softmax_f32(const float* x, float* y, std::int64_t n, float m, double s, double L);
+void row_log_softmax_bf16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m,
+                          double s, double L);
+
+// Name of the instruction set the dispatcher picked (for benchmark context).
+const char* dispatch_target();
+
+}  // namespace sa::kernels::cpu

@@ -1,0 +1,362 @@
+// Accuracy of the "cpu" kernel against the MPFR reference, every row op x
+// dtype, on random and adversarial rows (tests/cpu/cpu_test_support.hpp).
+//
+// Where the bounds come from (u = 2^-24, the float32 unit roundoff):
+// - exp: argument d = (x - max) s is formed as a two-float sum (TwoSum + FMA
+//   product; ~2^-47 relative), reduced by Cody-Waite, a degree-7 polynomial
+//   (truncation < 0.07 ulp), 1 + p rounded once: |e - exp(d)| <= 0.75 ulp(e)
+//   < 2^-23 e (worst case, e in [0.7, 1.42] before exact scaling by 2^k).
+// - sums: in double from the stored float exps; streamed rescaling uses
+//   1 + expm1 in double when no 2^k scaling applies, so rescale factors add at
+//   most 2^-24 relative per factor of at least e^-0.35 decay: <= 3.3 u total.
+// - Each reported error is measured against the value computed by MPFR at 256
+//   bits from the same (float or bfloat16) inputs, so input quantisation is
+//   not counted (theory.md T7: report it separately).
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "cpu_test_support.hpp"
+#include "theory/adaptive_temperature.hpp"
+
+namespace sa::cputest {
+namespace {
+
+using ref::Mp;
+
+struct Case {
+  Dist dist;
+  std::int64_t n;
+  std::uint64_t seed;
+};
+std::vector<Case> cases() {
+  std::vector<Case> c;
+  std::uint64_t seed = 1;
+  for (Dist d : all_dists)
+    for (std::int64_t n : sizes()) c.push_back({d, n, seed++});
+  return c;
+}
+std::string where(const Case& c, std::int64_t i) {
+  return std::string(name_of(c.dist)) + " n=" + std::to_string(c.n) + " i=" + std::to_string(i);
+}
+
+void report(const char* what, const UlpStats& s) {
+  std::printf("[accuracy] %-28s elements=%lld correctly_rounded=%.5f max_ulps_apart=%lld "
+              "max_ulp_error=%.3f\n",
+              what, static_cast<long long>(s.count), s.exact_fraction(),
+              static_cast<long long>(s.max_apart), s.max_ulp_error);
+}
+
+// ---------------------------------------------------------------- softmax
+// float32 claim: every weight within 2 ulp of the correctly rounded exact
+// weight (ulps_apart <= 2). Derivation: p_i = e_i / S with e_i within 0.75
+// ulp, S the exact sum of the stored e_i up to 2^-52, so S's relative error is
+// at most the largest e error (< 2^-23); the two-float reciprocal makes the
+// final product one rounding (0.5 ulp): total < 0.75 + 1 + 0.5 = 2.25 ulp of
+// relative error in the worst case, i.e. at most 2 representable steps from
+// the correctly rounded value. This is the target; common kernels
+// (x - max rounded in float) reach ~17 ulp on the offset rows.
+// bfloat16 claim: >= 99% correctly rounded and every weight within 1 bf16 ulp:
+// the float32 value is within ~2^-22 relative, so the bf16 rounding differs
+// from the correct one only when the exact value lies within 2^-22 of a
+// bf16 rounding midpoint (a fraction ~2^-13 of values), and then by one step.
+void check_softmax(DType t, double theta, const char* label) {
+  UlpStats st;
+  for (const Case& c : cases()) {
+    const auto x = generate(c.dist, c.n, c.seed, t == DType::bfloat16);
+    const auto out = kernel().softmax(t, RowBatch::single(x), theta);
+    const auto ref = ref::softmax(widen(x), theta);
+    for (std::int64_t i = 0; i < c.n; ++i) st.add(t, out[i], ref[i], where(c, i));
+  }
+  report(label, st);
+  if (t == DType::float32) {
+    EXPECT_LE(st.max_apart, 2) << st.worst;
+  } else {
+    EXPECT_LE(st.max_apart, 1) << st.worst;
+    EXPECT_GE(st.exact_fraction(), 0.99);
+  }
+}
+
+TEST(CpuSoftmax, Float32WithinTwoUlpOfCorrectlyRounded) { check_softmax(DType::float32, 1.0, "softmax f32"); }
+TEST(CpuSoftmax, Float32WithTemperature) {
+  check_softmax(DType::float32, 0.7, "softmax f32 theta=0.7");
+  check_softmax(DType::float32, 3.0, "softmax f32 theta=3");
+}
+TEST(CpuSoftmax, Bfloat16CorrectlyRounded99PercentAndWithinOneUlp) {
+  check_softmax(DType::bfloat16, 1.0, "softmax bf16");
+}
+
+// Long rows take other code paths (cpu_kernel.cpp: float32 three-pass up to
+// 2^21, then online normaliser + recomputed exp; bfloat16 scratch row up to
+// 2^18, then exp twice, then the online normaliser past 2^22). Same bounds.
+// The longest rows are mostly masked (-inf, exact 0) so that the MPFR
+// reference stays cheap; the finite logits are spread over the whole row.
+TEST(CpuSoftmax, LongRowPaths) {
+  struct Long {
+    DType t;
+    std::int64_t n;
+  };
+  for (const Long& c : {Long{DType::float32, (std::int64_t{1} << 21) + 37},
+                        Long{DType::bfloat16, (std::int64_t{1} << 18) + 37},
+                        Long{DType::bfloat16, (std::int64_t{1} << 22) + 37}}) {
+    UlpStats st;
+    auto x = generate(Dist::normal, c.n, 7, c.t == DType::bfloat16);
+    for (std::int64_t i = 0; i < c.n; ++i)
+      if (i % 997 != 5) x[i] = -kInf;
+    x[c.n - 1] = 3.25f;  // a late max (bf16-exact): the streamed lanes rescale
+    x[c.n - 2] = 3.0f;
+    const auto out = kernel().softmax(c.t, RowBatch::single(x));
+    const auto ref = ref::softmax(widen(x));
+    for (std::int64_t i = 0; i < c.n; ++i)
+      if (x[i] != -kInf || i % 4096 == 0) st.add(c.t, out[i], ref[i], "long n=" + std::to_string(c.n));
+    report(c.t == DType::float32 ? "softmax f32 long masked" : "softmax bf16 long masked", st);
+    EXPECT_GT(out[5], 0.0f);  // the finite weights are not trivially 0
+    EXPECT_LE(st.max_apart, c.t == DType::float32 ? 2 : 1) << st.worst;
+  }
+}
+
+// Float32 rows past the caches with every logit finite (three-pass path).
+TEST(CpuSoftmax, Float32LongFiniteRow) {
+  UlpStats st;
+  const std::int64_t n = (1 << 18) + 37;
+  for (Dist d : {Dist::normal, Dist::offset_pos, Dist::ascending}) {
+    const auto x = generate(d, n, 99, false);
+    const auto out = kernel().softmax(DType::float32, RowBatch::single(x));
+    ref::PrecisionScope p(128);  // 2 x 53 bits + margin is enough for a float verdict (mpfr.hpp)
+    const auto ref = ref::softmax(widen(x));
+    for (std::int64_t i = 0; i < n; i += 7) st.add(DType::float32, out[i], ref[i], name_of(d));
+  }
+  report("softmax f32 n=2^18+37", st);
+  EXPECT_LE(st.max_apart, 2) << st.worst;
+}
+
+// ---------------------------------------------------------------- log_softmax
+// Claim: float32 within 2.5 ulp (ulp_error). y = (x - m) s - L in double,
+// rounded once (0.5 ulp); L = log k + log1p(rest / k) (k logits at the max m,
+// rest the others' sum, from a max pass then a sum pass: no rescales), and
+// rest's relative error eps < 2^-23 (exp) gives |dL| <= eps rest/(k + rest)
+// <= eps (1 - p_max) <= eps |y_i| (y_i = log p_i <= log(1 - p_max) for
+// i not at the max; for the max items y = -L itself), i.e. <= 2 ulp(y_i).
+// bfloat16: within 1 ulp and >= 99% correctly rounded (as softmax).
+void check_log_softmax(DType t, const char* label) {
+  UlpStats st;
+  for (const Case& c : cases()) {
+    const auto x = generate(c.dist, c.n, c.seed, t == DType::bfloat16);
+    const auto out = kernel().log_softmax(t, RowBatch::single(x));
+    const auto ref = ref::log_softmax(widen(x));
+    for (std::int64_t i = 0; i < c.n; ++i) st.add(t, out[i], ref[i], where(c, i));
+  }
+  report(label, st);
+  if (t == DType::float32) {
+    EXPECT_LE(st.max_ulp_error, 2.5) << st.worst;
+  } else {
+    EXPECT_LE(st.max_apart, 1) << st.worst;
+    EXPECT_GE(st.exact_fraction(), 0.99);
+  }
+}
+TEST(CpuLogSoftmax, Float32) { check_log_softmax(DType::float32, "log_softmax f32"); }
+TEST(CpuLogSoftmax, Bfloat16) { check_log_softmax(DType::bfloat16, "log_softmax bf16"); }
+
+// Mean |m - l| under p (double estimate from the reference weights).
+double mean_abs_gap(const std::vector<float>& x, const std::vector<Mp>& p) {
+  double m = -INFINITY;
+  for (float v : x) m = std::max(m, static_cast<double>(v));
+  double g = 0;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (x[i] != -kInf) g += p[i].convert_to<double>() * (m - x[i]);
+  return g;
+}
+double mean_sq_gap(const std::vector<float>& x, const std::vector<Mp>& p) {
+  double m = -INFINITY;
+  for (float v : x) m = std::max(m, static_cast<double>(v));
+  double g = 0;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (x[i] != -kInf) g += p[i].convert_to<double>() * (m - x[i]) * (m - x[i]);
+  return g;
+}
+
+// ---------------------------------------------------------------- logsumexp
+// Claim: |lse - exact| <= 0.5 ulp(exact) + 2^-23 (2.5 + [bf16] 2 E_p|d|):
+// m s + log S in double rounded once; S comes from the one-pass online
+// normaliser, so eps_S <= 0.75 * 2^-23 (exp) + 3.3 u (rescales) < 2.4 * 2^-23
+// (float32: exact two-float d; the 0.1 covers the ~2^-47 residues).
+// bfloat16 rows form d = x - m in float without TwoSum: exact unless the
+// exponents differ by > 16, else relative error <= 2u, which moves exp(d) by
+// <= 2u|d|, i.e. S by <= 2u E_p|d|.
+void check_lse(DType t, const char* label) {
+  double worst_ratio = 0;
+  std::string worst;
+  for (const Case& c : cases()) {
+    const auto x = generate(c.dist, c.n, c.seed, t == DType::bfloat16);
+    const auto out = kernel().logsumexp(t, RowBatch::single(x));
+    const Mp exact = ref::log_sum_exp(widen(x));
+    const auto p = ref::softmax(widen(x));
+    const double bound = 0.5 * ref::ulp_at(DType::float32, exact) +
+                         2 * kU * (2.5 + (t == DType::bfloat16 ? 2 * mean_abs_gap(x, p) : 0.0));
+    const double err = std::abs((Mp(out[0]) - exact).convert_to<double>());
+    if (err / bound > worst_ratio) {
+      worst_ratio = err / bound;
+      worst = where(c, 0);
+    }
+    EXPECT_LE(err, bound) << where(c, 0);
+  }
+  std::printf("[accuracy] %-28s max error / bound = %.3f (%s)\n", label, worst_ratio, worst.c_str());
+}
+TEST(CpuLogSumExp, Float32) { check_lse(DType::float32, "logsumexp f32"); }
+TEST(CpuLogSumExp, Bfloat16) { check_lse(DType::bfloat16, "logsumexp bf16"); }
+
+// ---------------------------------------------------------------- entropy
+// Claim: |H - H_exact| <= 0.5 ulp(H) + 2^-23 (2.5 + 10 H) [+ 2^-23 (2 H + 2 E_p d^2) for bf16].
+// Derivation (theory.md T6, H = log S - T/S with T <= 0): every e_i has
+// relative error eps' <= 0.75 * 2^-23 (exp) + 3.3 u (rescales) < 2.5 * 2^-23;
+// T's terms e_i d_i add 2u (product and d rounded to float) and the float
+// partial sums of T (<= 16 terms per lane before the double flush) add 16 u;
+// all terms of T have one sign, so rel(T) <= eps' + 5 * 2^-23 and
+// |d(T/S)| <= |T/S| (2 eps' + 5 * 2^-23); |d log S| <= eps'; and
+// |T/S| = E_p[m - l] <= H because log S >= 0.
+// bfloat16 rows' inexact d (above) add 2u|d_i| to e_i and to the T terms.
+void check_entropy(DType t, double theta, const char* label) {
+  double worst_ratio = 0;
+  std::string worst;
+  for (const Case& c : cases()) {
+    const auto x = generate(c.dist, c.n, c.seed, t == DType::bfloat16);
+    std::vector<sa_entropy_state> states;
+    const auto H = kernel().entropy(t, RowBatch::single(x), theta, &states);
+    const Mp exact = ref::entropy(widen(x), theta);
+    const double He = exact.convert_to<double>();
+    std::vector<float> xs(x);
+    for (float& v : xs) v = static_cast<float>(v / theta);  // for the gap estimates only
+    const auto p = ref::softmax(widen(x), theta);
+    double bound = 0.5 * ref::ulp_at(DType::float32, exact) + 2 * kU * (2.5 + 10 * He);
+    if (t == DType::bfloat16) bound += 2 * kU * (2 * He + 2 * mean_sq_gap(xs, p));
+    const double err = std::abs(H[0] - He);
+    if (err / bound > worst_ratio) {
+      worst_ratio = err / bound;
+      worst = where(c, 0) + " H=" + std::to_string(He);
+    }
+    EXPECT_LE(err, bound) << where(c, 0) << " H=" << H[0] << " exact=" << He;
+    // The state is consistent with the entropy and the row's log-sum-exp.
+    const auto& s = states[0];
+    EXPECT_NEAR(std::log(static_cast<double>(s.S)) - s.T / static_cast<double>(s.S), He,
+                bound + 4 * kU * (1 + He))
+        << where(c, 0);
+    EXPECT_LE(s.T, 0.0f) << "T <= 0 when m is the row max (theory.md T6) " << where(c, 0);
+  }
+  std::printf("[accuracy] %-28s max error / bound = %.3f (%s)\n", label, worst_ratio, worst.c_str());
+}
+TEST(CpuEntropy, Float32) { check_entropy(DType::float32, 1.0, "entropy f32"); }
+TEST(CpuEntropy, Float32Temperature) { check_entropy(DType::float32, 2.5, "entropy f32 theta=2.5"); }
+TEST(CpuEntropy, Bfloat16) { check_entropy(DType::bfloat16, 1.0, "entropy bf16"); }
+
+// Shift invariance (theory.md T6): H(l + 1e4) equals H(l) within the bound;
+// the tempting H = lse - E[l] form cancels catastrophically here.
+TEST(CpuEntropy, ShiftInvariantAtLargeOffsets) {
+  for (std::int64_t n : {17, 1000}) {
+    auto x = generate(Dist::normal, n, 5, false);
+    const double He = ref::entropy(widen(x)).convert_to<double>();
+    for (float c : {1e4f, -1e4f}) {
+      auto y = x;
+      for (float& v : y) v += c;  // rounded in float: compare with the exact entropy of y
+      const double Hy = ref::entropy(widen(y)).convert_to<double>();
+      const float H = kernel().entropy(DType::float32, RowBatch::single(y))[0];
+      EXPECT_NEAR(H, Hy, 0.5 * ref::ulp_at(DType::float32, Mp(Hy)) + 2 * kU * (2.5 + 10 * Hy));
+      (void)He;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- adaptive softmax
+// Claims (theory.md T5 with Shannon H, the kernel's adaptive_entropy):
+// 1. H within the entropy bound above;
+// 2. beta within |poly'(H)| * bound(H) + 0.5 ulp(beta) of beta(H_exact): beta is
+//    continuous (poly(0.5) < 1) and Lipschitz with constant |poly'| where > 1;
+// 3. the weights are softmax(beta_k * l / theta) for the kernel's own (float)
+//    beta_k within 2 ulp (float32) / the bf16 softmax rule, because the kernel
+//    rounds beta to float first and uses exactly that value.
+double poly_slope(double H) {
+  return std::abs(-4 * 0.037 * H * H * H + 3 * 0.481 * H * H - 2 * 2.3 * H + 4.917);
+}
+void check_adaptive(DType t, const char* label) {
+  UlpStats st;
+  EXPECT_EQ(kernel().adaptive_entropy(), SA_ENTROPY_SHANNON);
+  for (const Case& c : cases()) {
+    auto x = generate(c.dist, c.n, c.seed, t == DType::bfloat16);
+    if (c.dist == Dist::normal && c.n >= 100)  // also rows whose H lands where beta > 1
+      for (float& v : x) v = t == DType::bfloat16 ? round_to_bf16(v * 0.2f) : v * 0.2f;
+    const auto r = kernel().adaptive_softmax(t, RowBatch::single(x));
+    const auto a = ref::adaptive_softmax(widen(x), 1.0, ref::EntropyDefinition::shannon);
+    const double He = a.entropy.convert_to<double>();
+    const double Hbound = 0.5 * ref::ulp_at(DType::float32, a.entropy) + 2 * kU * (2.5 + 10 * He) +
+                          (t == DType::bfloat16 ? 2 * kU * (2 * He + 2 * mean_sq_gap(x, ref::softmax(widen(x)))) : 0);
+    EXPECT_NEAR(r.entropy[0], He, Hbound) << where(c, 0);
+    const double be = a.beta.convert_to<double>();
+    const double bbound = (poly_slope(He) + 0.01) * Hbound + 0.5 * ref::ulp_at(DType::float32, a.beta);
+    EXPECT_NEAR(r.beta[0], be, bbound) << where(c, 0) << " H=" << He;
+    std::vector<double> scaled(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i)
+      scaled[i] = static_cast<double>(x[i]) * static_cast<double>(r.beta[0]);  // exact
+    const auto p = ref::softmax(scaled);
+    for (std::int64_t i = 0; i < c.n; ++i) st.add(t, r.weights[i], p[i], where(c, i));
+  }
+  report(label, st);
+  if (t == DType::float32) {
+    EXPECT_LE(st.max_apart, 2) << st.worst;
+  } else {
+    EXPECT_LE(st.max_apart, 1) << st.worst;
+    EXPECT_GE(st.exact_fraction(), 0.99);
+  }
+}
+TEST(CpuAdaptive, Float32) { check_adaptive(DType::float32, "adaptive f32 (at own beta)"); }
+TEST(CpuAdaptive, Bfloat16) { check_adaptive(DType::bfloat16, "adaptive bf16 (at own beta)"); }
+
+// ---------------------------------------------------------------- RapidCheck properties
+// Random rows (size 1..300, offset in +-1e4, scale up to 40) with shrinking:
+// float32 softmax within 2 ulp of correctly rounded (bound derived above).
+RC_GTEST_PROP(CpuSoftmaxProperty, Float32WithinTwoUlp, ()) {
+  const auto n = *rc::gen::inRange<std::int64_t>(1, 300);
+  const auto offset = *rc::gen::inRange(-10000, 10000);
+  const auto scale = *rc::gen::inRange(1, 40);
+  const auto seed = *rc::gen::arbitrary<std::uint32_t>();
+  auto x = generate(Dist::normal, n, seed, false);
+  for (float& v : x) v = static_cast<float>(offset) + static_cast<float>(scale) * v;
+  const auto out = kernel().softmax(DType::float32, RowBatch::single(x));
+  const auto ref = ref::softmax(widen(x));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double cr = ref::round_to(DType::float32, ref[i]);
+    RC_ASSERT(ref::ulps_apart(DType::float32, out[i], cr) <= 2);
+  }
+}
+
+// bfloat16 softmax: every weight within one bf16 ulp of correctly rounded.
+RC_GTEST_PROP(CpuSoftmaxProperty, Bfloat16WithinOneUlp, ()) {
+  const auto n = *rc::gen::inRange<std::int64_t>(1, 300);
+  const auto offset = *rc::gen::inRange(-10000, 10000);
+  const auto seed = *rc::gen::arbitrary<std::uint32_t>();
+  auto x = generate(Dist::normal, n, seed, false);
+  for (float& v : x) v = round_to_bf16(static_cast<float>(offset) + 4.0f * v);
+  const auto out = kernel().softmax(DType::bfloat16, RowBatch::single(x));
+  const auto ref = ref::softmax(widen(x));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double cr = ref::round_to(DType::bfloat16, ref[i]);
+    RC_ASSERT(ref::ulps_apart(DType::bfloat16, out[i], cr) <= 1);
+  }
+}
+
+// Entropy within the derived bound on random rows with arbitrary offsets.
+RC_GTEST_PROP(CpuEntropyProperty, Float32WithinBound, ()) {
+  const auto n = *rc::gen::inRange<std::int64_t>(1, 300);
+  const auto offset = *rc::gen::inRange(-10000, 10000);
+  const auto scale = *rc::gen::inRange(0, 30);
+  const auto seed = *rc::gen::arbitrary<std::uint32_t>();
+  auto x = generate(Dist::normal, n, seed, false);
+  for (float& v : x) v = static_cast<float>(offset) + static_cast<float>(scale) * v;
+  const float H = kernel().entropy(DType::float32, RowBatch::single(x))[0];
+  const Mp exact = ref::entropy(widen(x));
+  const double He = exact.convert_to<double>();
+  RC_ASSERT(std::abs(H - He) <= 0.5 * ref::ulp_at(DType::float32, exact) + 2 * kU * (2.5 + 10 * He));
+}
+
+}  // namespace
+}  // namespace sa::cputest
