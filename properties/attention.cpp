@@ -162,6 +162,14 @@ void run_attention_differential(const Run& run, DType t) {
   std::vector<int> slots;
   for (int s = 0; s < kSlots; ++s)
     if (run.wants_rule(ids[s]) && run.wants_property(std::string("differential.") + ids[s])) slots.push_back(s);
+  if (t == DType::float32) {
+    const auto it = std::find(slots.begin(), slots.end(), int(kFa));
+    if (it != slots.end()) {
+      slots.erase(it);
+      run.emit(skip_verdict(run, "differential.flash_attention_2x", claim_of("differential.flash_attention_2x"),
+                            rule_by_id("flash_attention_2x"), op, t, kFaFloat32Note));
+    }
+  }
   const bool want_split = run.wants_property("metamorphic.split_kv");
   if (slots.empty() && !want_split) return;
   if (!k.supports(op) || !k.supports(t)) {
@@ -218,7 +226,7 @@ void run_attention_differential(const Run& run, DType t) {
         if (e[i] != 0) nrel = std::max(nrel, std::abs(n[i] - e[i]) / std::abs(e[i]));
         emax = std::max(emax, std::abs(e[i]));
       }
-      cs[kFa] = make_check(err, 2.0 * nerr + 2.0 * budget::ulp(t, emax),
+      cs[kFa] = make_check(err, 2.0 * nerr + 2.0 * budget::ulp(t, emax + 0.3),
                            "max|out-ref| vs 2 x naive same-dtype error " + fmt(nerr));
       const double atol = 5.0 * std::max(nerr, 1e-5), rtol = 5.0 * std::max(nrel, default_rtol(t));
       double worst = 0;

@@ -6,14 +6,16 @@
 // but per element instead of in the max norm.
 //
 // Summation: a row sum of n positive terms in float32 has relative error
-// <= (n-1) u (recursive summation, deterministic) and, for any order with
-// independent rounding errors, <= lambda sqrt(n) u with probability at least
-// 1 - 2n exp(-lambda^2/2) (Higham & Mary, SIAM J. Sci. Comput. 2019). With
-// lambda = 8 the failure probability is below 3e-14 n, so the suite uses
-//     A(n) = min(n - 1, 8 sqrt(n))      (units of u)
-// for every accumulation of n terms. A kernel summing in bfloat16 exceeds it
-// by orders of magnitude (a bug class), one summing in float32 in any order
-// meets it.
+// <= (n-1) u for recursive summation in any order (deterministic; the n u
+// term of T7). The probabilistic sqrt(n) u behaviour (Higham & Mary 2019)
+// needs independent rounding errors, which flat rows (n equal terms: spike,
+// near-ties, masks) do not have: a correct sequential float32 sum of 3841
+// equal terms was measured ~500 u off, beyond 8 sqrt(n) u. So
+//     A(n) = n - 1      (units of u)
+// and the budget never fails a correct float32-accumulating kernel. It is
+// loose at large n (4096 u at n = 4097); the statistical bias gate and the
+// pytorch_fudge5 rule are the sharper instruments there. A kernel summing in
+// bfloat16 is still off by ~2^16 times more and fails it.
 //
 // Per-element softmax budget, relative, units of u = 2^-24 (float32):
 //     4 + A(n) + |z_j - max z| + [theta != 1] (|z_j| + |max z|)
@@ -39,7 +41,7 @@ namespace sa::props::budget {
 constexpr double u32 = 0x1p-24;           // float32 unit roundoff: the working precision
 constexpr double flt_min = 0x1p-126;       // smallest normal float32 / bfloat16
 
-inline double summation(double n) { return std::min(std::max(n - 1.0, 0.0), 8.0 * std::sqrt(n)); }
+inline double summation(double n) { return std::max(n - 1.0, 0.0); }
 
 // Spacing of format t in the binade of x (the smallest subnormal spacing at 0).
 inline double ulp(DType t, double x) {

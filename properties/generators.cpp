@@ -79,7 +79,9 @@ void fill_row(const RowParams& p, DType t, std::mt19937_64& rng, float* out) {
       out[i] = to_dtype(t, x);
     }
   } else if (d == "onednn_overflow") {
-    for (std::int64_t i = 0; i < n; ++i) out[i] = lowest(t);
+    // lowest * min(1, theta): the scaled logit l/theta stays finite (no input overflow).
+    const float low = to_dtype(t, double(lowest(t)) * std::min(1.0, p.temperature));
+    for (std::int64_t i = 0; i < n; ++i) out[i] = low;
     const std::int64_t k = std::min<std::int64_t>(n, 1 + static_cast<std::int64_t>(rng() % 3));
     for (std::int64_t j = 0; j < k; ++j) out[idx(n)] = to_dtype(t, 88.0 + 2.0 * U01(rng));
   } else {  // gaussian, and the base of masked / special

@@ -18,7 +18,8 @@
 //   fa3_outliers     N(0,1) + N(0,100) * Bernoulli(0.001) (FlashAttention-3's test input;
 //                    N(0,100) read as variance 100, i.e. standard deviation 10)
 //   onednn_overflow  a few values in [88, 90], the rest at the type's lowest finite value
-//                    (oneDNN's softmax filler: catches a missing or absolute-value max shift)
+//                    times min(1, theta), so that l/theta stays finite (oneDNN's softmax
+//                    filler: catches a missing or absolute-value max shift)
 //   masked           gaussian with -inf masks: random, tile-aligned and unaligned prefixes
 //                    for tile widths 8..128, every other tile, or the whole row
 //   special          gaussian with +inf and/or NaN entries (and masks)

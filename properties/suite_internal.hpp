@@ -13,6 +13,7 @@
 namespace sa::props::detail {
 
 const Rule& rule_by_id(const std::string& id);
+extern const char* const kFaFloat32Note;
 
 // Everything a property runner needs.
 struct Run {
