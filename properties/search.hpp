@@ -59,8 +59,8 @@ struct SlotResult {
 struct SearchOptions {
   int cases = 100;
   std::uint64_t seed = 1;
-  int shrink_evaluations = 200;   // budget of property evaluations while shrinking
-  double shrink_seconds = 5.0;
+  int shrink_evaluations = 120;   // budget of property evaluations while shrinking
+  double shrink_seconds = 1.5;
   std::function<void()> on_cases_done;  // after the random cases, before shrinking
   std::function<void(int)> on_case;     // before each random case
 };
