@@ -240,6 +240,7 @@ void run_attention_differential(const Run& run, DType t) {
     return cs;
   };
   SearchOptions so;
+  so.shrink_pool = &run.shrink_pool;
   so.cases = std::max(8, run.config.cases / 3);
   so.seed = run.seed ^ 0xa77e ^ (t == DType::bfloat16 ? 0x55 : 0);
   if (!slots.empty()) {
@@ -340,6 +341,7 @@ void run_merge_differential(const Run& run, Op op, DType t) {
     return;
   }
   SearchOptions so;
+  so.shrink_pool = &run.shrink_pool;
   so.cases = run.config.cases;
   so.seed = run.seed ^ (0x3e76e ^ static_cast<std::uint64_t>(op));
   if (op == Op::merge_entropy_states) {

@@ -278,6 +278,7 @@ void run_differential(const Run& run, Op op, DType t) {
   };
 
   SearchOptions so;
+  so.shrink_pool = &run.shrink_pool;
   so.cases = run.config.cases;
   so.seed = run.seed ^ (static_cast<std::uint64_t>(op) * 0x9e3779b97f4a7c15ull) ^ (t == DType::bfloat16 ? 0x55 : 0);
   so.on_cases_done = [&] { collecting = false; };

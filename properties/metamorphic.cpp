@@ -80,6 +80,7 @@ void row_property(const Run& run, const std::string& id, Op op, DType t, std::ve
     return std::vector<Check>{check(p)};
   };
   SearchOptions so;
+  so.shrink_pool = &run.shrink_pool;
   so.cases = cases;
   std::uint64_t h = std::hash<std::string>{}(id + name_of(op) + name_of(t));
   so.seed = run.seed ^ h;

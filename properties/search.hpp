@@ -6,6 +6,7 @@
 // serves every rule; each failing slot is shrunk on its own.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -61,6 +62,9 @@ struct SearchOptions {
   std::uint64_t seed = 1;
   int shrink_evaluations = 120;   // budget of property evaluations while shrinking
   double shrink_seconds = 1.5;
+  // Seconds of shrinking left, shared by every search of one run_suite (null:
+  // unlimited). When it is spent, counterexamples are reported as found.
+  double* shrink_pool = nullptr;
   std::function<void()> on_cases_done;  // after the random cases, before shrinking
   std::function<void(int)> on_case;     // before each random case
 };
@@ -126,6 +130,10 @@ std::vector<SlotResult<P>> search(
     if (all_failed) break;
   }
   if (o.on_cases_done) o.on_cases_done();
+  const auto shrink_start = std::chrono::steady_clock::now();
+  const auto pool_deadline =
+      o.shrink_pool ? shrink_start + std::chrono::milliseconds(static_cast<long>(std::max(0.0, *o.shrink_pool) * 1000))
+                    : std::chrono::steady_clock::time_point::max();
   for (std::size_t k = 0; k < slots; ++k) {
     if (!first_fail[k]) continue;
     auto fails = [&](const P& p) {
@@ -136,9 +144,9 @@ std::vector<SlotResult<P>> search(
         return false;
       }
     };
-    int budget = o.shrink_evaluations;
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(static_cast<long>(o.shrink_seconds * 1000));
+    int budget = std::chrono::steady_clock::now() < pool_deadline ? o.shrink_evaluations : 0;
+    const auto deadline = std::min(pool_deadline, std::chrono::steady_clock::now() +
+                                   std::chrono::milliseconds(static_cast<long>(o.shrink_seconds * 1000)));
     rc::Shrinkable<P> s = shrink_case(*first_fail[k], fails, budget, out[k].shrink_steps, deadline);
     P p = s.value();
     if (extra_shrink && budget > 0) p = extra_shrink(p, fails, budget);
@@ -149,6 +157,8 @@ std::vector<SlotResult<P>> search(
     } catch (...) {
     }
   }
+  if (o.shrink_pool)
+    *o.shrink_pool -= std::chrono::duration<double>(std::chrono::steady_clock::now() - shrink_start).count();
   return out;
 }
 

@@ -197,6 +197,8 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config, 
   // 128 bits: the reference's own error (<= 2^-100 relative) cannot move a
   // float32/bfloat16 verdict, and it halves the reference's cost.
   ref::PrecisionScope prec(128);
+  // Shrinking shares one budget per run (20 s): a badly broken kernel fails
+  // dozens of properties, and each still gets a counterexample.
   detail::Run run{kernel, config, observer, out, seed, config.sizes, config.distributions};
   std::vector<DType> dtypes = config.dtypes;
   if (dtypes.empty()) dtypes = {DType::float32, DType::bfloat16};

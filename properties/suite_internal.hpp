@@ -1,6 +1,7 @@
 // Internals shared by the suite's translation units (not part of the API).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -24,6 +25,7 @@ struct Run {
   std::uint64_t seed;
   std::vector<std::int64_t> sizes;  // row sizes for generators
   std::vector<std::string> dists;   // selected distributions (empty: all)
+  mutable double shrink_pool = 20.0;  // seconds of shrinking left in this run (shared)
 
   bool wants_rule(const std::string& id) const;
   bool wants_property(const std::string& id) const;

@@ -15,7 +15,7 @@ namespace {
 
 sa::props::SuiteConfig config() {
   sa::props::SuiteConfig c;
-  c.cases = 40;
+  c.cases = 25;
   c.seed = 424242;
   return c;
 }
