@@ -108,7 +108,8 @@ std::vector<QueryBudget> attention_budgets(const AttentionInput& in, DType t) {
         if (z[j] != -INFINITY) S2 += (p[j] = std::exp(beta * (z[j] - m)));
       for (auto& x : p) x /= S2;
     }
-    const double rel_w = u32 * (4.0 + A + beta * delta + (beta != 1.0 ? 2.0 * beta * maxabs : 0.0)) +
+    // exp argument: 3 beta delta u (subtraction and an exp2(x log2 e) rewrite), see budgets.hpp
+    const double rel_w = u32 * (4.0 + A + 3.0 * beta * delta + (beta != 1.0 ? 2.0 * beta * maxabs : 0.0)) +
                          2.0 * beta * Es + 2.0 * delta * dB;
     for (std::int64_t c = 0; c < in.dv; ++c) {
       double P = 0;

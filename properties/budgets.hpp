@@ -18,9 +18,9 @@
 // bfloat16 is still off by ~2^16 times more and fails it.
 //
 // Per-element softmax budget, relative, units of u = 2^-24 (float32):
-//     4 + A(n) + |z_j - max z| + [theta != 1] (|z_j| + |max z|)
-// (4: faithful exp 2u + the division u + the final rounding u; |z_j - m|:
-// rounding the exp's argument, amplified by exp; the theta term: rounding of
+//     4 + A(n) + 3 |z_j - max z| + [theta != 1] (|z_j| + |max z|)
+// (4: faithful exp 2u + the division u + the final rounding u; 3|z_j - m|:
+// rounding the exp's argument (also as exp2(x log2 e)), amplified by exp; the theta term: rounding of
 // l/theta before the shift, which the problem's condition number 2||z||
 // (T7) turns into output error). Outputs: float32 adds 1 ulp of the output
 // (rounding, subnormal slack); bfloat16 adds 0.5 ulp of bfloat16 (the final
@@ -86,8 +86,10 @@ inline RowStats stats(std::span<const float> row, double theta) {
 inline double theta_term(const RowStats& s) { return s.theta_one ? 0.0 : 2.0 * s.max_abs; }
 
 // Relative softmax budget of item j (units of u32).
+// The exp-argument term is 3 |z_j - m|: the rounding of z_j - m (u) plus an
+// exp2(x log2 e) formulation's rounding of x log2 e (1.44 u), with slack.
 inline double softmax_rel(const RowStats& s, double z_j) {
-  return 4.0 + summation(static_cast<double>(s.live)) + std::abs(z_j - s.max) +
+  return 4.0 + summation(static_cast<double>(s.live)) + 3.0 * std::abs(z_j - s.max) +
          (s.theta_one ? 0.0 : std::abs(z_j) + std::abs(s.max));
 }
 
