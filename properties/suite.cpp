@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <random>
+#include <stdexcept>
 
 #include "properties/suite_internal.hpp"
 #include "reference/mpfr.hpp"
@@ -191,6 +192,28 @@ std::vector<Rule> rules() {
 }
 
 std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config, SuiteObserver* observer) {
+  // Bad configuration: say which field and what was expected.
+  for (const auto& d : config.distributions)
+    if (std::find(distribution_names().begin(), distribution_names().end(), d) == distribution_names().end())
+      throw std::invalid_argument("run_suite: unknown distribution '" + d + "'; expected one of distributions()");
+  for (const auto& r : config.rules) {
+    const auto all = rules();
+    if (std::none_of(all.begin(), all.end(), [&](const Rule& x) { return x.id == r; }))
+      throw std::invalid_argument("run_suite: unknown rule '" + r + "'; expected one of rules()");
+  }
+  for (const auto& p : config.properties) {
+    const auto all = properties();
+    if (std::none_of(all.begin(), all.end(), [&](const PropertyInfo& x) {
+          return x.id == p || x.id.rfind(p + ".", 0) == 0;
+        }))
+      throw std::invalid_argument("run_suite: unknown property '" + p +
+                                  "'; expected an id of properties() or a family (differential, metamorphic, special)");
+  }
+  for (auto n : config.sizes)
+    if (n < 1) throw std::invalid_argument("run_suite: size " + std::to_string(n) + " is not >= 1");
+  if (config.cases < 1) throw std::invalid_argument("run_suite: cases must be >= 1");
+  if (!(config.temperature > 0) || !std::isfinite(config.temperature))
+    throw std::invalid_argument("run_suite: temperature must be finite and > 0");
   std::vector<Verdict> out;
   std::uint64_t seed = config.seed;
   if (seed == 0) seed = std::random_device{}() | (std::uint64_t(std::random_device{}()) << 32);

@@ -36,3 +36,38 @@ TEST(SuiteSkips, KernelWithOnlyFloat32Softmax) {
   EXPECT_GT(skips, 10);
   EXPECT_GT(passes, 3);
 }
+
+TEST(SuiteConfigErrors, NameTheBadField) {
+  const sa::Kernel kernel(sa::kernels::naive_kernel(), "built-in");
+  sa::props::SuiteConfig c;
+  c.distributions = {"gausian"};
+  try {
+    sa::props::run_suite(kernel, c);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("gausian"), std::string::npos);
+  }
+  c = {};
+  c.rules = {"ulps"};
+  EXPECT_THROW(sa::props::run_suite(kernel, c), std::invalid_argument);
+  c = {};
+  c.temperature = 0;
+  EXPECT_THROW(sa::props::run_suite(kernel, c), std::invalid_argument);
+}
+
+TEST(SuiteSelection, PropertyFamilyAndOpFilters) {
+  const sa::Kernel kernel(sa::kernels::naive_kernel(), "built-in");
+  sa::props::SuiteConfig c;
+  c.cases = 5;
+  c.seed = 3;
+  c.properties = {"metamorphic"};
+  c.ops = {sa::Op::entropy};
+  c.dtypes = {sa::DType::float32};
+  const auto vs = sa::props::run_suite(kernel, c);
+  ASSERT_FALSE(vs.empty());
+  for (const auto& v : vs) {
+    EXPECT_EQ(v.property.rfind("metamorphic.", 0), 0u) << v.property;
+    EXPECT_EQ(v.op, "entropy");
+    EXPECT_TRUE(v.passed()) << sa::describe(v);
+  }
+}
