@@ -22,8 +22,10 @@ struct SuiteConfig {
   std::vector<DType> dtypes;        // float32, bfloat16
   std::vector<std::int64_t> sizes;  // row lengths n (generators add their own too when empty)
   std::vector<std::string> distributions;  // generator names (see distributions())
-  std::vector<std::string> rules;          // tolerance rule ids (see rules())
-  std::vector<std::string> properties;     // property ids to run (see properties()); empty = all
+  std::vector<std::string> rules;          // tolerance rule ids (see rules()); empty = all but the
+                                           // opt-in "onednn_10eps"
+  std::vector<std::string> properties;     // property ids to run (see properties()), or a family
+                                           // ("differential", "metamorphic", "special"); empty = all
   int cases = 100;                         // random cases per property
   std::uint64_t seed = 0;                  // 0: RapidCheck's own random seed (printed in verdicts)
   double temperature = 1.0;
@@ -50,7 +52,10 @@ std::vector<Rule> rules();
 
 // Runs every selected property applicable to the kernel (skipping, with a
 // verdict saying why, what the kernel does not implement) and returns one
-// verdict per property x op x dtype.
+// verdict per property x op x dtype. Throws std::invalid_argument naming the
+// field for an unknown distribution, rule or property, a size < 1, cases < 1
+// or a temperature that is not finite and > 0. Deterministic for a given
+// nonzero seed. See properties/README.md for the list and the bounds.
 std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
                                SuiteObserver* observer = nullptr);
 

@@ -88,10 +88,12 @@ SA_HD inline EntropyState<Real> entropy_merge(const EntropyState<Real>& x,
   if (x.m >= y.m) {
     const Real d = y.m - x.m;  // <= 0
     const Real b = hd::exp(d);
+    if (b == Real(0)) return x;  // y's weight underflowed; also avoids 0 * (d * S = -inf)
     return {x.m, x.S + b * y.S, x.T + b * (y.T + d * y.S)};
   }
   const Real d = x.m - y.m;  // < 0
   const Real a = hd::exp(d);
+  if (a == Real(0)) return y;  // x's weight underflowed; also avoids 0 * (d * S = -inf)
   return {y.m, a * x.S + y.S, a * (x.T + d * x.S) + y.T};
 }
 

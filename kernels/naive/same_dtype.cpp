@@ -1,0 +1,114 @@
+#include "kernels/naive/same_dtype.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "core/bfloat16.hpp"
+
+namespace sa::kernels::same_dtype {
+namespace {
+
+// Rounds a float32 result to the storage type (identity for float32).
+struct R {
+  bool bf16;
+  float operator()(float x) const { return bf16 ? round_to_bf16(x) : x; }
+};
+
+R rounder(DType t) { return R{t == DType::bfloat16}; }
+
+std::vector<float> scaled(R r, std::span<const float> row, double temperature) {
+  std::vector<float> z(row.begin(), row.end());
+  const float th = r(static_cast<float>(temperature));
+  if (th != 1.0f)
+    for (auto& x : z) x = r(x / th);
+  return z;
+}
+
+float row_max(std::span<const float> z) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (float x : z) m = x > m ? x : m;
+  return m;
+}
+
+}  // namespace
+
+std::vector<float> softmax(DType t, std::span<const float> row, double temperature) {
+  const R r = rounder(t);
+  std::vector<float> z = scaled(r, row, temperature);
+  const float m = row_max(z);
+  float S = 0.0f;
+  for (auto& x : z) {
+    x = r(std::exp(r(x - m)));
+    S = r(S + x);
+  }
+  for (auto& x : z) x = r(x / S);
+  return z;
+}
+
+std::vector<float> log_softmax(DType t, std::span<const float> row, double temperature) {
+  const R r = rounder(t);
+  std::vector<float> z = scaled(r, row, temperature);
+  const float m = row_max(z);
+  float S = 0.0f;
+  for (float x : z) S = r(S + r(std::exp(r(x - m))));
+  const float ls = r(std::log(S));
+  for (auto& x : z) x = r(r(x - m) - ls);
+  return z;
+}
+
+float logsumexp(DType t, std::span<const float> row, double temperature) {
+  const R r = rounder(t);
+  std::vector<float> z = scaled(r, row, temperature);
+  const float m = row_max(z);
+  float S = 0.0f;
+  for (float x : z) S = r(S + r(std::exp(r(x - m))));
+  return r(m + r(std::log(S)));
+}
+
+float entropy(DType t, std::span<const float> row, double temperature) {
+  // Two-pass -sum p log p in the storage type, the textbook formula.
+  const R r = rounder(t);
+  const std::vector<float> p = softmax(t, row, temperature);
+  float H = 0.0f;
+  for (float x : p)
+    if (x > 0.0f) H = r(H - r(x * r(std::log(x))));
+  return H;
+}
+
+std::vector<float> attention(DType t, const AttentionInput& in) {
+  const R r = rounder(t);
+  const float scale = r(static_cast<float>(in.scale));
+  std::vector<float> out(static_cast<std::size_t>(in.nq * in.dv), 0.0f);
+  std::vector<float> s(static_cast<std::size_t>(in.nk));
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (std::int64_t i = 0; i < in.nq; ++i) {
+    for (std::int64_t j = 0; j < in.nk; ++j) {
+      const bool visible = (in.key_mask.empty() || in.key_mask[static_cast<std::size_t>(j)] != 0) &&
+                           (!in.causal || j <= i + (in.nk - in.nq));
+      float dot = 0.0f;
+      for (std::int64_t c = 0; c < in.d; ++c)
+        dot = r(dot + r(in.q[static_cast<std::size_t>(i * in.d + c)] *
+                        in.k[static_cast<std::size_t>(j * in.d + c)]));
+      s[static_cast<std::size_t>(j)] = visible ? r(scale * dot) : ninf;
+    }
+    const float m = row_max(s);
+    if (m == ninf) continue;  // fully masked: zeros
+    float S = 0.0f;
+    std::vector<float> p(s.size(), 0.0f);
+    for (std::size_t j = 0; j < s.size(); ++j) {
+      if (s[j] == ninf) continue;
+      p[j] = r(std::exp(r(s[j] - m)));
+      S = r(S + p[j]);
+    }
+    for (auto& x : p) x = r(x / S);
+    for (std::int64_t c = 0; c < in.dv; ++c) {
+      float acc = 0.0f;
+      for (std::int64_t j = 0; j < in.nk; ++j)
+        acc = r(acc + r(p[static_cast<std::size_t>(j)] * in.v[static_cast<std::size_t>(j * in.dv + c)]));
+      out[static_cast<std::size_t>(i * in.dv + c)] = acc;
+    }
+  }
+  return out;
+}
+
+}  // namespace sa::kernels::same_dtype

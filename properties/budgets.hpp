@@ -1,0 +1,141 @@
+// Error budgets of the "ulp" rule and the metamorphic properties: what a
+// correct kernel computing in float32 (for float32 and bfloat16 storage) can
+// be off by, derived from the standard rounding-error model (each operation,
+// exp and log with relative error <= u, exp and log allowed to be faithful,
+// i.e. 2u) in the style of Blanchard, Higham & Higham 2021 (theory.md T7),
+// but per element instead of in the max norm.
+//
+// Summation: a row sum of n positive terms in float32 has relative error
+// <= (n-1) u for recursive summation in any order (deterministic; the n u
+// term of T7). The probabilistic sqrt(n) u behaviour (Higham & Mary 2019)
+// needs independent rounding errors, which flat rows (n equal terms: spike,
+// near-ties, masks) do not have: a correct sequential float32 sum of 3841
+// equal terms was measured ~500 u off, beyond 8 sqrt(n) u. So
+//     A(n) = n - 1      (units of u)
+// and the budget never fails a correct float32-accumulating kernel. It is
+// loose at large n (4096 u at n = 4097); the statistical bias gate and the
+// pytorch_fudge5 rule are the sharper instruments there. A kernel summing in
+// bfloat16 is still off by ~2^16 times more and fails it.
+//
+// Per-element softmax budget, relative, units of u = 2^-24 (float32):
+//     4 + A(n) + 3 |z_j - max z| + [theta != 1] (|z_j| + |max z|)
+// (4: faithful exp 2u + the division u + the final rounding u; 3|z_j - m|:
+// rounding the exp's argument (also as exp2(x log2 e)), amplified by exp; the theta term: rounding of
+// l/theta before the shift, which the problem's condition number 2||z||
+// (T7) turns into output error). Outputs: float32 adds 1 ulp of the output
+// (rounding, subnormal slack); bfloat16 adds 0.5 ulp of bfloat16 (the final
+// rounding of the float32 value). Errors below the smallest normal number
+// (2^-126) are not counted (a flush-to-zero kernel is not wrong), except
+// that an exactly-zero expected value (a mask) must be exactly zero.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <span>
+
+#include "core/dtype.hpp"
+
+namespace sa::props::budget {
+
+constexpr double u32 = 0x1p-24;           // float32 unit roundoff: the working precision
+constexpr double flt_min = 0x1p-126;       // smallest normal float32 / bfloat16
+
+inline double summation(double n) { return std::max(n - 1.0, 0.0); }
+
+// Spacing of format t in the binade of x (the smallest subnormal spacing at 0).
+inline double ulp(DType t, double x) {
+  const FloatFormat f = format_of(t);
+  int e = f.emin;
+  if (x != 0.0 && std::isfinite(x)) {
+    int ex;
+    std::frexp(x, &ex);
+    e = std::max(ex - 1, f.emin);
+  }
+  return std::ldexp(1.0, e - f.precision + 1);
+}
+
+// What the suite needs to know about a row of exact scaled logits z = l/theta.
+struct RowStats {
+  std::int64_t live = 0;     // entries that are not -inf
+  double max = -INFINITY;    // of the finite entries
+  double spread = 0;         // max - min over finite entries
+  double max_abs = 0;        // max |z| over finite entries
+  bool finite = true;        // no NaN or +inf
+  bool theta_one = true;
+};
+
+inline RowStats stats(std::span<const float> row, double theta) {
+  RowStats s;
+  double lo = INFINITY;
+  s.theta_one = theta == 1.0;
+  for (float x : row) {
+    const double z = static_cast<double>(x) / theta;
+    if (std::isnan(z) || z == INFINITY) s.finite = false;
+    if (z == -INFINITY) continue;
+    ++s.live;
+    if (!std::isfinite(z)) continue;
+    s.max = std::max(s.max, z);
+    lo = std::min(lo, z);
+    s.max_abs = std::max(s.max_abs, std::abs(z));
+  }
+  s.spread = s.live > 0 && std::isfinite(lo) ? s.max - lo : 0.0;
+  return s;
+}
+
+inline double theta_term(const RowStats& s) { return s.theta_one ? 0.0 : 2.0 * s.max_abs; }
+
+// Relative softmax budget of item j (units of u32).
+// The exp-argument term is 3 |z_j - m|: the rounding of z_j - m (u) plus an
+// exp2(x log2 e) formulation's rounding of x log2 e (1.44 u), with slack.
+inline double softmax_rel(const RowStats& s, double z_j) {
+  return 4.0 + summation(static_cast<double>(s.live)) + 3.0 * std::abs(z_j - s.max) +
+         (s.theta_one ? 0.0 : std::abs(z_j) + std::abs(s.max));
+}
+
+// Absolute budget for an output of exact value x given the float32-internal
+// absolute error bound `internal`.
+inline double output_abs(DType t, double x, double internal) {
+  if (x == 0.0) return internal;  // exact zeros (masks) must stay exact unless internal > 0
+  double b = internal + ulp(DType::float32, x);
+  if (t == DType::bfloat16) b += 0.5 * ulp(DType::bfloat16, x);
+  return std::max(b, std::abs(x) < flt_min ? flt_min : 0.0);
+}
+
+inline double softmax_abs(DType t, const RowStats& s, double z_j, double p) {
+  if (p == 0.0) return 0.0;
+  return output_abs(t, p, softmax_rel(s, z_j) * u32 * std::abs(p));
+}
+
+// log-softmax item j (absolute): rounding z_j - m, log S's error, final subtraction.
+inline double log_softmax_abs(DType t, const RowStats& s, double z_j, double exact) {
+  return output_abs(t, exact,
+                    u32 * (std::abs(z_j - s.max) + summation(double(s.live)) + 4.0 + s.spread +
+                           theta_term(s)));
+}
+
+// log-sum-exp (float32 output): m + log S.
+inline double lse_abs(const RowStats& s, double exact) {
+  return output_abs(DType::float32, exact,
+                    u32 * (summation(double(s.live)) + 4.0 + s.spread + theta_term(s)));
+}
+
+// Entropy (float32 output), H = log S - T/S or -sum p log p: relative errors of
+// the weights (A + 4 + 2 delta) u propagate into both terms, each <= (1 + H).
+inline double entropy_abs(const RowStats& s, double H) {
+  return output_abs(DType::float32, H,
+                    2.0 * u32 * (summation(double(s.live)) + 4.0 + 2.0 * s.spread + theta_term(s)) *
+                        (1.0 + std::abs(H)));
+}
+
+// Error of beta(H) from an error dH in H plus the polynomial's evaluation
+// (Horner, 8 operations: <= 8u sum |c_i| H^(4-i)). beta is Lipschitz with
+// constant max |poly'| where poly > 1, and constant where it is clamped.
+inline double beta_abs(double H, double dH) {
+  const double h = std::abs(H) + dH;
+  const double dpoly = std::abs(4 * 0.037 * h * h * h) + 3 * 0.481 * h * h + 2 * 2.3 * h + 4.917;
+  const double terms = 0.037 * h * h * h * h + 0.481 * h * h * h + 2.3 * h * h + 4.917 * h + 1.791;
+  return dpoly * dH + 8.0 * u32 * terms + 2.0 * u32 * 2.5;
+}
+
+}  // namespace sa::props::budget

@@ -1,0 +1,272 @@
+#include "properties/suite.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <stdexcept>
+
+#include "properties/suite_internal.hpp"
+#include "reference/mpfr.hpp"
+
+namespace sa::props {
+namespace detail {
+
+const Rule& rule_by_id(const std::string& id) {
+  static const std::vector<Rule> all = rules();
+  for (const Rule& r : all)
+    if (r.id == id) return r;
+  static const Rule unknown{"unknown", "no such rule"};
+  return unknown;
+}
+
+bool Run::wants_rule(const std::string& id) const {
+  if (config.rules.empty()) return id != "onednn_10eps";  // opt-in: see rules()
+  return std::find(config.rules.begin(), config.rules.end(), id) != config.rules.end();
+}
+bool Run::wants_property(const std::string& id) const {
+  if (config.properties.empty()) return true;
+  for (const auto& p : config.properties)
+    if (id == p || id.rfind(p + ".", 0) == 0) return true;  // "metamorphic" selects the family
+  return false;
+}
+bool Run::wants_op(Op op) const {
+  return config.ops.empty() || std::find(config.ops.begin(), config.ops.end(), op) != config.ops.end();
+}
+void Run::emit(Verdict v) const {
+  if (observer && observer->on_verdict) observer->on_verdict(v);
+  out.push_back(std::move(v));
+}
+
+Verdict skip_verdict(const Run& run, const std::string& property, const std::string& claim,
+                     const Rule& rule, Op op, DType t, const std::string& why) {
+  Verdict v;
+  v.property = property;
+  v.claim = claim;
+  v.rule = rule;
+  v.kernel = run.kernel.name();
+  v.op = name_of(op);
+  v.dtype = name_of(t);
+  v.outcome = Outcome::skip;
+  v.note = why;
+  return v;
+}
+
+RowParams shrink_values(const RowParams& start, DType t,
+                        const std::function<bool(const RowParams&)>& fails, int& budget) {
+  RowParams p = start;
+  if (p.explicit_values.empty()) {
+    const RowBatch b = materialise(p, t);
+    p.explicit_values.clear();
+    for (std::int64_t r = 0; r < b.rows; ++r)
+      for (float x : b.row(r)) p.explicit_values.push_back(x);
+    p.pad = b.stride - b.n;
+    p.n = b.n;
+    p.rows = static_cast<int>(b.rows);
+  }
+  auto try_it = [&](const RowParams& c) {
+    if (budget <= 0) return false;
+    --budget;
+    return fails(c);
+  };
+  // 1. Drop chunks of items (the same positions from every row).
+  for (std::int64_t chunk = p.n / 2; chunk >= 1 && budget > 0; chunk /= 2) {
+    for (std::int64_t at = 0; at + chunk <= p.n && p.n - chunk >= 1 && budget > 0;) {
+      RowParams c = p;
+      c.explicit_values.clear();
+      for (int r = 0; r < p.rows; ++r)
+        for (std::int64_t i = 0; i < p.n; ++i)
+          if (i < at || i >= at + chunk)
+            c.explicit_values.push_back(p.explicit_values[static_cast<std::size_t>(r * p.n + i)]);
+      c.n = p.n - chunk;
+      if (try_it(c)) p = c;
+      else at += chunk;
+    }
+  }
+  // 2. Simplify values (small rows only): 0, then the nearest integer.
+  if (p.n * p.rows <= 64) {
+    for (std::size_t i = 0; i < p.explicit_values.size() && budget > 0; ++i) {
+      const float x = p.explicit_values[i];
+      if (!std::isfinite(x) || x == 0.0f) continue;
+      for (double cand : {0.0, std::round(static_cast<double>(x))}) {
+        if (cand == x) break;
+        RowParams c = p;
+        c.explicit_values[i] = to_dtype(t, cand);
+        if (try_it(c)) {
+          p = c;
+          break;
+        }
+      }
+    }
+  }
+  return p;
+}
+
+}  // namespace detail
+
+std::vector<PropertyInfo> properties() {
+  return {
+      {"differential.ulp",
+       "every output is within its per-element rounding budget of the correctly rounded MPFR reference",
+       "ulp"},
+      {"differential.t7_apriori",
+       "softmax's max-norm relative error is within the a-priori bound (n + 4 + 2 delta) u", "t7_apriori"},
+      {"differential.flash_attention_2x",
+       "max error <= 2x the naive same-dtype implementation's error + 2 ulp of the output type",
+       "flash_attention_2x"},
+      {"differential.pytorch_fudge5",
+       "|out - ref| <= atol + rtol |ref| with atol, rtol = 5x the naive same-dtype deviation (at least "
+       "torch.testing's defaults)",
+       "pytorch_fudge5"},
+      {"differential.onednn_10eps",
+       "float32 relative error <= 10 eps; bfloat16 equals the float32 reference rounded (opt-in rule)",
+       "onednn_10eps"},
+      {"differential.bias", "the mean signed error (in ulps) is zero within its statistical uncertainty",
+       "bias"},
+      {"metamorphic.sum_to_one", "softmax weights sum to one (zero for a fully masked row)",
+       "rounding_analysis"},
+      {"metamorphic.shift_invariance",
+       "adding an exactly representable constant to every logit changes nothing (lse moves by it)",
+       "rounding_analysis"},
+      {"metamorphic.permutation", "permuting the logits permutes the weights; lse and entropy are invariant",
+       "rounding_analysis"},
+      {"metamorphic.monotonicity",
+       "raising one logit does not lower its weight and does not raise any other weight",
+       "rounding_analysis"},
+      {"metamorphic.t1_bounds", "every weight lies in the dispersion bounds of Lemma 2.1", "T1"},
+      {"metamorphic.entropy_range", "0 <= H <= log(number of unmasked items)", "T4"},
+      {"metamorphic.entropy_temperature", "entropy does not decrease when the temperature rises", "T4"},
+      {"metamorphic.adaptive_beta",
+       "beta >= 1, beta = 1 when H <= 0.5, and beta = beta(H) for the kernel's own H", "T5"},
+      {"metamorphic.streamed_entropy",
+       "the kernel's (streamed) entropy equals -sum p log p of its own softmax, and its (m,S,T) state "
+       "gives the same H",
+       "T6"},
+      {"metamorphic.merge_algebra",
+       "merging entropy states is associative and commutative within rounding, identity is a no-op, and "
+       "merged parts give the whole row's entropy",
+       "T6"},
+      {"metamorphic.split_kv",
+       "attention split into key partitions (num_splits, or masked halves merged with "
+       "merge_attention_states) agrees with the unsplit result",
+       "T6"},
+      {"special.values",
+       "masks, fully masked rows, +inf, NaN and n = 1 follow include/softmax_audit/kernel.h exactly",
+       "kernel_h"},
+  };
+}
+
+std::vector<std::string> distributions() { return distribution_names(); }
+
+std::vector<Rule> rules() {
+  return {
+      {"ulp",
+       "per-element rounding budget (properties/budgets.hpp): float32 working precision, faithful "
+       "exp/log, recursive-summation error (n-1) u, exp-argument and temperature rounding; plus 1 ulp (float32) or 0.5 ulp (bfloat16) of output rounding"},
+      {"t7_apriori",
+       "Blanchard, Higham & Higham 2021 (theory.md T7): shifted softmax ||p - p^||inf/||p||inf <= "
+       "(n + 2*2 + 2 delta) u with faithful exp, u = float32's (working precision), + u_bf16 for "
+       "bfloat16 outputs"},
+      {"flash_attention_2x",
+       "FlashAttention's tests (theory.md T8): max|out - ref| <= 2 max|naive same-dtype - ref| + fwd_atol, "
+       "fwd_atol = 2 ulp of the output type at 0.3 + max|ref| (its Hopper tests' (ref + 0.3 - 0.3 - ref)); "
+       "bfloat16 only (the tests cover low precision)"},
+      {"pytorch_fudge5",
+       "PyTorch attention tests (theory.md T8): fudge factor 5 on the naive same-dtype deviation "
+       "(atol and rtol), floored at torch.testing's defaults (float32 1e-5/1.3e-6, bfloat16 1e-5/1.6e-2)"},
+      {"onednn_10eps",
+       "oneDNN's softmax tests (theory.md T8): float32 relative error <= 10 eps (eps = 2^-23); bfloat16 "
+       "output equals the float32 reference rounded to bfloat16. Opt-in: select it in SuiteConfig.rules"},
+      {"bias",
+       "mean signed error gate (theory.md T8; arXiv 2510.04212): |mean of per-row mean errors in "
+       "ulps| <= 5 standard errors + 0.1 ulp (bfloat16) / 0.5 ulp (float32)"},
+      {"rounding_analysis",
+       "metamorphic bound: the sum of the ulp-rule budgets of the runs compared (properties/budgets.hpp)"},
+      {"T1", "theory.md T1 (Lemma 2.1), plus the ulp-rule budget of each weight"},
+      {"T4", "theory.md T4 (Proposition 3.2), plus the entropy budgets of the runs compared"},
+      {"T5", "theory.md T5 (adaptive temperature), plus the polynomial's evaluation error"},
+      {"T6", "theory.md T6 (streamed entropy, merge), plus rounding of each merge (4u per S, T)"},
+      {"kernel_h", "include/softmax_audit/kernel.h special-value semantics (exact for non-finite values "
+                   "and zeros), plus the ulp-rule budget for finite values"},
+  };
+}
+
+std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config, SuiteObserver* observer) {
+  // Bad configuration: say which field and what was expected.
+  for (const auto& d : config.distributions)
+    if (std::find(distribution_names().begin(), distribution_names().end(), d) == distribution_names().end())
+      throw std::invalid_argument("run_suite: unknown distribution '" + d + "'; expected one of distributions()");
+  for (const auto& r : config.rules) {
+    const auto all = rules();
+    if (std::none_of(all.begin(), all.end(), [&](const Rule& x) { return x.id == r; }))
+      throw std::invalid_argument("run_suite: unknown rule '" + r + "'; expected one of rules()");
+  }
+  for (const auto& p : config.properties) {
+    const auto all = properties();
+    if (std::none_of(all.begin(), all.end(), [&](const PropertyInfo& x) {
+          return x.id == p || x.id.rfind(p + ".", 0) == 0;
+        }))
+      throw std::invalid_argument("run_suite: unknown property '" + p +
+                                  "'; expected an id of properties() or a family (differential, metamorphic, special)");
+  }
+  for (auto n : config.sizes)
+    if (n < 1) throw std::invalid_argument("run_suite: size " + std::to_string(n) + " is not >= 1");
+  if (config.cases < 1) throw std::invalid_argument("run_suite: cases must be >= 1");
+  if (!(config.temperature > 0) || !std::isfinite(config.temperature))
+    throw std::invalid_argument("run_suite: temperature must be finite and > 0");
+  std::vector<Verdict> out;
+  std::uint64_t seed = config.seed;
+  if (seed == 0) seed = std::random_device{}() | (std::uint64_t(std::random_device{}()) << 32);
+  // 128 bits: the reference's own error (<= 2^-100 relative) cannot move a
+  // float32/bfloat16 verdict, and it halves the reference's cost.
+  ref::PrecisionScope prec(128);
+  // Shrinking shares one budget per run (20 s): a badly broken kernel fails
+  // dozens of properties, and each still gets a counterexample.
+  detail::Run run{kernel, config, observer, out, seed, config.sizes, config.distributions};
+  std::vector<DType> dtypes = config.dtypes;
+  if (dtypes.empty()) dtypes = {DType::float32, DType::bfloat16};
+  const Op row_ops[] = {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy, Op::adaptive_softmax};
+  int total = 0, done = 0;
+  for (DType t : dtypes) {
+    (void)t;
+    total += 5 + 1 + 2 + 1 + 8;
+  }
+  auto tick = [&] {
+    ++done;
+    if (observer && observer->progress) observer->progress(done, total);
+  };
+  for (DType t : dtypes) {
+    if (t != DType::float32 && t != DType::bfloat16) {
+      Verdict v;
+      v.property = "suite";
+      v.claim = "dtype is one the kernel interface carries";
+      v.kernel = kernel.name();
+      v.dtype = name_of(t);
+      v.outcome = Outcome::skip;
+      v.note = "the kernel interface carries float32 and bfloat16 only";
+      run.emit(v);
+      continue;
+    }
+    for (Op op : row_ops) {
+      if (run.wants_op(op)) detail::run_differential(run, op, t);
+      tick();
+    }
+    if (run.wants_op(Op::attention)) detail::run_attention_differential(run, t);
+    tick();
+    for (Op op : {Op::merge_entropy_states, Op::merge_attention_states}) {
+      if (run.wants_op(op) && t == DType::float32) detail::run_merge_differential(run, op, t);
+      tick();
+    }
+    detail::run_metamorphic(run, t);
+    tick();
+    for (Op op : all_ops) {
+      if (run.wants_op(op) && (t == DType::float32 || (op != Op::merge_entropy_states &&
+                                                       op != Op::merge_attention_states)))
+        detail::run_special(run, op, t);
+      tick();
+    }
+  }
+  return out;
+}
+
+}  // namespace sa::props

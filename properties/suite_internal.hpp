@@ -1,0 +1,91 @@
+// Internals shared by the suite's translation units (not part of the API).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "properties/generators.hpp"
+#include "properties/search.hpp"
+#include "properties/suite.hpp"
+
+namespace sa::props::detail {
+
+const Rule& rule_by_id(const std::string& id);
+extern const char* const kFaFloat32Note;
+
+// Everything a property runner needs.
+struct Run {
+  const Kernel& kernel;
+  const SuiteConfig& config;
+  SuiteObserver* observer;
+  std::vector<Verdict>& out;
+  std::uint64_t seed;
+  std::vector<std::int64_t> sizes;  // row sizes for generators
+  std::vector<std::string> dists;   // selected distributions (empty: all)
+  mutable double shrink_pool = 20.0;  // seconds of shrinking left in this run (shared)
+
+  bool wants_rule(const std::string& id) const;
+  bool wants_property(const std::string& id) const;
+  bool wants_op(Op op) const;
+  void emit(Verdict v) const;
+  void before(const std::string& property, const std::string& input) const {
+    if (observer && observer->before_case) observer->before_case(property, input);
+  }
+};
+
+// Builds the verdict of one slot of a search.
+template <class P>
+Verdict slot_verdict(const Run& run, const std::string& property, const std::string& claim,
+                     const Rule& rule, Op op, DType t, const SlotResult<P>& r,
+                     const std::function<std::string(const P&)>& show) {
+  Verdict v;
+  v.property = property;
+  v.claim = claim;
+  v.rule = rule;
+  v.kernel = run.kernel.name();
+  v.op = name_of(op);
+  v.dtype = name_of(t);
+  if (!r.error.empty() && !r.failing) {
+    v.outcome = Outcome::error;
+    v.note = "kernel call failed: " + r.error;
+    return v;
+  }
+  if (r.failing) {
+    v.outcome = Outcome::fail;
+    v.measured = r.failing_check.measured;
+    v.bound = r.failing_check.bound;
+    v.counterexample = "seed=" + std::to_string(run.seed) + " case=" + std::to_string(r.failing_case) +
+                       " (shrunk " + std::to_string(r.shrink_steps) + " steps) " + show(*r.failing) +
+                       (r.failing_check.where.empty() ? "" : " ; at " + r.failing_check.where);
+    return v;
+  }
+  if (r.cases_applicable == 0) {
+    v.outcome = Outcome::skip;
+    v.note = "no generated case was applicable";
+    return v;
+  }
+  v.outcome = Outcome::pass;
+  v.measured = r.worst.measured;
+  v.bound = r.worst.bound;
+  v.note = "worst of " + std::to_string(r.cases_applicable) + " cases (seed " +
+           std::to_string(run.seed) + ")" + (r.worst.where.empty() ? "" : ": " + r.worst.where);
+  return v;
+}
+
+Verdict skip_verdict(const Run& run, const std::string& property, const std::string& claim,
+                     const Rule& rule, Op op, DType t, const std::string& why);
+
+// Value-level shrinking of row cases: drop chunks of items, then simplify values.
+RowParams shrink_values(const RowParams& p, DType t, const std::function<bool(const RowParams&)>& fails,
+                        int& budget);
+
+void run_differential(const Run& run, Op op, DType t);
+void run_attention_differential(const Run& run, DType t);
+void run_merge_differential(const Run& run, Op op, DType t);
+void run_metamorphic(const Run& run, DType t);
+void run_special(const Run& run, Op op, DType t);
+
+}  // namespace sa::props::detail

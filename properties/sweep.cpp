@@ -1,0 +1,325 @@
+#include "properties/sweep.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "properties/budgets.hpp"
+#include "properties/generators.hpp"
+#include "reference/mpfr.hpp"
+#include "theory/critical_size.hpp"
+#include "theory/dispersion.hpp"
+
+namespace sa::props {
+namespace {
+
+// Neumaier's compensated sum: error <= 2u|sum| + O(n u^2) sum|x_i|.
+struct CompensatedSum {
+  double s = 0, c = 0;
+  void add(double x) {
+    const double t = s + x;
+    c += std::abs(s) >= std::abs(x) ? (s - t) + x : (x - t) + s;
+    s = t;
+  }
+  double value() const { return s + c; }
+};
+
+const char* const kColumns[] = {
+    "key", "kernel", "dtype", "distribution", "temperature", "log2n", "n", "seed", "spread",
+    "max_ulp_sampled", "ulp_budget_at_worst", "rel_err_sampled", "t7_bound", "sum_minus_one",
+    "pmax_kernel", "pmax_exact", "t1_upper", "n_star", "dispersed", "H_kernel", "H_exact", "log_n",
+    "H_err", "H_budget", "lse_kernel", "lse_exact", "lse_err", "seconds"};
+
+std::string num(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", x);
+  return buf;
+}
+
+std::string to_line(const SweepRow& r) {
+  std::ostringstream os;
+  os << r.key << ',' << r.kernel << ',' << r.dtype << ',' << r.distribution << ',' << num(r.temperature) << ','
+     << r.log2n << ',' << r.n << ',' << r.seed << ',' << num(r.spread) << ',' << num(r.max_ulp_sampled) << ','
+     << num(r.ulp_budget_at_worst) << ',' << num(r.rel_err_sampled) << ',' << num(r.t7_bound) << ','
+     << num(r.sum_minus_one) << ',' << num(r.pmax_kernel) << ',' << num(r.pmax_exact) << ',' << num(r.t1_upper)
+     << ',' << num(r.n_star) << ',' << r.dispersed << ',' << num(r.H_kernel) << ',' << num(r.H_exact) << ','
+     << num(r.log_n) << ',' << num(r.H_err) << ',' << num(r.H_budget) << ',' << num(r.lse_kernel) << ','
+     << num(r.lse_exact) << ',' << num(r.lse_err) << ',' << num(r.seconds) << '\n';
+  return os.str();
+}
+
+SweepRow from_fields(const std::vector<std::string>& f) {
+  SweepRow r;
+  auto d = [&](std::size_t i) { return std::strtod(f[i].c_str(), nullptr); };
+  r.key = f[0], r.kernel = f[1], r.dtype = f[2], r.distribution = f[3];
+  r.temperature = d(4);
+  r.log2n = std::atoi(f[5].c_str());
+  r.n = std::atoll(f[6].c_str());
+  r.seed = std::strtoull(f[7].c_str(), nullptr, 10);
+  r.spread = d(8), r.max_ulp_sampled = d(9), r.ulp_budget_at_worst = d(10), r.rel_err_sampled = d(11);
+  r.t7_bound = d(12), r.sum_minus_one = d(13), r.pmax_kernel = d(14), r.pmax_exact = d(15), r.t1_upper = d(16);
+  r.n_star = d(17);
+  r.dispersed = std::atoi(f[18].c_str());
+  r.H_kernel = d(19), r.H_exact = d(20), r.log_n = d(21), r.H_err = d(22), r.H_budget = d(23);
+  r.lse_kernel = d(24), r.lse_exact = d(25), r.lse_err = d(26), r.seconds = d(27);
+  return r;
+}
+
+std::vector<std::string> split(const std::string& line) {
+  std::vector<std::string> f;
+  std::string cur;
+  for (char ch : line) {
+    if (ch == ',') f.push_back(cur), cur.clear();
+    else cur += ch;
+  }
+  f.push_back(cur);
+  return f;
+}
+
+void write_all(int fd, const std::string& s, const std::string& path) {
+  std::size_t done = 0;
+  while (done < s.size()) {
+    const ssize_t w = ::write(fd, s.data() + done, s.size() - done);
+    if (w < 0) throw std::runtime_error("sweep: cannot write " + path + ": " + std::strerror(errno));
+    done += static_cast<std::size_t>(w);
+  }
+  if (::fsync(fd) != 0) throw std::runtime_error("sweep: cannot fsync " + path + ": " + std::strerror(errno));
+}
+
+// Opens the table for appending: creates it with the header, or drops a
+// partial last line; returns the keys already present.
+int open_table(const std::string& path, std::set<std::string>& keys) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
+  if (fd < 0) throw std::invalid_argument("sweep: cannot open " + path + ": " + std::strerror(errno));
+  std::string content;
+  {
+    char buf[1 << 16];
+    ssize_t r;
+    ::lseek(fd, 0, SEEK_SET);
+    while ((r = ::read(fd, buf, sizeof buf)) > 0) content.append(buf, static_cast<std::size_t>(r));
+  }
+  const std::string header = sweep_csv_header() + "\n";
+  if (content.empty()) {
+    write_all(fd, header, path);
+  } else {
+    if (content.rfind(header, 0) != 0 && !(content.size() < header.size() && header.rfind(content, 0) == 0)) {
+      ::close(fd);
+      throw std::invalid_argument("sweep: " + path + " exists but is not a sweep table of this version (its "
+                                  "first line differs from the expected header); use another path");
+    }
+    const std::size_t keep = content.find_last_of('\n') == std::string::npos ? 0 : content.find_last_of('\n') + 1;
+    if (keep < content.size()) {  // a kill mid-write left a partial line: drop it
+      if (::ftruncate(fd, static_cast<off_t>(keep)) != 0 || ::fsync(fd) != 0) {
+        ::close(fd);
+        throw std::runtime_error("sweep: cannot truncate the partial last line of " + path);
+      }
+      content.resize(keep);
+    }
+    if (content.size() < header.size()) {  // even the header was partial
+      if (::ftruncate(fd, 0) != 0) throw std::runtime_error("sweep: cannot truncate " + path);
+      content.clear();
+      ::lseek(fd, 0, SEEK_SET);
+      write_all(fd, header, path);
+    }
+    std::istringstream is(content);
+    std::string line;
+    std::getline(is, line);  // header
+    while (std::getline(is, line))
+      if (!line.empty()) keys.insert(line.substr(0, line.find(',')));
+  }
+  ::lseek(fd, 0, SEEK_END);
+  return fd;
+}
+
+SweepRow measure(const Kernel& k, DType t, const std::string& dist, int level, double theta, int log2n,
+                 std::uint64_t seed, int samples) {
+  SweepRow row;
+  row.kernel = k.name();
+  row.dtype = name_of(t);
+  row.distribution = dist;
+  row.temperature = theta;
+  row.log2n = log2n;
+  row.n = std::int64_t(1) << log2n;
+  row.seed = seed;
+  RowParams p;
+  p.dist = dist;
+  p.n = row.n;
+  p.level = level;
+  p.temperature = theta;
+  p.seed = seed * 1000003ull + static_cast<std::uint64_t>(log2n) * 7919ull + std::hash<std::string>{}(dist) % 100000;
+  const RowBatch b = materialise(p, t);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<float> w = k.softmax(t, b, theta);
+  if (k.supports(Op::entropy)) row.H_kernel = k.entropy(t, b, theta)[0];
+  if (k.supports(Op::logsumexp)) row.lse_kernel = k.logsumexp(t, b, theta)[0];
+  // Whole-row exact-enough quantities (double, compensated).
+  const std::int64_t n = row.n;
+  double m = -INFINITY;
+  std::int64_t imax = 0, imin = 0;
+  double zmin = INFINITY;
+  for (std::int64_t j = 0; j < n; ++j) {
+    const double z = double(b.data[static_cast<std::size_t>(j)]) / theta;
+    if (z > m) m = z, imax = j;
+    if (z < zmin && z != -INFINITY) zmin = z, imin = j;
+  }
+  CompensatedSum S, T, W;
+  for (std::int64_t j = 0; j < n; ++j) {
+    const double z = double(b.data[static_cast<std::size_t>(j)]) / theta;
+    if (z == -INFINITY) continue;
+    const double e = std::exp(z - m);
+    S.add(e);
+    T.add(e * (z - m));
+  }
+  for (float x : w) W.add(x);
+  const double L = m + std::log(S.value());
+  row.lse_exact = L;
+  row.H_exact = std::log(S.value()) - T.value() / S.value();
+  row.log_n = std::log(double(n));
+  const budget::RowStats st = budget::stats(b.row(0), theta);
+  row.spread = st.spread;
+  row.H_budget = budget::entropy_abs(st, row.H_exact);
+  row.H_err = std::abs(row.H_kernel - row.H_exact);
+  row.lse_err = std::abs(row.lse_kernel - row.lse_exact);
+  row.sum_minus_one = W.value() - 1.0;
+  row.pmax_kernel = *std::max_element(w.begin(), w.end());
+  row.pmax_exact = 1.0 / S.value();  // exp(m - m) / S
+  row.t1_upper = theory::dispersion_bounds<double>(double(st.live), st.spread, 1.0).upper;
+  row.n_star = theory::critical_size(unit_roundoff(t), st.spread, 1.0);
+  row.dispersed = double(n) > row.n_star ? 1 : 0;
+  row.t7_bound = (double(st.live) + 4.0 + 2.0 * st.spread + budget::theta_term(st)) * budget::u32 +
+                 (t == DType::bfloat16 ? unit_roundoff(DType::bfloat16) : 0.0);
+  // Sampled items: exact weights from MPFR given L.
+  std::vector<std::int64_t> idx = {imax, imin};
+  std::mt19937_64 rng(p.seed ^ 0x5eedull);
+  for (int s = 0; s < samples; ++s) idx.push_back(static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)));
+  ref::PrecisionScope prec(128);
+  const ref::Mp Lm(L);
+  double worst_ratio = -1, err_max = 0;
+  for (std::int64_t j : idx) {
+    const double z = double(b.data[static_cast<std::size_t>(j)]) / theta;
+    const double e = z == -INFINITY ? 0.0 : exp(ref::Mp(b.data[static_cast<std::size_t>(j)]) / ref::Mp(theta) - Lm).convert_to<double>();
+    const double g = w[static_cast<std::size_t>(j)];
+    const double u = budget::ulp(t, e);
+    const double ulps = std::abs(g - e) / u, bud = budget::softmax_abs(t, st, z, e) / u;
+    const double ratio = bud > 0 ? ulps / bud : (ulps == 0 ? 0 : INFINITY);
+    if (ratio > worst_ratio) worst_ratio = ratio, row.max_ulp_sampled = ulps, row.ulp_budget_at_worst = bud;
+    err_max = std::max(err_max, std::abs(g - e));
+  }
+  row.rel_err_sampled = err_max / row.pmax_exact;
+  row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return row;
+}
+
+}  // namespace
+
+std::string sweep_csv_header() {
+  std::string h;
+  for (const char* c : kColumns) h += (h.empty() ? "" : ",") + std::string(c);
+  return h;
+}
+
+std::vector<SweepRow> read_sweep_csv(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument("sweep: cannot read " + path);
+  std::vector<SweepRow> rows;
+  std::string line;
+  std::getline(in, line);
+  if (line != sweep_csv_header())
+    throw std::invalid_argument("sweep: " + path + " does not start with the sweep header");
+  const std::size_t ncol = sizeof kColumns / sizeof kColumns[0];
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const auto f = split(line);
+    if (f.size() != ncol) continue;  // a partial last line (only possible while a sweep is running)
+    rows.push_back(from_fields(f));
+  }
+  return rows;
+}
+
+void write_sweep_json(const std::vector<SweepRow>& rows, const std::string& path) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& r : rows) {
+    const auto f = split(to_line(r).substr(0, to_line(r).size() - 1));
+    nlohmann::json o;
+    for (std::size_t i = 0; i < f.size(); ++i) {
+      const std::string c = kColumns[i];
+      if (i <= 3) o[c] = f[i];
+      else {
+        const double v = std::strtod(f[i].c_str(), nullptr);
+        if (std::isfinite(v)) o[c] = v;
+        else o[c] = nullptr;
+      }
+    }
+    a.push_back(o);
+  }
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw std::invalid_argument("sweep: cannot write " + tmp);
+    out << a.dump(1) << "\n";
+  }
+  std::rename(tmp.c_str(), path.c_str());
+}
+
+std::vector<SweepRow> run_sweep(const Kernel& kernel, const SweepConfig& c) {
+  if (c.csv_path.empty()) throw std::invalid_argument("sweep: csv_path is empty; expected a file to append rows to");
+  if (c.samples < 0) throw std::invalid_argument("sweep: samples must be >= 0");
+  if (!kernel.supports(Op::softmax))
+    throw std::invalid_argument("sweep: kernel '" + kernel.name() + "' does not implement softmax");
+  std::vector<int> ks = c.log2_sizes;
+  if (ks.empty())
+    for (int k = 4; k <= 24; ++k) ks.push_back(k);
+  for (int k : ks)
+    if (k < 0 || k > 30) throw std::invalid_argument("sweep: log2 size " + std::to_string(k) + " outside [0, 30]");
+  std::vector<std::string> dists = c.distributions;
+  if (dists.empty()) dists = {"gaussian", "uniform", "spike", "fa3_outliers"};
+  for (const auto& d : dists)
+    if (std::find(distribution_names().begin(), distribution_names().end(), d) == distribution_names().end())
+      throw std::invalid_argument("sweep: unknown distribution '" + d + "'");
+  std::vector<double> temps = c.temperatures.empty() ? std::vector<double>{1.0} : c.temperatures;
+  for (double th : temps)
+    if (!(th > 0) || !std::isfinite(th)) throw std::invalid_argument("sweep: temperature must be finite and > 0");
+  std::vector<DType> dtypes = c.dtypes;
+  if (dtypes.empty()) dtypes = {DType::float32, DType::bfloat16};
+  std::set<std::string> done;
+  const int fd = open_table(c.csv_path, done);
+  try {
+    for (DType t : dtypes) {
+      if (!kernel.supports(t) || (t != DType::float32 && t != DType::bfloat16)) continue;
+      for (const auto& dist : dists)
+        for (double th : temps)
+          for (int k : ks) {
+            const std::string key = kernel.name() + "|" + name_of(t) + "|" + dist + "|L" + std::to_string(c.level) +
+                                    "|t" + num(th) + "|k" + std::to_string(k) + "|s" + std::to_string(c.seed) +
+                                    "|m" + std::to_string(c.samples);
+            if (done.count(key)) continue;
+            SweepRow r = measure(kernel, t, dist, c.level, th, k, c.seed, c.samples);
+            r.key = key;
+            write_all(fd, to_line(r), c.csv_path);
+            done.insert(key);
+            if (c.on_row) c.on_row(key);
+          }
+    }
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  std::vector<SweepRow> rows = read_sweep_csv(c.csv_path);
+  if (!c.json_path.empty()) write_sweep_json(rows, c.json_path);
+  return rows;
+}
+
+}  // namespace sa::props

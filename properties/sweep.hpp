@@ -1,0 +1,81 @@
+// Large-n sweeps: one row of n = 2^k logits per (dtype, distribution,
+// temperature, k) through a kernel, measured against an exact-enough
+// reference, written as a resumable table (CSV, and JSON at the end).
+//
+// What is measured per row (columns of SweepRow):
+//  - softmax per-element error in ulps and the ulp-rule budget
+//    (budgets.hpp), on SAMPLED items only: `samples` items drawn uniformly
+//    (seeded) plus the arg-max and arg-min item. Their exact weights come
+//    from MPFR (128 bits) as exp(z_j - L) with L the row's log-sum-exp below.
+//  - the row's log-sum-exp L, exact H, sum of weights: over the WHOLE row in
+//    double with Neumaier-compensated sums of exp(z - max) and
+//    exp(z - max)(z - max) (all terms of one sign, so no cancellation):
+//    relative error <= 2 u_double + n u_double^2 ~ 1e-15 for n <= 2^24,
+//    eight orders below a float32 ulp: exact enough for every verdict here.
+//  - the max-norm relative error over the sampled items (which include the
+//    arg-max, i.e. ||p||inf) vs theory T7's bound (n + 4 + 2 delta) u.
+//  - the kernel's largest weight vs T1's upper bound, T2's n* for the
+//    dtype's unit roundoff (and whether n > n*: every weight must then be
+//    below u), the kernel's entropy vs the exact H and log n (T4), and the
+//    streamed-entropy error |H_kernel - H| vs n (T6).
+//
+// Resumability: the CSV is append-only; each row is one line written with a
+// single write() and fsync()'d, and starts with a unique key. A restarted
+// sweep truncates a partial last line (a kill mid-write), skips every key
+// already present, and appends the rest: killed at any point, no row is lost
+// or repeated.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "kernels/kernel.hpp"
+
+namespace sa::props {
+
+struct SweepConfig {
+  std::vector<int> log2_sizes;              // default 4..24
+  std::vector<std::string> distributions;   // default gaussian, uniform, spike, fa3_outliers
+  int level = 1;                            // generator level (spread/scale), see generators.hpp
+  std::vector<double> temperatures;         // default {1}
+  std::vector<DType> dtypes;                // default float32, bfloat16 (those the kernel supports)
+  std::uint64_t seed = 1;
+  int samples = 64;                         // sampled items per row for per-element errors
+  std::string csv_path;                     // required: the resumable table
+  std::string json_path;                    // optional: written from the whole CSV at the end
+  std::function<void(const std::string& key)> on_row;  // after a row is durably written
+};
+
+struct SweepRow {
+  std::string key, kernel, dtype, distribution;
+  double temperature = 1;
+  int log2n = 0;
+  std::int64_t n = 0;
+  std::uint64_t seed = 0;
+  double spread = 0;               // delta/theta of the row
+  double max_ulp_sampled = 0;      // softmax, worst sampled item, in ulps
+  double ulp_budget_at_worst = 0;  // its ulp-rule budget (ulps)
+  double rel_err_sampled = 0;      // max |p^-p| / ||p||inf over sampled items
+  double t7_bound = 0;
+  double sum_minus_one = 0;        // sum of the kernel's weights - 1 (whole row)
+  double pmax_kernel = 0, pmax_exact = 0, t1_upper = 0;
+  double n_star = 0;               // T2 for the dtype's unit roundoff
+  int dispersed = 0;               // n > n*
+  double H_kernel = NAN, H_exact = 0, log_n = 0, H_err = NAN, H_budget = 0;
+  double lse_kernel = NAN, lse_exact = 0, lse_err = NAN;
+  double seconds = 0;              // kernel + measurement time of the row
+};
+
+// Runs (or resumes) the sweep; returns every row in the CSV afterwards.
+// Throws std::invalid_argument on a bad configuration or an unreadable file.
+std::vector<SweepRow> run_sweep(const Kernel& kernel, const SweepConfig& config);
+
+// The CSV's header line and row (de)serialisation.
+std::string sweep_csv_header();
+std::vector<SweepRow> read_sweep_csv(const std::string& path);
+void write_sweep_json(const std::vector<SweepRow>& rows, const std::string& path);
+
+}  // namespace sa::props

@@ -1,0 +1,80 @@
+// Every mutant (one bug class of bug-classes.md each) is caught by the property
+// suite with a shrunk counterexample, by the property the table below names;
+// and the correct naive kernel, run with the same configuration, passes.
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <map>
+#include <set>
+
+#include "kernels/naive/naive_kernel.hpp"
+#include "mutant_kernels.hpp"
+#include "properties/suite.hpp"
+
+namespace {
+
+sa::props::SuiteConfig config() {
+  sa::props::SuiteConfig c;
+  c.cases = 25;
+  c.seed = 424242;
+  return c;
+}
+
+// bug class -> a property (id[op/dtype]) that must catch it (others may too).
+const std::map<std::string, std::string> kExpected = {
+    {"mutant_no_max", "differential.ulp[softmax/float32]"},
+    {"mutant_abs_max", "differential.ulp[softmax/float32]"},
+    {"mutant_masked_nan", "special.values[softmax/float32]"},
+    {"mutant_masked_uniform", "special.values[softmax/float32]"},
+    {"mutant_block_max", "differential.ulp[softmax/float32]"},
+    {"mutant_neg_inf_tile", "differential.ulp[softmax/float32]"},
+    {"mutant_bf16_accumulation", "differential.ulp[softmax/bfloat16]"},
+    {"mutant_split_kv_weights", "metamorphic.split_kv[merge_attention_states/float32]"},
+    {"mutant_tail_unmasked", "differential.ulp[softmax/float32]"},
+    {"mutant_causal_top_left", "differential.ulp[attention/float32]"},
+    {"mutant_inf_nan", "special.values[softmax/float32]"},
+    {"mutant_index_wrap", "differential.ulp[softmax/float32]"},
+    {"mutant_round_toward_zero", "differential.bias[softmax/bfloat16]"},
+    {"mutant_entropy_cancellation", "metamorphic.shift_invariance[entropy/float32]"},
+    {"mutant_temperature_twice", "differential.ulp[softmax/float32]"},
+    {"mutant_adaptive_no_clamp", "metamorphic.adaptive_beta[adaptive_softmax/float32]"},
+};
+
+std::string key(const sa::Verdict& v) { return v.property + "[" + v.op + "/" + v.dtype + "]"; }
+
+class MutantTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(MutantTest, CaughtWithCounterexample) {
+  const auto mutants = sa::mutants::all_mutants();
+  const auto& m = mutants[static_cast<std::size_t>(GetParam())];
+  const sa::Kernel k(m.kernel, "tests/mutants");
+  const auto verdicts = sa::props::run_suite(k, config());
+  std::set<std::string> caught;
+  const sa::Verdict* first = nullptr;
+  for (const auto& v : verdicts)
+    if (v.outcome == sa::Outcome::fail) {
+      caught.insert(key(v));
+      if (!first || key(v) == kExpected.at(k.name())) first = &v;
+      EXPECT_FALSE(v.counterexample.empty()) << sa::describe(v);
+    }
+  std::cout << k.name() << " (" << m.bug_class << ") caught by " << caught.size() << " properties:";
+  for (const auto& c : caught) std::cout << " " << c;
+  std::cout << "\n";
+  ASSERT_FALSE(caught.empty()) << k.name() << " (" << m.bug_class << ") escaped the suite";
+  std::cout << sa::describe(*first) << "\n";
+  EXPECT_TRUE(caught.count(kExpected.at(k.name()))) << "expected " << kExpected.at(k.name());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllBugClasses, MutantTest,
+                         ::testing::Range(0, static_cast<int>(sa::mutants::all_mutants().size())),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return std::string(sa::mutants::all_mutants()[static_cast<std::size_t>(i.param)].kernel->name);
+                         });
+
+TEST(MutantControl, NaiveKernelPassesTheSameConfiguration) {
+  const sa::Kernel k(sa::kernels::naive_kernel(), "built-in");
+  for (const auto& v : sa::props::run_suite(k, config()))
+    EXPECT_TRUE(v.outcome == sa::Outcome::pass || v.outcome == sa::Outcome::skip) << sa::describe(v);
+}
+
+}  // namespace
