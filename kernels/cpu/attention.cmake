@@ -2,16 +2,11 @@
 # Included from kernels/cpu/CMakeLists.txt:
 #     include(${CMAKE_CURRENT_LIST_DIR}/attention.cmake)
 # Defines sa_cpu_attention (static library: sa::kernels::cpu_attention,
-# merge_attention_partials) and, with SA_BUILD_BENCH, attention_bench.
+# merge_attention_partials); bench/CMakeLists.txt builds attention_bench.
 add_library(sa_cpu_attention STATIC ${CMAKE_CURRENT_LIST_DIR}/attention.cpp)
 target_link_libraries(sa_cpu_attention PUBLIC sa_core PRIVATE PkgConfig::HWY)
 find_package(OpenMP COMPONENTS CXX)
 if(OpenMP_CXX_FOUND)
   # Parallel over query blocks / key parts; OMP_NUM_THREADS controls it.
   target_link_libraries(sa_cpu_attention PUBLIC OpenMP::OpenMP_CXX)
-endif()
-
-if(SA_BUILD_BENCH AND TARGET benchmark::benchmark)
-  add_executable(attention_bench ${PROJECT_SOURCE_DIR}/bench/attention_bench.cpp)
-  target_link_libraries(attention_bench PRIVATE sa_cpu_attention benchmark::benchmark)
 endif()

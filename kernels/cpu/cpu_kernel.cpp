@@ -1,6 +1,7 @@
 // The "cpu" kernel: argument checking, the row loop (threads), the per-row
 // algorithms built from row_ops.hpp, and the exact special-value paths.
 #include "kernels/cpu/cpu_kernel.hpp"
+#include "kernels/cpu/attention.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -504,57 +505,26 @@ sa_status k_merge_entropy(void*, std::int64_t count, const sa_entropy_state* a,
   return SA_OK;
 }
 
-sa_status k_merge_attention(void*, std::int64_t rows, std::int64_t dv, const float* o_a,
+// Attention and the split-KV merge live in kernels/cpu/attention.cpp; their
+// error text is copied into this kernel's last_error.
+sa_status forward_error(sa_status s) {
+  if (s != SA_OK) {
+    const char* e = cpu_attention_last_error();
+    g_error = e ? e : "attention: failed without a message";
+  }
+  return s;
+}
+
+sa_status k_attention(void* ctx, const sa_attention_args* args) {
+  g_error.clear();
+  return forward_error(cpu_attention(ctx, args));
+}
+
+sa_status k_merge_attention(void* ctx, std::int64_t rows, std::int64_t dv, const float* o_a,
                             const float* lse_a, const float* o_b, const float* lse_b, float* out,
                             float* out_lse) {
   g_error.clear();
-  if (rows < 0)
-    return fail(SA_INVALID_ARGUMENT,
-                "merge_attention_states: rows = " + std::to_string(rows) + ", expected >= 0");
-  if (dv < 1)
-    return fail(SA_INVALID_ARGUMENT,
-                "merge_attention_states: dv = " + std::to_string(dv) + ", expected >= 1");
-  if (rows > 0 && (!o_a || !lse_a || !o_b || !lse_b || !out))
-    return fail(SA_INVALID_ARGUMENT,
-                "merge_attention_states: o_a, lse_a, o_b, lse_b and out must not be NULL");
-  for_rows(rows, dv, [&](std::int64_t r) {
-    const double la = lse_a[r], lb = lse_b[r];
-    const float* A = o_a + r * dv;
-    const float* B = o_b + r * dv;
-    float* O = out + r * dv;
-    double wa, wb, L;
-    if (std::isnan(la) || std::isnan(lb)) {
-      wa = wb = L = NAN;
-    } else if (la == -INFINITY && lb == -INFINITY) {
-      wa = wb = 0;
-      L = -INFINITY;
-    } else if (la == INFINITY && lb == INFINITY) {
-      // Both parts hold +inf logits; their counts are not carried, so the
-      // parts are weighted equally (documented limitation of the format).
-      wa = wb = 0.5;
-      L = INFINITY;
-    } else if (la == INFINITY || lb == -INFINITY) {
-      wa = 1;
-      wb = 0;
-      L = la;
-    } else if (lb == INFINITY || la == -INFINITY) {
-      wa = 0;
-      wb = 1;
-      L = lb;
-    } else {
-      const double mx = std::max(la, lb), mn = std::min(la, lb);
-      L = mx + std::log1p(std::exp(mn - mx));
-      wa = std::exp(la - L);
-      wb = std::exp(lb - L);
-    }
-    for (std::int64_t j = 0; j < dv; ++j) {
-      const double va = wa == 0 ? 0.0 : static_cast<double>(A[j]) * wa;
-      const double vb = wb == 0 ? 0.0 : static_cast<double>(B[j]) * wb;
-      O[j] = static_cast<float>(va + vb);
-    }
-    if (out_lse) out_lse[r] = static_cast<float>(L);
-  });
-  return SA_OK;
+  return forward_error(merge_attention_partials(ctx, rows, dv, o_a, lse_a, o_b, lse_b, out, out_lse));
 }
 
 const char* k_last_error(void*) { return g_error.empty() ? nullptr : g_error.c_str(); }
@@ -567,9 +537,10 @@ sa_kernel make_kernel() {
   k.description =
       "production CPU kernel: Highway SIMD with runtime dispatch, rows in parallel (OpenMP), "
       "float32 and bfloat16 (float32 arithmetic, double sums), two-float x - max, "
-      "one-pass streamed entropy (theory T6)";
+      "one-pass streamed entropy (theory T6), tiled flash-style attention with split-KV";
   k.ops = SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP | SA_OP_ENTROPY |
-          SA_OP_ADAPTIVE_SOFTMAX | SA_OP_MERGE_ENTROPY_STATES | SA_OP_MERGE_ATTENTION_STATES;
+          SA_OP_ADAPTIVE_SOFTMAX | SA_OP_ATTENTION | SA_OP_MERGE_ENTROPY_STATES |
+          SA_OP_MERGE_ATTENTION_STATES;
   k.dtypes = SA_DTYPE_F32 | SA_DTYPE_BF16;
   k.memory = SA_MEMORY_HOST;
   k.adaptive_entropy = SA_ENTROPY_SHANNON;
@@ -579,7 +550,7 @@ sa_kernel make_kernel() {
   k.logsumexp = k_logsumexp;
   k.entropy = k_entropy;
   k.adaptive_softmax = k_adaptive;
-  k.attention = nullptr;
+  k.attention = k_attention;
   k.merge_entropy_states = k_merge_entropy;
   k.merge_attention_states = k_merge_attention;
   k.last_error = k_last_error;

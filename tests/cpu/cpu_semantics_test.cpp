@@ -33,14 +33,10 @@ std::vector<float> row_with(std::int64_t n, float fill_special, std::vector<std:
   return x;
 }
 
-TEST(CpuSemantics, DescriptorAdvertisesRowOpsOnly) {
+TEST(CpuSemantics, DescriptorAdvertisesEveryOp) {
   const Kernel& k = kernel();
   EXPECT_EQ(k.name(), "cpu");
-  for (Op op : {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy, Op::adaptive_softmax,
-                Op::merge_entropy_states, Op::merge_attention_states})
-    EXPECT_TRUE(k.supports(op)) << name_of(op);
-  EXPECT_FALSE(k.supports(Op::attention));  // wired in separately (kernels/cpu/attention)
-  EXPECT_EQ(raw().attention, nullptr);
+  for (Op op : sa::all_ops) EXPECT_TRUE(k.supports(op)) << name_of(op);
   EXPECT_TRUE(k.supports(DType::float32));
   EXPECT_TRUE(k.supports(DType::bfloat16));
   EXPECT_EQ(k.adaptive_entropy(), SA_ENTROPY_SHANNON);
