@@ -57,7 +57,7 @@ struct AttnArgs {
 
 template <class T>
 __global__ void __launch_bounds__(32 * kAttnWarps) attention_tiles_kernel(AttnArgs a) {
-  extern __shared__ float smem[];
+  SA_EXTERN_SHARED(float, smem);
   float* Qs = smem;                                     // kAttnQueriesPerBlock x d
   float* Ks = Qs + kAttnQueriesPerBlock * a.d;          // kTile x ks
   float* Vs = Ks + kTile * a.ks;                        // kTile x dv
@@ -310,12 +310,12 @@ sa_status run_attention(AttnArgs a, const AttentionPlan& p, std::string& error) 
   const auto grid = static_cast<unsigned>(p.grid);
   const auto combine_grid = static_cast<unsigned>(grid_for(a.nq, 4));
   if (a.mode == kStates) {  // adaptive: pass 1, combine to beta, pass 2, combine
-    attention_tiles_kernel<T><<<grid, p.threads, p.shared_bytes>>>(a);
-    attention_combine_kernel<T><<<combine_grid, 128>>>(a);
+    SA_LAUNCH(grid, p.threads, p.shared_bytes, attention_tiles_kernel<T>)(a);
+    SA_LAUNCH(combine_grid, 128, 0, attention_combine_kernel<T>)(a);
     a.mode = kFixed;
   }
-  attention_tiles_kernel<T><<<grid, p.threads, p.shared_bytes>>>(a);
-  attention_combine_kernel<T><<<combine_grid, 128>>>(a);
+  SA_LAUNCH(grid, p.threads, p.shared_bytes, attention_tiles_kernel<T>)(a);
+  SA_LAUNCH(combine_grid, 128, 0, attention_combine_kernel<T>)(a);
   return finish("attention", error);
 }
 
@@ -373,7 +373,7 @@ sa_status launch_merge_attention(std::int64_t rows, std::int64_t dv, const float
   for (auto [ptr, name] : {std::pair<const void*, const char*>{o_a, "o_a"}, {lse_a, "lse_a"},
                            {o_b, "o_b"}, {lse_b, "lse_b"}, {out, "out"}, {out_lse, "out_lse"}})
     if (sa_status s = host::require_device(ptr, op, name, error); s != SA_OK) return s;
-  merge_attention_kernel<<<static_cast<unsigned>(grid_for(rows, 4)), 128>>>(
+  SA_LAUNCH(static_cast<unsigned>(grid_for(rows, 4)), 128, 0, merge_attention_kernel)(
       rows, dv, o_a, lse_a, o_b, lse_b, out, out_lse);
   return finish("merge_attention_states", error);
 }

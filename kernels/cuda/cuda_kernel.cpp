@@ -123,6 +123,10 @@ const sa_kernel descriptor = [] {
           SA_OP_MERGE_ATTENTION_STATES;
   k.dtypes = SA_DTYPE_F32 | SA_DTYPE_BF16;
   k.memory = SA_MEMORY_CUDA;
+#if defined(SA_CUDA_EMULATION)  // tests only: the same code run by the host emulator
+  k.name = "cuda-emulated";
+  k.memory = SA_MEMORY_HOST;
+#endif
   k.adaptive_entropy = SA_ENTROPY_SHANNON;
   k.ctx = nullptr;
   k.softmax = c_softmax;

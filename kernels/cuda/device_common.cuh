@@ -10,8 +10,16 @@
 // "Mathematical Functions"); division is IEEE round-to-nearest (no fast math).
 #pragma once
 
+#if defined(SA_CUDA_EMULATION)
+#include "kernels/cuda/emulation.hpp"  // tests only: run this code on the host
+#else
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+// SA_LAUNCH(grid, block, shared bytes, kernel)(args...): a kernel launch that
+// the host emulator (emulation.hpp) can replace.
+#define SA_LAUNCH(grid, block, shared, ...) __VA_ARGS__<<<(grid), (block), (shared)>>>
+#define SA_EXTERN_SHARED(type, name) extern __shared__ type name[]
+#endif
 
 #include <cstdint>
 #include <string>

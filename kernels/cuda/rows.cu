@@ -269,9 +269,9 @@ sa_status launch_typed(RowArgs a, std::string& error) {
   const RowPlan p = plan_rows(a.rows, a.n);
   const auto grid = static_cast<unsigned>(p.grid);
   if (p.strategy == RowStrategy::warp) {
-    cached_rows_kernel<T, 32><<<grid, p.threads>>>(a);
+    SA_LAUNCH(grid, p.threads, 0, cached_rows_kernel<T, 32>)(a);
   } else if (p.strategy == RowStrategy::block) {
-    cached_rows_kernel<T, kRowThreads><<<grid, p.threads>>>(a);
+    SA_LAUNCH(grid, p.threads, 0, cached_rows_kernel<T, kRowThreads>)(a);
   } else {
     host::Scratch ws;
     if (cudaError_t e = ws.alloc(p.workspace_bytes); e != cudaSuccess)
@@ -285,14 +285,14 @@ sa_status launch_typed(RowArgs a, std::string& error) {
     a.row_beta = ws.as<float>(work * (sizeof(State) + sizeof(float)) + rows * sizeof(State));
     a.row_sum = a.row_beta + rows;
     const auto row_grid = static_cast<unsigned>(grid_for(a.rows, 1));
-    chunk_state_kernel<T><<<grid, kRowThreads>>>(a);
-    merge_chunks_kernel<<<row_grid, kRowThreads>>>(a);
+    SA_LAUNCH(grid, kRowThreads, 0, chunk_state_kernel<T>)(a);
+    SA_LAUNCH(row_grid, kRowThreads, 0, merge_chunks_kernel)(a);
     if (a.op == RowOp::adaptive) {
-      adaptive_chunk_sum_kernel<T><<<grid, kRowThreads>>>(a);
-      adaptive_row_sum_kernel<<<row_grid, kRowThreads>>>(a);
+      SA_LAUNCH(grid, kRowThreads, 0, adaptive_chunk_sum_kernel<T>)(a);
+      SA_LAUNCH(row_grid, kRowThreads, 0, adaptive_row_sum_kernel)(a);
     }
     if (a.op == RowOp::softmax || a.op == RowOp::log_softmax || a.op == RowOp::adaptive)
-      write_chunks_kernel<T><<<grid, kRowThreads>>>(a);
+      SA_LAUNCH(grid, kRowThreads, 0, write_chunks_kernel<T>)(a);
     if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
       return host::cuda_failure(e, "row kernel launch", error);
     if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess)
@@ -363,7 +363,7 @@ sa_status launch_merge_entropy(std::int64_t count, const sa_entropy_state* a,
   const char* op = "merge_entropy_states";
   for (auto [p, name] : {std::pair<const void*, const char*>{a, "a"}, {b, "b"}, {out, "out"}})
     if (sa_status s = host::require_device(p, op, name, error); s != SA_OK) return s;
-  merge_entropy_kernel<<<static_cast<unsigned>(grid_for(count, 256)), 256>>>(count, a, b, out);
+  SA_LAUNCH(static_cast<unsigned>(grid_for(count, 256)), 256, 0, merge_entropy_kernel)(count, a, b, out);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     return host::cuda_failure(e, "merge_entropy_states launch", error);
   if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess)
