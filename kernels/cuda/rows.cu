@@ -45,6 +45,11 @@ struct RowArgs {
   float* row_sum;      // rows (adaptive)
 };
 
+// l / theta, skipping the (exact) division by 1.
+__device__ __forceinline__ float scaled(float x, float theta) {
+  return theta == 1.f ? x : x / theta;
+}
+
 template <int kThreads>
 struct GroupOf {
   using type = BlockGroup<kThreads>;
@@ -68,7 +73,7 @@ struct Segment {
 #pragma unroll
     for (int k = 0; k < kSlots; ++k) {
       const std::int64_t i = static_cast<std::int64_t>(k) * kThreads + t;
-      z[k] = i < len ? load_f(x + i) / theta : neg_inf();
+      z[k] = i < len ? scaled(load_f(x + i), theta) : neg_inf();
     }
   }
   template <class Fn>
@@ -216,7 +221,7 @@ __global__ void __launch_bounds__(kRowThreads) adaptive_chunk_sum_kernel(RowArgs
     const T* x = static_cast<const T*>(a.in) + r * a.in_stride + begin;
     float s = 0.f;
     for (std::int64_t i = threadIdx.x; i < len; i += kRowThreads)
-      s += adaptive_numerator(st, beta, load_f(x + i) / a.theta);
+      s += adaptive_numerator(st, beta, scaled(load_f(x + i), a.theta));
     s = g.sum(s);
     if (threadIdx.x == 0) a.chunk_sum[w] = s;
   }
@@ -248,18 +253,18 @@ __global__ void __launch_bounds__(kRowThreads) write_chunks_kernel(RowArgs a) {
     T* y = static_cast<T*>(a.out) + r * a.out_stride + begin;
     if (a.op == RowOp::softmax) {
       for (std::int64_t i = threadIdx.x; i < len; i += kRowThreads)
-        store_f(y + i, softmax_weight(st, load_f(x + i) / a.theta));
+        store_f(y + i, softmax_weight(st, scaled(load_f(x + i), a.theta)));
     } else if (a.op == RowOp::log_softmax) {
       const float logS = logf(st.S);
       for (std::int64_t i = threadIdx.x; i < len; i += kRowThreads)
-        store_f(y + i, log_softmax_value(st, logS, load_f(x + i) / a.theta));
+        store_f(y + i, log_softmax_value(st, logS, scaled(load_f(x + i), a.theta)));
     } else if (state_is_finite(st)) {  // adaptive
       const float beta = a.row_beta[r], s2 = a.row_sum[r];
       for (std::int64_t i = threadIdx.x; i < len; i += kRowThreads)
-        store_f(y + i, adaptive_numerator(st, beta, load_f(x + i) / a.theta) / s2);
+        store_f(y + i, adaptive_numerator(st, beta, scaled(load_f(x + i), a.theta)) / s2);
     } else {
       for (std::int64_t i = threadIdx.x; i < len; i += kRowThreads)
-        store_f(y + i, softmax_weight(st, load_f(x + i) / a.theta));
+        store_f(y + i, softmax_weight(st, scaled(load_f(x + i), a.theta)));
     }
   }
 }

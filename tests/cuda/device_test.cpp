@@ -61,10 +61,10 @@ class Cuda : public ::testing::Test {
     if (!kEmulated && sa::device_memory().alloc == nullptr)
       GTEST_SKIP() << "no CUDA device: " << sa::device_memory().why_unavailable();
   }
-  void skip_when_emulated() {
-    if (kEmulated) GTEST_SKIP() << "too large for the host emulator; runs on a GPU";
-  }
 };
+#define SKIP_WHEN_EMULATED() \
+  if (kEmulated) GTEST_SKIP() << "too large for the host emulator; runs on a GPU"
+
 
 float to_type(DType t, float x) { return t == DType::bfloat16 ? sa::round_to_bf16(x) : x; }
 
@@ -363,7 +363,7 @@ TEST_F(Cuda, RowOpsSpecialValuesOnEveryPath) {
 TEST_F(Cuda, RowOpsNearTwoToTheTwenty) {
   // One row of 2^20 - 3 logits (split path, 128 chunks), reference at 128 bits
   // (2^20 operations at 2^-128 each stay far below 2^-24).
-  skip_when_emulated();
+  SKIP_WHEN_EMULATED();
   sa::ref::PrecisionScope p(128);
   const sa::Kernel& k = kernel();
   for (DType t : kTypes) {
@@ -402,7 +402,7 @@ TEST_F(Cuda, MoreThan65535RowsOnWarpAndBlockPaths) {
   // Warp path: 262,147 rows -> 65,537 blocks; block path: 65,543 rows -> one
   // block each. Every row must sum to 1; sampled rows (including 65,530-65,541
   // and the last) are compared with MPFR.
-  skip_when_emulated();
+  SKIP_WHEN_EMULATED();
   const sa::Kernel& k = kernel();
   for (DType t : kTypes) {
     const RowBatch warp_rows = random_rows(t, 262147, 33, 5, 2.f);
@@ -536,6 +536,7 @@ struct AttnCase {
   int mask;  // 0 none, 1 random half, 2 all masked, 3 a masked run covering whole tiles
   std::int64_t splits;
   float sigma;
+  bool nan_query = false;  // query 0 holds a NaN: its outputs must all be NaN
 };
 
 sa::AttentionInput make_attention(DType t, const AttnCase& c, std::uint64_t seed, bool adaptive) {
@@ -555,6 +556,7 @@ sa::AttentionInput make_attention(DType t, const AttnCase& c, std::uint64_t seed
       if (c.mask == 3) in.key_mask[j] = (j >= 32 && j < 96) ? 0 : 1;
     }
   }
+  if (c.nan_query) in.q[0] = std::numeric_limits<float>::quiet_NaN();
   in.scale = 1.0 / std::sqrt(static_cast<double>(c.d));
   in.causal = c.causal;
   in.adaptive = adaptive;
@@ -646,7 +648,7 @@ void check_attention(DType t, const AttnCase& c, std::uint64_t seed, bool adapti
       const double bound = ct::kMargin * ((rho + acc_units * u) * (1 + rho) * A +
                                           ct::output_u(t) * (std::abs(e) + (rho + acc_units * u) * A)) +
                            ct::kUnderflow;
-      const bool ok = any ? std::abs(g - e) <= bound : g == 0.0;
+      const bool ok = std::isnan(e) ? std::isnan(g) : any ? std::abs(g - e) <= bound : g == 0.0;
       if (!ok) {
         why += " out[" + std::to_string(col) + "] " + std::to_string(g) + " vs " +
                std::to_string(e) + " bound " + std::to_string(bound);
@@ -691,6 +693,7 @@ TEST_F(Cuda, AttentionAgainstReference) {
       {33, 1000, 128, 96, true, 0, 1, 3.f},   // sharper logits
       {4, 70, 256, 256, false, 0, 2, 1.f},    // largest head
       {3, 45, 7, 5, false, 0, 0, 1.f},        // odd d
+      {6, 90, 16, 16, false, 0, 2, 1.f, true},  // a NaN query row, split
   };
   std::uint64_t seed = 1000;
   for (DType t : kTypes)
