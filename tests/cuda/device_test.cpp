@@ -318,6 +318,7 @@ TEST_F(Cuda, RowOpsEverySizeAndPath) {
   std::uint64_t seed = 1;
   for (DType t : kTypes)
     for (std::int64_t n : sizes) {
+      if (kEmulated && n > 8193) continue;  // the split path stays covered by 8193
       const RowBatch b = random_rows(t, 2, n, seed++, 3.f, n % 3 == 0 ? 5 : 0);
       check_all_row_ops(t, b, 1.0, "sizes seed " + std::to_string(seed - 1));
     }
@@ -698,7 +699,15 @@ TEST_F(Cuda, AttentionAgainstReference) {
   std::uint64_t seed = 1000;
   for (DType t : kTypes)
     for (const AttnCase& c : cases)
-      for (bool adaptive : {false, true}) check_attention(t, c, seed++, adaptive);
+      for (bool adaptive : {false, true}) {
+        // The emulator runs each CUDA thread as a fiber: keep its share small
+        // (the cases it drops differ from the kept ones only in size).
+        if (kEmulated && c.nk * c.d * c.nq > 300000) {
+          ++seed;
+          continue;
+        }
+        check_attention(t, c, seed++, adaptive);
+      }
 }
 
 }  // namespace
