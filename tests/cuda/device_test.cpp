@@ -51,11 +51,13 @@ const sa::Kernel& kernel() {
 // bounds), except the largest cases.
 #if defined(SA_CUDA_EMULATION)
 constexpr bool kEmulated = true;
+#define CUDA_SUITE CudaEmulated
 #else
 constexpr bool kEmulated = false;
+#define CUDA_SUITE Cuda
 #endif
 
-class Cuda : public ::testing::Test {
+class CUDA_SUITE : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!kEmulated && sa::device_memory().alloc == nullptr)
@@ -310,7 +312,7 @@ void check_all_row_ops(DType t, const RowBatch& b, double theta, const std::stri
   check_adaptive(t, b, theta, k.adaptive_softmax(t, b, theta), tag);
 }
 
-TEST_F(Cuda, RowOpsEverySizeAndPath) {
+TEST_F(CUDA_SUITE, RowOpsEverySizeAndPath) {
   // n = 1, tails around the warp (32, 1024), block (8192) and chunk (8192)
   // sizes, several chunks, strided rows.
   const std::int64_t sizes[] = {1, 2, 3, 31, 32, 33, 1000, 1023, 1024, 1025, 4099, 8191, 8192, 8193,
@@ -324,7 +326,7 @@ TEST_F(Cuda, RowOpsEverySizeAndPath) {
     }
 }
 
-TEST_F(Cuda, RowOpsTemperatureAndLargeOffsets) {
+TEST_F(CUDA_SUITE, RowOpsTemperatureAndLargeOffsets) {
   // theta = 0.5 and 2 (exact scalings); logits offset by 1e4 (shift
   // invariance; catches the cancelling entropy form of theory.md T6).
   for (DType t : kTypes)
@@ -338,7 +340,7 @@ TEST_F(Cuda, RowOpsTemperatureAndLargeOffsets) {
     }
 }
 
-TEST_F(Cuda, RowOpsSpecialValuesOnEveryPath) {
+TEST_F(CUDA_SUITE, RowOpsSpecialValuesOnEveryPath) {
   // Fully masked rows, partial masks (including a whole chunk of -inf, the
   // "-inf tile" bug class), +inf logits (k share the weight), NaN rows,
   // placed at the start, the middle and the tail of each path.
@@ -361,7 +363,7 @@ TEST_F(Cuda, RowOpsSpecialValuesOnEveryPath) {
     }
 }
 
-TEST_F(Cuda, RowOpsNearTwoToTheTwenty) {
+TEST_F(CUDA_SUITE, RowOpsNearTwoToTheTwenty) {
   // One row of 2^20 - 3 logits (split path, 128 chunks), reference at 128 bits
   // (2^20 operations at 2^-128 each stay far below 2^-24).
   SKIP_WHEN_EMULATED();
@@ -399,7 +401,7 @@ void check_row_sums(DType t, const RowBatch& b, const std::vector<float>& w) {
   }
 }
 
-TEST_F(Cuda, MoreThan65535RowsOnWarpAndBlockPaths) {
+TEST_F(CUDA_SUITE, MoreThan65535RowsOnWarpAndBlockPaths) {
   // Warp path: 262,147 rows -> 65,537 blocks; block path: 65,543 rows -> one
   // block each. Every row must sum to 1; sampled rows (including 65,530-65,541
   // and the last) are compared with MPFR.
@@ -424,7 +426,7 @@ TEST_F(Cuda, MoreThan65535RowsOnWarpAndBlockPaths) {
   }
 }
 
-TEST_F(Cuda, MergeEntropyStates) {
+TEST_F(CUDA_SUITE, MergeEntropyStates) {
   // Claim: out = entropy_merge(a, b) (theory.md T6) within bounds.hpp's merge
   // bounds of the exact merge of the same float inputs; special values exact.
   std::mt19937_64 rng(11);
@@ -466,7 +468,7 @@ TEST_F(Cuda, MergeEntropyStates) {
   }
 }
 
-TEST_F(Cuda, MergeAttentionStates) {
+TEST_F(CUDA_SUITE, MergeAttentionStates) {
   // Claim: out = (e^{la} o_a + e^{lb} o_b) / (e^{la} + e^{lb}), L = log(e^{la} + e^{lb});
   // first-order bound: weights carry (2E + 2|la - lb| + 2) u, the combination
   // 2 u more, on |w_a o_a| + |w_b o_b|; L carries u (|L| + |la - lb| + E + 1 + L).
@@ -681,7 +683,7 @@ void check_attention(DType t, const AttnCase& c, std::uint64_t seed, bool adapti
   }
 }
 
-TEST_F(Cuda, AttentionAgainstReference) {
+TEST_F(CUDA_SUITE, AttentionAgainstReference) {
   const AttnCase cases[] = {
       {1, 1, 8, 8, false, 0, 0, 1.f},         // smallest
       {5, 37, 16, 24, false, 0, 0, 1.f},      // tails in keys and columns
