@@ -54,7 +54,8 @@ struct DeviceBuffer {
     std::vector<unsigned char> host(count * es);
     for (std::size_t i = 0; i < count; ++i) {
       const float x = N(rng);
-      if (dtype == SA_F32) std::memcpy(&host[i * 4], &x, 4);
+      if (dtype == SA_F32)
+        std::memcpy(&host[i * 4], &x, 4);
       else {
         const std::uint16_t b = sa::bf16_from_float(x);
         std::memcpy(&host[i * 2], &b, 2);
@@ -150,17 +151,25 @@ void BM_Attention(benchmark::State& state, sa_dtype dtype) {
 
 void register_all() {
   for (auto [dtype, name] : {std::pair{SA_F32, "f32"}, std::pair{SA_BF16, "bf16"}}) {
-    auto* s = benchmark::RegisterBenchmark((std::string("BM_Softmax/") + name).c_str(),
-                                           [dtype = dtype](benchmark::State& st) { BM_Softmax(st, dtype); });
+    auto* s = benchmark::RegisterBenchmark(
+        (std::string("BM_Softmax/") + name).c_str(),
+        [dtype = dtype](benchmark::State& st) { BM_Softmax(st, dtype); });
     s->UseManualTime()->Unit(benchmark::kMicrosecond)->ArgNames({"rows", "n"});
-    for (auto [rows, n] : {std::pair<std::int64_t, std::int64_t>{262144, 128}, {65536, 1024},
-                           {16384, 4096}, {4096, 16384}, {1024, 65536}, {16, 1 << 22}})
+    for (auto [rows, n] : {std::pair<std::int64_t, std::int64_t>{262144, 128},
+                           {65536, 1024},
+                           {16384, 4096},
+                           {4096, 16384},
+                           {1024, 65536},
+                           {16, 1 << 22}})
       s->Args({rows, n});
-    auto* at = benchmark::RegisterBenchmark((std::string("BM_Attention/") + name).c_str(),
-                                            [dtype = dtype](benchmark::State& st) { BM_Attention(st, dtype); });
+    auto* at = benchmark::RegisterBenchmark(
+        (std::string("BM_Attention/") + name).c_str(),
+        [dtype = dtype](benchmark::State& st) { BM_Attention(st, dtype); });
     at->UseManualTime()->Unit(benchmark::kMillisecond)->ArgNames({"n", "d", "splits"});
     for (auto [n, d, sp] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{1024, 64, 1},
-                            {4096, 64, 1}, {4096, 128, 1}, {512, 64, 8}})
+                            {4096, 64, 1},
+                            {4096, 128, 1},
+                            {512, 64, 8}})
       at->Args({n, d, sp});
   }
 }

@@ -58,9 +58,9 @@ struct AttnArgs {
 template <class T>
 __global__ void __launch_bounds__(32 * kAttnWarps) attention_tiles_kernel(AttnArgs a) {
   SA_EXTERN_SHARED(float, smem);
-  float* Qs = smem;                                     // kAttnQueriesPerBlock x d
-  float* Ks = Qs + kAttnQueriesPerBlock * a.d;          // kTile x ks
-  float* Vs = Ks + kTile * a.ks;                        // kTile x dv
+  float* Qs = smem;                             // kAttnQueriesPerBlock x d
+  float* Ks = Qs + kAttnQueriesPerBlock * a.d;  // kTile x ks
+  float* Vs = Ks + kTile * a.ks;                // kTile x dv
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const T* q = static_cast<const T*>(a.q);
   const T* k = static_cast<const T*>(a.k);
@@ -108,8 +108,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attention_tiles_kernel(AttnAr
         }
       __syncthreads();
       const std::int64_t key = tile + lane;
-      const bool in_split =
-          key < key_end && (a.key_mask == nullptr || a.key_mask[key] != 0);
+      const bool in_split = key < key_end && (a.key_mask == nullptr || a.key_mask[key] != 0);
 #pragma unroll
       for (int i = 0; i < kQ; ++i) {
         const std::int64_t qi = q0 + warp * kQ + i;
@@ -125,9 +124,12 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attention_tiles_kernel(AttnAr
         }
         float p;  // this lane's key weight, relative to the running reference
         if (a.mode == kFixed) {
-          if (M[i] == pos_inf()) p = (s == pos_inf()) ? 1.f : 0.f;
-          else if (M[i] == neg_inf() || M[i] != M[i]) p = 0.f;
-          else p = visible ? expf(beta[i] * (s - M[i])) : 0.f;
+          if (M[i] == pos_inf())
+            p = (s == pos_inf()) ? 1.f : 0.f;
+          else if (M[i] == neg_inf() || M[i] != M[i])
+            p = 0.f;
+          else
+            p = visible ? expf(beta[i] * (s - M[i])) : 0.f;
           S2[i] += g.sum(p);
         } else {
           const State ts = row_state(g, [&](auto fn) { fn(s); });
@@ -135,8 +137,10 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attention_tiles_kernel(AttnAr
           if (a.mode == kOnline) {
             const float fo = merge_factor(st[i].m, merged.m);
             const float ft = merge_factor(ts.m, merged.m);
-            if (state_is_finite(ts)) p = expf(s - ts.m);
-            else p = (ts.m == pos_inf() && s == pos_inf()) ? 1.f : 0.f;
+            if (state_is_finite(ts))
+              p = expf(s - ts.m);
+            else
+              p = (ts.m == pos_inf() && s == pos_inf()) ? 1.f : 0.f;
             p *= ft;
             if (fo != 1.f) {
 #pragma unroll
@@ -169,9 +173,12 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attention_tiles_kernel(AttnAr
       if (lane == 0) {
         State out = st[i];
         if (a.mode == kFixed) {
-          if (M[i] != M[i]) out = sa::theory::entropy_nan_state<float>();
-          else if (M[i] == neg_inf()) out = sa::theory::entropy_identity<float>();
-          else out = State{0.f, S2[i], 0.f};  // sums against the fixed M: merging adds them
+          if (M[i] != M[i])
+            out = sa::theory::entropy_nan_state<float>();
+          else if (M[i] == neg_inf())
+            out = sa::theory::entropy_identity<float>();
+          else
+            out = State{0.f, S2[i], 0.f};  // sums against the fixed M: merging adds them
         }
         a.part_state[slot] = out;
       }
@@ -191,8 +198,8 @@ template <class T>
 __global__ void __launch_bounds__(128) attention_combine_kernel(AttnArgs a) {
   const int lane = threadIdx.x & 31;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
-  for (std::int64_t qi = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) +
-                         (threadIdx.x >> 5);
+  for (std::int64_t qi =
+           static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
        qi < a.nq; qi += step) {
     for (std::int64_t c0 = 0; c0 < a.dv || c0 == 0; c0 += 32) {
       const std::int64_t c = c0 + lane;
@@ -221,9 +228,12 @@ __global__ void __launch_bounds__(128) attention_combine_kernel(AttnArgs a) {
       // Final outputs. Online: s is the query's state. Fixed (adaptive pass 2):
       // s = (0, S2, 0), or the identity / NaN state for those rows.
       float o;
-      if (state_is_nan(s)) o = qnan();
-      else if (s.m == neg_inf()) o = 0.f;
-      else o = acc / s.S;
+      if (state_is_nan(s))
+        o = qnan();
+      else if (s.m == neg_inf())
+        o = 0.f;
+      else
+        o = acc / s.S;
       if (c < a.dv) store_f(static_cast<T*>(a.out) + qi * a.out_stride + c, o);
       if (c0 == 0 && lane == 0) {
         if (a.mode == kOnline) {
@@ -233,8 +243,10 @@ __global__ void __launch_bounds__(128) attention_combine_kernel(AttnArgs a) {
         } else {
           const float M = a.q_max[qi], b = a.q_beta[qi];
           float lse;
-          if (M != M || M == neg_inf() || M == pos_inf()) lse = M;
-          else lse = b * M + logf(s.S);
+          if (M != M || M == neg_inf() || M == pos_inf())
+            lse = M;
+          else
+            lse = b * M + logf(s.S);
           if (a.lse) a.lse[qi] = lse;
           if (a.entropy) a.entropy[qi] = a.q_entropy[qi];
           if (a.beta) a.beta[qi] = b;
@@ -246,14 +258,13 @@ __global__ void __launch_bounds__(128) attention_combine_kernel(AttnArgs a) {
 
 // merge_attention_states: a warp per row; all lanes read both lse values
 // before lane 0 writes out_lse (which may alias lse_a).
-__global__ void __launch_bounds__(128) merge_attention_kernel(std::int64_t rows, std::int64_t dv,
-                                                              const float* o_a, const float* lse_a,
-                                                              const float* o_b, const float* lse_b,
-                                                              float* out, float* out_lse) {
+__global__ void __launch_bounds__(128)
+    merge_attention_kernel(std::int64_t rows, std::int64_t dv, const float* o_a, const float* lse_a,
+                           const float* o_b, const float* lse_b, float* out, float* out_lse) {
   const int lane = threadIdx.x & 31;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * (blockDim.x / 32);
-  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) +
-                        (threadIdx.x >> 5);
+  for (std::int64_t r =
+           static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + (threadIdx.x >> 5);
        r < rows; r += step) {
     const float la = lse_a[r], lb = lse_b[r];
     __syncwarp();
@@ -323,10 +334,14 @@ sa_status run_attention(AttnArgs a, const AttentionPlan& p, std::string& error) 
 
 sa_status launch_attention(const sa_attention_args& x, std::string& error) {
   const char* op = "attention";
-  for (auto [ptr, name] :
-       {std::pair<const void*, const char*>{x.q, "args->q"}, {x.k, "args->k"}, {x.v, "args->v"},
-        {x.out, "args->out"}, {x.lse, "args->lse"}, {x.entropy, "args->entropy"},
-        {x.beta, "args->beta"}, {x.key_mask, "args->key_mask"}})
+  for (auto [ptr, name] : {std::pair<const void*, const char*>{x.q, "args->q"},
+                           {x.k, "args->k"},
+                           {x.v, "args->v"},
+                           {x.out, "args->out"},
+                           {x.lse, "args->lse"},
+                           {x.entropy, "args->entropy"},
+                           {x.beta, "args->beta"},
+                           {x.key_mask, "args->key_mask"}})
     if (sa_status s = host::require_device(ptr, op, name, error); s != SA_OK) return s;
   const AttentionPlan p = plan_attention(x);
   AttnArgs a{};
@@ -370,11 +385,15 @@ sa_status launch_merge_attention(std::int64_t rows, std::int64_t dv, const float
                                  const float* lse_a, const float* o_b, const float* lse_b,
                                  float* out, float* out_lse, std::string& error) {
   const char* op = "merge_attention_states";
-  for (auto [ptr, name] : {std::pair<const void*, const char*>{o_a, "o_a"}, {lse_a, "lse_a"},
-                           {o_b, "o_b"}, {lse_b, "lse_b"}, {out, "out"}, {out_lse, "out_lse"}})
+  for (auto [ptr, name] : {std::pair<const void*, const char*>{o_a, "o_a"},
+                           {lse_a, "lse_a"},
+                           {o_b, "o_b"},
+                           {lse_b, "lse_b"},
+                           {out, "out"},
+                           {out_lse, "out_lse"}})
     if (sa_status s = host::require_device(ptr, op, name, error); s != SA_OK) return s;
-  SA_LAUNCH(static_cast<unsigned>(grid_for(rows, 4)), 128, 0, merge_attention_kernel)(
-      rows, dv, o_a, lse_a, o_b, lse_b, out, out_lse);
+  SA_LAUNCH(static_cast<unsigned>(grid_for(rows, 4)), 128, 0, merge_attention_kernel)
+  (rows, dv, o_a, lse_a, o_b, lse_b, out, out_lse);
   return finish("merge_attention_states", error);
 }
 

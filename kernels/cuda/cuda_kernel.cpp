@@ -27,15 +27,16 @@ sa_status finish(sa_status s, std::string& err) {
 
 sa_status run_rows(RowCall c, const char* op, const void* out, const char* out_name,
                    bool out_is_rows) {
-  std::string err =
-      cuda::validate_rows(op, static_cast<int>(c.dtype), &c.shape, c.in, out, out_name, out_is_rows);
+  std::string err = cuda::validate_rows(op, static_cast<int>(c.dtype), &c.shape, c.in, out,
+                                        out_name, out_is_rows);
   if (!err.empty()) return fail(SA_INVALID_ARGUMENT, err);
   if (c.shape.rows == 0) return SA_OK;
   return finish(cuda::launch_rows(c, err), err);
 }
 
 sa_status c_softmax(void*, sa_dtype dtype, const sa_rows* shape, const void* in, void* out) {
-  if (!shape) return fail(SA_INVALID_ARGUMENT, "softmax: shape is NULL; expected a pointer to sa_rows");
+  if (!shape)
+    return fail(SA_INVALID_ARGUMENT, "softmax: shape is NULL; expected a pointer to sa_rows");
   RowCall c{RowOp::softmax, dtype, *shape, in, out};
   return run_rows(c, "softmax", out, "out", true);
 }
@@ -80,9 +81,9 @@ sa_status c_attention(void*, const sa_attention_args* args) {
   std::string err = cuda::validate_attention(args);
   if (!err.empty()) return fail(SA_INVALID_ARGUMENT, err);
   if (args->d > cuda::kAttnMaxHead || args->dv > cuda::kAttnMaxHead)
-    return fail(SA_UNSUPPORTED, "attention: d = " + std::to_string(args->d) + ", dv = " +
-                                    std::to_string(args->dv) + "; this kernel supports d, dv <= " +
-                                    std::to_string(cuda::kAttnMaxHead));
+    return fail(SA_UNSUPPORTED,
+                "attention: d = " + std::to_string(args->d) + ", dv = " + std::to_string(args->dv) +
+                    "; this kernel supports d, dv <= " + std::to_string(cuda::kAttnMaxHead));
   return finish(cuda::launch_attention(*args, err), err);
 }
 

@@ -72,18 +72,24 @@ struct BlockGroup {
   __device__ State all(State s, int kind) const {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     WarpGroup w;
-    if (kind == 0) s.m = w.max(s.m);
-    else if (kind == 1) s.S = w.sum(s.S);
-    else s = w.merge(s);
+    if (kind == 0)
+      s.m = w.max(s.m);
+    else if (kind == 1)
+      s.S = w.sum(s.S);
+    else
+      s = w.merge(s);
     __syncthreads();  // scratch may still be read by a previous reduction
     if (lane == 0) scratch[warp] = s;
     __syncthreads();
     State r = scratch[0];
     for (int i = 1; i < kWarps; ++i) {
       const State x = scratch[i];
-      if (kind == 0) r.m = fmaxf(r.m, x.m);
-      else if (kind == 1) r.S += x.S;
-      else r = sa::theory::entropy_merge(r, x);
+      if (kind == 0)
+        r.m = fmaxf(r.m, x.m);
+      else if (kind == 1)
+        r.S += x.S;
+      else
+        r = sa::theory::entropy_merge(r, x);
     }
     return r;
   }
@@ -130,7 +136,7 @@ __device__ __forceinline__ bool state_is_finite(const State& s) {
 // softmax weight of logit z in a row whose final state is st (kernel.h semantics).
 __device__ __forceinline__ float softmax_weight(const State& st, float z) {
   if (state_is_nan(st)) return qnan();
-  if (st.m == neg_inf()) return 0.f;                              // fully masked row
+  if (st.m == neg_inf()) return 0.f;                                // fully masked row
   if (st.m == pos_inf()) return z == pos_inf() ? 1.f / st.S : 0.f;  // k items share weight
   return expf(z - st.m) / st.S;
 }
@@ -195,7 +201,8 @@ struct Scratch {
     if (p) cudaFree(p);
   }
   cudaError_t alloc(std::size_t bytes) { return cudaMalloc(&p, bytes ? bytes : 1); }
-  template <class T> T* as(std::size_t offset_bytes = 0) const {
+  template <class T>
+  T* as(std::size_t offset_bytes = 0) const {
     return reinterpret_cast<T*>(static_cast<char*>(p) + offset_bytes);
   }
 };

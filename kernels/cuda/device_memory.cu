@@ -20,8 +20,8 @@ std::string& reason() {
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess)
-    throw std::runtime_error(std::string("CUDA staging: ") + what + " failed: " +
-                             cudaGetErrorString(e));
+    throw std::runtime_error(std::string("CUDA staging: ") + what +
+                             " failed: " + cudaGetErrorString(e));
 }
 
 void* alloc(std::size_t bytes) {

@@ -24,6 +24,8 @@
 #include <tuple>
 #include <vector>
 
+#include "core/bfloat16.hpp"
+
 #define __global__
 #define __device__
 #define __host__
@@ -93,16 +95,8 @@ inline void sync_warp() {
   while (m.warp_gen[w] == gen) yield();
 }
 
-inline std::uint32_t bits(float v) {
-  std::uint32_t u;
-  std::memcpy(&u, &v, 4);
-  return u;
-}
-inline float from_bits(std::uint32_t u) {
-  float v;
-  std::memcpy(&v, &u, 4);
-  return v;
-}
+inline std::uint32_t bits(float v) { return sa::float_bits(v); }
+inline float from_bits(std::uint32_t u) { return sa::float_from_bits(u); }
 
 inline std::uint32_t exchange_from(std::uint32_t mine, unsigned src_lane) {
   Machine& m = machine();
@@ -180,7 +174,8 @@ struct Bound {
 };
 }  // namespace sa_emu
 #define SA_LAUNCH(grid, block, shared, ...) \
-  (::sa_emu::Bound{{static_cast<unsigned>(grid)}, {static_cast<unsigned>(block)}, (shared), &__VA_ARGS__})
+  (::sa_emu::Bound{                         \
+      {static_cast<unsigned>(grid)}, {static_cast<unsigned>(block)}, (shared), &__VA_ARGS__})
 
 // CUDA built-ins the kernels use.
 #define threadIdx (::sa_emu::machine().current->tid)
@@ -203,8 +198,8 @@ inline float __shfl_sync(unsigned, float v, int src) {
   return sa_emu::from_bits(sa_emu::exchange_from(sa_emu::bits(v), static_cast<unsigned>(src)));
 }
 inline float __shfl_xor_sync(unsigned, float v, int mask) {
-  return sa_emu::from_bits(
-      sa_emu::exchange_from(sa_emu::bits(v), (sa_emu::linear_tid() & 31) ^ static_cast<unsigned>(mask)));
+  return sa_emu::from_bits(sa_emu::exchange_from(
+      sa_emu::bits(v), (sa_emu::linear_tid() & 31) ^ static_cast<unsigned>(mask)));
 }
 inline int __any_sync(unsigned, int pred) {
   sa_emu::Machine& m = sa_emu::machine();
@@ -221,21 +216,17 @@ inline float __int_as_float(int i) { return sa_emu::from_bits(static_cast<std::u
 struct __nv_bfloat16 {
   std::uint16_t bits;
 };
-inline float __bfloat162float(__nv_bfloat16 b) {
-  return sa_emu::from_bits(static_cast<std::uint32_t>(b.bits) << 16);
-}
-inline __nv_bfloat16 __float2bfloat16_rn(float f) {
-  std::uint32_t u = sa_emu::bits(f);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0)
-    return {static_cast<std::uint16_t>((u >> 16) | 0x0040u)};
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return {static_cast<std::uint16_t>(u >> 16)};
-}
+inline float __bfloat162float(__nv_bfloat16 b) { return sa::float_from_bf16(b.bits); }
+inline __nv_bfloat16 __float2bfloat16_rn(float f) { return {sa::bf16_from_float(f)}; }
 
 // Runtime API subset.
 enum cudaError_t { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 };
-enum cudaMemoryType { cudaMemoryTypeUnregistered = 0, cudaMemoryTypeHost = 1,
-                      cudaMemoryTypeDevice = 2, cudaMemoryTypeManaged = 3 };
+enum cudaMemoryType {
+  cudaMemoryTypeUnregistered = 0,
+  cudaMemoryTypeHost = 1,
+  cudaMemoryTypeDevice = 2,
+  cudaMemoryTypeManaged = 3
+};
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 struct cudaPointerAttributes {
   cudaMemoryType type;

@@ -17,16 +17,17 @@ struct RowCall {
   sa_dtype dtype = SA_F32;
   sa_rows shape{};
   const void* in = nullptr;
-  void* out = nullptr;               // softmax, log_softmax, adaptive
-  float* lse = nullptr;              // logsumexp
-  float* entropy = nullptr;          // entropy, adaptive (may be null for adaptive)
-  float* beta = nullptr;             // adaptive (may be null)
-  sa_entropy_state* state = nullptr; // entropy (may be null)
+  void* out = nullptr;                // softmax, log_softmax, adaptive
+  float* lse = nullptr;               // logsumexp
+  float* entropy = nullptr;           // entropy, adaptive (may be null for adaptive)
+  float* beta = nullptr;              // adaptive (may be null)
+  sa_entropy_state* state = nullptr;  // entropy (may be null)
 };
 
 sa_status launch_rows(const RowCall& call, std::string& error);
 sa_status launch_merge_entropy(std::int64_t count, const sa_entropy_state* a,
-                               const sa_entropy_state* b, sa_entropy_state* out, std::string& error);
+                               const sa_entropy_state* b, sa_entropy_state* out,
+                               std::string& error);
 sa_status launch_attention(const sa_attention_args& args, std::string& error);
 sa_status launch_merge_attention(std::int64_t rows, std::int64_t dv, const float* o_a,
                                  const float* lse_a, const float* o_b, const float* lse_b,

@@ -7,9 +7,12 @@ namespace sa::kernels::cuda {
 
 const char* name_of(RowStrategy s) {
   switch (s) {
-    case RowStrategy::warp: return "warp-per-row";
-    case RowStrategy::block: return "block-per-row";
-    case RowStrategy::split: return "multi-block split";
+    case RowStrategy::warp:
+      return "warp-per-row";
+    case RowStrategy::block:
+      return "block-per-row";
+    case RowStrategy::split:
+      return "multi-block split";
   }
   return "?";
 }
@@ -54,8 +57,8 @@ RowPlan plan_rows(std::int64_t rows, std::int64_t n) {
   // Inside a chunk the max is found first: no rescale. Each rescale needs a
   // strictly larger max, so there are also at most n - 1.
   const std::int64_t per_thread = (p.chunks_per_row + kRowThreads - 1) / kRowThreads;
-  p.max_rescales = std::min<std::int64_t>(
-      per_thread - 1 + ceil_log2(32) + (kRowThreads / 32 - 1), n - 1);
+  p.max_rescales =
+      std::min<std::int64_t>(per_thread - 1 + ceil_log2(32) + (kRowThreads / 32 - 1), n - 1);
   // chunk states (m, S, T) + chunk sums (adaptive) per work item; per row: state,
   // beta, adaptive sum.
   p.workspace_bytes = static_cast<std::size_t>(p.work_items) * 4 * sizeof(float) +
@@ -76,8 +79,8 @@ std::string validate_rows(const char* op, int dtype, const sa_rows* s, const voi
   if (s->rows < 0) return field(op, "shape->rows = " + std::to_string(s->rows) + "; expected >= 0");
   if (s->n < 1) return field(op, "shape->n = " + std::to_string(s->n) + "; expected >= 1");
   if (s->in_stride < s->n)
-    return field(op, "shape->in_stride = " + std::to_string(s->in_stride) + "; expected >= n = " +
-                         std::to_string(s->n));
+    return field(op, "shape->in_stride = " + std::to_string(s->in_stride) +
+                         "; expected >= n = " + std::to_string(s->n));
   if (out_is_rows && s->out_stride < s->n)
     return field(op, "shape->out_stride = " + std::to_string(s->out_stride) +
                          "; expected >= n = " + std::to_string(s->n));
@@ -105,18 +108,17 @@ AttentionPlan plan_attention(const sa_attention_args& a) {
   p.threads = 32 * kAttnWarps;
   p.grid = grid_for(p.work_items, 1);
   p.key_stride_smem = a.d | 1;  // odd: lane j reads row j, banks (j * stride + k) % 32 distinct
-  p.shared_bytes = static_cast<std::size_t>(kAttnQueriesPerBlock * a.d +
-                                            kAttnKeyTile * p.key_stride_smem +
-                                            kAttnKeyTile * a.dv) *
-                   sizeof(float);
+  p.shared_bytes =
+      static_cast<std::size_t>(kAttnQueriesPerBlock * a.d + kAttnKeyTile * p.key_stride_smem +
+                               kAttnKeyTile * a.dv) *
+      sizeof(float);
   // One tile-state merge per key tile of the split (the first merges into the
   // identity: no rescale), then splits - 1 sequential merges across splits.
   p.max_rescales = std::max<std::int64_t>(p.tiles_per_split - 1, 0) + (p.splits - 1);
   // per split and query: state (m, S, T) + dv accumulators; per query: M, beta, H.
-  p.workspace_bytes =
-      static_cast<std::size_t>(p.splits) * static_cast<std::size_t>(a.nq) *
-          static_cast<std::size_t>(3 + a.dv) * sizeof(float) +
-      static_cast<std::size_t>(a.nq) * 3 * sizeof(float);
+  p.workspace_bytes = static_cast<std::size_t>(p.splits) * static_cast<std::size_t>(a.nq) *
+                          static_cast<std::size_t>(3 + a.dv) * sizeof(float) +
+                      static_cast<std::size_t>(a.nq) * 3 * sizeof(float);
   return p;
 }
 
@@ -124,21 +126,21 @@ std::string validate_attention(const sa_attention_args* a) {
   const char* op = "attention";
   if (a == nullptr) return field(op, "args is NULL; expected a pointer to sa_attention_args");
   if (!valid_dtype(a->dtype))
-    return field(op, "args->dtype = " + std::to_string(a->dtype) +
-                         "; expected SA_F32 (1) or SA_BF16 (2)");
+    return field(
+        op, "args->dtype = " + std::to_string(a->dtype) + "; expected SA_F32 (1) or SA_BF16 (2)");
   if (a->nq < 1) return field(op, "args->nq = " + std::to_string(a->nq) + "; expected >= 1");
   if (a->nk < 1) return field(op, "args->nk = " + std::to_string(a->nk) + "; expected >= 1");
   if (a->d < 1) return field(op, "args->d = " + std::to_string(a->d) + "; expected >= 1");
   if (a->dv < 1) return field(op, "args->dv = " + std::to_string(a->dv) + "; expected >= 1");
   if (a->q_stride < a->d)
-    return field(op, "args->q_stride = " + std::to_string(a->q_stride) + "; expected >= d = " +
-                         std::to_string(a->d));
+    return field(op, "args->q_stride = " + std::to_string(a->q_stride) +
+                         "; expected >= d = " + std::to_string(a->d));
   if (a->k_stride < a->d)
-    return field(op, "args->k_stride = " + std::to_string(a->k_stride) + "; expected >= d = " +
-                         std::to_string(a->d));
+    return field(op, "args->k_stride = " + std::to_string(a->k_stride) +
+                         "; expected >= d = " + std::to_string(a->d));
   if (a->v_stride < a->dv)
-    return field(op, "args->v_stride = " + std::to_string(a->v_stride) + "; expected >= dv = " +
-                         std::to_string(a->dv));
+    return field(op, "args->v_stride = " + std::to_string(a->v_stride) +
+                         "; expected >= dv = " + std::to_string(a->dv));
   if (a->out_stride < a->dv)
     return field(op, "args->out_stride = " + std::to_string(a->out_stride) +
                          "; expected >= dv = " + std::to_string(a->dv));

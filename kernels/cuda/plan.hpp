@@ -60,17 +60,17 @@ std::string validate_rows(const char* op, int dtype, const sa_rows* shape, const
 
 // --- Attention ---
 
-inline constexpr int kAttnWarps = 4;        // warps per block
+inline constexpr int kAttnWarps = 4;  // warps per block
 inline constexpr int kAttnQueriesPerWarp = 4;
 inline constexpr int kAttnQueriesPerBlock = kAttnWarps * kAttnQueriesPerWarp;
-inline constexpr std::int64_t kAttnKeyTile = 32;  // keys per shared-memory tile (one per lane)
+inline constexpr std::int64_t kAttnKeyTile = 32;   // keys per shared-memory tile (one per lane)
 inline constexpr std::int64_t kAttnMaxHead = 256;  // largest d and dv supported
 
 struct AttentionPlan {
   std::int64_t splits = 1;           // split-KV partitions (num_splits clamped to [1, key tiles])
   std::int64_t tiles_per_split = 0;  // key tiles each split covers
   std::int64_t query_blocks = 0;
-  std::int64_t work_items = 0;       // query_blocks * splits
+  std::int64_t work_items = 0;  // query_blocks * splits
   std::int64_t grid = 0;
   int threads = 0;
   std::size_t shared_bytes = 0;      // dynamic shared memory per block

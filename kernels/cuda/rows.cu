@@ -140,8 +140,7 @@ __device__ void finish_cached_row(const RowArgs& a, const G& g, std::int64_t r, 
 // Warp path (kThreads = 32, kWarpRowsPerBlock rows per block) and block path
 // (kThreads = kRowThreads, one row per block).
 template <class T, int kThreads>
-__global__ void __launch_bounds__(128 > kThreads ? 128 : kThreads)
-    cached_rows_kernel(RowArgs a) {
+__global__ void __launch_bounds__(128 > kThreads ? 128 : kThreads) cached_rows_kernel(RowArgs a) {
   using G = typename GroupOf<kThreads>::type;
   __shared__ State scratch[kThreads / 32 > 0 ? kThreads / 32 : 1];
   G g;
@@ -168,8 +167,8 @@ __global__ void __launch_bounds__(kRowThreads) chunk_state_kernel(RowArgs a) {
     const std::int64_t r = w / a.chunks_per_row, c = w % a.chunks_per_row;
     const std::int64_t begin = c * kChunk;
     Segment<T, kRowThreads> seg;
-    seg.load(static_cast<const T*>(a.in) + r * a.in_stride + begin, std::min(std::int64_t{kChunk}, a.n - begin),
-             a.theta, threadIdx.x);
+    seg.load(static_cast<const T*>(a.in) + r * a.in_stride + begin,
+             std::min(std::int64_t{kChunk}, a.n - begin), a.theta, threadIdx.x);
     const State st = row_state(g, [&](auto fn) { seg.each(fn); });
     if (threadIdx.x == 0) a.chunk_state[w] = st;
   }
@@ -188,7 +187,9 @@ __global__ void __launch_bounds__(kRowThreads) merge_chunks_kernel(RowArgs a) {
     if (threadIdx.x != 0) continue;
     a.row_state[r] = st;
     switch (a.op) {
-      case RowOp::logsumexp: a.lse[r] = sa::theory::log_sum_exp_of(st); break;
+      case RowOp::logsumexp:
+        a.lse[r] = sa::theory::log_sum_exp_of(st);
+        break;
       case RowOp::entropy:
         a.entropy[r] = sa::theory::entropy_of(st);
         if (a.state) a.state[r] = sa_entropy_state{st.m, st.S, st.T};
@@ -201,7 +202,8 @@ __global__ void __launch_bounds__(kRowThreads) merge_chunks_kernel(RowArgs a) {
         if (a.entropy) a.entropy[r] = H;
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
 }
@@ -313,11 +315,16 @@ sa_status launch_typed(RowArgs a, std::string& error) {
 
 const char* op_name(RowOp op) {
   switch (op) {
-    case RowOp::softmax: return "softmax";
-    case RowOp::log_softmax: return "log_softmax";
-    case RowOp::logsumexp: return "logsumexp";
-    case RowOp::entropy: return "entropy";
-    case RowOp::adaptive: return "adaptive_softmax";
+    case RowOp::softmax:
+      return "softmax";
+    case RowOp::log_softmax:
+      return "log_softmax";
+    case RowOp::logsumexp:
+      return "logsumexp";
+    case RowOp::entropy:
+      return "entropy";
+    case RowOp::adaptive:
+      return "adaptive_softmax";
   }
   return "?";
 }
@@ -325,8 +332,8 @@ const char* op_name(RowOp op) {
 __global__ void merge_entropy_kernel(std::int64_t count, const sa_entropy_state* a,
                                      const sa_entropy_state* b, sa_entropy_state* out) {
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       i < count; i += step) {
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += step) {
     const sa_entropy_state x = a[i], y = b[i];
     const State m = sa::theory::entropy_merge(State{x.m, x.S, x.T}, State{y.m, y.S, y.T});
     out[i] = sa_entropy_state{m.m, m.S, m.T};
@@ -337,8 +344,11 @@ __global__ void merge_entropy_kernel(std::int64_t count, const sa_entropy_state*
 
 sa_status launch_rows(const RowCall& c, std::string& error) {
   const char* op = op_name(c.op);
-  for (auto [p, name] : {std::pair<const void*, const char*>{c.in, "in"}, {c.out, "out"},
-                         {c.lse, "lse"}, {c.entropy, "entropy"}, {c.beta, "beta"},
+  for (auto [p, name] : {std::pair<const void*, const char*>{c.in, "in"},
+                         {c.out, "out"},
+                         {c.lse, "lse"},
+                         {c.entropy, "entropy"},
+                         {c.beta, "beta"},
                          {c.state, "state"}})
     if (sa_status s = host::require_device(p, op, name, error); s != SA_OK) return s;
   RowArgs a{};
@@ -368,7 +378,8 @@ sa_status launch_merge_entropy(std::int64_t count, const sa_entropy_state* a,
   const char* op = "merge_entropy_states";
   for (auto [p, name] : {std::pair<const void*, const char*>{a, "a"}, {b, "b"}, {out, "out"}})
     if (sa_status s = host::require_device(p, op, name, error); s != SA_OK) return s;
-  SA_LAUNCH(static_cast<unsigned>(grid_for(count, 256)), 256, 0, merge_entropy_kernel)(count, a, b, out);
+  SA_LAUNCH(static_cast<unsigned>(grid_for(count, 256)), 256, 0, merge_entropy_kernel)
+  (count, a, b, out);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     return host::cuda_failure(e, "merge_entropy_states launch", error);
   if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess)

@@ -59,16 +59,16 @@ inline double eps_T(double n, double spread, double R) {
 // (theory::shifted_softmax_error_bound with exp error E u) plus (E + 1) u per
 // rescale, then the output rounding.
 inline double softmax_rel(DType t, double n, double spread, double R) {
-  const double f32 = theory::shifted_softmax_error_bound(n, spread, u32, kExpUnits) +
-                     (kExpUnits + 1.0) * R * u32;
+  const double f32 =
+      theory::shifted_softmax_error_bound(n, spread, u32, kExpUnits) + (kExpUnits + 1.0) * R * u32;
   return kMargin * (f32 + output_u(t) * (1.0 + f32));
 }
 
 // log_softmax, absolute, for element value y = (z - m) - log S:
 // u |z - m| (<= u spread) + L u log S (log S <= log n) + eps_S + u |y|.
 inline double log_softmax_abs(DType t, double n, double spread, double R, double y) {
-  const double f32 = spread * u32 + kLogUnits * u32 * std::log(n) + eps_S(n, spread, R) +
-                     u32 * std::abs(y);
+  const double f32 =
+      spread * u32 + kLogUnits * u32 * std::log(n) + eps_S(n, spread, R) + u32 * std::abs(y);
   return kMargin * (f32 + output_u(t) * (std::abs(y) + f32));
 }
 

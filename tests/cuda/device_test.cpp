@@ -67,7 +67,6 @@ class CUDA_SUITE : public ::testing::Test {
 #define SKIP_WHEN_EMULATED() \
   if (kEmulated) GTEST_SKIP() << "too large for the host emulator; runs on a GPU"
 
-
 float to_type(DType t, float x) { return t == DType::bfloat16 ? sa::round_to_bf16(x) : x; }
 
 RowBatch random_rows(DType t, std::int64_t rows, std::int64_t n, std::uint64_t seed, float sigma,
@@ -150,8 +149,10 @@ int check_softmax(DType t, const RowBatch& b, double theta, const std::vector<fl
     bool exact_ok = true;
     for (std::size_t i = 0; i < l.size(); ++i) {
       const double g = got[static_cast<std::size_t>(r * b.stride) + i], e = d(ref[i]);
-      if (std::isnan(e) || e == 0.0) exact_ok &= close(g, e, 0);
-      else norm = std::max(norm, e), err = std::max(err, std::abs(g - e));
+      if (std::isnan(e) || e == 0.0)
+        exact_ok &= close(g, e, 0);
+      else
+        norm = std::max(norm, e), err = std::max(err, std::abs(g - e));
     }
     const double bound = ct::softmax_rel(t, static_cast<double>(b.n), spread_of(l, theta), R) +
                          (norm > 0 ? ct::kUnderflow / norm : 0.0);
@@ -233,7 +234,8 @@ int check_entropy(DType t, const RowBatch& b, double theta, const std::vector<fl
     if (std::isnan(em)) {
       if (!std::isnan(s.m) || !std::isnan(s.S) || !std::isnan(s.T)) why += " state not NaN";
     } else {
-      if (static_cast<double>(s.m) != em) why += " m " + std::to_string(s.m) + " vs " + std::to_string(em);
+      if (static_cast<double>(s.m) != em)
+        why += " m " + std::to_string(s.m) + " vs " + std::to_string(em);
       if (!close(s.S, eS, ct::kMargin * ct::eps_S(n, spread, R) * std::abs(eS)))
         why += " S " + std::to_string(s.S) + " vs " + std::to_string(eS);
       if (!close(s.T, eT, ct::kMargin * ct::eps_T(n, spread, R) * std::abs(eT) + ct::kUnderflow))
@@ -315,8 +317,8 @@ void check_all_row_ops(DType t, const RowBatch& b, double theta, const std::stri
 TEST_F(CUDA_SUITE, RowOpsEverySizeAndPath) {
   // n = 1, tails around the warp (32, 1024), block (8192) and chunk (8192)
   // sizes, several chunks, strided rows.
-  const std::int64_t sizes[] = {1, 2, 3, 31, 32, 33, 1000, 1023, 1024, 1025, 4099, 8191, 8192, 8193,
-                                16384, 20011};
+  const std::int64_t sizes[] = {1,    2,    3,    31,   32,   33,   1000,  1023,
+                                1024, 1025, 4099, 8191, 8192, 8193, 16384, 20011};
   std::uint64_t seed = 1;
   for (DType t : kTypes)
     for (std::int64_t n : sizes) {
@@ -351,14 +353,15 @@ TEST_F(CUDA_SUITE, RowOpsSpecialValuesOnEveryPath) {
       auto at = [&](std::int64_t r, std::int64_t i) -> float& {
         return b.data[static_cast<std::size_t>(r * b.stride + i)];
       };
-      for (std::int64_t i = 0; i < n; ++i) at(0, i) = -kInf;                  // fully masked
-      for (std::int64_t i = 0; i < n; i += 2) at(1, i) = -kInf;               // half masked
-      at(2, n - 1) = kInf;                                                     // one +inf at the tail
-      at(3, 0) = kInf, at(3, n / 2) = kInf;                                    // +inf shared
-      at(4, n / 2) = std::numeric_limits<float>::quiet_NaN();                  // NaN row
-      for (std::int64_t i = 0; i < std::min<std::int64_t>(n, 8192); ++i) at(5, i) = -kInf;  // -inf chunk
-      if (n > 1) at(6, n - 1) = -kInf, at(6, 0) = 30.f;                        // sharp row
-      at(7, n - 1) = 88.f;                                                     // exp(88) would overflow unshifted
+      for (std::int64_t i = 0; i < n; ++i) at(0, i) = -kInf;     // fully masked
+      for (std::int64_t i = 0; i < n; i += 2) at(1, i) = -kInf;  // half masked
+      at(2, n - 1) = kInf;                                       // one +inf at the tail
+      at(3, 0) = kInf, at(3, n / 2) = kInf;                      // +inf shared
+      at(4, n / 2) = std::numeric_limits<float>::quiet_NaN();    // NaN row
+      for (std::int64_t i = 0; i < std::min<std::int64_t>(n, 8192); ++i)
+        at(5, i) = -kInf;                                // -inf chunk
+      if (n > 1) at(6, n - 1) = -kInf, at(6, 0) = 30.f;  // sharp row
+      at(7, n - 1) = 88.f;                               // exp(88) would overflow unshifted
       check_all_row_ops(t, b, 1.0, "specials");
     }
 }
@@ -453,7 +456,8 @@ TEST_F(CUDA_SUITE, MergeEntropyStates) {
     const bool a_big = a[i].m >= b[i].m;
     const sa_entropy_state& small = a_big ? b[i] : a[i];
     const double dd = std::isfinite(a[i].m) && std::isfinite(b[i].m)
-                          ? std::abs(static_cast<double>(a[i].m) - b[i].m) : 0.0;
+                          ? std::abs(static_cast<double>(a[i].m) - b[i].m)
+                          : 0.0;
     const double bsc = std::exp(-dd);
     const double bS = ct::merge_S_rel() * std::abs(d(e.S)) + ct::u32 * dd * bsc * small.S;
     const double bT = ct::merge_T_rel() * std::abs(d(e.T)) +
@@ -494,10 +498,14 @@ TEST_F(CUDA_SUITE, MergeAttentionStates) {
     for (std::int64_t c = 0; c < dv; ++c) {
       const double g = out[r * dv + c];
       double e, bound = 0;
-      if (std::isnan(a) || std::isnan(b)) e = NAN;
-      else if (a == -INFINITY && b == -INFINITY) e = 0;
-      else if (a == -INFINITY) e = ob[r * dv + c];
-      else if (b == -INFINITY) e = oa[r * dv + c];
+      if (std::isnan(a) || std::isnan(b))
+        e = NAN;
+      else if (a == -INFINITY && b == -INFINITY)
+        e = 0;
+      else if (a == -INFINITY)
+        e = ob[r * dv + c];
+      else if (b == -INFINITY)
+        e = oa[r * dv + c];
       else {
         const Mp m = a > b ? Mp(a) : Mp(b);
         const Mp ea = exp(Mp(a) - m), eb = exp(Mp(b) - m), s = ea + eb;
@@ -507,8 +515,8 @@ TEST_F(CUDA_SUITE, MergeAttentionStates) {
                     (d(wa) * std::abs(oa[r * dv + c]) + d(wb) * std::abs(ob[r * dv + c])) +
                 ct::kUnderflow;
       }
-      const bool ok = (bound == 0) ? (std::isnan(e) ? std::isnan(g) : g == e)
-                                   : std::abs(g - e) <= bound;
+      const bool ok =
+          (bound == 0) ? (std::isnan(e) ? std::isnan(g) : g == e) : std::abs(g - e) <= bound;
       if (!ok) {
         ++bad;
         ADD_FAILURE() << "merge_attention row " << r << " c " << c << ": " << g << " vs " << e
@@ -517,13 +525,16 @@ TEST_F(CUDA_SUITE, MergeAttentionStates) {
       }
     }
     double eL;
-    if (std::isnan(a) || std::isnan(b)) eL = NAN;
-    else if (a == -INFINITY && b == -INFINITY) eL = -INFINITY;
-    else eL = d(log(exp(Mp(a)) + exp(Mp(b))));
-    const double bL = std::isfinite(eL) ? ct::kMargin * ct::u32 *
-                                              (std::abs(eL) + std::abs(a - b) + ct::kExpUnits +
-                                               1 + ct::kLogUnits)
-                                        : 0;
+    if (std::isnan(a) || std::isnan(b))
+      eL = NAN;
+    else if (a == -INFINITY && b == -INFINITY)
+      eL = -INFINITY;
+    else
+      eL = d(log(exp(Mp(a)) + exp(Mp(b))));
+    const double bL = std::isfinite(eL)
+                          ? ct::kMargin * ct::u32 *
+                                (std::abs(eL) + std::abs(a - b) + ct::kExpUnits + 1 + ct::kLogUnits)
+                          : 0;
     if (!close(L[r], eL, bL) && !(eL == 0.0 && std::abs(L[r]) <= bL)) {
       ++bad;
       ADD_FAILURE() << "merge_attention row " << r << " lse " << L[r] << " vs " << eL;
@@ -569,12 +580,12 @@ sa::AttentionInput make_attention(DType t, const AttnCase& c, std::uint64_t seed
 
 void check_attention(DType t, const AttnCase& c, std::uint64_t seed, bool adaptive) {
   const sa::AttentionInput in = make_attention(t, c, seed, adaptive);
-  const std::string tag = "nq=" + std::to_string(c.nq) + " nk=" + std::to_string(c.nk) +
-                          " d=" + std::to_string(c.d) + " dv=" + std::to_string(c.dv) +
-                          " causal=" + std::to_string(c.causal) + " mask=" + std::to_string(c.mask) +
-                          " splits=" + std::to_string(c.splits) + " adaptive=" +
-                          std::to_string(adaptive) + " seed=" + std::to_string(seed) + " " +
-                          sa::name_of(t);
+  const std::string tag =
+      "nq=" + std::to_string(c.nq) + " nk=" + std::to_string(c.nk) + " d=" + std::to_string(c.d) +
+      " dv=" + std::to_string(c.dv) + " causal=" + std::to_string(c.causal) +
+      " mask=" + std::to_string(c.mask) + " splits=" + std::to_string(c.splits) +
+      " adaptive=" + std::to_string(adaptive) + " seed=" + std::to_string(seed) + " " +
+      sa::name_of(t);
   SCOPED_TRACE(tag);
   const sa::AttentionOutput got = kernel().attention(t, in);
   sa::ref::AttentionProblem p;
@@ -648,9 +659,10 @@ void check_attention(DType t, const AttnCase& c, std::uint64_t seed, bool adapti
         A += d(w[j]) * std::abs(p.v[j * c.dv + col]);
       }
       const double e = d(o), g = got.out[i * c.dv + col];
-      const double bound = ct::kMargin * ((rho + acc_units * u) * (1 + rho) * A +
-                                          ct::output_u(t) * (std::abs(e) + (rho + acc_units * u) * A)) +
-                           ct::kUnderflow;
+      const double bound =
+          ct::kMargin * ((rho + acc_units * u) * (1 + rho) * A +
+                         ct::output_u(t) * (std::abs(e) + (rho + acc_units * u) * A)) +
+          ct::kUnderflow;
       const bool ok = std::isnan(e) ? std::isnan(g) : any ? std::abs(g - e) <= bound : g == 0.0;
       if (!ok) {
         why += " out[" + std::to_string(col) + "] " + std::to_string(g) + " vs " +
@@ -685,17 +697,17 @@ void check_attention(DType t, const AttnCase& c, std::uint64_t seed, bool adapti
 
 TEST_F(CUDA_SUITE, AttentionAgainstReference) {
   const AttnCase cases[] = {
-      {1, 1, 8, 8, false, 0, 0, 1.f},         // smallest
-      {5, 37, 16, 24, false, 0, 0, 1.f},      // tails in keys and columns
-      {5, 37, 16, 24, true, 0, 0, 1.f},       // causal nq < nk
-      {40, 7, 16, 8, true, 0, 0, 1.f},        // causal nq > nk: first 33 queries fully masked
-      {17, 200, 64, 64, false, 1, 3, 1.f},    // random mask, 3 splits
-      {17, 200, 64, 64, true, 3, 4, 2.f},     // masked whole tiles, causal, splits
-      {9, 50, 32, 40, false, 2, 2, 1.f},      // every key masked
-      {33, 1000, 128, 96, false, 0, 4, 1.f},  // long keys, splits
-      {33, 1000, 128, 96, true, 0, 1, 3.f},   // sharper logits
-      {4, 70, 256, 256, false, 0, 2, 1.f},    // largest head
-      {3, 45, 7, 5, false, 0, 0, 1.f},        // odd d
+      {1, 1, 8, 8, false, 0, 0, 1.f},           // smallest
+      {5, 37, 16, 24, false, 0, 0, 1.f},        // tails in keys and columns
+      {5, 37, 16, 24, true, 0, 0, 1.f},         // causal nq < nk
+      {40, 7, 16, 8, true, 0, 0, 1.f},          // causal nq > nk: first 33 queries fully masked
+      {17, 200, 64, 64, false, 1, 3, 1.f},      // random mask, 3 splits
+      {17, 200, 64, 64, true, 3, 4, 2.f},       // masked whole tiles, causal, splits
+      {9, 50, 32, 40, false, 2, 2, 1.f},        // every key masked
+      {33, 1000, 128, 96, false, 0, 4, 1.f},    // long keys, splits
+      {33, 1000, 128, 96, true, 0, 1, 3.f},     // sharper logits
+      {4, 70, 256, 256, false, 0, 2, 1.f},      // largest head
+      {3, 45, 7, 5, false, 0, 0, 1.f},          // odd d
       {6, 90, 16, 16, false, 0, 2, 1.f, true},  // a NaN query row, split
   };
   std::uint64_t seed = 1000;

@@ -45,12 +45,12 @@ std::string last_error() {
 }
 
 // Expects SA_INVALID_ARGUMENT with a message containing every `needles` word.
-#define EXPECT_INVALID(call, ...)                                               \
-  do {                                                                          \
-    const sa_status st_ = (call);                                               \
-    EXPECT_EQ(st_, SA_INVALID_ARGUMENT) << #call;                               \
-    for (const char* n_ : {__VA_ARGS__})                                        \
-      EXPECT_NE(last_error().find(n_), std::string::npos)                       \
+#define EXPECT_INVALID(call, ...)                                                       \
+  do {                                                                                  \
+    const sa_status st_ = (call);                                                       \
+    EXPECT_EQ(st_, SA_INVALID_ARGUMENT) << #call;                                       \
+    for (const char* n_ : {__VA_ARGS__})                                                \
+      EXPECT_NE(last_error().find(n_), std::string::npos)                               \
           << #call << ": last_error \"" << last_error() << "\" lacks \"" << n_ << "\""; \
   } while (0)
 
@@ -103,7 +103,8 @@ TEST(CudaValidation, RowOperationsNameTheBadField) {
     EXPECT_INVALID(fn(nullptr, SA_F32, &good, nullptr, fake()), "in is NULL");
     EXPECT_INVALID(fn(nullptr, SA_F32, &good, fake(), nullptr), "out is NULL");
   }
-  EXPECT_INVALID(K().logsumexp(nullptr, SA_F32, &good, fake(), nullptr), "logsumexp", "lse is NULL");
+  EXPECT_INVALID(K().logsumexp(nullptr, SA_F32, &good, fake(), nullptr), "logsumexp",
+                 "lse is NULL");
   EXPECT_INVALID(K().entropy(nullptr, SA_F32, &good, fake(), nullptr, nullptr), "entropy",
                  "entropy is NULL");
   EXPECT_INVALID(K().adaptive_softmax(nullptr, SA_F32, &good, fake(), nullptr, nullptr, nullptr),
@@ -157,8 +158,10 @@ TEST(CudaValidation, AttentionNamesTheBadField) {
       {[](sa_attention_args& a) { a.k_stride = 2; }, "args->k_stride"},
       {[](sa_attention_args& a) { a.v_stride = 5; }, "args->v_stride"},
       {[](sa_attention_args& a) { a.out_stride = 1; }, "args->out_stride"},
-      {[](sa_attention_args& a) { a.scale = std::numeric_limits<double>::infinity(); }, "args->scale"},
-      {[](sa_attention_args& a) { a.scale = std::numeric_limits<double>::quiet_NaN(); }, "args->scale"},
+      {[](sa_attention_args& a) { a.scale = std::numeric_limits<double>::infinity(); },
+       "args->scale"},
+      {[](sa_attention_args& a) { a.scale = std::numeric_limits<double>::quiet_NaN(); },
+       "args->scale"},
       {[](sa_attention_args& a) { a.num_splits = -1; }, "args->num_splits"},
       {[](sa_attention_args& a) { a.q = nullptr; }, "args->q is NULL"},
       {[](sa_attention_args& a) { a.k = nullptr; }, "args->k is NULL"},
@@ -188,9 +191,11 @@ TEST(CudaValidation, MergesNameTheBadField) {
                  "merge_attention_states", "rows");
   EXPECT_INVALID(K().merge_attention_states(nullptr, 2, 0, f, f, f, f, f, f), "dv");
   EXPECT_INVALID(K().merge_attention_states(nullptr, 2, 4, nullptr, f, f, f, f, f), "o_a is NULL");
-  EXPECT_INVALID(K().merge_attention_states(nullptr, 2, 4, f, nullptr, f, f, f, f), "lse_a is NULL");
+  EXPECT_INVALID(K().merge_attention_states(nullptr, 2, 4, f, nullptr, f, f, f, f),
+                 "lse_a is NULL");
   EXPECT_INVALID(K().merge_attention_states(nullptr, 2, 4, f, f, nullptr, f, f, f), "o_b is NULL");
-  EXPECT_INVALID(K().merge_attention_states(nullptr, 2, 4, f, f, f, nullptr, f, f), "lse_b is NULL");
+  EXPECT_INVALID(K().merge_attention_states(nullptr, 2, 4, f, f, f, nullptr, f, f),
+                 "lse_b is NULL");
   EXPECT_INVALID(K().merge_attention_states(nullptr, 2, 4, f, f, f, f, nullptr, f), "out is NULL");
   EXPECT_INVALID(K().merge_attention_states(nullptr, 2, 4, f, f, f, f, f, nullptr),
                  "out_lse is NULL");
@@ -207,8 +212,8 @@ TEST(CudaPlan, RowStrategiesAndGrids) {
   EXPECT_EQ(cu::plan_rows(5, 8193).strategy, cu::RowStrategy::split);
   for (std::int64_t rows : {std::int64_t{1}, std::int64_t{65535}, std::int64_t{65536 + 7},
                             std::int64_t{1} << 31, std::int64_t{1} << 40})
-    for (std::int64_t n : {std::int64_t{1}, std::int64_t{1000}, std::int64_t{5000},
-                           std::int64_t{100000}}) {
+    for (std::int64_t n :
+         {std::int64_t{1}, std::int64_t{1000}, std::int64_t{5000}, std::int64_t{100000}}) {
       const cu::RowPlan p = cu::plan_rows(rows, n);
       EXPECT_GE(p.grid, 1);
       EXPECT_LE(p.grid, cu::kMaxGridX);
@@ -271,7 +276,8 @@ TEST(CudaDeviceMemory, AgreesWithTheRuntime) {
     // CUDA kernel call through sa::Kernel is a skip (KernelUnavailable).
     EXPECT_EQ(dm.alloc, nullptr);
     const std::string why = dm.why_unavailable();
-    EXPECT_EQ(why, e != cudaSuccess ? std::string(cudaGetErrorString(e)) : "no CUDA device present");
+    EXPECT_EQ(why,
+              e != cudaSuccess ? std::string(cudaGetErrorString(e)) : "no CUDA device present");
     const sa::Kernel k(sa::kernels::cuda_kernel(), "built-in");
     EXPECT_THROW(k.softmax(sa::DType::float32, sa::RowBatch::single({1.f, 2.f})),
                  sa::KernelUnavailable);
@@ -305,7 +311,7 @@ TEST(CudaSharedArithmetic, NvccHostBuildMatchesHostCompilerBitForBit) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
   std::mt19937_64 rng(20261121);
   std::normal_distribution<float> N(0.f, 4.f);
-  std::vector<std::vector<float>> rows = {{1.f},         {-inf},         {-inf, -inf, 2.f},
+  std::vector<std::vector<float>> rows = {{1.f},           {-inf},          {-inf, -inf, 2.f},
                                           {inf, 1.f, inf}, {1.f, nan, 2.f}, {3e4f, 3e4f + 1.f}};
   for (int r = 0; r < 50; ++r) {
     std::vector<float> v(1 + rng() % 300);
@@ -324,7 +330,8 @@ TEST(CudaSharedArithmetic, NvccHostBuildMatchesHostCompilerBitForBit) {
   for (float H = -1.f; H < 8.f; H += 0.0173f)
     EXPECT_TRUE(same_bits(sa::theory::adaptive_beta(H), sa::cuda_test::nvcc_host::adaptive_beta(H)))
         << H;
-  EXPECT_TRUE(same_bits(sa::theory::adaptive_beta(nan), sa::cuda_test::nvcc_host::adaptive_beta(nan)));
+  EXPECT_TRUE(
+      same_bits(sa::theory::adaptive_beta(nan), sa::cuda_test::nvcc_host::adaptive_beta(nan)));
   for (float x : {0.f, 1.f, 1.00390625f, 1.005859375f, 3.4e38f, -inf, nan, 1e-40f})
     EXPECT_EQ(sa::bf16_from_float(x), sa::cuda_test::nvcc_host::bf16_from_float(x)) << x;
   // Merge special values: identity is neutral, +inf counts, NaN poisons.
@@ -332,7 +339,8 @@ TEST(CudaSharedArithmetic, NvccHostBuildMatchesHostCompilerBitForBit) {
   EXPECT_TRUE(same_state(sa::cuda_test::nvcc_host::merge(id, a), a));
   EXPECT_TRUE(same_state(sa::cuda_test::nvcc_host::merge(a, id), a));
   EXPECT_TRUE(same_state(sa::cuda_test::nvcc_host::merge(id, id), id));
-  EXPECT_TRUE(same_state(sa::cuda_test::nvcc_host::merge(pinf, pinf), sa_entropy_state{inf, 4.f, 0.f}));
+  EXPECT_TRUE(
+      same_state(sa::cuda_test::nvcc_host::merge(pinf, pinf), sa_entropy_state{inf, 4.f, 0.f}));
   EXPECT_TRUE(same_state(sa::cuda_test::nvcc_host::merge(a, pinf), pinf));
   EXPECT_TRUE(std::isnan(sa::cuda_test::nvcc_host::merge(a, sa_entropy_state{nan, 1.f, 0.f}).S));
 }
@@ -354,8 +362,8 @@ TEST(CudaSharedArithmetic, NvccHostBuildMatchesTheReference) {
     spread = static_cast<double>(*hi) - static_cast<double>(*lo);
     const sa_entropy_state s = sa::cuda_test::nvcc_host::push_all(v.data(), n);
     const double got = sa::cuda_test::nvcc_host::entropy_of(s);
-    const double bound = sa::cuda_test::entropy_abs(static_cast<double>(n), spread,
-                                                    static_cast<double>(n - 1), H);
+    const double bound =
+        sa::cuda_test::entropy_abs(static_cast<double>(n), spread, static_cast<double>(n - 1), H);
     EXPECT_LE(std::abs(got - H), bound) << "n=" << n << " trial " << trial;
   }
 }
