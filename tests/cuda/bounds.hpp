@@ -16,9 +16,11 @@
 // roundings of a term along its path telescope: their total is <= u (m - z)
 // <= u * spread, as in T7's single shift.
 //
-// These are the same sources the CPU kernel tests use (T7 for softmax, the
-// same first-order model for the derived quantities); the differences are
-// the CUDA exp/log accuracy (E, L) and the rescale term.
+// Relation to the CPU kernel's tests (tests/cpu on the cpu branch): those hold
+// that kernel to kernel-specific bounds (double sums, its own <= 0.75 ulp exp);
+// this kernel sums in float32 with CUDA's expf, so T7's float32 model (with
+// E, L and R above) is the applicable one. Both measure against MPFR on the
+// same (float32 or bfloat16) inputs, so input quantisation is not counted.
 #pragma once
 
 #include <cmath>
