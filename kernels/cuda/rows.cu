@@ -91,48 +91,53 @@ struct Segment {
   }
 };
 
-// Writes every output of row r from its final state (whole row cached in seg).
-template <class T, class G, class Seg>
-__device__ void finish_cached_row(const RowArgs& a, const G& g, std::int64_t r, const State& st,
-                                  const Seg& seg, bool leader) {
-  T* out = a.out ? static_cast<T*>(a.out) + r * a.out_stride : nullptr;
+// The per-row scalar outputs of a.op from the row's final state: lse; entropy
+// and state; adaptive beta and H (and row_beta on the split path). Called by
+// one thread per row.
+__device__ void write_row_scalars(const RowArgs& a, std::int64_t r, const State& st) {
   switch (a.op) {
-    case RowOp::softmax:
-      seg.each_index([&](std::int64_t i, float z) { store_f(out + i, softmax_weight(st, z)); });
-      break;
-    case RowOp::log_softmax: {
-      const float logS = logf(st.S);
-      seg.each_index(
-          [&](std::int64_t i, float z) { store_f(out + i, log_softmax_value(st, logS, z)); });
-      break;
-    }
     case RowOp::logsumexp:
-      if (leader) a.lse[r] = sa::theory::log_sum_exp_of(st);
+      a.lse[r] = sa::theory::log_sum_exp_of(st);
       break;
     case RowOp::entropy:
-      if (leader) {
-        a.entropy[r] = sa::theory::entropy_of(st);
-        if (a.state) a.state[r] = sa_entropy_state{st.m, st.S, st.T};
-      }
+      a.entropy[r] = sa::theory::entropy_of(st);
+      if (a.state) a.state[r] = sa_entropy_state{st.m, st.S, st.T};
       break;
     case RowOp::adaptive: {
       const float H = sa::theory::entropy_of(st);
       const float beta = sa::theory::adaptive_beta(H);
-      if (state_is_finite(st)) {
-        float s2 = 0.f;
-        seg.each([&](float z) { s2 += adaptive_numerator(st, beta, z); });
-        s2 = g.sum(s2);
-        seg.each_index([&](std::int64_t i, float z) {
-          store_f(out + i, adaptive_numerator(st, beta, z) / s2);
-        });
-      } else {
-        seg.each_index([&](std::int64_t i, float z) { store_f(out + i, softmax_weight(st, z)); });
-      }
-      if (leader) {
-        if (a.beta) a.beta[r] = beta;
-        if (a.entropy) a.entropy[r] = H;
-      }
+      if (a.row_beta) a.row_beta[r] = beta;
+      if (a.beta) a.beta[r] = beta;
+      if (a.entropy) a.entropy[r] = H;
       break;
+    }
+    default:
+      break;
+  }
+}
+
+// Writes every output of row r from its final state (whole row cached in seg).
+template <class T, class G, class Seg>
+__device__ void finish_cached_row(const RowArgs& a, const G& g, std::int64_t r, const State& st,
+                                  const Seg& seg, bool leader) {
+  if (leader) write_row_scalars(a, r, st);
+  T* out = a.out ? static_cast<T*>(a.out) + r * a.out_stride : nullptr;
+  if (a.op == RowOp::softmax) {
+    seg.each_index([&](std::int64_t i, float z) { store_f(out + i, softmax_weight(st, z)); });
+  } else if (a.op == RowOp::log_softmax) {
+    const float logS = logf(st.S);
+    seg.each_index(
+        [&](std::int64_t i, float z) { store_f(out + i, log_softmax_value(st, logS, z)); });
+  } else if (a.op == RowOp::adaptive) {
+    if (state_is_finite(st)) {
+      const float beta = sa::theory::adaptive_beta(sa::theory::entropy_of(st));
+      float s2 = 0.f;
+      seg.each([&](float z) { s2 += adaptive_numerator(st, beta, z); });
+      s2 = g.sum(s2);
+      seg.each_index(
+          [&](std::int64_t i, float z) { store_f(out + i, adaptive_numerator(st, beta, z) / s2); });
+    } else {
+      seg.each_index([&](std::int64_t i, float z) { store_f(out + i, softmax_weight(st, z)); });
     }
   }
 }
@@ -186,25 +191,7 @@ __global__ void __launch_bounds__(kRowThreads) merge_chunks_kernel(RowArgs a) {
     const State st = g.merge(s);
     if (threadIdx.x != 0) continue;
     a.row_state[r] = st;
-    switch (a.op) {
-      case RowOp::logsumexp:
-        a.lse[r] = sa::theory::log_sum_exp_of(st);
-        break;
-      case RowOp::entropy:
-        a.entropy[r] = sa::theory::entropy_of(st);
-        if (a.state) a.state[r] = sa_entropy_state{st.m, st.S, st.T};
-        break;
-      case RowOp::adaptive: {
-        const float H = sa::theory::entropy_of(st);
-        const float beta = sa::theory::adaptive_beta(H);
-        a.row_beta[r] = beta;
-        if (a.beta) a.beta[r] = beta;
-        if (a.entropy) a.entropy[r] = H;
-        break;
-      }
-      default:
-        break;
-    }
+    write_row_scalars(a, r, st);
   }
 }
 
