@@ -34,6 +34,12 @@ if(NOT SA_CUDA STREQUAL "OFF")
     endif()
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
+    # CMake 3.25 (Debian 12) knows no C++20 flag for nvcc, so the cxx_std_20
+    # requirement of sa_core fails on .cu sources; nvcc >= 12 accepts -std=c++20.
+    if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
     set(SA_HAVE_CUDA ON)
   elseif(SA_CUDA STREQUAL "ON")
     message(FATAL_ERROR "SA_CUDA=ON but no CUDA compiler was found (set CMAKE_CUDA_COMPILER)")

@@ -1,0 +1,149 @@
+// The sa_kernel descriptor of the built-in CUDA kernel and its C entry points:
+// validate on the host (plan.hpp), then launch (launch.hpp).
+#include "kernels/cuda/cuda_kernel.hpp"
+
+#include <string>
+
+#include "kernels/cuda/launch.hpp"
+#include "kernels/cuda/plan.hpp"
+
+namespace sa::kernels {
+namespace {
+
+using cuda::RowCall;
+using cuda::RowOp;
+
+thread_local std::string last_error_text;
+
+sa_status fail(sa_status s, std::string text) {
+  last_error_text = std::move(text);
+  return s;
+}
+
+sa_status finish(sa_status s, std::string& err) {
+  if (s != SA_OK) last_error_text = err;
+  return s;
+}
+
+sa_status run_rows(RowCall c, const char* op, const void* out, const char* out_name,
+                   bool out_is_rows) {
+  std::string err = cuda::validate_rows(op, static_cast<int>(c.dtype), &c.shape, c.in, out,
+                                        out_name, out_is_rows);
+  if (!err.empty()) return fail(SA_INVALID_ARGUMENT, err);
+  if (c.shape.rows == 0) return SA_OK;
+  return finish(cuda::launch_rows(c, err), err);
+}
+
+sa_status c_softmax(void*, sa_dtype dtype, const sa_rows* shape, const void* in, void* out) {
+  if (!shape)
+    return fail(SA_INVALID_ARGUMENT, "softmax: shape is NULL; expected a pointer to sa_rows");
+  RowCall c{RowOp::softmax, dtype, *shape, in, out};
+  return run_rows(c, "softmax", out, "out", true);
+}
+
+sa_status c_log_softmax(void*, sa_dtype dtype, const sa_rows* shape, const void* in, void* out) {
+  if (!shape)
+    return fail(SA_INVALID_ARGUMENT, "log_softmax: shape is NULL; expected a pointer to sa_rows");
+  RowCall c{RowOp::log_softmax, dtype, *shape, in, out};
+  return run_rows(c, "log_softmax", out, "out", true);
+}
+
+sa_status c_logsumexp(void*, sa_dtype dtype, const sa_rows* shape, const void* in, float* lse) {
+  if (!shape)
+    return fail(SA_INVALID_ARGUMENT, "logsumexp: shape is NULL; expected a pointer to sa_rows");
+  RowCall c{RowOp::logsumexp, dtype, *shape, in};
+  c.lse = lse;
+  return run_rows(c, "logsumexp", lse, "lse", false);
+}
+
+sa_status c_entropy(void*, sa_dtype dtype, const sa_rows* shape, const void* in, float* entropy,
+                    sa_entropy_state* state) {
+  if (!shape)
+    return fail(SA_INVALID_ARGUMENT, "entropy: shape is NULL; expected a pointer to sa_rows");
+  RowCall c{RowOp::entropy, dtype, *shape, in};
+  c.entropy = entropy;
+  c.state = state;
+  return run_rows(c, "entropy", entropy, "entropy", false);
+}
+
+sa_status c_adaptive(void*, sa_dtype dtype, const sa_rows* shape, const void* in, void* out,
+                     float* beta, float* entropy) {
+  if (!shape)
+    return fail(SA_INVALID_ARGUMENT,
+                "adaptive_softmax: shape is NULL; expected a pointer to sa_rows");
+  RowCall c{RowOp::adaptive, dtype, *shape, in, out};
+  c.beta = beta;
+  c.entropy = entropy;
+  return run_rows(c, "adaptive_softmax", out, "out", true);
+}
+
+sa_status c_attention(void*, const sa_attention_args* args) {
+  std::string err = cuda::validate_attention(args);
+  if (!err.empty()) return fail(SA_INVALID_ARGUMENT, err);
+  if (args->d > cuda::kAttnMaxHead || args->dv > cuda::kAttnMaxHead)
+    return fail(SA_UNSUPPORTED,
+                "attention: d = " + std::to_string(args->d) + ", dv = " + std::to_string(args->dv) +
+                    "; this kernel supports d, dv <= " + std::to_string(cuda::kAttnMaxHead));
+  return finish(cuda::launch_attention(*args, err), err);
+}
+
+sa_status c_merge_entropy(void*, std::int64_t count, const sa_entropy_state* a,
+                          const sa_entropy_state* b, sa_entropy_state* out) {
+  std::string err = cuda::validate_merge_entropy(count, a, b, out);
+  if (!err.empty()) return fail(SA_INVALID_ARGUMENT, err);
+  if (count == 0) return SA_OK;
+  return finish(cuda::launch_merge_entropy(count, a, b, out, err), err);
+}
+
+sa_status c_merge_attention(void*, std::int64_t rows, std::int64_t dv, const float* o_a,
+                            const float* lse_a, const float* o_b, const float* lse_b, float* out,
+                            float* out_lse) {
+  std::string err = cuda::validate_merge_attention(rows, dv, o_a, lse_a, o_b, lse_b, out, out_lse);
+  if (!err.empty()) return fail(SA_INVALID_ARGUMENT, err);
+  if (rows == 0) return SA_OK;
+  return finish(cuda::launch_merge_attention(rows, dv, o_a, lse_a, o_b, lse_b, out, out_lse, err),
+                err);
+}
+
+const char* c_last_error(void*) {
+  return last_error_text.empty() ? nullptr : last_error_text.c_str();
+}
+
+const sa_kernel descriptor = [] {
+  sa_kernel k{};
+  k.abi_version = SA_KERNEL_ABI_VERSION;
+  k.struct_size = sizeof(sa_kernel);
+  k.name = "cuda";
+  k.description =
+      "Built-in CUDA kernel: float32 and bfloat16 storage with float32 arithmetic (expf/logf, "
+      "IEEE division); rows by a warp (n <= 1024), a block (n <= 8192) or a multi-block split "
+      "merging (m, S, T) states (theory.md T6); flash-style attention with online softmax, "
+      "split-KV and the two-pass adaptive temperature; temperature and scale rounded to float32";
+  k.ops = SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP | SA_OP_ENTROPY |
+          SA_OP_ADAPTIVE_SOFTMAX | SA_OP_ATTENTION | SA_OP_MERGE_ENTROPY_STATES |
+          SA_OP_MERGE_ATTENTION_STATES;
+  k.dtypes = SA_DTYPE_F32 | SA_DTYPE_BF16;
+  k.memory = SA_MEMORY_CUDA;
+#if defined(SA_CUDA_EMULATION)  // tests only: the same code run by the host emulator
+  k.name = "cuda-emulated";
+  k.memory = SA_MEMORY_HOST;
+#endif
+  k.adaptive_entropy = SA_ENTROPY_SHANNON;
+  k.ctx = nullptr;
+  k.softmax = c_softmax;
+  k.log_softmax = c_log_softmax;
+  k.logsumexp = c_logsumexp;
+  k.entropy = c_entropy;
+  k.adaptive_softmax = c_adaptive;
+  k.attention = c_attention;
+  k.merge_entropy_states = c_merge_entropy;
+  k.merge_attention_states = c_merge_attention;
+  k.last_error = c_last_error;
+  return k;
+}();
+
+}  // namespace
+
+const sa_kernel* cuda_kernel() { return &descriptor; }
+
+}  // namespace sa::kernels

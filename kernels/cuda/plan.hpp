@@ -1,0 +1,98 @@
+// Host-side half of the CUDA kernel, in plain C++ (no CUDA headers) so that it
+// is unit-testable on a machine without a GPU:
+//   - argument validation for every operation of the C ABI (an empty string
+//     means valid; otherwise the message names the field and what was expected);
+//   - launch plans: which strategy a row length gets, grid sizes (x-dimension
+//     only, capped, with grid-stride loops covering the rest, so no 65,535
+//     limit applies), 64-bit element counts, workspace sizes, and the largest
+//     number of running-max rescales any logit's term goes through (the tests'
+//     error bounds use it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "softmax_audit/kernel.h"
+
+namespace sa::kernels::cuda {
+
+// --- Row operations (softmax, log_softmax, logsumexp, entropy, adaptive) ---
+
+// n <= kWarpMaxN: one warp per row, the row held in registers (32 per lane).
+inline constexpr std::int64_t kWarpMaxN = 1024;
+// n <= kBlockMaxN: one block of kRowThreads per row, the row held in shared memory.
+inline constexpr std::int64_t kBlockMaxN = 8192;
+// Longer rows: chunks of kChunk logits, one block per chunk; per-chunk
+// (m, S, T) states are merged per row (theory.md T6), then a write pass.
+inline constexpr std::int64_t kChunk = 8192;
+inline constexpr int kRowThreads = 256;
+inline constexpr int kWarpRowsPerBlock = 4;  // warps (rows) per block on the warp path
+// Grids are 1-D (x allows 2^31 - 1 blocks); they are capped here and every
+// kernel loops over its work with a grid-stride loop.
+inline constexpr std::int64_t kMaxGridX = std::int64_t{1} << 20;
+
+enum class RowStrategy { warp, block, split };
+const char* name_of(RowStrategy s);
+
+struct RowPlan {
+  RowStrategy strategy = RowStrategy::warp;
+  std::int64_t work_items = 0;      // rows (warp: rows, block: rows, split: rows * chunks_per_row)
+  std::int64_t chunks_per_row = 1;  // split only
+  std::int64_t grid = 0;            // blocks launched for the main pass (<= kMaxGridX)
+  int threads = 0;                  // threads per block
+  // The largest number of times a logit's exp term is rescaled by exp(m_old - m_new)
+  // on its way into the row sum S. 0 on the warp and block paths (the row max is
+  // found first and every term is taken against it); on the split path the
+  // per-chunk states are merged sequentially per thread, then by a tree.
+  std::int64_t max_rescales = 0;
+  std::size_t workspace_bytes = 0;  // device scratch the split path needs
+};
+
+// rows >= 0, n >= 1 (validated before).
+RowPlan plan_rows(std::int64_t rows, std::int64_t n);
+
+// Validates one row-operation call. `op` names the operation in the message,
+// `out_name` the required output pointer `out` ("out", "lse", "entropy");
+// out_is_rows: the output is rows of n elements (its out_stride is checked).
+std::string validate_rows(const char* op, int dtype, const sa_rows* shape, const void* in,
+                          const void* out, const char* out_name, bool out_is_rows);
+
+// --- Attention ---
+
+inline constexpr int kAttnWarps = 4;  // warps per block
+inline constexpr int kAttnQueriesPerWarp = 4;
+inline constexpr int kAttnQueriesPerBlock = kAttnWarps * kAttnQueriesPerWarp;
+inline constexpr std::int64_t kAttnKeyTile = 32;   // keys per shared-memory tile (one per lane)
+inline constexpr std::int64_t kAttnMaxHead = 256;  // largest d and dv supported
+
+struct AttentionPlan {
+  std::int64_t splits = 1;           // split-KV partitions (num_splits clamped to [1, key tiles])
+  std::int64_t tiles_per_split = 0;  // key tiles each split covers
+  std::int64_t query_blocks = 0;
+  std::int64_t work_items = 0;  // query_blocks * splits
+  std::int64_t grid = 0;
+  int threads = 0;
+  std::size_t shared_bytes = 0;      // dynamic shared memory per block
+  std::int64_t key_stride_smem = 0;  // padded row length of the key tile (odd: no bank conflicts)
+  // Rescales of a key's term: the online softmax merges one tile state per key
+  // tile into the running state, then the split states are merged per query.
+  std::int64_t max_rescales = 0;
+  std::size_t workspace_bytes = 0;
+};
+
+AttentionPlan plan_attention(const sa_attention_args& a);
+std::string validate_attention(const sa_attention_args* a);
+
+// --- Merges ---
+std::string validate_merge_entropy(std::int64_t count, const void* a, const void* b,
+                                   const void* out);
+std::string validate_merge_attention(std::int64_t rows, std::int64_t dv, const void* o_a,
+                                     const void* lse_a, const void* o_b, const void* lse_b,
+                                     const void* out, const void* out_lse);
+
+// The launch grid for `work` items with at most `per_block` items per block,
+// capped at kMaxGridX (grid-stride loops cover the rest); at least 1.
+std::int64_t grid_for(std::int64_t work, std::int64_t per_block);
+
+}  // namespace sa::kernels::cuda
