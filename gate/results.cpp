@@ -1,3 +1,4 @@
+#include <cstdio>
 #include "gate/results.hpp"
 
 #include <chrono>
@@ -212,7 +213,9 @@ void write_summary(std::ostream& os, const RunRecord& run, bool color) {
      << t.fail << " failed, " << t.error << " errors, " << t.skip << " skipped";
   if (run.crashes || run.hangs)
     os << "; " << run.crashes << " crash(es), " << run.hangs << " hang(s) isolated";
-  os << " (" << run.processes << " process(es), " << num(std::round(run.seconds * 10) / 10) << " s)\n";
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.1f", run.seconds);
+  os << " (" << run.processes << " process(es), " << secs << " s)\n";
 }
 
 void ProgressBar::update(int done, int total, const std::string& label) {

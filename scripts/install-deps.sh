@@ -13,6 +13,7 @@ packages=(
   libhwy-dev                                   # SIMD kernels
   libcli11-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev  # CLI, output, gate specs
   gnuplot-nox                                  # plots in the audit report
+  chromium                                     # the report's render test (headless)
 )
 
 sudo_cmd=()
