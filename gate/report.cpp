@@ -106,10 +106,14 @@ class Plotter {
     if (drawn.empty()) return "<p class=\"noplot\">No data to plot.</p>";
     const std::string base = dir_ + "/plot" + std::to_string(count_++);
     std::ofstream g(base + ".gp");
-    g << "set terminal svg size 760,430 dynamic enhanced font 'Helvetica,12' background rgb 'white'\n"
+    // Many series: the legend goes beside the plot so it never covers the data.
+    const bool crowded = drawn.size() > 5;
+    g << "set terminal svg size " << (crowded ? "1000,460" : "760,430")
+      << " dynamic enhanced font 'Helvetica,12' background rgb 'white'\n"
       << "set output " << gp_quote(base + ".svg") << "\n"
       << "set title " << gp_quote(p.title) << "\nset xlabel " << gp_quote(p.xlabel)
-      << "\nset ylabel " << gp_quote(p.ylabel) << "\nset grid\nset key " << p.key << " font ',10'\n";
+      << "\nset ylabel " << gp_quote(p.ylabel) << "\nset grid\nset key "
+      << (crowded ? std::string("outside right top") : p.key) << " font '," << (crowded ? 9 : 10) << "'\n";
     if (p.logx) g << "set logscale x\nset format x '10^{%L}'\n";
     if (p.logy) g << "set logscale y\nset format y '10^{%L}'\n";
     if (p.yrange) g << "set yrange [" << p.yrange->first << ":" << p.yrange->second << "]\n";
@@ -160,7 +164,7 @@ std::vector<double> logspace(double a, double b, int k) {
 
 // ------------------------------------------------------------ sweep input --
 struct SweepSeries {
-  std::string kernel, dtype, metric, xname;
+  std::string kernel, dtype, metric, xname, label;
   double spread = NAN;
   std::vector<std::pair<double, double>> pts, bound;
 };
@@ -225,6 +229,7 @@ std::vector<SweepSeries> load_sweep(const std::string& path) {
     r.dtype = s.value("dtype", "");
     r.metric = s.value("metric", "");
     r.xname = s.value("x", "");
+    r.label = s.value("label", "");
     try {
       r.spread = s.contains("spread") ? number_from_json(s["spread"]) : NAN;
     } catch (...) {
@@ -250,6 +255,7 @@ Section section_of(const SweepSeries& s) {
 }
 
 std::string series_name(const SweepSeries& s) {
+  if (!s.label.empty()) return s.label;
   std::string n = s.kernel;
   if (!s.dtype.empty()) n += " " + s.dtype;
   if (!s.metric.empty()) n += " " + s.metric;
