@@ -248,30 +248,31 @@ void require(const Kernel& k, Op op, DType t) {
 }
 }  // namespace
 
-std::vector<float> Kernel::softmax(DType t, const RowBatch& in, double temperature) const {
-  require(*this, Op::softmax, t);
+namespace {
+using RowsToRows = sa_status (*)(void*, sa_dtype, const sa_rows*, const void*, void*);
+
+// softmax and log_softmax: rows in, rows of the same layout out.
+std::vector<float> rows_to_rows(const Kernel& k, Op op, RowsToRows fn, DType t, const RowBatch& in,
+                                double temperature) {
+  require(k, op, t);
   const sa_rows shape = shape_of(in, temperature);
   Packed x = pack(t, in.data, "logits");
   Packed y = blank(t, in.data.size());
-  Stage st(memory());
+  Stage st(k.memory());
   void* dx = st.in(x.data(), x.bytes());
   void* dy = st.out(y.data(), y.bytes());
-  check_status(*this, k_->softmax(k_->ctx, to_abi(t), &shape, dx, dy), Op::softmax);
+  check_status(k, fn(k.raw().ctx, to_abi(t), &shape, dx, dy), op);
   st.fetch();
   return unpack(y);
 }
+}  // namespace
+
+std::vector<float> Kernel::softmax(DType t, const RowBatch& in, double temperature) const {
+  return rows_to_rows(*this, Op::softmax, k_->softmax, t, in, temperature);
+}
 
 std::vector<float> Kernel::log_softmax(DType t, const RowBatch& in, double temperature) const {
-  require(*this, Op::log_softmax, t);
-  const sa_rows shape = shape_of(in, temperature);
-  Packed x = pack(t, in.data, "logits");
-  Packed y = blank(t, in.data.size());
-  Stage st(memory());
-  void* dx = st.in(x.data(), x.bytes());
-  void* dy = st.out(y.data(), y.bytes());
-  check_status(*this, k_->log_softmax(k_->ctx, to_abi(t), &shape, dx, dy), Op::log_softmax);
-  st.fetch();
-  return unpack(y);
+  return rows_to_rows(*this, Op::log_softmax, k_->log_softmax, t, in, temperature);
 }
 
 std::vector<float> Kernel::logsumexp(DType t, const RowBatch& in, double temperature) const {

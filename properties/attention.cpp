@@ -14,29 +14,15 @@
 #include "theory/adaptive_temperature.hpp"
 #include "theory/streamed_entropy.hpp"
 
+#include "properties/checks.hpp"
+
 namespace sa::props::detail {
 namespace {
 
 using budget::u32;
 
-double d(const ref::Mp& x) { return x.convert_to<double>(); }
 
-std::string fmt(double x) {
-  std::ostringstream os;
-  os.precision(9);
-  os << x;
-  return os.str();
-}
 
-Check elem(DType out, double got, double exact, double abs_budget, const std::string& where) {
-  const std::string w = where + ": got " + fmt(got) + ", exact " + fmt(exact);
-  if (!std::isfinite(exact) || !std::isfinite(got)) {
-    const bool same = (std::isnan(exact) && std::isnan(got)) || got == exact;
-    return make_check(same ? 0.0 : INFINITY, 0.0, w);
-  }
-  const double u = budget::ulp(out, exact);
-  return make_check(std::abs(got - exact) / u, abs_budget / u, w);
-}
 
 std::string claim_of(const std::string& id) {
   for (const auto& i : properties())

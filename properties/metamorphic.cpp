@@ -18,17 +18,13 @@
 #include "theory/dispersion.hpp"
 #include "theory/streamed_entropy.hpp"
 
+#include "properties/checks.hpp"
+
 namespace sa::props::detail {
 namespace {
 
 using budget::u32;
 
-std::string fmt(double x) {
-  std::ostringstream os;
-  os.precision(9);
-  os << x;
-  return os.str();
-}
 
 Check same(DType out, double got, double expect, double abs_budget, const std::string& where) {
   const std::string w = where + ": " + fmt(got) + " vs " + fmt(expect);

@@ -11,6 +11,8 @@
 #include "reference/attention.hpp"
 #include "reference/softmax.hpp"
 
+#include "properties/checks.hpp"
+
 namespace sa::props::detail {
 namespace {
 
@@ -18,24 +20,8 @@ using budget::u32;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-std::string fmt(double x) {
-  std::ostringstream os;
-  os.precision(9);
-  os << x;
-  return os.str();
-}
 
-double d(const ref::Mp& x) { return x.convert_to<double>(); }
 
-Check elem(DType out, double got, double exact, double abs_budget, const std::string& where) {
-  const std::string w = where + ": got " + fmt(got) + ", expected " + fmt(exact);
-  if (!std::isfinite(exact) || !std::isfinite(got)) {
-    const bool ok = (std::isnan(exact) && std::isnan(got)) || got == exact;
-    return make_check(ok ? 0.0 : INFINITY, 0.0, w);
-  }
-  const double u = budget::ulp(out, exact);
-  return make_check(std::abs(got - exact) / u, abs_budget / u, w);
-}
 
 struct Named {
   std::string name;

@@ -1,0 +1,38 @@
+// Small helpers shared by the property families: printing a number in a
+// counterexample, and holding one output to an absolute budget measured in
+// ulps of the output type.
+#pragma once
+
+#include <cmath>
+#include <sstream>
+#include <string>
+
+#include "properties/budgets.hpp"
+#include "properties/search.hpp"
+#include "reference/mpfr.hpp"
+
+namespace sa::props::detail {
+
+inline std::string fmt(double x) {
+  std::ostringstream os;
+  os.precision(9);
+  os << x;
+  return os.str();
+}
+
+inline double d(const ref::Mp& x) { return x.convert_to<double>(); }
+
+// One output against its exact (or expected) value under an absolute budget,
+// measured in ulps of `out`. Non-finite values must match exactly.
+inline Check elem(DType out, double got, double exact, double abs_budget, const std::string& where,
+                  const char* exact_word = "exact") {
+  const std::string w = where + ": got " + fmt(got) + ", " + exact_word + " " + fmt(exact);
+  if (!std::isfinite(exact) || !std::isfinite(got)) {
+    const bool same = (std::isnan(exact) && std::isnan(got)) || got == exact;
+    return make_check(same ? 0.0 : INFINITY, 0.0, w);
+  }
+  const double u = budget::ulp(out, exact);
+  return make_check(std::abs(got - exact) / u, abs_budget / u, w);
+}
+
+}  // namespace sa::props::detail
