@@ -304,20 +304,33 @@ void verdict_section(std::ostream& h, const std::vector<RunRecord>& runs) {
     auto rank = [](Outcome o) { return o == Outcome::fail ? 0 : o == Outcome::error ? 1 : o == Outcome::pass ? 2 : 3; };
     std::stable_sort(order.begin(), order.end(),
                      [&](auto* a, auto* b) { return rank(a->outcome) < rank(b->outcome); });
-    h << "<table><tr><th>outcome</th><th>property</th><th>op</th><th>dtype</th><th>claim</th>"
-         "<th>measured</th><th>bound</th><th>rule</th><th>counterexample / note</th></tr>\n";
-    for (const Verdict* v : order) {
-      std::string ce = v->counterexample;
-      if (ce.size() > 2000) ce = ce.substr(0, 2000) + " ...";
-      h << "<tr class=\"" << name_of(v->outcome) << "\"><td>" << name_of(v->outcome) << "</td><td>"
-        << esc(v->property) << "</td><td>" << esc(v->op) << "</td><td>" << esc(v->dtype)
-        << "</td><td>" << esc(v->claim) << "</td><td>" << num(v->measured) << "</td><td>"
-        << num(v->bound) << "</td><td title=\"" << esc(v->rule.source) << "\">" << esc(v->rule.id)
-        << "<br><small>" << esc(v->rule.source) << "</small></td><td class=\"ce\">"
-        << (ce.empty() ? "" : "<b>counterexample:</b> " + esc(ce))
-        << (v->note.empty() ? "" : "<br><small>" + esc(v->note) + "</small>") << "</td></tr>\n";
-    }
-    h << "</table>\n";
+    // Failures and errors are shown; passes and skips fold away under a summary line.
+    auto table = [&](bool open_rows) {
+      h << "<table><tr><th>outcome</th><th>property</th><th>op</th><th>dtype</th><th>claim</th>"
+           "<th>measured</th><th>bound</th><th>rule</th><th>counterexample / worst case / note</th></tr>\n";
+      for (const Verdict* v : order) {
+        const bool bad = v->outcome == Outcome::fail || v->outcome == Outcome::error;
+        if (bad != open_rows) continue;
+        std::string ce = v->counterexample;
+        if (ce.size() > 2000) ce = ce.substr(0, 2000) + " ...";
+        const char* ce_word = bad ? "counterexample:" : "worst case:";
+        h << "<tr class=\"" << name_of(v->outcome) << "\"><td>" << name_of(v->outcome) << "</td><td>"
+          << esc(v->property) << "</td><td>" << esc(v->op) << "</td><td>" << esc(v->dtype)
+          << "</td><td>" << esc(v->claim) << "</td><td>" << num(v->measured) << "</td><td>"
+          << num(v->bound) << "</td><td title=\"" << esc(v->rule.source) << "\">" << esc(v->rule.id)
+          << "<br><small>" << esc(v->rule.source) << "</small></td><td class=\"ce\">"
+          << (ce.empty() ? "" : "<b>" + std::string(ce_word) + "</b> " + esc(ce))
+          << (v->note.empty() ? "" : "<br><small>" + esc(v->note) + "</small>") << "</td></tr>\n";
+      }
+      h << "</table>\n";
+    };
+    const Tally t = tally(r.verdicts);
+    if (t.fail + t.error > 0) table(true);
+    else h << "<p class=\"pass\">Every claim checked on this kernel holds.</p>\n";
+    h << "<details><summary>" << t.pass << " passing and " << t.skip
+      << " skipped verdicts (claim, measured value, bound and rule of each)</summary>\n";
+    table(false);
+    h << "</details>\n";
   }
 }
 
