@@ -6,6 +6,7 @@
 // subcommand, so a step that crashes or fails loses nothing the others
 // produced, and each step can be re-run by hand with the command printed.
 #include <fmt/core.h>
+#include <fmt/format.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "gate/isolation.hpp"
 #include "kernels/builtin.hpp"
 
 extern char** environ;
@@ -84,8 +86,13 @@ int run_audit(const AuditOptions& o) {
     if (code != exit_pass && code != exit_fail) worst = exit_usage;
   };
 
-  std::vector<std::string> results;
+  std::vector<std::string> results, skipped;
   for (const auto& k : kernels) {
+    if (const std::string why = gate::why_kernel_cannot_run(k); !why.empty()) {
+      fmt::print("\n== Gate: built-in kernel '{}' skipped: {}\n", k.name(), why);
+      skipped.push_back(k.name());
+      continue;
+    }
     const std::string json = (fs::path(o.out) / ("results-" + k.name() + ".json")).string();
     const std::string junit = (fs::path(o.out) / ("junit-" + k.name() + ".xml")).string();
     std::vector<std::string> args = {"check", "--builtin", k.name(), "--json", json, "--junit", junit,
@@ -129,6 +136,8 @@ int run_audit(const AuditOptions& o) {
   if (!variants.empty()) args.insert(args.end(), {"--variants", variants});
   note(run_step("Report: one self-contained HTML file", args));
 
+  if (!skipped.empty())
+    fmt::print("\nNot audited here (no device): {}\n", fmt::join(skipped, ", "));
   fmt::print("\nAudit written to {}/ (report.html, results-*.json, junit-*.xml{}{}). Verdict: {}\n", o.out,
              sweep.empty() ? "" : ", sweep/", variants.empty() ? "" : ", variants.json",
              worst == exit_pass ? "every claim holds" : worst == exit_fail ? "some claims FAILED (see report)" : "a step could not run");

@@ -88,6 +88,9 @@ int run_check(const CheckOptions& o) {
   } catch (const std::invalid_argument& e) {
     usage_error(e.what());
   }
+  // A CUDA kernel with no device checks nothing: say so, never report a pass.
+  if (const std::string why = gate::why_kernel_cannot_run(*kernel); !why.empty())
+    usage_error(why + "; nothing was checked");
   // Output files must be writable before minutes are spent on the suite.
   for (const std::string* path : {&o.junit, &o.json})
     if (!path->empty()) {

@@ -51,6 +51,8 @@ inline int register_kernel_tests(const char* suite_name, std::function<Kernel()>
             std::string id;
             void TestBody() override {
               const Kernel kernel = make();
+              if (const std::string why = why_kernel_cannot_run(kernel); !why.empty())
+                GTEST_SKIP() << why;
               props::SuiteConfig one = config;
               one.properties = {id};
               const IsolatedRun run = run_isolated(kernel, one, options);

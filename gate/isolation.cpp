@@ -445,4 +445,34 @@ IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config_
   return run;
 }
 
+std::string why_kernel_cannot_run(const Kernel& kernel) {
+  if (kernel.memory() != SA_MEMORY_CUDA) return "";
+  int fds[2];
+  if (pipe(fds) != 0) return "cannot create a pipe to probe for a CUDA device";
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return "cannot fork to probe for a CUDA device";
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    const DeviceMemory& dm = device_memory();
+    const std::string why = dm.alloc ? "" : (dm.why_unavailable ? dm.why_unavailable() : "no CUDA device");
+    if (!why.empty() && write(fds[1], why.data(), why.size()) < 0) _exit(2);
+    _exit(why.empty() ? 0 : 1);
+  }
+  close(fds[1]);
+  std::string why;
+  char buf[256];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) why.append(buf, static_cast<std::size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  if (why.empty()) why = "the CUDA device probe did not finish normally";
+  return "kernel '" + kernel.name() + "' works on CUDA device memory, but no CUDA device is usable here (" +
+         why + ")";
+}
+
 }  // namespace sa::gate

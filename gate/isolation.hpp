@@ -63,6 +63,12 @@ IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config,
                          const IsolationOptions& options, props::SuiteObserver* observer = nullptr);
 
 // Ids of the gate's own checks (always reported, pass or fail).
+// Whether a kernel can run here: empty when it can, else why not (a CUDA
+// kernel with no usable device). The CUDA probe runs in a short-lived child
+// process, so the gate itself never initialises CUDA before it forks the
+// kernel's processes (CUDA does not survive a fork).
+std::string why_kernel_cannot_run(const Kernel& kernel);
+
 inline constexpr const char* kNoCrash = "gate.no_crash";
 inline constexpr const char* kNoHang = "gate.no_hang";
 inline constexpr const char* kInBounds = "gate.in_bounds";
