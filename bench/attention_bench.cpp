@@ -11,8 +11,8 @@
 // Inputs N(0,1), scale 1/sqrt(d), num_splits 1. Threads: OpenMP default
 // (OMP_NUM_THREADS); the `threads` counter reports it.
 //
-// BM_Attention/<dtype>/<n>/<d>/<adaptive>: time per call; counter flops = 4 nq nk d per second (G/s = GFLOP/s).
-// BM_AdaptiveOverPlain/<dtype>/<n>/<d>: each iteration times one plain and one
+// BM_Attention/<dtype>/<n>/<d>/<adaptive>: time per call; counter flops = 4 nq nk d per second (G/s
+// = GFLOP/s). BM_AdaptiveOverPlain/<dtype>/<n>/<d>: each iteration times one plain and one
 //   adaptive call on the same input; counters ratio = total adaptive / total plain
 //   wall time, ratio_cpu = the same in process CPU time.
 //
@@ -49,7 +49,8 @@ struct Problem {
   std::vector<std::uint16_t> qb, kb, vb, ob;
   std::vector<float> lse, ent, beta;
 
-  Problem(sa_dtype t, std::int64_t n, std::int64_t dim) : nq(queries_for(n)), nk(n), d(dim), dtype(t) {
+  Problem(sa_dtype t, std::int64_t n, std::int64_t dim)
+      : nq(queries_for(n)), nk(n), d(dim), dtype(t) {
     std::mt19937_64 rng(42);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     auto fill = [&](std::vector<float>& f, std::vector<std::uint16_t>& b, std::int64_t count) {
@@ -123,7 +124,8 @@ void BM_Attention(benchmark::State& st) {
     benchmark::DoNotOptimize(p.lse.data());
   }
   const double cpu = cpu_seconds() - c0;
-  const double flops = 4.0 * static_cast<double>(p.nq) * static_cast<double>(p.nk) * static_cast<double>(p.d);
+  const double flops =
+      4.0 * static_cast<double>(p.nq) * static_cast<double>(p.nk) * static_cast<double>(p.d);
   // flops: per wall second (printed as G/s = GFLOP/s); GFLOP_per_cpu_s: per
   // second of process CPU time, i.e. per core actually used.
   st.counters["flops"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
@@ -153,8 +155,8 @@ void BM_AdaptiveOverPlain(benchmark::State& st) {
     cp += c1 - c0;
     ca += c2 - c1;
   }
-  st.counters["ratio"] = ta / tp;          // wall time
-  st.counters["ratio_cpu"] = ca / cp;      // process CPU time
+  st.counters["ratio"] = ta / tp;      // wall time
+  st.counters["ratio_cpu"] = ca / cp;  // process CPU time
   st.counters["plain_ms"] = 1e3 * tp / static_cast<double>(st.iterations());
   st.counters["adaptive_ms"] = 1e3 * ta / static_cast<double>(st.iterations());
   st.counters["nq"] = static_cast<double>(p.nq);

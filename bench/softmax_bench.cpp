@@ -256,7 +256,8 @@ void register_all() {
     b->Unit(benchmark::kMicrosecond);
   };
   benchmark::RegisterBenchmark("adaptive_f32/cpu", BM_cpu_adaptive_f32)->Apply(adaptive);
-  benchmark::RegisterBenchmark("adaptive_f32/plain_softmax", BM_cpu_softmax_f32_sigma)->Apply(adaptive);
+  benchmark::RegisterBenchmark("adaptive_f32/plain_softmax", BM_cpu_softmax_f32_sigma)
+      ->Apply(adaptive);
   benchmark::RegisterBenchmark("adaptive_f32/plain_softmax", BM_cpu_softmax_f32_sigma)
       ->Args({4096, 2})
       ->Args({65536, 2})
@@ -310,14 +311,18 @@ void row(const char* what, const std::string& num, const std::string& den, const
   const double r = ta / tb;
   const bool ok = at_most ? r <= limit : r >= limit;
   std::printf("%-44s %12.1f %12.1f %8.3f   %-10s %s\n", what, ta / 1e3, tb / 1e3, r, target,
-              limit >= 1e29 || limit < 0 ? "" : ok ? "met" : "MISSED");
+              limit >= 1e29 || limit < 0 ? ""
+              : ok                       ? "met"
+                                         : "MISSED");
 }
 
 void print_table(const Collect& c) {
-  std::printf("\nRatio table (microseconds per call: CPU time, real time for the threads row; "
-              "dispatch target: %s)\n",
-              sa::kernels::cpu::dispatch_target());
-  std::printf("%-44s %12s %12s %8s   %-12s %s\n", "comparison", "A (us)", "B (us)", "A/B", "target", "");
+  std::printf(
+      "\nRatio table (microseconds per call: CPU time, real time for the threads row; "
+      "dispatch target: %s)\n",
+      sa::kernels::cpu::dispatch_target());
+  std::printf("%-44s %12s %12s %8s   %-12s %s\n", "comparison", "A (us)", "B (us)", "A/B", "target",
+              "");
   for (auto n : kSizes) {
     const std::string sn = std::to_string(n);
     row(("softmax f32 n=" + sn + ": cpu / oneDNN").c_str(), "softmax_f32/cpu/" + sn + "",
@@ -335,21 +340,22 @@ void print_table(const Collect& c) {
   for (std::int64_t n : {4096, 65536, 1 << 20})
     for (int sharp : {1, 0}) {
       const std::string key = std::to_string(n) + "/" + std::to_string(sharp) + "";
-      row(("adaptive n=" + std::to_string(n) + (sharp ? " beta>1" : " N(0,1) beta=1") + ": / softmax")
+      row(("adaptive n=" + std::to_string(n) + (sharp ? " beta>1" : " N(0,1) beta=1") +
+           ": / softmax")
               .c_str(),
           "adaptive_f32/cpu/" + key, "adaptive_f32/plain_softmax/" + key, "<= 1.6", 1.6, true, c);
     }
   for (std::int64_t n : {4096, 65536, 1 << 20}) {
     const std::string sn = std::to_string(n);
     row(("  (info) n=" + sn + " softmax(beta l) / softmax(l)").c_str(),
-        "adaptive_f32/plain_softmax/" + sn + "/2", "adaptive_f32/plain_softmax/" + sn + "/1", "(info)",
-        1e30, true, c);
+        "adaptive_f32/plain_softmax/" + sn + "/2", "adaptive_f32/plain_softmax/" + sn + "/1",
+        "(info)", 1e30, true, c);
   }
   for (std::int64_t n : {4096, 65536, 1 << 20}) {
     const std::string sn = std::to_string(n);
     row(("streamed entropy n=" + sn + ": (m,S,T) / (m,S)").c_str(),
-        "entropy_f32/streamed_mST/" + sn + "", "entropy_f32/normaliser_mS/" + sn + "",
-        "<= 1.25", 1.25, true, c);
+        "entropy_f32/streamed_mST/" + sn + "", "entropy_f32/normaliser_mS/" + sn + "", "<= 1.25",
+        1.25, true, c);
   }
   row("256 x 65536 rows: 1 thread / 2 threads", "rows256x65536_f32/cpu/1",
       "rows256x65536_f32/cpu/2", "(speedup)", -1.0, false, c, true);

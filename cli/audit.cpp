@@ -76,7 +76,9 @@ int run_audit(const AuditOptions& o) {
   std::error_code ec;
   fs::create_directories(o.out, ec);
   if (ec || access(o.out.c_str(), W_OK) != 0) {
-    fmt::print(stderr, "softmax-audit audit: error: --out {}: cannot create or write this directory\n", o.out);
+    fmt::print(stderr,
+               "softmax-audit audit: error: --out {}: cannot create or write this directory\n",
+               o.out);
     return exit_usage;
   }
   const auto kernels = builtin_kernels();
@@ -95,8 +97,9 @@ int run_audit(const AuditOptions& o) {
     }
     const std::string json = (fs::path(o.out) / ("results-" + k.name() + ".json")).string();
     const std::string junit = (fs::path(o.out) / ("junit-" + k.name() + ".xml")).string();
-    std::vector<std::string> args = {"check", "--builtin", k.name(), "--json", json, "--junit", junit,
-                                     "--seed", std::to_string(o.seed)};
+    std::vector<std::string> args = {"check",  "--builtin", k.name(),
+                                     "--json", json,        "--junit",
+                                     junit,    "--seed",    std::to_string(o.seed)};
     if (o.cases > 0) args.insert(args.end(), {"--cases", std::to_string(o.cases)});
     const int code = run_step("Gate: property suite on built-in kernel '" + k.name() + "'", args);
     note(code);
@@ -107,8 +110,9 @@ int run_audit(const AuditOptions& o) {
 #ifdef SA_CLI_HAVE_SWEEP
   if (!o.no_sweep) {
     const std::string dir = (fs::path(o.out) / "sweep").string();
-    const int code = run_step("Sweep: errors and dispersion against n up to 2^" + std::to_string(o.sweep_max_log2),
-                              {"sweep", "--out", dir, "--max-log2-n", std::to_string(o.sweep_max_log2)});
+    const int code = run_step(
+        "Sweep: errors and dispersion against n up to 2^" + std::to_string(o.sweep_max_log2),
+        {"sweep", "--out", dir, "--max-log2-n", std::to_string(o.sweep_max_log2)});
     note(code);
     if (fs::exists(fs::path(dir) / "sweep.json")) sweep = (fs::path(dir) / "sweep.json").string();
   }
@@ -118,19 +122,22 @@ int run_audit(const AuditOptions& o) {
 #ifdef SA_CLI_HAVE_FUZZ
   if (!o.no_variants) {
     const std::string json = (fs::path(o.out) / "variants.json").string();
-    const int code = run_step("Variants: property matrix of every built-in softmax variant",
-                              {"fuzz", "--variant", "all", "--json", json, "--seed", std::to_string(o.seed)});
+    const int code =
+        run_step("Variants: property matrix of every built-in softmax variant",
+                 {"fuzz", "--variant", "all", "--json", json, "--seed", std::to_string(o.seed)});
     if (code != exit_pass) note(exit_usage);  // fuzz findings are results, not failures; a crash is
     if (fs::exists(json)) variants = json;
   }
 #endif
 
   if (results.empty()) {
-    fmt::print(stderr, "softmax-audit audit: error: no gate results were produced; nothing to report\n");
+    fmt::print(stderr,
+               "softmax-audit audit: error: no gate results were produced; nothing to report\n");
     return exit_usage;
   }
   const std::string html = (fs::path(o.out) / "report.html").string();
-  std::vector<std::string> args = {"report", "--out", html, "--title", "softmax-audit: built-in kernels"};
+  std::vector<std::string> args = {"report", "--out", html, "--title",
+                                   "softmax-audit: built-in kernels"};
   for (const auto& r : results) args.insert(args.end(), {"--results", r});
   if (!sweep.empty()) args.insert(args.end(), {"--sweep", sweep});
   if (!variants.empty()) args.insert(args.end(), {"--variants", variants});
@@ -138,9 +145,11 @@ int run_audit(const AuditOptions& o) {
 
   if (!skipped.empty())
     fmt::print("\nNot audited here (no device): {}\n", fmt::join(skipped, ", "));
-  fmt::print("\nAudit written to {}/ (report.html, results-*.json, junit-*.xml{}{}). Verdict: {}\n", o.out,
-             sweep.empty() ? "" : ", sweep/", variants.empty() ? "" : ", variants.json",
-             worst == exit_pass ? "every claim holds" : worst == exit_fail ? "some claims FAILED (see report)" : "a step could not run");
+  fmt::print("\nAudit written to {}/ (report.html, results-*.json, junit-*.xml{}{}). Verdict: {}\n",
+             o.out, sweep.empty() ? "" : ", sweep/", variants.empty() ? "" : ", variants.json",
+             worst == exit_pass   ? "every claim holds"
+             : worst == exit_fail ? "some claims FAILED (see report)"
+                                  : "a step could not run");
   return worst;
 }
 
@@ -149,10 +158,13 @@ int run_audit(const AuditOptions& o) {
 void add_audit_command(CLI::App& app) {
   auto o = std::make_shared<AuditOptions>();
   CLI::App* c = app.add_subcommand(
-      "audit", "Full audit of the built-in kernels: gate, large-n sweep, variant matrix and HTML report");
-  c->add_option("--out", o->out, "Directory for the report and every result file")->capture_default_str();
+      "audit",
+      "Full audit of the built-in kernels: gate, large-n sweep, variant matrix and HTML report");
+  c->add_option("--out", o->out, "Directory for the report and every result file")
+      ->capture_default_str();
   c->add_option("--cases", o->cases, "Random cases per property (default: the suite's)");
-  c->add_option("--seed", o->seed, "Random seed for every step (0 = random)")->capture_default_str();
+  c->add_option("--seed", o->seed, "Random seed for every step (0 = random)")
+      ->capture_default_str();
   c->add_option("--sweep-max-log2-n", o->sweep_max_log2, "Largest sweep size as log2 n (<= 24)")
       ->check(CLI::Range(4, 24))
       ->capture_default_str();

@@ -38,11 +38,13 @@ struct UsageError : std::runtime_error {
 
 Kernel pick_kernel(const CheckOptions& o) {
   if (o.plugin.empty() == o.builtin.empty())
-    usage_error("give exactly one of --plugin PATH (a kernel library built against "
-                "softmax_audit/kernel.h) or --builtin NAME");
+    usage_error(
+        "give exactly one of --plugin PATH (a kernel library built against "
+        "softmax_audit/kernel.h) or --builtin NAME");
   if (!o.plugin.empty()) {
     if (access(o.plugin.c_str(), R_OK) != 0)
-      usage_error("plugin " + o.plugin + ": no such readable file; expected a shared library (.so) "
+      usage_error("plugin " + o.plugin +
+                  ": no such readable file; expected a shared library (.so) "
                   "exporting sa_kernel_entry (see include/softmax_audit/kernel.h)");
     return load_plugin(o.plugin, o.kernel_index);
   }
@@ -152,8 +154,9 @@ int run_check(const CheckOptions& o) {
 void add_check_command(CLI::App& app) {
   auto o = std::make_shared<CheckOptions>();
   CLI::App* c = app.add_subcommand(
-      "check", "Gate a kernel: run the property suite on it in an isolated process; exit 0 pass, "
-               "1 a property failed, 2 usage or load error");
+      "check",
+      "Gate a kernel: run the property suite on it in an isolated process; exit 0 pass, "
+      "1 a property failed, 2 usage or load error");
   c->add_option("--plugin", o->plugin, "Kernel library (.so) built against softmax_audit/kernel.h");
   c->add_option("--builtin", o->builtin, "A built-in kernel by name instead of a plugin");
   c->add_option("--kernel-index", o->kernel_index,
@@ -161,9 +164,11 @@ void add_check_command(CLI::App& app) {
   c->add_option("--spec", o->spec, "Gate spec (TOML, docs/gate-spec.md); defaults without it");
   c->add_option("--junit", o->junit, "Write JUnit XML here");
   c->add_option("--json", o->json, "Write every verdict as JSON here");
-  c->add_option("--timeout", o->timeout,
-                "Seconds one case may take before the kernel's process is killed (overrides the spec)");
-  c->add_option("--seed", o->seed, "Random seed (overrides the spec; 0 = random, printed in verdicts)");
+  c->add_option(
+      "--timeout", o->timeout,
+      "Seconds one case may take before the kernel's process is killed (overrides the spec)");
+  c->add_option("--seed", o->seed,
+                "Random seed (overrides the spec; 0 = random, printed in verdicts)");
   c->add_option("--cases", o->cases, "Random cases per property (overrides the spec)");
   c->add_flag("--no-isolation", o->no_isolation,
               "Run the kernel in this process (debugging; a crash then kills the gate)");
@@ -172,8 +177,9 @@ void add_check_command(CLI::App& app) {
               "Run each property in its own run_suite call from the start (slower; the default "
               "does so only after a crash or hang)");
   c->add_flag("-q,--quiet", o->quiet, "No summary and no progress bar");
-  c->add_flag("--list", o->list,
-              "List the properties, distributions, rules, ops and dtypes a spec may name, and exit");
+  c->add_flag(
+      "--list", o->list,
+      "List the properties, distributions, rules, ops and dtypes a spec may name, and exit");
   c->callback([o] {
     try {
       exit_code() = run_check(*o);

@@ -33,7 +33,8 @@ int run_fuzz(const FuzzOptions& o) {
   for (const auto& v : plugin_variants) all.push_back(&v);
   if (o.list) {
     for (const Variant* v : all)
-      std::cout << v->name << (v->wrong_formulation ? " [wrong_formulation of " + v->wrong_of + "]" : "")
+      std::cout << v->name
+                << (v->wrong_formulation ? " [wrong_formulation of " + v->wrong_of + "]" : "")
                 << "  (" << v->origin << ")\n    " << v->formula << "\n";
     return 0;
   }
@@ -50,7 +51,8 @@ int run_fuzz(const FuzzOptions& o) {
     if (!found) {
       std::string names;
       for (const Variant* v : all) names += " " + v->name;
-      throw std::invalid_argument("--variant: no variant named '" + name + "'; expected 'all' or one of:" + names);
+      throw std::invalid_argument("--variant: no variant named '" + name +
+                                  "'; expected 'all' or one of:" + names);
     }
     if (std::find(chosen.begin(), chosen.end(), found) == chosen.end()) chosen.push_back(found);
   }
@@ -73,15 +75,19 @@ int run_fuzz(const FuzzOptions& o) {
 
 void add_fuzz_command(CLI::App& app) {
   auto opts = std::make_shared<FuzzOptions>();
-  CLI::App* sub = app.add_subcommand("fuzz", "Run every property against softmax variants (property matrix)");
-  sub->add_option("--variant", opts->variants, "variant name, or 'all' (repeatable)")->capture_default_str();
-  sub->add_option("--plugin", opts->plugins, "variant plugin shared library (include/softmax_audit/variant.h)")
+  CLI::App* sub =
+      app.add_subcommand("fuzz", "Run every property against softmax variants (property matrix)");
+  sub->add_option("--variant", opts->variants, "variant name, or 'all' (repeatable)")
+      ->capture_default_str();
+  sub->add_option("--plugin", opts->plugins,
+                  "variant plugin shared library (include/softmax_audit/variant.h)")
       ->check(CLI::ExistingFile);
   sub->add_option("--json", opts->json, "write the matrix as JSON (one sa::Verdict per cell)");
   sub->add_option("--cases", opts->cases, "random cases per property before shrinking")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
-  sub->add_option("--seed", opts->seed, "base seed (every cell's own seed is in its note)")->capture_default_str();
+  sub->add_option("--seed", opts->seed, "base seed (every cell's own seed is in its note)")
+      ->capture_default_str();
   sub->add_option("--max-log2-n", opts->max_log2_n, "dispersion sweep to n = 2^this")
       ->check(CLI::Range(8, 24))
       ->capture_default_str();

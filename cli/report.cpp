@@ -14,7 +14,8 @@ void add_report_command(CLI::App& app) {
   auto out = std::make_shared<std::string>();
   auto no_plots = std::make_shared<bool>(false);
   CLI::App* c = app.add_subcommand(
-      "report", "Write one self-contained HTML audit report (verdicts, theory curves, measurements)");
+      "report",
+      "Write one self-contained HTML audit report (verdicts, theory curves, measurements)");
   c->add_option("--results", in->results, "Results of `check --json` (repeatable)")->required();
   c->add_option("--sweep", in->sweep, "Sweep measurements (JSON, docs/report-inputs.md)");
   c->add_option("--variants", in->variants, "Variants matrix (JSON, docs/report-inputs.md)");
@@ -40,7 +41,8 @@ void add_report_command(CLI::App& app) {
       return;
     }
     if (!gate::gnuplot_available(in->gnuplot) && !*no_plots)
-      std::cerr << "softmax-audit report: note: gnuplot not found; the report has tables but no plots\n";
+      std::cerr
+          << "softmax-audit report: note: gnuplot not found; the report has tables but no plots\n";
     std::cout << "report written to " << *out << "\n";
     exit_code() = exit_pass;
   });

@@ -38,13 +38,14 @@ nlohmann::json num(double x) {
 
 // Turns rows into the series the report draws (x = n), few enough to read:
 //   softmax_max_rel_error        per dtype and distribution (the report draws T7's bound itself);
-//   max_weight                   float32, per distribution, with T1's upper bound at the row's spread;
-//   streamed_entropy_abs_error   per dtype and distribution.
+//   max_weight                   float32, per distribution, with T1's upper bound at the row's
+//   spread; streamed_entropy_abs_error   per dtype and distribution.
 // Every other column (ulp errors and their budgets, sums, lse) stays in rows.json and the CSV.
 nlohmann::json series_of(const std::vector<props::SweepRow>& rows) {
   using Key = std::tuple<std::string, std::string, std::string, double>;
   std::map<Key, std::vector<const props::SweepRow*>> groups;
-  for (const auto& r : rows) groups[{r.kernel, r.dtype, r.distribution, r.temperature}].push_back(&r);
+  for (const auto& r : rows)
+    groups[{r.kernel, r.dtype, r.distribution, r.temperature}].push_back(&r);
   struct Metric {
     const char* name;
     double props::SweepRow::*y;
@@ -61,7 +62,7 @@ nlohmann::json series_of(const std::vector<props::SweepRow>& rows) {
     const auto& [kernel, dtype, dist, theta] = key;
     for (const Metric& m : metrics) {
       if (m.float32_only && dtype != "float32") continue;
-      nlohmann::json s = {{"kernel", kernel}, {"dtype", dtype},   {"distribution", dist},
+      nlohmann::json s = {{"kernel", kernel},     {"dtype", dtype},   {"distribution", dist},
                           {"temperature", theta}, {"metric", m.name}, {"x", "n"}};
       s["label"] = m.float32_only ? fmt::format("{} {}", kernel, dist)
                                   : fmt::format("{} {} {}", kernel, dtype, dist);
@@ -89,14 +90,16 @@ int run_sweep_command(const SweepOptions& o) {
         names += (names.empty() ? "" : ", ") + k.name();
       }
       if (!kernel)
-        throw std::invalid_argument("--builtin " + o.builtin + ": no built-in kernel of that name; expected one of: " + names);
+        throw std::invalid_argument("--builtin " + o.builtin +
+                                    ": no built-in kernel of that name; expected one of: " + names);
     }
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "softmax-audit sweep: error: {}\n", e.what());
     return exit_usage;
   }
   if (o.min_log2 < 0 || o.max_log2 > 30 || o.min_log2 > o.max_log2) {
-    fmt::print(stderr, "softmax-audit sweep: error: sizes 2^{}..2^{}: expected 0 <= min <= max <= 30\n",
+    fmt::print(stderr,
+               "softmax-audit sweep: error: sizes 2^{}..2^{}: expected 0 <= min <= max <= 30\n",
                o.min_log2, o.max_log2);
     return exit_usage;
   }
@@ -109,7 +112,8 @@ int run_sweep_command(const SweepOptions& o) {
   for (const auto& d : o.dtypes) {
     auto t = parse_dtype(d);
     if (!t) {
-      fmt::print(stderr, "softmax-audit sweep: error: --dtype '{}': expected float32 or bfloat16\n", d);
+      fmt::print(stderr, "softmax-audit sweep: error: --dtype '{}': expected float32 or bfloat16\n",
+                 d);
       return exit_usage;
     }
     c.dtypes.push_back(*t);
@@ -150,8 +154,8 @@ int run_sweep_command(const SweepOptions& o) {
   int over = 0;
   for (const auto& r : rows)
     if (r.max_ulp_sampled > r.ulp_budget_at_worst || r.H_err > r.H_budget) ++over;
-  fmt::print("{} rows in {} ({} over their bound); series for the report in {}\n", rows.size(), c.csv_path,
-             over, path);
+  fmt::print("{} rows in {} ({} over their bound); series for the report in {}\n", rows.size(),
+             c.csv_path, over, path);
   return over == 0 ? exit_pass : exit_fail;
 }
 
@@ -159,17 +163,22 @@ int run_sweep_command(const SweepOptions& o) {
 
 void add_sweep_command(CLI::App& app) {
   auto o = std::make_shared<SweepOptions>();
-  CLI::App* c = app.add_subcommand("sweep", "Large-n sweep of one kernel: errors, dispersion and entropy against n (resumable)");
+  CLI::App* c = app.add_subcommand(
+      "sweep", "Large-n sweep of one kernel: errors, dispersion and entropy against n (resumable)");
   c->add_option("--builtin", o->builtin, "Built-in kernel to sweep")->capture_default_str();
   c->add_option("--plugin", o->plugin, "Kernel library (.so) to sweep instead of a built-in");
-  c->add_option("--out", o->out, "Directory for sweep.csv (resumable) and sweep.json")->capture_default_str();
+  c->add_option("--out", o->out, "Directory for sweep.csv (resumable) and sweep.json")
+      ->capture_default_str();
   c->add_option("--min-log2-n", o->min_log2, "Smallest size as log2 n")->capture_default_str();
   c->add_option("--max-log2-n", o->max_log2, "Largest size as log2 n")->capture_default_str();
-  c->add_option("--distribution", o->distributions, "Generators (default gaussian, uniform, spike, fa3_outliers)");
-  c->add_option("--dtype", o->dtypes, "float32 and/or bfloat16 (default: those the kernel supports)");
+  c->add_option("--distribution", o->distributions,
+                "Generators (default gaussian, uniform, spike, fa3_outliers)");
+  c->add_option("--dtype", o->dtypes,
+                "float32 and/or bfloat16 (default: those the kernel supports)");
   c->add_option("--temperature", o->temperatures, "Temperatures (default 1)");
   c->add_option("--seed", o->seed, "Seed of every row")->capture_default_str();
-  c->add_option("--samples", o->samples, "Sampled items per row for per-element errors")->capture_default_str();
+  c->add_option("--samples", o->samples, "Sampled items per row for per-element errors")
+      ->capture_default_str();
   c->callback([o] { exit_code() = run_sweep_command(*o); });
 }
 

@@ -82,9 +82,9 @@ inline int register_kernel_tests(const char* suite_name, std::function<Kernel()>
 
 }  // namespace sa::gate
 
-#define SA_AUDIT_KERNEL_TESTS_WITH(Name, kernel_expr, config)                               \
-  [[maybe_unused]] static const int sa_audit_registered_##Name =                           \
-      ::sa::gate::register_kernel_tests(                                                   \
+#define SA_AUDIT_KERNEL_TESTS_WITH(Name, kernel_expr, config)    \
+  [[maybe_unused]] static const int sa_audit_registered_##Name = \
+      ::sa::gate::register_kernel_tests(                         \
           #Name, [] { return ::sa::gate::as_kernel(kernel_expr); }, config)
 
 #define SA_AUDIT_KERNEL_TESTS(Name, kernel_expr) \

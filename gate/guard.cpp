@@ -50,7 +50,10 @@ struct Writer {
   void num(std::uintptr_t v) {
     char tmp[24];
     int i = 0;
-    do { tmp[i++] = static_cast<char>('0' + v % 10); v /= 10; } while (v && i < 24);
+    do {
+      tmp[i++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v && i < 24);
     while (i && p + 1 < end) *p++ = tmp[--i];
     *p = '\0';
   }
@@ -280,11 +283,12 @@ struct GuardedKernel::State {
           (std::isnan(states[r].m) || std::isnan(states[r].S) || std::isnan(states[r].T)))
         what = "state";
       if (!what.empty()) {
-        incident("nan_output", op, dtype_name(t),
-                 "row " + std::to_string(r) + " of " + std::to_string(sh->rows) + " (n = " +
-                     std::to_string(sh->n) + "): " + what +
-                     " is NaN although the row holds no NaN or +inf input (kernel.h: outputs are NaN "
-                     "only for rows with a NaN)");
+        incident(
+            "nan_output", op, dtype_name(t),
+            "row " + std::to_string(r) + " of " + std::to_string(sh->rows) +
+                " (n = " + std::to_string(sh->n) + "): " + what +
+                " is NaN although the row holds no NaN or +inf input (kernel.h: outputs are NaN "
+                "only for rows with a NaN)");
         return;  // one per call is enough
       }
     }
@@ -338,7 +342,8 @@ sa_status t_entropy(void* ctx, sa_dtype t, const sa_rows* sh, const void* in, fl
   State::Call c(s, "entropy", dtype_name(t));
   const void* gin = c.in("in", in, row_bytes(sh, sh->in_stride, elem(t)));
   auto* gH = static_cast<float*>(c.out("entropy", H, sh->rows * 4));
-  auto* gs = static_cast<sa_entropy_state*>(c.out("state", state, sh->rows * sizeof(sa_entropy_state)));
+  auto* gs =
+      static_cast<sa_entropy_state*>(c.out("state", state, sh->rows * sizeof(sa_entropy_state)));
   const sa_status r = s->inner->entropy(s->inner->ctx, t, sh, gin, gH, gs);
   c.finish();
   if (r == SA_OK) s->check_rows(c.op, t, sh, in, nullptr, t, 0, {{"entropy", H}}, state);
@@ -357,11 +362,13 @@ sa_status t_adaptive(void* ctx, sa_dtype t, const sa_rows* sh, const void* in, v
   const sa_status r = s->inner->adaptive_softmax(s->inner->ctx, t, sh, gin, gout, gb, gH);
   c.finish();
   if (r == SA_OK)
-    s->check_rows(c.op, t, sh, in, out, t, sh->out_stride, {{"beta", beta}, {"entropy", H}}, nullptr);
+    s->check_rows(c.op, t, sh, in, out, t, sh->out_stride, {{"beta", beta}, {"entropy", H}},
+                  nullptr);
   return r;
 }
 
-bool all_finite(sa_dtype t, const void* p, std::int64_t rows, std::int64_t cols, std::int64_t stride) {
+bool all_finite(sa_dtype t, const void* p, std::int64_t rows, std::int64_t cols,
+                std::int64_t stride) {
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t i = 0; i < cols; ++i)
       if (!std::isfinite(load(t, p, r * stride + i))) return false;
@@ -399,7 +406,8 @@ sa_status t_attention(void* ctx, const sa_attention_args* a) {
       all_finite(a->dtype, a->k, a->nk, a->d, a->k_stride) &&
       all_finite(a->dtype, a->v, a->nk, a->dv, a->v_stride) &&
       max_abs(a->q, a->nq, a->d, a->q_stride) * max_abs(a->k, a->nk, a->d, a->k_stride) *
-              static_cast<double>(a->d) * std::fabs(a->scale) < 3.0e38) {
+              static_cast<double>(a->d) * std::fabs(a->scale) <
+          3.0e38) {
     std::string what;
     for (std::int64_t i = 0; i < a->nq && what.empty(); ++i) {
       for (std::int64_t j = 0; j < a->dv && what.empty(); ++j)
@@ -408,7 +416,8 @@ sa_status t_attention(void* ctx, const sa_attention_args* a) {
       if (what.empty() && a->lse && std::isnan(a->lse[i])) what = "lse[" + std::to_string(i) + "]";
       if (what.empty() && a->entropy && std::isnan(a->entropy[i]))
         what = "entropy[" + std::to_string(i) + "]";
-      if (what.empty() && a->beta && std::isnan(a->beta[i])) what = "beta[" + std::to_string(i) + "]";
+      if (what.empty() && a->beta && std::isnan(a->beta[i]))
+        what = "beta[" + std::to_string(i) + "]";
     }
     if (!what.empty())
       s->incident("nan_output", "attention", dtype_name(a->dtype),
@@ -456,7 +465,8 @@ sa_status t_merge_attention(void* ctx, std::int64_t rows, std::int64_t dv, const
     return s->inner->merge_attention_states(s->inner->ctx, rows, dv, o_a, lse_a, o_b, lse_b, out,
                                             out_lse);
   State::Call c(s, "merge_attention_states", "float32");
-  const std::size_t ob = static_cast<std::size_t>(rows * dv) * 4, lb = static_cast<std::size_t>(rows) * 4;
+  const std::size_t ob = static_cast<std::size_t>(rows * dv) * 4,
+                    lb = static_cast<std::size_t>(rows) * 4;
   auto* ga = static_cast<const float*>(c.in("o_a", o_a, ob));
   auto* gla = static_cast<const float*>(c.in("lse_a", lse_a, lb));
   auto* gb = static_cast<const float*>(c.in("o_b", o_b, ob));

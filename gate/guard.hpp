@@ -48,7 +48,7 @@ struct CallBox {
   volatile int in_call;  // 1 while a kernel call is running
   char op[32];
   char dtype[16];
-  char fault[512];       // set by the fault handler: which buffer, which offset
+  char fault[512];  // set by the fault handler: which buffer, which offset
 };
 
 void set_call_box(CallBox* box);  // null to stop recording

@@ -7,16 +7,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <deque>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <set>
-#include <algorithm>
-#include <map>
-#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "gate/verdict_json.hpp"
@@ -63,14 +63,19 @@ struct Unit {
 };
 
 [[noreturn]] void child_main(int fd, const Kernel& kernel, const props::SuiteConfig& config,
-                             const std::vector<Unit>& units,
-                             const IsolationOptions& opt, CallBox* box) {
+                             const std::vector<Unit>& units, const IsolationOptions& opt,
+                             CallBox* box) {
   install_fault_handler();
   set_call_box(box);
   std::string current_property, current_input;
   GuardedKernel guarded(kernel, opt.guard, [&](const GuardIncident& i) {
-    send(fd, {{"t", "incident"}, {"kind", i.kind}, {"op", i.op}, {"dtype", i.dtype},
-              {"detail", i.detail}, {"property", current_property}, {"input", clip(current_input)}});
+    send(fd, {{"t", "incident"},
+              {"kind", i.kind},
+              {"op", i.op},
+              {"dtype", i.dtype},
+              {"detail", i.detail},
+              {"property", current_property},
+              {"input", clip(current_input)}});
   });
   props::SuiteObserver obs;
   obs.before_case = [&](const std::string& p, const std::string& in) {
@@ -172,7 +177,8 @@ Sink run_units(const Kernel& kernel, const props::SuiteConfig& config, const Iso
   while (next < units.size()) {
     std::memset(box, 0, sizeof *box);
     int fds[2];
-    if (pipe(fds) != 0) throw std::runtime_error(std::string("gate: pipe: ") + std::strerror(errno));
+    if (pipe(fds) != 0)
+      throw std::runtime_error(std::string("gate: pipe: ") + std::strerror(errno));
     std::fflush(nullptr);
     const std::vector<Unit> todo(units.begin() + static_cast<long>(next), units.end());
     const pid_t pid = fork();
@@ -203,7 +209,8 @@ Sink run_units(const Kernel& kernel, const props::SuiteConfig& config, const Iso
       if (t == "case") {
         last_case_property = m.value("property", "");
         last_input = m.value("input", "");
-        if (observer && observer->before_case) observer->before_case(last_case_property, last_input);
+        if (observer && observer->before_case)
+          observer->before_case(last_case_property, last_input);
       } else if (t == "verdict") {
         emit(verdict_from_json(m.at("v")));
         ++announced;
@@ -219,8 +226,9 @@ Sink run_units(const Kernel& kernel, const props::SuiteConfig& config, const Iso
       } else if (t == "progress") {
         const int done = m.value("done", 0), total = m.value("total", 0);
         if (observer && observer->progress && total > 0)
-          observer->progress(static_cast<int>(next) * 1000 + static_cast<int>(1000.0 * done / total),
-                             total_units * 1000);
+          observer->progress(
+              static_cast<int>(next) * 1000 + static_cast<int>(1000.0 * done / total),
+              total_units * 1000);
       } else if (t == "incident") {
         const std::string kind = m.value("kind", "");
         const char* id = kind == "nan_output" ? kNoNanOutput : kInBounds;
@@ -232,9 +240,11 @@ Sink run_units(const Kernel& kernel, const props::SuiteConfig& config, const Iso
         v.note = m.value("detail", "");
         sink.add_finding(std::move(v), during);
       } else if (t == "error") {
-        Verdict v = gate_verdict("gate.suite_error", "the suite runs every property to the end", kernel);
+        Verdict v =
+            gate_verdict("gate.suite_error", "the suite runs every property to the end", kernel);
         v.outcome = Outcome::error;
-        v.note = "run_suite for " + units[next].name + " stopped with an exception: " + m.value("what", "");
+        v.note = "run_suite for " + units[next].name +
+                 " stopped with an exception: " + m.value("what", "");
         emit(std::move(v));
         announced = 0;
         ++next;
@@ -312,15 +322,16 @@ Sink run_units(const Kernel& kernel, const props::SuiteConfig& config, const Iso
       v.outcome = Outcome::fail;
       v.measured = 1;
       v.bound = 0;
-      std::string how = WIFSIGNALED(status)
-                            ? "killed by " + signal_text(WTERMSIG(status))
-                            : "exited with status " + std::to_string(WEXITSTATUS(status)) +
-                                  " before finishing";
+      std::string how =
+          WIFSIGNALED(status)
+              ? "killed by " + signal_text(WTERMSIG(status))
+              : "exited with status " + std::to_string(WEXITSTATUS(status)) + " before finishing";
       if (!fault.empty()) how += ": " + fault;
       if (!in_call) {
         v.outcome = Outcome::error;
-        how += " — outside any kernel call, so the suite or the gate, not necessarily the kernel, "
-               "is at fault";
+        how +=
+            " — outside any kernel call, so the suite or the gate, not necessarily the kernel, "
+            "is at fault";
       }
       v.note = "the kernel's process was " + how + "; the remaining cases of " + during +
                " were not run";
@@ -366,7 +377,8 @@ IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config_
   IsolatedRun run;
   // One seed for every process, so that the whole run is one reproducible run.
   props::SuiteConfig config = config_in;
-  if (config.seed == 0) config.seed = (std::uint64_t(std::random_device{}()) << 32) | std::random_device{}();
+  if (config.seed == 0)
+    config.seed = (std::uint64_t(std::random_device{}()) << 32) | std::random_device{}();
   const std::vector<std::string> plan = planned_properties(config);
 
   Sink sink;
@@ -381,7 +393,8 @@ IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config_
     });
     sink.verdicts = props::run_suite(guarded.kernel(), config, observer);
   } else {
-    void* shm = mmap(nullptr, sizeof(CallBox), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    void* shm =
+        mmap(nullptr, sizeof(CallBox), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shm == MAP_FAILED) throw std::runtime_error("gate: cannot map shared memory");
     auto* box = static_cast<CallBox*>(shm);
     std::vector<Unit> per_property;
@@ -421,9 +434,11 @@ IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config_
     for (const auto& f : findings) any = any || f.property == id;
     if (any) continue;
     if (!opt.isolate && (std::string(id) == kNoCrash || std::string(id) == kNoHang)) continue;
-    if (std::string(id) == kInBounds && (!opt.guard.guard_buffers || kernel.memory() != SA_MEMORY_HOST))
+    if (std::string(id) == kInBounds &&
+        (!opt.guard.guard_buffers || kernel.memory() != SA_MEMORY_HOST))
       continue;
-    if (std::string(id) == kNoNanOutput && (!opt.guard.check_nan || kernel.memory() != SA_MEMORY_HOST))
+    if (std::string(id) == kNoNanOutput &&
+        (!opt.guard.check_nan || kernel.memory() != SA_MEMORY_HOST))
       continue;
     Verdict v = gate_verdict(id, claim_of(id), kernel);
     v.outcome = Outcome::pass;
@@ -458,21 +473,23 @@ std::string why_kernel_cannot_run(const Kernel& kernel) {
   if (pid == 0) {
     close(fds[0]);
     const DeviceMemory& dm = device_memory();
-    const std::string why = dm.alloc ? "" : (dm.why_unavailable ? dm.why_unavailable() : "no CUDA device");
+    const std::string why =
+        dm.alloc ? "" : (dm.why_unavailable ? dm.why_unavailable() : "no CUDA device");
     if (!why.empty() && write(fds[1], why.data(), why.size()) < 0) _exit(2);
     _exit(why.empty() ? 0 : 1);
   }
   close(fds[1]);
   std::string why;
   char buf[256];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) why.append(buf, static_cast<std::size_t>(n));
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;)
+    why.append(buf, static_cast<std::size_t>(n));
   close(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
   if (why.empty()) why = "the CUDA device probe did not finish normally";
-  return "kernel '" + kernel.name() + "' works on CUDA device memory, but no CUDA device is usable here (" +
-         why + ")";
+  return "kernel '" + kernel.name() +
+         "' works on CUDA device memory, but no CUDA device is usable here (" + why + ")";
 }
 
 }  // namespace sa::gate

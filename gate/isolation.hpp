@@ -45,7 +45,7 @@ enum class Granularity {
 struct IsolationOptions {
   double case_timeout_s = 60.0;  // longest silence allowed from the child (one case)
   GuardOptions guard;
-  bool isolate = true;           // false: run in this process (no crash/hang protection)
+  bool isolate = true;  // false: run in this process (no crash/hang protection)
   Granularity granularity = Granularity::whole_then_property;
 };
 
@@ -53,7 +53,7 @@ struct IsolatedRun {
   std::vector<Verdict> verdicts;  // the suite's verdicts, then the gate's own (gate.*)
   int processes = 0;              // children started
   int crashes = 0, hangs = 0;
-  std::uint64_t seed = 0;         // the seed every process used (drawn when the config's is 0)
+  std::uint64_t seed = 0;  // the seed every process used (drawn when the config's is 0)
 };
 
 // Property ids the run will cover: config.properties, or every property.

@@ -34,11 +34,20 @@ namespace fs = std::filesystem;
 std::string esc(const std::string& s) {
   std::string o;
   for (char c : s) switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
     }
   return o;
 }
@@ -82,8 +91,10 @@ class Plotter {
   explicit Plotter(std::string program) : program_(std::move(program)) {
     ok_ = !program_.empty() && gnuplot_available(program_);
     char tmpl[] = "/tmp/sa-report-XXXXXX";
-    if (ok_ && mkdtemp(tmpl)) dir_ = tmpl;
-    else ok_ = false;
+    if (ok_ && mkdtemp(tmpl))
+      dir_ = tmpl;
+    else
+      ok_ = false;
   }
   ~Plotter() {
     std::error_code ec;
@@ -100,7 +111,8 @@ class Plotter {
     for (const auto& s : p.series) {
       bool any = false;
       for (auto [x, y] : s.pts)
-        any = any || (std::isfinite(x) && std::isfinite(y) && (!p.logx || x > 0) && (!p.logy || y > 0));
+        any = any ||
+              (std::isfinite(x) && std::isfinite(y) && (!p.logx || x > 0) && (!p.logy || y > 0));
       if (any) drawn.push_back(&s);
     }
     if (drawn.empty()) return "<p class=\"noplot\">No data to plot.</p>";
@@ -113,7 +125,8 @@ class Plotter {
       << "set output " << gp_quote(base + ".svg") << "\n"
       << "set title " << gp_quote(p.title) << "\nset xlabel " << gp_quote(p.xlabel)
       << "\nset ylabel " << gp_quote(p.ylabel) << "\nset grid\nset key "
-      << (crowded ? std::string("outside right top") : p.key) << " font '," << (crowded ? 9 : 10) << "'\n";
+      << (crowded ? std::string("outside right top") : p.key) << " font '," << (crowded ? 9 : 10)
+      << "'\n";
     if (p.logx) g << "set logscale x\nset format x '10^{%L}'\n";
     if (p.logy) g << "set logscale y\nset format y '10^{%L}'\n";
     if (p.yrange) g << "set yrange [" << p.yrange->first << ":" << p.yrange->second << "]\n";
@@ -134,19 +147,22 @@ class Plotter {
     }
     g << "\n";
     g.close();
-    const std::string cmd = program_ + " " + gp_quote(base + ".gp") + " 2>" + gp_quote(base + ".err");
+    const std::string cmd =
+        program_ + " " + gp_quote(base + ".gp") + " 2>" + gp_quote(base + ".err");
     if (std::system(cmd.c_str()) != 0) {
       std::ifstream e(base + ".err");
       std::stringstream ss;
       ss << e.rdbuf();
-      return "<p class=\"noplot\">Plot not drawn: gnuplot failed: " + esc(ss.str().substr(0, 500)) + "</p>";
+      return "<p class=\"noplot\">Plot not drawn: gnuplot failed: " + esc(ss.str().substr(0, 500)) +
+             "</p>";
     }
     std::ifstream in(base + ".svg");
     std::stringstream ss;
     ss << in.rdbuf();
     std::string s = ss.str();
     const auto at = s.find("<svg");
-    if (at == std::string::npos) return "<p class=\"noplot\">Plot not drawn: gnuplot wrote no SVG.</p>";
+    if (at == std::string::npos)
+      return "<p class=\"noplot\">Plot not drawn: gnuplot wrote no SVG.</p>";
     return "<div class=\"plot\">" + s.substr(at) + "</div>";
   }
 
@@ -197,7 +213,8 @@ std::vector<std::pair<double, double>> read_points(const json& pts, const std::s
             if (xname && xname->empty()) *xname = k;
             break;
           }
-        if (p.contains(metric)) y = number_from_json(p[metric]);
+        if (p.contains(metric))
+          y = number_from_json(p[metric]);
         else
           for (const char* k : ykeys)
             if (p.contains(k)) {
@@ -216,11 +233,14 @@ std::vector<std::pair<double, double>> read_points(const json& pts, const std::s
 std::vector<SweepSeries> load_sweep(const std::string& path) {
   const json j = read_json(path, "a sweep file (docs/report-inputs.md)");
   const json* arr = nullptr;
-  if (j.is_array()) arr = &j;
-  else if (j.is_object() && j.contains("series") && j["series"].is_array()) arr = &j["series"];
+  if (j.is_array())
+    arr = &j;
+  else if (j.is_object() && j.contains("series") && j["series"].is_array())
+    arr = &j["series"];
   if (!arr)
-    throw std::invalid_argument(path + ": key 'series': expected an array of series objects "
-                                       "(docs/report-inputs.md)");
+    throw std::invalid_argument(path +
+                                ": key 'series': expected an array of series objects "
+                                "(docs/report-inputs.md)");
   std::vector<SweepSeries> out;
   for (const auto& s : *arr) {
     if (!s.is_object()) continue;
@@ -247,9 +267,11 @@ enum class Section { error, dispersion, entropy_temperature, adaptive, streamed,
 Section section_of(const SweepSeries& s) {
   const std::string& m = s.metric;
   if (has(m, "streamed")) return Section::streamed;
-  if (has(m, "max_weight") || has(m, "max_coefficient") || has(m, "dispersion")) return Section::dispersion;
+  if (has(m, "max_weight") || has(m, "max_coefficient") || has(m, "dispersion"))
+    return Section::dispersion;
   if (has(m, "adaptive") || has(m, "beta")) return Section::adaptive;
-  if (has(m, "entropy") && (s.xname == "temperature" || s.xname == "theta")) return Section::entropy_temperature;
+  if (has(m, "entropy") && (s.xname == "temperature" || s.xname == "theta"))
+    return Section::entropy_temperature;
   if (has(m, "error") || has(m, "ulp")) return Section::error;
   return Section::other;
 }
@@ -277,9 +299,11 @@ th{background:#eef}td.ce{font-family:monospace;font-size:11px;max-width:420px;wo
 void verdict_section(std::ostream& h, const std::vector<RunRecord>& runs) {
   h << "<h2 id=\"verdicts\">1. Verdicts</h2>\n<div class=\"explain\"><p>Each row is one claim "
        "checked on one kernel, operation and data type. <b>measured</b> is what was observed, "
-       "<b>bound</b> what it was held to, and <b>rule</b> where that bound comes from (a theorem of "
+       "<b>bound</b> what it was held to, and <b>rule</b> where that bound comes from (a theorem "
+       "of "
        "the paper, a rounding-error analysis, or a named convention). A failing row carries a "
-       "<b>counterexample</b>: an input that reproduces the failure. Rows named <code>gate.*</code> "
+       "<b>counterexample</b>: an input that reproduces the failure. Rows named "
+       "<code>gate.*</code> "
        "are the gate's own checks: the kernel did not crash, hang, access memory outside its "
        "buffers, or produce NaN from inputs without NaN.</p></div>\n";
   if (runs.empty()) {
@@ -301,32 +325,38 @@ void verdict_section(std::ostream& h, const std::vector<RunRecord>& runs) {
     if (!r.description.empty()) h << "<p>" << esc(r.description) << "</p>\n";
     std::vector<const Verdict*> order;
     for (const auto& v : r.verdicts) order.push_back(&v);
-    auto rank = [](Outcome o) { return o == Outcome::fail ? 0 : o == Outcome::error ? 1 : o == Outcome::pass ? 2 : 3; };
+    auto rank = [](Outcome o) {
+      return o == Outcome::fail ? 0 : o == Outcome::error ? 1 : o == Outcome::pass ? 2 : 3;
+    };
     std::stable_sort(order.begin(), order.end(),
                      [&](auto* a, auto* b) { return rank(a->outcome) < rank(b->outcome); });
     // Failures and errors are shown; passes and skips fold away under a summary line.
     auto table = [&](bool open_rows) {
       h << "<table><tr><th>outcome</th><th>property</th><th>op</th><th>dtype</th><th>claim</th>"
-           "<th>measured</th><th>bound</th><th>rule</th><th>counterexample / worst case / note</th></tr>\n";
+           "<th>measured</th><th>bound</th><th>rule</th><th>counterexample / worst case / "
+           "note</th></tr>\n";
       for (const Verdict* v : order) {
         const bool bad = v->outcome == Outcome::fail || v->outcome == Outcome::error;
         if (bad != open_rows) continue;
         std::string ce = v->counterexample;
         if (ce.size() > 2000) ce = ce.substr(0, 2000) + " ...";
         const char* ce_word = bad ? "counterexample:" : "worst case:";
-        h << "<tr class=\"" << name_of(v->outcome) << "\"><td>" << name_of(v->outcome) << "</td><td>"
-          << esc(v->property) << "</td><td>" << esc(v->op) << "</td><td>" << esc(v->dtype)
-          << "</td><td>" << esc(v->claim) << "</td><td>" << num(v->measured) << "</td><td>"
-          << num(v->bound) << "</td><td title=\"" << esc(v->rule.source) << "\">" << esc(v->rule.id)
-          << "<br><small>" << esc(v->rule.source) << "</small></td><td class=\"ce\">"
+        h << "<tr class=\"" << name_of(v->outcome) << "\"><td>" << name_of(v->outcome)
+          << "</td><td>" << esc(v->property) << "</td><td>" << esc(v->op) << "</td><td>"
+          << esc(v->dtype) << "</td><td>" << esc(v->claim) << "</td><td>" << num(v->measured)
+          << "</td><td>" << num(v->bound) << "</td><td title=\"" << esc(v->rule.source) << "\">"
+          << esc(v->rule.id) << "<br><small>" << esc(v->rule.source)
+          << "</small></td><td class=\"ce\">"
           << (ce.empty() ? "" : "<b>" + std::string(ce_word) + "</b> " + esc(ce))
           << (v->note.empty() ? "" : "<br><small>" + esc(v->note) + "</small>") << "</td></tr>\n";
       }
       h << "</table>\n";
     };
     const Tally t = tally(r.verdicts);
-    if (t.fail + t.error > 0) table(true);
-    else h << "<p class=\"pass\">Every claim checked on this kernel holds.</p>\n";
+    if (t.fail + t.error > 0)
+      table(true);
+    else
+      h << "<p class=\"pass\">Every claim checked on this kernel holds.</p>\n";
     h << "<details><summary>" << t.pass << " passing and " << t.skip
       << " skipped verdicts (claim, measured value, bound and rule of each)</summary>\n";
     table(false);
@@ -339,7 +369,8 @@ void sweep_plot(std::ostream& h, Plotter& P, const std::vector<SweepSeries>& sw,
   for (const auto& s : sw)
     if (section_of(s) == sec) {
       plot.series.push_back({series_name(s), s.pts, "linespoints", false});
-      if (!s.bound.empty()) plot.series.push_back({series_name(s) + " bound", s.bound, "lines", true});
+      if (!s.bound.empty())
+        plot.series.push_back({series_name(s) + " bound", s.bound, "lines", true});
     }
   h << P.svg(plot);
 }
@@ -354,7 +385,8 @@ const char* kNoSweep =
 
 void error_section(std::ostream& h, Plotter& P, const std::vector<SweepSeries>& sw) {
   h << "<h2 id=\"error\">2. Error against n, with the rounding-error bounds</h2>\n"
-       "<div class=\"explain\"><p>How far each kernel's softmax is from the exact value (computed in "
+       "<div class=\"explain\"><p>How far each kernel's softmax is from the exact value (computed "
+       "in "
        "256-bit arithmetic) as the row length n grows. The dashed lines are the a-priori bound of "
        "Blanchard, Higham &amp; Higham (2021) for the shifted softmax, (n + 2 + 2&delta;)&middot;u "
        "(relative, max-norm; u the unit roundoff: 2<sup>-24</sup> for float32, 2<sup>-8</sup> for "
@@ -377,11 +409,15 @@ void error_section(std::ostream& h, Plotter& P, const std::vector<SweepSeries>& 
 void dispersion_section(std::ostream& h, Plotter& P, const std::vector<SweepSeries>& sw) {
   h << "<h2 id=\"dispersion\">3. Dispersion: the largest coefficient against n (T1, T2)</h2>\n"
        "<div class=\"explain\"><p>The paper's Lemma 2.1: if every logit lies in an interval of "
-       "width &delta;, every softmax weight is at most 1/(1 + (n&minus;1)e<sup>&minus;&delta;/&theta;</sup>), "
-       "which tends to 0 as n grows: <b>no coefficient can stay sharp</b> on long inputs. The curves "
+       "width &delta;, every softmax weight is at most 1/(1 + "
+       "(n&minus;1)e<sup>&minus;&delta;/&theta;</sup>), "
+       "which tends to 0 as n grows: <b>no coefficient can stay sharp</b> on long inputs. The "
+       "curves "
        "are this bound for spreads measured in real models (Gemma 2B: 2.28 to 14.78, mean 5.69). "
-       "Past n* = 1 + (1/&epsilon; &minus; 1)e<sup>&delta;/&theta;</sup> (Theorem 2.2) every weight is below "
-       "&epsilon;; with &epsilon; the unit roundoff of a type, a sharp answer is impossible in that type. "
+       "Past n* = 1 + (1/&epsilon; &minus; 1)e<sup>&delta;/&theta;</sup> (Theorem 2.2) every "
+       "weight is below "
+       "&epsilon;; with &epsilon; the unit roundoff of a type, a sharp answer is impossible in "
+       "that type. "
        "Measured largest weights, when a sweep gives them, must lie under their curve.</p></div>\n";
   Plot p{"Largest softmax weight against n", "n", "largest weight", true, true, {}, "bottom left"};
   const auto ns = logspace(1, 1e9, 80);
@@ -401,8 +437,10 @@ void dispersion_section(std::ostream& h, Plotter& P, const std::vector<SweepSeri
   p.yrange = std::pair{1e-10, 1.5};
   if (!any_of(sw, Section::dispersion)) h << kNoSweep;
   sweep_plot(h, P, sw, Section::dispersion, p);
-  h << "<table><tr><th>spread &delta; (&theta; = 1)</th><th>n* float32 (&epsilon; = 2<sup>-24</sup>)</th>"
-       "<th>n* bfloat16 (&epsilon; = 2<sup>-8</sup>)</th><th>n* float16 (&epsilon; = 2<sup>-11</sup>)</th></tr>\n";
+  h << "<table><tr><th>spread &delta; (&theta; = 1)</th><th>n* float32 (&epsilon; = "
+       "2<sup>-24</sup>)</th>"
+       "<th>n* bfloat16 (&epsilon; = 2<sup>-8</sup>)</th><th>n* float16 (&epsilon; = "
+       "2<sup>-11</sup>)</th></tr>\n";
   for (double d : {0.09, 2.28, 5.69, 5.82, 14.78, 32.74})
     h << "<tr><td>" << d << "</td><td>" << num(theory::critical_size(DType::float32, d, 1.0), 4)
       << "</td><td>" << num(theory::critical_size(DType::bfloat16, d, 1.0), 4) << "</td><td>"
@@ -425,10 +463,17 @@ void entropy_section(std::ostream& h, Plotter& P, const std::vector<SweepSeries>
        "<div class=\"explain\"><p>Proposition 3.2: lowering the temperature &theta; always lowers "
        "the entropy of the softmax (dH/d&theta; = Var<sub>p</sub>[l]/&theta;<sup>3</sup> &ge; 0), "
        "from log n at high temperature down to log(number of tied maxima) as &theta; &rarr; 0. "
-       "The curves are exact for a two-logit row with gap 5 and for fixed rows of 16 and 1024 logits "
+       "The curves are exact for a two-logit row with gap 5 and for fixed rows of 16 and 1024 "
+       "logits "
        "in [&minus;3, 3]; the dotted lines are their ceilings log n. Lowering the temperature "
        "sharpens, but only as far as the logit spread allows (section 3).</p></div>\n";
-  Plot p{"Entropy against temperature", "temperature theta", "entropy H (nats)", true, false, {}, "bottom right"};
+  Plot p{"Entropy against temperature",
+         "temperature theta",
+         "entropy H (nats)",
+         true,
+         false,
+         {},
+         "bottom right"};
   const auto ts = logspace(0.01, 100, 80);
   Series two{"two logits, gap 5 (closed form)", {}, "lines", false};
   for (double t : ts) two.pts.emplace_back(t, theory::two_logit_entropy(5.0 / t));
@@ -436,9 +481,11 @@ void entropy_section(std::ostream& h, Plotter& P, const std::vector<SweepSeries>
   for (int n : {16, 1024}) {
     const auto row = example_row(n);
     Series s{"fixed row, n=" + std::to_string(n), {}, "lines", false};
-    for (double t : ts) s.pts.emplace_back(t, theory::entropy_at(std::span<const double>(row), 1.0 / t));
+    for (double t : ts)
+      s.pts.emplace_back(t, theory::entropy_at(std::span<const double>(row), 1.0 / t));
     p.series.push_back(s);
-    p.series.push_back({"log " + std::to_string(n), {{0.01, std::log(n)}, {100, std::log(n)}}, "lines", true});
+    p.series.push_back(
+        {"log " + std::to_string(n), {{0.01, std::log(n)}, {100, std::log(n)}}, "lines", true});
   }
   if (!any_of(sw, Section::entropy_temperature)) h << kNoSweep;
   sweep_plot(h, P, sw, Section::entropy_temperature, p);
@@ -453,7 +500,13 @@ void adaptive_section(std::ostream& h, Plotter& P, const std::vector<SweepSeries
        "It acts only for H between about 0.85 and 5.94 and is largest (about 2.42) near H = 4.41: "
        "a near-uniform row of more than about 380 items (H &gt; 5.94) gets <b>no correction at "
        "all</b>. The second plot shows this on fixed rows of growing length.</p></div>\n";
-  Plot p{"Adaptive inverse temperature beta(H)", "entropy H (nats)", "beta", false, false, {}, "top right"};
+  Plot p{"Adaptive inverse temperature beta(H)",
+         "entropy H (nats)",
+         "beta",
+         false,
+         false,
+         {},
+         "top right"};
   Series b{"beta(H) (paper, eq. 18)", {}, "lines", false};
   for (int i = 0; i <= 400; ++i) {
     const double H = 7.0 * i / 400;
@@ -462,8 +515,13 @@ void adaptive_section(std::ostream& h, Plotter& P, const std::vector<SweepSeries
   p.series.push_back(b);
   p.yrange = std::pair{0.8, 2.6};
   h << P.svg(p);
-  Plot e{"Entropy before and after the adaptive correction", "n (row length)", "entropy H (nats)", true,
-         false, {}, "top left"};
+  Plot e{"Entropy before and after the adaptive correction",
+         "n (row length)",
+         "entropy H (nats)",
+         true,
+         false,
+         {},
+         "top left"};
   Series before{"H before", {}, "linespoints", false}, after{"H after", {}, "linespoints", false},
       beta{"beta applied", {}, "linespoints", true};
   std::vector<std::vector<std::string>> rows;
@@ -481,7 +539,9 @@ void adaptive_section(std::ostream& h, Plotter& P, const std::vector<SweepSeries
   e.series = {before, after, beta};
   h << P.svg(e);
   h << "<table><tr><th>n</th><th>H before</th><th>&beta;(H)</th><th>H after</th></tr>\n";
-  for (auto& r : rows) h << "<tr><td>" << r[0] << "</td><td>" << r[1] << "</td><td>" << r[2] << "</td><td>" << r[3] << "</td></tr>\n";
+  for (auto& r : rows)
+    h << "<tr><td>" << r[0] << "</td><td>" << r[1] << "</td><td>" << r[2] << "</td><td>" << r[3]
+      << "</td></tr>\n";
   h << "</table>\n";
   if (any_of(sw, Section::adaptive)) {
     Plot m{"Measured adaptive-temperature series", "x", "value", false, false, {}, "top right"};
@@ -492,8 +552,10 @@ void adaptive_section(std::ostream& h, Plotter& P, const std::vector<SweepSeries
 void streamed_section(std::ostream& h, Plotter& P, const std::vector<SweepSeries>& sw) {
   h << "<h2 id=\"streamed\">6. Streamed entropy: error against n (T6)</h2>\n"
        "<div class=\"explain\"><p>Entropy can be computed in one pass with three numbers per row "
-       "(running maximum m, S = &Sigma;e<sup>l&minus;m</sup>, T = &Sigma;e<sup>l&minus;m</sup>(l&minus;m)), "
-       "as H = log S &minus; T/S, which makes adaptive temperature usable in flash-style attention. "
+       "(running maximum m, S = &Sigma;e<sup>l&minus;m</sup>, T = "
+       "&Sigma;e<sup>l&minus;m</sup>(l&minus;m)), "
+       "as H = log S &minus; T/S, which makes adaptive temperature usable in flash-style "
+       "attention. "
        "This plot shows how far streamed kernels are from the exact entropy as n grows; the "
        "algebraically equal form (m + log S) &minus; U/S cancels catastrophically for large logits "
        "and would show here as a jump.</p></div>\n";
@@ -502,7 +564,8 @@ void streamed_section(std::ostream& h, Plotter& P, const std::vector<SweepSeries
          "containing \"streamed\", see docs/report-inputs.md).</p>\n";
     return;
   }
-  Plot p{"Streamed entropy error against n", "n", "absolute error (nats)", true, true, {}, "top left"};
+  Plot p{
+      "Streamed entropy error against n", "n", "absolute error (nats)", true, true, {}, "top left"};
   sweep_plot(h, P, sw, Section::streamed, p);
 }
 
@@ -519,12 +582,14 @@ void variants_section(std::ostream& h, const std::string& path) {
        "softmax fuzzed and measured by the variants tool: each row is a variant, each column a "
        "measurement, as given in the variants matrix.</p></div>\n";
   if (path.empty()) {
-    h << "<p class=\"noplot\">No variants matrix was given (<code>--variants matrix.json</code>).</p>\n";
+    h << "<p class=\"noplot\">No variants matrix was given (<code>--variants "
+         "matrix.json</code>).</p>\n";
     return;
   }
   const json j = read_json(path, "a variants matrix (docs/report-inputs.md)");
   const json* rows = nullptr;
-  if (j.is_array()) rows = &j;
+  if (j.is_array())
+    rows = &j;
   else if (j.is_object())
     for (const char* k : {"variants", "rows", "matrix"})
       if (j.contains(k) && j[k].is_array()) {
@@ -532,7 +597,8 @@ void variants_section(std::ostream& h, const std::string& path) {
         break;
       }
   if (!rows) {
-    h << "<p class=\"noplot\">" << esc(path) << ": no array 'variants' (or 'rows'/'matrix') found; "
+    h << "<p class=\"noplot\">" << esc(path)
+      << ": no array 'variants' (or 'rows'/'matrix') found; "
          "nothing to show.</p>\n";
     return;
   }
@@ -595,7 +661,8 @@ void write_report(const ReportInputs& in, std::ostream& h) {
   char when[64];
   std::strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
   h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << esc(in.title)
-    << "</title>\n" << kStyle << "</head><body>\n<h1>" << esc(in.title) << "</h1>\n";
+    << "</title>\n"
+    << kStyle << "</head><body>\n<h1>" << esc(in.title) << "</h1>\n";
   h << "<p>Generated " << when << " by softmax-audit. Inputs: ";
   for (const auto& f : in.results) h << "<code>" << esc(f) << "</code> ";
   if (!in.sweep.empty()) h << "sweep <code>" << esc(in.sweep) << "</code> ";
@@ -607,14 +674,17 @@ void write_report(const ReportInputs& in, std::ostream& h) {
          "<code>softmax-audit report</code> again for the plots.</p>\n";
   h << "<div class=\"explain\"><p><b>How to read this report.</b> Softmax turns scores into "
        "weights that sum to 1. The paper \"Softmax is not Enough (for Sharp Size Generalisation)\" "
-       "(Veli&#269;kovi&#263; et al., ICML 2025) proves that these weights must spread out as inputs "
+       "(Veli&#269;kovi&#263; et al., ICML 2025) proves that these weights must spread out as "
+       "inputs "
        "grow longer, and proposes an adaptive temperature to counter it. This report says, for "
        "each kernel, whether it computes softmax and its relatives within the error the "
        "mathematics allows (section 1), and shows the theory the checks rest on (sections 2 to 6) "
        "together with any measurements supplied.</p></div>\n<ol>"
        "<li><a href=\"#verdicts\">Verdicts</a></li><li><a href=\"#error\">Error against n</a></li>"
-       "<li><a href=\"#dispersion\">Dispersion</a></li><li><a href=\"#entropy\">Entropy and temperature</a></li>"
-       "<li><a href=\"#adaptive\">Adaptive temperature</a></li><li><a href=\"#streamed\">Streamed entropy</a></li>"
+       "<li><a href=\"#dispersion\">Dispersion</a></li><li><a href=\"#entropy\">Entropy and "
+       "temperature</a></li>"
+       "<li><a href=\"#adaptive\">Adaptive temperature</a></li><li><a href=\"#streamed\">Streamed "
+       "entropy</a></li>"
        "<li><a href=\"#variants\">Variants</a></li></ol>\n";
   verdict_section(h, runs);
   error_section(h, P, sweep);

@@ -21,7 +21,7 @@ struct ReportInputs {
   std::string sweep;                 // optional
   std::string variants;              // optional
   std::string title = "softmax-audit report";
-  std::string gnuplot = "gnuplot";   // program to run ("" = do not plot)
+  std::string gnuplot = "gnuplot";  // program to run ("" = do not plot)
 };
 
 // Throws std::invalid_argument naming the file and what was expected when an

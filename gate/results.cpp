@@ -1,5 +1,5 @@
-#include <cstdio>
 #include "gate/results.hpp"
+#include <cstdio>
 
 #include <chrono>
 #include <cmath>
@@ -16,10 +16,18 @@ using json = nlohmann::json;
 Tally tally(const std::vector<Verdict>& vs) {
   Tally t;
   for (const auto& v : vs) switch (v.outcome) {
-      case Outcome::pass: ++t.pass; break;
-      case Outcome::fail: ++t.fail; break;
-      case Outcome::skip: ++t.skip; break;
-      case Outcome::error: ++t.error; break;
+      case Outcome::pass:
+        ++t.pass;
+        break;
+      case Outcome::fail:
+        ++t.fail;
+        break;
+      case Outcome::skip:
+        ++t.skip;
+        break;
+      case Outcome::error:
+        ++t.error;
+        break;
     }
   return t;
 }
@@ -67,8 +75,9 @@ json results_to_json(const std::vector<RunRecord>& runs) {
 
 std::vector<RunRecord> results_from_json(const json& j, const std::string& origin) {
   if (!j.is_object() || j.value("format", "") != "softmax-audit-results")
-    throw std::invalid_argument(origin + ": expected a results file written by `softmax-audit check "
-                                         "--json` (\"format\": \"softmax-audit-results\")");
+    throw std::invalid_argument(origin +
+                                ": expected a results file written by `softmax-audit check "
+                                "--json` (\"format\": \"softmax-audit-results\")");
   if (!j.contains("runs") || !j["runs"].is_array())
     throw std::invalid_argument(origin + ": key 'runs': expected an array");
   std::vector<RunRecord> out;
@@ -120,14 +129,26 @@ std::string xml_escape(const std::string& s) {
   o.reserve(s.size());
   for (unsigned char c : s) {
     switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&apos;"; break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      case '\'':
+        o += "&apos;";
+        break;
       default:
-        if (c < 0x20 && c != '\n' && c != '\t' && c != '\r') o += ' ';  // not allowed in XML 1.0
-        else o += static_cast<char>(c);
+        if (c < 0x20 && c != '\n' && c != '\t' && c != '\r')
+          o += ' ';  // not allowed in XML 1.0
+        else
+          o += static_cast<char>(c);
     }
   }
   return o;
@@ -173,11 +194,13 @@ void write_junit(std::ostream& os, const std::vector<RunRecord>& runs) {
            << "        <property name=\"measured\" value=\"" << num(v.measured) << "\"/>\n"
            << "        <property name=\"bound\" value=\"" << num(v.bound) << "\"/>\n"
            << "        <property name=\"rule\" value=\"" << xml_escape(v.rule.id) << "\"/>\n"
-           << "        <property name=\"rule_source\" value=\"" << xml_escape(v.rule.source) << "\"/>\n"
+           << "        <property name=\"rule_source\" value=\"" << xml_escape(v.rule.source)
+           << "\"/>\n"
            << "        <property name=\"counterexample\" value=\"" << xml_escape(v.counterexample)
            << "\"/>\n      </properties>\n";
       } else if (v.outcome == Outcome::skip) {
-        os << "      <skipped message=\"" << xml_escape(v.note.empty() ? v.claim : v.note) << "\"/>\n";
+        os << "      <skipped message=\"" << xml_escape(v.note.empty() ? v.claim : v.note)
+           << "\"/>\n";
       }
       os << "      <system-out>" << xml_escape(body) << "</system-out>\n    </testcase>\n";
     }
@@ -224,7 +247,8 @@ void ProgressBar::update(int done, int total, const std::string& label) {
   if (permille == last_permille_ && label == last_label_) return;
   // At most 20 redraws a second (the last state is drawn by the next update or cleared by finish).
   const long long now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            std::chrono::steady_clock::now().time_since_epoch()).count();
+                            std::chrono::steady_clock::now().time_since_epoch())
+                            .count();
   if (drawn_ && now - last_draw_ms_ < 50 && done < total) return;
   last_draw_ms_ = now;
   last_permille_ = permille;

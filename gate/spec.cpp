@@ -1,11 +1,11 @@
 #include "gate/spec.hpp"
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
-#include <toml++/toml.h>
 
 namespace sa::gate {
 
@@ -57,16 +57,16 @@ std::int64_t integer(const std::string& origin, const std::string& key, const to
                      std::int64_t min) {
   auto v = n.value_exact<std::int64_t>();
   if (!v) fail(where(origin, n), key, "expected an integer");
-  if (*v < min) fail(where(origin, n), key, "expected an integer >= " + std::to_string(min) +
-                                                ", got " + std::to_string(*v));
+  if (*v < min)
+    fail(where(origin, n), key,
+         "expected an integer >= " + std::to_string(min) + ", got " + std::to_string(*v));
   return *v;
 }
 
 double positive_real(const std::string& origin, const std::string& key, const toml::node& n) {
   auto v = n.value<double>();  // integers convert
   if (!v) fail(where(origin, n), key, "expected a number");
-  if (!(*v > 0) || !std::isfinite(*v))
-    fail(where(origin, n), key, "expected a finite number > 0");
+  if (!(*v > 0) || !std::isfinite(*v)) fail(where(origin, n), key, "expected a finite number > 0");
   return *v;
 }
 
@@ -75,7 +75,8 @@ double positive_real(const std::string& origin, const std::string& key, const to
 std::vector<std::string> select_properties(const std::string& pattern) {
   std::vector<std::string> out;
   const bool prefix = pattern.size() >= 2 && pattern.compare(pattern.size() - 2, 2, ".*") == 0;
-  const std::string stem = prefix ? pattern.substr(0, pattern.size() - 1) : pattern;  // keeps the dot
+  const std::string stem =
+      prefix ? pattern.substr(0, pattern.size() - 1) : pattern;  // keeps the dot
   for (const auto& p : props::properties())
     if (prefix ? p.id.rfind(stem, 0) == 0 : p.id == pattern) out.push_back(p.id);
   return out;
@@ -87,13 +88,13 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
     t = toml::parse(text, origin);
   } catch (const toml::parse_error& e) {
     throw SpecError(origin + ":" + std::to_string(e.source().begin.line) + ":" +
-                    std::to_string(e.source().begin.column) + ": not valid TOML: " +
-                    std::string(e.description()));
+                    std::to_string(e.source().begin.column) +
+                    ": not valid TOML: " + std::string(e.description()));
   }
   GateSpec spec;
   spec.source = origin;
-  static const std::vector<std::string> keys = {"ops",   "dtypes", "sizes",   "distributions",
-                                                "rules", "properties", "cases", "seed",
+  static const std::vector<std::string> keys = {"ops",     "dtypes",     "sizes", "distributions",
+                                                "rules",   "properties", "cases", "seed",
                                                 "timeout", "temperature"};
   for (auto&& [k, node] : t) {
     const std::string key(k.str());
@@ -139,8 +140,10 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
       auto ids = select_properties(pattern);
       if (ids.empty())
         fail(where(origin, *n), "properties",
-             "\"" + pattern + "\" selects no property; expected an id or a prefix ending in \".*\" "
-             "from: " + join(known));
+             "\"" + pattern +
+                 "\" selects no property; expected an id or a prefix ending in \".*\" "
+                 "from: " +
+                 join(known));
       for (auto& id : ids)
         if (seen.insert(id).second) cfg.properties.push_back(id);
     }
@@ -154,7 +157,9 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
 
 GateSpec load_gate_spec(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw SpecError(path + ": cannot read the gate spec; expected a TOML file (see docs/gate-spec.md)");
+  if (!in)
+    throw SpecError(path +
+                    ": cannot read the gate spec; expected a TOML file (see docs/gate-spec.md)");
   std::ostringstream ss;
   ss << in.rdbuf();
   return parse_gate_spec(ss.str(), path);

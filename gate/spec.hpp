@@ -14,8 +14,9 @@
 namespace sa::gate {
 
 struct GateSpec {
-  props::SuiteConfig suite;       // ops, dtypes, sizes, distributions, rules, properties, cases, seed, temperature
-  double timeout_s = 60.0;        // longest silence allowed from the kernel's process (one case)
+  props::SuiteConfig
+      suite;  // ops, dtypes, sizes, distributions, rules, properties, cases, seed, temperature
+  double timeout_s = 60.0;  // longest silence allowed from the kernel's process (one case)
   std::string source = "(defaults)";  // the file it came from
 };
 

@@ -48,7 +48,8 @@ nlohmann::json to_json(const Verdict& v) {
 }
 
 Verdict verdict_from_json(const nlohmann::json& j) {
-  if (!j.is_object()) throw std::invalid_argument("verdict: expected a JSON object, got " + j.dump());
+  if (!j.is_object())
+    throw std::invalid_argument("verdict: expected a JSON object, got " + j.dump());
   auto str = [&](const char* key, bool required) -> std::string {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) {

@@ -21,9 +21,6 @@ namespace {
 
 using budget::u32;
 
-
-
-
 std::string claim_of(const std::string& id) {
   for (const auto& i : properties())
     if (i.id == id) return i.claim;
@@ -35,7 +32,7 @@ struct QueryBudget {
   std::vector<double> out_abs;  // dv absolute budgets (float32-internal part)
   std::vector<double> P;        // sum_j p_j |v_jc|
   double lse_abs = 0, H_abs = 0, beta_abs = 0;
-  double weight_sum = 0;        // sum of exact weights over the visible keys (1, or 0 if masked)
+  double weight_sum = 0;  // sum of exact weights over the visible keys (1, or 0 if masked)
   bool masked = true;
 };
 
@@ -53,12 +50,14 @@ std::vector<QueryBudget> attention_budgets(const AttentionInput& in, DType t) {
       if (!vis) continue;
       double dot = 0, mag = 0;
       for (std::int64_t c = 0; c < in.d; ++c) {
-        const double a = in.q[static_cast<std::size_t>(i * in.d + c)], b = in.k[static_cast<std::size_t>(j * in.d + c)];
+        const double a = in.q[static_cast<std::size_t>(i * in.d + c)],
+                     b = in.k[static_cast<std::size_t>(j * in.d + c)];
         dot += a * b;
         mag += std::abs(a * b);
       }
       s[static_cast<std::size_t>(j)] = in.scale * dot;
-      Es = std::max(Es, (in.d + 2) * u32 * std::abs(in.scale) * mag + u32 * std::abs(in.scale * dot));
+      Es = std::max(Es,
+                    (in.d + 2) * u32 * std::abs(in.scale) * mag + u32 * std::abs(in.scale * dot));
       m = std::max(m, in.scale * dot);
       lo = std::min(lo, in.scale * dot);
       maxabs = std::max(maxabs, std::abs(in.scale * dot));
@@ -95,18 +94,21 @@ std::vector<QueryBudget> attention_budgets(const AttentionInput& in, DType t) {
       for (auto& x : p) x /= S2;
     }
     // exp argument: 3 beta delta u (subtraction and an exp2(x log2 e) rewrite), see budgets.hpp
-    const double rel_w = u32 * (4.0 + A + 3.0 * beta * delta + (beta != 1.0 ? 2.0 * beta * maxabs : 0.0)) +
-                         2.0 * beta * Es + 2.0 * delta * dB;
+    const double rel_w =
+        u32 * (4.0 + A + 3.0 * beta * delta + (beta != 1.0 ? 2.0 * beta * maxabs : 0.0)) +
+        2.0 * beta * Es + 2.0 * delta * dB;
     for (std::int64_t c = 0; c < in.dv; ++c) {
       double P = 0;
       for (std::int64_t j = 0; j < in.nk; ++j)
-        P += p[static_cast<std::size_t>(j)] * std::abs(in.v[static_cast<std::size_t>(j * in.dv + c)]);
+        P += p[static_cast<std::size_t>(j)] *
+             std::abs(in.v[static_cast<std::size_t>(j * in.dv + c)]);
       q.P[static_cast<std::size_t>(c)] = P;
       q.out_abs[static_cast<std::size_t>(c)] =
-          P * (rel_w + u32 * (A + 2.0) + (t == DType::bfloat16 ? unit_roundoff(DType::bfloat16) : 0.0));
+          P *
+          (rel_w + u32 * (A + 2.0) + (t == DType::bfloat16 ? unit_roundoff(DType::bfloat16) : 0.0));
     }
-    q.lse_abs = u32 * (A + 4.0 + beta * delta + (beta != 1.0 ? 2.0 * beta * maxabs : 0.0)) + beta * Es +
-                dB * maxabs;
+    q.lse_abs = u32 * (A + 4.0 + beta * delta + (beta != 1.0 ? 2.0 * beta * maxabs : 0.0)) +
+                beta * Es + dB * maxabs;
     q.H_abs = dH;
     q.beta_abs = dB;
     q.weight_sum = 1.0;
@@ -135,7 +137,8 @@ AttentionInput restrict_keys(const AttentionInput& in, std::int64_t k0, std::int
   r.num_splits = 0;
   r.key_mask.assign(static_cast<std::size_t>(in.nk), 0);
   for (std::int64_t j = k0; j < k1; ++j)
-    r.key_mask[static_cast<std::size_t>(j)] = in.key_mask.empty() ? 1 : in.key_mask[static_cast<std::size_t>(j)];
+    r.key_mask[static_cast<std::size_t>(j)] =
+        in.key_mask.empty() ? 1 : in.key_mask[static_cast<std::size_t>(j)];
   return r;
 }
 
@@ -148,12 +151,14 @@ void run_attention_differential(const Run& run, DType t) {
   const char* const ids[] = {"ulp", "flash_attention_2x", "pytorch_fudge5"};
   std::vector<int> slots;
   for (int s = 0; s < kSlots; ++s)
-    if (run.wants_rule(ids[s]) && run.wants_property(std::string("differential.") + ids[s])) slots.push_back(s);
+    if (run.wants_rule(ids[s]) && run.wants_property(std::string("differential.") + ids[s]))
+      slots.push_back(s);
   if (t == DType::float32) {
     const auto it = std::find(slots.begin(), slots.end(), int(kFa));
     if (it != slots.end()) {
       slots.erase(it);
-      run.emit(skip_verdict(run, "differential.flash_attention_2x", claim_of("differential.flash_attention_2x"),
+      run.emit(skip_verdict(run, "differential.flash_attention_2x",
+                            claim_of("differential.flash_attention_2x"),
                             rule_by_id("flash_attention_2x"), op, t, kFaFloat32Note));
     }
   }
@@ -167,8 +172,8 @@ void run_attention_differential(const Run& run, DType t) {
       run.emit(skip_verdict(run, id, claim_of(id), rule_by_id(ids[s]), op, t, why));
     }
     if (want_split)
-      run.emit(skip_verdict(run, "metamorphic.split_kv", claim_of("metamorphic.split_kv"), rule_by_id("T6"),
-                            op, t, why));
+      run.emit(skip_verdict(run, "metamorphic.split_kv", claim_of("metamorphic.split_kv"),
+                            rule_by_id("T6"), op, t, why));
     return;
   }
   AttnGenOptions go;
@@ -188,19 +193,25 @@ void run_attention_differential(const Run& run, DType t) {
       for (std::int64_t c = 0; c < in.dv; ++c) {
         const std::size_t x = static_cast<std::size_t>(i * in.dv + c);
         const double ex = d(rr.out[x]);
-        cs[kUlp].worst(elem(t, o.out[x], ex, q.masked ? 0.0 : budget::output_abs(t, ex, q.out_abs[static_cast<std::size_t>(c)]),
-                            w + " out[" + std::to_string(c) + "]"));
+        cs[kUlp].worst(
+            elem(t, o.out[x], ex,
+                 q.masked ? 0.0 : budget::output_abs(t, ex, q.out_abs[static_cast<std::size_t>(c)]),
+                 w + " out[" + std::to_string(c) + "]"));
         g.push_back(o.out[x]);
         e.push_back(ex);
       }
-      const double le = d(rr.lse[static_cast<std::size_t>(i)]), He = d(rr.entropy[static_cast<std::size_t>(i)]),
+      const double le = d(rr.lse[static_cast<std::size_t>(i)]),
+                   He = d(rr.entropy[static_cast<std::size_t>(i)]),
                    be = d(rr.beta[static_cast<std::size_t>(i)]);
       cs[kUlp].worst(elem(DType::float32, o.lse[static_cast<std::size_t>(i)], le,
                           budget::output_abs(DType::float32, le, q.lse_abs), w + " lse"));
       cs[kUlp].worst(elem(DType::float32, o.entropy[static_cast<std::size_t>(i)], He,
-                          q.masked ? 0.0 : budget::output_abs(DType::float32, He, q.H_abs), w + " entropy"));
-      cs[kUlp].worst(elem(DType::float32, o.beta[static_cast<std::size_t>(i)], be,
-                          in.adaptive && !q.masked ? q.beta_abs + budget::ulp(DType::float32, be) : 0.0, w + " beta"));
+                          q.masked ? 0.0 : budget::output_abs(DType::float32, He, q.H_abs),
+                          w + " entropy"));
+      cs[kUlp].worst(
+          elem(DType::float32, o.beta[static_cast<std::size_t>(i)], be,
+               in.adaptive && !q.masked ? q.beta_abs + budget::ulp(DType::float32, be) : 0.0,
+               w + " beta"));
     }
     if (!in.adaptive) {
       const std::vector<float> nv = kernels::same_dtype::attention(t, in);
@@ -222,7 +233,8 @@ void run_attention_differential(const Run& run, DType t) {
         if (std::isnan(r)) r = INFINITY;
         worst = std::max(worst, r);
       }
-      cs[kPt] = make_check(worst, 1.0, "max |out-ref|/(atol+rtol|ref|), atol " + fmt(atol) + ", rtol " + fmt(rtol));
+      cs[kPt] = make_check(
+          worst, 1.0, "max |out-ref|/(atol+rtol|ref|), atol " + fmt(atol) + ", rtol " + fmt(rtol));
     }
     return cs;
   };
@@ -260,15 +272,18 @@ void run_attention_differential(const Run& run, DType t) {
         for (std::int64_t c = 0; c < in.dv; ++c) {
           const std::size_t x = static_cast<std::size_t>(i * in.dv + c);
           const double ref_v = whole.out[x];
-          const double b = q.masked ? 0.0 : 2.0 * budget::output_abs(t, ref_v, q.out_abs[static_cast<std::size_t>(c)]);
+          const double b =
+              q.masked ? 0.0
+                       : 2.0 * budget::output_abs(t, ref_v, q.out_abs[static_cast<std::size_t>(c)]);
           cs[0].worst(elem(t, o.out[x], ref_v, b,
-                           "num_splits=" + std::to_string(ns) + " query " + std::to_string(i) + " out[" +
-                               std::to_string(c) + "] (compared with num_splits=0)"));
+                           "num_splits=" + std::to_string(ns) + " query " + std::to_string(i) +
+                               " out[" + std::to_string(c) + "] (compared with num_splits=0)"));
         }
         const double lw = whole.lse[static_cast<std::size_t>(i)];
-        cs[0].worst(elem(DType::float32, o.lse[static_cast<std::size_t>(i)], lw,
-                         2.0 * budget::output_abs(DType::float32, lw, q.lse_abs),
-                         "num_splits=" + std::to_string(ns) + " query " + std::to_string(i) + " lse"));
+        cs[0].worst(
+            elem(DType::float32, o.lse[static_cast<std::size_t>(i)], lw,
+                 2.0 * budget::output_abs(DType::float32, lw, q.lse_abs),
+                 "num_splits=" + std::to_string(ns) + " query " + std::to_string(i) + " lse"));
       }
     }
     if (has_merge && !in.adaptive && in.nk >= 2) {
@@ -277,27 +292,33 @@ void run_attention_differential(const Run& run, DType t) {
       const AttentionOutput oa = k.attention(t, ia), ob = k.attention(t, ib);
       const auto ba = attention_budgets(ia, t), bb = attention_budgets(ib, t);
       std::vector<float> ml;
-      const std::vector<float> m = k.merge_attention_states(in.nq, in.dv, oa.out, oa.lse, ob.out, ob.lse, &ml);
+      const std::vector<float> m =
+          k.merge_attention_states(in.nq, in.dv, oa.out, oa.lse, ob.out, ob.lse, &ml);
       for (std::int64_t i = 0; i < in.nq; ++i) {
         const std::size_t qi = static_cast<std::size_t>(i);
         const double la = oa.lse[qi], lb = ob.lse[qi], L = whole.lse[qi];
         const double wa = std::isfinite(la) && std::isfinite(L) ? std::exp(la - L) : 0.0;
         const double wb = std::isfinite(lb) && std::isfinite(L) ? std::exp(lb - L) : 0.0;
-        const double dl = ba[qi].lse_abs + bb[qi].lse_abs + budget::ulp(DType::float32, la) + budget::ulp(DType::float32, lb);
+        const double dl = ba[qi].lse_abs + bb[qi].lse_abs + budget::ulp(DType::float32, la) +
+                          budget::ulp(DType::float32, lb);
         for (std::int64_t c = 0; c < in.dv; ++c) {
-          const std::size_t x = static_cast<std::size_t>(i * in.dv + c), cc = static_cast<std::size_t>(c);
+          const std::size_t x = static_cast<std::size_t>(i * in.dv + c),
+                            cc = static_cast<std::size_t>(c);
           const double mag = wa * std::abs(oa.out[x]) + wb * std::abs(ob.out[x]);
           double b = 0.0;
           if (!qb[qi].masked)
             b = budget::output_abs(t, whole.out[x], qb[qi].out_abs[cc]) +
                 wa * budget::output_abs(t, oa.out[x], ba[qi].out_abs[cc]) +
-                wb * budget::output_abs(t, ob.out[x], bb[qi].out_abs[cc]) + 8.0 * u32 * mag + 2.0 * dl * mag;
+                wb * budget::output_abs(t, ob.out[x], bb[qi].out_abs[cc]) + 8.0 * u32 * mag +
+                2.0 * dl * mag;
           cs[1].worst(elem(DType::float32, m[x], whole.out[x], b,
                            "query " + std::to_string(i) + " out[" + std::to_string(c) +
-                               "]: merge of keys [0," + std::to_string(half) + ") and [" + std::to_string(half) +
-                               "," + std::to_string(in.nk) + ") vs all keys"));
+                               "]: merge of keys [0," + std::to_string(half) + ") and [" +
+                               std::to_string(half) + "," + std::to_string(in.nk) +
+                               ") vs all keys"));
         }
-        cs[1].worst(elem(DType::float32, ml[qi], L, qb[qi].masked ? 0.0 : 2.0 * dl + budget::ulp(DType::float32, L) * 2,
+        cs[1].worst(elem(DType::float32, ml[qi], L,
+                         qb[qi].masked ? 0.0 : 2.0 * dl + budget::ulp(DType::float32, L) * 2,
                          "query " + std::to_string(i) + " merged lse"));
       }
     }
@@ -307,12 +328,12 @@ void run_attention_differential(const Run& run, DType t) {
   sgo.allow_splits = false;
   auto res = search<AttnParams>(gen_attention(sgo), 2, so, split_eval);
   const std::string id = "metamorphic.split_kv";
-  run.emit(slot_verdict<AttnParams>(run, id, claim_of(id) + " [num_splits]", rule_by_id("T6"), op, t, res[0],
-                                    [](const AttnParams& p) { return describe(p); }));
+  run.emit(slot_verdict<AttnParams>(run, id, claim_of(id) + " [num_splits]", rule_by_id("T6"), op,
+                                    t, res[0], [](const AttnParams& p) { return describe(p); }));
   if (has_merge)
-    run.emit(slot_verdict<AttnParams>(run, id, claim_of(id) + " [merge_attention_states of masked halves]",
-                                      rule_by_id("T6"), Op::merge_attention_states, t, res[1],
-                                      [](const AttnParams& p) { return describe(p); }));
+    run.emit(slot_verdict<AttnParams>(
+        run, id, claim_of(id) + " [merge_attention_states of masked halves]", rule_by_id("T6"),
+        Op::merge_attention_states, t, res[1], [](const AttnParams& p) { return describe(p); }));
   else
     run.emit(skip_verdict(run, id, claim_of(id), rule_by_id("T6"), Op::merge_attention_states, t,
                           "kernel does not implement merge_attention_states"));
@@ -339,7 +360,9 @@ void run_merge_differential(const Run& run, Op op, DType t) {
       RowParams p = p0;
       p.rows = 2;
       p.temperature = 1.0;
-      if (!p.explicit_values.empty() && static_cast<std::int64_t>(p.explicit_values.size()) < 2 * p.n) p.rows = 1;
+      if (!p.explicit_values.empty() &&
+          static_cast<std::int64_t>(p.explicit_values.size()) < 2 * p.n)
+        p.rows = 1;
       const RowBatch b = materialise(p, DType::float32);
       run.before("differential.ulp[merge_entropy_states]", describe(p, b, 16));
       std::vector<sa_entropy_state> st;
@@ -352,12 +375,14 @@ void run_merge_differential(const Run& run, Op op, DType t) {
                       static_cast<float>(ref::round_to(DType::float32, s.T))});
       }
       if (st.size() < 2) st.push_back(st[0]);
-      std::vector<sa_entropy_state> a = {st[0], st[1], st[0]}, bb = {st[1], st[0], sa_entropy_state{-INFINITY, 0, 0}};
+      std::vector<sa_entropy_state> a = {st[0], st[1], st[0]},
+                                    bb = {st[1], st[0], sa_entropy_state{-INFINITY, 0, 0}};
       const auto out = k.merge_entropy_states(a, bb);
       std::vector<Check> cs(1);
       for (std::size_t i = 0; i < a.size(); ++i) {
         using S = theory::EntropyState<ref::Mp>;
-        const S x{ref::Mp(a[i].m), ref::Mp(a[i].S), ref::Mp(a[i].T)}, y{ref::Mp(bb[i].m), ref::Mp(bb[i].S), ref::Mp(bb[i].T)};
+        const S x{ref::Mp(a[i].m), ref::Mp(a[i].S), ref::Mp(a[i].T)},
+            y{ref::Mp(bb[i].m), ref::Mp(bb[i].S), ref::Mp(bb[i].T)};
         const S e = theory::entropy_merge(x, y);
         const double em = d(e.m), eS = d(e.S), eT = d(e.T);
         double Sb = 0, Tb = 0;
@@ -367,20 +392,26 @@ void run_merge_differential(const Run& run, Op op, DType t) {
           const auto& lo = a_hi ? bb[i] : a[i];
           const double dd = std::abs(double(lo.m) - double(hi.m)), w = std::exp(-dd);
           Sb = u32 * (4 * eS + dd * w * lo.S);
-          Tb = u32 * (4 * (std::abs(hi.T) + w * std::abs(lo.T) + w * dd * lo.S) + dd * w * (std::abs(lo.T) + dd * lo.S) + dd * w * lo.S);
+          Tb = u32 * (4 * (std::abs(hi.T) + w * std::abs(lo.T) + w * dd * lo.S) +
+                      dd * w * (std::abs(lo.T) + dd * lo.S) + dd * w * lo.S);
         }
-        const std::string w = "pair " + std::to_string(i) + " a=(" + fmt(a[i].m) + "," + fmt(a[i].S) + "," + fmt(a[i].T) +
-                              ") b=(" + fmt(bb[i].m) + "," + fmt(bb[i].S) + "," + fmt(bb[i].T) + ")";
+        const std::string w = "pair " + std::to_string(i) + " a=(" + fmt(a[i].m) + "," +
+                              fmt(a[i].S) + "," + fmt(a[i].T) + ") b=(" + fmt(bb[i].m) + "," +
+                              fmt(bb[i].S) + "," + fmt(bb[i].T) + ")";
         cs[0].worst(elem(DType::float32, out[i].m, em, 0.0, w + " m"));
-        cs[0].worst(elem(DType::float32, out[i].S, eS, Sb == 0 ? 0.0 : budget::output_abs(DType::float32, eS, Sb), w + " S"));
-        cs[0].worst(elem(DType::float32, out[i].T, eT, Tb == 0 ? 0.0 : budget::output_abs(DType::float32, eT, Tb), w + " T"));
+        cs[0].worst(elem(DType::float32, out[i].S, eS,
+                         Sb == 0 ? 0.0 : budget::output_abs(DType::float32, eS, Sb), w + " S"));
+        cs[0].worst(elem(DType::float32, out[i].T, eT,
+                         Tb == 0 ? 0.0 : budget::output_abs(DType::float32, eT, Tb), w + " T"));
       }
       return cs;
     };
     auto res = search<RowParams>(gen_rows(go), 1, so, eval);
-    run.emit(slot_verdict<RowParams>(run, id, claim_of(id) + " (states of two generated rows, exact merge of the same float states)",
-                                     rule_by_id("ulp"), op, t, res[0],
-                                     [](const RowParams& p) { return describe(p, materialise(p, DType::float32)); }));
+    run.emit(slot_verdict<RowParams>(
+        run, id,
+        claim_of(id) + " (states of two generated rows, exact merge of the same float states)",
+        rule_by_id("ulp"), op, t, res[0],
+        [](const RowParams& p) { return describe(p, materialise(p, DType::float32)); }));
     return;
   }
   // merge_attention_states: partial results of the reference on two key halves, rounded to float.
@@ -414,19 +445,28 @@ void run_merge_differential(const Run& run, Op op, DType t) {
         const std::size_t x = static_cast<std::size_t>(i * in.dv + c);
         const double mag = wa * std::abs(oa[x]) + wb * std::abs(ob[x]);
         const double e = d(full.out[x]);
-        const double b = mag == 0 ? 0.0 : budget::output_abs(DType::float32, e, 8.0 * u32 * mag + 2.0 * dl * mag + wa * budget::ulp(DType::float32, oa[x]) + wb * budget::ulp(DType::float32, ob[x]));
+        const double b = mag == 0 ? 0.0
+                                  : budget::output_abs(DType::float32, e,
+                                                       8.0 * u32 * mag + 2.0 * dl * mag +
+                                                           wa * budget::ulp(DType::float32, oa[x]) +
+                                                           wb * budget::ulp(DType::float32, ob[x]));
         cs[0].worst(elem(DType::float32, m[x], e, b,
-                         "query " + std::to_string(i) + " out[" + std::to_string(c) + "], parts lse " + fmt(la[qi]) + ", " + fmt(lb[qi])));
+                         "query " + std::to_string(i) + " out[" + std::to_string(c) +
+                             "], parts lse " + fmt(la[qi]) + ", " + fmt(lb[qi])));
       }
-      cs[0].worst(elem(DType::float32, ml[qi], L, std::isfinite(L) ? budget::ulp(DType::float32, L) + 4 * u32 + dl : 0.0,
-                       "query " + std::to_string(i) + " lse, parts " + fmt(la[qi]) + ", " + fmt(lb[qi])));
+      cs[0].worst(
+          elem(DType::float32, ml[qi], L,
+               std::isfinite(L) ? budget::ulp(DType::float32, L) + 4 * u32 + dl : 0.0,
+               "query " + std::to_string(i) + " lse, parts " + fmt(la[qi]) + ", " + fmt(lb[qi])));
     }
     return cs;
   };
   so.cases = std::max(8, run.config.cases / 3);
   auto res = search<AttnParams>(gen_attention(go), 1, so, eval);
-  run.emit(slot_verdict<AttnParams>(run, id, claim_of(id) + " (reference partial results over two key halves, merged, vs all keys)",
-                                    rule_by_id("ulp"), op, t, res[0], [](const AttnParams& p) { return describe(p); }));
+  run.emit(slot_verdict<AttnParams>(
+      run, id,
+      claim_of(id) + " (reference partial results over two key halves, merged, vs all keys)",
+      rule_by_id("ulp"), op, t, res[0], [](const AttnParams& p) { return describe(p); }));
 }
 
 }  // namespace sa::props::detail

@@ -20,13 +20,12 @@
 // Per-element softmax budget, relative, units of u = 2^-24 (float32):
 //     4 + A(n) + 3 |z_j - max z| + [theta != 1] (|z_j| + |max z|)
 // (4: faithful exp 2u + the division u + the final rounding u; 3|z_j - m|:
-// rounding the exp's argument (also as exp2(x log2 e)), amplified by exp; the theta term: rounding of
-// l/theta before the shift, which the problem's condition number 2||z||
-// (T7) turns into output error). Outputs: float32 adds 1 ulp of the output
-// (rounding, subnormal slack); bfloat16 adds 0.5 ulp of bfloat16 (the final
-// rounding of the float32 value). Errors below the smallest normal number
-// (2^-126) are not counted (a flush-to-zero kernel is not wrong), except
-// that an exactly-zero expected value (a mask) must be exactly zero.
+// rounding the exp's argument (also as exp2(x log2 e)), amplified by exp; the theta term: rounding
+// of l/theta before the shift, which the problem's condition number 2||z|| (T7) turns into output
+// error). Outputs: float32 adds 1 ulp of the output (rounding, subnormal slack); bfloat16 adds 0.5
+// ulp of bfloat16 (the final rounding of the float32 value). Errors below the smallest normal
+// number (2^-126) are not counted (a flush-to-zero kernel is not wrong), except that an
+// exactly-zero expected value (a mask) must be exactly zero.
 #pragma once
 
 #include <algorithm>
@@ -38,8 +37,8 @@
 
 namespace sa::props::budget {
 
-constexpr double u32 = 0x1p-24;           // float32 unit roundoff: the working precision
-constexpr double flt_min = 0x1p-126;       // smallest normal float32 / bfloat16
+constexpr double u32 = 0x1p-24;       // float32 unit roundoff: the working precision
+constexpr double flt_min = 0x1p-126;  // smallest normal float32 / bfloat16
 
 inline double summation(double n) { return std::max(n - 1.0, 0.0); }
 
@@ -57,11 +56,11 @@ inline double ulp(DType t, double x) {
 
 // What the suite needs to know about a row of exact scaled logits z = l/theta.
 struct RowStats {
-  std::int64_t live = 0;     // entries that are not -inf
-  double max = -INFINITY;    // of the finite entries
-  double spread = 0;         // max - min over finite entries
-  double max_abs = 0;        // max |z| over finite entries
-  bool finite = true;        // no NaN or +inf
+  std::int64_t live = 0;   // entries that are not -inf
+  double max = -INFINITY;  // of the finite entries
+  double spread = 0;       // max - min over finite entries
+  double max_abs = 0;      // max |z| over finite entries
+  bool finite = true;      // no NaN or +inf
   bool theta_one = true;
 };
 
@@ -109,9 +108,9 @@ inline double softmax_abs(DType t, const RowStats& s, double z_j, double p) {
 
 // log-softmax item j (absolute): rounding z_j - m, log S's error, final subtraction.
 inline double log_softmax_abs(DType t, const RowStats& s, double z_j, double exact) {
-  return output_abs(t, exact,
-                    u32 * (std::abs(z_j - s.max) + summation(double(s.live)) + 4.0 + s.spread +
-                           theta_term(s)));
+  return output_abs(
+      t, exact,
+      u32 * (std::abs(z_j - s.max) + summation(double(s.live)) + 4.0 + s.spread + theta_term(s)));
 }
 
 // log-sum-exp (float32 output): m + log S.

@@ -19,9 +19,6 @@ namespace {
 
 using budget::u32;
 
-
-
-
 std::string at(std::int64_t r, std::int64_t j) {
   return "row " + std::to_string(r) + " item " + std::to_string(j);
 }
@@ -52,8 +49,9 @@ void baseline_rules(DType out_t, std::span<const double> got, std::span<const do
     if (r > worst) worst = r, wi = i;
   }
   pt.worst(make_check(worst, 1.0,
-                      where + " item " + std::to_string(wi) + ": |out-ref|/(atol+rtol|ref|), atol " +
-                          fmt(atol) + ", rtol " + fmt(rtol)));
+                      where + " item " + std::to_string(wi) +
+                          ": |out-ref|/(atol+rtol|ref|), atol " + fmt(atol) + ", rtol " +
+                          fmt(rtol)));
 }
 
 bool all_finite(std::span<const float> row) {
@@ -66,20 +64,26 @@ bool all_finite(std::span<const float> row) {
 // for float32 the "naive same-dtype" baseline is itself a float32 kernel and
 // 2x its (often lucky, sub-ulp) error is not a tolerance any convention uses.
 const char* const kFaFloat32Note =
-    "not applicable to float32: FlashAttention's rule compares a low-precision kernel with the naive "
+    "not applicable to float32: FlashAttention's rule compares a low-precision kernel with the "
+    "naive "
     "low-precision implementation (its tests cover fp16/bf16 only)";
 namespace {
 
 enum Slot { kUlp, kT7, kFa, kPt, kOnednn, kSlots };
-const char* const kSlotRule[] = {"ulp", "t7_apriori", "flash_attention_2x", "pytorch_fudge5", "onednn_10eps"};
+const char* const kSlotRule[] = {"ulp", "t7_apriori", "flash_attention_2x", "pytorch_fudge5",
+                                 "onednn_10eps"};
 
 bool applies(Op op, int slot) {
   switch (slot) {
-    case kUlp: return true;
-    case kT7: return op == Op::softmax;
+    case kUlp:
+      return true;
+    case kT7:
+      return op == Op::softmax;
     case kFa:
-    case kPt: return op != Op::adaptive_softmax;
-    case kOnednn: return op == Op::softmax;
+    case kPt:
+      return op != Op::adaptive_softmax;
+    case kOnednn:
+      return op == Op::softmax;
   }
   return false;
 }
@@ -105,21 +109,23 @@ void run_differential(const Run& run, Op op, DType t) {
     const auto it = std::find(slots.begin(), slots.end(), int(kFa));
     if (it != slots.end()) {
       slots.erase(it);
-      run.emit(skip_verdict(run, "differential.flash_attention_2x", claim_of("differential.flash_attention_2x"),
+      run.emit(skip_verdict(run, "differential.flash_attention_2x",
+                            claim_of("differential.flash_attention_2x"),
                             rule_by_id("flash_attention_2x"), op, t, kFaFloat32Note));
     }
   }
   if (slots.empty() && !want_bias) return;
   if (!k.supports(op) || !k.supports(t)) {
-    const std::string why = !k.supports(op) ? "kernel does not implement " + std::string(name_of(op))
-                                            : "kernel does not support " + std::string(name_of(t));
+    const std::string why = !k.supports(op)
+                                ? "kernel does not implement " + std::string(name_of(op))
+                                : "kernel does not support " + std::string(name_of(t));
     for (int s : slots) {
       const std::string id = std::string("differential.") + kSlotRule[s];
       run.emit(skip_verdict(run, id, claim_of(id), rule_by_id(kSlotRule[s]), op, t, why));
     }
     if (want_bias)
-      run.emit(skip_verdict(run, "differential.bias", claim_of("differential.bias"), rule_by_id("bias"),
-                            op, t, why));
+      run.emit(skip_verdict(run, "differential.bias", claim_of("differential.bias"),
+                            rule_by_id("bias"), op, t, why));
     return;
   }
 
@@ -130,7 +136,7 @@ void run_differential(const Run& run, Op op, DType t) {
   for (double th : {1.0, 0.5, 3.0})
     if (th != run.config.temperature) go.temperatures.push_back(th);
   const auto def = k.adaptive_entropy() == SA_ENTROPY_PAPER_EPS ? ref::EntropyDefinition::paper_eps
-                                                                 : ref::EntropyDefinition::shannon;
+                                                                : ref::EntropyDefinition::shannon;
   std::vector<double> row_bias;
   bool collecting = true;
   const std::string prop = std::string("differential[") + name_of(op) + "/" + name_of(t) + "]";
@@ -142,10 +148,18 @@ void run_differential(const Run& run, Op op, DType t) {
     const double th = p.temperature;
     std::vector<float> got, beta, H;
     switch (op) {
-      case Op::softmax: got = k.softmax(t, b, th); break;
-      case Op::log_softmax: got = k.log_softmax(t, b, th); break;
-      case Op::logsumexp: got = k.logsumexp(t, b, th); break;
-      case Op::entropy: got = k.entropy(t, b, th); break;
+      case Op::softmax:
+        got = k.softmax(t, b, th);
+        break;
+      case Op::log_softmax:
+        got = k.log_softmax(t, b, th);
+        break;
+      case Op::logsumexp:
+        got = k.logsumexp(t, b, th);
+        break;
+      case Op::entropy:
+        got = k.entropy(t, b, th);
+        break;
       case Op::adaptive_softmax: {
         AdaptiveOutput a = k.adaptive_softmax(t, b, th);
         got = std::move(a.weights);
@@ -153,7 +167,8 @@ void run_differential(const Run& run, Op op, DType t) {
         H = std::move(a.entropy);
         break;
       }
-      default: break;
+      default:
+        break;
     }
     for (std::int64_t r = 0; r < b.rows; ++r) {
       const auto row = b.row(r);
@@ -161,19 +176,27 @@ void run_differential(const Run& run, Op op, DType t) {
       const budget::RowStats st = budget::stats(row, th);
       const bool finite_data = all_finite(row);
       const std::string where = "row " + std::to_string(r);
-      auto g_at = [&](std::int64_t j) { return static_cast<double>(got[static_cast<std::size_t>(r * b.stride + j)]); };
+      auto g_at = [&](std::int64_t j) {
+        return static_cast<double>(got[static_cast<std::size_t>(r * b.stride + j)]);
+      };
       if (op == Op::softmax || op == Op::log_softmax) {
         const bool sm = op == Op::softmax;
         const std::vector<ref::Mp> ex = sm ? ref::softmax(l, th) : ref::log_softmax(l, th);
         std::vector<double> e(ex.size()), g(ex.size());
-        for (std::size_t j = 0; j < ex.size(); ++j) e[j] = d(ex[j]), g[j] = g_at(static_cast<std::int64_t>(j));
+        for (std::size_t j = 0; j < ex.size(); ++j)
+          e[j] = d(ex[j]), g[j] = g_at(static_cast<std::int64_t>(j));
         double bias_sum = 0;
         int bias_n = 0;
         for (std::size_t j = 0; j < e.size(); ++j) {
           const double z = l[j] / th;
           double bud;
-          if (!st.finite) bud = e[j] == 0 || !std::isfinite(e[j]) ? 0.0 : budget::output_abs(t, e[j], 4 * u32 * std::abs(e[j]));
-          else bud = sm ? budget::softmax_abs(t, st, z, e[j]) : budget::log_softmax_abs(t, st, z, e[j]);
+          if (!st.finite)
+            bud = e[j] == 0 || !std::isfinite(e[j])
+                      ? 0.0
+                      : budget::output_abs(t, e[j], 4 * u32 * std::abs(e[j]));
+          else
+            bud =
+                sm ? budget::softmax_abs(t, st, z, e[j]) : budget::log_softmax_abs(t, st, z, e[j]);
           cs[kUlp].worst(elem(t, g[j], e[j], bud, at(r, static_cast<std::int64_t>(j))));
           if (sm && st.finite && std::abs(e[j]) >= budget::flt_min && std::isfinite(g[j])) {
             bias_sum += (g[j] - e[j]) / budget::ulp(t, e[j]);
@@ -188,8 +211,9 @@ void run_differential(const Run& run, Op op, DType t) {
             if (std::isnan(g[j])) num = NAN;
             den = std::max(den, std::abs(e[j]));
           }
-          const double bound = (double(st.live) + 4.0 + 2.0 * st.spread + budget::theta_term(st)) * u32 +
-                               (t == DType::bfloat16 ? unit_roundoff(DType::bfloat16) : 0.0);
+          const double bound =
+              (double(st.live) + 4.0 + 2.0 * st.spread + budget::theta_term(st)) * u32 +
+              (t == DType::bfloat16 ? unit_roundoff(DType::bfloat16) : 0.0);
           cs[kT7].worst(make_check(num / den, bound, where + ": max-norm relative error"));
         }
         if (finite_data) {
@@ -201,9 +225,11 @@ void run_differential(const Run& run, Op op, DType t) {
         if (sm && st.finite) {
           for (std::size_t j = 0; j < e.size(); ++j) {
             if (t == DType::float32) {
-              cs[kOnednn].worst(make_check(std::abs(g[j] - e[j]) / std::max(std::abs(e[j]), budget::flt_min),
-                                           10.0 * machine_epsilon(DType::float32),
-                                           at(r, std::int64_t(j)) + ": relative error, got " + fmt(g[j]) + ", exact " + fmt(e[j])));
+              cs[kOnednn].worst(
+                  make_check(std::abs(g[j] - e[j]) / std::max(std::abs(e[j]), budget::flt_min),
+                             10.0 * machine_epsilon(DType::float32),
+                             at(r, std::int64_t(j)) + ": relative error, got " + fmt(g[j]) +
+                                 ", exact " + fmt(e[j])));
             } else {
               const double tol = 10.0 * machine_epsilon(DType::float32);
               const double ok1 = round_to_bf16(static_cast<float>(e[j])),
@@ -212,17 +238,22 @@ void run_differential(const Run& run, Op op, DType t) {
               const bool ok = g[j] == ok1 || g[j] == ok2 || g[j] == ok3;
               cs[kOnednn].worst(make_check(ok ? 0.0 : 1.0, 0.0,
                                            at(r, std::int64_t(j)) + ": got " + fmt(g[j]) +
-                                               ", float32 reference rounded to bfloat16 " + fmt(ok1)));
+                                               ", float32 reference rounded to bfloat16 " +
+                                               fmt(ok1)));
             }
           }
         }
       } else if (op == Op::logsumexp || op == Op::entropy) {
-        const double e = op == Op::logsumexp ? d(ref::log_sum_exp(l, th))
-                                             : d(ref::entropy(l, th, ref::EntropyDefinition::shannon));
+        const double e = op == Op::logsumexp
+                             ? d(ref::log_sum_exp(l, th))
+                             : d(ref::entropy(l, th, ref::EntropyDefinition::shannon));
         const double g = got[static_cast<std::size_t>(r)];
         double bud;
-        if (!st.finite) bud = std::isfinite(e) ? budget::output_abs(DType::float32, e, 4 * u32 * std::abs(e)) : 0.0;
-        else bud = op == Op::logsumexp ? budget::lse_abs(st, e) : budget::entropy_abs(st, e);
+        if (!st.finite)
+          bud =
+              std::isfinite(e) ? budget::output_abs(DType::float32, e, 4 * u32 * std::abs(e)) : 0.0;
+        else
+          bud = op == Op::logsumexp ? budget::lse_abs(st, e) : budget::entropy_abs(st, e);
         cs[kUlp].worst(elem(DType::float32, g, e, bud, where));
         if (finite_data) {
           const double n = op == Op::logsumexp ? kernels::same_dtype::logsumexp(t, row, th)
@@ -235,9 +266,11 @@ void run_differential(const Run& run, Op op, DType t) {
         const double He = d(ar.entropy), Be = d(ar.beta);
         const double dH = st.finite ? budget::entropy_abs(st, He) : 4 * u32 * (1 + std::abs(He));
         const double dB = budget::beta_abs(He, dH);
-        cs[kUlp].worst(elem(DType::float32, H[static_cast<std::size_t>(r)], He, dH, where + " entropy"));
+        cs[kUlp].worst(
+            elem(DType::float32, H[static_cast<std::size_t>(r)], He, dH, where + " entropy"));
         cs[kUlp].worst(elem(DType::float32, beta[static_cast<std::size_t>(r)], Be,
-                            std::isfinite(Be) ? dB + budget::ulp(DType::float32, Be) : 0.0, where + " beta"));
+                            std::isfinite(Be) ? dB + budget::ulp(DType::float32, Be) : 0.0,
+                            where + " beta"));
         budget::RowStats sb = st;
         if (std::isfinite(Be)) {
           sb.max *= Be, sb.spread *= Be, sb.max_abs *= Be;
@@ -248,8 +281,12 @@ void run_differential(const Run& run, Op op, DType t) {
         for (std::size_t j = 0; j < l.size(); ++j) {
           const double e = d(ar.weights[j]), g = g_at(static_cast<std::int64_t>(j));
           double bud;
-          if (!st.finite) bud = e == 0 || !std::isfinite(e) ? 0.0 : budget::output_abs(t, e, 4 * u32 * e);
-          else bud = e == 0 ? 0.0 : budget::softmax_abs(t, sb, Be * l[j] / th, e) + 2.0 * std::abs(e) * st.spread * dB;
+          if (!st.finite)
+            bud = e == 0 || !std::isfinite(e) ? 0.0 : budget::output_abs(t, e, 4 * u32 * e);
+          else
+            bud = e == 0 ? 0.0
+                         : budget::softmax_abs(t, sb, Be * l[j] / th, e) +
+                               2.0 * std::abs(e) * st.spread * dB;
           cs[kUlp].worst(elem(t, g, e, bud, at(r, static_cast<std::int64_t>(j))));
           if (st.finite && std::abs(e) >= budget::flt_min && std::isfinite(g)) {
             bias_sum += (g - e) / budget::ulp(t, e);
@@ -265,19 +302,21 @@ void run_differential(const Run& run, Op op, DType t) {
   SearchOptions so;
   so.shrink_pool = &run.shrink_pool;
   so.cases = run.config.cases;
-  so.seed = run.seed ^ (static_cast<std::uint64_t>(op) * 0x9e3779b97f4a7c15ull) ^ (t == DType::bfloat16 ? 0x55 : 0);
+  so.seed = run.seed ^ (static_cast<std::uint64_t>(op) * 0x9e3779b97f4a7c15ull) ^
+            (t == DType::bfloat16 ? 0x55 : 0);
   so.on_cases_done = [&] { collecting = false; };
-  auto results = search<RowParams>(
-      gen_rows(go), kSlots, so, eval,
-      [&](const RowParams& p, const std::function<bool(const RowParams&)>& f, int& budget) {
-        return shrink_values(p, t, f, budget);
-      });
+  auto results =
+      search<RowParams>(gen_rows(go), kSlots, so, eval,
+                        [&](const RowParams& p, const std::function<bool(const RowParams&)>& f,
+                            int& budget) { return shrink_values(p, t, f, budget); });
   auto show = [&](const RowParams& p) { return describe(p, materialise(p, t)); };
   for (int s : slots) {
     const std::string id = std::string("differential.") + kSlotRule[s];
     Verdict v = slot_verdict<RowParams>(run, id, claim_of(id), rule_by_id(kSlotRule[s]), op, t,
                                         results[static_cast<std::size_t>(s)], show);
-    if (s == kUlp) v.note += (v.note.empty() ? "" : "; ") + std::string("measured and bound in ulps of the output at the worst element");
+    if (s == kUlp)
+      v.note += (v.note.empty() ? "" : "; ") +
+                std::string("measured and bound in ulps of the output at the worst element");
     run.emit(v);
   }
   if (want_bias) {
@@ -303,8 +342,9 @@ void run_differential(const Run& run, Op op, DType t) {
       v.note = "mean signed error " + fmt(mean) + " ulp over " + std::to_string(row_bias.size()) +
                " rows, standard error " + fmt(se);
       if (v.outcome == Outcome::fail)
-        v.counterexample = "seed=" + std::to_string(run.seed) + ": all " + std::to_string(row_bias.size()) +
-                           " generated rows of this run together (a statistical property; rerun with the seed)";
+        v.counterexample =
+            "seed=" + std::to_string(run.seed) + ": all " + std::to_string(row_bias.size()) +
+            " generated rows of this run together (a statistical property; rerun with the seed)";
     }
     run.emit(v);
   }

@@ -11,17 +11,17 @@
 namespace sa::props {
 
 const std::vector<std::string>& distribution_names() {
-  static const std::vector<std::string> d = {"gaussian", "uniform",      "spike",
-                                             "near_ties", "offset",      "fa3_outliers",
-                                             "onednn_overflow", "masked", "special"};
+  static const std::vector<std::string> d = {"gaussian",        "uniform", "spike",
+                                             "near_ties",       "offset",  "fa3_outliers",
+                                             "onednn_overflow", "masked",  "special"};
   return d;
 }
 
 const std::vector<std::int64_t>& default_sizes() {
-  static const std::vector<std::int64_t> s = {1,   2,   3,   5,   7,   8,    9,    15,   16,  17,
-                                              31,  32,  33,  63,  64,  65,   127,  128,  129, 255,
-                                              256, 257, 511, 512, 513, 1000, 1023, 1024, 1025, 2047,
-                                              2048, 2049, 4095, 4096, 4097};
+  static const std::vector<std::int64_t> s = {1,    2,    3,    5,    7,    8,    9,    15,   16,
+                                              17,   31,   32,   33,   63,   64,   65,   127,  128,
+                                              129,  255,  256,  257,  511,  512,  513,  1000, 1023,
+                                              1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097};
   return s;
 }
 
@@ -52,7 +52,9 @@ void fill_row(const RowParams& p, DType t, std::mt19937_64& rng, float* out) {
   const std::int64_t n = p.n;
   std::normal_distribution<double> N01(0.0, 1.0);
   std::uniform_real_distribution<double> U01(0.0, 1.0);
-  auto idx = [&](std::int64_t m) { return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(m)); };
+  auto idx = [&](std::int64_t m) {
+    return static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(m));
+  };
   const int L = std::clamp(p.level, 0, 3);
   const std::string& d = p.dist;
   if (d == "uniform") {
@@ -118,11 +120,23 @@ void fill_row(const RowParams& p, DType t, std::mt19937_64& rng, float* out) {
     }
   } else if (d == "special") {
     switch (p.mask % 5) {
-      case 0: out[idx(n)] = kInf; break;
-      case 1: out[idx(n)] = kInf; out[idx(n)] = kInf; break;
-      case 2: out[idx(n)] = std::numeric_limits<float>::quiet_NaN(); break;
-      case 3: out[idx(n)] = -kInf; out[idx(n)] = kInf; break;
-      case 4: for (std::int64_t i = 0; i < n; ++i) out[i] = kInf; break;
+      case 0:
+        out[idx(n)] = kInf;
+        break;
+      case 1:
+        out[idx(n)] = kInf;
+        out[idx(n)] = kInf;
+        break;
+      case 2:
+        out[idx(n)] = std::numeric_limits<float>::quiet_NaN();
+        break;
+      case 3:
+        out[idx(n)] = -kInf;
+        out[idx(n)] = kInf;
+        break;
+      case 4:
+        for (std::int64_t i = 0; i < n; ++i) out[i] = kInf;
+        break;
     }
   }
 }
@@ -135,7 +149,8 @@ RowBatch materialise(const RowParams& p, DType t) {
   b.n = std::max<std::int64_t>(1, p.n);
   b.stride = b.n + std::max(0, p.pad);
   // Padding between rows holds NaN: a kernel that reads past n poisons its row.
-  b.data.assign(static_cast<std::size_t>(b.rows * b.stride), std::numeric_limits<float>::quiet_NaN());
+  b.data.assign(static_cast<std::size_t>(b.rows * b.stride),
+                std::numeric_limits<float>::quiet_NaN());
   if (!p.explicit_values.empty()) {
     for (std::int64_t r = 0; r < b.rows; ++r)
       for (std::int64_t i = 0; i < b.n; ++i)
@@ -183,10 +198,16 @@ std::string describe(const RowParams& p, const RowBatch& b, std::size_t max_valu
     std::size_t ninf = 0, pinf = 0, nan = 0;
     for (std::int64_t r = 0; r < b.rows; ++r)
       for (float x : b.row(r)) {
-        if (std::isnan(x)) ++nan;
-        else if (x == -kInf) ++ninf;
-        else if (x == kInf) ++pinf;
-        else { lo = std::min(lo, x); hi = std::max(hi, x); }
+        if (std::isnan(x))
+          ++nan;
+        else if (x == -kInf)
+          ++ninf;
+        else if (x == kInf)
+          ++pinf;
+        else {
+          lo = std::min(lo, x);
+          hi = std::max(hi, x);
+        }
       }
     os << ", ... (" << total - shown << " more; finite range [" << fmt_float(lo) << ", "
        << fmt_float(hi) << "], -inf x" << ninf << ", +inf x" << pinf << ", nan x" << nan << ")";
@@ -198,9 +219,10 @@ std::string describe(const RowParams& p, const RowBatch& b, std::size_t max_valu
 rc::Gen<RowParams> gen_rows(const RowGenOptions& o) {
   std::vector<std::string> dists = o.distributions.empty() ? distribution_names() : o.distributions;
   if (o.finite_only)
-    dists.erase(std::remove_if(dists.begin(), dists.end(),
-                               [](const std::string& d) { return d == "masked" || d == "special"; }),
-                dists.end());
+    dists.erase(
+        std::remove_if(dists.begin(), dists.end(),
+                       [](const std::string& d) { return d == "masked" || d == "special"; }),
+        dists.end());
   if (dists.empty()) dists = {"gaussian"};
   std::vector<std::int64_t> sizes = o.sizes.empty() ? default_sizes() : o.sizes;
   std::sort(sizes.begin(), sizes.end());
@@ -254,7 +276,8 @@ AttentionInput materialise(const AttnParams& p, DType t) {
     for (auto& m : in.key_mask) m = (rng() % 4) != 0;
   } else if (p.mask == 2) {
     in.key_mask.assign(static_cast<std::size_t>(p.nk), 1);
-    for (std::int64_t j = 0; j < std::min<std::int64_t>(p.nk, 8); ++j) in.key_mask[static_cast<std::size_t>(j)] = 0;
+    for (std::int64_t j = 0; j < std::min<std::int64_t>(p.nk, 8); ++j)
+      in.key_mask[static_cast<std::size_t>(j)] = 0;
   } else if (p.mask == 3) {
     in.key_mask.assign(static_cast<std::size_t>(p.nk), 0);
   }
@@ -272,8 +295,9 @@ std::string describe(const AttnParams& p) {
 
 rc::Gen<AttnParams> gen_attention(const AttnGenOptions& o) {
   std::vector<std::string> dists =
-      o.distributions.empty() ? std::vector<std::string>{"gaussian", "uniform", "fa3_outliers", "spike"}
-                              : o.distributions;
+      o.distributions.empty()
+          ? std::vector<std::string>{"gaussian", "uniform", "fa3_outliers", "spike"}
+          : o.distributions;
   const bool finite = o.finite_only, adaptive = o.allow_adaptive, splits = o.allow_splits;
   const std::int64_t L = std::max<std::int64_t>(1, o.max_len);
   return rc::gen::exec([=] {

@@ -55,7 +55,8 @@ struct RowParams {
   double temperature = 1.0;  // theta
   std::uint64_t seed = 1;    // of the values
   std::uint64_t aux = 0;     // property-specific choice (an index, a shift, a permutation seed)
-  std::vector<float> explicit_values;  // when non-empty: the values (rows x n), set by value shrinking
+  std::vector<float>
+      explicit_values;  // when non-empty: the values (rows x n), set by value shrinking
 };
 
 // A row batch of the dtype's values (rounded), stride n + pad.
@@ -70,7 +71,7 @@ struct RowGenOptions {
   std::vector<std::int64_t> sizes;         // empty: default_sizes()
   std::vector<double> temperatures;        // first is the one shrinking aims at
   int max_rows = 2;
-  bool finite_only = false;                // no masks, +inf, NaN (for rules defined on finite data)
+  bool finite_only = false;  // no masks, +inf, NaN (for rules defined on finite data)
 };
 
 rc::Gen<RowParams> gen_rows(const RowGenOptions& o);
@@ -79,7 +80,7 @@ struct AttnParams {
   std::string dist = "gaussian";
   std::int64_t nq = 1, nk = 1, d = 1, dv = 1;
   int level = 0;
-  int mask = 0;        // 0 none, 1 random keys, 2 prefix of keys, 3 all keys masked
+  int mask = 0;  // 0 none, 1 random keys, 2 prefix of keys, 3 all keys masked
   bool causal = false;
   bool adaptive = false;
   std::int64_t splits = 0;

@@ -25,7 +25,6 @@ namespace {
 
 using budget::u32;
 
-
 Check same(DType out, double got, double expect, double abs_budget, const std::string& where) {
   const std::string w = where + ": " + fmt(got) + " vs " + fmt(expect);
   if (!std::isfinite(expect) || !std::isfinite(got)) {
@@ -72,7 +71,8 @@ void row_property(const Run& run, const std::string& id, Op op, DType t, std::ve
   if (go.sizes.empty()) go.sizes = run.sizes;
   if (go.distributions.empty()) go.distributions = run.dists;
   std::function<std::vector<Check>(const RowParams&)> eval = [&](const RowParams& p) {
-    if (run.observer && run.observer->before_case) run.before(id, describe(p, materialise(p, t), 16));
+    if (run.observer && run.observer->before_case)
+      run.before(id, describe(p, materialise(p, t), 16));
     return std::vector<Check>{check(p)};
   };
   SearchOptions so;
@@ -80,15 +80,18 @@ void row_property(const Run& run, const std::string& id, Op op, DType t, std::ve
   so.cases = cases;
   std::uint64_t h = std::hash<std::string>{}(id + name_of(op) + name_of(t));
   so.seed = run.seed ^ h;
-  auto res = search<RowParams>(gen_rows(go), 1, so, eval,
-                               [&](const RowParams& p, const std::function<bool(const RowParams&)>& f,
-                                   int& b) { return shrink_values(p, t, f, b); });
-  run.emit(slot_verdict<RowParams>(run, id, claim_of(id) + claim_suffix, rule_by_id(rule_of(id)), op, t, res[0],
-                                   [&](const RowParams& p) { return describe(p, materialise(p, t)); }));
+  auto res =
+      search<RowParams>(gen_rows(go), 1, so, eval,
+                        [&](const RowParams& p, const std::function<bool(const RowParams&)>& f,
+                            int& b) { return shrink_values(p, t, f, b); });
+  run.emit(slot_verdict<RowParams>(
+      run, id, claim_of(id) + claim_suffix, rule_by_id(rule_of(id)), op, t, res[0],
+      [&](const RowParams& p) { return describe(p, materialise(p, t)); }));
 }
 
 double out_round(DType t, double x) {
-  return budget::ulp(DType::float32, x) + (t == DType::bfloat16 ? 0.5 * budget::ulp(DType::bfloat16, x) : 0.0);
+  return budget::ulp(DType::float32, x) +
+         (t == DType::bfloat16 ? 0.5 * budget::ulp(DType::bfloat16, x) : 0.0);
 }
 
 }  // namespace
@@ -102,313 +105,386 @@ void run_metamorphic(const Run& run, DType t) {
   for (Op op : {Op::softmax, Op::adaptive_softmax}) {
     RowGenOptions go;
     go.temperatures = {theta0, 1.0, 0.5};
-    row_property(run, "metamorphic.sum_to_one", op, t, {}, go, [&, op](const RowParams& p) {
-      const RowBatch b = materialise(p, t);
-      std::vector<float> w, beta;
-      if (op == Op::softmax) w = k.softmax(t, b, p.temperature);
-      else {
-        auto a = k.adaptive_softmax(t, b, p.temperature);
-        w = std::move(a.weights);
-        beta = std::move(a.beta);
-      }
-      Check c;
-      for (std::int64_t r = 0; r < b.rows; ++r) {
-        const auto row = b.row(r);
-        if (has_nan(row)) continue;
-        const budget::RowStats st = budget::stats(row, p.temperature);
-        const double bt = beta.empty() ? 1.0 : std::max(1.0, double(beta[static_cast<std::size_t>(r)]));
-        double sum = 0, round = 0;
-        for (std::int64_t j = 0; j < b.n; ++j) {
-          const double x = w[static_cast<std::size_t>(r * b.stride + j)];
-          sum += x;
-          if (x != 0) round += out_round(t, x);
-        }
-        const std::string where = "row " + std::to_string(r) + " sum";
-        if (st.live == 0) {
-          c.worst(make_check(std::abs(sum), 0.0, where + " of a fully masked row: " + fmt(sum)));
-          continue;
-        }
-        double rel = 4.0 + budget::summation(double(st.live)) + bt * st.spread + bt * budget::theta_term(st);
-        if (op == Op::adaptive_softmax) rel += 2.0 * bt * st.max_abs;  // rounding of beta * z
-        const double bound = st.finite ? rel * u32 * std::abs(sum) + round + double(st.live) * budget::flt_min
-                                       : round + 4 * u32;
-        c.worst(make_check(std::abs(sum - 1.0), bound, where + " = " + fmt(sum)));
-      }
-      return c;
-    }, cases);
+    row_property(
+        run, "metamorphic.sum_to_one", op, t, {}, go,
+        [&, op](const RowParams& p) {
+          const RowBatch b = materialise(p, t);
+          std::vector<float> w, beta;
+          if (op == Op::softmax)
+            w = k.softmax(t, b, p.temperature);
+          else {
+            auto a = k.adaptive_softmax(t, b, p.temperature);
+            w = std::move(a.weights);
+            beta = std::move(a.beta);
+          }
+          Check c;
+          for (std::int64_t r = 0; r < b.rows; ++r) {
+            const auto row = b.row(r);
+            if (has_nan(row)) continue;
+            const budget::RowStats st = budget::stats(row, p.temperature);
+            const double bt =
+                beta.empty() ? 1.0 : std::max(1.0, double(beta[static_cast<std::size_t>(r)]));
+            double sum = 0, round = 0;
+            for (std::int64_t j = 0; j < b.n; ++j) {
+              const double x = w[static_cast<std::size_t>(r * b.stride + j)];
+              sum += x;
+              if (x != 0) round += out_round(t, x);
+            }
+            const std::string where = "row " + std::to_string(r) + " sum";
+            if (st.live == 0) {
+              c.worst(
+                  make_check(std::abs(sum), 0.0, where + " of a fully masked row: " + fmt(sum)));
+              continue;
+            }
+            double rel = 4.0 + budget::summation(double(st.live)) + bt * st.spread +
+                         bt * budget::theta_term(st);
+            if (op == Op::adaptive_softmax) rel += 2.0 * bt * st.max_abs;  // rounding of beta * z
+            const double bound =
+                st.finite ? rel * u32 * std::abs(sum) + round + double(st.live) * budget::flt_min
+                          : round + 4 * u32;
+            c.worst(make_check(std::abs(sum - 1.0), bound, where + " = " + fmt(sum)));
+          }
+          return c;
+        },
+        cases);
   }
 
   // ---- shift invariance ----
   for (Op op : {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy}) {
     RowGenOptions go;
     go.temperatures = {1.0};
-    row_property(run, "metamorphic.shift_invariance", op, t, {}, go, [&, op](const RowParams& p) {
-      RowBatch b = materialise(p, t);
-      const double cs_f32[] = {1e4, -1e4, 64.0}, cs_bf16[] = {8.0, -8.0, 64.0};
-      const double c = (t == DType::bfloat16 ? cs_bf16 : cs_f32)[p.aux % 3];
-      double M = 0;
-      for (float x : b.data)
-        if (std::isfinite(x)) M = std::max(M, double(std::abs(x)));
-      if (M > 1e6) return Check{};  // not applicable: no exact shift of huge logits
-      const double q = budget::ulp(t, 2.0 * (std::abs(c) + M + 1.0));
-      RowBatch s = b;
-      for (std::size_t i = 0; i < b.data.size(); ++i) {
-        float& x = b.data[i];
-        if (!std::isfinite(x)) {
-          s.data[i] = x;
-          continue;
-        }
-        x = static_cast<float>(std::round(double(x) / q) * q);
-        s.data[i] = static_cast<float>(double(x) + c);
-        if (to_dtype(t, double(x) + c) != double(x) + c || to_dtype(t, x) != x) return Check{};
-      }
-      // restore the NaN padding semantics of both batches (pads are NaN already)
-      Check out;
-      const std::string cw = " (shift c = " + fmt(c) + ")";
-      if (op == Op::softmax || op == Op::log_softmax) {
-        const auto g0 = op == Op::softmax ? k.softmax(t, b) : k.log_softmax(t, b);
-        const auto g1 = op == Op::softmax ? k.softmax(t, s) : k.log_softmax(t, s);
-        for (std::int64_t r = 0; r < b.rows; ++r) {
-          const budget::RowStats st = budget::stats(b.row(r), 1.0);
-          for (std::int64_t j = 0; j < b.n; ++j) {
-            const std::size_t x = static_cast<std::size_t>(r * b.stride + j);
-            const double z = b.data[x];
-            const double ref_v = std::abs(g0[x]) > std::abs(g1[x]) ? g0[x] : g1[x];
-            double bud = 0;
-            if (st.finite && std::isfinite(ref_v))
-              bud = 2.0 * (op == Op::softmax ? budget::softmax_abs(t, st, z, ref_v) : budget::log_softmax_abs(t, st, z, ref_v));
-            else if (std::isfinite(ref_v) && ref_v != 0) bud = 2.0 * out_round(t, ref_v);
-            out.worst(same(t, g1[x], g0[x], bud, "row " + std::to_string(r) + " item " + std::to_string(j) + cw));
+    row_property(
+        run, "metamorphic.shift_invariance", op, t, {}, go,
+        [&, op](const RowParams& p) {
+          RowBatch b = materialise(p, t);
+          const double cs_f32[] = {1e4, -1e4, 64.0}, cs_bf16[] = {8.0, -8.0, 64.0};
+          const double c = (t == DType::bfloat16 ? cs_bf16 : cs_f32)[p.aux % 3];
+          double M = 0;
+          for (float x : b.data)
+            if (std::isfinite(x)) M = std::max(M, double(std::abs(x)));
+          if (M > 1e6) return Check{};  // not applicable: no exact shift of huge logits
+          const double q = budget::ulp(t, 2.0 * (std::abs(c) + M + 1.0));
+          RowBatch s = b;
+          for (std::size_t i = 0; i < b.data.size(); ++i) {
+            float& x = b.data[i];
+            if (!std::isfinite(x)) {
+              s.data[i] = x;
+              continue;
+            }
+            x = static_cast<float>(std::round(double(x) / q) * q);
+            s.data[i] = static_cast<float>(double(x) + c);
+            if (to_dtype(t, double(x) + c) != double(x) + c || to_dtype(t, x) != x) return Check{};
           }
-        }
-      } else {
-        const auto g0 = op == Op::logsumexp ? k.logsumexp(t, b) : k.entropy(t, b);
-        const auto g1 = op == Op::logsumexp ? k.logsumexp(t, s) : k.entropy(t, s);
-        for (std::int64_t r = 0; r < b.rows; ++r) {
-          const budget::RowStats st = budget::stats(b.row(r), 1.0);
-          const double v0 = g0[static_cast<std::size_t>(r)], v1 = g1[static_cast<std::size_t>(r)];
-          const double expect = op == Op::logsumexp ? v0 + c : v0;
-          double bud = 0;
-          if (std::isfinite(expect)) {
-            bud = st.finite ? (op == Op::logsumexp ? budget::lse_abs(st, v0) + budget::lse_abs(st, v1)
-                                                   : budget::entropy_abs(st, v0) + budget::entropy_abs(st, v1))
-                            : 2.0 * out_round(DType::float32, expect);
+          // restore the NaN padding semantics of both batches (pads are NaN already)
+          Check out;
+          const std::string cw = " (shift c = " + fmt(c) + ")";
+          if (op == Op::softmax || op == Op::log_softmax) {
+            const auto g0 = op == Op::softmax ? k.softmax(t, b) : k.log_softmax(t, b);
+            const auto g1 = op == Op::softmax ? k.softmax(t, s) : k.log_softmax(t, s);
+            for (std::int64_t r = 0; r < b.rows; ++r) {
+              const budget::RowStats st = budget::stats(b.row(r), 1.0);
+              for (std::int64_t j = 0; j < b.n; ++j) {
+                const std::size_t x = static_cast<std::size_t>(r * b.stride + j);
+                const double z = b.data[x];
+                const double ref_v = std::abs(g0[x]) > std::abs(g1[x]) ? g0[x] : g1[x];
+                double bud = 0;
+                if (st.finite && std::isfinite(ref_v))
+                  bud = 2.0 * (op == Op::softmax ? budget::softmax_abs(t, st, z, ref_v)
+                                                 : budget::log_softmax_abs(t, st, z, ref_v));
+                else if (std::isfinite(ref_v) && ref_v != 0)
+                  bud = 2.0 * out_round(t, ref_v);
+                out.worst(same(t, g1[x], g0[x], bud,
+                               "row " + std::to_string(r) + " item " + std::to_string(j) + cw));
+              }
+            }
+          } else {
+            const auto g0 = op == Op::logsumexp ? k.logsumexp(t, b) : k.entropy(t, b);
+            const auto g1 = op == Op::logsumexp ? k.logsumexp(t, s) : k.entropy(t, s);
+            for (std::int64_t r = 0; r < b.rows; ++r) {
+              const budget::RowStats st = budget::stats(b.row(r), 1.0);
+              const double v0 = g0[static_cast<std::size_t>(r)],
+                           v1 = g1[static_cast<std::size_t>(r)];
+              const double expect = op == Op::logsumexp ? v0 + c : v0;
+              double bud = 0;
+              if (std::isfinite(expect)) {
+                bud = st.finite ? (op == Op::logsumexp
+                                       ? budget::lse_abs(st, v0) + budget::lse_abs(st, v1)
+                                       : budget::entropy_abs(st, v0) + budget::entropy_abs(st, v1))
+                                : 2.0 * out_round(DType::float32, expect);
+              }
+              out.worst(same(DType::float32, v1, expect, bud, "row " + std::to_string(r) + cw));
+            }
           }
-          out.worst(same(DType::float32, v1, expect, bud, "row " + std::to_string(r) + cw));
-        }
-      }
-      return out;
-    }, cases);
+          return out;
+        },
+        cases);
   }
 
   // ---- permutation ----
   for (Op op : {Op::softmax, Op::logsumexp, Op::entropy}) {
     RowGenOptions go;
     go.temperatures = {theta0};
-    row_property(run, "metamorphic.permutation", op, t, {}, go, [&, op](const RowParams& p) {
-      const RowBatch b = materialise(p, t);
-      std::vector<std::int64_t> perm(static_cast<std::size_t>(b.n));
-      std::iota(perm.begin(), perm.end(), 0);
-      std::mt19937_64 rng(p.aux);
-      std::shuffle(perm.begin(), perm.end(), rng);
-      RowBatch s = b;
-      for (std::int64_t r = 0; r < b.rows; ++r)
-        for (std::int64_t i = 0; i < b.n; ++i)
-          s.data[static_cast<std::size_t>(r * b.stride + i)] = b.data[static_cast<std::size_t>(r * b.stride + perm[static_cast<std::size_t>(i)])];
-      Check out;
-      const double th = p.temperature;
-      if (op == Op::softmax) {
-        const auto g0 = k.softmax(t, b, th), g1 = k.softmax(t, s, th);
-        for (std::int64_t r = 0; r < b.rows; ++r) {
-          const budget::RowStats st = budget::stats(b.row(r), th);
-          for (std::int64_t i = 0; i < b.n; ++i) {
-            const std::size_t x1 = static_cast<std::size_t>(r * b.stride + i),
-                              x0 = static_cast<std::size_t>(r * b.stride + perm[static_cast<std::size_t>(i)]);
-            const double v = std::max(std::abs(g0[x0]), std::abs(g1[x1]));
-            double bud = 0;
-            if (st.finite && std::isfinite(v)) bud = 2.0 * budget::softmax_abs(t, st, b.data[x0] / th, v);
-            else if (std::isfinite(v) && v != 0) bud = 2.0 * out_round(t, v);
-            out.worst(same(t, g1[x1], g0[x0], bud, "row " + std::to_string(r) + " item " + std::to_string(i) + " (from item " + std::to_string(perm[static_cast<std::size_t>(i)]) + ")"));
+    row_property(
+        run, "metamorphic.permutation", op, t, {}, go,
+        [&, op](const RowParams& p) {
+          const RowBatch b = materialise(p, t);
+          std::vector<std::int64_t> perm(static_cast<std::size_t>(b.n));
+          std::iota(perm.begin(), perm.end(), 0);
+          std::mt19937_64 rng(p.aux);
+          std::shuffle(perm.begin(), perm.end(), rng);
+          RowBatch s = b;
+          for (std::int64_t r = 0; r < b.rows; ++r)
+            for (std::int64_t i = 0; i < b.n; ++i)
+              s.data[static_cast<std::size_t>(r * b.stride + i)] = b.data[static_cast<std::size_t>(
+                  r * b.stride + perm[static_cast<std::size_t>(i)])];
+          Check out;
+          const double th = p.temperature;
+          if (op == Op::softmax) {
+            const auto g0 = k.softmax(t, b, th), g1 = k.softmax(t, s, th);
+            for (std::int64_t r = 0; r < b.rows; ++r) {
+              const budget::RowStats st = budget::stats(b.row(r), th);
+              for (std::int64_t i = 0; i < b.n; ++i) {
+                const std::size_t x1 = static_cast<std::size_t>(r * b.stride + i),
+                                  x0 = static_cast<std::size_t>(r * b.stride +
+                                                                perm[static_cast<std::size_t>(i)]);
+                const double v = std::max(std::abs(g0[x0]), std::abs(g1[x1]));
+                double bud = 0;
+                if (st.finite && std::isfinite(v))
+                  bud = 2.0 * budget::softmax_abs(t, st, b.data[x0] / th, v);
+                else if (std::isfinite(v) && v != 0)
+                  bud = 2.0 * out_round(t, v);
+                out.worst(same(t, g1[x1], g0[x0], bud,
+                               "row " + std::to_string(r) + " item " + std::to_string(i) +
+                                   " (from item " +
+                                   std::to_string(perm[static_cast<std::size_t>(i)]) + ")"));
+              }
+            }
+          } else {
+            const auto g0 = op == Op::logsumexp ? k.logsumexp(t, b, th) : k.entropy(t, b, th);
+            const auto g1 = op == Op::logsumexp ? k.logsumexp(t, s, th) : k.entropy(t, s, th);
+            for (std::int64_t r = 0; r < b.rows; ++r) {
+              const budget::RowStats st = budget::stats(b.row(r), th);
+              const double v0 = g0[static_cast<std::size_t>(r)],
+                           v1 = g1[static_cast<std::size_t>(r)];
+              double bud = 0;
+              if (std::isfinite(v0))
+                bud = st.finite ? 2.0 * (op == Op::logsumexp ? budget::lse_abs(st, v0)
+                                                             : budget::entropy_abs(st, v0))
+                                : 2.0 * out_round(DType::float32, v0);
+              out.worst(same(DType::float32, v1, v0, bud, "row " + std::to_string(r)));
+            }
           }
-        }
-      } else {
-        const auto g0 = op == Op::logsumexp ? k.logsumexp(t, b, th) : k.entropy(t, b, th);
-        const auto g1 = op == Op::logsumexp ? k.logsumexp(t, s, th) : k.entropy(t, s, th);
-        for (std::int64_t r = 0; r < b.rows; ++r) {
-          const budget::RowStats st = budget::stats(b.row(r), th);
-          const double v0 = g0[static_cast<std::size_t>(r)], v1 = g1[static_cast<std::size_t>(r)];
-          double bud = 0;
-          if (std::isfinite(v0))
-            bud = st.finite ? 2.0 * (op == Op::logsumexp ? budget::lse_abs(st, v0) : budget::entropy_abs(st, v0))
-                            : 2.0 * out_round(DType::float32, v0);
-          out.worst(same(DType::float32, v1, v0, bud, "row " + std::to_string(r)));
-        }
-      }
-      return out;
-    }, cases);
+          return out;
+        },
+        cases);
   }
 
   // ---- monotonicity in one logit ----
   {
     RowGenOptions go;
     go.temperatures = {theta0};
-    row_property(run, "metamorphic.monotonicity", Op::softmax, t, {}, go, [&](const RowParams& p) {
-      const RowBatch b = materialise(p, t);
-      RowBatch s = b;
-      const std::int64_t kk = static_cast<std::int64_t>(p.aux % static_cast<std::uint64_t>(b.n));
-      for (std::int64_t r = 0; r < b.rows; ++r) {
-        float& x = s.data[static_cast<std::size_t>(r * b.stride + kk)];
-        if (!std::isfinite(x)) continue;
-        const float up = to_dtype(t, double(x) + std::max(0.5, std::abs(double(x)) / 8.0));
-        if (std::isfinite(up) && up > x) x = up;
-      }
-      const double th = p.temperature;
-      const auto g0 = k.softmax(t, b, th), g1 = k.softmax(t, s, th);
-      Check out;
-      for (std::int64_t r = 0; r < b.rows; ++r) {
-        if (has_nan(b.row(r))) continue;
-        const budget::RowStats s0 = budget::stats(b.row(r), th), s1 = budget::stats(s.row(r), th);
-        if (!s0.finite) continue;
-        for (std::int64_t j = 0; j < b.n; ++j) {
-          const std::size_t x = static_cast<std::size_t>(r * b.stride + j);
-          const double v = std::max(std::abs(g0[x]), std::abs(g1[x]));
-          const double slack = budget::softmax_abs(t, s0, b.data[x] / th, v) + budget::softmax_abs(t, s1, s.data[x] / th, v);
-          const double viol = j == kk ? g0[x] - g1[x] : g1[x] - g0[x];
-          out.worst(make_check(std::max(viol, 0.0), slack,
-                               "row " + std::to_string(r) + " item " + std::to_string(j) + (j == kk ? " (raised from " + fmt(b.data[x]) + " to " + fmt(s.data[x]) + ")" : "") +
-                                   ": weight " + fmt(g0[x]) + " -> " + fmt(g1[x])));
-        }
-      }
-      return out;
-    }, cases);
+    row_property(
+        run, "metamorphic.monotonicity", Op::softmax, t, {}, go,
+        [&](const RowParams& p) {
+          const RowBatch b = materialise(p, t);
+          RowBatch s = b;
+          const std::int64_t kk =
+              static_cast<std::int64_t>(p.aux % static_cast<std::uint64_t>(b.n));
+          for (std::int64_t r = 0; r < b.rows; ++r) {
+            float& x = s.data[static_cast<std::size_t>(r * b.stride + kk)];
+            if (!std::isfinite(x)) continue;
+            const float up = to_dtype(t, double(x) + std::max(0.5, std::abs(double(x)) / 8.0));
+            if (std::isfinite(up) && up > x) x = up;
+          }
+          const double th = p.temperature;
+          const auto g0 = k.softmax(t, b, th), g1 = k.softmax(t, s, th);
+          Check out;
+          for (std::int64_t r = 0; r < b.rows; ++r) {
+            if (has_nan(b.row(r))) continue;
+            const budget::RowStats s0 = budget::stats(b.row(r), th),
+                                   s1 = budget::stats(s.row(r), th);
+            if (!s0.finite) continue;
+            for (std::int64_t j = 0; j < b.n; ++j) {
+              const std::size_t x = static_cast<std::size_t>(r * b.stride + j);
+              const double v = std::max(std::abs(g0[x]), std::abs(g1[x]));
+              const double slack = budget::softmax_abs(t, s0, b.data[x] / th, v) +
+                                   budget::softmax_abs(t, s1, s.data[x] / th, v);
+              const double viol = j == kk ? g0[x] - g1[x] : g1[x] - g0[x];
+              out.worst(make_check(
+                  std::max(viol, 0.0), slack,
+                  "row " + std::to_string(r) + " item " + std::to_string(j) +
+                      (j == kk ? " (raised from " + fmt(b.data[x]) + " to " + fmt(s.data[x]) + ")"
+                               : "") +
+                      ": weight " + fmt(g0[x]) + " -> " + fmt(g1[x])));
+            }
+          }
+          return out;
+        },
+        cases);
   }
 
   // ---- T1 dispersion bounds on the kernel's own weights ----
   {
     RowGenOptions go;
     go.temperatures = {theta0, 0.5};
-    row_property(run, "metamorphic.t1_bounds", Op::softmax, t, {}, go, [&](const RowParams& p) {
-      const RowBatch b = materialise(p, t);
-      const double th = p.temperature;
-      const auto g = k.softmax(t, b, th);
-      Check out;
-      for (std::int64_t r = 0; r < b.rows; ++r) {
-        const budget::RowStats st = budget::stats(b.row(r), th);
-        if (!st.finite || st.live == 0) continue;
-        const auto bd = theory::dispersion_bounds<double>(double(st.live), st.spread, 1.0);
-        for (std::int64_t j = 0; j < b.n; ++j) {
-          const std::size_t x = static_cast<std::size_t>(r * b.stride + j);
-          if (b.data[x] == -INFINITY) continue;
-          const double v = g[x];
-          const double slack = budget::softmax_abs(t, st, b.data[x] / th, std::max(v, bd.upper));
-          const double viol = std::max(v - bd.upper, bd.lower - v);
-          out.worst(make_check(std::isnan(v) ? NAN : std::max(viol, 0.0), slack,
-                               "row " + std::to_string(r) + " item " + std::to_string(j) + ": weight " + fmt(v) +
-                                   " vs T1 [" + fmt(bd.lower) + ", " + fmt(bd.upper) + "] (n=" + std::to_string(st.live) +
-                                   ", delta/theta=" + fmt(st.spread) + ")"));
-        }
-      }
-      return out;
-    }, cases);
+    row_property(
+        run, "metamorphic.t1_bounds", Op::softmax, t, {}, go,
+        [&](const RowParams& p) {
+          const RowBatch b = materialise(p, t);
+          const double th = p.temperature;
+          const auto g = k.softmax(t, b, th);
+          Check out;
+          for (std::int64_t r = 0; r < b.rows; ++r) {
+            const budget::RowStats st = budget::stats(b.row(r), th);
+            if (!st.finite || st.live == 0) continue;
+            const auto bd = theory::dispersion_bounds<double>(double(st.live), st.spread, 1.0);
+            for (std::int64_t j = 0; j < b.n; ++j) {
+              const std::size_t x = static_cast<std::size_t>(r * b.stride + j);
+              if (b.data[x] == -INFINITY) continue;
+              const double v = g[x];
+              const double slack =
+                  budget::softmax_abs(t, st, b.data[x] / th, std::max(v, bd.upper));
+              const double viol = std::max(v - bd.upper, bd.lower - v);
+              out.worst(make_check(std::isnan(v) ? NAN : std::max(viol, 0.0), slack,
+                                   "row " + std::to_string(r) + " item " + std::to_string(j) +
+                                       ": weight " + fmt(v) + " vs T1 [" + fmt(bd.lower) + ", " +
+                                       fmt(bd.upper) + "] (n=" + std::to_string(st.live) +
+                                       ", delta/theta=" + fmt(st.spread) + ")"));
+            }
+          }
+          return out;
+        },
+        cases);
   }
 
   // ---- entropy range and temperature monotonicity (T4) ----
   {
     RowGenOptions go;
     go.temperatures = {theta0, 0.5, 2.0};
-    row_property(run, "metamorphic.entropy_range", Op::entropy, t, {}, go, [&](const RowParams& p) {
-      const RowBatch b = materialise(p, t);
-      const auto H = k.entropy(t, b, p.temperature);
-      Check out;
-      for (std::int64_t r = 0; r < b.rows; ++r) {
-        if (has_nan(b.row(r))) continue;
-        const budget::RowStats st = budget::stats(b.row(r), p.temperature);
-        const double h = H[static_cast<std::size_t>(r)];
-        const std::string w = "row " + std::to_string(r) + ": H = " + fmt(h) + ", log n = " + fmt(std::log(double(std::max<std::int64_t>(1, st.live))));
-        if (st.live == 0) {
-          out.worst(make_check(h == 0 ? 0.0 : INFINITY, 0.0, w + " (fully masked: H must be 0)"));
-          continue;
-        }
-        const double viol = std::max(-h, h - std::log(double(st.live)));
-        const double bud = st.finite ? budget::entropy_abs(st, h) : out_round(DType::float32, h) + 4 * u32;
-        out.worst(make_check(std::isnan(h) ? NAN : std::max(viol, 0.0), bud, w));
-      }
-      return out;
-    }, cases);
-    row_property(run, "metamorphic.entropy_temperature", Op::entropy, t, {}, go, [&](const RowParams& p) {
-      const RowBatch b = materialise(p, t);
-      const double t1 = p.temperature, t2 = p.temperature * 1.5;
-      const auto H1 = k.entropy(t, b, t1), H2 = k.entropy(t, b, t2);
-      Check out;
-      for (std::int64_t r = 0; r < b.rows; ++r) {
-        if (has_nan(b.row(r))) continue;
-        const budget::RowStats s1 = budget::stats(b.row(r), t1), s2 = budget::stats(b.row(r), t2);
-        const double h1 = H1[static_cast<std::size_t>(r)], h2 = H2[static_cast<std::size_t>(r)];
-        const double bud = s1.finite ? budget::entropy_abs(s1, h1) + budget::entropy_abs(s2, h2) : 2 * out_round(DType::float32, h1);
-        out.worst(make_check(std::isnan(h1) || std::isnan(h2) ? NAN : std::max(h1 - h2, 0.0), bud,
-                             "row " + std::to_string(r) + ": H(theta=" + fmt(t1) + ") = " + fmt(h1) + " > H(theta=" + fmt(t2) + ") = " + fmt(h2)));
-      }
-      return out;
-    }, cases);
+    row_property(
+        run, "metamorphic.entropy_range", Op::entropy, t, {}, go,
+        [&](const RowParams& p) {
+          const RowBatch b = materialise(p, t);
+          const auto H = k.entropy(t, b, p.temperature);
+          Check out;
+          for (std::int64_t r = 0; r < b.rows; ++r) {
+            if (has_nan(b.row(r))) continue;
+            const budget::RowStats st = budget::stats(b.row(r), p.temperature);
+            const double h = H[static_cast<std::size_t>(r)];
+            const std::string w = "row " + std::to_string(r) + ": H = " + fmt(h) + ", log n = " +
+                                  fmt(std::log(double(std::max<std::int64_t>(1, st.live))));
+            if (st.live == 0) {
+              out.worst(
+                  make_check(h == 0 ? 0.0 : INFINITY, 0.0, w + " (fully masked: H must be 0)"));
+              continue;
+            }
+            const double viol = std::max(-h, h - std::log(double(st.live)));
+            const double bud =
+                st.finite ? budget::entropy_abs(st, h) : out_round(DType::float32, h) + 4 * u32;
+            out.worst(make_check(std::isnan(h) ? NAN : std::max(viol, 0.0), bud, w));
+          }
+          return out;
+        },
+        cases);
+    row_property(
+        run, "metamorphic.entropy_temperature", Op::entropy, t, {}, go,
+        [&](const RowParams& p) {
+          const RowBatch b = materialise(p, t);
+          const double t1 = p.temperature, t2 = p.temperature * 1.5;
+          const auto H1 = k.entropy(t, b, t1), H2 = k.entropy(t, b, t2);
+          Check out;
+          for (std::int64_t r = 0; r < b.rows; ++r) {
+            if (has_nan(b.row(r))) continue;
+            const budget::RowStats s1 = budget::stats(b.row(r), t1),
+                                   s2 = budget::stats(b.row(r), t2);
+            const double h1 = H1[static_cast<std::size_t>(r)], h2 = H2[static_cast<std::size_t>(r)];
+            const double bud = s1.finite ? budget::entropy_abs(s1, h1) + budget::entropy_abs(s2, h2)
+                                         : 2 * out_round(DType::float32, h1);
+            out.worst(
+                make_check(std::isnan(h1) || std::isnan(h2) ? NAN : std::max(h1 - h2, 0.0), bud,
+                           "row " + std::to_string(r) + ": H(theta=" + fmt(t1) + ") = " + fmt(h1) +
+                               " > H(theta=" + fmt(t2) + ") = " + fmt(h2)));
+          }
+          return out;
+        },
+        cases);
   }
 
   // ---- adaptive beta (T5) ----
   {
     RowGenOptions go;
     go.temperatures = {theta0, 0.5, 2.0};
-    row_property(run, "metamorphic.adaptive_beta", Op::adaptive_softmax, t, {}, go, [&](const RowParams& p) {
-      const RowBatch b = materialise(p, t);
-      const auto a = k.adaptive_softmax(t, b, p.temperature);
-      Check out;
-      for (std::int64_t r = 0; r < b.rows; ++r) {
-        if (has_nan(b.row(r))) continue;
-        const double be = a.beta[static_cast<std::size_t>(r)], h = a.entropy[static_cast<std::size_t>(r)];
-        const std::string w = "row " + std::to_string(r) + ": beta = " + fmt(be) + ", H = " + fmt(h);
-        out.worst(make_check(std::isnan(be) ? NAN : std::max(1.0 - be, 0.0), 0.0, w + " (beta >= 1)"));
-        if (h <= 0.5) out.worst(make_check(std::abs(be - 1.0), 0.0, w + " (H <= 0.5 so beta = 1)"));
-        const double bh = theory::adaptive_beta(h);
-        out.worst(make_check(std::abs(be - bh), budget::beta_abs(h, budget::ulp(DType::float32, h)) + budget::ulp(DType::float32, bh),
-                             w + " (beta(H) = " + fmt(bh) + ")"));
-      }
-      return out;
-    }, cases);
+    row_property(
+        run, "metamorphic.adaptive_beta", Op::adaptive_softmax, t, {}, go,
+        [&](const RowParams& p) {
+          const RowBatch b = materialise(p, t);
+          const auto a = k.adaptive_softmax(t, b, p.temperature);
+          Check out;
+          for (std::int64_t r = 0; r < b.rows; ++r) {
+            if (has_nan(b.row(r))) continue;
+            const double be = a.beta[static_cast<std::size_t>(r)],
+                         h = a.entropy[static_cast<std::size_t>(r)];
+            const std::string w =
+                "row " + std::to_string(r) + ": beta = " + fmt(be) + ", H = " + fmt(h);
+            out.worst(make_check(std::isnan(be) ? NAN : std::max(1.0 - be, 0.0), 0.0,
+                                 w + " (beta >= 1)"));
+            if (h <= 0.5)
+              out.worst(make_check(std::abs(be - 1.0), 0.0, w + " (H <= 0.5 so beta = 1)"));
+            const double bh = theory::adaptive_beta(h);
+            out.worst(make_check(std::abs(be - bh),
+                                 budget::beta_abs(h, budget::ulp(DType::float32, h)) +
+                                     budget::ulp(DType::float32, bh),
+                                 w + " (beta(H) = " + fmt(bh) + ")"));
+          }
+          return out;
+        },
+        cases);
   }
 
   // ---- streamed entropy vs two-pass entropy of the kernel's own softmax (T6) ----
   {
     RowGenOptions go;
     go.temperatures = {theta0, 0.5};
-    row_property(run, "metamorphic.streamed_entropy", Op::entropy, t, {Op::softmax}, go, [&](const RowParams& p) {
-      const RowBatch b = materialise(p, t);
-      const double th = p.temperature;
-      std::vector<sa_entropy_state> states;
-      const auto H = k.entropy(t, b, th, &states);
-      const auto w = k.softmax(t, b, th);
-      Check out;
-      for (std::int64_t r = 0; r < b.rows; ++r) {
-        const budget::RowStats st = budget::stats(b.row(r), th);
-        const double h = H[static_cast<std::size_t>(r)];
-        const auto& s = states[static_cast<std::size_t>(r)];
-        const double hs = theory::entropy_of(theory::EntropyState<double>{s.m, s.S, s.T});
-        const std::string wr = "row " + std::to_string(r);
-        out.worst(same(DType::float32, hs, h, std::isfinite(h) ? 4 * u32 * (1 + std::abs(h)) + 2 * budget::ulp(DType::float32, h) : 0.0,
-                       wr + ": entropy of the returned (m,S,T) state vs the returned entropy"));
-        if (has_nan(b.row(r))) continue;
-        double h2 = 0, slack = 0;
-        for (std::int64_t j = 0; j < b.n; ++j) {
-          const std::size_t x = static_cast<std::size_t>(r * b.stride + j);
-          const double pj = w[x];
-          if (pj > 0) {
-            h2 -= pj * std::log(pj);
-            slack += (std::abs(std::log(pj)) + 1.0) *
-                     (st.finite ? budget::softmax_abs(t, st, b.data[x] / th, pj) : out_round(t, pj));
+    row_property(
+        run, "metamorphic.streamed_entropy", Op::entropy, t, {Op::softmax}, go,
+        [&](const RowParams& p) {
+          const RowBatch b = materialise(p, t);
+          const double th = p.temperature;
+          std::vector<sa_entropy_state> states;
+          const auto H = k.entropy(t, b, th, &states);
+          const auto w = k.softmax(t, b, th);
+          Check out;
+          for (std::int64_t r = 0; r < b.rows; ++r) {
+            const budget::RowStats st = budget::stats(b.row(r), th);
+            const double h = H[static_cast<std::size_t>(r)];
+            const auto& s = states[static_cast<std::size_t>(r)];
+            const double hs = theory::entropy_of(theory::EntropyState<double>{s.m, s.S, s.T});
+            const std::string wr = "row " + std::to_string(r);
+            out.worst(same(DType::float32, hs, h,
+                           std::isfinite(h)
+                               ? 4 * u32 * (1 + std::abs(h)) + 2 * budget::ulp(DType::float32, h)
+                               : 0.0,
+                           wr + ": entropy of the returned (m,S,T) state vs the returned entropy"));
+            if (has_nan(b.row(r))) continue;
+            double h2 = 0, slack = 0;
+            for (std::int64_t j = 0; j < b.n; ++j) {
+              const std::size_t x = static_cast<std::size_t>(r * b.stride + j);
+              const double pj = w[x];
+              if (pj > 0) {
+                h2 -= pj * std::log(pj);
+                slack +=
+                    (std::abs(std::log(pj)) + 1.0) *
+                    (st.finite ? budget::softmax_abs(t, st, b.data[x] / th, pj) : out_round(t, pj));
+              }
+            }
+            slack +=
+                st.finite ? budget::entropy_abs(st, h) : out_round(DType::float32, h) + 4 * u32;
+            out.worst(same(DType::float32, h, h2, slack,
+                           wr + ": streamed entropy vs -sum p log p of the kernel's softmax"));
           }
-        }
-        slack += st.finite ? budget::entropy_abs(st, h) : out_round(DType::float32, h) + 4 * u32;
-        out.worst(same(DType::float32, h, h2, slack, wr + ": streamed entropy vs -sum p log p of the kernel's softmax"));
-      }
-      return out;
-    }, cases);
+          return out;
+        },
+        cases);
   }
 
   // ---- merge algebra (T6) ----
@@ -417,57 +493,77 @@ void run_metamorphic(const Run& run, DType t) {
     go.temperatures = {1.0};
     go.max_rows = 1;
     go.sizes = {1, 2, 3, 5, 9, 17, 33, 65, 200};
-    row_property(run, "metamorphic.merge_algebra", Op::merge_entropy_states, t, {}, go, [&](const RowParams& p) {
-      const RowBatch b = materialise(p, DType::float32);
-      const auto row = b.row(0);
-      const std::int64_t n = b.n;
-      std::int64_t c1 = static_cast<std::int64_t>(p.aux % static_cast<std::uint64_t>(n + 1));
-      std::int64_t c2 = static_cast<std::int64_t>((p.aux / 7919) % static_cast<std::uint64_t>(n + 1));
-      if (c1 > c2) std::swap(c1, c2);
-      auto state_of = [&](std::int64_t lo, std::int64_t hi) {
-        if (lo >= hi) return sa_entropy_state{-INFINITY, 0.0f, 0.0f};
-        const std::vector<double> l(row.begin() + lo, row.begin() + hi);
-        const auto s = ref::entropy_state(l, 1.0);
-        return sa_entropy_state{static_cast<float>(ref::round_to(DType::float32, s.m)),
-                                static_cast<float>(ref::round_to(DType::float32, s.S)),
-                                static_cast<float>(ref::round_to(DType::float32, s.T))};
-      };
-      const sa_entropy_state a = state_of(0, c1), bb = state_of(c1, c2), c = state_of(c2, n);
-      const sa_entropy_state id{-INFINITY, 0.0f, 0.0f};
-      auto merge = [&](sa_entropy_state x, sa_entropy_state y) {
-        const sa_entropy_state xs[] = {x}, ys[] = {y};
-        return k.merge_entropy_states(xs, ys)[0];
-      };
-      const auto ab = merge(a, bb), ba = merge(bb, a), bc = merge(bb, c);
-      const auto x = merge(ab, c), y = merge(a, bc);
-      auto H = [](const sa_entropy_state& s) { return theory::entropy_of(theory::EntropyState<double>{s.m, s.S, s.T}); };
-      auto L = [](const sa_entropy_state& s) { return theory::log_sum_exp_of(theory::EntropyState<double>{s.m, s.S, s.T}); };
-      double mlo = INFINITY, mhi = -INFINITY;
-      for (const auto& s : {a, bb, c})
-        if (std::isfinite(s.m)) mlo = std::min(mlo, double(s.m)), mhi = std::max(mhi, double(s.m));
-      const double dm = mhi > mlo ? mhi - mlo : 0.0;
-      const std::vector<double> l(row.begin(), row.end());
-      const double Hr = ref::entropy(l, 1.0).convert_to<double>(), Lr = ref::log_sum_exp(l, 1.0).convert_to<double>();
-      const std::string w = "cuts at " + std::to_string(c1) + ", " + std::to_string(c2) + " of n=" + std::to_string(n);
-      Check out;
-      auto hb = [&](double h, double k2) { return std::isfinite(h) ? k2 * 8 * u32 * (1 + std::abs(h) + dm) + 2 * budget::ulp(DType::float32, h) : 0.0; };
-      out.worst(same(DType::float32, H(x), H(y), hb(H(y), 4), w + ": H((a.b).c) vs H(a.(b.c))"));
-      out.worst(same(DType::float32, L(x), L(y), hb(L(y), 4), w + ": lse((a.b).c) vs lse(a.(b.c))"));
-      out.worst(same(DType::float32, H(ab), H(ba), hb(H(ab), 2), w + ": H(a.b) vs H(b.a)"));
-      out.worst(same(DType::float32, H(x), Hr, hb(Hr, 3), w + ": H of the merged parts vs the whole row's exact H"));
-      out.worst(same(DType::float32, L(x), Lr, hb(Lr, 3), w + ": lse of the merged parts vs the whole row's exact lse"));
-      for (const auto& s : {a, bb, c}) {
-        const auto m1 = merge(s, id), m2 = merge(id, s);
-        const bool nan = std::isnan(s.m);
-        const bool ok1 = nan ? std::isnan(m1.m) : (m1.m == s.m && m1.S == s.S && m1.T == s.T);
-        const bool ok2 = nan ? std::isnan(m2.m) : (m2.m == s.m && m2.S == s.S && m2.T == s.T);
-        out.worst(make_check(ok1 && ok2 ? 0.0 : INFINITY, 0.0,
-                             w + ": merging the identity (-inf,0,0) with (" + fmt(s.m) + "," + fmt(s.S) + "," + fmt(s.T) +
-                                 ") gave (" + fmt(m1.m) + "," + fmt(m1.S) + "," + fmt(m1.T) + ") and (" + fmt(m2.m) + "," +
-                                 fmt(m2.S) + "," + fmt(m2.T) + ")"));
-      }
-      return out;
-    }, cases);
+    row_property(
+        run, "metamorphic.merge_algebra", Op::merge_entropy_states, t, {}, go,
+        [&](const RowParams& p) {
+          const RowBatch b = materialise(p, DType::float32);
+          const auto row = b.row(0);
+          const std::int64_t n = b.n;
+          std::int64_t c1 = static_cast<std::int64_t>(p.aux % static_cast<std::uint64_t>(n + 1));
+          std::int64_t c2 =
+              static_cast<std::int64_t>((p.aux / 7919) % static_cast<std::uint64_t>(n + 1));
+          if (c1 > c2) std::swap(c1, c2);
+          auto state_of = [&](std::int64_t lo, std::int64_t hi) {
+            if (lo >= hi) return sa_entropy_state{-INFINITY, 0.0f, 0.0f};
+            const std::vector<double> l(row.begin() + lo, row.begin() + hi);
+            const auto s = ref::entropy_state(l, 1.0);
+            return sa_entropy_state{static_cast<float>(ref::round_to(DType::float32, s.m)),
+                                    static_cast<float>(ref::round_to(DType::float32, s.S)),
+                                    static_cast<float>(ref::round_to(DType::float32, s.T))};
+          };
+          const sa_entropy_state a = state_of(0, c1), bb = state_of(c1, c2), c = state_of(c2, n);
+          const sa_entropy_state id{-INFINITY, 0.0f, 0.0f};
+          auto merge = [&](sa_entropy_state x, sa_entropy_state y) {
+            const sa_entropy_state xs[] = {x}, ys[] = {y};
+            return k.merge_entropy_states(xs, ys)[0];
+          };
+          const auto ab = merge(a, bb), ba = merge(bb, a), bc = merge(bb, c);
+          const auto x = merge(ab, c), y = merge(a, bc);
+          auto H = [](const sa_entropy_state& s) {
+            return theory::entropy_of(theory::EntropyState<double>{s.m, s.S, s.T});
+          };
+          auto L = [](const sa_entropy_state& s) {
+            return theory::log_sum_exp_of(theory::EntropyState<double>{s.m, s.S, s.T});
+          };
+          double mlo = INFINITY, mhi = -INFINITY;
+          for (const auto& s : {a, bb, c})
+            if (std::isfinite(s.m))
+              mlo = std::min(mlo, double(s.m)), mhi = std::max(mhi, double(s.m));
+          const double dm = mhi > mlo ? mhi - mlo : 0.0;
+          const std::vector<double> l(row.begin(), row.end());
+          const double Hr = ref::entropy(l, 1.0).convert_to<double>(),
+                       Lr = ref::log_sum_exp(l, 1.0).convert_to<double>();
+          const std::string w = "cuts at " + std::to_string(c1) + ", " + std::to_string(c2) +
+                                " of n=" + std::to_string(n);
+          Check out;
+          auto hb = [&](double h, double k2) {
+            return std::isfinite(h)
+                       ? k2 * 8 * u32 * (1 + std::abs(h) + dm) + 2 * budget::ulp(DType::float32, h)
+                       : 0.0;
+          };
+          out.worst(
+              same(DType::float32, H(x), H(y), hb(H(y), 4), w + ": H((a.b).c) vs H(a.(b.c))"));
+          out.worst(
+              same(DType::float32, L(x), L(y), hb(L(y), 4), w + ": lse((a.b).c) vs lse(a.(b.c))"));
+          out.worst(same(DType::float32, H(ab), H(ba), hb(H(ab), 2), w + ": H(a.b) vs H(b.a)"));
+          out.worst(same(DType::float32, H(x), Hr, hb(Hr, 3),
+                         w + ": H of the merged parts vs the whole row's exact H"));
+          out.worst(same(DType::float32, L(x), Lr, hb(Lr, 3),
+                         w + ": lse of the merged parts vs the whole row's exact lse"));
+          for (const auto& s : {a, bb, c}) {
+            const auto m1 = merge(s, id), m2 = merge(id, s);
+            const bool nan = std::isnan(s.m);
+            const bool ok1 = nan ? std::isnan(m1.m) : (m1.m == s.m && m1.S == s.S && m1.T == s.T);
+            const bool ok2 = nan ? std::isnan(m2.m) : (m2.m == s.m && m2.S == s.S && m2.T == s.T);
+            out.worst(make_check(ok1 && ok2 ? 0.0 : INFINITY, 0.0,
+                                 w + ": merging the identity (-inf,0,0) with (" + fmt(s.m) + "," +
+                                     fmt(s.S) + "," + fmt(s.T) + ") gave (" + fmt(m1.m) + "," +
+                                     fmt(m1.S) + "," + fmt(m1.T) + ") and (" + fmt(m2.m) + "," +
+                                     fmt(m2.S) + "," + fmt(m2.T) + ")"));
+          }
+          return out;
+        },
+        cases);
   }
 }
 

@@ -22,15 +22,16 @@ namespace sa::props::detail {
 // One slot of one case: pass when ratio <= 1 (measured <= bound).
 struct Check {
   bool applicable = false;
-  double ratio = 0;               // measured / bound (NaN/inf: fails)
+  double ratio = 0;  // measured / bound (NaN/inf: fails)
   double measured = NAN, bound = NAN;
-  std::string where;              // which element, got vs exact
+  std::string where;  // which element, got vs exact
 
   bool fails() const { return applicable && !(ratio <= 1.0); }
   // Keeps the worse of two checks (a failing one beats any passing one).
   void worst(const Check& c) {
     if (!c.applicable) return;
-    if (!applicable || (c.fails() && !fails()) || (c.fails() == fails() && c.ratio > ratio)) *this = c;
+    if (!applicable || (c.fails() && !fails()) || (c.fails() == fails() && c.ratio > ratio))
+      *this = c;
   }
 };
 
@@ -39,28 +40,31 @@ inline Check make_check(double measured, double bound, std::string where = {}) {
   c.applicable = true;
   c.measured = measured;
   c.bound = bound;
-  if (std::isnan(measured) || std::isnan(bound)) c.ratio = INFINITY;
-  else if (measured <= bound) c.ratio = bound > 0 ? measured / bound : 0.0;
-  else c.ratio = bound > 0 ? measured / bound : INFINITY;
+  if (std::isnan(measured) || std::isnan(bound))
+    c.ratio = INFINITY;
+  else if (measured <= bound)
+    c.ratio = bound > 0 ? measured / bound : 0.0;
+  else
+    c.ratio = bound > 0 ? measured / bound : INFINITY;
   c.where = std::move(where);
   return c;
 }
 
 template <class P>
 struct SlotResult {
-  Check worst;                 // worst passing (or the failing) check over all cases
-  std::optional<P> failing;    // shrunk failing input
+  Check worst;               // worst passing (or the failing) check over all cases
+  std::optional<P> failing;  // shrunk failing input
   Check failing_check;
   int failing_case = -1;
   int shrink_steps = 0;
   int cases_applicable = 0;
-  std::string error;           // a kernel error (exception text) on some case
+  std::string error;  // a kernel error (exception text) on some case
 };
 
 struct SearchOptions {
   int cases = 100;
   std::uint64_t seed = 1;
-  int shrink_evaluations = 120;   // budget of property evaluations while shrinking
+  int shrink_evaluations = 120;  // budget of property evaluations while shrinking
   double shrink_seconds = 1.5;
   // Seconds of shrinking left, shared by every search of one run_suite (null:
   // unlimited). When it is spent, counterexamples are reported as found.
@@ -98,13 +102,15 @@ template <class P>
 std::vector<SlotResult<P>> search(
     const rc::Gen<P>& gen, std::size_t slots, const SearchOptions& o,
     const std::function<std::vector<Check>(const P&)>& eval,
-    const std::function<P(const P&, const std::function<bool(const P&)>&, int&)>& extra_shrink = {}) {
+    const std::function<P(const P&, const std::function<bool(const P&)>&, int&)>& extra_shrink =
+        {}) {
   std::vector<SlotResult<P>> out(slots);
   std::vector<std::optional<rc::Shrinkable<P>>> first_fail(slots);
   rc::Random base(o.seed);
   for (int i = 0; i < o.cases; ++i) {
     const rc::Random r = base.split();
-    const int size = std::max(5, std::min(rc::kNominalSize, (i + 1) * rc::kNominalSize / std::max(1, o.cases / 2)));
+    const int size = std::max(
+        5, std::min(rc::kNominalSize, (i + 1) * rc::kNominalSize / std::max(1, o.cases / 2)));
     rc::Shrinkable<P> s = gen(r, size);
     if (o.on_case) o.on_case(i);
     std::vector<Check> cs;
@@ -132,8 +138,10 @@ std::vector<SlotResult<P>> search(
   if (o.on_cases_done) o.on_cases_done();
   const auto shrink_start = std::chrono::steady_clock::now();
   const auto pool_deadline =
-      o.shrink_pool ? shrink_start + std::chrono::milliseconds(static_cast<long>(std::max(0.0, *o.shrink_pool) * 1000))
-                    : std::chrono::steady_clock::time_point::max();
+      o.shrink_pool
+          ? shrink_start +
+                std::chrono::milliseconds(static_cast<long>(std::max(0.0, *o.shrink_pool) * 1000))
+          : std::chrono::steady_clock::time_point::max();
   for (std::size_t k = 0; k < slots; ++k) {
     if (!first_fail[k]) continue;
     auto fails = [&](const P& p) {
@@ -145,8 +153,9 @@ std::vector<SlotResult<P>> search(
       }
     };
     int budget = std::chrono::steady_clock::now() < pool_deadline ? o.shrink_evaluations : 0;
-    const auto deadline = std::min(pool_deadline, std::chrono::steady_clock::now() +
-                                   std::chrono::milliseconds(static_cast<long>(o.shrink_seconds * 1000)));
+    const auto deadline = std::min(
+        pool_deadline, std::chrono::steady_clock::now() +
+                           std::chrono::milliseconds(static_cast<long>(o.shrink_seconds * 1000)));
     rc::Shrinkable<P> s = shrink_case(*first_fail[k], fails, budget, out[k].shrink_steps, deadline);
     P p = s.value();
     if (extra_shrink && budget > 0) p = extra_shrink(p, fails, budget);
@@ -158,7 +167,8 @@ std::vector<SlotResult<P>> search(
     }
   }
   if (o.shrink_pool)
-    *o.shrink_pool -= std::chrono::duration<double>(std::chrono::steady_clock::now() - shrink_start).count();
+    *o.shrink_pool -=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - shrink_start).count();
   return out;
 }
 

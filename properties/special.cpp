@@ -20,9 +20,6 @@ using budget::u32;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-
-
-
 struct Named {
   std::string name;
   std::vector<float> values;
@@ -84,7 +81,7 @@ void run_special(const Run& run, Op op, DType t) {
     worst.worst(c);
   };
   const auto def = k.adaptive_entropy() == SA_ENTROPY_PAPER_EPS ? ref::EntropyDefinition::paper_eps
-                                                                 : ref::EntropyDefinition::shannon;
+                                                                : ref::EntropyDefinition::shannon;
   try {
     if (op == Op::softmax || op == Op::log_softmax || op == Op::logsumexp || op == Op::entropy ||
         op == Op::adaptive_softmax) {
@@ -101,17 +98,33 @@ void run_special(const Run& run, Op op, DType t) {
           for (std::int64_t r = 0; r < b.rows; ++r)
             for (std::int64_t i = 0; i < b.n; ++i)
               b.data[static_cast<std::size_t>(r * b.stride + i)] =
-                  (batch && r == 0) ? to_dtype(t, 0.25 * double(i % 5)) : vals[static_cast<std::size_t>(i)];
-          const std::string label = in.name + (batch ? " (as row 1 of 2, stride n+1)" : "") + " values=[" +
-                                    [&] { std::string s; for (std::size_t i = 0; i < vals.size() && i < 8; ++i) s += (i ? "," : "") + fmt(vals[i]); return s + (vals.size() > 8 ? ",..." : ""); }() + "]";
+                  (batch && r == 0) ? to_dtype(t, 0.25 * double(i % 5))
+                                    : vals[static_cast<std::size_t>(i)];
+          const std::string label = in.name + (batch ? " (as row 1 of 2, stride n+1)" : "") +
+                                    " values=[" +
+                                    [&] {
+                                      std::string s;
+                                      for (std::size_t i = 0; i < vals.size() && i < 8; ++i)
+                                        s += (i ? "," : "") + fmt(vals[i]);
+                                      return s + (vals.size() > 8 ? ",..." : "");
+                                    }() +
+                                    "]";
           run.before(id, label);
           ++count;
           std::vector<float> got, beta, H;
           switch (op) {
-            case Op::softmax: got = k.softmax(t, b); break;
-            case Op::log_softmax: got = k.log_softmax(t, b); break;
-            case Op::logsumexp: got = k.logsumexp(t, b); break;
-            case Op::entropy: got = k.entropy(t, b); break;
+            case Op::softmax:
+              got = k.softmax(t, b);
+              break;
+            case Op::log_softmax:
+              got = k.log_softmax(t, b);
+              break;
+            case Op::logsumexp:
+              got = k.logsumexp(t, b);
+              break;
+            case Op::entropy:
+              got = k.entropy(t, b);
+              break;
             default: {
               auto a = k.adaptive_softmax(t, b);
               got = a.weights, beta = a.beta, H = a.entropy;
@@ -123,7 +136,9 @@ void run_special(const Run& run, Op op, DType t) {
             const budget::RowStats st = budget::stats(row, 1.0);
             const std::string w = label + " row " + std::to_string(r);
             auto bud = [&](DType out, double e, double internal_rel) {
-              return (e == 0 || !std::isfinite(e)) ? 0.0 : budget::output_abs(out, e, internal_rel * std::abs(e));
+              return (e == 0 || !std::isfinite(e))
+                         ? 0.0
+                         : budget::output_abs(out, e, internal_rel * std::abs(e));
             };
             if (op == Op::softmax || op == Op::log_softmax) {
               const auto ex = op == Op::softmax ? ref::softmax(l) : ref::log_softmax(l);
@@ -131,32 +146,46 @@ void run_special(const Run& run, Op op, DType t) {
                 const double e = d(ex[j]);
                 double b2 = 0;
                 if (st.finite)
-                  b2 = op == Op::softmax ? (e == 0 ? 0.0 : budget::softmax_abs(t, st, l[j], e))
-                                         : (std::isfinite(e) ? budget::log_softmax_abs(t, st, l[j], e) : 0.0);
-                else b2 = bud(t, e, 4 * u32);
-                record(elem(t, got[static_cast<std::size_t>(r * b.stride) + j], e, b2, w + " item " + std::to_string(j)), w);
+                  b2 = op == Op::softmax
+                           ? (e == 0 ? 0.0 : budget::softmax_abs(t, st, l[j], e))
+                           : (std::isfinite(e) ? budget::log_softmax_abs(t, st, l[j], e) : 0.0);
+                else
+                  b2 = bud(t, e, 4 * u32);
+                record(elem(t, got[static_cast<std::size_t>(r * b.stride) + j], e, b2,
+                            w + " item " + std::to_string(j)),
+                       w);
               }
             } else if (op == Op::logsumexp || op == Op::entropy) {
               const double e = op == Op::logsumexp ? d(ref::log_sum_exp(l)) : d(ref::entropy(l));
-              const double b2 = !std::isfinite(e) ? 0.0 : st.finite ? (op == Op::logsumexp ? budget::lse_abs(st, e) : budget::entropy_abs(st, e))
-                                                                 : bud(DType::float32, e, 4 * u32);
+              const double b2 = !std::isfinite(e) ? 0.0
+                                : st.finite       ? (op == Op::logsumexp ? budget::lse_abs(st, e)
+                                                                         : budget::entropy_abs(st, e))
+                                                  : bud(DType::float32, e, 4 * u32);
               record(elem(DType::float32, got[static_cast<std::size_t>(r)], e, b2, w), w);
             } else {
               const auto ar = ref::adaptive_softmax(l, 1.0, def);
               const double He = d(ar.entropy), Be = d(ar.beta);
-              const double dH = st.finite ? budget::entropy_abs(st, He) : bud(DType::float32, He, 4 * u32);
-              record(elem(DType::float32, H[static_cast<std::size_t>(r)], He, dH, w + " entropy"), w);
+              const double dH =
+                  st.finite ? budget::entropy_abs(st, He) : bud(DType::float32, He, 4 * u32);
+              record(elem(DType::float32, H[static_cast<std::size_t>(r)], He, dH, w + " entropy"),
+                     w);
               record(elem(DType::float32, beta[static_cast<std::size_t>(r)], Be,
-                          std::isfinite(Be) && Be != 1.0 ? budget::beta_abs(He, dH) : (std::isfinite(Be) ? budget::beta_abs(He, dH) : 0.0),
-                          w + " beta"), w);
+                          std::isfinite(Be) && Be != 1.0
+                              ? budget::beta_abs(He, dH)
+                              : (std::isfinite(Be) ? budget::beta_abs(He, dH) : 0.0),
+                          w + " beta"),
+                     w);
               for (std::size_t j = 0; j < ar.weights.size(); ++j) {
                 const double e = d(ar.weights[j]);
                 budget::RowStats sb = st;
                 sb.max *= Be, sb.spread *= Be, sb.max_abs *= Be, sb.theta_one = false;
                 const double b2 = e == 0 || !std::isfinite(e) ? 0.0
-                                  : st.finite ? budget::softmax_abs(t, sb, Be * l[j], e) + 2 * e * st.spread * budget::beta_abs(He, dH)
+                                  : st.finite ? budget::softmax_abs(t, sb, Be * l[j], e) +
+                                                    2 * e * st.spread * budget::beta_abs(He, dH)
                                               : bud(t, e, 4 * u32);
-                record(elem(t, got[static_cast<std::size_t>(r * b.stride) + j], e, b2, w + " item " + std::to_string(j)), w);
+                record(elem(t, got[static_cast<std::size_t>(r * b.stride) + j], e, b2,
+                            w + " item " + std::to_string(j)),
+                       w);
               }
             }
           }
@@ -171,8 +200,10 @@ void run_special(const Run& run, Op op, DType t) {
       auto base = [&](std::int64_t nq, std::int64_t nk) {
         AttentionInput in;
         in.nq = nq, in.nk = nk, in.d = 2, in.dv = 2;
-        for (std::int64_t i = 0; i < nq * 2; ++i) in.q.push_back(to_dtype(t, 0.5 * double(i % 3) - 0.25));
-        for (std::int64_t i = 0; i < nk * 2; ++i) in.k.push_back(to_dtype(t, 0.75 - 0.5 * double(i % 4)));
+        for (std::int64_t i = 0; i < nq * 2; ++i)
+          in.q.push_back(to_dtype(t, 0.5 * double(i % 3) - 0.25));
+        for (std::int64_t i = 0; i < nk * 2; ++i)
+          in.k.push_back(to_dtype(t, 0.75 - 0.5 * double(i % 4)));
         for (std::int64_t i = 0; i < nk * 2; ++i) in.v.push_back(to_dtype(t, double(i % 7) - 3.0));
         return in;
       };
@@ -218,21 +249,39 @@ void run_special(const Run& run, Op op, DType t) {
           const std::string w = a.name + " query " + std::to_string(i);
           // small problems: budget 64 u of the output scale sum p|v| <= 3 (|v| <= 3, d = 2), plus
           // for bfloat16 two roundings of the weights to bfloat16 (kernels that round P before P.V)
-          const double out_internal = (64 * u32 + (t == DType::bfloat16 ? 2 * unit_roundoff(DType::bfloat16) : 0.0)) * 3;
+          const double out_internal =
+              (64 * u32 + (t == DType::bfloat16 ? 2 * unit_roundoff(DType::bfloat16) : 0.0)) * 3;
           for (std::int64_t c = 0; c < a.in.dv; ++c) {
             const std::size_t x = static_cast<std::size_t>(i * a.in.dv + c);
             const double e = d(rr.out[x]);
-            record(elem(t, o.out[x], e, e == 0 && rr.lse[qi] == -INFINITY ? 0.0 : budget::output_abs(t, e, out_internal), w + " out[" + std::to_string(c) + "]"), w);
+            record(elem(t, o.out[x], e,
+                        e == 0 && rr.lse[qi] == -INFINITY ? 0.0
+                                                          : budget::output_abs(t, e, out_internal),
+                        w + " out[" + std::to_string(c) + "]"),
+                   w);
           }
           const double le = d(rr.lse[qi]), He = d(rr.entropy[qi]), be = d(rr.beta[qi]);
-          record(elem(DType::float32, o.lse[qi], le, std::isfinite(le) ? budget::output_abs(DType::float32, le, 64 * u32) : 0.0, w + " lse"), w);
-          record(elem(DType::float32, o.entropy[qi], He, std::isfinite(He) && He != 0 ? budget::output_abs(DType::float32, He, 64 * u32) : 0.0, w + " entropy"), w);
-          record(elem(DType::float32, o.beta[qi], be, std::isfinite(be) && be != 1 ? budget::output_abs(DType::float32, be, 1e-4) : 0.0, w + " beta"), w);
+          record(elem(DType::float32, o.lse[qi], le,
+                      std::isfinite(le) ? budget::output_abs(DType::float32, le, 64 * u32) : 0.0,
+                      w + " lse"),
+                 w);
+          record(
+              elem(DType::float32, o.entropy[qi], He,
+                   std::isfinite(He) && He != 0 ? budget::output_abs(DType::float32, He, 64 * u32)
+                                                : 0.0,
+                   w + " entropy"),
+              w);
+          record(elem(DType::float32, o.beta[qi], be,
+                      std::isfinite(be) && be != 1 ? budget::output_abs(DType::float32, be, 1e-4)
+                                                   : 0.0,
+                      w + " beta"),
+                 w);
         }
       }
     } else if (op == Op::merge_entropy_states) {
       using ES = sa_entropy_state;
-      const ES id0{-kInf, 0, 0}, a{1.5f, 2.0f, -0.5f}, nan{kNaN, kNaN, kNaN}, inf1{kInf, 1, 0}, inf2{kInf, 2, 0};
+      const ES id0{-kInf, 0, 0}, a{1.5f, 2.0f, -0.5f}, nan{kNaN, kNaN, kNaN}, inf1{kInf, 1, 0},
+          inf2{kInf, 2, 0};
       struct M {
         std::string name;
         ES x, y, want;
@@ -250,8 +299,13 @@ void run_special(const Run& run, Op op, DType t) {
         const ES xs[] = {m.x}, ys[] = {m.y};
         const ES r = k.merge_entropy_states(xs, ys)[0];
         const std::string w = m.name + ": got (" + fmt(r.m) + "," + fmt(r.S) + "," + fmt(r.T) + ")";
-        const bool ok = std::isnan(m.want.m) ? std::isnan(r.m) : (r.m == m.want.m && r.S == m.want.S && r.T == m.want.T);
-        record(make_check(ok ? 0.0 : INFINITY, 0.0, w + ", expected (" + fmt(m.want.m) + "," + fmt(m.want.S) + "," + fmt(m.want.T) + ")"), m.name);
+        const bool ok = std::isnan(m.want.m)
+                            ? std::isnan(r.m)
+                            : (r.m == m.want.m && r.S == m.want.S && r.T == m.want.T);
+        record(make_check(ok ? 0.0 : INFINITY, 0.0,
+                          w + ", expected (" + fmt(m.want.m) + "," + fmt(m.want.S) + "," +
+                              fmt(m.want.T) + ")"),
+               m.name);
       }
     } else if (op == Op::merge_attention_states) {
       struct M {
@@ -273,10 +327,16 @@ void run_special(const Run& run, Op op, DType t) {
         std::vector<float> lse;
         const auto out = k.merge_attention_states(1, 2, oa, la, ob, lb, &lse);
         for (int c = 0; c < 2; ++c)
-          record(elem(DType::float32, out[static_cast<std::size_t>(c)], m.want[static_cast<std::size_t>(c)],
-                      std::isfinite(m.want[static_cast<std::size_t>(c)]) && m.la == m.lb ? 8 * u32 * 4 : 0.0,
-                      m.name + " out[" + std::to_string(c) + "]"), m.name);
-        record(elem(DType::float32, lse[0], m.want_lse, m.la == m.lb ? 4 * u32 : 0.0, m.name + " lse"), m.name);
+          record(
+              elem(DType::float32, out[static_cast<std::size_t>(c)],
+                   m.want[static_cast<std::size_t>(c)],
+                   std::isfinite(m.want[static_cast<std::size_t>(c)]) && m.la == m.lb ? 8 * u32 * 4
+                                                                                      : 0.0,
+                   m.name + " out[" + std::to_string(c) + "]"),
+              m.name);
+        record(
+            elem(DType::float32, lse[0], m.want_lse, m.la == m.lb ? 4 * u32 : 0.0, m.name + " lse"),
+            m.name);
       }
     }
   } catch (const std::exception& e) {

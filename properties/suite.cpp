@@ -31,7 +31,8 @@ bool Run::wants_property(const std::string& id) const {
   return false;
 }
 bool Run::wants_op(Op op) const {
-  return config.ops.empty() || std::find(config.ops.begin(), config.ops.end(), op) != config.ops.end();
+  return config.ops.empty() ||
+         std::find(config.ops.begin(), config.ops.end(), op) != config.ops.end();
 }
 void Run::emit(Verdict v) const {
   if (observer && observer->on_verdict) observer->on_verdict(v);
@@ -79,8 +80,10 @@ RowParams shrink_values(const RowParams& start, DType t,
           if (i < at || i >= at + chunk)
             c.explicit_values.push_back(p.explicit_values[static_cast<std::size_t>(r * p.n + i)]);
       c.n = p.n - chunk;
-      if (try_it(c)) p = c;
-      else at += chunk;
+      if (try_it(c))
+        p = c;
+      else
+        at += chunk;
     }
   }
   // 2. Simplify values (small rows only): 0, then the nearest integer.
@@ -107,43 +110,51 @@ RowParams shrink_values(const RowParams& start, DType t,
 std::vector<PropertyInfo> properties() {
   return {
       {"differential.ulp",
-       "every output is within its per-element rounding budget of the correctly rounded MPFR reference",
+       "every output is within its per-element rounding budget of the correctly rounded MPFR "
+       "reference",
        "ulp"},
       {"differential.t7_apriori",
-       "softmax's max-norm relative error is within the a-priori bound (n + 4 + 2 delta) u", "t7_apriori"},
+       "softmax's max-norm relative error is within the a-priori bound (n + 4 + 2 delta) u",
+       "t7_apriori"},
       {"differential.flash_attention_2x",
        "max error <= 2x the naive same-dtype implementation's error + 2 ulp of the output type",
        "flash_attention_2x"},
       {"differential.pytorch_fudge5",
-       "|out - ref| <= atol + rtol |ref| with atol, rtol = 5x the naive same-dtype deviation (at least "
+       "|out - ref| <= atol + rtol |ref| with atol, rtol = 5x the naive same-dtype deviation (at "
+       "least "
        "torch.testing's defaults)",
        "pytorch_fudge5"},
       {"differential.onednn_10eps",
-       "float32 relative error <= 10 eps; bfloat16 equals the float32 reference rounded (opt-in rule)",
+       "float32 relative error <= 10 eps; bfloat16 equals the float32 reference rounded (opt-in "
+       "rule)",
        "onednn_10eps"},
-      {"differential.bias", "the mean signed error (in ulps) is zero within its statistical uncertainty",
-       "bias"},
+      {"differential.bias",
+       "the mean signed error (in ulps) is zero within its statistical uncertainty", "bias"},
       {"metamorphic.sum_to_one", "softmax weights sum to one (zero for a fully masked row)",
        "rounding_analysis"},
       {"metamorphic.shift_invariance",
        "adding an exactly representable constant to every logit changes nothing (lse moves by it)",
        "rounding_analysis"},
-      {"metamorphic.permutation", "permuting the logits permutes the weights; lse and entropy are invariant",
+      {"metamorphic.permutation",
+       "permuting the logits permutes the weights; lse and entropy are invariant",
        "rounding_analysis"},
       {"metamorphic.monotonicity",
        "raising one logit does not lower its weight and does not raise any other weight",
        "rounding_analysis"},
       {"metamorphic.t1_bounds", "every weight lies in the dispersion bounds of Lemma 2.1", "T1"},
       {"metamorphic.entropy_range", "0 <= H <= log(number of unmasked items)", "T4"},
-      {"metamorphic.entropy_temperature", "entropy does not decrease when the temperature rises", "T4"},
+      {"metamorphic.entropy_temperature", "entropy does not decrease when the temperature rises",
+       "T4"},
       {"metamorphic.adaptive_beta",
        "beta >= 1, beta = 1 when H <= 0.5, and beta = beta(H) for the kernel's own H", "T5"},
       {"metamorphic.streamed_entropy",
-       "the kernel's (streamed) entropy equals -sum p log p of its own softmax, and its (m,S,T) state "
+       "the kernel's (streamed) entropy equals -sum p log p of its own softmax, and its (m,S,T) "
+       "state "
        "gives the same H",
        "T6"},
       {"metamorphic.merge_algebra",
-       "merging entropy states is associative and commutative within rounding, identity is a no-op, and "
+       "merging entropy states is associative and commutative within rounding, identity is a "
+       "no-op, and "
        "merged parts give the whole row's entropy",
        "T6"},
       {"metamorphic.split_kv",
@@ -151,7 +162,8 @@ std::vector<PropertyInfo> properties() {
        "merge_attention_states) agrees with the unsplit result",
        "T6"},
       {"special.values",
-       "masks, fully masked rows, +inf, NaN and n = 1 follow include/softmax_audit/kernel.h exactly",
+       "masks, fully masked rows, +inf, NaN and n = 1 follow include/softmax_audit/kernel.h "
+       "exactly",
        "kernel_h"},
   };
 }
@@ -162,40 +174,51 @@ std::vector<Rule> rules() {
   return {
       {"ulp",
        "per-element rounding budget (properties/budgets.hpp): float32 working precision, faithful "
-       "exp/log, recursive-summation error (n-1) u, exp-argument and temperature rounding; plus 1 ulp (float32) or 0.5 ulp (bfloat16) of output rounding"},
+       "exp/log, recursive-summation error (n-1) u, exp-argument and temperature rounding; plus 1 "
+       "ulp (float32) or 0.5 ulp (bfloat16) of output rounding"},
       {"t7_apriori",
        "Blanchard, Higham & Higham 2021 (theory.md T7): shifted softmax ||p - p^||inf/||p||inf <= "
        "(n + 2*2 + 2 delta) u with faithful exp, u = float32's (working precision), + u_bf16 for "
        "bfloat16 outputs"},
       {"flash_attention_2x",
-       "FlashAttention's tests (theory.md T8): max|out - ref| <= 2 max|naive same-dtype - ref| + fwd_atol, "
-       "fwd_atol = 2 ulp of the output type at 0.3 + max|ref| (its Hopper tests' (ref + 0.3 - 0.3 - ref)); "
+       "FlashAttention's tests (theory.md T8): max|out - ref| <= 2 max|naive same-dtype - ref| + "
+       "fwd_atol, "
+       "fwd_atol = 2 ulp of the output type at 0.3 + max|ref| (its Hopper tests' (ref + 0.3 - 0.3 "
+       "- ref)); "
        "bfloat16 only (the tests cover low precision)"},
       {"pytorch_fudge5",
        "PyTorch attention tests (theory.md T8): fudge factor 5 on the naive same-dtype deviation "
-       "(atol and rtol), floored at torch.testing's defaults (float32 1e-5/1.3e-6, bfloat16 1e-5/1.6e-2)"},
+       "(atol and rtol), floored at torch.testing's defaults (float32 1e-5/1.3e-6, bfloat16 "
+       "1e-5/1.6e-2)"},
       {"onednn_10eps",
-       "oneDNN's softmax tests (theory.md T8): float32 relative error <= 10 eps (eps = 2^-23); bfloat16 "
-       "output equals the float32 reference rounded to bfloat16. Opt-in: select it in SuiteConfig.rules"},
+       "oneDNN's softmax tests (theory.md T8): float32 relative error <= 10 eps (eps = 2^-23); "
+       "bfloat16 "
+       "output equals the float32 reference rounded to bfloat16. Opt-in: select it in "
+       "SuiteConfig.rules"},
       {"bias",
        "mean signed error gate (theory.md T8; arXiv 2510.04212): |mean of per-row mean errors in "
        "ulps| <= 5 standard errors + 0.1 ulp (bfloat16) / 0.5 ulp (float32)"},
       {"rounding_analysis",
-       "metamorphic bound: the sum of the ulp-rule budgets of the runs compared (properties/budgets.hpp)"},
+       "metamorphic bound: the sum of the ulp-rule budgets of the runs compared "
+       "(properties/budgets.hpp)"},
       {"T1", "theory.md T1 (Lemma 2.1), plus the ulp-rule budget of each weight"},
       {"T4", "theory.md T4 (Proposition 3.2), plus the entropy budgets of the runs compared"},
       {"T5", "theory.md T5 (adaptive temperature), plus the polynomial's evaluation error"},
       {"T6", "theory.md T6 (streamed entropy, merge), plus rounding of each merge (4u per S, T)"},
-      {"kernel_h", "include/softmax_audit/kernel.h special-value semantics (exact for non-finite values "
-                   "and zeros), plus the ulp-rule budget for finite values"},
+      {"kernel_h",
+       "include/softmax_audit/kernel.h special-value semantics (exact for non-finite values "
+       "and zeros), plus the ulp-rule budget for finite values"},
   };
 }
 
-std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config, SuiteObserver* observer) {
+std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
+                               SuiteObserver* observer) {
   // Bad configuration: say which field and what was expected.
   for (const auto& d : config.distributions)
-    if (std::find(distribution_names().begin(), distribution_names().end(), d) == distribution_names().end())
-      throw std::invalid_argument("run_suite: unknown distribution '" + d + "'; expected one of distributions()");
+    if (std::find(distribution_names().begin(), distribution_names().end(), d) ==
+        distribution_names().end())
+      throw std::invalid_argument("run_suite: unknown distribution '" + d +
+                                  "'; expected one of distributions()");
   for (const auto& r : config.rules) {
     const auto all = rules();
     if (std::none_of(all.begin(), all.end(), [&](const Rule& x) { return x.id == r; }))
@@ -206,8 +229,9 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config, 
     if (std::none_of(all.begin(), all.end(), [&](const PropertyInfo& x) {
           return x.id == p || x.id.rfind(p + ".", 0) == 0;
         }))
-      throw std::invalid_argument("run_suite: unknown property '" + p +
-                                  "'; expected an id of properties() or a family (differential, metamorphic, special)");
+      throw std::invalid_argument(
+          "run_suite: unknown property '" + p +
+          "'; expected an id of properties() or a family (differential, metamorphic, special)");
   }
   for (auto n : config.sizes)
     if (n < 1) throw std::invalid_argument("run_suite: size " + std::to_string(n) + " is not >= 1");
@@ -225,7 +249,8 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config, 
   detail::Run run{kernel, config, observer, out, seed, config.sizes, config.distributions};
   std::vector<DType> dtypes = config.dtypes;
   if (dtypes.empty()) dtypes = {DType::float32, DType::bfloat16};
-  const Op row_ops[] = {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy, Op::adaptive_softmax};
+  const Op row_ops[] = {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy,
+                        Op::adaptive_softmax};
   int total = 0, done = 0;
   for (DType t : dtypes) {
     (void)t;

@@ -25,9 +25,9 @@ struct SuiteConfig {
   std::vector<std::string> rules;          // tolerance rule ids (see rules()); empty = all but the
                                            // opt-in "onednn_10eps"
   std::vector<std::string> properties;     // property ids to run (see properties()), or a family
-                                           // ("differential", "metamorphic", "special"); empty = all
-  int cases = 100;                         // random cases per property
-  std::uint64_t seed = 0;                  // 0: RapidCheck's own random seed (printed in verdicts)
+                                        // ("differential", "metamorphic", "special"); empty = all
+  int cases = 100;         // random cases per property
+  std::uint64_t seed = 0;  // 0: RapidCheck's own random seed (printed in verdicts)
   double temperature = 1.0;
 };
 

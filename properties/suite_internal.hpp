@@ -23,8 +23,8 @@ struct Run {
   SuiteObserver* observer;
   std::vector<Verdict>& out;
   std::uint64_t seed;
-  std::vector<std::int64_t> sizes;  // row sizes for generators
-  std::vector<std::string> dists;   // selected distributions (empty: all)
+  std::vector<std::int64_t> sizes;    // row sizes for generators
+  std::vector<std::string> dists;     // selected distributions (empty: all)
   mutable double shrink_pool = 20.0;  // seconds of shrinking left in this run (shared)
 
   bool wants_rule(const std::string& id) const;
@@ -57,8 +57,9 @@ Verdict slot_verdict(const Run& run, const std::string& property, const std::str
     v.outcome = Outcome::fail;
     v.measured = r.failing_check.measured;
     v.bound = r.failing_check.bound;
-    v.counterexample = "seed=" + std::to_string(run.seed) + " case=" + std::to_string(r.failing_case) +
-                       " (shrunk " + std::to_string(r.shrink_steps) + " steps) " + show(*r.failing) +
+    v.counterexample = "seed=" + std::to_string(run.seed) +
+                       " case=" + std::to_string(r.failing_case) + " (shrunk " +
+                       std::to_string(r.shrink_steps) + " steps) " + show(*r.failing) +
                        (r.failing_check.where.empty() ? "" : " ; at " + r.failing_check.where);
     return v;
   }
@@ -79,8 +80,8 @@ Verdict skip_verdict(const Run& run, const std::string& property, const std::str
                      const Rule& rule, Op op, DType t, const std::string& why);
 
 // Value-level shrinking of row cases: drop chunks of items, then simplify values.
-RowParams shrink_values(const RowParams& p, DType t, const std::function<bool(const RowParams&)>& fails,
-                        int& budget);
+RowParams shrink_values(const RowParams& p, DType t,
+                        const std::function<bool(const RowParams&)>& fails, int& budget);
 
 void run_differential(const Run& run, Op op, DType t);
 void run_attention_differential(const Run& run, DType t);

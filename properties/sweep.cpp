@@ -36,11 +36,34 @@ struct CompensatedSum {
   double value() const { return s + c; }
 };
 
-const char* const kColumns[] = {
-    "key", "kernel", "dtype", "distribution", "temperature", "log2n", "n", "seed", "spread",
-    "max_ulp_sampled", "ulp_budget_at_worst", "rel_err_sampled", "t7_bound", "sum_minus_one",
-    "pmax_kernel", "pmax_exact", "t1_upper", "n_star", "dispersed", "H_kernel", "H_exact", "log_n",
-    "H_err", "H_budget", "lse_kernel", "lse_exact", "lse_err", "seconds"};
+const char* const kColumns[] = {"key",
+                                "kernel",
+                                "dtype",
+                                "distribution",
+                                "temperature",
+                                "log2n",
+                                "n",
+                                "seed",
+                                "spread",
+                                "max_ulp_sampled",
+                                "ulp_budget_at_worst",
+                                "rel_err_sampled",
+                                "t7_bound",
+                                "sum_minus_one",
+                                "pmax_kernel",
+                                "pmax_exact",
+                                "t1_upper",
+                                "n_star",
+                                "dispersed",
+                                "H_kernel",
+                                "H_exact",
+                                "log_n",
+                                "H_err",
+                                "H_budget",
+                                "lse_kernel",
+                                "lse_exact",
+                                "lse_err",
+                                "seconds"};
 
 std::string num(double x) {
   char buf[64];
@@ -50,13 +73,15 @@ std::string num(double x) {
 
 std::string to_line(const SweepRow& r) {
   std::ostringstream os;
-  os << r.key << ',' << r.kernel << ',' << r.dtype << ',' << r.distribution << ',' << num(r.temperature) << ','
-     << r.log2n << ',' << r.n << ',' << r.seed << ',' << num(r.spread) << ',' << num(r.max_ulp_sampled) << ','
-     << num(r.ulp_budget_at_worst) << ',' << num(r.rel_err_sampled) << ',' << num(r.t7_bound) << ','
-     << num(r.sum_minus_one) << ',' << num(r.pmax_kernel) << ',' << num(r.pmax_exact) << ',' << num(r.t1_upper)
-     << ',' << num(r.n_star) << ',' << r.dispersed << ',' << num(r.H_kernel) << ',' << num(r.H_exact) << ','
-     << num(r.log_n) << ',' << num(r.H_err) << ',' << num(r.H_budget) << ',' << num(r.lse_kernel) << ','
-     << num(r.lse_exact) << ',' << num(r.lse_err) << ',' << num(r.seconds) << '\n';
+  os << r.key << ',' << r.kernel << ',' << r.dtype << ',' << r.distribution << ','
+     << num(r.temperature) << ',' << r.log2n << ',' << r.n << ',' << r.seed << ',' << num(r.spread)
+     << ',' << num(r.max_ulp_sampled) << ',' << num(r.ulp_budget_at_worst) << ','
+     << num(r.rel_err_sampled) << ',' << num(r.t7_bound) << ',' << num(r.sum_minus_one) << ','
+     << num(r.pmax_kernel) << ',' << num(r.pmax_exact) << ',' << num(r.t1_upper) << ','
+     << num(r.n_star) << ',' << r.dispersed << ',' << num(r.H_kernel) << ',' << num(r.H_exact)
+     << ',' << num(r.log_n) << ',' << num(r.H_err) << ',' << num(r.H_budget) << ','
+     << num(r.lse_kernel) << ',' << num(r.lse_exact) << ',' << num(r.lse_err) << ','
+     << num(r.seconds) << '\n';
   return os.str();
 }
 
@@ -68,8 +93,10 @@ SweepRow from_fields(const std::vector<std::string>& f) {
   r.log2n = std::atoi(f[5].c_str());
   r.n = std::atoll(f[6].c_str());
   r.seed = std::strtoull(f[7].c_str(), nullptr, 10);
-  r.spread = d(8), r.max_ulp_sampled = d(9), r.ulp_budget_at_worst = d(10), r.rel_err_sampled = d(11);
-  r.t7_bound = d(12), r.sum_minus_one = d(13), r.pmax_kernel = d(14), r.pmax_exact = d(15), r.t1_upper = d(16);
+  r.spread = d(8), r.max_ulp_sampled = d(9), r.ulp_budget_at_worst = d(10),
+  r.rel_err_sampled = d(11);
+  r.t7_bound = d(12), r.sum_minus_one = d(13), r.pmax_kernel = d(14), r.pmax_exact = d(15),
+  r.t1_upper = d(16);
   r.n_star = d(17);
   r.dispersed = std::atoi(f[18].c_str());
   r.H_kernel = d(19), r.H_exact = d(20), r.log_n = d(21), r.H_err = d(22), r.H_budget = d(23);
@@ -81,8 +108,10 @@ std::vector<std::string> split(const std::string& line) {
   std::vector<std::string> f;
   std::string cur;
   for (char ch : line) {
-    if (ch == ',') f.push_back(cur), cur.clear();
-    else cur += ch;
+    if (ch == ',')
+      f.push_back(cur), cur.clear();
+    else
+      cur += ch;
   }
   f.push_back(cur);
   return f;
@@ -92,17 +121,20 @@ void write_all(int fd, const std::string& s, const std::string& path) {
   std::size_t done = 0;
   while (done < s.size()) {
     const ssize_t w = ::write(fd, s.data() + done, s.size() - done);
-    if (w < 0) throw std::runtime_error("sweep: cannot write " + path + ": " + std::strerror(errno));
+    if (w < 0)
+      throw std::runtime_error("sweep: cannot write " + path + ": " + std::strerror(errno));
     done += static_cast<std::size_t>(w);
   }
-  if (::fsync(fd) != 0) throw std::runtime_error("sweep: cannot fsync " + path + ": " + std::strerror(errno));
+  if (::fsync(fd) != 0)
+    throw std::runtime_error("sweep: cannot fsync " + path + ": " + std::strerror(errno));
 }
 
 // Opens the table for appending: creates it with the header, or drops a
 // partial last line; returns the keys already present.
 int open_table(const std::string& path, std::set<std::string>& keys) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
-  if (fd < 0) throw std::invalid_argument("sweep: cannot open " + path + ": " + std::strerror(errno));
+  if (fd < 0)
+    throw std::invalid_argument("sweep: cannot open " + path + ": " + std::strerror(errno));
   std::string content;
   {
     char buf[1 << 16];
@@ -114,12 +146,15 @@ int open_table(const std::string& path, std::set<std::string>& keys) {
   if (content.empty()) {
     write_all(fd, header, path);
   } else {
-    if (content.rfind(header, 0) != 0 && !(content.size() < header.size() && header.rfind(content, 0) == 0)) {
+    if (content.rfind(header, 0) != 0 &&
+        !(content.size() < header.size() && header.rfind(content, 0) == 0)) {
       ::close(fd);
-      throw std::invalid_argument("sweep: " + path + " exists but is not a sweep table of this version (its "
+      throw std::invalid_argument("sweep: " + path +
+                                  " exists but is not a sweep table of this version (its "
                                   "first line differs from the expected header); use another path");
     }
-    const std::size_t keep = content.find_last_of('\n') == std::string::npos ? 0 : content.find_last_of('\n') + 1;
+    const std::size_t keep =
+        content.find_last_of('\n') == std::string::npos ? 0 : content.find_last_of('\n') + 1;
     if (keep < content.size()) {  // a kill mid-write left a partial line: drop it
       if (::ftruncate(fd, static_cast<off_t>(keep)) != 0 || ::fsync(fd) != 0) {
         ::close(fd);
@@ -143,8 +178,8 @@ int open_table(const std::string& path, std::set<std::string>& keys) {
   return fd;
 }
 
-SweepRow measure(const Kernel& k, DType t, const std::string& dist, int level, double theta, int log2n,
-                 std::uint64_t seed, int samples) {
+SweepRow measure(const Kernel& k, DType t, const std::string& dist, int level, double theta,
+                 int log2n, std::uint64_t seed, int samples) {
   SweepRow row;
   row.kernel = k.name();
   row.dtype = name_of(t);
@@ -158,7 +193,8 @@ SweepRow measure(const Kernel& k, DType t, const std::string& dist, int level, d
   p.n = row.n;
   p.level = level;
   p.temperature = theta;
-  p.seed = seed * 1000003ull + static_cast<std::uint64_t>(log2n) * 7919ull + std::hash<std::string>{}(dist) % 100000;
+  p.seed = seed * 1000003ull + static_cast<std::uint64_t>(log2n) * 7919ull +
+           std::hash<std::string>{}(dist) % 100000;
   const RowBatch b = materialise(p, t);
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<float> w = k.softmax(t, b, theta);
@@ -203,18 +239,23 @@ SweepRow measure(const Kernel& k, DType t, const std::string& dist, int level, d
   // Sampled items: exact weights from MPFR given L.
   std::vector<std::int64_t> idx = {imax, imin};
   std::mt19937_64 rng(p.seed ^ 0x5eedull);
-  for (int s = 0; s < samples; ++s) idx.push_back(static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)));
+  for (int s = 0; s < samples; ++s)
+    idx.push_back(static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(n)));
   ref::PrecisionScope prec(128);
   const ref::Mp Lm(L);
   double worst_ratio = -1, err_max = 0;
   for (std::int64_t j : idx) {
     const double z = double(b.data[static_cast<std::size_t>(j)]) / theta;
-    const double e = z == -INFINITY ? 0.0 : exp(ref::Mp(b.data[static_cast<std::size_t>(j)]) / ref::Mp(theta) - Lm).convert_to<double>();
+    const double e = z == -INFINITY
+                         ? 0.0
+                         : exp(ref::Mp(b.data[static_cast<std::size_t>(j)]) / ref::Mp(theta) - Lm)
+                               .convert_to<double>();
     const double g = w[static_cast<std::size_t>(j)];
     const double u = budget::ulp(t, e);
     const double ulps = std::abs(g - e) / u, bud = budget::softmax_abs(t, st, z, e) / u;
     const double ratio = bud > 0 ? ulps / bud : (ulps == 0 ? 0 : INFINITY);
-    if (ratio > worst_ratio) worst_ratio = ratio, row.max_ulp_sampled = ulps, row.ulp_budget_at_worst = bud;
+    if (ratio > worst_ratio)
+      worst_ratio = ratio, row.max_ulp_sampled = ulps, row.ulp_budget_at_worst = bud;
     err_max = std::max(err_max, std::abs(g - e));
   }
   row.rel_err_sampled = err_max / row.pmax_exact;
@@ -255,11 +296,14 @@ void write_sweep_json(const std::vector<SweepRow>& rows, const std::string& path
     nlohmann::json o;
     for (std::size_t i = 0; i < f.size(); ++i) {
       const std::string c = kColumns[i];
-      if (i <= 3) o[c] = f[i];
+      if (i <= 3)
+        o[c] = f[i];
       else {
         const double v = std::strtod(f[i].c_str(), nullptr);
-        if (std::isfinite(v)) o[c] = v;
-        else o[c] = nullptr;
+        if (std::isfinite(v))
+          o[c] = v;
+        else
+          o[c] = nullptr;
       }
     }
     a.push_back(o);
@@ -274,7 +318,8 @@ void write_sweep_json(const std::vector<SweepRow>& rows, const std::string& path
 }
 
 std::vector<SweepRow> run_sweep(const Kernel& kernel, const SweepConfig& c) {
-  if (c.csv_path.empty()) throw std::invalid_argument("sweep: csv_path is empty; expected a file to append rows to");
+  if (c.csv_path.empty())
+    throw std::invalid_argument("sweep: csv_path is empty; expected a file to append rows to");
   if (c.samples < 0) throw std::invalid_argument("sweep: samples must be >= 0");
   if (!kernel.supports(Op::softmax))
     throw std::invalid_argument("sweep: kernel '" + kernel.name() + "' does not implement softmax");
@@ -282,15 +327,18 @@ std::vector<SweepRow> run_sweep(const Kernel& kernel, const SweepConfig& c) {
   if (ks.empty())
     for (int k = 4; k <= 24; ++k) ks.push_back(k);
   for (int k : ks)
-    if (k < 0 || k > 30) throw std::invalid_argument("sweep: log2 size " + std::to_string(k) + " outside [0, 30]");
+    if (k < 0 || k > 30)
+      throw std::invalid_argument("sweep: log2 size " + std::to_string(k) + " outside [0, 30]");
   std::vector<std::string> dists = c.distributions;
   if (dists.empty()) dists = {"gaussian", "uniform", "spike", "fa3_outliers"};
   for (const auto& d : dists)
-    if (std::find(distribution_names().begin(), distribution_names().end(), d) == distribution_names().end())
+    if (std::find(distribution_names().begin(), distribution_names().end(), d) ==
+        distribution_names().end())
       throw std::invalid_argument("sweep: unknown distribution '" + d + "'");
   std::vector<double> temps = c.temperatures.empty() ? std::vector<double>{1.0} : c.temperatures;
   for (double th : temps)
-    if (!(th > 0) || !std::isfinite(th)) throw std::invalid_argument("sweep: temperature must be finite and > 0");
+    if (!(th > 0) || !std::isfinite(th))
+      throw std::invalid_argument("sweep: temperature must be finite and > 0");
   std::vector<DType> dtypes = c.dtypes;
   if (dtypes.empty()) dtypes = {DType::float32, DType::bfloat16};
   std::set<std::string> done;
@@ -301,9 +349,10 @@ std::vector<SweepRow> run_sweep(const Kernel& kernel, const SweepConfig& c) {
       for (const auto& dist : dists)
         for (double th : temps)
           for (int k : ks) {
-            const std::string key = kernel.name() + "|" + name_of(t) + "|" + dist + "|L" + std::to_string(c.level) +
-                                    "|t" + num(th) + "|k" + std::to_string(k) + "|s" + std::to_string(c.seed) +
-                                    "|m" + std::to_string(c.samples);
+            const std::string key = kernel.name() + "|" + name_of(t) + "|" + dist + "|L" +
+                                    std::to_string(c.level) + "|t" + num(th) + "|k" +
+                                    std::to_string(k) + "|s" + std::to_string(c.seed) + "|m" +
+                                    std::to_string(c.samples);
             if (done.count(key)) continue;
             SweepRow r = measure(kernel, t, dist, c.level, th, k, c.seed, c.samples);
             r.key = key;

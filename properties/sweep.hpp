@@ -37,15 +37,15 @@
 namespace sa::props {
 
 struct SweepConfig {
-  std::vector<int> log2_sizes;              // default 4..24
-  std::vector<std::string> distributions;   // default gaussian, uniform, spike, fa3_outliers
-  int level = 1;                            // generator level (spread/scale), see generators.hpp
-  std::vector<double> temperatures;         // default {1}
-  std::vector<DType> dtypes;                // default float32, bfloat16 (those the kernel supports)
+  std::vector<int> log2_sizes;             // default 4..24
+  std::vector<std::string> distributions;  // default gaussian, uniform, spike, fa3_outliers
+  int level = 1;                           // generator level (spread/scale), see generators.hpp
+  std::vector<double> temperatures;        // default {1}
+  std::vector<DType> dtypes;               // default float32, bfloat16 (those the kernel supports)
   std::uint64_t seed = 1;
-  int samples = 64;                         // sampled items per row for per-element errors
-  std::string csv_path;                     // required: the resumable table
-  std::string json_path;                    // optional: written from the whole CSV at the end
+  int samples = 64;       // sampled items per row for per-element errors
+  std::string csv_path;   // required: the resumable table
+  std::string json_path;  // optional: written from the whole CSV at the end
   std::function<void(const std::string& key)> on_row;  // after a row is durably written
 };
 
@@ -60,13 +60,13 @@ struct SweepRow {
   double ulp_budget_at_worst = 0;  // its ulp-rule budget (ulps)
   double rel_err_sampled = 0;      // max |p^-p| / ||p||inf over sampled items
   double t7_bound = 0;
-  double sum_minus_one = 0;        // sum of the kernel's weights - 1 (whole row)
+  double sum_minus_one = 0;  // sum of the kernel's weights - 1 (whole row)
   double pmax_kernel = 0, pmax_exact = 0, t1_upper = 0;
-  double n_star = 0;               // T2 for the dtype's unit roundoff
-  int dispersed = 0;               // n > n*
+  double n_star = 0;  // T2 for the dtype's unit roundoff
+  int dispersed = 0;  // n > n*
   double H_kernel = NAN, H_exact = 0, log_n = 0, H_err = NAN, H_budget = 0;
   double lse_kernel = NAN, lse_exact = 0, lse_err = NAN;
-  double seconds = 0;              // kernel + measurement time of the row
+  double seconds = 0;  // kernel + measurement time of the row
 };
 
 // Runs (or resumes) the sweep; returns every row in the CSV afterwards.

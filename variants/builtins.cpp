@@ -55,7 +55,10 @@ double max_abs_finite(std::span<const double> z) {
 double spread(std::span<const double> z) {
   double lo = INFINITY, hi = -INFINITY;
   for (double x : z)
-    if (std::isfinite(x)) { lo = std::min(lo, x); hi = std::max(hi, x); }
+    if (std::isfinite(x)) {
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+    }
   return hi >= lo ? hi - lo : 0.0;
 }
 
@@ -82,13 +85,15 @@ Prediction t1() {
 
 Prediction ssmax_prediction(double s, double g) {
   const double sg = s * g;
-  const std::string src = "SSMax (variants.md): top weight n^{sg}/(n^{sg}+n-1): ->1 if s*g>1, ->1/2 at s*g=1, ->0 below";
+  const std::string src =
+      "SSMax (variants.md): top weight n^{sg}/(n^{sg}+n-1): ->1 if s*g>1, ->1/2 at s*g=1, ->0 "
+      "below";
   if (sg > 1) return {Dispersion::to_one, src};
   if (sg == 1) return {Dispersion::bounded, src};
   return {Dispersion::to_zero, src};
 }
 
-constexpr double kSsmaxS = 0.5;      // the per-head scalar s of the built-in SSMax
+constexpr double kSsmaxS = 0.5;  // the per-head scalar s of the built-in SSMax
 constexpr double kSoftpickEps = 1e-6;
 
 double live_count(std::span<const double> l) {
@@ -122,12 +127,13 @@ SA_REGISTER_VARIANT(softmax_t05, softmax_variant("softmax_theta0.5", 0.5));
 
 // ---- adaptive temperature (T5) ---------------------------------------------------------------
 Variant adaptive_variant() {
-  Variant v = make("adaptive_temperature",
-                   "softmax(beta(H) l), H = -sum p log(p+1e-9) of softmax(l), beta from theory.md T5",
-                   [](auto z, auto p) {
-                     using R = typename decltype(p)::value_type;
-                     F::adaptive<R>(z, p);
-                   });
+  Variant v =
+      make("adaptive_temperature",
+           "softmax(beta(H) l), H = -sum p log(p+1e-9) of softmax(l), beta from theory.md T5",
+           [](auto z, auto p) {
+             using R = typename decltype(p)::value_type;
+             F::adaptive<R>(z, p);
+           });
   // Pass 1: |dp| <= E1 = softmax_bound(l) u. Entropy -sum p log(p+1e-9):
   // |dH| <= n E1 (|log 1e-9| + 1) + 2(n+3) u max(H,1) (sum and log rounding).
   // beta = poly(H) has |beta'| <= 3 where beta > 1 (max |poly'| on
@@ -154,8 +160,9 @@ Variant adaptive_variant() {
   };
   v.f32_bound_rule = "T7 twice + entropy/beta propagation (|beta'|<=3, Horner rounding)";
   v.predict = [](double) {
-    return std::optional<Prediction>(Prediction{
-        Dispersion::to_zero, "T5+T1: beta = 1 once H > 5.944 (near-uniform rows, n >~ 380), then T1"});
+    return std::optional<Prediction>(
+        Prediction{Dispersion::to_zero,
+                   "T5+T1: beta = 1 once H > 5.944 (near-uniform rows, n >~ 380), then T1"});
   };
   return v;
 }
@@ -181,10 +188,12 @@ Variant ssmax_variant(const std::string& name, double s, const std::string& form
   return v;
 }
 SA_REGISTER_VARIANT(ssmax, ssmax_variant("ssmax_s0.5", kSsmaxS, "softmax((s log n) l), s = 0.5"));
-SA_REGISTER_VARIANT(log_length, ssmax_variant("log_length", 1.0, "softmax(log n * l) (Chiang & Cholak 2022)"));
+SA_REGISTER_VARIANT(log_length,
+                    ssmax_variant("log_length", 1.0, "softmax(log n * l) (Chiang & Cholak 2022)"));
 
 Variant ssmax_wrong_variant() {
-  Variant v = make("ssmax_wrong_shift", "exp(l_i - s log n)/sum exp(l_j - s log n), s = 0.5 (mis-stated SSMax)",
+  Variant v = make("ssmax_wrong_shift",
+                   "exp(l_i - s log n)/sum exp(l_j - s log n), s = 0.5 (mis-stated SSMax)",
                    [](auto z, auto p) {
                      using R = typename decltype(p)::value_type;
                      F::ssmax_wrong_shift<R>(z, p, R(kSsmaxS));
@@ -208,11 +217,12 @@ SA_REGISTER_VARIANT(ssmax_wrong, ssmax_wrong_variant());
 
 // ---- softmax-plus-one ---------------------------------------------------------------------------
 Variant plus_one_variant() {
-  Variant v = make("softmax_plus_one", "exp(l_i)/(1 + sum exp(l_j)), m = max(0, max l) (Miller 2023)",
-                   [](auto z, auto p) {
-                     using R = typename decltype(p)::value_type;
-                     F::softmax_plus_one<R>(z, p);
-                   });
+  Variant v =
+      make("softmax_plus_one", "exp(l_i)/(1 + sum exp(l_j)), m = max(0, max l) (Miller 2023)",
+           [](auto z, auto p) {
+             using R = typename decltype(p)::value_type;
+             F::softmax_plus_one<R>(z, p);
+           });
   // T7 over the n + 1 terms (the extra one is exp(0 - m)); no argument rounding.
   v.f32_bound = [](std::span<const double> l) {
     std::vector<double> z(l.begin(), l.end()), p(l.size());
@@ -222,8 +232,9 @@ Variant plus_one_variant() {
   };
   v.f32_bound_rule = "T7 over n+1 terms (shifted by max(0, max l))";
   v.predict = [](double) {
-    return std::optional<Prediction>(Prediction{
-        Dispersion::to_zero, "p_max <= e^{max l}/(1 + (n-1)e^{min l}) -> 0 (Theta(1/n), variants.md)"});
+    return std::optional<Prediction>(
+        Prediction{Dispersion::to_zero,
+                   "p_max <= e^{max l}/(1 + (n-1)e^{min l}) -> 0 (Theta(1/n), variants.md)"});
   };
   return v;
 }
@@ -231,14 +242,18 @@ SA_REGISTER_VARIANT(plus_one, plus_one_variant());
 
 // ---- softpick and the wrong softpick ---------------------------------------------------------
 Variant softpick_variant(bool wrong) {
-  Variant v = make(wrong ? "softpick_wrong_relu_den" : "softpick",
-                   wrong ? "relu(e^l_i - 1)/(sum relu(e^l_j - 1) + eps) (mis-stated softpick)"
-                         : "relu(e^l_i - 1)/(sum |e^l_j - 1| + eps), eps = 1e-6 (Zuhri et al. 2025)",
-                   [wrong](auto z, auto p) {
-                     using R = typename decltype(p)::value_type;
-                     F::softpick_impl<R>(z, p, R(kSoftpickEps), wrong);
-                   });
-  if (wrong) { v.wrong_formulation = true; v.wrong_of = "softpick"; }
+  Variant v =
+      make(wrong ? "softpick_wrong_relu_den" : "softpick",
+           wrong ? "relu(e^l_i - 1)/(sum relu(e^l_j - 1) + eps) (mis-stated softpick)"
+                 : "relu(e^l_i - 1)/(sum |e^l_j - 1| + eps), eps = 1e-6 (Zuhri et al. 2025)",
+           [wrong](auto z, auto p) {
+             using R = typename decltype(p)::value_type;
+             F::softpick_impl<R>(z, p, R(kSoftpickEps), wrong);
+           });
+  if (wrong) {
+    v.wrong_formulation = true;
+    v.wrong_of = "softpick";
+  }
   // a = expm1(l): 2u; |a| summed over n terms plus eps: (n + 2)u relative (all
   // terms >= 0); the division: u; the scaled branch (max l > 64) adds 3u. Relative
   // error <= (n + 8)u on every weight.
@@ -249,9 +264,10 @@ Variant softpick_variant(bool wrong) {
   };
   v.f32_bound_rule = "rounding analysis: relative error (n+8)u (expm1 faithful, nonnegative sum)";
   v.predict = [](double) {
-    return std::optional<Prediction>(Prediction{
-        Dispersion::to_zero,
-        "logits in [1, 1+g]: p_max <= (e^{1+g}-1)/((n-1)(e-1)) -> 0 (variants.md: disperses for bounded positive logits)"});
+    return std::optional<Prediction>(
+        Prediction{Dispersion::to_zero,
+                   "logits in [1, 1+g]: p_max <= (e^{1+g}-1)/((n-1)(e-1)) -> 0 (variants.md: "
+                   "disperses for bounded positive logits)"});
   };
   return v;
 }
@@ -291,7 +307,8 @@ SA_REGISTER_VARIANT(sigmoid, sigmoid_variant());
 // ---- stick-breaking ---------------------------------------------------------------------------
 Variant stick_variant() {
   Variant v = make("stick_breaking",
-                   "b_j = sigmoid(l_j); w_j = b_j prod_{k>j}(1-b_k), query after the last item (Tan et al. 2025)",
+                   "b_j = sigmoid(l_j); w_j = b_j prod_{k>j}(1-b_k), query after the last item "
+                   "(Tan et al. 2025)",
                    [](auto z, auto p) {
                      using R = typename decltype(p)::value_type;
                      F::stick_breaking<R>(z, p);
@@ -341,7 +358,8 @@ Variant sparsemax_variant() {
   };
   v.f32_bound_rule = "rounding analysis of tau: (n+3)(max|l|+1) + max|l| + 1";
   v.predict = [](double g) {
-    const std::string src = "sparsemax: one-hot iff the top leads by >= 1; below, p_top -> g (tau -> 0)";
+    const std::string src =
+        "sparsemax: one-hot iff the top leads by >= 1; below, p_top -> g (tau -> 0)";
     return std::optional<Prediction>(
         Prediction{g >= 1.0 ? Dispersion::to_one : Dispersion::bounded, src});
   };
@@ -350,11 +368,13 @@ Variant sparsemax_variant() {
 SA_REGISTER_VARIANT(sparsemax, sparsemax_variant());
 
 Variant entmax_variant() {
-  Variant v = make("entmax15", "max(l/2 - tau, 0)^2, sum = 1 (Peters et al. 2019); bisection in float, sort in MPFR",
-                   [](auto z, auto p) {
-                     using R = typename decltype(p)::value_type;
-                     F::entmax15<R>(z, p, std::is_same_v<R, Mp>);
-                   });
+  Variant v =
+      make("entmax15",
+           "max(l/2 - tau, 0)^2, sum = 1 (Peters et al. 2019); bisection in float, sort in MPFR",
+           [](auto z, auto p) {
+             using R = typename decltype(p)::value_type;
+             F::entmax15<R>(z, p, std::is_same_v<R, Mp>);
+           });
   // Bisection stops where the float f(tau) = sum (x - tau)_+^2 - 1 changes sign:
   // |f error| <= (n + 4)u (sum of n nonnegative terms ~ 1 plus squaring), and
   // |f'| = 2 sum (x - tau)_+ >= 2, so |dtau| <= D u with
@@ -368,7 +388,8 @@ Variant entmax_variant() {
   };
   v.f32_bound_rule = "rounding analysis of bisection + renormalisation";
   v.predict = [](double g) {
-    const std::string src = "1.5-entmax: one-hot iff the top leads by >= 2; below, p_top -> (g/2)^2";
+    const std::string src =
+        "1.5-entmax: one-hot iff the top leads by >= 2; below, p_top -> (g/2)^2";
     return std::optional<Prediction>(
         Prediction{g >= 2.0 ? Dispersion::to_one : Dispersion::bounded, src});
   };
@@ -380,7 +401,8 @@ SA_REGISTER_VARIANT(entmax, entmax_variant());
 Variant topk_variant(std::size_t k) {
   Variant v = make(k == 1 ? "hardmax" : "top" + std::to_string(k) + "_softmax",
                    k == 1 ? "argmax, ties split evenly"
-                          : "softmax over the " + std::to_string(k) + " largest logits, ties at the k-th split evenly",
+                          : "softmax over the " + std::to_string(k) +
+                                " largest logits, ties at the k-th split evenly",
                    [k](auto z, auto p) {
                      using R = typename decltype(p)::value_type;
                      F::topk_softmax<R>(z, p, k);
@@ -394,9 +416,11 @@ Variant topk_variant(std::size_t k) {
   };
   v.f32_bound_rule = "T7 (shifted softmax, faithful exp) + tie fraction";
   v.predict = [k](double g) {
-    if (k == 1) return std::optional<Prediction>(Prediction{Dispersion::to_one, "argmax of a unique maximum is one-hot"});
-    return std::optional<Prediction>(Prediction{
-        Dispersion::bounded, "fixed k: p_top = e^g/(e^g + k - 1) for every n > k"});
+    if (k == 1)
+      return std::optional<Prediction>(
+          Prediction{Dispersion::to_one, "argmax of a unique maximum is one-hot"});
+    return std::optional<Prediction>(
+        Prediction{Dispersion::bounded, "fixed k: p_top = e^g/(e^g + k - 1) for every n > k"});
   };
   return v;
 }

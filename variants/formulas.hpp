@@ -29,23 +29,58 @@
 
 namespace sa::variants::formulas {
 
-template <class R> R inf_of() { return R(std::numeric_limits<double>::infinity()); }
-template <class R> R nan_of() { return R(std::numeric_limits<double>::quiet_NaN()); }
-template <class R> bool is_nan(const R& x) { return !(x == x); }
-template <class R> bool is_pinf(const R& x) { return x == inf_of<R>(); }
-template <class R> bool is_minf(const R& x) { return x == -inf_of<R>(); }
+template <class R>
+R inf_of() {
+  return R(std::numeric_limits<double>::infinity());
+}
+template <class R>
+R nan_of() {
+  return R(std::numeric_limits<double>::quiet_NaN());
+}
+template <class R>
+bool is_nan(const R& x) {
+  return !(x == x);
+}
+template <class R>
+bool is_pinf(const R& x) {
+  return x == inf_of<R>();
+}
+template <class R>
+bool is_minf(const R& x) {
+  return x == -inf_of<R>();
+}
 
-template <class R> R r_exp(const R& x) { using std::exp; return exp(x); }
-template <class R> R r_log(const R& x) { using std::log; return log(x); }
-template <class R> R r_log1p(const R& x) { using std::log1p; return log1p(x); }
-template <class R> R r_expm1(const R& x) { using std::expm1; return expm1(x); }
-template <class R> R r_sqrt(const R& x) { using std::sqrt; return sqrt(x); }
+template <class R>
+R r_exp(const R& x) {
+  using std::exp;
+  return exp(x);
+}
+template <class R>
+R r_log(const R& x) {
+  using std::log;
+  return log(x);
+}
+template <class R>
+R r_log1p(const R& x) {
+  using std::log1p;
+  return log1p(x);
+}
+template <class R>
+R r_expm1(const R& x) {
+  using std::expm1;
+  return expm1(x);
+}
+template <class R>
+R r_sqrt(const R& x) {
+  using std::sqrt;
+  return sqrt(x);
+}
 
 template <class R>
 struct RowInfo {
   bool nan = false;
-  std::size_t live = 0;   // not -inf (includes +inf)
-  std::size_t pinf = 0;   // +inf count
+  std::size_t live = 0;  // not -inf (includes +inf)
+  std::size_t pinf = 0;  // +inf count
   R max_finite = -inf_of<R>();
 };
 
@@ -53,10 +88,16 @@ template <class R>
 RowInfo<R> inspect(std::span<const R> z) {
   RowInfo<R> r;
   for (const R& x : z) {
-    if (is_nan(x)) { r.nan = true; continue; }
+    if (is_nan(x)) {
+      r.nan = true;
+      continue;
+    }
     if (is_minf(x)) continue;
     ++r.live;
-    if (is_pinf(x)) { ++r.pinf; continue; }
+    if (is_pinf(x)) {
+      ++r.pinf;
+      continue;
+    }
     if (x > r.max_finite) r.max_finite = x;
   }
   return r;
@@ -66,8 +107,14 @@ RowInfo<R> inspect(std::span<const R> z) {
 // the row is finished.
 template <class R>
 bool special_row(std::span<const R> z, std::span<R> p, const RowInfo<R>& info, bool share_pinf) {
-  if (info.nan) { std::fill(p.begin(), p.end(), nan_of<R>()); return true; }
-  if (info.live == 0) { std::fill(p.begin(), p.end(), R(0)); return true; }
+  if (info.nan) {
+    std::fill(p.begin(), p.end(), nan_of<R>());
+    return true;
+  }
+  if (info.live == 0) {
+    std::fill(p.begin(), p.end(), R(0));
+    return true;
+  }
   if (share_pinf && info.pinf > 0) {
     const R share = R(1) / R(static_cast<double>(info.pinf));
     for (std::size_t i = 0; i < z.size(); ++i) p[i] = is_pinf(z[i]) ? share : R(0);
@@ -164,17 +211,26 @@ void softmax_plus_one(std::span<const R> z, std::span<R> p) {
 template <class R>
 void softpick_impl(std::span<const R> z, std::span<R> p, const R& eps, bool wrong) {
   const RowInfo<R> info = inspect(z);
-  if (info.nan) { std::fill(p.begin(), p.end(), nan_of<R>()); return; }
-  if (info.pinf > 0) { special_row(z, p, info, true); return; }
+  if (info.nan) {
+    std::fill(p.begin(), p.end(), nan_of<R>());
+    return;
+  }
+  if (info.pinf > 0) {
+    special_row(z, p, info, true);
+    return;
+  }
   const R m = info.max_finite > R(0) ? info.max_finite : R(0);
   const bool scaled = m > R(64);
   const R em = scaled ? r_exp(R(-m)) : R(1);
   R den(0);
   for (std::size_t i = 0; i < z.size(); ++i) {
     R a;
-    if (is_minf(z[i])) a = -em;  // exp(-inf) - 1 = -1, scaled
-    else if (!scaled) a = r_expm1(z[i]);
-    else a = r_exp(R(z[i] - m)) * (-r_expm1(R(-z[i])));
+    if (is_minf(z[i]))
+      a = -em;  // exp(-inf) - 1 = -1, scaled
+    else if (!scaled)
+      a = r_expm1(z[i]);
+    else
+      a = r_exp(R(z[i] - m)) * (-r_expm1(R(-z[i])));
     p[i] = a > R(0) ? a : R(0);
     den += wrong ? p[i] : (a < R(0) ? R(-a) : a);
   }
@@ -186,15 +242,31 @@ void softpick_impl(std::span<const R> z, std::span<R> p, const R& eps, bool wron
 template <class R>
 void sigmoid_attention(std::span<const R> z, std::span<R> p) {
   const RowInfo<R> info = inspect(z);
-  if (info.nan) { std::fill(p.begin(), p.end(), nan_of<R>()); return; }
-  if (info.live == 0) { std::fill(p.begin(), p.end(), R(0)); return; }
+  if (info.nan) {
+    std::fill(p.begin(), p.end(), nan_of<R>());
+    return;
+  }
+  if (info.live == 0) {
+    std::fill(p.begin(), p.end(), R(0));
+    return;
+  }
   const R b = -r_log(R(static_cast<double>(info.live)));
   for (std::size_t i = 0; i < z.size(); ++i) {
-    if (is_minf(z[i])) { p[i] = R(0); continue; }
-    if (is_pinf(z[i])) { p[i] = R(1); continue; }
+    if (is_minf(z[i])) {
+      p[i] = R(0);
+      continue;
+    }
+    if (is_pinf(z[i])) {
+      p[i] = R(1);
+      continue;
+    }
     const R x = z[i] + b;
-    if (x >= R(0)) p[i] = R(1) / (R(1) + r_exp(R(-x)));
-    else { const R e = r_exp(x); p[i] = e / (R(1) + e); }
+    if (x >= R(0))
+      p[i] = R(1) / (R(1) + r_exp(R(-x)));
+    else {
+      const R e = r_exp(x);
+      p[i] = e / (R(1) + e);
+    }
   }
 }
 
@@ -213,7 +285,10 @@ R softplus(const R& x) {
 template <class R>
 void stick_breaking(std::span<const R> z, std::span<R> p) {
   const RowInfo<R> info = inspect(z);
-  if (info.nan) { std::fill(p.begin(), p.end(), nan_of<R>()); return; }
+  if (info.nan) {
+    std::fill(p.begin(), p.end(), nan_of<R>());
+    return;
+  }
   R suffix(0);
   for (std::size_t jj = z.size(); jj-- > 0;) {
     p[jj] = is_minf(z[jj]) ? R(0) : r_exp(R(-softplus(R(-z[jj])) - suffix));
@@ -234,8 +309,10 @@ void sparsemax(std::span<const R> z, std::span<R> p) {
   R cum(0), tau(0);
   for (std::size_t k = 1; k <= s.size(); ++k) {
     cum += s[k - 1];
-    if (R(1) + R(static_cast<double>(k)) * s[k - 1] > cum) tau = (cum - R(1)) / R(static_cast<double>(k));
-    else break;
+    if (R(1) + R(static_cast<double>(k)) * s[k - 1] > cum)
+      tau = (cum - R(1)) / R(static_cast<double>(k));
+    else
+      break;
   }
   for (std::size_t i = 0; i < z.size(); ++i)
     p[i] = is_minf(z[i]) ? R(0) : (z[i] > tau ? R(z[i] - tau) : R(0));
@@ -266,8 +343,10 @@ void entmax15(std::span<const R> z, std::span<R> p, bool exact_sort) {
       const R delta = (R(1) - kk * (s2 / kk - mean * mean)) / kk;
       if (delta < R(0)) break;
       const R t = mean - r_sqrt(delta);
-      if (t < x[k - 1]) tau = t;
-      else break;
+      if (t < x[k - 1])
+        tau = t;
+      else
+        break;
     }
   } else {
     R lo = top - R(1);
@@ -278,14 +357,19 @@ void entmax15(std::span<const R> z, std::span<R> p, bool exact_sort) {
       R f(0);
       for (const R& v : x)
         if (v > mid) f += (v - mid) * (v - mid);
-      if (f >= R(1)) lo = mid;
-      else hi = mid;
+      if (f >= R(1))
+        lo = mid;
+      else
+        hi = mid;
     }
     tau = lo;
   }
   R sum(0);
   for (std::size_t i = 0; i < z.size(); ++i) {
-    if (is_minf(z[i])) { p[i] = R(0); continue; }
+    if (is_minf(z[i])) {
+      p[i] = R(0);
+      continue;
+    }
     const R d = z[i] / R(2) - tau;
     p[i] = d > R(0) ? R(d * d) : R(0);
     sum += p[i];
@@ -303,22 +387,30 @@ void topk_softmax(std::span<const R> z, std::span<R> p, std::size_t k) {
   std::vector<R> s;
   for (const R& x : z)
     if (!is_minf(x)) s.push_back(x);
-  if (s.size() <= k) { softmax<R>(z, p); return; }
+  if (s.size() <= k) {
+    softmax<R>(z, p);
+    return;
+  }
   std::nth_element(s.begin(), s.begin() + static_cast<std::ptrdiff_t>(k - 1), s.end(),
                    [](const R& a, const R& b) { return a > b; });
   const R t = s[k - 1];
   std::size_t greater = 0, equal = 0;
   for (const R& x : z) {
     if (is_minf(x)) continue;
-    if (x > t) ++greater;
-    else if (x == t) ++equal;
+    if (x > t)
+      ++greater;
+    else if (x == t)
+      ++equal;
   }
   const R frac = R(static_cast<double>(k - greater)) / R(static_cast<double>(equal));
   R sum(0);
   for (std::size_t i = 0; i < z.size(); ++i) {
-    if (is_minf(z[i]) || z[i] < t) p[i] = R(0);
-    else if (z[i] > t) p[i] = r_exp(R(z[i] - info.max_finite));
-    else p[i] = r_exp(R(t - info.max_finite)) * frac;
+    if (is_minf(z[i]) || z[i] < t)
+      p[i] = R(0);
+    else if (z[i] > t)
+      p[i] = r_exp(R(z[i] - info.max_finite));
+    else
+      p[i] = r_exp(R(t - info.max_finite)) * frac;
     sum += p[i];
   }
   for (auto& x : p) x /= sum;
@@ -328,11 +420,16 @@ void topk_softmax(std::span<const R> z, std::span<R> p, std::size_t k) {
 template <class R>
 void relu_attention(std::span<const R> z, std::span<R> p) {
   const RowInfo<R> info = inspect(z);
-  if (info.nan) { std::fill(p.begin(), p.end(), nan_of<R>()); return; }
-  if (info.live == 0) { std::fill(p.begin(), p.end(), R(0)); return; }
+  if (info.nan) {
+    std::fill(p.begin(), p.end(), nan_of<R>());
+    return;
+  }
+  if (info.live == 0) {
+    std::fill(p.begin(), p.end(), R(0));
+    return;
+  }
   const R n(static_cast<double>(info.live));
-  for (std::size_t i = 0; i < z.size(); ++i)
-    p[i] = (z[i] > R(0)) ? R(z[i] / n) : R(0);
+  for (std::size_t i = 0; i < z.size(); ++i) p[i] = (z[i] > R(0)) ? R(z[i] / n) : R(0);
 }
 
 }  // namespace sa::variants::formulas

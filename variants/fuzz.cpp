@@ -25,8 +25,9 @@ constexpr double kU32 = 0x1p-24;
 double zigzag(int a) { return (a % 2 == 0) ? a / 2 : -(a + 1) / 2; }
 
 rc::Gen<double> logit_gen() {
-  return rc::gen::map(rc::gen::pair(rc::gen::inRange(0, 25), rc::gen::inRange(0, 64)),
-                      [](const std::pair<int, int>& kf) { return zigzag(kf.first) + kf.second / 64.0; });
+  return rc::gen::map(
+      rc::gen::pair(rc::gen::inRange(0, 25), rc::gen::inRange(0, 64)),
+      [](const std::pair<int, int>& kf) { return zigzag(kf.first) + kf.second / 64.0; });
 }
 
 // Choices that must not depend on RapidCheck's size parameter (which starts
@@ -48,7 +49,8 @@ std::vector<bool> pick_flags(std::size_t n) {
 std::vector<double> gen_row(int max_n) {
   const int n = *rc::gen::inRange(1, max_n + 1);
   auto l = *rc::gen::container<std::vector<double>>(static_cast<std::size_t>(n), logit_gen());
-  const auto tie = pick(rc::gen::container<std::vector<int>>(static_cast<std::size_t>(n), rc::gen::inRange(0, 2 * n)));
+  const auto tie = pick(rc::gen::container<std::vector<int>>(static_cast<std::size_t>(n),
+                                                             rc::gen::inRange(0, 2 * n)));
   for (std::size_t k = 1; k < l.size(); ++k)
     if (static_cast<std::size_t>(tie[k]) < k) l[k] = l[static_cast<std::size_t>(tie[k])];
   // A quarter of the rows are max-shifted (max exactly 0), as kernels see them
@@ -120,7 +122,10 @@ struct Check {
 
 std::uint64_t seed_for(std::uint64_t base, const std::string& a, const std::string& b) {
   std::uint64_t h = 1469598103934665603ull;
-  for (char c : a + "/" + b) { h ^= static_cast<unsigned char>(c); h *= 1099511628211ull; }
+  for (char c : a + "/" + b) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
   return h ^ (base * 0x9E3779B97F4A7C15ull);
 }
 
@@ -143,7 +148,7 @@ Verdict run_property(const Variant& v, const PropertyInfo& info, double bound, R
   out.kernel = v.name;
   out.op = "variant";
   out.dtype = info.id.rfind("special", 0) == 0 || info.id == "f32_vs_reference" ? "float32"
-                                                                                 : v.reference_name;
+                                                                                : v.reference_name;
   double worst = 0;
   Check last_fail;
   bool failed = false;
@@ -238,9 +243,12 @@ std::string gap_id(double g) {
 
 const char* arrow(Dispersion d) {
   switch (d) {
-    case Dispersion::to_zero: return "->0";
-    case Dispersion::bounded: return "->c";
-    case Dispersion::to_one: return "->1";
+    case Dispersion::to_zero:
+      return "->0";
+    case Dispersion::bounded:
+      return "->c";
+    case Dispersion::to_one:
+      return "->1";
   }
   return "?";
 }
@@ -259,11 +267,13 @@ std::vector<PropertyInfo> fuzz_properties(const FuzzConfig& config) {
       {"continuity", "contin",
        "perturbing each logit by 2^-30 changes no weight by more than 2^-20 (Lipschitz <= 1024)"},
       {"special.neg_inf_mask", "-inf",
-       "float32 kernel: a -inf logit gets weight exactly 0 and the rest equal the kernel on the row "
+       "float32 kernel: a -inf logit gets weight exactly 0 and the rest equal the kernel on the "
+       "row "
        "without it (all -inf: all zeros)"},
       {"special.nan", "NaN", "float32 kernel: a NaN logit makes every weight NaN"},
       {"special.pos_inf", "+inf",
-       "float32 kernel: +inf logits give the limit as they grow (no NaN; within 2^-20 of the reference "
+       "float32 kernel: +inf logits give the limit as they grow (no NaN; within 2^-20 of the "
+       "reference "
        "with 2^20 in place of +inf)"},
       {"f32_vs_reference", "f32~ref",
        "float32 kernel within the variant's stated rounding bound of its reference"},
@@ -307,10 +317,14 @@ DispersionCurve dispersion_curve(const Variant& v, double gap, const FuzzConfig&
   // Classification: a fitted power law n^a with a < -0.05 (a factor 0.81 over
   // the last six doublings) is "tends to", anything flatter is "bounded";
   // weights within 1e-12 of 1 at every one of the last sizes are one-hot.
-  if (all_one) c.measured = Dispersion::to_one;
-  else if (any_zero || c.slope_top < -0.05) c.measured = Dispersion::to_zero;
-  else if (c.slope_rest < -0.05) c.measured = Dispersion::to_one;
-  else c.measured = Dispersion::bounded;
+  if (all_one)
+    c.measured = Dispersion::to_one;
+  else if (any_zero || c.slope_top < -0.05)
+    c.measured = Dispersion::to_zero;
+  else if (c.slope_rest < -0.05)
+    c.measured = Dispersion::to_one;
+  else
+    c.measured = Dispersion::bounded;
   return c;
 }
 
@@ -329,9 +343,10 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
       if (p.id == id) return p;
     return PropertyInfo{id, id, id};
   };
-  const Rule exact{"exact-identity",
-                   "mathematical identity checked on the reference; tolerance 2^10 (n+2) u_ref max(1,|l|) "
-                   "covers only the reference's own rounding"};
+  const Rule exact{
+      "exact-identity",
+      "mathematical identity checked on the reference; tolerance 2^10 (n+2) u_ref max(1,|l|) "
+      "covers only the reference's own rounding"};
   const int N = cfg.max_n;
 
   r.cells.push_back(run_property(v, info("sum_to_one"), NAN, exact, cfg, [&] {
@@ -370,7 +385,8 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
   }));
   r.cells.push_back(run_property(v, info("shift_invariance"), NAN, exact, cfg, [&] {
     const auto l = gen_row(N);
-    const double shift = zigzag(pick(rc::gen::inRange(0, 41))) + pick(rc::gen::inRange(0, 64)) / 64.0;
+    const double shift =
+        zigzag(pick(rc::gen::inRange(0, 41))) + pick(rc::gen::inRange(0, 64)) / 64.0;
     std::vector<double> ls(l);
     for (auto& x : ls) x += shift;  // exact: both are multiples of 2^-6 below 2^6
     const auto p = math(v, l), q = math(v, ls);
@@ -387,10 +403,12 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
   }));
   r.cells.push_back(run_property(v, info("permutation_equivariance"), NAN, exact, cfg, [&] {
     const auto l = gen_row(N);
-    const auto keys = pick(rc::gen::container<std::vector<int>>(l.size(), rc::gen::inRange(0, static_cast<int>(l.size()))));
+    const auto keys = pick(rc::gen::container<std::vector<int>>(
+        l.size(), rc::gen::inRange(0, static_cast<int>(l.size()))));
     std::vector<std::size_t> perm(l.size());
     std::iota(perm.begin(), perm.end(), 0);
-    std::stable_sort(perm.begin(), perm.end(), [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
+    std::stable_sort(perm.begin(), perm.end(),
+                     [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
     std::vector<double> lp(l.size());
     for (std::size_t k = 0; k < l.size(); ++k) lp[k] = l[perm[k]];
     const auto p = math(v, l), q = math(v, lp);
@@ -426,59 +444,73 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
     c.detail = "p before = " + fmt_vec(p) + ", after = " + fmt_vec(q);
     return c;
   }));
-  r.cells.push_back(run_property(
-      v, info("continuity"), 0x1p-20,
-      Rule{"continuity.lipschitz1024",
-           "a function with Lipschitz constant <= 2^10 moves by <= 2^-20 under a 2^-30 perturbation; a jump "
-           "discontinuity does not shrink with the perturbation"},
-      cfg, [&] {
-        const auto l = gen_row(N);
-        // A quarter of the cases move every logit up (finds steep spots at
-        // thresholds such as softpick's 0); the rest use random signs (break ties).
-        auto signs = pick_flags(l.size());
-        if (pick(rc::gen::inRange(0, 4)) == 0) std::fill(signs.begin(), signs.end(), false);
-        std::vector<double> lp(l);
-        for (std::size_t k = 0; k < l.size(); ++k) lp[k] += signs[k] ? -0x1p-30 : 0x1p-30;
-        const auto p = math(v, l), q = math(v, lp);
-        double d = 0;
-        for (std::size_t k = 0; k < l.size(); ++k) d = std::max(d, std::abs(to_d(q[k] - p[k])));
-        Check c;
-        c.measured = d;
-        c.ok = d <= 0x1p-20;
-        std::string kind;
-        if (!c.ok) {
-          // Tell a jump from a steep slope: at 2^-50 a continuous function's
-          // change shrinks by ~2^20, a jump's does not.
-          std::vector<double> lq(l);
-          for (std::size_t k = 0; k < l.size(); ++k) lq[k] += signs[k] ? -0x1p-50 : 0x1p-50;
-          const auto r2 = math(v, lq);
-          double d2 = 0;
-          for (std::size_t k = 0; k < l.size(); ++k) d2 = std::max(d2, std::abs(to_d(r2[k] - p[k])));
-          std::ostringstream ks;
-          if (d2 > d / 64) ks << "; jump discontinuity (change " << d2 << " at 2^-50)";
-          else ks << "; continuous but steep: local Lipschitz constant ~" << d * 0x1p30;
-          kind = ks.str();
-        }
-        std::ostringstream os;
-        os << "l = " << fmt_row(l) << ", perturbation 2^-30 * [";
-        for (std::size_t k = 0; k < l.size(); ++k) os << (k ? ", " : "") << (signs[k] ? "-1" : "+1");
-        os << "]";
-        c.input = os.str();
-        c.detail = "p = " + fmt_vec(p) + ", perturbed p = " + fmt_vec(q) + kind;
-        return c;
-      }));
+  r.cells.push_back(run_property(v, info("continuity"), 0x1p-20,
+                                 Rule{"continuity.lipschitz1024",
+                                      "a function with Lipschitz constant <= 2^10 moves by <= "
+                                      "2^-20 under a 2^-30 perturbation; a jump "
+                                      "discontinuity does not shrink with the perturbation"},
+                                 cfg, [&] {
+                                   const auto l = gen_row(N);
+                                   // A quarter of the cases move every logit up (finds steep spots
+                                   // at thresholds such as softpick's 0); the rest use random signs
+                                   // (break ties).
+                                   auto signs = pick_flags(l.size());
+                                   if (pick(rc::gen::inRange(0, 4)) == 0)
+                                     std::fill(signs.begin(), signs.end(), false);
+                                   std::vector<double> lp(l);
+                                   for (std::size_t k = 0; k < l.size(); ++k)
+                                     lp[k] += signs[k] ? -0x1p-30 : 0x1p-30;
+                                   const auto p = math(v, l), q = math(v, lp);
+                                   double d = 0;
+                                   for (std::size_t k = 0; k < l.size(); ++k)
+                                     d = std::max(d, std::abs(to_d(q[k] - p[k])));
+                                   Check c;
+                                   c.measured = d;
+                                   c.ok = d <= 0x1p-20;
+                                   std::string kind;
+                                   if (!c.ok) {
+                                     // Tell a jump from a steep slope: at 2^-50 a continuous
+                                     // function's change shrinks by ~2^20, a jump's does not.
+                                     std::vector<double> lq(l);
+                                     for (std::size_t k = 0; k < l.size(); ++k)
+                                       lq[k] += signs[k] ? -0x1p-50 : 0x1p-50;
+                                     const auto r2 = math(v, lq);
+                                     double d2 = 0;
+                                     for (std::size_t k = 0; k < l.size(); ++k)
+                                       d2 = std::max(d2, std::abs(to_d(r2[k] - p[k])));
+                                     std::ostringstream ks;
+                                     if (d2 > d / 64)
+                                       ks << "; jump discontinuity (change " << d2 << " at 2^-50)";
+                                     else
+                                       ks << "; continuous but steep: local Lipschitz constant ~"
+                                          << d * 0x1p30;
+                                     kind = ks.str();
+                                   }
+                                   std::ostringstream os;
+                                   os << "l = " << fmt_row(l) << ", perturbation 2^-30 * [";
+                                   for (std::size_t k = 0; k < l.size(); ++k)
+                                     os << (k ? ", " : "") << (signs[k] ? "-1" : "+1");
+                                   os << "]";
+                                   c.input = os.str();
+                                   c.detail =
+                                       "p = " + fmt_vec(p) + ", perturbed p = " + fmt_vec(q) + kind;
+                                   return c;
+                                 }));
   r.cells.push_back(run_property(
       v, info("special.neg_inf_mask"), 2,
-      Rule{"special.mask", "include/softmax_audit/variant.h: -inf is a mask; exp(-inf) = 0 etc. add exact zeros, "
-                           "so only a reordering of exact terms may differ: <= 2 float32 ulps apart"},
+      Rule{"special.mask",
+           "include/softmax_audit/variant.h: -inf is a mask; exp(-inf) = 0 etc. add exact zeros, "
+           "so only a reordering of exact terms may differ: <= 2 float32 ulps apart"},
       cfg, [&] {
         const auto l = gen_row(N);
         auto masked = pick_flags(l.size());
         masked[pick_index(l.size())] = true;
         std::vector<double> lm(l), reduced;
         for (std::size_t k = 0; k < l.size(); ++k) {
-          if (masked[k]) lm[k] = -std::numeric_limits<double>::infinity();
-          else reduced.push_back(l[k]);
+          if (masked[k])
+            lm[k] = -std::numeric_limits<double>::infinity();
+          else
+            reduced.push_back(l[k]);
         }
         const auto p = kernel(v, lm);
         Check c;
@@ -506,14 +538,16 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
         return c;
       }));
   r.cells.push_back(run_property(
-      v, info("special.nan"), 0, Rule{"special.nan", "include/softmax_audit/variant.h: NaN anywhere -> the whole row NaN"},
+      v, info("special.nan"), 0,
+      Rule{"special.nan", "include/softmax_audit/variant.h: NaN anywhere -> the whole row NaN"},
       cfg, [&] {
         auto l = gen_row(N);
         const auto i = pick_index(l.size());
         l[i] = std::numeric_limits<double>::quiet_NaN();
         const auto p = kernel(v, l);
         Check c;
-        c.measured = static_cast<double>(std::count_if(p.begin(), p.end(), [](float x) { return !std::isnan(x); }));
+        c.measured = static_cast<double>(
+            std::count_if(p.begin(), p.end(), [](float x) { return !std::isnan(x); }));
         c.ok = c.measured == 0;
         c.input = "l = " + fmt_row(l);
         c.detail = "kernel = " + fmt_vec(p);
@@ -522,7 +556,8 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
   r.cells.push_back(run_property(
       v, info("special.pos_inf"), 0x1p-20,
       Rule{"special.pos_inf",
-           "include/softmax_audit/variant.h: +inf is the limit as the logit grows. Checked against the "
+           "include/softmax_audit/variant.h: +inf is the limit as the logit grows. Checked against "
+           "the "
            "reference with 2^20 in place of +inf (finite logits <= 13, so the neglected terms are "
            "< e^-(2^19)); 2^-20 covers the float32 rounding of weights of a row of n <= 16"},
       cfg, [&] {
@@ -531,7 +566,10 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
         flags[pick_index(l.size())] = true;
         std::vector<double> big(l);
         for (std::size_t k = 0; k < l.size(); ++k)
-          if (flags[k]) { l[k] = std::numeric_limits<double>::infinity(); big[k] = 0x1p20; }
+          if (flags[k]) {
+            l[k] = std::numeric_limits<double>::infinity();
+            big[k] = 0x1p20;
+          }
         const auto p = kernel(v, l);
         Check c;
         c.input = "l = " + fmt_row(l);
@@ -554,7 +592,8 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
         return c;
       }));
   if (!v.reference || !v.f32_bound) {
-    r.cells.push_back(skip(v, info("f32_vs_reference"), "the variant has no reference to compare with"));
+    r.cells.push_back(
+        skip(v, info("f32_vs_reference"), "the variant has no reference to compare with"));
   } else {
     double worst_err = 0, worst_bound = 0;
     Verdict vd = run_property(
@@ -578,8 +617,8 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
             worst_bound = B;
           }
           std::ostringstream os;
-          os << "max error " << err << " u (u = 2^-24), bound " << B << " u; kernel = " << fmt_vec(p)
-             << ", reference = " << fmt_vec(q);
+          os << "max error " << err << " u (u = 2^-24), bound " << B
+             << " u; kernel = " << fmt_vec(p) << ", reference = " << fmt_vec(q);
           c.input = "l = " + fmt_row(l);
           c.detail = os.str();
           return c;
@@ -602,8 +641,9 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
       const auto curve = dispersion_curve(v, g, cfg);
       const double w = curve.top_weight.back();
       std::ostringstream os;
-      os << "measured " << name_of(curve.measured) << ": w(2^10) = " << curve.top_weight[std::min<std::size_t>(9, curve.top_weight.size() - 1)]
-         << ", w(2^" << cfg.max_log2_n << ") = " << w << ", slope log2 w = " << curve.slope_top
+      os << "measured " << name_of(curve.measured) << ": w(2^10) = "
+         << curve.top_weight[std::min<std::size_t>(9, curve.top_weight.size() - 1)] << ", w(2^"
+         << cfg.max_log2_n << ") = " << w << ", slope log2 w = " << curve.slope_top
          << ", slope log2(1-w) = " << curve.slope_rest;
       vd.measured = w;
       vd.note = os.str();
@@ -653,9 +693,9 @@ namespace {
 std::string cell_text(const Verdict& v) {
   if (v.property.rfind("dispersion", 0) == 0) {
     if (v.outcome == Outcome::error) return "error";
-    std::string cls = v.note.find("measured to_zero") != std::string::npos   ? "->0"
+    std::string cls = v.note.find("measured to_zero") != std::string::npos  ? "->0"
                       : v.note.find("measured to_one") != std::string::npos ? "->1"
-                                                                             : "";
+                                                                            : "";
     if (cls.empty()) {
       std::ostringstream os;
       os << std::fixed << std::setprecision(2) << "->" << v.measured;
@@ -666,10 +706,14 @@ std::string cell_text(const Verdict& v) {
     return cls;
   }
   switch (v.outcome) {
-    case Outcome::pass: return "holds";
-    case Outcome::fail: return "FAILS";
-    case Outcome::skip: return "n/a";
-    case Outcome::error: return "error";
+    case Outcome::pass:
+      return "holds";
+    case Outcome::fail:
+      return "FAILS";
+    case Outcome::skip:
+      return "n/a";
+    case Outcome::error:
+      return "error";
   }
   return "?";
 }
@@ -683,20 +727,23 @@ std::string render_table(const Matrix& m) {
   std::vector<std::size_t> widths;
   os << std::left << std::setw(static_cast<int>(w0)) << "variant";
   for (const auto& c : m.columns) {
-    const std::size_t w = std::max<std::size_t>(c.column.size(), c.id.rfind("dispersion", 0) == 0 ? 10 : 5) + 1;
+    const std::size_t w =
+        std::max<std::size_t>(c.column.size(), c.id.rfind("dispersion", 0) == 0 ? 10 : 5) + 1;
     widths.push_back(w);
     os << std::setw(static_cast<int>(w)) << c.column;
   }
   os << "\n";
   for (const auto& r : m.rows) {
-    os << std::setw(static_cast<int>(w0)) << (r.wrong_formulation ? "!" + r.variant + " " : r.variant);
+    os << std::setw(static_cast<int>(w0))
+       << (r.wrong_formulation ? "!" + r.variant + " " : r.variant);
     for (std::size_t k = 0; k < m.columns.size(); ++k) {
       const Verdict* v = cell(r, m.columns[k].id);
       os << std::setw(static_cast<int>(widths[k])) << (v ? cell_text(*v) : "-");
     }
     os << "\n";
   }
-  os << "(! = wrong_formulation; dispersion: ->0 disperses, ->c stays at c, ->1 sharpens; ok/FAIL = "
+  os << "(! = wrong_formulation; dispersion: ->0 disperses, ->c stays at c, ->1 sharpens; ok/FAIL "
+        "= "
         "agrees/disagrees with theory's prediction)\n";
   for (const auto& r : m.rows)
     if (r.wrong_formulation) os << "  " << r.variant << " mis-states " << r.wrong_of << "\n";
@@ -706,8 +753,9 @@ std::string render_table(const Matrix& m) {
       if (v.outcome == Outcome::fail || v.outcome == Outcome::error)
         os << "  " << r.variant << " / " << v.property << ": "
            << (v.counterexample.empty() ? v.note : v.counterexample) << "\n";
-  os << std::fixed << std::setprecision(2) << "\n" << m.rows.size() << " variants, "
-     << m.config.cases << " cases per property, seed " << m.config.seed << ", " << m.seconds << " s\n";
+  os << std::fixed << std::setprecision(2) << "\n"
+     << m.rows.size() << " variants, " << m.config.cases << " cases per property, seed "
+     << m.config.seed << ", " << m.seconds << " s\n";
   return os.str();
 }
 
@@ -717,27 +765,34 @@ nlohmann::json to_json(const Verdict& v) {
     if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
     return x;
   };
-  return {{"property", v.property},     {"claim", v.claim},
-          {"measured", num(v.measured)}, {"bound", num(v.bound)},
+  return {{"property", v.property},
+          {"claim", v.claim},
+          {"measured", num(v.measured)},
+          {"bound", num(v.bound)},
           {"rule", {{"id", v.rule.id}, {"source", v.rule.source}}},
-          {"outcome", name_of(v.outcome)}, {"counterexample", v.counterexample},
-          {"kernel", v.kernel},         {"op", v.op},
-          {"dtype", v.dtype},           {"note", v.note}};
+          {"outcome", name_of(v.outcome)},
+          {"counterexample", v.counterexample},
+          {"kernel", v.kernel},
+          {"op", v.op},
+          {"dtype", v.dtype},
+          {"note", v.note}};
 }
 
 nlohmann::json to_json(const Matrix& m) {
   nlohmann::json j;
-  j["config"] = {{"cases", m.config.cases},         {"seed", m.config.seed},
-                 {"max_n", m.config.max_n},         {"gaps", m.config.gaps},
-                 {"base", m.config.base},           {"max_log2_n", m.config.max_log2_n}};
+  j["config"] = {{"cases", m.config.cases}, {"seed", m.config.seed},
+                 {"max_n", m.config.max_n}, {"gaps", m.config.gaps},
+                 {"base", m.config.base},   {"max_log2_n", m.config.max_log2_n}};
   j["seconds"] = m.seconds;
   j["columns"] = nlohmann::json::array();
   for (const auto& c : m.columns) j["columns"].push_back({{"id", c.id}, {"claim", c.claim}});
   j["variants"] = nlohmann::json::array();
   for (const auto& r : m.rows) {
-    nlohmann::json row = {{"name", r.variant},   {"formula", r.formula},
+    nlohmann::json row = {{"name", r.variant},
+                          {"formula", r.formula},
                           {"wrong_formulation", r.wrong_formulation},
-                          {"wrong_of", r.wrong_of}, {"origin", r.origin},
+                          {"wrong_of", r.wrong_of},
+                          {"origin", r.origin},
                           {"seconds", r.seconds}};
     row["cells"] = nlohmann::json::object();
     for (const auto& v : r.cells) row["cells"][v.property] = to_json(v);

@@ -20,12 +20,12 @@
 namespace sa::variants {
 
 struct FuzzConfig {
-  int cases = 100;              // random cases per property (before shrinking)
-  std::uint64_t seed = 1;       // base seed; each (variant, property) derives its own
-  int max_n = 16;               // longest generated row
+  int cases = 100;         // random cases per property (before shrinking)
+  std::uint64_t seed = 1;  // base seed; each (variant, property) derives its own
+  int max_n = 16;          // longest generated row
   std::vector<double> gaps = {0.5, 1.0, 2.0, 3.0};  // dispersion gaps g
-  double base = 1.0;            // dispersion rows: n-1 logits at base, the top at base + g (last)
-  int max_log2_n = 20;          // dispersion sweep to n = 2^max_log2_n
+  double base = 1.0;    // dispersion rows: n-1 logits at base, the top at base + g (last)
+  int max_log2_n = 20;  // dispersion sweep to n = 2^max_log2_n
 };
 
 struct PropertyInfo {
@@ -42,8 +42,8 @@ struct DispersionCurve {
   double gap = 0;
   std::vector<int> log2_n;
   std::vector<double> top_weight;
-  double slope_top = 0;         // d log2 w / d log2 n over the last 7 points
-  double slope_rest = 0;        // d log2 (1 - w) / d log2 n over the last 7 points
+  double slope_top = 0;   // d log2 w / d log2 n over the last 7 points
+  double slope_rest = 0;  // d log2 (1 - w) / d log2 n over the last 7 points
   Dispersion measured = Dispersion::bounded;
 };
 DispersionCurve dispersion_curve(const Variant& v, double gap, const FuzzConfig& config);

@@ -11,9 +11,12 @@ extern int builtins_anchor;  // defined in builtins.cpp: keeps its registrations
 
 const char* name_of(Dispersion d) {
   switch (d) {
-    case Dispersion::to_zero: return "to_zero";
-    case Dispersion::bounded: return "bounded";
-    case Dispersion::to_one: return "to_one";
+    case Dispersion::to_zero:
+      return "to_zero";
+    case Dispersion::bounded:
+      return "bounded";
+    case Dispersion::to_one:
+      return "to_one";
   }
   return "?";
 }
@@ -23,9 +26,11 @@ bool Registry::add(Variant v) {
   if (!v.kernel32)
     throw std::invalid_argument("variant registry: variant '" + v.name + "' has no float32 kernel");
   if (!v.eval64)
-    throw std::invalid_argument("variant registry: variant '" + v.name + "' has no float64 evaluation");
+    throw std::invalid_argument("variant registry: variant '" + v.name +
+                                "' has no float64 evaluation");
   if (find(v.name))
-    throw std::invalid_argument("variant registry: a variant named '" + v.name + "' already exists");
+    throw std::invalid_argument("variant registry: a variant named '" + v.name +
+                                "' already exists");
   variants_.push_back(std::move(v));
   return true;
 }
@@ -51,7 +56,11 @@ namespace {
 double generic_bound(std::span<const double> l) {
   double lo = INFINITY, hi = -INFINITY, amax = 0;
   for (double x : l)
-    if (std::isfinite(x)) { lo = std::min(lo, x); hi = std::max(hi, x); amax = std::max(amax, std::abs(x)); }
+    if (std::isfinite(x)) {
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+      amax = std::max(amax, std::abs(x));
+    }
   const double spread = hi >= lo ? hi - lo : 0.0;
   return 2.0 * (static_cast<double>(l.size()) + 2.0 + 2.0 * spread) + 2.0 * amax;
 }
@@ -72,8 +81,8 @@ Variant from_c_abi(const sa_variant& c, const std::string& origin) {
   const sa_variant* cp = &c;
   v.kernel32 = [cp, name = v.name](std::span<const float> l, std::span<float> p) {
     if (cp->forward_f32(l.data(), static_cast<int64_t>(l.size()), p.data(), cp->ctx) != 0)
-      throw std::runtime_error("variant '" + name + "': forward_f32 rejected a row of n = " +
-                               std::to_string(l.size()));
+      throw std::runtime_error("variant '" + name +
+                               "': forward_f32 rejected a row of n = " + std::to_string(l.size()));
   };
   if (c.forward_f64) {
     v.eval64 = [cp, name = v.name](std::span<const double> l, std::span<double> p) {
@@ -105,17 +114,22 @@ Variant from_c_abi(const sa_variant& c, const std::string& origin) {
     v.f32_bound_rule = "plugin.f32_error_bound";
   } else {
     v.f32_bound = generic_bound;
-    v.f32_bound_rule = "T7.generic: 2(n+2+2*spread)+2*max|l| (Blanchard-Higham-Higham 2021, faithful exp)";
+    v.f32_bound_rule =
+        "T7.generic: 2(n+2+2*spread)+2*max|l| (Blanchard-Higham-Higham 2021, faithful exp)";
   }
   if (c.predict_dispersion) {
     v.predict = [cp](double g) -> std::optional<Prediction> {
       const sa_dispersion d = cp->predict_dispersion(g, cp->ctx);
       const std::string src = cp->prediction_source ? cp->prediction_source : "plugin";
       switch (d) {
-        case SA_DISPERSION_TO_ZERO: return Prediction{Dispersion::to_zero, src};
-        case SA_DISPERSION_BOUNDED: return Prediction{Dispersion::bounded, src};
-        case SA_DISPERSION_TO_ONE: return Prediction{Dispersion::to_one, src};
-        default: return std::nullopt;
+        case SA_DISPERSION_TO_ZERO:
+          return Prediction{Dispersion::to_zero, src};
+        case SA_DISPERSION_BOUNDED:
+          return Prediction{Dispersion::bounded, src};
+        case SA_DISPERSION_TO_ONE:
+          return Prediction{Dispersion::to_one, src};
+        default:
+          return std::nullopt;
       }
     };
   }
@@ -130,8 +144,9 @@ std::vector<Variant> load_plugin(const std::string& path) {
   }
   auto entry = reinterpret_cast<sa_variant_entry_at_fn>(dlsym(h, "sa_variant_entry_at"));
   if (!entry)
-    throw std::runtime_error("variant plugin '" + path +
-                             "': no exported function sa_variant_entry_at (see include/softmax_audit/variant.h)");
+    throw std::runtime_error(
+        "variant plugin '" + path +
+        "': no exported function sa_variant_entry_at (see include/softmax_audit/variant.h)");
   std::vector<Variant> out;
   for (int i = 0; i < 1024; ++i) {
     const sa_variant* c = entry(i);

@@ -82,6 +82,6 @@ Variant from_c_abi(const sa_variant& c, const std::string& origin);
 #define SA_VARIANT_CONCAT2(a, b) a##b
 #define SA_VARIANT_CONCAT(a, b) SA_VARIANT_CONCAT2(a, b)
 // One-line registration of a variant from any translation unit of the program.
-#define SA_REGISTER_VARIANT(ident, ...)                                        \
+#define SA_REGISTER_VARIANT(ident, ...)                                                 \
   [[maybe_unused]] static const bool SA_VARIANT_CONCAT(sa_variant_registered_, ident) = \
       ::sa::variants::registry().add(__VA_ARGS__)

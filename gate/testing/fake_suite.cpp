@@ -18,9 +18,11 @@ namespace sa::props {
 namespace {
 
 const Rule kT7{"T7.shifted_softmax",
-               "Blanchard, Higham & Higham 2021: shifted softmax, ||p - p^||inf/||p||inf <= (n + 2 + 2 delta) u"};
-const Rule kLse{"T7.logsumexp",
-                "Blanchard, Higham & Higham 2021: |lse^ - lse| <= (n + 2) u + |lse| u (shifted algorithm)"};
+               "Blanchard, Higham & Higham 2021: shifted softmax, ||p - p^||inf/||p||inf <= (n + 2 "
+               "+ 2 delta) u"};
+const Rule kLse{
+    "T7.logsumexp",
+    "Blanchard, Higham & Higham 2021: |lse^ - lse| <= (n + 2) u + |lse| u (shifted algorithm)"};
 const Rule kNan{"kernel.h.special_values", "softmax_audit/kernel.h: NaN anywhere gives a NaN row"};
 
 struct Case {
@@ -28,10 +30,12 @@ struct Case {
   std::string text;
 };
 
-std::string describe_row(std::uint64_t seed, int k, const std::string& dist, const std::vector<float>& r) {
+std::string describe_row(std::uint64_t seed, int k, const std::string& dist,
+                         const std::vector<float>& r) {
   std::ostringstream os;
   os.precision(9);
-  os << "seed=" << seed << " case=" << k << " distribution=" << dist << " n=" << r.size() << " logits=[";
+  os << "seed=" << seed << " case=" << k << " distribution=" << dist << " n=" << r.size()
+     << " logits=[";
   for (std::size_t i = 0; i < r.size() && i < 16; ++i) os << (i ? ", " : "") << r[i];
   if (r.size() > 16) os << ", ... (" << r.size() - 16 << " more, regenerate from the seed)";
   os << "]";
@@ -39,7 +43,8 @@ std::string describe_row(std::uint64_t seed, int k, const std::string& dist, con
 }
 
 std::vector<Case> cases_for(const SuiteConfig& cfg, std::uint64_t seed) {
-  std::vector<std::int64_t> sizes = cfg.sizes.empty() ? std::vector<std::int64_t>{1, 7, 64, 1000} : cfg.sizes;
+  std::vector<std::int64_t> sizes =
+      cfg.sizes.empty() ? std::vector<std::int64_t>{1, 7, 64, 1000} : cfg.sizes;
   std::vector<std::string> dists = cfg.distributions.empty()
                                        ? std::vector<std::string>{"normal", "large_offset"}
                                        : cfg.distributions;
@@ -66,13 +71,15 @@ std::vector<long double> ref_softmax(const std::vector<float>& r) {
   for (float x : r) m = std::max<long double>(m, x);
   long double s = 0;
   std::vector<long double> p(r.size());
-  for (std::size_t i = 0; i < r.size(); ++i) s += p[i] = std::exp(static_cast<long double>(r[i]) - m);
+  for (std::size_t i = 0; i < r.size(); ++i)
+    s += p[i] = std::exp(static_cast<long double>(r[i]) - m);
   for (auto& x : p) x /= s;
   return p;
 }
 
 bool wanted(const SuiteConfig& c, const std::string& id) {
-  return c.properties.empty() || std::find(c.properties.begin(), c.properties.end(), id) != c.properties.end();
+  return c.properties.empty() ||
+         std::find(c.properties.begin(), c.properties.end(), id) != c.properties.end();
 }
 bool op_wanted(const SuiteConfig& c, Op op) {
   return c.ops.empty() || std::find(c.ops.begin(), c.ops.end(), op) != c.ops.end();
@@ -81,10 +88,13 @@ bool op_wanted(const SuiteConfig& c, Op op) {
 }  // namespace
 
 std::vector<PropertyInfo> properties() {
-  return {{"softmax.error_bound", "softmax is within the shifted-softmax rounding bound of the exact value", kT7.id},
-          {"softmax.sums_to_one", "softmax weights sum to 1 within twice the rounding bound", kT7.id},
-          {"logsumexp.error_bound", "logsumexp is within the rounding bound of the exact value", kLse.id},
-          {"special.nan_row", "a row holding a NaN gives NaN outputs", kNan.id}};
+  return {
+      {"softmax.error_bound",
+       "softmax is within the shifted-softmax rounding bound of the exact value", kT7.id},
+      {"softmax.sums_to_one", "softmax weights sum to 1 within twice the rounding bound", kT7.id},
+      {"logsumexp.error_bound", "logsumexp is within the rounding bound of the exact value",
+       kLse.id},
+      {"special.nan_row", "a row holding a NaN gives NaN outputs", kNan.id}};
 }
 std::vector<std::string> distributions() { return {"normal", "uniform", "large_offset"}; }
 std::vector<Rule> rules() { return {kT7, kLse, kNan}; }
@@ -117,8 +127,14 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& cfg, Sui
     if (!wanted(cfg, p.id)) continue;
     const Op op = p.id.rfind("logsumexp", 0) == 0 ? Op::logsumexp : Op::softmax;
     if (!op_wanted(cfg, op)) continue;
-    if (!kernel.supports(op)) { skip(p.id, p.claim.c_str(), op, "kernel does not implement " + std::string(name_of(op))); continue; }
-    if (!kernel.supports(DType::float32)) { skip(p.id, p.claim.c_str(), op, "kernel has no float32"); continue; }
+    if (!kernel.supports(op)) {
+      skip(p.id, p.claim.c_str(), op, "kernel does not implement " + std::string(name_of(op)));
+      continue;
+    }
+    if (!kernel.supports(DType::float32)) {
+      skip(p.id, p.claim.c_str(), op, "kernel has no float32");
+      continue;
+    }
     double worst = -1, worst_bound = 0;
     std::string worst_case;
     bool failed = false;
@@ -143,7 +159,8 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& cfg, Sui
       std::vector<float> scaled(c.row);
       for (auto& x : scaled) x = static_cast<float>(x / cfg.temperature);
       if (op == Op::logsumexp) {
-        const float got = kernel.logsumexp(DType::float32, RowBatch::single(c.row), cfg.temperature)[0];
+        const float got =
+            kernel.logsumexp(DType::float32, RowBatch::single(c.row), cfg.temperature)[0];
         long double m = *mx / cfg.temperature, s = 0;
         for (float x : c.row) s += std::exp(static_cast<long double>(x) / cfg.temperature - m);
         const long double lse = m + std::log(s);

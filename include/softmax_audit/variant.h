@@ -44,9 +44,9 @@ typedef enum sa_dispersion {
 } sa_dispersion;
 
 typedef struct sa_variant {
-  uint32_t abi_version;    /* SA_VARIANT_ABI_VERSION */
-  const char* name;        /* unique, [A-Za-z0-9_.-] */
-  const char* formula;     /* one line, for reports */
+  uint32_t abi_version; /* SA_VARIANT_ABI_VERSION */
+  const char* name;     /* unique, [A-Za-z0-9_.-] */
+  const char* formula;  /* one line, for reports */
   /* 0 for an intended (correct) formulation; 1 for a known-wrong statement of
    * another variant (name it in wrong_of), so the matrix shows the difference. */
   int32_t wrong_formulation;

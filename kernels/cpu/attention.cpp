@@ -52,12 +52,12 @@ struct Plan {
   double scale = 1.0;
   bool causal = false;
   std::int64_t ntiles = 0, ns = 1;
-  std::int64_t bq = kMaxBq;  // query rows per work item (<= kMaxBq, multiple of 4)
-  const float* kp = nullptr;          // ntiles x d x Bk (transposed, zero padded)
-  const float* vp = nullptr;          // ntiles x Bk x dvp (zero padded)
+  std::int64_t bq = kMaxBq;   // query rows per work item (<= kMaxBq, multiple of 4)
+  const float* kp = nullptr;  // ntiles x d x Bk (transposed, zero padded)
+  const float* vp = nullptr;  // ntiles x Bk x dvp (zero padded)
   const std::int32_t* tile_unmasked = nullptr;  // keys with key_mask != 0 per tile (Bk if no mask)
   const std::uint8_t* tile_v_nonfinite = nullptr;
-  const float* beta = nullptr;        // nq row betas for the output pass (nullptr: 1)
+  const float* beta = nullptr;  // nq row betas for the output pass (nullptr: 1)
   // partial results, index p * nq + i (po: (p * nq + i) * dv)
   float* pm = nullptr;
   float* pS = nullptr;
@@ -229,14 +229,16 @@ void RunItem(const Plan& pl, std::int64_t qb, std::int64_t part, bool with_outpu
       const std::int64_t j0 = t * Bk;
       const std::int64_t lo = std::max(j0, k0) - j0, hi = std::min(j0 + Bk, kend) - j0;
       LogitsTile(sc.qb.data(), d, pl.kp + t * d * Bk, sc.sb.data(), rows_pad);
-      const bool need_mask = lo > 0 || hi < Bk || pl.tile_unmasked[t] < Bk ||
-                             (pl.causal && j0 + Bk - 1 > min_lim);
+      const bool need_mask =
+          lo > 0 || hi < Bk || pl.tile_unmasked[t] < Bk || (pl.causal && j0 + Bk - 1 > min_lim);
       for (std::int64_t r = 0; r < rows; ++r) {
         float* srow = sc.sb.data() + r * Bk;
         const V cr = hn::Set(df, coef[r]);
-        for (std::int64_t j = 0; j < Bk; j += L) hn::StoreU(hn::Mul(hn::LoadU(df, srow + j), cr), df, srow + j);
+        for (std::int64_t j = 0; j < Bk; j += L)
+          hn::StoreU(hn::Mul(hn::LoadU(df, srow + j), cr), df, srow + j);
         if (need_mask) {
-          const std::int64_t lim = pl.causal ? (i0 + r + pl.off) - j0 : Bk - 1;  // last visible column
+          const std::int64_t lim =
+              pl.causal ? (i0 + r + pl.off) - j0 : Bk - 1;  // last visible column
           const std::int64_t jh = std::min(hi, lim + 1);
           for (std::int64_t j = 0; j < Bk; ++j) {
             const bool vis = j >= lo && j < jh && (!pl.key_mask || pl.key_mask[j0 + j] != 0);
@@ -435,16 +437,16 @@ sa_status validate(const sa_attention_args* a) {
                  {"out_stride", a->out_stride, a->dv, "dv"}};
   for (const auto& s : strides)
     if (s.stride < s.need || s.stride > (std::int64_t{1} << 40))
-      return fail(SA_INVALID_ARGUMENT, std::string("attention: ") + s.name + " = " +
-                                           num(s.stride) + " is below the row length " +
-                                           s.need_name + " = " + num(s.need) +
+      return fail(SA_INVALID_ARGUMENT, std::string("attention: ") + s.name + " = " + num(s.stride) +
+                                           " is below the row length " + s.need_name + " = " +
+                                           num(s.need) +
                                            " (or above 2^40); expected >= " + s.need_name);
   if (!std::isfinite(a->scale))
-    return fail(SA_INVALID_ARGUMENT,
-                "attention: scale = " + std::to_string(a->scale) + " is not finite; expected a finite number");
+    return fail(SA_INVALID_ARGUMENT, "attention: scale = " + std::to_string(a->scale) +
+                                         " is not finite; expected a finite number");
   if (a->num_splits < 0)
-    return fail(SA_INVALID_ARGUMENT,
-                "attention: num_splits = " + num(a->num_splits) + "; expected >= 0 (0 or 1: no split)");
+    return fail(SA_INVALID_ARGUMENT, "attention: num_splits = " + num(a->num_splits) +
+                                         "; expected >= 0 (0 or 1: no split)");
   return SA_OK;
 }
 
@@ -536,8 +538,9 @@ void special_row(const sa_attention_args& a, std::int64_t i, bool adaptive, floa
     }
     *lse = finf;
     *H = static_cast<float>(std::log(static_cast<double>(n_pinf)));
-    *beta = adaptive ? static_cast<float>(theory::adaptive_beta(std::log(static_cast<double>(n_pinf))))
-                     : 1.0f;
+    *beta = adaptive
+                ? static_cast<float>(theory::adaptive_beta(std::log(static_cast<double>(n_pinf))))
+                : 1.0f;
     return;
   }
   double m = -std::numeric_limits<double>::infinity();
@@ -608,7 +611,8 @@ sa_status run(const sa_attention_args& a) {
       const std::int64_t j = t * Bk + jj;
       if (j >= pl.nk) break;
       if (!pl.key_mask || pl.key_mask[j] != 0) ++count;
-      for (std::int64_t c = 0; c < pl.d; ++c) kt[c * Bk + jj] = load_elem(pl.k, pl.dtype, j * pl.k_stride + c);
+      for (std::int64_t c = 0; c < pl.d; ++c)
+        kt[c * Bk + jj] = load_elem(pl.k, pl.dtype, j * pl.k_stride + c);
       for (std::int64_t c = 0; c < pl.dv; ++c) {
         const float x = load_elem(pl.v, pl.dtype, j * pl.v_stride + c);
         bad = bad || !std::isfinite(x);
@@ -663,7 +667,8 @@ sa_status run(const sa_attention_args& a) {
   std::vector<float> H1, beta1;
   std::vector<std::uint8_t> special1;
   if (adaptive) {
-    if (!run_items(pl, nqb, false)) return fail(SA_INTERNAL_ERROR, "attention: out of memory in pass 1");
+    if (!run_items(pl, nqb, false))
+      return fail(SA_INTERNAL_ERROR, "attention: out of memory in pass 1");
     H1.resize(static_cast<std::size_t>(pl.nq));
     beta1.resize(static_cast<std::size_t>(pl.nq));
     special1.resize(static_cast<std::size_t>(pl.nq));
@@ -677,7 +682,8 @@ sa_status run(const sa_attention_args& a) {
     pl.beta = beta1.data();
   }
   // Pass 2: the output pass.
-  if (!run_items(pl, nqb, true)) return fail(SA_INTERNAL_ERROR, "attention: out of memory in pass 2");
+  if (!run_items(pl, nqb, true))
+    return fail(SA_INTERNAL_ERROR, "attention: out of memory in pass 2");
 
   // Merge the parts and write the outputs.
   const bool finished = parallel_for(pl.nq, [&](std::int64_t i) {
@@ -722,8 +728,8 @@ sa_status cpu_attention(void* /*ctx*/, const sa_attention_args* args) {
     return run(*args);
   } catch (const std::bad_alloc&) {
     return fail(SA_INTERNAL_ERROR, "attention: out of memory (nk = " + num(args->nk) +
-                                       ", nq = " + num(args->nq) + ", num_splits = " +
-                                       num(args->num_splits) + ")");
+                                       ", nq = " + num(args->nq) +
+                                       ", num_splits = " + num(args->num_splits) + ")");
   } catch (const std::exception& e) {
     return fail(SA_INTERNAL_ERROR, std::string("attention: ") + e.what());
   }
@@ -733,19 +739,20 @@ sa_status merge_attention_partials(void* /*ctx*/, std::int64_t rows, std::int64_
                                    const float* o_a, const float* lse_a, const float* o_b,
                                    const float* lse_b, float* out, float* out_lse) {
   if (rows < 0)
-    return fail(SA_INVALID_ARGUMENT, "merge_attention_states: rows = " + num(rows) + "; expected >= 0");
+    return fail(SA_INVALID_ARGUMENT,
+                "merge_attention_states: rows = " + num(rows) + "; expected >= 0");
   if (dv < 1)
     return fail(SA_INVALID_ARGUMENT, "merge_attention_states: dv = " + num(dv) + "; expected >= 1");
   if (rows == 0) return SA_OK;
   const struct {
     const char* name;
     const void* p;
-  } ptrs[] = {{"o_a", o_a}, {"lse_a", lse_a}, {"o_b", o_b}, {"lse_b", lse_b}, {"out", out},
-              {"out_lse", out_lse}};
+  } ptrs[] = {{"o_a", o_a},     {"lse_a", lse_a}, {"o_b", o_b},
+              {"lse_b", lse_b}, {"out", out},     {"out_lse", out_lse}};
   for (const auto& p : ptrs)
     if (!p.p)
-      return fail(SA_INVALID_ARGUMENT,
-                  std::string("merge_attention_states: ") + p.name + " is NULL; expected a host buffer");
+      return fail(SA_INVALID_ARGUMENT, std::string("merge_attention_states: ") + p.name +
+                                           " is NULL; expected a host buffer");
   for (std::int64_t r = 0; r < rows; ++r) {
     const float la = lse_a[r], lb = lse_b[r];  // read before out_lse (may alias) is written
     merge_row(dv, o_a + r * dv, la, o_b + r * dv, lb, out + r * dv, out_lse + r);

@@ -70,9 +70,9 @@ sa_status cpu_attention(void* ctx, const sa_attention_args* args);
 // lse: the row is NaN; both +inf: equal weights (exact when the two parts hold
 // equally many +inf logits; the ABI carries no count). out/out_lse may alias
 // a/lse_a (or b/lse_b).
-sa_status merge_attention_partials(void* ctx, std::int64_t rows, std::int64_t dv,
-                                   const float* o_a, const float* lse_a, const float* o_b,
-                                   const float* lse_b, float* out, float* out_lse);
+sa_status merge_attention_partials(void* ctx, std::int64_t rows, std::int64_t dv, const float* o_a,
+                                   const float* lse_a, const float* o_b, const float* lse_b,
+                                   float* out, float* out_lse);
 
 // Tuning / test knob, process-wide: forces the query block to `rows` (a
 // multiple of 4 in [4, cpu_attention_query_block]); 0 restores the automatic

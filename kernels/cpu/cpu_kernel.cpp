@@ -77,7 +77,8 @@ sa_status check_rows(const char* op, sa_dtype t, const sa_rows* shape, const voi
   const std::string o = std::string(op) + ": ";
   if (!shape) return fail(SA_INVALID_ARGUMENT, o + "shape is NULL");
   if (shape->rows < 0)
-    return fail(SA_INVALID_ARGUMENT, o + "rows = " + std::to_string(shape->rows) + ", expected >= 0");
+    return fail(SA_INVALID_ARGUMENT,
+                o + "rows = " + std::to_string(shape->rows) + ", expected >= 0");
   if (shape->n <= 0)
     return fail(SA_INVALID_ARGUMENT,
                 o + "n = " + std::to_string(shape->n) + ", expected >= 1 (a row needs a logit)");
@@ -247,31 +248,33 @@ void softmax_row(const T* x, T* y, std::int64_t n, const Scale& s) {
       return;
     }
   }
-  if constexpr (std::is_same_v<T, std::uint16_t>) if (n <= kBf16ThreePassMaxN) {
-    // bfloat16: max; exp stored (float) and summed; scaled and rounded.
-    // Longer rows use the online normaliser and recompute exp (below).
-    // The exps go to a per-thread float scratch row (<= 16 MiB), so each is
-    // computed once.
-    const float m = cpu::row_max_bf16(x, n);
-    if (std::isfinite(m) && n > kBf16ScratchMaxN) {
-      const double S = cpu::row_sum_exp_bf16(x, n, m, s);
-      if (std::isfinite(S) && S > 0) {
-        exp_scale(x, y, n, m, s, recip(S));
-        return;
+  if constexpr (std::is_same_v<T, std::uint16_t>)
+    if (n <= kBf16ThreePassMaxN) {
+      // bfloat16: max; exp stored (float) and summed; scaled and rounded.
+      // Longer rows use the online normaliser and recompute exp (below).
+      // The exps go to a per-thread float scratch row (<= 16 MiB), so each is
+      // computed once.
+      const float m = cpu::row_max_bf16(x, n);
+      if (std::isfinite(m) && n > kBf16ScratchMaxN) {
+        const double S = cpu::row_sum_exp_bf16(x, n, m, s);
+        if (std::isfinite(S) && S > 0) {
+          exp_scale(x, y, n, m, s, recip(S));
+          return;
+        }
+      } else if (std::isfinite(m)) {
+        thread_local std::vector<float> scratch;
+        if (scratch.size() < static_cast<std::size_t>(n))
+          scratch.resize(static_cast<std::size_t>(n));
+        const double S = cpu::row_exp_store_bf16(x, scratch.data(), n, m, s);
+        if (std::isfinite(S) && S > 0) {
+          const Recip r = recip(S);
+          cpu::row_scale_to_bf16(scratch.data(), y, n, r.hi, r.lo);
+          return;
+        }
       }
-    } else if (std::isfinite(m)) {
-      thread_local std::vector<float> scratch;
-      if (scratch.size() < static_cast<std::size_t>(n)) scratch.resize(static_cast<std::size_t>(n));
-      const double S = cpu::row_exp_store_bf16(x, scratch.data(), n, m, s);
-      if (std::isfinite(S) && S > 0) {
-        const Recip r = recip(S);
-        cpu::row_scale_to_bf16(scratch.data(), y, n, r.hi, r.lo);
-        return;
-      }
+      if (!special_weights(x, y, n, classify(x, n))) scalar_softmax(x, y, n, s.s);
+      return;
     }
-    if (!special_weights(x, y, n, classify(x, n))) scalar_softmax(x, y, n, s.s);
-    return;
-  }
   const RowState st = normaliser(x, n, s);
   if (!st.ok) {
     if (!special_weights(x, y, n, classify(x, n))) scalar_softmax(x, y, n, s.s);
@@ -287,18 +290,24 @@ void softmax_row(const T* x, T* y, std::int64_t n, const Scale& s) {
 template <class T>
 void log_softmax_row(const T* x, T* y, std::int64_t n, const Scale& s) {
   float m;
-  if constexpr (std::is_same_v<T, float>) m = cpu::row_max_f32(x, n);
-  else m = cpu::row_max_bf16(x, n);
+  if constexpr (std::is_same_v<T, float>)
+    m = cpu::row_max_f32(x, n);
+  else
+    m = cpu::row_max_bf16(x, n);
   if (std::isfinite(m)) {
     std::int64_t k = 0;
     double rest;
-    if constexpr (std::is_same_v<T, float>) rest = cpu::row_sum_exp_rest_f32(x, n, m, s, &k);
-    else rest = cpu::row_sum_exp_rest_bf16(x, n, m, s, &k);
+    if constexpr (std::is_same_v<T, float>)
+      rest = cpu::row_sum_exp_rest_f32(x, n, m, s, &k);
+    else
+      rest = cpu::row_sum_exp_rest_bf16(x, n, m, s, &k);
     if (std::isfinite(rest) && k > 0) {
       const double kd = static_cast<double>(k);
       const double L = std::log(kd) + std::log1p(rest / kd);
-      if constexpr (std::is_same_v<T, float>) cpu::row_log_softmax_f32(x, y, n, m, s.s, L);
-      else cpu::row_log_softmax_bf16(x, y, n, m, s.s, L);
+      if constexpr (std::is_same_v<T, float>)
+        cpu::row_log_softmax_f32(x, y, n, m, s.s, L);
+      else
+        cpu::row_log_softmax_bf16(x, y, n, m, s.s, L);
       return;
     }
   }
@@ -360,11 +369,13 @@ void adaptive_row(const T* x, T* y, std::int64_t n, double inv_theta, float& bet
                   float& H_out) {
   const Scale s1 = Scale::of(inv_theta);
   float m;
-  if constexpr (std::is_same_v<T, float>) m = cpu::row_max_f32(x, n);
-  else m = cpu::row_max_bf16(x, n);
+  if constexpr (std::is_same_v<T, float>)
+    m = cpu::row_max_f32(x, n);
+  else
+    m = cpu::row_max_bf16(x, n);
   if (std::isfinite(m)) {
-    const bool stored = std::is_same_v<T, float> && static_cast<const void*>(x) != y &&
-                        n <= kThreePassMaxN;
+    const bool stored =
+        std::is_same_v<T, float> && static_cast<const void*>(x) != y && n <= kThreePassMaxN;
     double S, Tsum = 0;
     if constexpr (std::is_same_v<T, float>)
       S = stored ? cpu::row_exp_store_T_f32(x, y, n, m, s1, &Tsum)
@@ -414,8 +425,10 @@ T* row_out(void* p, const sa_rows* sh, std::int64_t r) {
 
 template <class F>
 void by_dtype(sa_dtype t, F&& f) {
-  if (t == SA_F32) f(float{});
-  else f(std::uint16_t{});
+  if (t == SA_F32)
+    f(float{});
+  else
+    f(std::uint16_t{});
 }
 
 sa_status k_softmax(void*, sa_dtype t, const sa_rows* sh, const void* in, void* out) {
@@ -524,7 +537,8 @@ sa_status k_merge_attention(void* ctx, std::int64_t rows, std::int64_t dv, const
                             const float* lse_a, const float* o_b, const float* lse_b, float* out,
                             float* out_lse) {
   g_error.clear();
-  return forward_error(merge_attention_partials(ctx, rows, dv, o_a, lse_a, o_b, lse_b, out, out_lse));
+  return forward_error(
+      merge_attention_partials(ctx, rows, dv, o_a, lse_a, o_b, lse_b, out, out_lse));
 }
 
 const char* k_last_error(void*) { return g_error.empty() ? nullptr : g_error.c_str(); }

@@ -31,7 +31,8 @@ using DD = hn::Rebind<double, DH>;
 using VD = hn::Vec<DD>;
 using MF = hn::Mask<DF>;
 
-constexpr std::size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float) < 2 ? 2 : HWY_MAX_BYTES / sizeof(float);
+constexpr std::size_t kMaxLanes =
+    HWY_MAX_BYTES / sizeof(float) < 2 ? 2 : HWY_MAX_BYTES / sizeof(float);
 
 // ---------------------------------------------------------------- load/store
 // bfloat16 -> float32 is exact (a shift); float32 -> bfloat16 rounds to
@@ -48,7 +49,8 @@ HWY_INLINE void StoreF(DF, VF v, std::uint16_t* p) {
   const hn::RebindToSigned<DF> di32;
   const hn::Rebind<std::uint16_t, DF> du16;
   const auto u = hn::BitCast(du32, v);
-  const auto bias = hn::Add(hn::Set(du32, 0x7fffu), hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 1u)));
+  const auto bias =
+      hn::Add(hn::Set(du32, 0x7fffu), hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 1u)));
   const auto r = hn::ShiftRight<16>(hn::Add(u, bias));
   hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, r)), du16, p);
 }
@@ -61,8 +63,10 @@ inline float scalar_of(std::uint16_t v) {
 }
 template <class T>
 inline T neg_inf_of() {
-  if constexpr (std::is_same_v<T, float>) return -std::numeric_limits<float>::infinity();
-  else return static_cast<std::uint16_t>(0xFF80u);
+  if constexpr (std::is_same_v<T, float>)
+    return -std::numeric_limits<float>::infinity();
+  else
+    return static_cast<std::uint16_t>(0xFF80u);
 }
 
 // A vector's worth of the row's tail, padded with -inf (a masked logit: it
@@ -105,7 +109,9 @@ struct ScaleV {
   VF hi, lo;
   bool unit;
 };
-HWY_INLINE ScaleV ScaleVOf(DF d, const Scale& s) { return {hn::Set(d, s.hi), hn::Set(d, s.lo), s.unit}; }
+HWY_INLINE ScaleV ScaleVOf(DF d, const Scale& s) {
+  return {hn::Set(d, s.hi), hn::Set(d, s.lo), s.unit};
+}
 
 // (x - m) * s as an unevaluated sum dh + dl. kAcc: x - m is split exactly
 // (TwoSum, Knuth) and the product keeps its rounding error (FMA), so dh + dl
@@ -199,7 +205,7 @@ constexpr double kTwoM32 = 2.3283064365386962890625e-10;  // 2^-32
 // ever forming a subnormal in floating point: results below 2^-126 are built
 // from q's significand by an integer shift with round-to-nearest-even.
 HWY_INLINE VF ScaleDown96(DF d, VF q) {
-  const VF kLow = hn::Set(d, 9.313225746154785e-10f);  // 2^-30: q * 2^-96 >= 2^-126
+  const VF kLow = hn::Set(d, 9.313225746154785e-10f);    // 2^-30: q * 2^-96 >= 2^-126
   const VF kDown = hn::Set(d, 1.2621774483536189e-29f);  // 2^-96
   if (HWY_LIKELY(hn::AllTrue(d, hn::Or(hn::Ge(q, kLow), hn::Eq(q, hn::Zero(d))))))
     return hn::Mul(q, kDown);
@@ -209,7 +215,8 @@ HWY_INLINE VF ScaleDown96(DF d, VF q) {
   const auto E = hn::ShiftRight<23>(qb);
   const auto M = hn::Or(hn::And(qb, hn::Set(du, 0x7FFFFFu)), hn::Set(du, 0x800000u));
   // q * 2^-96 = M * 2^(E - 246) = B * 2^-149 with B = M * 2^(E - 97).
-  const auto sh = hn::Min(hn::Sub(hn::Set(du, 97u), hn::Min(E, hn::Set(du, 96u))), hn::Set(du, 31u));
+  const auto sh =
+      hn::Min(hn::Sub(hn::Set(du, 97u), hn::Min(E, hn::Set(du, 96u))), hn::Set(du, 31u));
   const auto one = hn::Set(du, 1u);
   const auto half = hn::operator<<(one, hn::Sub(sh, one));
   const auto odd = hn::And(hn::operator>>(M, sh), one);
@@ -514,7 +521,8 @@ void ScaleToBF16(const float* e, std::uint16_t* y, std::int64_t n, float rhf, fl
 }
 
 template <class T>
-void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, float rhf, float rlf) {
+void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, float rhf,
+              float rlf) {
   constexpr bool kAcc = std::is_same_v<T, float>;
   const DF d;
   const std::size_t N = hn::Lanes(d);
@@ -567,9 +575,13 @@ void LogSoftmax(const T* x, T* y, std::int64_t n, float mf, double sd, double Ld
 float RowMaxF32(const float* x, std::int64_t n) { return RowMax(x, n); }
 float RowMaxBF16(const std::uint16_t* x, std::int64_t n) { return RowMax(x, n); }
 RowState NormF32(const float* x, std::int64_t n, const Scale& s) { return Stream<false>(x, n, s); }
-RowState NormBF16(const std::uint16_t* x, std::int64_t n, const Scale& s) { return Stream<false>(x, n, s); }
+RowState NormBF16(const std::uint16_t* x, std::int64_t n, const Scale& s) {
+  return Stream<false>(x, n, s);
+}
 RowState EntF32(const float* x, std::int64_t n, const Scale& s) { return Stream<true>(x, n, s); }
-RowState EntBF16(const std::uint16_t* x, std::int64_t n, const Scale& s) { return Stream<true>(x, n, s); }
+RowState EntBF16(const std::uint16_t* x, std::int64_t n, const Scale& s) {
+  return Stream<true>(x, n, s);
+}
 double ExpStoreF32(const float* x, float* y, std::int64_t n, float m, const Scale& s) {
   return ExpStore(x, y, n, m, s, true);
 }
@@ -594,10 +606,12 @@ double SumExpTBF16(const std::uint16_t* x, std::int64_t n, float m, const Scale&
 double SumRestF32(const float* x, std::int64_t n, float m, const Scale& s, std::int64_t* k) {
   return SumExpRest(x, n, m, s, k);
 }
-double SumRestBF16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s, std::int64_t* k) {
+double SumRestBF16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s,
+                   std::int64_t* k) {
   return SumExpRest(x, n, m, s, k);
 }
-void ExpScaleF32(const float* x, float* y, std::int64_t n, float m, const Scale& s, float rh, float rl) {
+void ExpScaleF32(const float* x, float* y, std::int64_t n, float m, const Scale& s, float rh,
+                 float rl) {
   ExpScale(x, y, n, m, s, rh, rl);
 }
 void ExpScaleBF16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m, const Scale& s,
@@ -677,7 +691,8 @@ double row_sum_exp_f32(const float* x, std::int64_t n, float m, const Scale& s) 
 double row_sum_exp_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s) {
   return HWY_DYNAMIC_DISPATCH(SumExpBF16)(x, n, m, s);
 }
-double row_exp_store_bf16(const std::uint16_t* x, float* y, std::int64_t n, float m, const Scale& s) {
+double row_exp_store_bf16(const std::uint16_t* x, float* y, std::int64_t n, float m,
+                          const Scale& s) {
   return HWY_DYNAMIC_DISPATCH(ExpStoreBF16)(x, y, n, m, s);
 }
 void row_scale_to_bf16(const float* e, std::uint16_t* y, std::int64_t n, float rh, float rl) {
@@ -690,7 +705,8 @@ double row_exp_store_T_f32(const float* x, float* y, std::int64_t n, float m, co
 double row_sum_exp_T_f32(const float* x, std::int64_t n, float m, const Scale& s, double* T) {
   return HWY_DYNAMIC_DISPATCH(SumExpTF32)(x, n, m, s, T);
 }
-double row_sum_exp_T_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s, double* T) {
+double row_sum_exp_T_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s,
+                          double* T) {
   return HWY_DYNAMIC_DISPATCH(SumExpTBF16)(x, n, m, s, T);
 }
 double row_sum_exp_rest_f32(const float* x, std::int64_t n, float m, const Scale& s,
@@ -715,8 +731,8 @@ void row_exp_scale_bf16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n
 void row_log_softmax_f32(const float* x, float* y, std::int64_t n, float m, double s, double L) {
   HWY_DYNAMIC_DISPATCH(LogSoftmaxF32)(x, y, n, m, s, L);
 }
-void row_log_softmax_bf16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m, double s,
-                          double L) {
+void row_log_softmax_bf16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m,
+                          double s, double L) {
   HWY_DYNAMIC_DISPATCH(LogSoftmaxBF16)(x, y, n, m, s, L);
 }
 const char* dispatch_target() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }

@@ -25,10 +25,10 @@
 namespace sa::kernels::cpu {
 
 struct Scale {
-  double s = 1.0;   // beta / theta
-  float hi = 1.0f;  // s rounded to float
-  float lo = 0.0f;  // s - hi rounded to float
-  bool unit = true; // s == 1 exactly: no multiplication at all
+  double s = 1.0;    // beta / theta
+  float hi = 1.0f;   // s rounded to float
+  float lo = 0.0f;   // s - hi rounded to float
+  bool unit = true;  // s == 1 exactly: no multiplication at all
   static Scale of(double s);
 };
 
@@ -68,7 +68,8 @@ double row_sum_exp_f32(const float* x, std::int64_t n, float m, const Scale& s);
 double row_sum_exp_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s);
 
 // bfloat16 input, biased float exps stored to a scratch row y; returns the sum.
-double row_exp_store_bf16(const std::uint16_t* x, float* y, std::int64_t n, float m, const Scale& s);
+double row_exp_store_bf16(const std::uint16_t* x, float* y, std::int64_t n, float m,
+                          const Scale& s);
 // y (bfloat16, rounded to nearest even) = (biased e) * 2^-32 * (r_hi + r_lo).
 void row_scale_to_bf16(const float* e, std::uint16_t* y, std::int64_t n, float r_hi, float r_lo);
 
@@ -77,10 +78,12 @@ void row_scale_to_bf16(const float* e, std::uint16_t* y, std::int64_t n, float r
 double row_exp_store_T_f32(const float* x, float* y, std::int64_t n, float m, const Scale& s,
                            double* T);
 double row_sum_exp_T_f32(const float* x, std::int64_t n, float m, const Scale& s, double* T);
-double row_sum_exp_T_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s, double* T);
+double row_sum_exp_T_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s,
+                          double* T);
 
 // sum exp((x_i - m) s) over x_i != m, and *k = the number of x_i == m.
-double row_sum_exp_rest_f32(const float* x, std::int64_t n, float m, const Scale& s, std::int64_t* k);
+double row_sum_exp_rest_f32(const float* x, std::int64_t n, float m, const Scale& s,
+                            std::int64_t* k);
 double row_sum_exp_rest_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s,
                              std::int64_t* k);
 

@@ -27,8 +27,10 @@ float load(sa_dtype t, const void* p, std::int64_t i) {
   return static_cast<const float*>(p)[i];
 }
 void store(sa_dtype t, void* p, std::int64_t i, float v) {
-  if (t == SA_BF16) static_cast<std::uint16_t*>(p)[i] = bf16_from_float(v);
-  else static_cast<float*>(p)[i] = v;
+  if (t == SA_BF16)
+    static_cast<std::uint16_t*>(p)[i] = bf16_from_float(v);
+  else
+    static_cast<float*>(p)[i] = v;
 }
 
 sa_status check_rows(sa_dtype t, const sa_rows* s, const void* in, const void* out) {
@@ -60,8 +62,10 @@ Row read_row(sa_dtype t, const void* in, std::int64_t off, std::int64_t n, doubl
     const float l = load(t, in, off + i);
     const float z = th == 1.0f ? l : l / th;
     r.z[static_cast<std::size_t>(i)] = z;
-    if (std::isnan(z)) r.nan = true;
-    else if (z == kInf) ++r.pos_inf;
+    if (std::isnan(z))
+      r.nan = true;
+    else if (z == kInf)
+      ++r.pos_inf;
     if (!(z == -kInf)) r.masked = false;
   }
   return r;
@@ -94,7 +98,9 @@ void weights_of(const std::vector<float>& z, bool nan, std::int64_t pos_inf, boo
   for (auto& x : p) x /= S;
 }
 
-void weights_of(const Row& r, std::vector<float>& p) { weights_of(r.z, r.nan, r.pos_inf, r.masked, p); }
+void weights_of(const Row& r, std::vector<float>& p) {
+  weights_of(r.z, r.nan, r.pos_inf, r.masked, p);
+}
 
 // m + log S over finite entries (the row must be finite-or-masked).
 float lse_of(const std::vector<float>& z) {
@@ -131,10 +137,14 @@ sa_status n_log_softmax(void*, sa_dtype t, const sa_rows* s, const void* in, voi
     for (std::int64_t i = 0; i < s->n; ++i) {
       const float z = row.z[static_cast<std::size_t>(i)];
       float v;
-      if (row.nan) v = kNaN;
-      else if (row.masked) v = -kInf;
-      else if (row.pos_inf > 0) v = z == kInf ? -std::log(static_cast<float>(row.pos_inf)) : -kInf;
-      else v = z;  // finished below
+      if (row.nan)
+        v = kNaN;
+      else if (row.masked)
+        v = -kInf;
+      else if (row.pos_inf > 0)
+        v = z == kInf ? -std::log(static_cast<float>(row.pos_inf)) : -kInf;
+      else
+        v = z;  // finished below
       store(t, out, r * s->out_stride + i, v);
     }
     if (row.nan || row.masked || row.pos_inf > 0) continue;
@@ -234,7 +244,8 @@ sa_status n_merge_attention(void*, std::int64_t rows, std::int64_t dv, const flo
                             const float* la, const float* ob, const float* lb, float* out,
                             float* out_lse) {
   if (rows < 0 || dv < 1) return fail(SA_INVALID_ARGUMENT, "rows must be >= 0 and dv >= 1");
-  if (!oa || !la || !ob || !lb || !out || !out_lse) return fail(SA_INVALID_ARGUMENT, "null pointer");
+  if (!oa || !la || !ob || !lb || !out || !out_lse)
+    return fail(SA_INVALID_ARGUMENT, "null pointer");
   std::vector<float> tmp(static_cast<std::size_t>(dv));
   for (std::int64_t r = 0; r < rows; ++r) {
     float L;
@@ -265,8 +276,10 @@ void attend_part(const sa_attention_args* a, const std::vector<float>& z, std::i
   bool nan = false, masked = true;
   std::int64_t pinf = 0;
   for (float x : part) {
-    if (std::isnan(x)) nan = true;
-    else if (x == kInf) ++pinf;
+    if (std::isnan(x))
+      nan = true;
+    else if (x == kInf)
+      ++pinf;
     if (x != -kInf) masked = false;
   }
   weights_of(part, nan, pinf, masked, p);
@@ -274,14 +287,16 @@ void attend_part(const sa_attention_args* a, const std::vector<float>& z, std::i
   for (std::int64_t j = k0; j < k1; ++j) {
     const float w = p[static_cast<std::size_t>(j - k0)];
     if (w == 0.0f) continue;
-    for (std::int64_t c = 0; c < a->dv; ++c) out[c] += w * load(a->dtype, a->v, j * a->v_stride + c);
+    for (std::int64_t c = 0; c < a->dv; ++c)
+      out[c] += w * load(a->dtype, a->v, j * a->v_stride + c);
   }
   *lse = nan ? kNaN : masked ? -kInf : pinf > 0 ? kInf : lse_of(part);
 }
 
 sa_status n_attention(void*, const sa_attention_args* a) {
   if (!a) return fail(SA_INVALID_ARGUMENT, "null arguments");
-  if (a->dtype != SA_F32 && a->dtype != SA_BF16) return fail(SA_UNSUPPORTED, "dtype must be SA_F32 or SA_BF16");
+  if (a->dtype != SA_F32 && a->dtype != SA_BF16)
+    return fail(SA_UNSUPPORTED, "dtype must be SA_F32 or SA_BF16");
   if (a->nq < 1 || a->nk < 1 || a->d < 1 || a->dv < 1)
     return fail(SA_INVALID_ARGUMENT, "nq, nk, d, dv must be >= 1");
   if (!a->q || !a->k || !a->v || !a->out) return fail(SA_INVALID_ARGUMENT, "null q, k, v or out");
@@ -294,15 +309,16 @@ sa_status n_attention(void*, const sa_attention_args* a) {
       acc(static_cast<std::size_t>(a->dv));
   for (std::int64_t i = 0; i < a->nq; ++i) {
     for (std::int64_t j = 0; j < a->nk; ++j) {
-      const bool visible = (!a->key_mask || a->key_mask[j] != 0) &&
-                           (!a->causal || j <= i + (a->nk - a->nq));
+      const bool visible =
+          (!a->key_mask || a->key_mask[j] != 0) && (!a->causal || j <= i + (a->nk - a->nq));
       if (!visible) {
         s[static_cast<std::size_t>(j)] = -kInf;
         continue;
       }
       float dot = 0.0f;
       for (std::int64_t c = 0; c < a->d; ++c)
-        dot += load(a->dtype, a->q, i * a->q_stride + c) * load(a->dtype, a->k, j * a->k_stride + c);
+        dot +=
+            load(a->dtype, a->q, i * a->q_stride + c) * load(a->dtype, a->k, j * a->k_stride + c);
       s[static_cast<std::size_t>(j)] = scale * dot;
     }
     const float H = theory::entropy_of(state_of(s));
@@ -324,7 +340,8 @@ sa_status n_attention(void*, const sa_attention_args* a) {
         merge_one(a->dv, acc.data(), L, o.data(), lp, acc.data(), &L);
       }
     }
-    for (std::int64_t c = 0; c < a->dv; ++c) store(a->dtype, a->out, i * a->out_stride + c, acc[static_cast<std::size_t>(c)]);
+    for (std::int64_t c = 0; c < a->dv; ++c)
+      store(a->dtype, a->out, i * a->out_stride + c, acc[static_cast<std::size_t>(c)]);
     if (a->lse) a->lse[i] = L;
     if (a->entropy) a->entropy[i] = H;
     if (a->beta) a->beta[i] = b;

@@ -104,7 +104,8 @@ std::vector<float> attention(DType t, const AttentionInput& in) {
     for (std::int64_t c = 0; c < in.dv; ++c) {
       float acc = 0.0f;
       for (std::int64_t j = 0; j < in.nk; ++j)
-        acc = r(acc + r(p[static_cast<std::size_t>(j)] * in.v[static_cast<std::size_t>(j * in.dv + c)]));
+        acc = r(acc +
+                r(p[static_cast<std::size_t>(j)] * in.v[static_cast<std::size_t>(j * in.dv + c)]));
       out[static_cast<std::size_t>(i * in.dv + c)] = acc;
     }
   }

@@ -43,10 +43,11 @@ std::string where(const Case& c, std::int64_t i) {
 }
 
 void report(const char* what, const UlpStats& s) {
-  std::printf("[accuracy] %-28s elements=%lld correctly_rounded=%.5f max_ulps_apart=%lld "
-              "max_ulp_error=%.3f\n",
-              what, static_cast<long long>(s.count), s.exact_fraction(),
-              static_cast<long long>(s.max_apart), s.max_ulp_error);
+  std::printf(
+      "[accuracy] %-28s elements=%lld correctly_rounded=%.5f max_ulps_apart=%lld "
+      "max_ulp_error=%.3f\n",
+      what, static_cast<long long>(s.count), s.exact_fraction(),
+      static_cast<long long>(s.max_apart), s.max_ulp_error);
 }
 
 // ---------------------------------------------------------------- softmax
@@ -79,7 +80,9 @@ void check_softmax(DType t, double theta, const char* label) {
   }
 }
 
-TEST(CpuSoftmax, Float32WithinTwoUlpOfCorrectlyRounded) { check_softmax(DType::float32, 1.0, "softmax f32"); }
+TEST(CpuSoftmax, Float32WithinTwoUlpOfCorrectlyRounded) {
+  check_softmax(DType::float32, 1.0, "softmax f32");
+}
 TEST(CpuSoftmax, Float32WithTemperature) {
   check_softmax(DType::float32, 0.7, "softmax f32 theta=0.7");
   check_softmax(DType::float32, 3.0, "softmax f32 theta=3");
@@ -110,7 +113,8 @@ TEST(CpuSoftmax, LongRowPaths) {
     const auto out = kernel().softmax(c.t, RowBatch::single(x));
     const auto ref = ref::softmax(widen(x));
     for (std::int64_t i = 0; i < c.n; ++i)
-      if (x[i] != -kInf || i % 4096 == 0) st.add(c.t, out[i], ref[i], "long n=" + std::to_string(c.n));
+      if (x[i] != -kInf || i % 4096 == 0)
+        st.add(c.t, out[i], ref[i], "long n=" + std::to_string(c.n));
     report(c.t == DType::float32 ? "softmax f32 long masked" : "softmax bf16 long masked", st);
     EXPECT_GT(out[5], 0.0f);  // the finite weights are not trivially 0
     EXPECT_LE(st.max_apart, c.t == DType::float32 ? 2 : 1) << st.worst;
@@ -202,7 +206,8 @@ void check_lse(DType t, const char* label) {
     }
     EXPECT_LE(err, bound) << where(c, 0);
   }
-  std::printf("[accuracy] %-28s max error / bound = %.3f (%s)\n", label, worst_ratio, worst.c_str());
+  std::printf("[accuracy] %-28s max error / bound = %.3f (%s)\n", label, worst_ratio,
+              worst.c_str());
 }
 TEST(CpuLogSumExp, Float32) { check_lse(DType::float32, "logsumexp f32"); }
 TEST(CpuLogSumExp, Bfloat16) { check_lse(DType::bfloat16, "logsumexp bf16"); }
@@ -244,10 +249,13 @@ void check_entropy(DType t, double theta, const char* label) {
         << where(c, 0);
     EXPECT_LE(s.T, 0.0f) << "T <= 0 when m is the row max (theory.md T6) " << where(c, 0);
   }
-  std::printf("[accuracy] %-28s max error / bound = %.3f (%s)\n", label, worst_ratio, worst.c_str());
+  std::printf("[accuracy] %-28s max error / bound = %.3f (%s)\n", label, worst_ratio,
+              worst.c_str());
 }
 TEST(CpuEntropy, Float32) { check_entropy(DType::float32, 1.0, "entropy f32"); }
-TEST(CpuEntropy, Float32Temperature) { check_entropy(DType::float32, 2.5, "entropy f32 theta=2.5"); }
+TEST(CpuEntropy, Float32Temperature) {
+  check_entropy(DType::float32, 2.5, "entropy f32 theta=2.5");
+}
 TEST(CpuEntropy, Bfloat16) { check_entropy(DType::bfloat16, 1.0, "entropy bf16"); }
 
 // Shift invariance (theory.md T6): H(l + 1e4) equals H(l) within the bound;
@@ -288,11 +296,13 @@ void check_adaptive(DType t, const char* label) {
     const auto r = kernel().adaptive_softmax(t, RowBatch::single(x));
     const auto a = ref::adaptive_softmax(widen(x), 1.0, ref::EntropyDefinition::shannon);
     const double He = a.entropy.convert_to<double>();
-    const double Hbound = 0.5 * ref::ulp_at(DType::float32, a.entropy) + 2 * kU * (2.5 + 10 * He) +
-                          (t == DType::bfloat16 ? 2 * kU * (2 * He + 2 * mean_sq_gap(x, ref::softmax(widen(x)))) : 0);
+    const double Hbound =
+        0.5 * ref::ulp_at(DType::float32, a.entropy) + 2 * kU * (2.5 + 10 * He) +
+        (t == DType::bfloat16 ? 2 * kU * (2 * He + 2 * mean_sq_gap(x, ref::softmax(widen(x)))) : 0);
     EXPECT_NEAR(r.entropy[0], He, Hbound) << where(c, 0);
     const double be = a.beta.convert_to<double>();
-    const double bbound = (poly_slope(He) + 0.01) * Hbound + 0.5 * ref::ulp_at(DType::float32, a.beta);
+    const double bbound =
+        (poly_slope(He) + 0.01) * Hbound + 0.5 * ref::ulp_at(DType::float32, a.beta);
     EXPECT_NEAR(r.beta[0], be, bbound) << where(c, 0) << " H=" << He;
     std::vector<double> scaled(x.size());
     for (std::size_t i = 0; i < x.size(); ++i)
@@ -355,7 +365,8 @@ RC_GTEST_PROP(CpuEntropyProperty, Float32WithinBound, ()) {
   const float H = kernel().entropy(DType::float32, RowBatch::single(x))[0];
   const Mp exact = ref::entropy(widen(x));
   const double He = exact.convert_to<double>();
-  RC_ASSERT(std::abs(H - He) <= 0.5 * ref::ulp_at(DType::float32, exact) + 2 * kU * (2.5 + 10 * He));
+  RC_ASSERT(std::abs(H - He) <=
+            0.5 * ref::ulp_at(DType::float32, exact) + 2 * kU * (2.5 + 10 * He));
 }
 
 }  // namespace

@@ -79,8 +79,9 @@ TEST(CpuSemantics, PositiveInfinityShares) {
                                              : static_cast<float>(1.0 / static_cast<double>(k));
         const auto p = kernel().softmax(t, b);
         const auto lp = kernel().log_softmax(t, b);
-        const float lw = t == DType::bfloat16 ? round_to_bf16(static_cast<float>(-std::log(double(k))))
-                                              : static_cast<float>(-std::log(double(k)));
+        const float lw = t == DType::bfloat16
+                             ? round_to_bf16(static_cast<float>(-std::log(double(k))))
+                             : static_cast<float>(-std::log(double(k)));
         for (std::int64_t i = 0; i < n; ++i) {
           const bool inf = x[i] == kInf;
           EXPECT_EQ(p[i], inf ? w : 0.0f) << "n=" << n << " k=" << k << " i=" << i;
@@ -95,7 +96,8 @@ TEST(CpuSemantics, PositiveInfinityShares) {
         EXPECT_EQ(st[0].T, 0.0f);
         const auto a = kernel().adaptive_softmax(t, b);
         EXPECT_EQ(a.entropy[0], H);
-        EXPECT_EQ(a.beta[0], static_cast<float>(theory::adaptive_beta<double>(std::log(double(k)))));
+        EXPECT_EQ(a.beta[0],
+                  static_cast<float>(theory::adaptive_beta<double>(std::log(double(k)))));
         for (std::int64_t i = 0; i < n; ++i) EXPECT_EQ(a.weights[i], x[i] == kInf ? w : 0.0f);
       }
 }
@@ -174,28 +176,36 @@ TEST(CpuSemantics, InvalidArgumentsAreReportedWithText) {
   expect(raw().softmax(raw().ctx, SA_F32, &s, in.data(), out.data()), SA_INVALID_ARGUMENT, "n = 0");
   expect(raw().logsumexp(raw().ctx, SA_BF16, &s, in.data(), lse), SA_INVALID_ARGUMENT, "n = 0");
   s = shape(0, 0, 0, 0);  // n = 0 is invalid even with no rows
-  expect(raw().entropy(raw().ctx, SA_F32, &s, in.data(), lse, nullptr), SA_INVALID_ARGUMENT, "n = 0");
+  expect(raw().entropy(raw().ctx, SA_F32, &s, in.data(), lse, nullptr), SA_INVALID_ARGUMENT,
+         "n = 0");
   s = shape(-1, 4, 4, 4);
-  expect(raw().softmax(raw().ctx, SA_F32, &s, in.data(), out.data()), SA_INVALID_ARGUMENT, "rows = -1");
+  expect(raw().softmax(raw().ctx, SA_F32, &s, in.data(), out.data()), SA_INVALID_ARGUMENT,
+         "rows = -1");
   s = shape(2, 8, 4, 8);
-  expect(raw().softmax(raw().ctx, SA_F32, &s, in.data(), out.data()), SA_INVALID_ARGUMENT, "in_stride");
+  expect(raw().softmax(raw().ctx, SA_F32, &s, in.data(), out.data()), SA_INVALID_ARGUMENT,
+         "in_stride");
   s = shape(2, 8, 8, 7);
-  expect(raw().log_softmax(raw().ctx, SA_F32, &s, in.data(), out.data()), SA_INVALID_ARGUMENT, "out_stride");
+  expect(raw().log_softmax(raw().ctx, SA_F32, &s, in.data(), out.data()), SA_INVALID_ARGUMENT,
+         "out_stride");
   for (double th : {0.0, -1.0, double(NAN), double(INFINITY)}) {
     s = shape(1, 4, 4, 4, th);
     expect(raw().adaptive_softmax(raw().ctx, SA_F32, &s, in.data(), out.data(), nullptr, nullptr),
            SA_INVALID_ARGUMENT, "temperature");
   }
   s = shape(1, 4, 4, 4);
-  expect(raw().softmax(raw().ctx, static_cast<sa_dtype>(7), &s, in.data(), out.data()), SA_UNSUPPORTED,
-         "dtype 7");
-  expect(raw().softmax(raw().ctx, SA_F32, &s, nullptr, out.data()), SA_INVALID_ARGUMENT, "input pointer");
-  expect(raw().softmax(raw().ctx, SA_F32, nullptr, in.data(), out.data()), SA_INVALID_ARGUMENT, "shape");
+  expect(raw().softmax(raw().ctx, static_cast<sa_dtype>(7), &s, in.data(), out.data()),
+         SA_UNSUPPORTED, "dtype 7");
+  expect(raw().softmax(raw().ctx, SA_F32, &s, nullptr, out.data()), SA_INVALID_ARGUMENT,
+         "input pointer");
+  expect(raw().softmax(raw().ctx, SA_F32, nullptr, in.data(), out.data()), SA_INVALID_ARGUMENT,
+         "shape");
   s = shape(2, 8, 8, 8);  // partially overlapping in/out
-  expect(raw().softmax(raw().ctx, SA_F32, &s, in.data(), in.data() + 3), SA_INVALID_ARGUMENT, "overlap");
+  expect(raw().softmax(raw().ctx, SA_F32, &s, in.data(), in.data() + 3), SA_INVALID_ARGUMENT,
+         "overlap");
   expect(raw().merge_entropy_states(raw().ctx, -2, nullptr, nullptr, nullptr), SA_INVALID_ARGUMENT,
          "count = -2");
-  expect(raw().merge_attention_states(raw().ctx, 1, 0, in.data(), lse, in.data(), lse, out.data(), lse),
+  expect(raw().merge_attention_states(raw().ctx, 1, 0, in.data(), lse, in.data(), lse, out.data(),
+                                      lse),
          SA_INVALID_ARGUMENT, "dv = 0");
   // A good call after an error clears the message.
   s = shape(1, 4, 4, 4);
@@ -231,8 +241,9 @@ TEST(CpuSemantics, StridesAndPaddingUntouched) {
   std::vector<float> lout(out.size(), sentinel);
   ASSERT_EQ(raw().log_softmax(raw().ctx, SA_F32, &s, in.data(), lout.data()), SA_OK);
   std::vector<float> aout(out.size(), sentinel), beta(rows), H(rows);
-  ASSERT_EQ(raw().adaptive_softmax(raw().ctx, SA_F32, &s, in.data(), aout.data(), beta.data(), H.data()),
-            SA_OK);
+  ASSERT_EQ(
+      raw().adaptive_softmax(raw().ctx, SA_F32, &s, in.data(), aout.data(), beta.data(), H.data()),
+      SA_OK);
   for (std::int64_t r = 0; r < rows; ++r) {
     std::vector<float> x(in.begin() + r * is, in.begin() + r * is + n);
     const auto one = kernel().softmax(DType::float32, RowBatch::single(x), 1.3);
@@ -257,7 +268,8 @@ TEST(CpuSemantics, StridesAndPaddingUntouched) {
 // including the special rows and the long-row (two-pass) path.
 TEST(CpuSemantics, InPlaceEqualsOutOfPlace) {
   for (sa_dtype t : {SA_F32, SA_BF16})
-    for (std::int64_t n : {std::int64_t{1}, std::int64_t{29}, std::int64_t{4096}, (std::int64_t{1} << 18) + 5}) {
+    for (std::int64_t n :
+         {std::int64_t{1}, std::int64_t{29}, std::int64_t{4096}, (std::int64_t{1} << 18) + 5}) {
       for (int special = 0; special < 3; ++special) {
         auto xf = generate(Dist::offset_pos, n, 4, true);
         if (special == 1) xf[n / 2] = kNaN;
@@ -265,7 +277,8 @@ TEST(CpuSemantics, InPlaceEqualsOutOfPlace) {
         const std::size_t es = t == SA_F32 ? 4 : 2;
         std::vector<unsigned char> in(static_cast<std::size_t>(n) * es);
         for (std::int64_t i = 0; i < n; ++i) {
-          if (t == SA_F32) std::memcpy(&in[i * 4], &xf[i], 4);
+          if (t == SA_F32)
+            std::memcpy(&in[i * 4], &xf[i], 4);
           else {
             const std::uint16_t b = bf16_from_float(xf[i]);
             std::memcpy(&in[i * 2], &b, 2);
@@ -346,8 +359,9 @@ TEST(CpuMerge, EntropyStatesOfSplitRows) {
   // Identity, NaN and +inf states.
   const sa_entropy_state id{-kInf, 0, 0}, s{1.5f, 3.0f, -0.5f}, nan{kNaN, kNaN, kNaN},
       inf2{kInf, 2, 0}, inf3{kInf, 3, 0};
-  const auto r = kernel().merge_entropy_states(std::vector<sa_entropy_state>{id, s, id, s, inf2, s},
-                                               std::vector<sa_entropy_state>{s, id, id, nan, inf3, inf2});
+  const auto r =
+      kernel().merge_entropy_states(std::vector<sa_entropy_state>{id, s, id, s, inf2, s},
+                                    std::vector<sa_entropy_state>{s, id, id, nan, inf3, inf2});
   EXPECT_EQ(r[0].m, s.m);
   EXPECT_EQ(r[0].S, s.S);
   EXPECT_EQ(r[0].T, s.T);
@@ -376,12 +390,12 @@ TEST(CpuMerge, AttentionStates) {
     la[r] = 30.0f * nd(rng);
     lb[r] = la[r] + 3.0f * nd(rng);
   }
-  la[1] = -kInf;            // only b
-  lb[2] = -kInf;            // only a
-  la[3] = lb[3] = -kInf;    // both empty: 0, -inf
-  la[4] = kNaN;             // NaN
-  la[5] = kInf;             // +inf part dominates
-  la[6] = 1e4f;             // big offsets
+  la[1] = -kInf;          // only b
+  lb[2] = -kInf;          // only a
+  la[3] = lb[3] = -kInf;  // both empty: 0, -inf
+  la[4] = kNaN;           // NaN
+  la[5] = kInf;           // +inf part dominates
+  la[6] = 1e4f;           // big offsets
   lb[6] = 1e4f + 1.0f;
   std::vector<float> L;
   const auto o = kernel().merge_attention_states(rows, dv, oa, la, ob, lb, &L);
@@ -389,10 +403,14 @@ TEST(CpuMerge, AttentionStates) {
     for (std::int64_t j = 0; j < dv; ++j) {
       const float got = o[r * dv + j];
       const float a = oa[r * dv + j], b = ob[r * dv + j];
-      if (r == 1) EXPECT_EQ(got, b);
-      else if (r == 2 || r == 5) EXPECT_EQ(got, a);
-      else if (r == 3) EXPECT_EQ(got, 0.0f);
-      else if (r == 4) EXPECT_TRUE(std::isnan(got));
+      if (r == 1)
+        EXPECT_EQ(got, b);
+      else if (r == 2 || r == 5)
+        EXPECT_EQ(got, a);
+      else if (r == 3)
+        EXPECT_EQ(got, 0.0f);
+      else if (r == 4)
+        EXPECT_TRUE(std::isnan(got));
       else {
         const double mx = std::max<double>(la[r], lb[r]);
         const double Ld = mx + std::log(std::exp(la[r] - mx) + std::exp(lb[r] - mx));
@@ -407,11 +425,12 @@ TEST(CpuMerge, AttentionStates) {
   EXPECT_EQ(L[3], -kInf);
   EXPECT_TRUE(std::isnan(L[4]));
   EXPECT_EQ(L[5], kInf);
-  EXPECT_NEAR(L[6], 1e4 + 1 + std::log1p(std::exp(-1.0)), 0.5 * ref::ulp_at(DType::float32, ref::Mp(1e4)));
+  EXPECT_NEAR(L[6], 1e4 + 1 + std::log1p(std::exp(-1.0)),
+              0.5 * ref::ulp_at(DType::float32, ref::Mp(1e4)));
   // out may alias a.
   std::vector<float> io(oa), lio(la);
-  ASSERT_EQ(raw().merge_attention_states(raw().ctx, rows, dv, io.data(), lio.data(), ob.data(), lb.data(),
-                                         io.data(), lio.data()),
+  ASSERT_EQ(raw().merge_attention_states(raw().ctx, rows, dv, io.data(), lio.data(), ob.data(),
+                                         lb.data(), io.data(), lio.data()),
             SA_OK);
   for (std::size_t i = 0; i < io.size(); ++i)
     if (!std::isnan(o[i])) EXPECT_EQ(io[i], o[i]);

@@ -176,7 +176,7 @@ bool same_special(double got, double want) {
 
 struct Report {
   std::vector<sa::Verdict> verdicts;
-  double max_out_rel_bound = 0;  // float32 part of the out bound / Vmax, worst row
+  double max_out_rel_bound = 0;   // float32 part of the out bound / Vmax, worst row
   sa::AttentionOutput got;        // the kernel's result
   std::vector<double> out_bound;  // per output element (0 for exact special values)
   bool all_passed() const {
@@ -284,18 +284,19 @@ Report check(sa::DType t, const sa::AttentionInput& in) {
       pr.k = p.k;
       pr.v = p.v;
       pr.key_mask.resize(static_cast<std::size_t>(in.nk));
-      for (std::int64_t j = 0; j < in.nk; ++j) pr.key_mask[j] = sa::ref::key_visible(p, i, j) ? 1 : 0;
+      for (std::int64_t j = 0; j < in.nk; ++j)
+        pr.key_mask[j] = sa::ref::key_visible(p, i, j) ? 1 : 0;
       bh = got.beta[i];
       pr.scale = in.scale * bh;  // exact in double: float beta^ times scale (<= 53 bits)
       const auto rr = sa::ref::attention(pr);
       for (std::int64_t c = 0; c < in.dv; ++c) want_out[c] = static_cast<double>(rr.out[c]);
       want_lse = static_cast<double>(rr.lse[0]);
     } else {
-      for (std::int64_t c = 0; c < in.dv; ++c) want_out[c] = static_cast<double>(ref.out[i * in.dv + c]);
+      for (std::int64_t c = 0; c < in.dv; ++c)
+        want_out[c] = static_cast<double>(ref.out[i * in.dv + c]);
     }
     const double rho2 = rho(bh * delta, bh);
-    const double out_rel =
-        (std::exp(2 * bh * E) - 1) + 2 * rho2 + gamma(NO) + gamma(NS) + 3 * u32;
+    const double out_rel = (std::exp(2 * bh * E) - 1) + 2 * rho2 + gamma(NO) + gamma(NS) + 3 * u32;
     rep.max_out_rel_bound = std::max(rep.max_out_rel_bound, out_rel);
     for (std::int64_t c = 0; c < in.dv; ++c) {
       const double want = want_out[c];
@@ -310,11 +311,13 @@ Report check(sa::DType t, const sa::AttentionInput& in) {
     wh.see(std::abs(got.entropy[i] - ref_H), bH, row + " H");
     wb.see(std::abs(got.beta[i] - ref_beta), dbeta, row + " beta");
   }
-  const sa::Rule rule{"attention.rounding", "rounding analysis in tests/cpu_attention/attention_test.cpp "
-                                            "(gamma_d dot product, T7 softmax, T6 streamed entropy)"};
+  const sa::Rule rule{"attention.rounding",
+                      "rounding analysis in tests/cpu_attention/attention_test.cpp "
+                      "(gamma_d dot product, T7 softmax, T6 streamed entropy)"};
   auto add = [&](const char* prop, const char* what, const Worst& w) {
-    auto v = sa::check_at_most(prop, std::string(what) + " within its a-priori bound (worst: " + w.where + ")",
-                               w.err, w.bound, rule);
+    auto v = sa::check_at_most(
+        prop, std::string(what) + " within its a-priori bound (worst: " + w.where + ")", w.err,
+        w.bound, rule);
     v.kernel = kernel().name();
     v.op = "attention";
     v.dtype = sa::name_of(t);
@@ -412,8 +415,8 @@ TEST_P(CpuAttention, AdaptiveTemperature) {
   // Logit scale chosen so rows have H in (0.85, 5.9), where beta > 1 (T5).
   for (bool causal : {false, true}) {
     Shape s;
-    s.nq = 40, s.nk = 130, s.d = 64, s.dv = 64, s.adaptive = true, s.causal = causal,
-    s.qsd = 2.0, s.seed = 17;
+    s.nq = 40, s.nk = 130, s.d = 64, s.dv = 64, s.adaptive = true, s.causal = causal, s.qsd = 2.0,
+    s.seed = 17;
     const auto in = make_input(GetParam(), s);
     expect_ok(GetParam(), in);
     const auto out = kernel().attention(GetParam(), in);
@@ -457,10 +460,9 @@ TEST_P(CpuAttention, SplitKvOneToSeven) {
 }
 
 TEST_P(CpuAttention, OddSizes) {
-  for (auto [nq, nk, d, dv] : {std::array<std::int64_t, 4>{19, 77, 33, 17},
-                               std::array<std::int64_t, 4>{1, 1, 1, 1},
-                               std::array<std::int64_t, 4>{3, 65, 7, 129},
-                               std::array<std::int64_t, 4>{17, 64, 128, 64}}) {
+  for (auto [nq, nk, d, dv] :
+       {std::array<std::int64_t, 4>{19, 77, 33, 17}, std::array<std::int64_t, 4>{1, 1, 1, 1},
+        std::array<std::int64_t, 4>{3, 65, 7, 129}, std::array<std::int64_t, 4>{17, 64, 128, 64}}) {
     for (bool causal : {false, true}) {
       Shape s;
       s.nq = nq, s.nk = nk, s.d = d, s.dv = dv, s.causal = causal, s.seed = 19 + nq;
@@ -489,7 +491,8 @@ TEST_P(CpuAttention, RunningMaxNotBlockMax) {
   for (std::int64_t i = 0; i < s.nq; ++i)
     for (std::int64_t c = 0; c < s.d; ++c) in.q[i * s.d + c] = c == 0 ? 1.0f : 0.0f;
   for (std::int64_t j = 0; j < s.nk; ++j)
-    in.k[j * s.d] = as_type(GetParam(), (j < Bk ? 60.0 : -60.0) + 0.01 * static_cast<double>(j % 13));
+    in.k[j * s.d] =
+        as_type(GetParam(), (j < Bk ? 60.0 : -60.0) + 0.01 * static_cast<double>(j % 13));
   for (std::int64_t ns : {1, 2}) {
     in.num_splits = ns;
     expect_ok(GetParam(), in);
@@ -508,10 +511,10 @@ TEST_P(CpuAttention, NanAndInfinityRows) {
   // k[:,0] != 0 so that q[i][0] = +inf gives logits +/-inf, never NaN.
   for (std::int64_t j = 0; j < s.nk; ++j)
     if (in.k[j * s.d] == 0.0f) in.k[j * s.d] = 1.0f;
-  in.q[1 * s.d + 3] = nan;   // row 1: NaN everywhere
-  in.q[2 * s.d + 0] = inf;   // row 2: +inf on keys with k[j][0] > 0
+  in.q[1 * s.d + 3] = nan;  // row 1: NaN everywhere
+  in.q[2 * s.d + 0] = inf;  // row 2: +inf on keys with k[j][0] > 0
   in.key_mask.assign(100, 1);
-  in.key_mask[10] = 0;       // masked key with NaN k and inf v: must not leak
+  in.key_mask[10] = 0;  // masked key with NaN k and inf v: must not leak
   in.k[10 * s.d + 5] = nan;
   in.v[10 * s.dv + 2] = inf;
   in.k[99 * s.d + 1] = nan;  // last key: visible only to the last query (causal)
@@ -522,9 +525,12 @@ TEST_P(CpuAttention, NanAndInfinityRows) {
       SCOPED_TRACE("adaptive " + std::to_string(adaptive) + " splits " + std::to_string(ns));
       expect_ok(GetParam(), in);
       const auto out = kernel().attention(GetParam(), in);
-      EXPECT_TRUE(std::isnan(out.lse[1]) && std::isnan(out.entropy[1]) && std::isnan(out.out[s.dv]));
-      if (adaptive) EXPECT_TRUE(std::isnan(out.beta[1]));
-      else EXPECT_EQ(out.beta[1], 1.0f);
+      EXPECT_TRUE(std::isnan(out.lse[1]) && std::isnan(out.entropy[1]) &&
+                  std::isnan(out.out[s.dv]));
+      if (adaptive)
+        EXPECT_TRUE(std::isnan(out.beta[1]));
+      else
+        EXPECT_EQ(out.beta[1], 1.0f);
       EXPECT_EQ(out.lse[2], inf);
       EXPECT_TRUE(std::isnan(out.lse[7])) << "the last query sees the NaN key";
       EXPECT_TRUE(std::isfinite(out.lse[6]));
@@ -540,7 +546,8 @@ TEST_P(CpuAttention, EveryQueryBlockSize) {
     ~Restore() { sa::kernels::cpu_attention_set_query_block(0); }
   } restore;
   EXPECT_FALSE(sa::kernels::cpu_attention_set_query_block(6));
-  EXPECT_FALSE(sa::kernels::cpu_attention_set_query_block(sa::kernels::cpu_attention_query_block + 4));
+  EXPECT_FALSE(
+      sa::kernels::cpu_attention_set_query_block(sa::kernels::cpu_attention_query_block + 4));
   for (std::int64_t bq : {std::int64_t{4}, sa::kernels::cpu_attention_small_query_block,
                           sa::kernels::cpu_attention_query_block}) {
     ASSERT_TRUE(sa::kernels::cpu_attention_set_query_block(bq));
@@ -583,7 +590,8 @@ RC_GTEST_PROP(CpuAttentionProperty, RandomProblemsWithinBounds, ()) {
   if (mask_kind > 0) {
     std::mt19937 rng(s.seed);
     in.key_mask.assign(static_cast<std::size_t>(s.nk), 1);
-    for (auto& m : in.key_mask) m = static_cast<std::uint8_t>((rng() % 4) != 0 || mask_kind == 2 ? 1 : 0);
+    for (auto& m : in.key_mask)
+      m = static_cast<std::uint8_t>((rng() % 4) != 0 || mask_kind == 2 ? 1 : 0);
     if (mask_kind == 2)  // a masked run across a tile boundary
       for (std::int64_t j = 60; j < std::min<std::int64_t>(s.nk, 70); ++j) in.key_mask[j] = 0;
   }

@@ -47,7 +47,9 @@ Check check(const std::string& args) {
   return c;
 }
 
-std::string bad(int index) { return "--plugin " + q(kBad) + " --kernel-index " + std::to_string(index); }
+std::string bad(int index) {
+  return "--plugin " + q(kBad) + " --kernel-index " + std::to_string(index);
+}
 
 }  // namespace
 
@@ -176,7 +178,8 @@ TEST(GateCheck, BadSpecIsAUsageErrorNamingFileAndKey) {
     EXPECT_NE(r.output.find(path), std::string::npos) << r.output;
     EXPECT_NE(r.output.find(key), std::string::npos) << r.output;
   }
-  const Ran missing = run(kCli + " check --plugin " + q(kGood) + " --spec " + q(dir + "/none.toml"));
+  const Ran missing =
+      run(kCli + " check --plugin " + q(kGood) + " --spec " + q(dir + "/none.toml"));
   EXPECT_EQ(missing.rc, 2) << missing.output;
   EXPECT_NE(missing.output.find("none.toml"), std::string::npos);
 }
@@ -218,8 +221,12 @@ TEST(GateReport, RendersInHeadlessChromium) {
   };
   const Ran a = shot(html, dir + "/report.png");
   const Ran b = shot(dir + "/blank.html", dir + "/blank.png");
-  const auto report_size = std::filesystem::exists(dir + "/report.png") ? std::filesystem::file_size(dir + "/report.png") : 0;
-  const auto blank_size = std::filesystem::exists(dir + "/blank.png") ? std::filesystem::file_size(dir + "/blank.png") : 0;
+  const auto report_size = std::filesystem::exists(dir + "/report.png")
+                               ? std::filesystem::file_size(dir + "/report.png")
+                               : 0;
+  const auto blank_size = std::filesystem::exists(dir + "/blank.png")
+                              ? std::filesystem::file_size(dir + "/blank.png")
+                              : 0;
   ASSERT_GT(report_size, 0u) << a.output;
   ASSERT_GT(blank_size, 0u) << b.output;
   // A blank page compresses to almost nothing; tables and plots do not.

@@ -15,8 +15,8 @@
 namespace gate_test {
 
 struct Ran {
-  int rc = -1;          // exit status, or -signal when killed by one
-  std::string output;   // stdout and stderr together
+  int rc = -1;         // exit status, or -signal when killed by one
+  std::string output;  // stdout and stderr together
 };
 
 inline Ran run(const std::string& cmd) {
@@ -47,11 +47,20 @@ inline std::string q(const std::string& s) { return "'" + s + "'"; }
 inline std::string html_escape(const std::string& s) {
   std::string o;
   for (char c : s) switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
     }
   return o;
 }

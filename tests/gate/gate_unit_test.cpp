@@ -29,7 +29,8 @@ TEST(GateSpec, ReadsEveryKey) {
   const auto rule = props::rules().at(0).id;
   const GateSpec s = parse_gate_spec(
       "ops = [\"softmax\", \"logsumexp\"]\ndtypes = [\"float32\"]\nsizes = [1, 64, 4096]\n"
-      "distributions = [\"" + dist + "\"]\nrules = [\"" + rule + "\"]\nproperties = [\"" + first +
+      "distributions = [\"" +
+          dist + "\"]\nrules = [\"" + rule + "\"]\nproperties = [\"" + first +
           "\"]\ncases = 5\nseed = 42\ntimeout = 2.5\ntemperature = 0.5\n",
       "g.toml");
   ASSERT_EQ(s.suite.ops.size(), 2u);
@@ -57,12 +58,13 @@ TEST(GateSpec, ErrorsNameFileKeyAndExpectation) {
     const char* text;
     const char* must_say;
   };
-  for (const Bad& b : {Bad{"colour = 1", "unknown key"}, Bad{"cases = 0", ">= 1"},
-                       Bad{"cases = 1.5", "expected an integer"}, Bad{"ops = [\"soft\"]", "softmax"},
-                       Bad{"dtypes = \"float16\"", "float32"}, Bad{"sizes = [0]", ">= 1"},
-                       Bad{"timeout = -1", "> 0"}, Bad{"properties = [\"no.such\"]", "selects no property"},
-                       Bad{"distributions = [\"cauchy\"]", "expected one of"},
-                       Bad{"seed = -3", ">= 0"}, Bad{"ops = [1]", "string"}, Bad{"x = = 1", "TOML"}}) {
+  for (const Bad& b :
+       {Bad{"colour = 1", "unknown key"}, Bad{"cases = 0", ">= 1"},
+        Bad{"cases = 1.5", "expected an integer"}, Bad{"ops = [\"soft\"]", "softmax"},
+        Bad{"dtypes = \"float16\"", "float32"}, Bad{"sizes = [0]", ">= 1"},
+        Bad{"timeout = -1", "> 0"}, Bad{"properties = [\"no.such\"]", "selects no property"},
+        Bad{"distributions = [\"cauchy\"]", "expected one of"}, Bad{"seed = -3", ">= 0"},
+        Bad{"ops = [1]", "string"}, Bad{"x = = 1", "TOML"}}) {
     try {
       parse_gate_spec(b.text, "bad.toml");
       ADD_FAILURE() << "accepted: " << b.text;
@@ -144,7 +146,8 @@ TEST(GateGuard, CanaryCatchesOneElementPastTheEnd) {
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_EQ(seen[0].kind, "out_of_bounds_write");
   EXPECT_EQ(seen[0].op, "softmax");
-  EXPECT_NE(seen[0].detail.find("4 bytes past the end of 'out'"), std::string::npos) << seen[0].detail;
+  EXPECT_NE(seen[0].detail.find("4 bytes past the end of 'out'"), std::string::npos)
+      << seen[0].detail;
 }
 
 TEST(GateReport, WithoutGnuplotSaysSoAndKeepsTables) {
@@ -155,7 +158,8 @@ TEST(GateReport, WithoutGnuplotSaysSoAndKeepsTables) {
   f.counterexample = "seed=9 logits=[1, 2]";
   r.verdicts = {f};
   std::ofstream(dir + "/r.json") << results_to_json({r}).dump();
-  std::ofstream(dir + "/sweep.json") << R"({"series":[{"kernel":"k","metric":"streamed_entropy_error","points":[[16,1e-7],[1024,"NaN"],{"n":4096,"value":3e-7}]}]})";
+  std::ofstream(dir + "/sweep.json")
+      << R"({"series":[{"kernel":"k","metric":"streamed_entropy_error","points":[[16,1e-7],[1024,"NaN"],{"n":4096,"value":3e-7}]}]})";
   ReportInputs in;
   in.results = {dir + "/r.json"};
   in.sweep = dir + "/sweep.json";
@@ -185,7 +189,8 @@ TEST(GateReport, WithGnuplotEmbedsSvg) {
   const std::string h = html.str();
   EXPECT_GE(std::count(h.begin(), h.end(), '\n'), 10);
   std::size_t svgs = 0;
-  for (std::size_t at = h.find("<svg"); at != std::string::npos; at = h.find("<svg", at + 1)) ++svgs;
+  for (std::size_t at = h.find("<svg"); at != std::string::npos; at = h.find("<svg", at + 1))
+    ++svgs;
   EXPECT_GE(svgs, 5u);  // error, dispersion, entropy, beta(H), effect
   EXPECT_EQ(h.find("<?xml"), std::string::npos);
   EXPECT_EQ(h.find("<script"), std::string::npos);  // self-contained, nothing to run

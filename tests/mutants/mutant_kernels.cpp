@@ -45,10 +45,12 @@ float load(sa_dtype t, const void* p, std::int64_t i) {
 // Round toward zero (the biased-rounding bug) or to nearest.
 void store(Bug b, sa_dtype t, void* p, std::int64_t i, double v) {
   float f = static_cast<float>(v);
-  if (b == Bug::biased_rounding && std::isfinite(f) && std::abs(double(f)) > std::abs(v)) f = std::nextafter(f, 0.0f);
+  if (b == Bug::biased_rounding && std::isfinite(f) && std::abs(double(f)) > std::abs(v))
+    f = std::nextafter(f, 0.0f);
   if (t == SA_BF16) {
     std::uint16_t h = bf16_from_float(f);
-    if (b == Bug::biased_rounding && std::isfinite(f)) h = static_cast<std::uint16_t>(float_bits(f) >> 16);  // truncate
+    if (b == Bug::biased_rounding && std::isfinite(f))
+      h = static_cast<std::uint16_t>(float_bits(f) >> 16);  // truncate
     static_cast<std::uint16_t*>(p)[i] = h;
   } else {
     static_cast<float*>(p)[i] = f;
@@ -60,15 +62,18 @@ float acc_round(Bug b, sa_dtype t, float x) {
 
 bool bad_rows(sa_dtype t, const sa_rows* s, const void* in, const void* out) {
   return (t != SA_F32 && t != SA_BF16) || !s || !in || !out || s->n <= 0 || s->rows < 0 ||
-         s->in_stride < s->n || s->out_stride < s->n || !(s->temperature > 0.0) || !std::isfinite(s->temperature);
+         s->in_stride < s->n || s->out_stride < s->n || !(s->temperature > 0.0) ||
+         !std::isfinite(s->temperature);
 }
 
-std::vector<float> read_row(Bug b, sa_dtype t, const void* in, std::int64_t off, std::int64_t n, double theta) {
+std::vector<float> read_row(Bug b, sa_dtype t, const void* in, std::int64_t off, std::int64_t n,
+                            double theta) {
   std::vector<float> z(static_cast<std::size_t>(n));
   float th = static_cast<float>(theta);
   if (b == Bug::temperature_twice) th = th * th;
   for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t at = b == Bug::index_wraps ? (i & 1023) : i;  // a 10-bit index: wraps past 1024
+    const std::int64_t at =
+        b == Bug::index_wraps ? (i & 1023) : i;  // a 10-bit index: wraps past 1024
     const float l = load(t, in, off + at);
     z[static_cast<std::size_t>(i)] = th == 1.0f ? l : l / th;
   }
@@ -86,8 +91,10 @@ struct Kind {
 Kind kind_of(Bug b, const std::vector<float>& z) {
   Kind k;
   for (float x : z) {
-    if (std::isnan(x)) k.nan = true;
-    else if (x == kInf) ++k.pinf;
+    if (std::isnan(x))
+      k.nan = true;
+    else if (x == kInf)
+      ++k.pinf;
     if (x != -kInf) k.masked = false;
   }
   if (b == Bug::inf_nan_mishandled) k.nan = false, k.pinf = 0;  // no special handling at all
@@ -98,9 +105,12 @@ float row_shift(Bug b, const std::vector<float>& z) {
   if (b == Bug::no_max_subtraction) return 0.0f;
   float m = -kInf;
   for (float x : z) {
-    if (b == Bug::max_by_absolute_value) m = std::fmax(m, std::fabs(x));
-    else if (b == Bug::inf_nan_mishandled) m = std::fmax(m, x);  // fmax drops NaN
-    else m = x > m ? x : m;
+    if (b == Bug::max_by_absolute_value)
+      m = std::fmax(m, std::fabs(x));
+    else if (b == Bug::inf_nan_mishandled)
+      m = std::fmax(m, x);  // fmax drops NaN
+    else
+      m = x > m ? x : m;
   }
   return m;
 }
@@ -162,7 +172,8 @@ sa_status m_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* in, voi
   const Bug b = bug_of(ctx);
   for (std::int64_t r = 0; r < s->rows; ++r) {
     const auto p = weights(b, t, read_row(b, t, in, r * s->in_stride, s->n, s->temperature));
-    for (std::int64_t i = 0; i < s->n; ++i) store(b, t, out, r * s->out_stride + i, p[static_cast<std::size_t>(i)]);
+    for (std::int64_t i = 0; i < s->n; ++i)
+      store(b, t, out, r * s->out_stride + i, p[static_cast<std::size_t>(i)]);
   }
   return SA_OK;
 }
@@ -178,10 +189,14 @@ sa_status m_log_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* in,
     for (std::int64_t i = 0; i < s->n; ++i) {
       const float zi = z[static_cast<std::size_t>(i)];
       float v;
-      if (k.nan) v = kNaN;
-      else if (k.pinf > 0) v = zi == kInf ? -std::log(float(k.pinf)) : -kInf;
-      else if (k.masked) v = b == Bug::masked_row_nan ? kNaN : -kInf;
-      else v = zi == -kInf ? -kInf : (zi - m) - logS;
+      if (k.nan)
+        v = kNaN;
+      else if (k.pinf > 0)
+        v = zi == kInf ? -std::log(float(k.pinf)) : -kInf;
+      else if (k.masked)
+        v = b == Bug::masked_row_nan ? kNaN : -kInf;
+      else
+        v = zi == -kInf ? -kInf : (zi - m) - logS;
       store(b, t, out, r * s->out_stride + i, v);
     }
   }
@@ -199,7 +214,8 @@ sa_status m_logsumexp(void* ctx, sa_dtype t, const sa_rows* s, const void* in, f
   return SA_OK;
 }
 
-float entropy_of_row(Bug b, sa_dtype t, const std::vector<float>& z, theory::EntropyState<float>* st_out) {
+float entropy_of_row(Bug b, sa_dtype t, const std::vector<float>& z,
+                     theory::EntropyState<float>* st_out) {
   auto st = theory::entropy_identity<float>();
   for (float x : z) st = theory::entropy_push(st, x);
   if (st_out) *st_out = st;
@@ -214,8 +230,9 @@ float entropy_of_row(Bug b, sa_dtype t, const std::vector<float>& z, theory::Ent
     return (st.m + std::log(S)) - U / S;  // log-sum-exp minus the mean logit
   }
   if (b == Bug::masked_row_nan && theory::is_identity(st)) return kNaN;
-  if (b == Bug::low_precision_accumulation || b == Bug::no_max_subtraction || b == Bug::max_by_absolute_value ||
-      b == Bug::inf_nan_mishandled || b == Bug::tail_not_masked || b == Bug::index_wraps) {
+  if (b == Bug::low_precision_accumulation || b == Bug::no_max_subtraction ||
+      b == Bug::max_by_absolute_value || b == Bug::inf_nan_mishandled ||
+      b == Bug::tail_not_masked || b == Bug::index_wraps) {
     // these kernels compute H = -sum p log p from their own (buggy) weights
     const auto p = weights(b, t, z);
     float H = 0;
@@ -226,7 +243,8 @@ float entropy_of_row(Bug b, sa_dtype t, const std::vector<float>& z, theory::Ent
   return theory::entropy_of(st);
 }
 
-sa_status m_entropy(void* ctx, sa_dtype t, const sa_rows* s, const void* in, float* H, sa_entropy_state* state) {
+sa_status m_entropy(void* ctx, sa_dtype t, const sa_rows* s, const void* in, float* H,
+                    sa_entropy_state* state) {
   if (bad_rows(t, s, in, H)) return SA_INVALID_ARGUMENT;
   const Bug b = bug_of(ctx);
   for (std::int64_t r = 0; r < s->rows; ++r) {
@@ -242,7 +260,8 @@ float beta_of(Bug b, float H) {
   return theory::adaptive_beta(H);
 }
 
-sa_status m_adaptive(void* ctx, sa_dtype t, const sa_rows* s, const void* in, void* out, float* beta, float* entropy) {
+sa_status m_adaptive(void* ctx, sa_dtype t, const sa_rows* s, const void* in, void* out,
+                     float* beta, float* entropy) {
   if (bad_rows(t, s, in, out)) return SA_INVALID_ARGUMENT;
   const Bug b = bug_of(ctx);
   for (std::int64_t r = 0; r < s->rows; ++r) {
@@ -252,14 +271,16 @@ sa_status m_adaptive(void* ctx, sa_dtype t, const sa_rows* s, const void* in, vo
     for (auto& x : z)
       if (std::isfinite(x)) x *= be;
     const auto p = weights(b, t, z);
-    for (std::int64_t i = 0; i < s->n; ++i) store(b, t, out, r * s->out_stride + i, p[static_cast<std::size_t>(i)]);
+    for (std::int64_t i = 0; i < s->n; ++i)
+      store(b, t, out, r * s->out_stride + i, p[static_cast<std::size_t>(i)]);
     if (beta) beta[r] = be;
     if (entropy) entropy[r] = H;
   }
   return SA_OK;
 }
 
-void merge_one(Bug b, std::int64_t dv, const float* oa, float la, const float* ob, float lb, float* out, float* lse) {
+void merge_one(Bug b, std::int64_t dv, const float* oa, float la, const float* ob, float lb,
+               float* out, float* lse) {
   if (std::isnan(la) || std::isnan(lb)) {
     for (std::int64_t c = 0; c < dv; ++c) out[c] = kNaN;
     *lse = kNaN;
@@ -281,9 +302,11 @@ void merge_one(Bug b, std::int64_t dv, const float* oa, float la, const float* o
   *lse = L;
 }
 
-sa_status m_merge_attention(void* ctx, std::int64_t rows, std::int64_t dv, const float* oa, const float* la,
-                            const float* ob, const float* lb, float* out, float* out_lse) {
-  if (rows < 0 || dv < 1 || !oa || !la || !ob || !lb || !out || !out_lse) return SA_INVALID_ARGUMENT;
+sa_status m_merge_attention(void* ctx, std::int64_t rows, std::int64_t dv, const float* oa,
+                            const float* la, const float* ob, const float* lb, float* out,
+                            float* out_lse) {
+  if (rows < 0 || dv < 1 || !oa || !la || !ob || !lb || !out || !out_lse)
+    return SA_INVALID_ARGUMENT;
   std::vector<float> tmp(static_cast<std::size_t>(dv));
   for (std::int64_t r = 0; r < rows; ++r) {
     float L;
@@ -294,8 +317,8 @@ sa_status m_merge_attention(void* ctx, std::int64_t rows, std::int64_t dv, const
   return SA_OK;
 }
 
-sa_status m_merge_entropy(void* ctx, std::int64_t count, const sa_entropy_state* a, const sa_entropy_state* b,
-                          sa_entropy_state* out) {
+sa_status m_merge_entropy(void* ctx, std::int64_t count, const sa_entropy_state* a,
+                          const sa_entropy_state* b, sa_entropy_state* out) {
   const Bug bug = bug_of(ctx);
   for (std::int64_t i = 0; i < count; ++i) {
     theory::EntropyState<float> x{a[i].m, a[i].S, a[i].T}, y{b[i].m, b[i].S, b[i].T}, r;
@@ -312,7 +335,8 @@ sa_status m_merge_entropy(void* ctx, std::int64_t count, const sa_entropy_state*
 }
 
 sa_status m_attention(void* ctx, const sa_attention_args* a) {
-  if (!a || (a->dtype != SA_F32 && a->dtype != SA_BF16) || a->nq < 1 || a->nk < 1 || a->d < 1 || a->dv < 1)
+  if (!a || (a->dtype != SA_F32 && a->dtype != SA_BF16) || a->nq < 1 || a->nk < 1 || a->d < 1 ||
+      a->dv < 1)
     return SA_INVALID_ARGUMENT;
   const Bug b = bug_of(ctx);
   const float scale = static_cast<float>(a->scale);
@@ -324,7 +348,8 @@ sa_status m_attention(void* ctx, const sa_attention_args* a) {
       const bool vis = (!a->key_mask || a->key_mask[j]) && (!a->causal || j <= last);
       float dot = 0.0f;
       for (std::int64_t c = 0; c < a->d; ++c)
-        dot += load(a->dtype, a->q, i * a->q_stride + c) * load(a->dtype, a->k, j * a->k_stride + c);
+        dot +=
+            load(a->dtype, a->q, i * a->q_stride + c) * load(a->dtype, a->k, j * a->k_stride + c);
       s[static_cast<std::size_t>(j)] = vis ? scale * dot : -kInf;
     }
     const float H = entropy_of_row(b, a->dtype, s, nullptr);
@@ -332,7 +357,8 @@ sa_status m_attention(void* ctx, const sa_attention_args* a) {
     std::vector<float> z = s;
     for (auto& x : z)
       if (std::isfinite(x)) x *= be;
-    std::vector<float> acc(static_cast<std::size_t>(a->dv), 0.0f), o(static_cast<std::size_t>(a->dv));
+    std::vector<float> acc(static_cast<std::size_t>(a->dv), 0.0f),
+        o(static_cast<std::size_t>(a->dv));
     float L = -kInf;
     for (std::int64_t p = 0; p < splits; ++p) {
       const std::int64_t k0 = a->nk * p / splits, k1 = a->nk * (p + 1) / splits;
@@ -347,10 +373,13 @@ sa_status m_attention(void* ctx, const sa_attention_args* a) {
         }
         o[static_cast<std::size_t>(c)] = v;
       }
-      if (p == 0) acc = o, L = lp;
-      else merge_one(b, a->dv, acc.data(), L, o.data(), lp, acc.data(), &L);
+      if (p == 0)
+        acc = o, L = lp;
+      else
+        merge_one(b, a->dv, acc.data(), L, o.data(), lp, acc.data(), &L);
     }
-    for (std::int64_t c = 0; c < a->dv; ++c) store(b, a->dtype, a->out, i * a->out_stride + c, acc[static_cast<std::size_t>(c)]);
+    for (std::int64_t c = 0; c < a->dv; ++c)
+      store(b, a->dtype, a->out, i * a->out_stride + c, acc[static_cast<std::size_t>(c)]);
     if (a->lse) a->lse[i] = L;
     if (a->entropy) a->entropy[i] = H;
     if (a->beta) a->beta[i] = be;
@@ -369,19 +398,23 @@ const Def kDefs[] = {
     {Bug::no_max_subtraction, "mutant_no_max", "no max subtraction"},
     {Bug::max_by_absolute_value, "mutant_abs_max", "max by absolute value / wrong sign"},
     {Bug::masked_row_nan, "mutant_masked_nan", "fully masked row (NaN)"},
-    {Bug::masked_row_uniform, "mutant_masked_uniform", "fully masked row (uniform instead of zeros)"},
-    {Bug::online_rescale_block_max, "mutant_block_max", "online-softmax rescale against the block max"},
+    {Bug::masked_row_uniform, "mutant_masked_uniform",
+     "fully masked row (uniform instead of zeros)"},
+    {Bug::online_rescale_block_max, "mutant_block_max",
+     "online-softmax rescale against the block max"},
     {Bug::neg_inf_tile_poison, "mutant_neg_inf_tile", "-inf tile in online softmax / merge"},
     {Bug::low_precision_accumulation, "mutant_bf16_accumulation", "low-precision accumulation"},
     {Bug::split_kv_merge_weights, "mutant_split_kv_weights", "split-KV / flash-decoding merge"},
     {Bug::tail_not_masked, "mutant_tail_unmasked", "tail not masked"},
     {Bug::causal_top_left, "mutant_causal_top_left", "causal alignment"},
     {Bug::inf_nan_mishandled, "mutant_inf_nan", "+inf / NaN inputs"},
-    {Bug::index_wraps, "mutant_index_wrap", "large sizes (index overflow, simulated: 10-bit index)"},
+    {Bug::index_wraps, "mutant_index_wrap",
+     "large sizes (index overflow, simulated: 10-bit index)"},
     {Bug::biased_rounding, "mutant_round_toward_zero", "biased rounding"},
     {Bug::entropy_by_cancellation, "mutant_entropy_cancellation", "entropy by cancellation"},
     {Bug::temperature_twice, "mutant_temperature_twice", "temperature applied twice"},
-    {Bug::adaptive_clamp_forgotten, "mutant_adaptive_no_clamp", "adaptive clamp beta >= 1 forgotten"},
+    {Bug::adaptive_clamp_forgotten, "mutant_adaptive_no_clamp",
+     "adaptive clamp beta >= 1 forgotten"},
 };
 
 }  // namespace
@@ -395,8 +428,9 @@ std::vector<Mutant> all_mutants() {
       k.struct_size = sizeof(sa_kernel);
       k.name = d.name;
       k.description = d.bug_class;
-      k.ops = SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP | SA_OP_ENTROPY | SA_OP_ADAPTIVE_SOFTMAX |
-              SA_OP_ATTENTION | SA_OP_MERGE_ENTROPY_STATES | SA_OP_MERGE_ATTENTION_STATES;
+      k.ops = SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP | SA_OP_ENTROPY |
+              SA_OP_ADAPTIVE_SOFTMAX | SA_OP_ATTENTION | SA_OP_MERGE_ENTROPY_STATES |
+              SA_OP_MERGE_ATTENTION_STATES;
       k.dtypes = SA_DTYPE_F32 | SA_DTYPE_BF16;
       k.memory = SA_MEMORY_HOST;
       k.adaptive_entropy = SA_ENTROPY_SHANNON;

@@ -11,7 +11,7 @@
 namespace sa::mutants {
 
 struct Mutant {
-  std::string bug_class;   // the row of bug-classes.md it reproduces
+  std::string bug_class;  // the row of bug-classes.md it reproduces
   const sa_kernel* kernel;
 };
 

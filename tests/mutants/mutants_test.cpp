@@ -65,16 +65,19 @@ TEST_P(MutantTest, CaughtWithCounterexample) {
   EXPECT_TRUE(caught.count(kExpected.at(k.name()))) << "expected " << kExpected.at(k.name());
 }
 
-INSTANTIATE_TEST_SUITE_P(AllBugClasses, MutantTest,
-                         ::testing::Range(0, static_cast<int>(sa::mutants::all_mutants().size())),
-                         [](const ::testing::TestParamInfo<int>& i) {
-                           return std::string(sa::mutants::all_mutants()[static_cast<std::size_t>(i.param)].kernel->name);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    AllBugClasses, MutantTest,
+    ::testing::Range(0, static_cast<int>(sa::mutants::all_mutants().size())),
+    [](const ::testing::TestParamInfo<int>& i) {
+      return std::string(
+          sa::mutants::all_mutants()[static_cast<std::size_t>(i.param)].kernel->name);
+    });
 
 TEST(MutantControl, NaiveKernelPassesTheSameConfiguration) {
   const sa::Kernel k(sa::kernels::naive_kernel(), "built-in");
   for (const auto& v : sa::props::run_suite(k, config()))
-    EXPECT_TRUE(v.outcome == sa::Outcome::pass || v.outcome == sa::Outcome::skip) << sa::describe(v);
+    EXPECT_TRUE(v.outcome == sa::Outcome::pass || v.outcome == sa::Outcome::skip)
+        << sa::describe(v);
 }
 
 }  // namespace

@@ -23,7 +23,8 @@ TEST(SuiteSkips, KernelWithOnlyFloat32Softmax) {
   c.seed = 7;
   int skips = 0, passes = 0;
   for (const auto& v : sa::props::run_suite(kernel, c)) {
-    EXPECT_TRUE(v.outcome == sa::Outcome::pass || v.outcome == sa::Outcome::skip) << sa::describe(v);
+    EXPECT_TRUE(v.outcome == sa::Outcome::pass || v.outcome == sa::Outcome::skip)
+        << sa::describe(v);
     if (v.outcome == sa::Outcome::skip) {
       ++skips;
       EXPECT_FALSE(v.note.empty()) << sa::describe(v);

@@ -113,7 +113,8 @@ TEST(Rounding, UlpErrorSpecials) {
   // (log_softmax of [0, -3.4e38] at theta 0.5 is -6.8e38).
   EXPECT_EQ(sa::ref::ulp_error(DType::float32, -INFINITY, Mp(-6.8e38)), 0.0);
   EXPECT_EQ(sa::ref::ulp_error(DType::float32, INFINITY, Mp(-6.8e38)), INFINITY);
-  EXPECT_EQ(sa::ref::ulp_error(DType::float32, -INFINITY, Mp(-3.0e38)), INFINITY);  // rounds to a finite value
+  EXPECT_EQ(sa::ref::ulp_error(DType::float32, -INFINITY, Mp(-3.0e38)),
+            INFINITY);  // rounds to a finite value
   // The smallest subnormal spacing is the ulp at 0.
   EXPECT_EQ(sa::ref::ulp_at(DType::float32, Mp(0)), std::ldexp(1.0, -149));
 }

@@ -147,6 +147,7 @@ RC_GTEST_PROP(ReferenceSoftmax, AdaptiveAppliesBetaOfEntropy, ()) {
 TEST(ReferencePrecision, DefaultIsSetBeforeMain) {
   // Run as its own process by CTest: the first number made must already carry
   // the documented 256 bits, not Boost's default.
-  EXPECT_GE(mpfr_get_prec(Mp(1).backend().data()), static_cast<mpfr_prec_t>(sa::ref::default_precision_bits));
+  EXPECT_GE(mpfr_get_prec(Mp(1).backend().data()),
+            static_cast<mpfr_prec_t>(sa::ref::default_precision_bits));
   EXPECT_EQ(sa::ref::precision_bits(), sa::ref::default_precision_bits);
 }

@@ -41,7 +41,8 @@ sa::props::SweepConfig small_config(const std::string& path) {
 }
 
 TEST(SweepResume, KilledMidwayLosesAndRepeatsNothing) {
-  const std::string path = ::testing::TempDir() + "sa_sweep_resume_" + std::to_string(::getpid()) + ".csv";
+  const std::string path =
+      ::testing::TempDir() + "sa_sweep_resume_" + std::to_string(::getpid()) + ".csv";
   std::remove(path.c_str());
   const sa::Kernel k(sa::kernels::naive_kernel(), "built-in");
   const std::size_t expected = 11 * 2 * 2;  // sizes x distributions x dtypes
@@ -50,7 +51,9 @@ TEST(SweepResume, KilledMidwayLosesAndRepeatsNothing) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     auto c = small_config(path);
-    c.on_row = [](const std::string&) { std::this_thread::sleep_for(std::chrono::milliseconds(40)); };
+    c.on_row = [](const std::string&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(40));
+    };
     try {
       sa::props::run_sweep(k, c);
     } catch (...) {
@@ -83,7 +86,8 @@ TEST(SweepResume, KilledMidwayLosesAndRepeatsNothing) {
   for (const auto& r : rows) EXPECT_TRUE(keys.insert(r.key).second) << "repeated row " << r.key;
   EXPECT_EQ(keys.size(), expected);
   const std::string after = slurp(path);
-  EXPECT_EQ(after.compare(0, complete_before.size(), complete_before), 0) << "rows written before the kill changed";
+  EXPECT_EQ(after.compare(0, complete_before.size(), complete_before), 0)
+      << "rows written before the kill changed";
   EXPECT_EQ(after.find("torn-line"), std::string::npos) << "the partial line was kept";
   EXPECT_EQ(after.back(), '\n');
   // Running again adds nothing.
@@ -94,7 +98,8 @@ TEST(SweepResume, KilledMidwayLosesAndRepeatsNothing) {
 }
 
 TEST(SweepResume, RejectsForeignFile) {
-  const std::string path = ::testing::TempDir() + "sa_sweep_foreign_" + std::to_string(::getpid()) + ".csv";
+  const std::string path =
+      ::testing::TempDir() + "sa_sweep_foreign_" + std::to_string(::getpid()) + ".csv";
   {
     std::ofstream out(path);
     out << "something,else\n1,2\n";

@@ -5,15 +5,16 @@
 
 #include <random>
 
-#include "variants/formulas.hpp"
 #include "reference/mpfr.hpp"
+#include "variants/formulas.hpp"
 
 namespace F = sa::variants::formulas;
 using sa::ref::Mp;
 
 namespace {
 
-std::vector<double> run(void (*f)(std::span<const double>, std::span<double>), std::vector<double> l) {
+std::vector<double> run(void (*f)(std::span<const double>, std::span<double>),
+                        std::vector<double> l) {
   std::vector<double> p(l.size());
   f(l, p);
   return p;
@@ -70,7 +71,8 @@ TEST(Formulas, EntmaxSortAndBisectionAgree) {
     for (const auto& x : q) s += x;
     // The closed form's support rule is right iff its weights sum to 1 and agree with bisection.
     EXPECT_LT(abs(s - 1).convert_to<double>(), 1e-60);
-    for (int i = 0; i < n; ++i) EXPECT_NEAR(p[i], q[i].convert_to<double>(), 1e-13) << t << " " << i;
+    for (int i = 0; i < n; ++i)
+      EXPECT_NEAR(p[i], q[i].convert_to<double>(), 1e-13) << t << " " << i;
   }
 }
 

@@ -36,12 +36,13 @@ Outcome outcome(const std::string& variant, const std::string& property) {
   return v->outcome;
 }
 
-const std::set<std::string> kSumsToOne = {"softmax",  "softmax_theta0.5", "adaptive_temperature",
-                                          "ssmax_s0.5", "log_length",     "ssmax_wrong_shift",
-                                          "sparsemax", "entmax15",        "top4_softmax",
+const std::set<std::string> kSumsToOne = {"softmax",    "softmax_theta0.5", "adaptive_temperature",
+                                          "ssmax_s0.5", "log_length",       "ssmax_wrong_shift",
+                                          "sparsemax",  "entmax15",         "top4_softmax",
                                           "hardmax"};
-const std::set<std::string> kNotSumToOne = {"softmax_plus_one", "softpick", "softpick_wrong_relu_den",
-                                            "sigmoid_attention", "stick_breaking", "relu_attention"};
+const std::set<std::string> kNotSumToOne = {"softmax_plus_one",        "softpick",
+                                            "softpick_wrong_relu_den", "sigmoid_attention",
+                                            "stick_breaking",          "relu_attention"};
 
 void EveryBuiltinIsInTheMatrixAndEveryCellWasRun() {
   const Matrix& m = builtin_matrix();
@@ -88,9 +89,11 @@ void OrderDependenceAndDiscontinuity() {
   EXPECT_EQ(outcome("hardmax", "continuity"), Outcome::fail);
   const Verdict* jump = cell(row("hardmax"), "continuity");
   EXPECT_NE(jump->counterexample.find("jump"), std::string::npos) << describe(*jump);
-  for (const auto& n : {"softmax", "ssmax_s0.5", "sparsemax", "entmax15", "sigmoid_attention", "stick_breaking"})
+  for (const auto& n :
+       {"softmax", "ssmax_s0.5", "sparsemax", "entmax15", "sigmoid_attention", "stick_breaking"})
     EXPECT_EQ(outcome(n, "continuity"), Outcome::pass) << n;
-  EXPECT_EQ(outcome("relu_attention", "bounded_01"), Outcome::fail);  // relu(l)/n exceeds 1 for l > n
+  EXPECT_EQ(outcome("relu_attention", "bounded_01"),
+            Outcome::fail);  // relu(l)/n exceeds 1 for l > n
 }
 
 // variants.md column "disperses (bounded logits)", and theory's thresholds.
@@ -100,9 +103,10 @@ void DispersionAsVariantsMdSays() {
     const auto pos = c->note.find("measured ");
     return c->note.substr(pos + 9, c->note.find(':', pos) - pos - 9);
   };
-  for (const auto& n : {"softmax", "softmax_theta0.5", "adaptive_temperature", "softmax_plus_one", "softpick",
-                        "sigmoid_attention", "relu_attention"})
-    for (const auto& g : {"0.5", "1", "2", "3"}) EXPECT_EQ(measured(n, g), "to_zero") << n << " g=" << g;
+  for (const auto& n : {"softmax", "softmax_theta0.5", "adaptive_temperature", "softmax_plus_one",
+                        "softpick", "sigmoid_attention", "relu_attention"})
+    for (const auto& g : {"0.5", "1", "2", "3"})
+      EXPECT_EQ(measured(n, g), "to_zero") << n << " g=" << g;
   // SSMax, s = 0.5: s*g = 0.25, 0.5 -> 0; s*g = 1 -> 1/2; s*g = 1.5 -> 1.
   EXPECT_EQ(measured("ssmax_s0.5", "1"), "to_zero");
   EXPECT_EQ(measured("ssmax_s0.5", "2"), "bounded");
@@ -128,7 +132,8 @@ void DispersionAsVariantsMdSays() {
   for (const auto& r : builtin_matrix().rows) {
     if (r.wrong_formulation) continue;
     for (const auto& v : r.cells)
-      if (v.property.rfind("dispersion", 0) == 0) EXPECT_EQ(v.outcome, Outcome::pass) << describe(v);
+      if (v.property.rfind("dispersion", 0) == 0)
+        EXPECT_EQ(v.outcome, Outcome::pass) << describe(v);
   }
 }
 
@@ -140,8 +145,10 @@ void SpecialValuesAndKernelAccuracy() {
   for (const auto& r : builtin_matrix().rows) {
     EXPECT_EQ(outcome(r.variant, "special.nan"), Outcome::pass) << r.variant;
     EXPECT_EQ(outcome(r.variant, "special.pos_inf"), Outcome::pass) << r.variant;
-    EXPECT_EQ(outcome(r.variant, "f32_vs_reference"), Outcome::pass) << describe(*cell(r, "f32_vs_reference"));
-    EXPECT_EQ(outcome(r.variant, "special.neg_inf_mask"), r.variant == "softpick" ? Outcome::fail : Outcome::pass)
+    EXPECT_EQ(outcome(r.variant, "f32_vs_reference"), Outcome::pass)
+        << describe(*cell(r, "f32_vs_reference"));
+    EXPECT_EQ(outcome(r.variant, "special.neg_inf_mask"),
+              r.variant == "softpick" ? Outcome::fail : Outcome::pass)
         << r.variant;
   }
 }

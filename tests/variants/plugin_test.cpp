@@ -41,7 +41,8 @@ TEST(VariantPlugin, BadPathIsAClearError) {
     load_plugin("/nonexistent/libnothing.so");
     FAIL() << "expected an error";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("/nonexistent/libnothing.so"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/libnothing.so"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -60,8 +61,8 @@ int run_cli(std::vector<std::string> args) {
 
 TEST(FuzzCommand, PluginThroughTheCliWritesJson) {
   const auto out = std::filesystem::temp_directory_path() / "sa_variants_cli_test.json";
-  ASSERT_EQ(run_cli({"fuzz", "--plugin", SA_VARIANT_EXAMPLE_PLUGIN, "--variant", "plugin_naive_softmax", "--cases",
-                     "40", "--json", out.string()}),
+  ASSERT_EQ(run_cli({"fuzz", "--plugin", SA_VARIANT_EXAMPLE_PLUGIN, "--variant",
+                     "plugin_naive_softmax", "--cases", "40", "--json", out.string()}),
             0);
   std::ifstream f(out);
   const auto j = nlohmann::json::parse(f);

@@ -24,14 +24,18 @@ Variant bf16_output_softmax() {
     sa::variants::formulas::softmax<float>(l, p);
     for (auto& x : p) x = sa::round_to_bf16(x);
   };
-  v.eval64 = [](std::span<const double> l, std::span<double> p) { sa::variants::formulas::softmax<double>(l, p); };
+  v.eval64 = [](std::span<const double> l, std::span<double> p) {
+    sa::variants::formulas::softmax<double>(l, p);
+  };
   v.reference = [](std::span<const double> l) {
     std::vector<sa::ref::Mp> z(l.begin(), l.end()), p(l.size());
     sa::variants::formulas::softmax<sa::ref::Mp>(z, p);
     return p;
   };
   // T7 for shifted softmax with faithful exp, no argument rounding.
-  v.f32_bound = [](std::span<const double> l) { return 2.0 * (static_cast<double>(l.size()) + 2.0 + 2.0 * 24.0); };
+  v.f32_bound = [](std::span<const double> l) {
+    return 2.0 * (static_cast<double>(l.size()) + 2.0 + 2.0 * 24.0);
+  };
   v.f32_bound_rule = "T7 (spread <= 24 for the fuzzer's logits)";
   return v;
 }
@@ -48,7 +52,9 @@ Variant nan_swallowing_softmax() {
       if (std::isnan(x)) x = -INFINITY;
     sa::variants::formulas::softmax<float>(c, p);
   };
-  v.eval64 = [](std::span<const double> l, std::span<double> p) { sa::variants::formulas::softmax<double>(l, p); };
+  v.eval64 = [](std::span<const double> l, std::span<double> p) {
+    sa::variants::formulas::softmax<double>(l, p);
+  };
   return v;
 }
 
@@ -61,7 +67,8 @@ TEST(UserVariant, OneRegistrationPutsItInTheRegistry) {
   ASSERT_NE(a, nullptr);
   ASSERT_NE(b, nullptr);
   EXPECT_NE(sa::variants::registry().find("softmax"), nullptr);  // built-ins are there too
-  EXPECT_THROW(sa::variants::registry().add(bf16_output_softmax()), std::invalid_argument);  // duplicate name
+  EXPECT_THROW(sa::variants::registry().add(bf16_output_softmax()),
+               std::invalid_argument);  // duplicate name
 }
 
 TEST(UserVariant, KernelBugsAreFound) {

@@ -38,8 +38,8 @@ TEST(WrongFormulations, AreFlaggedAndToldApartFromTheCorrectOnes) {
   for (const auto* g : {"dispersion_g2", "dispersion_g3"}) {
     EXPECT_EQ(cell(rs, g)->outcome, Outcome::pass) << describe(*cell(rs, g));
     EXPECT_EQ(cell(rsw, g)->outcome, Outcome::fail) << describe(*cell(rsw, g));
-    EXPECT_LT(cell(rsw, g)->measured, 1e-3);   // dispersed at n = 2^20
-    EXPECT_GT(cell(rs, g)->measured, 0.49);    // 1/2 or -> 1
+    EXPECT_LT(cell(rsw, g)->measured, 1e-3);  // dispersed at n = 2^20
+    EXPECT_GT(cell(rs, g)->measured, 0.49);   // 1/2 or -> 1
   }
   // The wrong softpick drops the negative terms from the denominator: raising a
   // negative logit no longer moves the other weights (monotonicity holds), and
