@@ -164,9 +164,7 @@ void run_attention_differential(const Run& run, DType t) {
   }
   const bool want_split = run.wants_property("metamorphic.split_kv");
   if (slots.empty() && !want_split) return;
-  if (!k.supports(op) || !k.supports(t)) {
-    const std::string why = !k.supports(op) ? "kernel does not implement attention"
-                                            : "kernel does not support " + std::string(name_of(t));
+  if (const std::string why = why_unsupported(k, op, t); !why.empty()) {
     for (int s : slots) {
       const std::string id = std::string("differential.") + ids[s];
       run.emit(skip_verdict(run, id, claim_of(id), rule_by_id(ids[s]), op, t, why));

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "kernels/kernel.hpp"
 #include "properties/budgets.hpp"
 #include "properties/search.hpp"
 #include "reference/mpfr.hpp"
@@ -33,6 +34,14 @@ inline Check elem(DType out, double got, double exact, double abs_budget, const 
   }
   const double u = budget::ulp(out, exact);
   return make_check(std::abs(got - exact) / u, abs_budget / u, w);
+}
+
+// Why the kernel cannot run `op` in `t` (empty when it can): the note of the
+// skip verdicts every property family emits for it.
+inline std::string why_unsupported(const Kernel& k, Op op, DType t) {
+  if (!k.supports(op)) return "kernel does not implement " + std::string(name_of(op));
+  if (!k.supports(t)) return "kernel does not support " + std::string(name_of(t));
+  return "";
 }
 
 }  // namespace sa::props::detail

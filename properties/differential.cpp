@@ -115,10 +115,7 @@ void run_differential(const Run& run, Op op, DType t) {
     }
   }
   if (slots.empty() && !want_bias) return;
-  if (!k.supports(op) || !k.supports(t)) {
-    const std::string why = !k.supports(op)
-                                ? "kernel does not implement " + std::string(name_of(op))
-                                : "kernel does not support " + std::string(name_of(t));
+  if (const std::string why = why_unsupported(k, op, t); !why.empty()) {
     for (int s : slots) {
       const std::string id = std::string("differential.") + kSlotRule[s];
       run.emit(skip_verdict(run, id, claim_of(id), rule_by_id(kSlotRule[s]), op, t, why));

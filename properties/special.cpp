@@ -66,10 +66,8 @@ void run_special(const Run& run, Op op, DType t) {
   const std::string id = "special.values";
   if (!run.wants_property(id)) return;
   const Kernel& k = run.kernel;
-  if (!k.supports(op) || !k.supports(t)) {
-    run.emit(skip_verdict(run, id, claim_of(id), rule_by_id("kernel_h"), op, t,
-                          !k.supports(op) ? "kernel does not implement " + std::string(name_of(op))
-                                          : "kernel does not support " + std::string(name_of(t))));
+  if (const std::string why = why_unsupported(k, op, t); !why.empty()) {
+    run.emit(skip_verdict(run, id, claim_of(id), rule_by_id("kernel_h"), op, t, why));
     return;
   }
   Check worst;

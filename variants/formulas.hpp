@@ -17,6 +17,8 @@
 // (builtins.cpp). In Mp (256 bits) every result is exact to ~2^-240.
 #pragma once
 
+#include "core/host_device.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -50,16 +52,6 @@ bool is_minf(const R& x) {
   return x == -inf_of<R>();
 }
 
-template <class R>
-R r_exp(const R& x) {
-  using std::exp;
-  return exp(x);
-}
-template <class R>
-R r_log(const R& x) {
-  using std::log;
-  return log(x);
-}
 template <class R>
 R r_log1p(const R& x) {
   using std::log1p;
@@ -130,7 +122,7 @@ void softmax(std::span<const R> z, std::span<R> p) {
   if (special_row(z, p, info, true)) return;
   R sum(0);
   for (std::size_t i = 0; i < z.size(); ++i) {
-    p[i] = is_minf(z[i]) ? R(0) : r_exp(R(z[i] - info.max_finite));
+    p[i] = is_minf(z[i]) ? R(0) : hd::exp(R(z[i] - info.max_finite));
     sum += p[i];
   }
   for (auto& x : p) x /= sum;
@@ -152,7 +144,7 @@ void adaptive(std::span<const R> z, std::span<R> p, R* beta_out = nullptr) {
   if (info.nan || info.live == 0) return;
   const R eps = R(1) / R(1000000000);
   R H(0);
-  for (const R& q : p) H -= q * r_log(R(q + eps));
+  for (const R& q : p) H -= q * hd::log(R(q + eps));
   const R beta = sa::theory::adaptive_beta<R>(H);
   if (beta_out) *beta_out = beta;
   std::vector<R> s(z.begin(), z.end());
@@ -170,7 +162,7 @@ void ssmax(std::span<const R> z, std::span<R> p, const R& s) {
     for (std::size_t i = 0; i < z.size(); ++i) p[i] = is_minf(z[i]) ? R(0) : R(1);
     return;
   }
-  const R c = s * r_log(R(static_cast<double>(info.live)));
+  const R c = s * hd::log(R(static_cast<double>(info.live)));
   std::vector<R> w(z.begin(), z.end());
   for (auto& x : w)
     if (!is_minf(x)) x *= c;
@@ -183,7 +175,7 @@ template <class R>
 void ssmax_wrong_shift(std::span<const R> z, std::span<R> p, const R& s) {
   const RowInfo<R> info = inspect(z);
   if (special_row(z, p, info, true)) return;
-  const R c = s * r_log(R(static_cast<double>(info.live)));
+  const R c = s * hd::log(R(static_cast<double>(info.live)));
   std::vector<R> w(z.begin(), z.end());
   for (auto& x : w)
     if (!is_minf(x)) x -= c;
@@ -196,9 +188,9 @@ void softmax_plus_one(std::span<const R> z, std::span<R> p) {
   const RowInfo<R> info = inspect(z);
   if (special_row(z, p, info, true)) return;
   const R m = info.max_finite > R(0) ? info.max_finite : R(0);
-  R sum = r_exp(R(-m));
+  R sum = hd::exp(R(-m));
   for (std::size_t i = 0; i < z.size(); ++i) {
-    p[i] = is_minf(z[i]) ? R(0) : r_exp(R(z[i] - m));
+    p[i] = is_minf(z[i]) ? R(0) : hd::exp(R(z[i] - m));
     sum += p[i];
   }
   for (auto& x : p) x /= sum;
@@ -221,7 +213,7 @@ void softpick_impl(std::span<const R> z, std::span<R> p, const R& eps, bool wron
   }
   const R m = info.max_finite > R(0) ? info.max_finite : R(0);
   const bool scaled = m > R(64);
-  const R em = scaled ? r_exp(R(-m)) : R(1);
+  const R em = scaled ? hd::exp(R(-m)) : R(1);
   R den(0);
   for (std::size_t i = 0; i < z.size(); ++i) {
     R a;
@@ -230,7 +222,7 @@ void softpick_impl(std::span<const R> z, std::span<R> p, const R& eps, bool wron
     else if (!scaled)
       a = r_expm1(z[i]);
     else
-      a = r_exp(R(z[i] - m)) * (-r_expm1(R(-z[i])));
+      a = hd::exp(R(z[i] - m)) * (-r_expm1(R(-z[i])));
     p[i] = a > R(0) ? a : R(0);
     den += wrong ? p[i] : (a < R(0) ? R(-a) : a);
   }
@@ -250,7 +242,7 @@ void sigmoid_attention(std::span<const R> z, std::span<R> p) {
     std::fill(p.begin(), p.end(), R(0));
     return;
   }
-  const R b = -r_log(R(static_cast<double>(info.live)));
+  const R b = -hd::log(R(static_cast<double>(info.live)));
   for (std::size_t i = 0; i < z.size(); ++i) {
     if (is_minf(z[i])) {
       p[i] = R(0);
@@ -262,9 +254,9 @@ void sigmoid_attention(std::span<const R> z, std::span<R> p) {
     }
     const R x = z[i] + b;
     if (x >= R(0))
-      p[i] = R(1) / (R(1) + r_exp(R(-x)));
+      p[i] = R(1) / (R(1) + hd::exp(R(-x)));
     else {
-      const R e = r_exp(x);
+      const R e = hd::exp(x);
       p[i] = e / (R(1) + e);
     }
   }
@@ -276,7 +268,7 @@ R softplus(const R& x) {
   if (is_pinf(x)) return x;
   if (is_minf(x)) return R(0);
   const R ax = x < R(0) ? R(-x) : x;
-  return (x > R(0) ? x : R(0)) + r_log1p(r_exp(R(-ax)));
+  return (x > R(0) ? x : R(0)) + r_log1p(hd::exp(R(-ax)));
 }
 
 // Stick-breaking (Tan et al. 2025): items in order 0..n-1, the query after
@@ -291,7 +283,7 @@ void stick_breaking(std::span<const R> z, std::span<R> p) {
   }
   R suffix(0);
   for (std::size_t jj = z.size(); jj-- > 0;) {
-    p[jj] = is_minf(z[jj]) ? R(0) : r_exp(R(-softplus(R(-z[jj])) - suffix));
+    p[jj] = is_minf(z[jj]) ? R(0) : hd::exp(R(-softplus(R(-z[jj])) - suffix));
     suffix += softplus(z[jj]);
   }
 }
@@ -408,9 +400,9 @@ void topk_softmax(std::span<const R> z, std::span<R> p, std::size_t k) {
     if (is_minf(z[i]) || z[i] < t)
       p[i] = R(0);
     else if (z[i] > t)
-      p[i] = r_exp(R(z[i] - info.max_finite));
+      p[i] = hd::exp(R(z[i] - info.max_finite));
     else
-      p[i] = r_exp(R(t - info.max_finite)) * frac;
+      p[i] = hd::exp(R(t - info.max_finite)) * frac;
     sum += p[i];
   }
   for (auto& x : p) x /= sum;
