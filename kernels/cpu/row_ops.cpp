@@ -31,6 +31,11 @@ using DD = hn::Rebind<double, DH>;
 using VD = hn::Vec<DD>;
 using MF = hn::Mask<DF>;
 
+// Lambdas in the per-vector loops are forced inline: GCC otherwise emits
+// them out of line (one call per vector, constants reloaded each time), which
+// cost ~40% of the exp passes' time.
+#define SA_VEC_LAMBDA HWY_ATTR __attribute__((always_inline))
+
 constexpr std::size_t kMaxLanes =
     HWY_MAX_BYTES / sizeof(float) < 2 ? 2 : HWY_MAX_BYTES / sizeof(float);
 
@@ -53,6 +58,30 @@ HWY_INLINE void StoreF(DF, VF v, std::uint16_t* p) {
       hn::Add(hn::Set(du32, 0x7fffu), hn::And(hn::ShiftRight<16>(u), hn::Set(du32, 1u)));
   const auto r = hn::ShiftRight<16>(hn::Add(u, bias));
   hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, r)), du16, p);
+}
+// Two vectors at once (2N values): round to nearest even by adding
+// 0x7fff + (bit 16) without shifts, then keep the high halves in order
+// (ConcatOdd). Values are finite (NaN rows never reach a store).
+HWY_INLINE void StoreF2(DF d, VF v0, VF v1, float* p) {
+  StoreF(d, v0, p);
+  StoreF(d, v1, p + hn::Lanes(d));
+}
+HWY_INLINE void StoreF2(DF d, VF v0, VF v1, std::uint16_t* p) {
+#if HWY_TARGET == HWY_SCALAR
+  StoreF(d, v0, p);
+  StoreF(d, v1, p + 1);
+#else
+  const hn::RebindToUnsigned<DF> du32;
+  const hn::Repartition<std::uint16_t, DF> du16;
+  const auto bit = hn::Set(du32, 0x10000u);
+  auto round = [&](VF v) SA_VEC_LAMBDA {
+    const auto u = hn::BitCast(du32, v);
+    const auto bias =
+        hn::IfThenElse(hn::TestBit(u, bit), hn::Set(du32, 0x8000u), hn::Set(du32, 0x7fffu));
+    return hn::BitCast(du16, hn::Add(u, bias));
+  };
+  hn::StoreU(hn::ConcatOdd(du16, round(v1), round(v0)), du16, p);
+#endif
 }
 inline float scalar_of(float v) { return v; }
 inline float scalar_of(std::uint16_t v) {
@@ -201,6 +230,62 @@ HWY_INLINE VF ExpMasked(DF d, VF& dh, VF& dl, VF* p1 = nullptr, VF* one = nullpt
 constexpr int kExpBias = 32;
 constexpr double kTwoM32 = 2.3283064365386962890625e-10;  // 2^-32
 
+// bfloat16 rows: exp(r) ~ 1 + r q(r), q of degree 5 interpolated at the
+// Chebyshev nodes of [-ln2/2, ln2/2] (float coefficients; relative error
+// 1.05e-8 = 0.18 u of float, measured on a 20001-point grid), Horner: one
+// FMA per coefficient. Float32 rows keep the degree-7 Taylor form, whose
+// rounding errors are damped by r^2 (the 0.75 ulp claim above).
+HWY_INLINE VF PolyQ5(DF d, VF r) {
+  VF q = hn::Set(d, 0.00139336416f);
+  q = hn::MulAdd(q, r, hn::Set(d, 0.00836914871f));
+  q = hn::MulAdd(q, r, hn::Set(d, 0.0416664667f));
+  q = hn::MulAdd(q, r, hn::Set(d, 0.166665047f));
+  q = hn::MulAdd(q, r, hn::Set(d, 0.5f));
+  return hn::MulAdd(q, r, hn::Set(d, 1.0f));
+}
+
+// exp(dh + dl) * 2^kBias without a branch, for the streaming passes' sums and
+// stores (kBias = kExpBias, so every result is a normal float):
+// - dh < -104 (incl. -inf): exactly 0 (exp(-104) < 2^-150, below half the
+//   smallest subnormal), evaluated at dh = -104, dl = 0 to keep the lane
+//   finite. Exact zeros matter: a lane that saw only masked logits must stay
+//   empty (S = 0), and a single live logit must give H = 0 exactly.
+// - NaN propagates (the comparison is false for NaN; dh stays NaN).
+// Same reduction and polynomial as ExpMasked (faithful + 0.07 ulp) for float32
+// rows, PolyQ5 for bfloat16; k >= -151 so k + 32 >= -119: the scaling never
+// leaves the normal range.
+template <bool kAcc>
+HWY_INLINE VF ExpLive(DF d, VF dh, VF dl) {
+  static_assert(kExpBias >= 32);
+  const MF dead = hn::Lt(dh, hn::Set(d, -104.0f));
+  dh = hn::IfThenElse(dead, hn::Set(d, -104.0f), dh);
+  const VF shifter = hn::Set(d, 12582912.0f);
+  const VF kf = hn::MulAdd(dh, hn::Set(d, 1.44269504088896341f), shifter);
+  const VF k = hn::Sub(kf, shifter);
+  VF r = hn::NegMulAdd(k, hn::Set(d, 0.693145751953125f), dh);
+  r = hn::NegMulAdd(k, hn::Set(d, 1.428606765330187e-06f), r);
+  VF e;
+  if constexpr (kAcc) {
+    r = hn::Add(r, hn::IfThenZeroElse(dead, dl));
+    VF q = hn::Set(d, 1.0f / 5040.0f);
+    q = hn::MulAdd(q, r, hn::Set(d, 1.0f / 720.0f));
+    q = hn::MulAdd(q, r, hn::Set(d, 1.0f / 120.0f));
+    q = hn::MulAdd(q, r, hn::Set(d, 1.0f / 24.0f));
+    q = hn::MulAdd(q, r, hn::Set(d, 1.0f / 6.0f));
+    q = hn::MulAdd(q, r, hn::Set(d, 0.5f));
+    e = hn::Add(hn::MulAdd(q, hn::Mul(r, r), r), hn::Set(d, 1.0f));
+  } else {
+    (void)dl;
+    e = hn::MulAdd(PolyQ5(d, r), r, hn::Set(d, 1.0f));
+  }
+  // 2^(k + bias) as a float (exponent field k + bias + 127 in [8, 160]), and
+  // a float multiply (exact: the product is normal) so NaN stays NaN.
+  const hn::RebindToSigned<DF> di;
+  const auto kb = hn::Add(hn::BitCast(di, kf), hn::Set(di, kExpBias + 127));
+  const VF out = hn::Mul(e, hn::BitCast(d, hn::ShiftLeft<23>(kb)));
+  return hn::IfThenZeroElse(dead, out);
+}
+
 // p = q * 2^-96 rounded to nearest even, q >= 0 a normal float or 0, without
 // ever forming a subnormal in floating point: results below 2^-126 are built
 // from q's significand by an integer shift with round-to-nearest-even.
@@ -275,7 +360,7 @@ RowState Stream(const T* x, std::int64_t n, const Scale& scale) {
   VF Tf = hn::Zero(d), Tg = hn::Zero(d);
   constexpr int kBlock = 8;
   int pending = 0;
-  auto flush = [&]() HWY_ATTR {
+  auto flush = [&]() SA_VEC_LAMBDA {
     if constexpr (kT) {
       AccD(T0, T1, Tf);
       AccD(T2, T3, Tg);
@@ -307,12 +392,12 @@ RowState Stream(const T* x, std::int64_t n, const Scale& scale) {
     S3 = hn::Mul(S3, aH);
     m = mn;
   };
-  auto accum = [&](VF v, VD& Sa, VD& Sb, VF& Tl) HWY_ATTR {
+  auto accum = [&](VF v, VD& Sa, VD& Sb, VF& Tl) SA_VEC_LAMBDA {
     VF el;
-    VF eh = Diff<kAcc>(d, v, m, s, el);
-    const VF e = ExpMasked<kAcc, kExpBias>(d, eh, el);
+    const VF eh = Diff<kAcc>(d, v, m, s, el);
+    const VF e = ExpLive<kAcc>(d, eh, el);
     AccD(Sa, Sb, e);
-    if constexpr (kT) Tl = hn::MulAdd(e, eh, Tl);
+    if constexpr (kT) Tl = hn::MulAdd(e, hn::Max(eh, hn::Set(d, -104.0f)), Tl);
   };
   std::size_t i = 0;
   const std::size_t len = static_cast<std::size_t>(n);
@@ -372,11 +457,19 @@ RowState Stream(const T* x, std::int64_t n, const Scale& scale) {
 }
 
 // ---------------------------------------------------------------- exp passes
-// y = exp((x - m) s); returns the double sum of the stored values.
+// y = exp((x - m) s) (biased); returns the double sum of the stored values
+// (and *Tout = sum e (x - m) s when kT). m is the row max, so d <= 0.
+// Sums: S in double lanes per vector. bfloat16 rows (no T) first sum blocks of
+// 8 values per lane in float (relative error <= 8 u = 2^-21, far below
+// bf16's 2^-8). T's terms (all <= 0, one sign) go to float lanes for blocks of
+// 8 values per lane (relative error <= 8 u of T, as in Stream) and are then
+// flushed to double; T only feeds H (theory.md T6), whose budget is
+// 2 u (2.5 + 10 H) and T/S <= H.
 template <class T, class U, bool kT = false>
 double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, bool store,
                 double* Tout = nullptr) {
   constexpr bool kAcc = std::is_same_v<T, float>;
+  constexpr bool kFloatS = !kAcc && !kT;
   const DF d;
   const DD dd;
   const std::size_t N = hn::Lanes(d);
@@ -384,54 +477,51 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
   const VF m = hn::Set(d, mf);
   VD a0 = hn::Zero(dd), a1 = hn::Zero(dd), a2 = hn::Zero(dd), a3 = hn::Zero(dd);
   VD t0 = hn::Zero(dd), t1 = hn::Zero(dd), t2 = hn::Zero(dd), t3 = hn::Zero(dd);
+  // e and the clamped argument of one vector (dead lanes: e = 0 when stored).
+  auto ev = [&](VF v, VF& h) SA_VEC_LAMBDA {
+    VF l;
+    h = Diff<kAcc>(d, v, m, s, l);
+    return ExpLive<kAcc>(d, h, l);
+  };
   std::size_t i = 0;
   const std::size_t len = static_cast<std::size_t>(n);
-  if constexpr (!kAcc && !kT) {
-    // bfloat16 rows: float partial sums over blocks of 16 values per lane
-    // (relative error <= 16 u = 2^-20, far below bf16's 2^-8), then double.
-    while (i + 2 * N <= len) {
-      VF f0 = hn::Zero(d), f1 = hn::Zero(d);
-      for (int b = 0; b < 8 && i + 2 * N <= len; ++b, i += 2 * N) {
-        VF l0, l1;
-        VF h0 = Diff<kAcc>(d, LoadF(d, x + i), m, s, l0);
-        VF h1 = Diff<kAcc>(d, LoadF(d, x + i + N), m, s, l1);
-        const VF e0 = ExpMasked<kAcc, kExpBias>(d, h0, l0);
-        const VF e1 = ExpMasked<kAcc, kExpBias>(d, h1, l1);
-        if (store) {
-          StoreF(d, e0, y + i);
-          StoreF(d, e1, y + i + N);
-        }
+  while (i + 2 * N <= len) {
+    VF f0 = hn::Zero(d), f1 = hn::Zero(d), g0 = hn::Zero(d), g1 = hn::Zero(d);
+    for (int b = 0; b < 8 && i + 2 * N <= len; ++b, i += 2 * N) {
+      VF h0, h1;
+      const VF e0 = ev(LoadF(d, x + i), h0);
+      const VF e1 = ev(LoadF(d, x + i + N), h1);
+      if (store) {
+        StoreF(d, e0, y + i);
+        StoreF(d, e1, y + i + N);
+      }
+      if constexpr (kFloatS) {
         f0 = hn::Add(f0, e0);
         f1 = hn::Add(f1, e1);
+      } else {
+        AccD(a0, a1, e0);
+        AccD(a2, a3, e1);
       }
+      if constexpr (kT) {  // dead lanes: e = 0 times a finite clamped h
+        g0 = hn::MulAdd(e0, hn::Max(h0, hn::Set(d, -104.0f)), g0);
+        g1 = hn::MulAdd(e1, hn::Max(h1, hn::Set(d, -104.0f)), g1);
+      }
+    }
+    if constexpr (kFloatS) {
       AccD(a0, a1, f0);
       AccD(a2, a3, f1);
     }
-  }
-  for (; i + 2 * N <= len; i += 2 * N) {
-    VF l0, l1;
-    VF h0 = Diff<kAcc>(d, LoadF(d, x + i), m, s, l0);
-    VF h1 = Diff<kAcc>(d, LoadF(d, x + i + N), m, s, l1);
-    const VF e0 = ExpMasked<kAcc, kExpBias>(d, h0, l0);
-    const VF e1 = ExpMasked<kAcc, kExpBias>(d, h1, l1);
-    if (store) {  // (y is only touched when storing)
-      StoreF(d, e0, y + i);
-      StoreF(d, e1, y + i + N);
-    }
-    AccD(a0, a1, e0);
-    AccD(a2, a3, e1);
     if constexpr (kT) {
-      AccD(t0, t1, hn::Mul(e0, h0));
-      AccD(t2, t3, hn::Mul(e1, h1));
+      AccD(t0, t1, g0);
+      AccD(t2, t3, g1);
     }
   }
-  auto one = [&](VF v, U* out) HWY_ATTR {
-    VF l;
-    VF h = Diff<kAcc>(d, v, m, s, l);
-    const VF e = ExpMasked<kAcc, kExpBias>(d, h, l);
+  auto one = [&](VF v, U* out) SA_VEC_LAMBDA {
+    VF h;
+    const VF e = ev(v, h);
     if (store) StoreF(d, e, out);
     AccD(a0, a1, e);
-    if constexpr (kT) AccD(t0, t1, hn::Mul(e, h));
+    if constexpr (kT) AccD(t0, t1, hn::Mul(e, hn::Max(h, hn::Set(d, -104.0f))));
   };
   for (; i + N <= len; i += N) one(LoadF(d, x + i), store ? y + i : nullptr);
   if (i < len) {
@@ -458,7 +548,7 @@ double SumExpRest(const T* x, std::int64_t n, float mf, const Scale& scale, std:
   const VF m = hn::Set(d, mf);
   VD a0 = hn::Zero(dd), a1 = hn::Zero(dd);
   std::int64_t count = 0;
-  auto one = [&](VF v) HWY_ATTR {
+  auto one = [&](VF v) SA_VEC_LAMBDA {
     const MF at_max = hn::Eq(v, m);
     count += static_cast<std::int64_t>(hn::CountTrue(d, at_max));
     VF l;
@@ -520,31 +610,66 @@ void ScaleToBF16(const float* e, std::uint16_t* y, std::int64_t n, float rhf, fl
   }
 }
 
+// y = exp((x - m) s) / S with 1/S = r_hi + r_lo.
+// float32: exp rounded (ExpMasked, biased), times the two-float 1/S, one
+// rounding (MulR): the same bits as row_exp_store_f32 + row_scale_f32, so a
+// row gives the same result in place (recomputed exp) as out of place
+// (stored exp), which adaptive softmax relies on.
+// bfloat16, fused: 1/S = rm 2^kr with rm in [1, 2), and
+//     y = bf16(rm (1 + r q(r)) * 2^(k + kr)),
+// r the reduced argument, q the Horner polynomial (PolyQ5); the product is in
+// [0.7, 2.9] (normal) and the power of two is an exact integer add to the
+// exponent: the float value is within ~2 u, so the bf16 rounding is the
+// correct one except within 2^-22 relative of a midpoint.
+// Vectors with a result below the normal range (or NaN) take the unfused
+// path: ExpMasked (biased), MulR, ScaleDown96 (correct subnormal rounding).
 template <class T>
 void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, float rhf,
               float rlf) {
   constexpr bool kAcc = std::is_same_v<T, float>;
   const DF d;
+  const hn::RebindToSigned<DF> di;
   const std::size_t N = hn::Lanes(d);
   const ScaleV s = ScaleVOf(d, scale);
   const VF m = hn::Set(d, mf);
   const VF rh = hn::Set(d, rhf * kTwo64), rl = hn::Set(d, rlf * kTwo64);
-  auto one = [&](VF v, T* out) HWY_ATTR {
+  int kr_int = 0;
+  std::frexp(rhf, &kr_int);
+  kr_int -= 1;  // rhf = rm_hi 2^kr, rm_hi in [1, 2)
+  const VF rmh = hn::Set(d, std::ldexp(rhf, -kr_int));
+  const auto kr = hn::Set(di, kr_int);
+  const VF kr_f = hn::Set(d, static_cast<float>(kr_int));
+  auto val = [&](VF v) SA_VEC_LAMBDA -> VF {
     VF l;
     VF h = Diff<kAcc>(d, v, m, s, l);
-    StoreF(d, MulR(ExpMasked<kAcc, kExpBias>(d, h, l), rh, rl), out);
+    if constexpr (kAcc) return MulR(ExpMasked<kAcc, kExpBias>(d, h, l), rh, rl);
+    const MF dead = hn::Lt(h, hn::Set(d, -104.0f));
+    const VF dh = hn::IfThenElse(dead, hn::Set(d, -104.0f), h);
+    const VF shifter = hn::Set(d, 12582912.0f);
+    const VF kf = hn::MulAdd(dh, hn::Set(d, 1.44269504088896341f), shifter);
+    const VF k = hn::Sub(kf, shifter);
+    VF r = hn::NegMulAdd(k, hn::Set(d, 0.693145751953125f), dh);
+    r = hn::NegMulAdd(k, hn::Set(d, 1.428606765330187e-06f), r);
+    // rm (1 + r q(r)); rm's low part (< 2^-24 rm) is below bf16's concern
+    const VF w = hn::MulAdd(PolyQ5(d, r), hn::Mul(r, rmh), rmh);
+    if (HWY_LIKELY(hn::AllTrue(d, hn::Or(dead, hn::Ge(hn::Add(k, kr_f), hn::Set(d, -125.0f)))))) {
+      const auto kk = hn::Add(hn::BitCast(di, kf), kr);
+      const VF e = hn::BitCast(d, hn::Add(hn::BitCast(di, w), hn::ShiftLeft<23>(kk)));
+      return hn::IfThenZeroElse(dead, e);
+    }
+    VF h2 = h, l2 = l;
+    return MulR(ExpMasked<kAcc, kExpBias>(d, h2, l2), rh, rl);
   };
   std::size_t i = 0;
   const std::size_t len = static_cast<std::size_t>(n);
   for (; i + 2 * N <= len; i += 2 * N) {
     const VF v0 = LoadF(d, x + i), v1 = LoadF(d, x + i + N);
-    one(v0, y + i);
-    one(v1, y + i + N);
+    StoreF2(d, val(v0), val(v1), y + i);
   }
-  for (; i + N <= len; i += N) one(LoadF(d, x + i), y + i);
+  for (; i + N <= len; i += N) StoreF(d, val(LoadF(d, x + i)), y + i);
   if (i < len) {
     Tail<T> t(x + i, len - i);
-    one(LoadF(d, t.in), t.out);
+    StoreF(d, val(LoadF(d, t.in)), t.out);
     t.flush(y + i);
   }
 }
@@ -556,7 +681,7 @@ void LogSoftmax(const T* x, T* y, std::int64_t n, float mf, double sd, double Ld
   const DD dd;
   const std::size_t N = hn::Lanes(d);
   const VD m = hn::Set(dd, static_cast<double>(mf)), s = hn::Set(dd, sd), L = hn::Set(dd, Ld);
-  auto one = [&](VF v, T* out) HWY_ATTR {
+  auto one = [&](VF v, T* out) SA_VEC_LAMBDA {
     const VD lo = hn::MulSub(hn::Sub(PromLo(v), m), s, L);
     const VD hi = hn::MulSub(hn::Sub(PromHi(v), m), s, L);
     StoreF(d, Demote2(hi, lo), out);
