@@ -136,6 +136,24 @@ TEST(CpuSoftmax, Float32LongFiniteRow) {
   EXPECT_LE(st.max_apart, 2) << st.worst;
 }
 
+// bfloat16 rows past the float scratch row (2^18) with every logit finite:
+// max, then exp twice (sum; fused exp * 1/S rounded to bf16), PolyQ5 and the
+// one-constant reduction (row_ops.cpp). Same claim as the short rows.
+TEST(CpuSoftmax, Bfloat16LongFiniteRow) {
+  UlpStats st;
+  const std::int64_t n = (1 << 18) + 37;
+  for (Dist d : {Dist::normal, Dist::wide, Dist::offset_neg}) {
+    const auto x = generate(d, n, 101, true);
+    const auto out = kernel().softmax(DType::bfloat16, RowBatch::single(x));
+    ref::PrecisionScope p(128);  // 2 x 53 bits + margin is enough for a bf16 verdict (mpfr.hpp)
+    const auto ref = ref::softmax(widen(x));
+    for (std::int64_t i = 0; i < n; i += 7) st.add(DType::bfloat16, out[i], ref[i], name_of(d));
+  }
+  report("softmax bf16 n=2^18+37", st);
+  EXPECT_LE(st.max_apart, 1) << st.worst;
+  EXPECT_GE(st.exact_fraction(), 0.99);
+}
+
 // ---------------------------------------------------------------- log_softmax
 // Claim: float32 within 2.5 ulp (ulp_error). y = (x - m) s - L in double,
 // rounded once (0.5 ulp); L = log k + log1p(rest / k) (k logits at the max m,
