@@ -32,7 +32,10 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr std::int64_t kThreePassMaxN = std::int64_t{1} << 21;
 
 // bfloat16 rows up to this length store their exps in a float scratch row
-// (<= 1 MiB, cache-resident); longer ones compute exp twice instead.
+// (<= 1 MiB, cache-resident); longer ones compute exp twice instead (a sum
+// pass, then the fused exp * 1/S pass of row_ops.cpp): with the cheaper bf16
+// polynomial, two exps cost less than 6 bytes per element of scratch
+// traffic once the scratch leaves L2.
 constexpr std::int64_t kBf16ScratchMaxN = std::int64_t{1} << 18;
 
 // bfloat16 rows longer than this (8 MiB of input) use the two-pass form too.

@@ -6,6 +6,12 @@
 //   product; ~2^-47 relative), reduced by Cody-Waite, a degree-7 polynomial
 //   (truncation < 0.07 ulp), 1 + p rounded once: |e - exp(d)| <= 0.75 ulp(e)
 //   < 2^-23 e (worst case, e in [0.7, 1.42] before exact scaling by 2^k).
+//   bfloat16 rows use a degree-6 Chebyshev-interpolated polynomial (1.05e-8
+//   relative) and a one-constant reduction (<= 2.9e-7, weights < e^-83 only):
+//   the float value before the bf16 rounding is within ~2^-22 relative.
+// - T (entropy, adaptive) is summed in float blocks of 8 terms per lane, all
+//   of one sign: <= 8 u relative to T, and T/S <= H, so <= 8 u H in H, inside
+//   the 2 u (2.5 + 10 H) entropy bound below.
 // - sums: in double from the stored float exps; streamed rescaling uses
 //   1 + expm1 in double when no 2^k scaling applies, so rescale factors add at
 //   most 2^-24 relative per factor of at least e^-0.35 decay: <= 3.3 u total.
