@@ -186,6 +186,24 @@ HWY_INLINE VF Diff(DF d, VF x, VF m, const ScaleV& s, VF& dl) {
   return hi;
 }
 
+// r = dh - k ln2 by Cody-Waite with two constants (ln2_hi has 16 bits, so
+// k ln2_hi is exact for |k| < 2^8) and FMA.
+HWY_INLINE VF ReduceCW(DF d, VF k, VF dh) {
+  const VF r = hn::NegMulAdd(k, hn::Set(d, 0.693145751953125f), dh);
+  return hn::NegMulAdd(k, hn::Set(d, 1.428606765330187e-06f), r);
+}
+// exp(r) - 1 = r + r^2 q(r), q the Taylor polynomial to degree 7 of exp
+// (truncation < 0.07 ulp on |r| <= ln2/2); q's rounding errors are damped by r^2.
+HWY_INLINE VF ExpM1Taylor7(DF d, VF r) {
+  VF q = hn::Set(d, 1.0f / 5040.0f);
+  q = hn::MulAdd(q, r, hn::Set(d, 1.0f / 720.0f));
+  q = hn::MulAdd(q, r, hn::Set(d, 1.0f / 120.0f));
+  q = hn::MulAdd(q, r, hn::Set(d, 1.0f / 24.0f));
+  q = hn::MulAdd(q, r, hn::Set(d, 1.0f / 6.0f));
+  q = hn::MulAdd(q, r, hn::Set(d, 0.5f));
+  return hn::MulAdd(q, hn::Mul(r, r), r);
+}
+
 // exp(dh + dl) for dh <= ~0 (every caller subtracts a maximum).
 // - dh < -104 (incl. -inf): exactly 0 (exp(-104) < 2^-150, below half the
 //   smallest subnormal); dh and dl are zeroed there for the caller.
@@ -211,16 +229,9 @@ HWY_INLINE VF ExpMasked(DF d, VF& dh, VF& dl, VF* p1 = nullptr, VF* one = nullpt
   const VF shifter = hn::Set(d, 12582912.0f);
   const VF kf = hn::MulAdd(dh, hn::Set(d, 1.44269504088896341f), shifter);
   const VF k = hn::Sub(kf, shifter);
-  VF r = hn::NegMulAdd(k, hn::Set(d, 0.693145751953125f), dh);
-  r = hn::NegMulAdd(k, hn::Set(d, 1.428606765330187e-06f), r);
+  VF r = ReduceCW(d, k, dh);
   if constexpr (kAcc) r = hn::Add(r, dl);
-  VF q = hn::Set(d, 1.0f / 5040.0f);
-  q = hn::MulAdd(q, r, hn::Set(d, 1.0f / 720.0f));
-  q = hn::MulAdd(q, r, hn::Set(d, 1.0f / 120.0f));
-  q = hn::MulAdd(q, r, hn::Set(d, 1.0f / 24.0f));
-  q = hn::MulAdd(q, r, hn::Set(d, 1.0f / 6.0f));
-  q = hn::MulAdd(q, r, hn::Set(d, 0.5f));
-  const VF p = hn::MulAdd(q, hn::Mul(r, r), r);
+  const VF p = ExpM1Taylor7(d, r);
   VF e = hn::Add(p, hn::Set(d, 1.0f));
   if (p1) {
     const MF small = hn::AndNot(dead, hn::Eq(k, hn::Zero(d)));
@@ -291,16 +302,8 @@ HWY_INLINE VF ExpLive(DF d, VF dh, VF dl) {
   const VF k = hn::Sub(kf, shifter);
   VF e;
   if constexpr (kAcc) {
-    VF r = hn::NegMulAdd(k, hn::Set(d, 0.693145751953125f), dh);
-    r = hn::NegMulAdd(k, hn::Set(d, 1.428606765330187e-06f), r);
-    r = hn::Add(r, hn::IfThenZeroElse(dead, dl));
-    VF q = hn::Set(d, 1.0f / 5040.0f);
-    q = hn::MulAdd(q, r, hn::Set(d, 1.0f / 720.0f));
-    q = hn::MulAdd(q, r, hn::Set(d, 1.0f / 120.0f));
-    q = hn::MulAdd(q, r, hn::Set(d, 1.0f / 24.0f));
-    q = hn::MulAdd(q, r, hn::Set(d, 1.0f / 6.0f));
-    q = hn::MulAdd(q, r, hn::Set(d, 0.5f));
-    e = hn::Add(hn::MulAdd(q, hn::Mul(r, r), r), hn::Set(d, 1.0f));
+    const VF r = hn::Add(ReduceCW(d, k, dh), hn::IfThenZeroElse(dead, dl));
+    e = hn::Add(ExpM1Taylor7(d, r), hn::Set(d, 1.0f));
   } else {
     (void)dl;
     const VF r = ReduceBF16(d, k, dh);

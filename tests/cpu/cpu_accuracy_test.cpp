@@ -127,34 +127,36 @@ TEST(CpuSoftmax, LongRowPaths) {
   }
 }
 
-// Float32 rows past the caches with every logit finite (three-pass path).
-TEST(CpuSoftmax, Float32LongFiniteRow) {
+// Rows of 2^18 + 37 with every logit finite, every 7th weight checked
+// against MPFR at 128 bits (2 x 53 bits + margin is enough for a float or
+// bf16 verdict, mpfr.hpp).
+UlpStats long_finite_rows(DType t, std::initializer_list<Dist> dists, std::uint64_t seed) {
   UlpStats st;
   const std::int64_t n = (1 << 18) + 37;
-  for (Dist d : {Dist::normal, Dist::offset_pos, Dist::ascending}) {
-    const auto x = generate(d, n, 99, false);
-    const auto out = kernel().softmax(DType::float32, RowBatch::single(x));
-    ref::PrecisionScope p(128);  // 2 x 53 bits + margin is enough for a float verdict (mpfr.hpp)
+  for (Dist d : dists) {
+    const auto x = generate(d, n, seed, t == DType::bfloat16);
+    const auto out = kernel().softmax(t, RowBatch::single(x));
+    ref::PrecisionScope p(128);
     const auto ref = ref::softmax(widen(x));
-    for (std::int64_t i = 0; i < n; i += 7) st.add(DType::float32, out[i], ref[i], name_of(d));
+    for (std::int64_t i = 0; i < n; i += 7) st.add(t, out[i], ref[i], name_of(d));
   }
+  return st;
+}
+
+// Float32 rows past the caches (three-pass path).
+TEST(CpuSoftmax, Float32LongFiniteRow) {
+  const UlpStats st =
+      long_finite_rows(DType::float32, {Dist::normal, Dist::offset_pos, Dist::ascending}, 99);
   report("softmax f32 n=2^18+37", st);
   EXPECT_LE(st.max_apart, 2) << st.worst;
 }
 
-// bfloat16 rows past the float scratch row (2^18) with every logit finite:
-// max, then exp twice (sum; fused exp * 1/S rounded to bf16), PolyQ5 and the
-// one-constant reduction (row_ops.cpp). Same claim as the short rows.
+// bfloat16 rows past the float scratch row (2^18): max, then exp twice (sum;
+// fused exp * 1/S rounded to bf16), PolyQ5 and the one-constant reduction
+// (row_ops.cpp). Same claim as the short rows.
 TEST(CpuSoftmax, Bfloat16LongFiniteRow) {
-  UlpStats st;
-  const std::int64_t n = (1 << 18) + 37;
-  for (Dist d : {Dist::normal, Dist::wide, Dist::offset_neg}) {
-    const auto x = generate(d, n, 101, true);
-    const auto out = kernel().softmax(DType::bfloat16, RowBatch::single(x));
-    ref::PrecisionScope p(128);  // 2 x 53 bits + margin is enough for a bf16 verdict (mpfr.hpp)
-    const auto ref = ref::softmax(widen(x));
-    for (std::int64_t i = 0; i < n; i += 7) st.add(DType::bfloat16, out[i], ref[i], name_of(d));
-  }
+  const UlpStats st =
+      long_finite_rows(DType::bfloat16, {Dist::normal, Dist::wide, Dist::offset_neg}, 101);
   report("softmax bf16 n=2^18+37", st);
   EXPECT_LE(st.max_apart, 1) << st.worst;
   EXPECT_GE(st.exact_fraction(), 0.99);
