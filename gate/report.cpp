@@ -31,26 +31,8 @@ namespace {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-std::string esc(const std::string& s) {
-  std::string o;
-  for (char c : s) switch (c) {
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      default:
-        o += c;
-    }
-  return o;
-}
+// HTML text and attribute values use the JUnit writer's escaping (gate/results.hpp).
+std::string esc(const std::string& s) { return xml_escape(s); }
 
 std::string num(double x, int prec = 6) {
   if (std::isnan(x)) return "NaN";

@@ -12,6 +12,8 @@
 #include <sstream>
 #include <string>
 
+#include "gate/results.hpp"
+
 namespace gate_test {
 
 struct Ran {
@@ -44,25 +46,7 @@ inline std::string temp_dir() {
 
 inline std::string q(const std::string& s) { return "'" + s + "'"; }
 
-inline std::string html_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) switch (c) {
-      case '&':
-        o += "&amp;";
-        break;
-      case '<':
-        o += "&lt;";
-        break;
-      case '>':
-        o += "&gt;";
-        break;
-      case '"':
-        o += "&quot;";
-        break;
-      default:
-        o += c;
-    }
-  return o;
-}
+// The escaping the report and JUnit writers apply (gate/results.hpp).
+inline std::string html_escape(const std::string& s) { return sa::gate::xml_escape(s); }
 
 }  // namespace gate_test
