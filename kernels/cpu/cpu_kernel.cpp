@@ -202,20 +202,37 @@ RowState entropy_state(const float* x, std::int64_t n, const Scale& s) {
 RowState entropy_state(const std::uint16_t* x, std::int64_t n, const Scale& s) {
   return cpu::row_entropy_bf16(x, n, s);
 }
-void exp_scale(const float* x, float* y, std::int64_t n, float m, const Scale& s, Recip r) {
-  cpu::row_exp_scale_f32(x, y, n, m, s, r.hi, r.lo);
-}
-void exp_scale(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m, const Scale& s,
+void exp_scale(const float* x, float* y, std::int64_t n, float m, float lo, const Scale& s,
                Recip r) {
-  cpu::row_exp_scale_bf16(x, y, n, m, s, r.hi, r.lo);
+  cpu::row_exp_scale_f32(x, y, n, m, lo, s, r.hi, r.lo);
 }
+void exp_scale(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m, float lo,
+               const Scale& s, Recip r) {
+  cpu::row_exp_scale_bf16(x, y, n, m, lo, s, r.hi, r.lo);
+}
+// The row's smallest and largest logits (raw).
+struct Range {
+  float lo, hi;
+};
+Range range(const float* x, std::int64_t n) {
+  Range r;
+  cpu::row_range_f32(x, n, &r.lo, &r.hi);
+  return r;
+}
+Range range(const std::uint16_t* x, std::int64_t n) {
+  Range r;
+  cpu::row_range_bf16(x, n, &r.lo, &r.hi);
+  return r;
+}
+constexpr float kNoLo = -kInf;  // row minimum not known
 
-// softmax with the row max m (raw) already known and finite.
+// softmax with the row max m (raw) already known and finite; lo the row
+// minimum (or kNoLo).
 template <class T>
-void softmax_known_max(const T* x, T* y, std::int64_t n, float m, const Scale& s) {
+void softmax_known_max(const T* x, T* y, std::int64_t n, float m, float lo, const Scale& s) {
   if constexpr (std::is_same_v<T, float>) {
     if (n <= kThreePassMaxN) {
-      const double S = cpu::row_exp_store_f32(x, y, n, m, s);
+      const double S = cpu::row_exp_store_f32(x, y, n, m, lo, s);
       if (std::isfinite(S) && S > 0) {
         const Recip r = recip(S);
         cpu::row_scale_f32(y, n, r.hi, r.lo);
@@ -224,11 +241,11 @@ void softmax_known_max(const T* x, T* y, std::int64_t n, float m, const Scale& s
       scalar_softmax(x, y, n, s.s);
       return;
     }
-    const double S = cpu::row_sum_exp_f32(x, n, m, s);
-    exp_scale(x, y, n, m, s, recip(S));
+    const double S = cpu::row_sum_exp_f32(x, n, m, lo, s);
+    exp_scale(x, y, n, m, lo, s, recip(S));
   } else {
-    const double S = cpu::row_sum_exp_bf16(x, n, m, s);
-    exp_scale(x, y, n, m, s, recip(S));
+    const double S = cpu::row_sum_exp_bf16(x, n, m, lo, s);
+    exp_scale(x, y, n, m, lo, s, recip(S));
   }
 }
 
@@ -236,9 +253,9 @@ template <class T>
 void softmax_row(const T* x, T* y, std::int64_t n, const Scale& s) {
   if constexpr (std::is_same_v<T, float>) {
     if (n <= kThreePassMaxN) {
-      const float m = cpu::row_max_f32(x, n);
+      const auto [lo, m] = range(x, n);
       if (std::isfinite(m)) {
-        const double S = cpu::row_exp_store_f32(x, y, n, m, s);
+        const double S = cpu::row_exp_store_f32(x, y, n, m, lo, s);
         if (std::isfinite(S) && S > 0) {
           const Recip r = recip(S);
           cpu::row_scale_f32(y, n, r.hi, r.lo);
@@ -257,18 +274,18 @@ void softmax_row(const T* x, T* y, std::int64_t n, const Scale& s) {
       // Longer rows use the online normaliser and recompute exp (below).
       // The exps go to a per-thread float scratch row (<= 16 MiB), so each is
       // computed once.
-      const float m = cpu::row_max_bf16(x, n);
+      const auto [lo, m] = range(x, n);
       if (std::isfinite(m) && n > kBf16ScratchMaxN) {
-        const double S = cpu::row_sum_exp_bf16(x, n, m, s);
+        const double S = cpu::row_sum_exp_bf16(x, n, m, lo, s);
         if (std::isfinite(S) && S > 0) {
-          exp_scale(x, y, n, m, s, recip(S));
+          exp_scale(x, y, n, m, lo, s, recip(S));
           return;
         }
       } else if (std::isfinite(m)) {
         thread_local std::vector<float> scratch;
         if (scratch.size() < static_cast<std::size_t>(n))
           scratch.resize(static_cast<std::size_t>(n));
-        const double S = cpu::row_exp_store_bf16(x, scratch.data(), n, m, s);
+        const double S = cpu::row_exp_store_bf16(x, scratch.data(), n, m, lo, s);
         if (std::isfinite(S) && S > 0) {
           const Recip r = recip(S);
           cpu::row_scale_to_bf16(scratch.data(), y, n, r.hi, r.lo);
@@ -283,7 +300,7 @@ void softmax_row(const T* x, T* y, std::int64_t n, const Scale& s) {
     if (!special_weights(x, y, n, classify(x, n))) scalar_softmax(x, y, n, s.s);
     return;
   }
-  exp_scale(x, y, n, st.m, s, recip(st.S));
+  exp_scale(x, y, n, st.m, kNoLo, s, recip(st.S));
 }
 
 // log p_i = (x_i - m) s - L with L = log(k + rest) = log k + log1p(rest / k),
@@ -371,20 +388,16 @@ template <class T>
 void adaptive_row(const T* x, T* y, std::int64_t n, double inv_theta, float& beta_out,
                   float& H_out) {
   const Scale s1 = Scale::of(inv_theta);
-  float m;
-  if constexpr (std::is_same_v<T, float>)
-    m = cpu::row_max_f32(x, n);
-  else
-    m = cpu::row_max_bf16(x, n);
+  const auto [lo, m] = range(x, n);
   if (std::isfinite(m)) {
     const bool stored =
         std::is_same_v<T, float> && static_cast<const void*>(x) != y && n <= kThreePassMaxN;
     double S, Tsum = 0;
     if constexpr (std::is_same_v<T, float>)
-      S = stored ? cpu::row_exp_store_T_f32(x, y, n, m, s1, &Tsum)
-                 : cpu::row_sum_exp_T_f32(x, n, m, s1, &Tsum);
+      S = stored ? cpu::row_exp_store_T_f32(x, y, n, m, lo, s1, &Tsum)
+                 : cpu::row_sum_exp_T_f32(x, n, m, lo, s1, &Tsum);
     else
-      S = cpu::row_sum_exp_T_bf16(x, n, m, s1, &Tsum);
+      S = cpu::row_sum_exp_T_bf16(x, n, m, lo, s1, &Tsum);
     if (std::isfinite(S) && S > 0 && std::isfinite(Tsum)) {
       const double H = std::log(S) - Tsum / S;  // theory.md T6: both terms >= 0
       const float beta = static_cast<float>(theory::adaptive_beta<double>(H));
@@ -398,10 +411,10 @@ void adaptive_row(const T* x, T* y, std::int64_t n, double inv_theta, float& bet
             return;
           }
         }
-        exp_scale(x, y, n, m, s1, r);
+        exp_scale(x, y, n, m, lo, s1, r);
         return;
       }
-      softmax_known_max(x, y, n, m, Scale::of(static_cast<double>(beta) * inv_theta));
+      softmax_known_max(x, y, n, m, lo, Scale::of(static_cast<double>(beta) * inv_theta));
       return;
     }
   }

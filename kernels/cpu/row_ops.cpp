@@ -102,6 +102,49 @@ HWY_INLINE void LoadF2Unordered(DF d, const std::uint16_t* p, VF& a, VF& b) {
   b = hn::BitCast(d, hn::InterleaveUpper(du16, z, v));
 #endif
 }
+// An order-keeping pair: LoadF2Blocked reads 2N values as two float vectors
+// in the order LoadF2Unordered gives, and StoreF2Blocked writes two such
+// vectors back (rounded to bfloat16) in the original order. On AVX-512 the
+// bfloat16 forms are an unpack per vector and one two-source 16-bit permute per
+// pair that both undoes the unpack order and keeps the high halves (no shift);
+// elsewhere they are the ordered LoadF / StoreF2.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+HWY_INLINE void LoadF2Blocked(DF d, const std::uint16_t* p, VF& a, VF& b) {
+  LoadF2Unordered(d, p, a, b);
+}
+HWY_INLINE void StoreF2Blocked(DF d, VF v0, VF v1, std::uint16_t* p) {
+  const hn::RebindToUnsigned<DF> du32;
+  const hn::Repartition<std::uint16_t, DF> du16;
+  const auto bit = hn::Set(du32, 0x10000u);
+  auto round = [&](VF v) SA_VEC_LAMBDA {
+    const auto u = hn::BitCast(du32, v);
+    const auto bias =
+        hn::IfThenElse(hn::TestBit(u, bit), hn::Set(du32, 0x8000u), hn::Set(du32, 0x7fffu));
+    return hn::Add(u, bias);
+  };
+  // Output u16 p = 8 blk + q: the high half of v0's lane 4 blk + q (q < 4),
+  // else of v1's lane 4 blk + q - 4 (index 32 + ... selects the second source).
+  alignas(64) static constexpr std::uint16_t kIdx[32] = {
+      1,  3,  5,  7,  33, 35, 37, 39, 9,  11, 13, 15, 41, 43, 45, 47,
+      17, 19, 21, 23, 49, 51, 53, 55, 25, 27, 29, 31, 57, 59, 61, 63};
+  const __m512i idx = _mm512_load_si512(kIdx);
+  const __m512i r = _mm512_permutex2var_epi16(round(v0).raw, idx, round(v1).raw);
+  hn::StoreU(hn::Vec<decltype(du16)>{r}, du16, p);
+  (void)d;
+}
+#else
+HWY_INLINE void LoadF2Blocked(DF d, const std::uint16_t* p, VF& a, VF& b) {
+  a = LoadF(d, p);
+  b = LoadF(d, p + hn::Lanes(d));
+}
+HWY_INLINE void StoreF2Blocked(DF d, VF v0, VF v1, std::uint16_t* p) { StoreF2(d, v0, v1, p); }
+#endif
+HWY_INLINE void LoadF2Blocked(DF d, const float* p, VF& a, VF& b) {
+  a = LoadF(d, p);
+  b = LoadF(d, p + hn::Lanes(d));
+}
+HWY_INLINE void StoreF2Blocked(DF d, VF v0, VF v1, float* p) { StoreF2(d, v0, v1, p); }
+
 inline float scalar_of(float v) { return v; }
 inline float scalar_of(std::uint16_t v) {
   const std::uint32_t u = static_cast<std::uint32_t>(v) << 16;
@@ -153,6 +196,29 @@ HWY_INLINE double SumD(VD a) {
 }
 
 // ---------------------------------------------------------------- scaled difference
+// a * b - p exactly, for p = fl(a * b) (no overflow or underflow): one FMA
+// where the target has it; Dekker's product (Veltkamp splitting at 2^12 + 1)
+// on targets without FMA (Highway's scalar and 128-bit x86 fallbacks), where
+// MulSub would round twice and return 0.
+HWY_INLINE VF ProdErr(DF d, VF a, VF b, VF p) {
+#if HWY_NATIVE_FMA
+  (void)d;
+  return hn::MulSub(a, b, p);
+#else
+  const VF c = hn::Set(d, 4097.0f);
+  auto split = [&](VF v, VF& h, VF& l) {
+    const VF t = hn::Mul(c, v);
+    h = hn::Sub(t, hn::Sub(t, v));
+    l = hn::Sub(v, h);
+  };
+  VF ah, al, bh, bl;
+  split(a, ah, al);
+  split(b, bh, bl);
+  return hn::Add(hn::Add(hn::Add(hn::Sub(hn::Mul(ah, bh), p), hn::Mul(ah, bl)), hn::Mul(al, bh)),
+                 hn::Mul(al, bl));
+#endif
+}
+
 struct ScaleV {
   VF hi, lo;
   bool unit;
@@ -162,10 +228,11 @@ HWY_INLINE ScaleV ScaleVOf(DF d, const Scale& s) {
 }
 
 // (x - m) * s as an unevaluated sum dh + dl. kAcc: x - m is split exactly
-// (TwoSum, Knuth) and the product keeps its rounding error (FMA), so dh + dl
-// is within ~2^-47 relative of the exact value. Without kAcc (bfloat16, whose
-// 8-bit inputs subtract exactly in float unless their exponents differ by
-// more than 16) dl = 0 and the product is rounded once.
+// (TwoSum, Knuth) and the product keeps its rounding error (ProdErr: an FMA,
+// or Dekker's product where the target has no FMA), so dh + dl is within
+// ~2^-47 relative of the exact value. Without kAcc (bfloat16, whose 8-bit
+// inputs subtract exactly in float unless their exponents differ by more than
+// 16) dl = 0 and the product is rounded once.
 template <bool kAcc>
 HWY_INLINE VF Diff(DF d, VF x, VF m, const ScaleV& s, VF& dl) {
   VF hi = hn::Sub(x, m);
@@ -177,7 +244,7 @@ HWY_INLINE VF Diff(DF d, VF x, VF m, const ScaleV& s, VF& dl) {
   if (!s.unit) {
     const VF ph = hn::Mul(hi, s.hi);
     if constexpr (kAcc) {
-      const VF pl = hn::MulSub(hi, s.hi, ph);  // exact error of hi*s.hi
+      const VF pl = ProdErr(d, hi, s.hi, ph);  // exact error of hi*s.hi
       lo = hn::Add(pl, hn::MulAdd(lo, s.hi, hn::Mul(hi, s.lo)));
     }
     hi = ph;
@@ -282,39 +349,199 @@ HWY_INLINE VF ReduceBF16(DF d, VF k, VF dh) {
   return hn::NegMulAdd(k, hn::Set(d, 0.693147182464599609375f), dh);
 }
 
-// exp(dh + dl) * 2^kBias without a branch, for the streaming passes' sums and
-// stores (kBias = kExpBias, so every result is a normal float):
+// ---------------------------------------------------------------- table-driven exp
+// On targets with a cheap in-register table lookup (AVX-512: one vpermt2ps
+// over 32 entries; AVX2: two vpermps and a blend over 16), the hot passes use
+//   exp(d) = 2^floor(K/L) * 2^(j/L) * e^r,   K = round(d L / ln2), j = K mod L,
+//   r = d - K ln2/L,  |r| <= ln2/(2L) = 0.0108 (L = 32) or 0.0217 (L = 16),
+// so the polynomial for e^r is short. The table holds T_j = 2^(j/L) rounded to
+// float, times 2^32 (the bias of the stored exps, kExpBias), and
+// rho_j = (2^(j/L) - T_j) / T_j rounded to float (|rho_j| < 2^-24); the power
+// 2^floor(K/L) is added to T_j's exponent as an integer (T_j 2^floor(K/L) is a
+// normal float for every live lane: floor(K/L) >= -151, + 32).
+// Other targets (128-bit, scalar, scalable vectors) keep the polynomial on
+// |r| <= ln2/2 (ExpM1Taylor7, PolyQ5 above).
+//
+// float32 (kAcc): e = T' + T' q', q' = r + rho + r^2 (c2 + c3 r), the cubic
+//   interpolated at Chebyshev nodes (truncation 0.0025 u for L = 32, 0.039 u
+//   for L = 16; u = 2^-24); r by two-constant Cody-Waite with FMA (error
+//   <= u |r|), r + dl the two-float argument. The one rounding of the final
+//   FMA dominates: |e - exp(d)| <= 0.5 ulp + 0.08 ulp (the 0.08 covers q', rho
+//   and r, at most 0.04 u relative, doubled where e falls just below T_j's
+//   binade). The degree-7 path above is within 0.75 ulp.
+// bfloat16: e = T' + T' r p(r), p(r) = c1 + c2 r (L = 32, minimax: 0.90 u) or
+//   1 + c2 r + c3 r^2 (L = 16, 0.039 u); T_j rounded (<= 0.5 u), rho dropped;
+//   one-constant reduction (|K| |ln2/L - float(ln2/L)| <= 4801 * 5.96e-11 =
+//   2.9e-7, only for weights below e^-83; <= 0.96 u for weights above e^-20).
+//   Within about 2.5 u (1.5e-7) relative in all: a bf16 rounding goes the
+//   wrong way only within 1.5e-7 relative of a midpoint.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr int kTabBits = 5;
+#elif HWY_TARGET == HWY_AVX2
+constexpr int kTabBits = 4;
+#else
+constexpr int kTabBits = 0;
+#endif
+constexpr int kTabL = 1 << kTabBits;
+
+// 2^(j/32) 2^32 and the relative remainders; the 16-entry table is every
+// other entry (2^(j/16) = 2^(2j/32)).
+alignas(64) constexpr float kExp2Hi32[32] = {
+    0x1.0p+32f,      0x1.059b0ep+32f, 0x1.0b5586p+32f, 0x1.11301ep+32f, 0x1.172b84p+32f,
+    0x1.1d4874p+32f, 0x1.2387a6p+32f, 0x1.29e9ep+32f,  0x1.306fep+32f,  0x1.371a74p+32f,
+    0x1.3dea64p+32f, 0x1.44e086p+32f, 0x1.4bfdaep+32f, 0x1.5342b6p+32f, 0x1.5ab07ep+32f,
+    0x1.6247ecp+32f, 0x1.6a09e6p+32f, 0x1.71f75ep+32f, 0x1.7a1148p+32f, 0x1.82589ap+32f,
+    0x1.8ace54p+32f, 0x1.93737cp+32f, 0x1.9c4918p+32f, 0x1.a5503cp+32f, 0x1.ae89fap+32f,
+    0x1.b7f77p+32f,  0x1.c199bep+32f, 0x1.cb720ep+32f, 0x1.d5818ep+32f, 0x1.dfc974p+32f,
+    0x1.ea4afap+32f, 0x1.f50766p+32f};
+alignas(64) constexpr float kExp2Rho32[32] = {
+    0x0.0p+0f,       -0x1.947414p-25f, 0x1.8d96d4p-25f,  -0x1.dda2fcp-25f, -0x1.9c0c22p-27f,
+    -0x1.a2fbb2p-25f, 0x1.964904p-25f, -0x1.2b0dbcp-25f, 0x1.125002p-25f,  -0x1.cde8cep-26f,
+    0x1.370be4p-25f, 0x1.336de2p-30f,  -0x1.0a355p-25f,  -0x1.c541b4p-26f, -0x1.00d8acp-27f,
+    -0x1.6cb284p-25f, 0x1.26055cp-26f, 0x1.8b2bb8p-26f,  -0x1.05cb44p-25f, -0x1.1c2142p-26f,
+    0x1.67a1cap-28f, -0x1.348e56p-25f, 0x1.a3b5e4p-28f,  -0x1.0b7ec8p-25f, -0x1.f9c304p-27f,
+    -0x1.e4c886p-26f, -0x1.6961b4p-28f, -0x1.b5151ep-28f, -0x1.a5217cp-28f, -0x1.ab7132p-26f,
+    0x1.61428ep-28f, -0x1.2ad5f8p-27f};
+
+// The table in registers (two vectors per column), loaded once per pass.
+struct ExpTab {
+  VF h0, h1, r0, r1;
+};
+HWY_INLINE ExpTab LoadExpTab(DF d) {
+  if constexpr (kTabBits == 0) {
+    return {hn::Zero(d), hn::Zero(d), hn::Zero(d), hn::Zero(d)};
+  } else {
+    alignas(64) float h[kTabL], r[kTabL];
+    for (int j = 0; j < kTabL; ++j) {
+      h[j] = kExp2Hi32[j * (32 / kTabL)];
+      r[j] = kExp2Rho32[j * (32 / kTabL)];
+    }
+    const std::size_t N = hn::Lanes(d);
+    return {hn::Load(d, h), hn::Load(d, h + N), hn::Load(d, r), hn::Load(d, r + N)};
+  }
+}
+// Entry (bits of kf) mod L of the table (t0, t1): the instructions read only
+// the index's low kTabBits bits.
+HWY_INLINE VF Lut(VF t0, VF t1, VF kf) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  return VF{_mm512_permutex2var_ps(t0.raw, _mm512_castps_si512(kf.raw), t1.raw)};
+#elif HWY_TARGET == HWY_AVX2
+  const __m256i i = _mm256_castps_si256(kf.raw);
+  const __m256 a = _mm256_permutevar8x32_ps(t0.raw, i);
+  const __m256 b = _mm256_permutevar8x32_ps(t1.raw, i);
+  return VF{_mm256_blendv_ps(a, b, _mm256_castsi256_ps(_mm256_slli_epi32(i, 28)))};
+#else
+  (void)t1;
+  (void)kf;
+  return t0;  // unused: kTabBits == 0
+#endif
+}
+// K = round(d L / ln2) by the 1.5 * 2^23 shifter (kf's low mantissa bits
+// hold K in two's complement) and k = K as a float.
+HWY_INLINE VF TabK(DF d, VF dh, VF& k) {
+  const VF shifter = hn::Set(d, 12582912.0f);
+  const VF kf =
+      hn::MulAdd(dh, hn::Set(d, kTabBits == 5 ? 0x1.715476p+5f : 0x1.715476p+4f), shifter);
+  k = hn::Sub(kf, shifter);
+  return kf;
+}
+// floor(K/L) << 23 (the exponent field of 2^floor(K/L)) from kf's bits:
+// bits(kf) = bits(shifter) + K, and bits(shifter) << (23 - kTabBits) == 0 mod 2^32.
+HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> TabExp(DF d, VF kf) {
+  const hn::RebindToSigned<DF> di;
+  (void)d;
+  return hn::And(hn::ShiftLeft<23 - (kTabBits > 0 ? kTabBits : 1)>(hn::BitCast(di, kf)),
+                 hn::Set(di, static_cast<std::int32_t>(0xFF800000u)));
+}
+// bfloat16 rows: p(r) with e^r ~ 1 + r p(r) (see above).
+HWY_INLINE VF TabPolyBF16(DF d, VF r) {
+  if constexpr (kTabBits == 5)
+    return hn::MulAdd(hn::Set(d, 0x1.000174p-1f), r, hn::Set(d, 0x1.0000f8p+0f));
+  else
+    return hn::MulAdd(hn::MulAdd(hn::Set(d, 0x1.5556dep-3f), r, hn::Set(d, 0x1.0001ecp-1f)), r,
+                      hn::Set(d, 1.0f));
+}
+
+// bfloat16 rows: exp(dh) * 2^kExpBias as a product P * u of a power-of-two
+// part P (table targets: T_j 2^floor(K/L), exact; others: 2^k) and u (table:
+// 1 + r p(r); others: 1 + r q(r)), so a sum can take the product in its FMA.
+// dh >= -104 (no dead lanes here); NaN propagates through u.
+HWY_INLINE void ExpPartsBF16(DF d, const ExpTab& tab, VF dh, VF& P, VF& u) {
+  const hn::RebindToSigned<DF> di;
+  if constexpr (kTabBits > 0) {
+    VF k;
+    const VF kf = TabK(d, dh, k);
+    P = hn::BitCast(d, hn::Add(hn::BitCast(di, Lut(tab.h0, tab.h1, kf)), TabExp(d, kf)));
+    const VF r = hn::NegMulAdd(k, hn::Set(d, kTabBits == 5 ? 0x1.62e43p-6f : 0x1.62e43p-5f), dh);
+    u = hn::MulAdd(r, TabPolyBF16(d, r), hn::Set(d, 1.0f));
+  } else {
+    (void)tab;
+    const VF shifter = hn::Set(d, 12582912.0f);
+    const VF kf = hn::MulAdd(dh, hn::Set(d, 1.44269504088896341f), shifter);
+    const VF k = hn::Sub(kf, shifter);
+    const VF r = ReduceBF16(d, k, dh);
+    u = hn::MulAdd(PolyQ5(d, r), r, hn::Set(d, 1.0f));
+    // 2^(k + bias) as a float (exponent field k + bias + 127 in [8, 160])
+    P = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::BitCast(di, kf), hn::Set(di, kExpBias + 127))));
+  }
+}
+
+// exp(dh + dl) * 2^kExpBias without a branch, for the streaming passes' sums
+// and stores (every live result is a normal float):
 // - dh < -104 (incl. -inf): exactly 0 (exp(-104) < 2^-150, below half the
 //   smallest subnormal), evaluated at dh = -104, dl = 0 to keep the lane
 //   finite. Exact zeros matter: a lane that saw only masked logits must stay
 //   empty (S = 0), and a single live logit must give H = 0 exactly.
-// - NaN propagates (the comparison is false for NaN; dh stays NaN).
-// Same reduction and polynomial as ExpMasked (faithful + 0.07 ulp) for float32
-// rows, PolyQ5 for bfloat16; k >= -151 so k + 32 >= -119: the scaling never
-// leaves the normal range.
-template <bool kAcc>
-HWY_INLINE VF ExpLive(DF d, VF dh, VF dl) {
-  static_assert(kExpBias >= 32);
-  const MF dead = hn::Lt(dh, hn::Set(d, -104.0f));
-  dh = hn::IfThenElse(dead, hn::Set(d, -104.0f), dh);
-  const VF shifter = hn::Set(d, 12582912.0f);
-  const VF kf = hn::MulAdd(dh, hn::Set(d, 1.44269504088896341f), shifter);
-  const VF k = hn::Sub(kf, shifter);
-  VF e;
-  if constexpr (kAcc) {
-    const VF r = hn::Add(ReduceCW(d, k, dh), hn::IfThenZeroElse(dead, dl));
-    e = hn::Add(ExpM1Taylor7(d, r), hn::Set(d, 1.0f));
-  } else {
-    (void)dl;
-    const VF r = ReduceBF16(d, k, dh);
-    e = hn::MulAdd(PolyQ5(d, r), r, hn::Set(d, 1.0f));
-  }
-  // 2^(k + bias) as a float (exponent field k + bias + 127 in [8, 160]), and
-  // a float multiply (exact: the product is normal) so NaN stays NaN.
+//   kLive: the caller guarantees dh >= -104 in every lane (a row whose
+//   minimum is within range), and these checks are skipped.
+// - NaN propagates (the comparison is false for NaN; dh stays NaN, and so do
+//   r and the polynomial, whatever exponent the table path adds).
+// Table targets: the table-driven exp above. Others: the reduction and
+// polynomial of ExpMasked (float32) or PolyQ5 (bfloat16); k >= -151 so
+// k + 32 >= -119: the scaling never leaves the normal range.
+template <bool kAcc, bool kLive = false>
+HWY_INLINE VF ExpLive(DF d, const ExpTab& tab, VF dh, VF dl) {
+  static_assert(kExpBias == 32);  // the table is biased by 2^32
   const hn::RebindToSigned<DF> di;
-  const auto kb = hn::Add(hn::BitCast(di, kf), hn::Set(di, kExpBias + 127));
-  const VF out = hn::Mul(e, hn::BitCast(d, hn::ShiftLeft<23>(kb)));
-  return hn::IfThenZeroElse(dead, out);
+  MF dead;
+  if constexpr (!kLive) {
+    dead = hn::Lt(dh, hn::Set(d, -104.0f));
+    dh = hn::IfThenElse(dead, hn::Set(d, -104.0f), dh);
+    if constexpr (kAcc) dl = hn::IfThenZeroElse(dead, dl);
+  }
+  VF e;
+  if constexpr (!kAcc) {
+    (void)dl;
+    VF P, u;
+    ExpPartsBF16(d, tab, dh, P, u);
+    e = hn::Mul(P, u);
+  } else if constexpr (kTabBits > 0) {
+    VF k;
+    const VF kf = TabK(d, dh, k);
+    const VF T =
+        hn::BitCast(d, hn::Add(hn::BitCast(di, Lut(tab.h0, tab.h1, kf)), TabExp(d, kf)));
+    VF r = hn::NegMulAdd(k, hn::Set(d, kTabBits == 5 ? 0x1.62e43p-6f : 0x1.62e43p-5f), dh);
+    r = hn::NegMulAdd(k, hn::Set(d, kTabBits == 5 ? -0x1.05c61p-34f : -0x1.05c61p-33f), r);
+    r = hn::Add(r, dl);
+    const VF c3 = hn::Set(d, kTabBits == 5 ? 0x1.5555b8p-3f : 0x1.5556dep-3f);
+    const VF c2 = hn::Set(d, kTabBits == 5 ? 0x1.00007ap-1f : 0x1.0001ecp-1f);
+    const VF q =
+        hn::MulAdd(hn::Mul(r, r), hn::MulAdd(c3, r, c2), hn::Add(r, Lut(tab.r0, tab.r1, kf)));
+    e = hn::MulAdd(T, q, T);
+  } else {
+    (void)tab;
+    const VF shifter = hn::Set(d, 12582912.0f);
+    const VF kf = hn::MulAdd(dh, hn::Set(d, 1.44269504088896341f), shifter);
+    const VF k = hn::Sub(kf, shifter);
+    const VF r = hn::Add(ReduceCW(d, k, dh), dl);
+    const VF p = hn::Add(ExpM1Taylor7(d, r), hn::Set(d, 1.0f));
+    // 2^(k + bias) as a float (exponent field k + bias + 127 in [8, 160]), and
+    // a float multiply (exact: the product is normal) so NaN stays NaN.
+    const auto kb = hn::Add(hn::BitCast(di, kf), hn::Set(di, kExpBias + 127));
+    e = hn::Mul(p, hn::BitCast(d, hn::ShiftLeft<23>(kb)));
+  }
+  if constexpr (kLive) return e;
+  return hn::IfThenZeroElse(dead, e);
 }
 
 // p = q * 2^-96 rounded to nearest even, q >= 0 a normal float or 0, without
@@ -367,6 +594,41 @@ float RowMax(const T* x, std::int64_t n) {
   return hn::GetLane(hn::MaxOfLanes(d, m));
 }
 
+// Largest and smallest element (raw) in one pass. NaN: unspecified results
+// (callers detect NaN rows through the sums).
+template <class T>
+void RowRange(const T* x, std::int64_t n, float* lo, float* hi) {
+  const DF d;
+  const std::size_t N = hn::Lanes(d);
+  const VF ninf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  const VF pinf = hn::Set(d, std::numeric_limits<float>::infinity());
+  VF m0 = ninf, m1 = ninf, l0 = pinf, l1 = pinf;
+  std::size_t i = 0;
+  const std::size_t len = static_cast<std::size_t>(n);
+  for (; i + 2 * N <= len; i += 2 * N) {
+    VF a, b;
+    LoadF2Unordered(d, x + i, a, b);
+    m0 = hn::Max(m0, a);
+    m1 = hn::Max(m1, b);
+    l0 = hn::Min(l0, a);
+    l1 = hn::Min(l1, b);
+  }
+  for (; i + N <= len; i += N) {
+    const VF a = LoadF(d, x + i);
+    m0 = hn::Max(m0, a);
+    l0 = hn::Min(l0, a);
+  }
+  float h = hn::GetLane(hn::MaxOfLanes(d, hn::Max(m0, m1)));
+  float l = hn::GetLane(hn::MinOfLanes(d, hn::Min(l0, l1)));
+  for (; i < len; ++i) {
+    const float v = scalar_of(x[i]);
+    h = std::max(h, v);
+    l = std::min(l, v);
+  }
+  *hi = h;
+  *lo = l;
+}
+
 // ---------------------------------------------------------------- streamed states
 // Lanes keep (m, S, T) and rescale only when a logit exceeds their max.
 // kT = false is the online normaliser (m, S) alone. The lanes' m start at the
@@ -380,6 +642,7 @@ RowState Stream(const T* x, std::int64_t n, const Scale& scale) {
   const DD dd;
   const std::size_t N = hn::Lanes(d);
   const ScaleV s = ScaleVOf(d, scale);
+  const ExpTab tab = LoadExpTab(d);
   float seed = RowMax(x, std::min<std::int64_t>(n, 2048));
   if (seed == std::numeric_limits<float>::infinity()) return RowState{};  // special row
   // -inf / NaN prefix: start from the lowest finite value (m - m never NaN;
@@ -429,7 +692,7 @@ RowState Stream(const T* x, std::int64_t n, const Scale& scale) {
   auto accum = [&](VF v, VD& Sa, VD& Sb, VF& Tl) SA_VEC_LAMBDA {
     VF el;
     const VF eh = Diff<kAcc>(d, v, m, s, el);
-    const VF e = ExpLive<kAcc>(d, eh, el);
+    const VF e = ExpLive<kAcc>(d, tab, eh, el);
     AccD(Sa, Sb, e);
     if constexpr (kT) Tl = hn::MulAdd(e, hn::Max(eh, hn::Set(d, -104.0f)), Tl);
   };
@@ -499,9 +762,12 @@ RowState Stream(const T* x, std::int64_t n, const Scale& scale) {
 // 8 values per lane (relative error <= 8 u of T, as in Stream) and are then
 // flushed to double; T only feeds H (theory.md T6), whose budget is
 // 2 u (2.5 + 10 H) and T/S <= H.
-template <class T, class U, bool kT = false>
+// kLive: every (x - m) s of the row is >= -103 (the caller knows the row's
+// minimum), so no lane is dead and the full vectors skip the dead-lane checks
+// (the padded tail never does: its padding is -inf).
+template <class T, class U, bool kT, bool kLive>
 double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, bool store,
-                double* Tout = nullptr) {
+                double* Tout) {
   constexpr bool kAcc = std::is_same_v<T, float>;
   constexpr bool kFloatS = !kAcc && !kT;
   const DF d;
@@ -509,13 +775,19 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
   const std::size_t N = hn::Lanes(d);
   const ScaleV s = ScaleVOf(d, scale);
   const VF m = hn::Set(d, mf);
+  const ExpTab tab = LoadExpTab(d);
   VD a0 = hn::Zero(dd), a1 = hn::Zero(dd), a2 = hn::Zero(dd), a3 = hn::Zero(dd);
   VD t0 = hn::Zero(dd), t1 = hn::Zero(dd), t2 = hn::Zero(dd), t3 = hn::Zero(dd);
-  // e and the clamped argument of one vector (dead lanes: e = 0 when stored).
+  // e and the argument of one vector (dead lanes: e = 0 when stored).
   auto ev = [&](VF v, VF& h) SA_VEC_LAMBDA {
     VF l;
     h = Diff<kAcc>(d, v, m, s, l);
-    return ExpLive<kAcc>(d, h, l);
+    return ExpLive<kAcc, kLive>(d, tab, h, l);
+  };
+  // T's factor: the argument, clamped where a dead lane has e = 0.
+  auto targ = [&](VF h) SA_VEC_LAMBDA {
+    if constexpr (kLive) return h;
+    return hn::Max(h, hn::Set(d, -104.0f));
   };
   std::size_t i = 0;
   const std::size_t len = static_cast<std::size_t>(n);
@@ -528,6 +800,16 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
         v1 = LoadF(d, x + i + N);
       } else {
         LoadF2Unordered(d, x + i, v0, v1);
+      }
+      if constexpr (kFloatS && kLive) {
+        if (!store) {  // the sum takes the product P u in its FMA
+          VF P0, u0, P1, u1, l0, l1;
+          ExpPartsBF16(d, tab, Diff<false>(d, v0, m, s, l0), P0, u0);
+          ExpPartsBF16(d, tab, Diff<false>(d, v1, m, s, l1), P1, u1);
+          f0 = hn::MulAdd(P0, u0, f0);
+          f1 = hn::MulAdd(P1, u1, f1);
+          continue;
+        }
       }
       const VF e0 = ev(v0, h0);
       const VF e1 = ev(v1, h1);
@@ -542,9 +824,9 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
         AccD(a0, a1, e0);
         AccD(a2, a3, e1);
       }
-      if constexpr (kT) {  // dead lanes: e = 0 times a finite clamped h
-        g0 = hn::MulAdd(e0, hn::Max(h0, hn::Set(d, -104.0f)), g0);
-        g1 = hn::MulAdd(e1, hn::Max(h1, hn::Set(d, -104.0f)), g1);
+      if constexpr (kT) {
+        g0 = hn::MulAdd(e0, targ(h0), g0);
+        g1 = hn::MulAdd(e1, targ(h1), g1);
       }
     }
     if constexpr (kFloatS) {
@@ -556,9 +838,11 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
       AccD(t2, t3, g1);
     }
   }
+  // Leftover vectors and the padded tail: with the dead-lane checks.
   auto one = [&](VF v, U* out) SA_VEC_LAMBDA {
-    VF h;
-    const VF e = ev(v, h);
+    VF l;
+    const VF h = Diff<kAcc>(d, v, m, s, l);
+    const VF e = ExpLive<kAcc>(d, tab, h, l);
     if (store) StoreF(d, e, out);
     AccD(a0, a1, e);
     if constexpr (kT) AccD(t0, t1, hn::Mul(e, hn::Max(h, hn::Set(d, -104.0f))));
@@ -573,6 +857,17 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
   }
   if constexpr (kT) *Tout = SumD(hn::Add(hn::Add(t0, t1), hn::Add(t2, t3))) * kTwoM32;
   return SumD(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))) * kTwoM32;
+}
+
+// Whether every (x - m) s of a row with minimum lo is >= -103 (NaN: no).
+inline bool RowLive(float lo, float m, const Scale& s) {
+  return (static_cast<double>(lo) - static_cast<double>(m)) * s.s >= -103.0;
+}
+template <class T, class U, bool kT = false>
+double ExpStoreRow(const T* x, U* y, std::int64_t n, float m, float lo, const Scale& s, bool store,
+                   double* Tout = nullptr) {
+  return RowLive(lo, m, s) ? ExpStore<T, U, kT, true>(x, y, n, m, s, store, Tout)
+                           : ExpStore<T, U, kT, false>(x, y, n, m, s, store, Tout);
 }
 
 // Sum of exp((x - m) s) over the elements different from m, and the number k
@@ -611,7 +906,12 @@ double SumExpRest(const T* x, std::int64_t n, float mf, const Scale& scale, std:
 // brought down by 2^-96 (ScaleDown96: exact, or one integer rounding for
 // subnormal weights).
 HWY_INLINE VF MulR(VF e, VF rh, VF rl) {
+#if HWY_NATIVE_FMA
   return ScaleDown96(DF(), hn::MulAdd(e, rh, hn::Mul(e, rl)));
+#else  // no FMA: p + (err(e rh) + e rl), Dekker's exact error term
+  const VF p = hn::Mul(e, rh);
+  return ScaleDown96(DF(), hn::Add(p, hn::Add(ProdErr(DF(), e, rh, p), hn::Mul(e, rl))));
+#endif
 }
 constexpr float kTwo64 = 18446744073709551616.0f;  // 2^64
 
@@ -651,64 +951,105 @@ void ScaleToBF16(const float* e, std::uint16_t* y, std::int64_t n, float rhf, fl
 }
 
 // y = exp((x - m) s) / S with 1/S = r_hi + r_lo.
-// float32: exp rounded (ExpMasked, biased), times the two-float 1/S, one
+// float32: exp rounded (ExpLive, biased), times the two-float 1/S, one
 // rounding (MulR): the same bits as row_exp_store_f32 + row_scale_f32, so a
 // row gives the same result in place (recomputed exp) as out of place
 // (stored exp), which adaptive softmax relies on.
 // bfloat16, fused: 1/S = rm 2^kr with rm in [1, 2), and
-//     y = bf16(rm (1 + r q(r)) * 2^(k + kr)),
-// r the reduced argument, q the Horner polynomial (PolyQ5); the product is in
-// [0.7, 2.9] (normal) and the power of two is an exact integer add to the
-// exponent: the float value is within ~2 u, so the bf16 rounding is the
-// correct one except within 2^-22 relative of a midpoint.
-// Vectors with a result below the normal range (or NaN) take the unfused
-// path: ExpMasked (biased), MulR, ScaleDown96 (correct subnormal rounding).
-template <class T>
+//     y = bf16(P (rm + r rm p(r)) 2^(kr - 32))
+// with P and p of ExpPartsBF16 (P = T_j 2^(floor(K/L) + 32) on table targets,
+// 2^(k + 32) otherwise) and rm p's coefficients premultiplied by rm; the
+// product is formed at 2^-32 scale (normal) and the power of two 2^kr is an
+// exact integer add to the exponent: the float value is within ~3 u, so the
+// bf16 rounding is the correct one except within 1.8e-7 relative of a midpoint.
+// kLive (the row's minimum lo is known): every result is a normal float, no
+// lane is dead, and no vector needs a check. Otherwise vectors with a dead
+// lane or a result below the normal range (or NaN) take the unfused path:
+// ExpLive (biased), MulR, ScaleDown96 (correct subnormal rounding).
+template <class T, bool kLive>
 void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, float rhf,
               float rlf) {
   constexpr bool kAcc = std::is_same_v<T, float>;
   const DF d;
   const hn::RebindToSigned<DF> di;
+  using VI = hn::Vec<decltype(di)>;
   const std::size_t N = hn::Lanes(d);
   const ScaleV s = ScaleVOf(d, scale);
   const VF m = hn::Set(d, mf);
+  const ExpTab tab = LoadExpTab(d);
   const VF rh = hn::Set(d, rhf * kTwo64), rl = hn::Set(d, rlf * kTwo64);
   int kr_int = 0;
   std::frexp(rhf, &kr_int);
-  kr_int -= 1;  // rhf = rm_hi 2^kr, rm_hi in [1, 2)
-  const VF rmh = hn::Set(d, std::ldexp(rhf, -kr_int));
-  const auto kr = hn::Set(di, kr_int);
-  const VF k_min = hn::Set(d, static_cast<float>(-125 - kr_int));
+  kr_int -= 1;  // rhf = rm 2^kr, rm in [1, 2); kr <= 0 (S >= 1)
+  const float rm = std::ldexp(rhf, -kr_int);  // rm's low part (< 2^-24 rm): below bf16's concern
+  // Table targets: rm and rm p's coefficients at 2^-32 (the table carries
+  // 2^32); all normal floats, each rounded once (< 2^-24 relative).
+  const float rmb = rm * 0x1.0p-32f;
+  const VF rmv = hn::Set(d, kTabBits > 0 ? rmb : rm);
+  const VF c1 = hn::Set(d, kTabBits == 5 ? rmb * 0x1.0000f8p+0f : rmb);
+  const VF c2 = hn::Set(d, kTabBits == 5 ? rmb * 0x1.000174p-1f : rmb * 0x1.0001ecp-1f);
+  const VF c3 = hn::Set(d, rmb * 0x1.5556dep-3f);
+  const VI kr23 = hn::Set(di, static_cast<std::int32_t>(static_cast<std::uint32_t>(kr_int) << 23));
+  // Per-vector fast-path test: k + kr >= -125 (k = floor(K/L) or the
+  // polynomial's k), tested on K.
+  const VF k_min = hn::Set(d, static_cast<float>((-125 - kr_int) * (kTabBits > 0 ? kTabL : 1)));
+  // w = rm e^(h - k ln2) in [0.98, 4.1) and e23 = k << 23.
+  auto fused = [&](VF h, VF& k, VI& e23) SA_VEC_LAMBDA -> VF {
+    if constexpr (kTabBits > 0) {
+      const VF kf = TabK(d, h, k);
+      const VF r =
+          hn::NegMulAdd(k, hn::Set(d, kTabBits == 5 ? 0x1.62e43p-6f : 0x1.62e43p-5f), h);
+      const VF p = kTabBits == 5 ? hn::MulAdd(c2, r, c1) : hn::MulAdd(hn::MulAdd(c3, r, c2), r, c1);
+      e23 = TabExp(d, kf);
+      return hn::Mul(Lut(tab.h0, tab.h1, kf), hn::MulAdd(r, p, rmv));
+    } else {
+      const VF shifter = hn::Set(d, 12582912.0f);
+      const VF kf = hn::MulAdd(h, hn::Set(d, 1.44269504088896341f), shifter);
+      k = hn::Sub(kf, shifter);
+      const VF r = ReduceBF16(d, k, h);
+      e23 = hn::ShiftLeft<23>(hn::BitCast(di, kf));
+      return hn::MulAdd(PolyQ5(d, r), hn::Mul(r, rmv), rmv);
+    }
+  };
   auto val = [&](VF v) SA_VEC_LAMBDA -> VF {
     VF l;
-    VF h = Diff<kAcc>(d, v, m, s, l);
-    if constexpr (kAcc) return MulR(ExpMasked<kAcc, kExpBias>(d, h, l), rh, rl);
-    const MF dead = hn::Lt(h, hn::Set(d, -104.0f));
-    const VF dh = hn::IfThenElse(dead, hn::Set(d, -104.0f), h);
-    const VF shifter = hn::Set(d, 12582912.0f);
-    const VF kf = hn::MulAdd(dh, hn::Set(d, 1.44269504088896341f), shifter);
-    const VF k = hn::Sub(kf, shifter);
-    const VF r = ReduceBF16(d, k, dh);
-    // rm (1 + r q(r)); rm's low part (< 2^-24 rm) is below bf16's concern
-    const VF w = hn::MulAdd(PolyQ5(d, r), hn::Mul(r, rmh), rmh);
-    if (HWY_LIKELY(hn::AllTrue(d, hn::Or(dead, hn::Ge(k, k_min))))) {  // k + kr >= -125
-      const auto kk = hn::Add(hn::BitCast(di, kf), kr);
-      const VF e = hn::BitCast(d, hn::Add(hn::BitCast(di, w), hn::ShiftLeft<23>(kk)));
-      return hn::IfThenZeroElse(dead, e);
+    const VF h = Diff<kAcc>(d, v, m, s, l);
+    if constexpr (kAcc) {
+      return MulR(ExpLive<kAcc, kLive>(d, tab, h, l), rh, rl);
+    } else {
+      VF k;
+      VI e23;
+      if constexpr (kLive) {
+        const VF w = fused(h, k, e23);
+        return hn::BitCast(d, hn::Add(hn::BitCast(di, w), hn::Add(e23, kr23)));
+      } else {
+        const MF dead = hn::Lt(h, hn::Set(d, -104.0f));
+        const VF w = fused(hn::IfThenElse(dead, hn::Set(d, -104.0f), h), k, e23);
+        if (HWY_LIKELY(hn::AllTrue(d, hn::Or(dead, hn::Ge(k, k_min))))) {
+          const VF e = hn::BitCast(d, hn::Add(hn::BitCast(di, w), hn::Add(e23, kr23)));
+          return hn::IfThenZeroElse(dead, e);
+        }
+        return MulR(ExpLive<kAcc>(d, tab, h, l), rh, rl);
+      }
     }
-    VF h2 = h, l2 = l;
-    return MulR(ExpMasked<kAcc, kExpBias>(d, h2, l2), rh, rl);
   };
   std::size_t i = 0;
   const std::size_t len = static_cast<std::size_t>(n);
   for (; i + 2 * N <= len; i += 2 * N) {
-    const VF v0 = LoadF(d, x + i), v1 = LoadF(d, x + i + N);
-    StoreF2(d, val(v0), val(v1), y + i);
+    VF v0, v1;
+    LoadF2Blocked(d, x + i, v0, v1);
+    StoreF2Blocked(d, val(v0), val(v1), y + i);
   }
-  for (; i + N <= len; i += N) StoreF(d, val(LoadF(d, x + i)), y + i);
+  // The leftover vector and the padded tail (-inf padding: dead lanes).
+  auto safe = [&](VF v) SA_VEC_LAMBDA -> VF {
+    VF l;
+    const VF h = Diff<kAcc>(d, v, m, s, l);
+    return MulR(ExpLive<kAcc>(d, tab, h, l), rh, rl);
+  };
+  for (; i + N <= len; i += N) StoreF(d, safe(LoadF(d, x + i)), y + i);
   if (i < len) {
     Tail<T> t(x + i, len - i);
-    StoreF(d, val(LoadF(d, t.in)), t.out);
+    StoreF(d, safe(LoadF(d, t.in)), t.out);
     t.flush(y + i);
   }
 }
@@ -746,26 +1087,33 @@ RowState EntF32(const float* x, std::int64_t n, const Scale& s) { return Stream<
 RowState EntBF16(const std::uint16_t* x, std::int64_t n, const Scale& s) {
   return Stream<true>(x, n, s);
 }
-double ExpStoreF32(const float* x, float* y, std::int64_t n, float m, const Scale& s) {
-  return ExpStore(x, y, n, m, s, true);
+void RangeF32(const float* x, std::int64_t n, float* lo, float* hi) { RowRange(x, n, lo, hi); }
+void RangeBF16(const std::uint16_t* x, std::int64_t n, float* lo, float* hi) {
+  RowRange(x, n, lo, hi);
 }
-double SumExpF32(const float* x, std::int64_t n, float m, const Scale& s) {
-  return ExpStore<float, float>(x, nullptr, n, m, s, false);
+double ExpStoreF32(const float* x, float* y, std::int64_t n, float m, float lo, const Scale& s) {
+  return ExpStoreRow(x, y, n, m, lo, s, true);
 }
-double SumExpBF16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s) {
-  return ExpStore<std::uint16_t, float>(x, nullptr, n, m, s, false);
+double SumExpF32(const float* x, std::int64_t n, float m, float lo, const Scale& s) {
+  return ExpStoreRow<float, float>(x, nullptr, n, m, lo, s, false);
 }
-double ExpStoreBF16(const std::uint16_t* x, float* y, std::int64_t n, float m, const Scale& s) {
-  return ExpStore<std::uint16_t, float>(x, y, n, m, s, true);
+double SumExpBF16(const std::uint16_t* x, std::int64_t n, float m, float lo, const Scale& s) {
+  return ExpStoreRow<std::uint16_t, float>(x, nullptr, n, m, lo, s, false);
 }
-double ExpStoreTF32(const float* x, float* y, std::int64_t n, float m, const Scale& s, double* T) {
-  return ExpStore<float, float, true>(x, y, n, m, s, true, T);
+double ExpStoreBF16(const std::uint16_t* x, float* y, std::int64_t n, float m, float lo,
+                    const Scale& s) {
+  return ExpStoreRow<std::uint16_t, float>(x, y, n, m, lo, s, true);
 }
-double SumExpTF32(const float* x, std::int64_t n, float m, const Scale& s, double* T) {
-  return ExpStore<float, float, true>(x, nullptr, n, m, s, false, T);
+double ExpStoreTF32(const float* x, float* y, std::int64_t n, float m, float lo, const Scale& s,
+                    double* T) {
+  return ExpStoreRow<float, float, true>(x, y, n, m, lo, s, true, T);
 }
-double SumExpTBF16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s, double* T) {
-  return ExpStore<std::uint16_t, float, true>(x, nullptr, n, m, s, false, T);
+double SumExpTF32(const float* x, std::int64_t n, float m, float lo, const Scale& s, double* T) {
+  return ExpStoreRow<float, float, true>(x, nullptr, n, m, lo, s, false, T);
+}
+double SumExpTBF16(const std::uint16_t* x, std::int64_t n, float m, float lo, const Scale& s,
+                   double* T) {
+  return ExpStoreRow<std::uint16_t, float, true>(x, nullptr, n, m, lo, s, false, T);
 }
 double SumRestF32(const float* x, std::int64_t n, float m, const Scale& s, std::int64_t* k) {
   return SumExpRest(x, n, m, s, k);
@@ -774,13 +1122,24 @@ double SumRestBF16(const std::uint16_t* x, std::int64_t n, float m, const Scale&
                    std::int64_t* k) {
   return SumExpRest(x, n, m, s, k);
 }
-void ExpScaleF32(const float* x, float* y, std::int64_t n, float m, const Scale& s, float rh,
-                 float rl) {
-  ExpScale(x, y, n, m, s, rh, rl);
+void ExpScaleF32(const float* x, float* y, std::int64_t n, float m, float lo, const Scale& s,
+                 float rh, float rl) {
+  if (RowLive(lo, m, s))
+    ExpScale<float, true>(x, y, n, m, s, rh, rl);
+  else
+    ExpScale<float, false>(x, y, n, m, s, rh, rl);
 }
-void ExpScaleBF16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m, const Scale& s,
-                  float rh, float rl) {
-  ExpScale(x, y, n, m, s, rh, rl);
+// Fused bfloat16 fast path for the whole row when its smallest weight
+// exp((lo - m) s) / S stays normal with margin: (lo - m) s log2(e) >= -123 - kr.
+void ExpScaleBF16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m, float lo,
+                  const Scale& s, float rh, float rl) {
+  int kr = 0;
+  std::frexp(rh, &kr);
+  const double t = (static_cast<double>(lo) - static_cast<double>(m)) * s.s * 1.4426950408889634;
+  if (t >= -123.0 - (kr - 1))
+    ExpScale<std::uint16_t, true>(x, y, n, m, s, rh, rl);
+  else
+    ExpScale<std::uint16_t, false>(x, y, n, m, s, rh, rl);
 }
 void LogSoftmaxF32(const float* x, float* y, std::int64_t n, float m, double s, double L) {
   LogSoftmax(x, y, n, m, s, L);
@@ -800,6 +1159,8 @@ namespace sa::kernels::cpu {
 
 HWY_EXPORT(RowMaxF32);
 HWY_EXPORT(RowMaxBF16);
+HWY_EXPORT(RangeF32);
+HWY_EXPORT(RangeBF16);
 HWY_EXPORT(NormF32);
 HWY_EXPORT(NormBF16);
 HWY_EXPORT(EntF32);
@@ -846,32 +1207,41 @@ RowState row_entropy_f32(const float* x, std::int64_t n, const Scale& s) {
 RowState row_entropy_bf16(const std::uint16_t* x, std::int64_t n, const Scale& s) {
   return HWY_DYNAMIC_DISPATCH(EntBF16)(x, n, s);
 }
-double row_exp_store_f32(const float* x, float* y, std::int64_t n, float m, const Scale& s) {
-  return HWY_DYNAMIC_DISPATCH(ExpStoreF32)(x, y, n, m, s);
+void row_range_f32(const float* x, std::int64_t n, float* lo, float* hi) {
+  HWY_DYNAMIC_DISPATCH(RangeF32)(x, n, lo, hi);
 }
-double row_sum_exp_f32(const float* x, std::int64_t n, float m, const Scale& s) {
-  return HWY_DYNAMIC_DISPATCH(SumExpF32)(x, n, m, s);
+void row_range_bf16(const std::uint16_t* x, std::int64_t n, float* lo, float* hi) {
+  HWY_DYNAMIC_DISPATCH(RangeBF16)(x, n, lo, hi);
 }
-double row_sum_exp_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s) {
-  return HWY_DYNAMIC_DISPATCH(SumExpBF16)(x, n, m, s);
+double row_exp_store_f32(const float* x, float* y, std::int64_t n, float m, float lo,
+                         const Scale& s) {
+  return HWY_DYNAMIC_DISPATCH(ExpStoreF32)(x, y, n, m, lo, s);
 }
-double row_exp_store_bf16(const std::uint16_t* x, float* y, std::int64_t n, float m,
+double row_sum_exp_f32(const float* x, std::int64_t n, float m, float lo, const Scale& s) {
+  return HWY_DYNAMIC_DISPATCH(SumExpF32)(x, n, m, lo, s);
+}
+double row_sum_exp_bf16(const std::uint16_t* x, std::int64_t n, float m, float lo,
+                        const Scale& s) {
+  return HWY_DYNAMIC_DISPATCH(SumExpBF16)(x, n, m, lo, s);
+}
+double row_exp_store_bf16(const std::uint16_t* x, float* y, std::int64_t n, float m, float lo,
                           const Scale& s) {
-  return HWY_DYNAMIC_DISPATCH(ExpStoreBF16)(x, y, n, m, s);
+  return HWY_DYNAMIC_DISPATCH(ExpStoreBF16)(x, y, n, m, lo, s);
 }
 void row_scale_to_bf16(const float* e, std::uint16_t* y, std::int64_t n, float rh, float rl) {
   HWY_DYNAMIC_DISPATCH(ScaleToBF16)(e, y, n, rh, rl);
 }
-double row_exp_store_T_f32(const float* x, float* y, std::int64_t n, float m, const Scale& s,
-                           double* T) {
-  return HWY_DYNAMIC_DISPATCH(ExpStoreTF32)(x, y, n, m, s, T);
+double row_exp_store_T_f32(const float* x, float* y, std::int64_t n, float m, float lo,
+                           const Scale& s, double* T) {
+  return HWY_DYNAMIC_DISPATCH(ExpStoreTF32)(x, y, n, m, lo, s, T);
 }
-double row_sum_exp_T_f32(const float* x, std::int64_t n, float m, const Scale& s, double* T) {
-  return HWY_DYNAMIC_DISPATCH(SumExpTF32)(x, n, m, s, T);
+double row_sum_exp_T_f32(const float* x, std::int64_t n, float m, float lo, const Scale& s,
+                         double* T) {
+  return HWY_DYNAMIC_DISPATCH(SumExpTF32)(x, n, m, lo, s, T);
 }
-double row_sum_exp_T_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s,
-                          double* T) {
-  return HWY_DYNAMIC_DISPATCH(SumExpTBF16)(x, n, m, s, T);
+double row_sum_exp_T_bf16(const std::uint16_t* x, std::int64_t n, float m, float lo,
+                          const Scale& s, double* T) {
+  return HWY_DYNAMIC_DISPATCH(SumExpTBF16)(x, n, m, lo, s, T);
 }
 double row_sum_exp_rest_f32(const float* x, std::int64_t n, float m, const Scale& s,
                             std::int64_t* k) {
@@ -884,13 +1254,13 @@ double row_sum_exp_rest_bf16(const std::uint16_t* x, std::int64_t n, float m, co
 void row_scale_f32(float* y, std::int64_t n, float rh, float rl) {
   HWY_DYNAMIC_DISPATCH(ScaleF32)(y, n, rh, rl);
 }
-void row_exp_scale_f32(const float* x, float* y, std::int64_t n, float m, const Scale& s, float rh,
-                       float rl) {
-  HWY_DYNAMIC_DISPATCH(ExpScaleF32)(x, y, n, m, s, rh, rl);
+void row_exp_scale_f32(const float* x, float* y, std::int64_t n, float m, float lo,
+                       const Scale& s, float rh, float rl) {
+  HWY_DYNAMIC_DISPATCH(ExpScaleF32)(x, y, n, m, lo, s, rh, rl);
 }
 void row_exp_scale_bf16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m,
-                        const Scale& s, float rh, float rl) {
-  HWY_DYNAMIC_DISPATCH(ExpScaleBF16)(x, y, n, m, s, rh, rl);
+                        float lo, const Scale& s, float rh, float rl) {
+  HWY_DYNAMIC_DISPATCH(ExpScaleBF16)(x, y, n, m, lo, s, rh, rl);
 }
 void row_log_softmax_f32(const float* x, float* y, std::int64_t n, float m, double s, double L) {
   HWY_DYNAMIC_DISPATCH(LogSoftmaxF32)(x, y, n, m, s, L);

@@ -55,6 +55,9 @@ struct RowState {
 // Largest element (raw). NaN behaviour unspecified: callers check the sum.
 float row_max_f32(const float* x, std::int64_t n);
 float row_max_bf16(const std::uint16_t* x, std::int64_t n);
+// Smallest and largest element (raw) in one pass (NaN: unspecified).
+void row_range_f32(const float* x, std::int64_t n, float* lo, float* hi);
+void row_range_bf16(const std::uint16_t* x, std::int64_t n, float* lo, float* hi);
 
 // One pass, lanes keep (m, S) (online normaliser, Milakov & Gimelshein 2018).
 RowState row_normaliser_f32(const float* x, std::int64_t n, const Scale& s);
@@ -64,6 +67,11 @@ RowState row_normaliser_bf16(const std::uint16_t* x, std::int64_t n, const Scale
 RowState row_entropy_f32(const float* x, std::int64_t n, const Scale& s);
 RowState row_entropy_bf16(const std::uint16_t* x, std::int64_t n, const Scale& s);
 
+// The passes below take the row max m (raw, finite) and the row minimum lo
+// (raw; -inf when the row has masked logits or lo is not known). A row whose
+// (lo - m) s keeps every weight in float's normal range runs without per-lane
+// checks for masked lanes and subnormal results; any other lo is only slower.
+//
 // Stored exps are BIASED: y_i = exp((x_i - m) s) * 2^32 (every live value a
 // normal float, so no subnormal microcode assists); they are meant for
 // row_scale_f32 / row_scale_to_bf16, which remove the bias exactly (subnormal
@@ -71,24 +79,26 @@ RowState row_entropy_bf16(const std::uint16_t* x, std::int64_t n, const Scale& s
 // unbiased: sum exp((x_i - m) s), accumulated in double.
 //
 // y_i = 2^32 exp((x_i - m) s); returns sum exp((x_i - m) s).
-double row_exp_store_f32(const float* x, float* y, std::int64_t n, float m, const Scale& s);
+double row_exp_store_f32(const float* x, float* y, std::int64_t n, float m, float lo,
+                         const Scale& s);
 // sum exp((x_i - m) s) without storing.
-double row_sum_exp_f32(const float* x, std::int64_t n, float m, const Scale& s);
-double row_sum_exp_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s);
+double row_sum_exp_f32(const float* x, std::int64_t n, float m, float lo, const Scale& s);
+double row_sum_exp_bf16(const std::uint16_t* x, std::int64_t n, float m, float lo,
+                        const Scale& s);
 
 // bfloat16 input, biased float exps stored to a scratch row y; returns the sum.
-double row_exp_store_bf16(const std::uint16_t* x, float* y, std::int64_t n, float m,
+double row_exp_store_bf16(const std::uint16_t* x, float* y, std::int64_t n, float m, float lo,
                           const Scale& s);
 // y (bfloat16, rounded to nearest even) = (biased e) * 2^-32 * (r_hi + r_lo).
 void row_scale_to_bf16(const float* e, std::uint16_t* y, std::int64_t n, float r_hi, float r_lo);
 
-// As above with the max m known (no rescales): also *T = sum e_i (x_i - m) s.
-// The _store_ form writes e_i to y.
-double row_exp_store_T_f32(const float* x, float* y, std::int64_t n, float m, const Scale& s,
-                           double* T);
-double row_sum_exp_T_f32(const float* x, std::int64_t n, float m, const Scale& s, double* T);
-double row_sum_exp_T_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s,
-                          double* T);
+// As above, also *T = sum e_i (x_i - m) s. The _store_ form writes e_i to y.
+double row_exp_store_T_f32(const float* x, float* y, std::int64_t n, float m, float lo,
+                           const Scale& s, double* T);
+double row_sum_exp_T_f32(const float* x, std::int64_t n, float m, float lo, const Scale& s,
+                         double* T);
+double row_sum_exp_T_bf16(const std::uint16_t* x, std::int64_t n, float m, float lo,
+                          const Scale& s, double* T);
 
 // sum exp((x_i - m) s) over x_i != m, and *k = the number of x_i == m.
 double row_sum_exp_rest_f32(const float* x, std::int64_t n, float m, const Scale& s,
@@ -101,10 +111,10 @@ double row_sum_exp_rest_bf16(const std::uint16_t* x, std::int64_t n, float m, co
 void row_scale_f32(float* y, std::int64_t n, float r_hi, float r_lo);
 
 // y_i = exp((x_i - m) s) * r (recomputes exp; x may equal y).
-void row_exp_scale_f32(const float* x, float* y, std::int64_t n, float m, const Scale& s,
-                       float r_hi, float r_lo);
+void row_exp_scale_f32(const float* x, float* y, std::int64_t n, float m, float lo,
+                       const Scale& s, float r_hi, float r_lo);
 void row_exp_scale_bf16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m,
-                        const Scale& s, float r_hi, float r_lo);
+                        float lo, const Scale& s, float r_hi, float r_lo);
 
 // y_i = (x_i - m) s - L, evaluated in double lanes, rounded once.
 void row_log_softmax_f32(const float* x, float* y, std::int64_t n, float m, double s, double L);

@@ -25,6 +25,8 @@
 #include <cstdio>
 
 #include "cpu_test_support.hpp"
+#include "hwy/targets.h"
+#include "kernels/cpu/row_ops.hpp"
 #include "theory/adaptive_temperature.hpp"
 
 namespace sa::cputest {
@@ -48,11 +50,14 @@ std::string where(const Case& c, std::int64_t i) {
   return std::string(name_of(c.dist)) + " n=" + std::to_string(c.n) + " i=" + std::to_string(i);
 }
 
+// Instruction-set prefix of the report lines (CpuTargets below), else empty.
+std::string g_target;
+
 void report(const char* what, const UlpStats& s) {
   std::printf(
-      "[accuracy] %-28s elements=%lld correctly_rounded=%.5f max_ulps_apart=%lld "
+      "[accuracy] %s%-28s elements=%lld correctly_rounded=%.5f max_ulps_apart=%lld "
       "max_ulp_error=%.3f\n",
-      what, static_cast<long long>(s.count), s.exact_fraction(),
+      g_target.c_str(), what, static_cast<long long>(s.count), s.exact_fraction(),
       static_cast<long long>(s.max_apart), s.max_ulp_error);
 }
 
@@ -232,7 +237,8 @@ void check_lse(DType t, const char* label) {
     }
     EXPECT_LE(err, bound) << where(c, 0);
   }
-  std::printf("[accuracy] %-28s max error / bound = %.3f (%s)\n", label, worst_ratio,
+  std::printf("[accuracy] %s%-28s max error / bound = %.3f (%s)\n", g_target.c_str(), label,
+              worst_ratio,
               worst.c_str());
 }
 TEST(CpuLogSumExp, Float32) { check_lse(DType::float32, "logsumexp f32"); }
@@ -275,7 +281,8 @@ void check_entropy(DType t, double theta, const char* label) {
         << where(c, 0);
     EXPECT_LE(s.T, 0.0f) << "T <= 0 when m is the row max (theory.md T6) " << where(c, 0);
   }
-  std::printf("[accuracy] %-28s max error / bound = %.3f (%s)\n", label, worst_ratio,
+  std::printf("[accuracy] %s%-28s max error / bound = %.3f (%s)\n", g_target.c_str(), label,
+              worst_ratio,
               worst.c_str());
 }
 TEST(CpuEntropy, Float32) { check_entropy(DType::float32, 1.0, "entropy f32"); }
@@ -393,6 +400,78 @@ RC_GTEST_PROP(CpuEntropyProperty, Float32WithinBound, ()) {
   const double He = exact.convert_to<double>();
   RC_ASSERT(std::abs(H - He) <=
             0.5 * ref::ulp_at(DType::float32, exact) + 2 * kU * (2.5 + 10 * He));
+}
+
+// ---------------------------------------------------------------- x - max split
+// float32 rows form x - max exactly as hi + lo (TwoSum); a lost lo shows up
+// as the ~17 ulp floor of a rounded x - max. Rows whose differences are
+// mostly inexact, of three shapes (all negative over several binades; a
+// positive max with the min in its binade; a min past it), are held to the
+// 2 ulp claim.
+TEST(CpuSoftmax, ExactSplitOfXMinusMax) {
+  struct Row {
+    const char* what;
+    float lo, hi;
+  };
+  for (const Row& r : {Row{"all negative", -60.0f, -0.75f}, Row{"|min| in max's binade", -7.9f, 7.5f},
+                       Row{"min past max's binade", -40.0f, 5.0f}}) {
+    UlpStats st;
+    for (std::int64_t n : {33, 1000, 4097}) {
+      std::mt19937_64 rng(static_cast<std::uint64_t>(n));
+      std::uniform_real_distribution<float> ud(r.lo, r.hi);
+      std::vector<float> x(static_cast<std::size_t>(n));
+      for (float& v : x) v = ud(rng);
+      x[0] = r.lo;  // the row's range is exactly [lo, hi]
+      x[1] = r.hi;
+      const auto out = kernel().softmax(DType::float32, RowBatch::single(x));
+      const auto ref = ref::softmax(widen(x));
+      for (std::int64_t i = 0; i < n; ++i)
+        st.add(DType::float32, out[i], ref[i], std::string(r.what) + " n=" + std::to_string(n));
+    }
+    report((std::string("softmax f32 ") + r.what).c_str(), st);
+    EXPECT_LE(st.max_apart, 2) << st.worst;
+  }
+}
+
+// ---------------------------------------------------------------- every target
+// The kernel is compiled for AVX-512, AVX2 and Highway's portable 128-bit
+// target (kernels/cpu/CMakeLists.txt) and runs the best one the CPU has, so
+// the others' code (AVX2's 16-entry exp table, the polynomial exp without a
+// table) would go unchecked on this machine. Each one the CPU supports is
+// forced in turn (Highway's target mock) and held to the claims above;
+// unsupported ones are reported as skipped.
+TEST(CpuTargets, EveryCompiledTargetMeetsTheSameClaims) {
+  const std::int64_t supported = hwy::SupportedTargets();
+  const std::string best = sa::kernels::cpu::dispatch_target();
+  int ran = 0;
+  for (std::int64_t t : {std::int64_t{HWY_AVX3}, std::int64_t{HWY_AVX2}, std::int64_t{HWY_EMU128},
+                         std::int64_t{HWY_SCALAR}}) {
+    const std::string name = hwy::TargetName(t);
+    if (!(supported & t)) {
+      std::printf("[targets] %s: not supported by this CPU, skipped\n", name.c_str());
+      continue;
+    }
+    if (name == best) continue;  // every test above ran on it
+    hwy::SetSupportedTargetsForTest(t);
+    if (std::string(sa::kernels::cpu::dispatch_target()) != name) {
+      std::printf("[targets] %s: not compiled into the kernel, skipped\n", name.c_str());
+      continue;
+    }
+    g_target = name + ": ";
+    check_softmax(DType::float32, 1.0, "softmax f32");
+    check_softmax(DType::bfloat16, 1.0, "softmax bf16");
+    check_entropy(DType::float32, 1.0, "entropy f32");
+    check_adaptive(DType::float32, "adaptive f32 (at own beta)");
+    check_adaptive(DType::bfloat16, "adaptive bf16 (at own beta)");
+    ++ran;
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  g_target.clear();
+  EXPECT_EQ(std::string(sa::kernels::cpu::dispatch_target()), best);
+  // The portable baseline is always compiled in: at least it must have run
+  // (zero would mean the target mock did not reach the kernel's dispatch).
+  EXPECT_GE(ran, 1) << "no instruction set besides " << best << " could be forced";
+  std::printf("[targets] %d target(s) besides %s checked\n", ran, best.c_str());
 }
 
 }  // namespace
