@@ -15,18 +15,25 @@
 // ~17 ulp floor of float softmax comes from rounding x - m; here x - m is
 // formed exactly as a two-float sum before exp).
 //
-// Accuracy (measured in tests/cpu):
-// - float32 rows: exp of a two-float argument is faithful plus ~0.1 ulp
-//   (degree-7 Taylor polynomial on |r| <= ln2/2, two-constant Cody-Waite
-//   reduction with FMA); S is accumulated in double lanes, T (entropy) in
-//   float blocks of 8 values per lane flushed to double (<= 8 u of T).
-// - bfloat16 rows: inputs subtract exactly; exp uses a degree-6 polynomial
-//   interpolated at Chebyshev nodes (1.05e-8 relative) in Horner form and a
+// exp: on AVX-512 and AVX2, table-driven (2^(j/L) for L = 32 or 16 entries
+// held in registers, |r| <= ln2/(2L), a cubic or quadratic for e^r); on the
+// other targets a polynomial on |r| <= ln2/2. row_ops.cpp states each error.
+//
+// Accuracy (measured in tests/cpu, on every instruction set compiled in):
+// - float32 rows: exp of a two-float argument within 0.58 ulp (table) or
+//   0.75 ulp (degree-7 Taylor polynomial; also the streamed rescales);
+//   S is accumulated in double lanes, T (entropy) in float blocks of 8 values
+//   per lane flushed to double (<= 8 u of T).
+// - bfloat16 rows: inputs subtract exactly; exp within ~2.5 u (table with a
+//   quadratic, or cubic) or 1.05e-8 (degree-6 Chebyshev polynomial), with a
 //   one-constant reduction (<= 2.9e-7 absolute in r, only for weights below
 //   e^-83); the final pass multiplies by 1/S inside the polynomial and adds
-//   the exponents as integers, so the float value is within ~2 u before its
+//   the exponents as integers, so the float value is within ~3 u before its
 //   one rounding to bfloat16 (measured 100% correctly rounded on the suite's
 //   rows, against a >= 99% claim).
+// - Rows with a known minimum (row_range) whose weights all stay normal floats
+//   skip the per-lane checks for masked lanes and subnormal results; the
+//   arithmetic, and so every bit of the result, is the same.
 #pragma once
 
 #include <cstdint>

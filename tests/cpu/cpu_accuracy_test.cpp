@@ -2,13 +2,16 @@
 // dtype, on random and adversarial rows (tests/cpu/cpu_test_support.hpp).
 //
 // Where the bounds come from (u = 2^-24, the float32 unit roundoff):
-// - exp: argument d = (x - max) s is formed as a two-float sum (TwoSum + FMA
-//   product; ~2^-47 relative), reduced by Cody-Waite, a degree-7 polynomial
-//   (truncation < 0.07 ulp), 1 + p rounded once: |e - exp(d)| <= 0.75 ulp(e)
-//   < 2^-23 e (worst case, e in [0.7, 1.42] before exact scaling by 2^k).
-//   bfloat16 rows use a degree-6 Chebyshev-interpolated polynomial (1.05e-8
-//   relative) and a one-constant reduction (<= 2.9e-7, weights < e^-83 only):
-//   the float value before the bf16 rounding is within ~2^-22 relative.
+// - exp: argument d = (x - max) s is formed as a two-float sum (TwoSum + exact
+//   product error; ~2^-47 relative). Table-driven on AVX-512/AVX2 (row_ops.cpp:
+//   2^(j/L) from a register table, a cubic on |r| <= ln2/(2L), one final FMA):
+//   |e - exp(d)| <= 0.58 ulp(e); elsewhere (and in streamed rescales)
+//   Cody-Waite, a degree-7 polynomial (truncation < 0.07 ulp), 1 + p rounded
+//   once: <= 0.75 ulp(e). The bounds below use 0.75 ulp < 2^-23 e.
+//   bfloat16 rows use a shorter polynomial (table: quadratic, 0.9 u; else
+//   degree-6 Chebyshev, 1.05e-8) and a one-constant reduction (<= 2.9e-7,
+//   weights < e^-83 only): the float value before the bf16 rounding is
+//   within ~2^-22 relative.
 // - T (entropy, adaptive) is summed in float blocks of 8 terms per lane, all
 //   of one sign: <= 8 u relative to T, and T/S <= H, so <= 8 u H in H, inside
 //   the 2 u (2.5 + 10 H) entropy bound below.
