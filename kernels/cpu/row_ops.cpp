@@ -59,6 +59,15 @@ HWY_INLINE void StoreF(DF, VF v, std::uint16_t* p) {
   const auto r = hn::ShiftRight<16>(hn::Add(u, bias));
   hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di32, r)), du16, p);
 }
+// v's bits plus 0x7fff + (bit 16): the high 16 bits are then v rounded to
+// bfloat16, nearest even (finite v). No shift: callers keep the high halves.
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> RoundHighBF16(VF v) {
+  const hn::RebindToUnsigned<DF> du32;
+  const auto u = hn::BitCast(du32, v);
+  const auto bias = hn::IfThenElse(hn::TestBit(u, hn::Set(du32, 0x10000u)), hn::Set(du32, 0x8000u),
+                                   hn::Set(du32, 0x7fffu));
+  return hn::Add(u, bias);
+}
 // Two vectors at once (2N values): round to nearest even by adding
 // 0x7fff + (bit 16) without shifts, then keep the high halves in order
 // (ConcatOdd). Values are finite (NaN rows never reach a store).
@@ -71,16 +80,10 @@ HWY_INLINE void StoreF2(DF d, VF v0, VF v1, std::uint16_t* p) {
   StoreF(d, v0, p);
   StoreF(d, v1, p + 1);
 #else
-  const hn::RebindToUnsigned<DF> du32;
   const hn::Repartition<std::uint16_t, DF> du16;
-  const auto bit = hn::Set(du32, 0x10000u);
-  auto round = [&](VF v) SA_VEC_LAMBDA {
-    const auto u = hn::BitCast(du32, v);
-    const auto bias =
-        hn::IfThenElse(hn::TestBit(u, bit), hn::Set(du32, 0x8000u), hn::Set(du32, 0x7fffu));
-    return hn::BitCast(du16, hn::Add(u, bias));
-  };
-  hn::StoreU(hn::ConcatOdd(du16, round(v1), round(v0)), du16, p);
+  hn::StoreU(hn::ConcatOdd(du16, hn::BitCast(du16, RoundHighBF16(v1)),
+                           hn::BitCast(du16, RoundHighBF16(v0))),
+             du16, p);
 #endif
 }
 // 2N values as two float vectors, for order-free reductions (max, sums):
@@ -113,22 +116,14 @@ HWY_INLINE void LoadF2Blocked(DF d, const std::uint16_t* p, VF& a, VF& b) {
   LoadF2Unordered(d, p, a, b);
 }
 HWY_INLINE void StoreF2Blocked(DF d, VF v0, VF v1, std::uint16_t* p) {
-  const hn::RebindToUnsigned<DF> du32;
   const hn::Repartition<std::uint16_t, DF> du16;
-  const auto bit = hn::Set(du32, 0x10000u);
-  auto round = [&](VF v) SA_VEC_LAMBDA {
-    const auto u = hn::BitCast(du32, v);
-    const auto bias =
-        hn::IfThenElse(hn::TestBit(u, bit), hn::Set(du32, 0x8000u), hn::Set(du32, 0x7fffu));
-    return hn::Add(u, bias);
-  };
   // Output u16 p = 8 blk + q: the high half of v0's lane 4 blk + q (q < 4),
   // else of v1's lane 4 blk + q - 4 (index 32 + ... selects the second source).
   alignas(64) static constexpr std::uint16_t kIdx[32] = {
       1,  3,  5,  7,  33, 35, 37, 39, 9,  11, 13, 15, 41, 43, 45, 47,
       17, 19, 21, 23, 49, 51, 53, 55, 25, 27, 29, 31, 57, 59, 61, 63};
   const __m512i idx = _mm512_load_si512(kIdx);
-  const __m512i r = _mm512_permutex2var_epi16(round(v0).raw, idx, round(v1).raw);
+  const __m512i r = _mm512_permutex2var_epi16(RoundHighBF16(v0).raw, idx, RoundHighBF16(v1).raw);
   hn::StoreU(hn::Vec<decltype(du16)>{r}, du16, p);
   (void)d;
 }
