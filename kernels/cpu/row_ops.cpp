@@ -119,9 +119,9 @@ HWY_INLINE void StoreF2Blocked(DF d, VF v0, VF v1, std::uint16_t* p) {
   const hn::Repartition<std::uint16_t, DF> du16;
   // Output u16 p = 8 blk + q: the high half of v0's lane 4 blk + q (q < 4),
   // else of v1's lane 4 blk + q - 4 (index 32 + ... selects the second source).
-  alignas(64) static constexpr std::uint16_t kIdx[32] = {
-      1,  3,  5,  7,  33, 35, 37, 39, 9,  11, 13, 15, 41, 43, 45, 47,
-      17, 19, 21, 23, 49, 51, 53, 55, 25, 27, 29, 31, 57, 59, 61, 63};
+  alignas(64) static constexpr std::uint16_t kIdx[32] = {1,  3,  5,  7,  33, 35, 37, 39, 9,  11, 13,
+                                                         15, 41, 43, 45, 47, 17, 19, 21, 23, 49, 51,
+                                                         53, 55, 25, 27, 29, 31, 57, 59, 61, 63};
   const __m512i idx = _mm512_load_si512(kIdx);
   const __m512i r = _mm512_permutex2var_epi16(RoundHighBF16(v0).raw, idx, RoundHighBF16(v1).raw);
   hn::StoreU(hn::Vec<decltype(du16)>{r}, du16, p);
@@ -390,13 +390,13 @@ alignas(64) constexpr float kExp2Hi32[32] = {
     0x1.b7f77p+32f,  0x1.c199bep+32f, 0x1.cb720ep+32f, 0x1.d5818ep+32f, 0x1.dfc974p+32f,
     0x1.ea4afap+32f, 0x1.f50766p+32f};
 alignas(64) constexpr float kExp2Rho32[32] = {
-    0x0.0p+0f,       -0x1.947414p-25f, 0x1.8d96d4p-25f,  -0x1.dda2fcp-25f, -0x1.9c0c22p-27f,
-    -0x1.a2fbb2p-25f, 0x1.964904p-25f, -0x1.2b0dbcp-25f, 0x1.125002p-25f,  -0x1.cde8cep-26f,
-    0x1.370be4p-25f, 0x1.336de2p-30f,  -0x1.0a355p-25f,  -0x1.c541b4p-26f, -0x1.00d8acp-27f,
-    -0x1.6cb284p-25f, 0x1.26055cp-26f, 0x1.8b2bb8p-26f,  -0x1.05cb44p-25f, -0x1.1c2142p-26f,
-    0x1.67a1cap-28f, -0x1.348e56p-25f, 0x1.a3b5e4p-28f,  -0x1.0b7ec8p-25f, -0x1.f9c304p-27f,
+    0x0.0p+0f,        -0x1.947414p-25f, 0x1.8d96d4p-25f,  -0x1.dda2fcp-25f, -0x1.9c0c22p-27f,
+    -0x1.a2fbb2p-25f, 0x1.964904p-25f,  -0x1.2b0dbcp-25f, 0x1.125002p-25f,  -0x1.cde8cep-26f,
+    0x1.370be4p-25f,  0x1.336de2p-30f,  -0x1.0a355p-25f,  -0x1.c541b4p-26f, -0x1.00d8acp-27f,
+    -0x1.6cb284p-25f, 0x1.26055cp-26f,  0x1.8b2bb8p-26f,  -0x1.05cb44p-25f, -0x1.1c2142p-26f,
+    0x1.67a1cap-28f,  -0x1.348e56p-25f, 0x1.a3b5e4p-28f,  -0x1.0b7ec8p-25f, -0x1.f9c304p-27f,
     -0x1.e4c886p-26f, -0x1.6961b4p-28f, -0x1.b5151ep-28f, -0x1.a5217cp-28f, -0x1.ab7132p-26f,
-    0x1.61428ep-28f, -0x1.2ad5f8p-27f};
+    0x1.61428ep-28f,  -0x1.2ad5f8p-27f};
 
 // The table in registers (two vectors per column), loaded once per pass.
 struct ExpTab {
@@ -477,7 +477,8 @@ HWY_INLINE void ExpPartsBF16(DF d, const ExpTab& tab, VF dh, VF& P, VF& u) {
     const VF r = ReduceBF16(d, k, dh);
     u = hn::MulAdd(PolyQ5(d, r), r, hn::Set(d, 1.0f));
     // 2^(k + bias) as a float (exponent field k + bias + 127 in [8, 160])
-    P = hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(hn::BitCast(di, kf), hn::Set(di, kExpBias + 127))));
+    P = hn::BitCast(d,
+                    hn::ShiftLeft<23>(hn::Add(hn::BitCast(di, kf), hn::Set(di, kExpBias + 127))));
   }
 }
 
@@ -513,8 +514,7 @@ HWY_INLINE VF ExpLive(DF d, const ExpTab& tab, VF dh, VF dl) {
   } else if constexpr (kTabBits > 0) {
     VF k;
     const VF kf = TabK(d, dh, k);
-    const VF T =
-        hn::BitCast(d, hn::Add(hn::BitCast(di, Lut(tab.h0, tab.h1, kf)), TabExp(d, kf)));
+    const VF T = hn::BitCast(d, hn::Add(hn::BitCast(di, Lut(tab.h0, tab.h1, kf)), TabExp(d, kf)));
     VF r = hn::NegMulAdd(k, hn::Set(d, kTabBits == 5 ? 0x1.62e43p-6f : 0x1.62e43p-5f), dh);
     r = hn::NegMulAdd(k, hn::Set(d, kTabBits == 5 ? -0x1.05c61p-34f : -0x1.05c61p-33f), r);
     r = hn::Add(r, dl);
@@ -975,7 +975,7 @@ void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, fl
   const VF rh = hn::Set(d, rhf * kTwo64), rl = hn::Set(d, rlf * kTwo64);
   int kr_int = 0;
   std::frexp(rhf, &kr_int);
-  kr_int -= 1;  // rhf = rm 2^kr, rm in [1, 2); kr <= 0 (S >= 1)
+  kr_int -= 1;                                // rhf = rm 2^kr, rm in [1, 2); kr <= 0 (S >= 1)
   const float rm = std::ldexp(rhf, -kr_int);  // rm's low part (< 2^-24 rm): below bf16's concern
   // Table targets: rm and rm p's coefficients at 2^-32 (the table carries
   // 2^32); all normal floats, each rounded once (< 2^-24 relative).
@@ -992,8 +992,7 @@ void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, fl
   auto fused = [&](VF h, VF& k, VI& e23) SA_VEC_LAMBDA -> VF {
     if constexpr (kTabBits > 0) {
       const VF kf = TabK(d, h, k);
-      const VF r =
-          hn::NegMulAdd(k, hn::Set(d, kTabBits == 5 ? 0x1.62e43p-6f : 0x1.62e43p-5f), h);
+      const VF r = hn::NegMulAdd(k, hn::Set(d, kTabBits == 5 ? 0x1.62e43p-6f : 0x1.62e43p-5f), h);
       const VF p = kTabBits == 5 ? hn::MulAdd(c2, r, c1) : hn::MulAdd(hn::MulAdd(c3, r, c2), r, c1);
       e23 = TabExp(d, kf);
       return hn::Mul(Lut(tab.h0, tab.h1, kf), hn::MulAdd(r, p, rmv));
@@ -1215,8 +1214,7 @@ double row_exp_store_f32(const float* x, float* y, std::int64_t n, float m, floa
 double row_sum_exp_f32(const float* x, std::int64_t n, float m, float lo, const Scale& s) {
   return HWY_DYNAMIC_DISPATCH(SumExpF32)(x, n, m, lo, s);
 }
-double row_sum_exp_bf16(const std::uint16_t* x, std::int64_t n, float m, float lo,
-                        const Scale& s) {
+double row_sum_exp_bf16(const std::uint16_t* x, std::int64_t n, float m, float lo, const Scale& s) {
   return HWY_DYNAMIC_DISPATCH(SumExpBF16)(x, n, m, lo, s);
 }
 double row_exp_store_bf16(const std::uint16_t* x, float* y, std::int64_t n, float m, float lo,
@@ -1234,8 +1232,8 @@ double row_sum_exp_T_f32(const float* x, std::int64_t n, float m, float lo, cons
                          double* T) {
   return HWY_DYNAMIC_DISPATCH(SumExpTF32)(x, n, m, lo, s, T);
 }
-double row_sum_exp_T_bf16(const std::uint16_t* x, std::int64_t n, float m, float lo,
-                          const Scale& s, double* T) {
+double row_sum_exp_T_bf16(const std::uint16_t* x, std::int64_t n, float m, float lo, const Scale& s,
+                          double* T) {
   return HWY_DYNAMIC_DISPATCH(SumExpTBF16)(x, n, m, lo, s, T);
 }
 double row_sum_exp_rest_f32(const float* x, std::int64_t n, float m, const Scale& s,
@@ -1249,12 +1247,12 @@ double row_sum_exp_rest_bf16(const std::uint16_t* x, std::int64_t n, float m, co
 void row_scale_f32(float* y, std::int64_t n, float rh, float rl) {
   HWY_DYNAMIC_DISPATCH(ScaleF32)(y, n, rh, rl);
 }
-void row_exp_scale_f32(const float* x, float* y, std::int64_t n, float m, float lo,
-                       const Scale& s, float rh, float rl) {
+void row_exp_scale_f32(const float* x, float* y, std::int64_t n, float m, float lo, const Scale& s,
+                       float rh, float rl) {
   HWY_DYNAMIC_DISPATCH(ExpScaleF32)(x, y, n, m, lo, s, rh, rl);
 }
-void row_exp_scale_bf16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m,
-                        float lo, const Scale& s, float rh, float rl) {
+void row_exp_scale_bf16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m, float lo,
+                        const Scale& s, float rh, float rl) {
   HWY_DYNAMIC_DISPATCH(ExpScaleBF16)(x, y, n, m, lo, s, rh, rl);
 }
 void row_log_softmax_f32(const float* x, float* y, std::int64_t n, float m, double s, double L) {

@@ -90,8 +90,7 @@ double row_exp_store_f32(const float* x, float* y, std::int64_t n, float m, floa
                          const Scale& s);
 // sum exp((x_i - m) s) without storing.
 double row_sum_exp_f32(const float* x, std::int64_t n, float m, float lo, const Scale& s);
-double row_sum_exp_bf16(const std::uint16_t* x, std::int64_t n, float m, float lo,
-                        const Scale& s);
+double row_sum_exp_bf16(const std::uint16_t* x, std::int64_t n, float m, float lo, const Scale& s);
 
 // bfloat16 input, biased float exps stored to a scratch row y; returns the sum.
 double row_exp_store_bf16(const std::uint16_t* x, float* y, std::int64_t n, float m, float lo,
@@ -104,8 +103,8 @@ double row_exp_store_T_f32(const float* x, float* y, std::int64_t n, float m, fl
                            const Scale& s, double* T);
 double row_sum_exp_T_f32(const float* x, std::int64_t n, float m, float lo, const Scale& s,
                          double* T);
-double row_sum_exp_T_bf16(const std::uint16_t* x, std::int64_t n, float m, float lo,
-                          const Scale& s, double* T);
+double row_sum_exp_T_bf16(const std::uint16_t* x, std::int64_t n, float m, float lo, const Scale& s,
+                          double* T);
 
 // sum exp((x_i - m) s) over x_i != m, and *k = the number of x_i == m.
 double row_sum_exp_rest_f32(const float* x, std::int64_t n, float m, const Scale& s,
@@ -118,10 +117,10 @@ double row_sum_exp_rest_bf16(const std::uint16_t* x, std::int64_t n, float m, co
 void row_scale_f32(float* y, std::int64_t n, float r_hi, float r_lo);
 
 // y_i = exp((x_i - m) s) * r (recomputes exp; x may equal y).
-void row_exp_scale_f32(const float* x, float* y, std::int64_t n, float m, float lo,
-                       const Scale& s, float r_hi, float r_lo);
-void row_exp_scale_bf16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m,
-                        float lo, const Scale& s, float r_hi, float r_lo);
+void row_exp_scale_f32(const float* x, float* y, std::int64_t n, float m, float lo, const Scale& s,
+                       float r_hi, float r_lo);
+void row_exp_scale_bf16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m, float lo,
+                        const Scale& s, float r_hi, float r_lo);
 
 // y_i = (x_i - m) s - L, evaluated in double lanes, rounded once.
 void row_log_softmax_f32(const float* x, float* y, std::int64_t n, float m, double s, double L);

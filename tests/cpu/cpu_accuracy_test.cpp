@@ -241,8 +241,7 @@ void check_lse(DType t, const char* label) {
     EXPECT_LE(err, bound) << where(c, 0);
   }
   std::printf("[accuracy] %s%-28s max error / bound = %.3f (%s)\n", g_target.c_str(), label,
-              worst_ratio,
-              worst.c_str());
+              worst_ratio, worst.c_str());
 }
 TEST(CpuLogSumExp, Float32) { check_lse(DType::float32, "logsumexp f32"); }
 TEST(CpuLogSumExp, Bfloat16) { check_lse(DType::bfloat16, "logsumexp bf16"); }
@@ -285,8 +284,7 @@ void check_entropy(DType t, double theta, const char* label) {
     EXPECT_LE(s.T, 0.0f) << "T <= 0 when m is the row max (theory.md T6) " << where(c, 0);
   }
   std::printf("[accuracy] %s%-28s max error / bound = %.3f (%s)\n", g_target.c_str(), label,
-              worst_ratio,
-              worst.c_str());
+              worst_ratio, worst.c_str());
 }
 TEST(CpuEntropy, Float32) { check_entropy(DType::float32, 1.0, "entropy f32"); }
 TEST(CpuEntropy, Float32Temperature) {
@@ -416,8 +414,9 @@ TEST(CpuSoftmax, ExactSplitOfXMinusMax) {
     const char* what;
     float lo, hi;
   };
-  for (const Row& r : {Row{"all negative", -60.0f, -0.75f}, Row{"|min| in max's binade", -7.9f, 7.5f},
-                       Row{"min past max's binade", -40.0f, 5.0f}}) {
+  for (const Row& r :
+       {Row{"all negative", -60.0f, -0.75f}, Row{"|min| in max's binade", -7.9f, 7.5f},
+        Row{"min past max's binade", -40.0f, 5.0f}}) {
     UlpStats st;
     for (std::int64_t n : {33, 1000, 4097}) {
       std::mt19937_64 rng(static_cast<std::uint64_t>(n));
