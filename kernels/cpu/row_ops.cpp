@@ -378,6 +378,18 @@ constexpr int kTabBits = 4;
 constexpr int kTabBits = 0;
 #endif
 constexpr int kTabL = 1 << kTabBits;
+// L/ln2, and ln2/L as a float plus its remainder (Cody-Waite).
+constexpr float kTabLOverLn2 = kTabBits == 5 ? 0x1.715476p+5f : 0x1.715476p+4f;
+constexpr float kTabLn2OverL = kTabBits == 5 ? 0x1.62e43p-6f : 0x1.62e43p-5f;
+constexpr float kTabLn2OverLLo = kTabBits == 5 ? -0x1.05c61p-34f : -0x1.05c61p-33f;
+// float32: e^r - 1 ~ r + r^2 (c2 + c3 r), the cubic interpolated at Chebyshev nodes.
+constexpr float kTabF32C2 = kTabBits == 5 ? 0x1.00007ap-1f : 0x1.0001ecp-1f;
+constexpr float kTabF32C3 = kTabBits == 5 ? 0x1.5555b8p-3f : 0x1.5556dep-3f;
+// bfloat16: e^r ~ 1 + r (c1 + c2 r + c3 r^2): the minimax quadratic (L = 32,
+// c3 = 0 and not evaluated) or the float32 cubic (L = 16).
+constexpr float kTabBF16C1 = kTabBits == 5 ? 0x1.0000f8p+0f : 1.0f;
+constexpr float kTabBF16C2 = kTabBits == 5 ? 0x1.000174p-1f : kTabF32C2;
+constexpr float kTabBF16C3 = kTabBits == 5 ? 0.0f : kTabF32C3;
 
 // 2^(j/32) 2^32 and the relative remainders; the 16-entry table is every
 // other entry (2^(j/16) = 2^(2j/32)).
@@ -406,13 +418,18 @@ HWY_INLINE ExpTab LoadExpTab(DF d) {
   if constexpr (kTabBits == 0) {
     return {hn::Zero(d), hn::Zero(d), hn::Zero(d), hn::Zero(d)};
   } else {
-    alignas(64) float h[kTabL], r[kTabL];
-    for (int j = 0; j < kTabL; ++j) {
-      h[j] = kExp2Hi32[j * (32 / kTabL)];
-      r[j] = kExp2Rho32[j * (32 / kTabL)];
-    }
     const std::size_t N = hn::Lanes(d);
-    return {hn::Load(d, h), hn::Load(d, h + N), hn::Load(d, r), hn::Load(d, r + N)};
+    if constexpr (kTabL == 32) {
+      return {hn::Load(d, kExp2Hi32), hn::Load(d, kExp2Hi32 + N), hn::Load(d, kExp2Rho32),
+              hn::Load(d, kExp2Rho32 + N)};
+    } else {  // every other entry
+      alignas(64) float h[kTabL], r[kTabL];
+      for (int j = 0; j < kTabL; ++j) {
+        h[j] = kExp2Hi32[j * (32 / kTabL)];
+        r[j] = kExp2Rho32[j * (32 / kTabL)];
+      }
+      return {hn::Load(d, h), hn::Load(d, h + N), hn::Load(d, r), hn::Load(d, r + N)};
+    }
   }
 }
 // Entry (bits of kf) mod L of the table (t0, t1): the instructions read only
@@ -435,8 +452,7 @@ HWY_INLINE VF Lut(VF t0, VF t1, VF kf) {
 // hold K in two's complement) and k = K as a float.
 HWY_INLINE VF TabK(DF d, VF dh, VF& k) {
   const VF shifter = hn::Set(d, 12582912.0f);
-  const VF kf =
-      hn::MulAdd(dh, hn::Set(d, kTabBits == 5 ? 0x1.715476p+5f : 0x1.715476p+4f), shifter);
+  const VF kf = hn::MulAdd(dh, hn::Set(d, kTabLOverLn2), shifter);
   k = hn::Sub(kf, shifter);
   return kf;
 }
@@ -448,13 +464,20 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> TabExp(DF d, VF kf) {
   return hn::And(hn::ShiftLeft<23 - (kTabBits > 0 ? kTabBits : 1)>(hn::BitCast(di, kf)),
                  hn::Set(di, static_cast<std::int32_t>(0xFF800000u)));
 }
-// bfloat16 rows: p(r) with e^r ~ 1 + r p(r) (see above).
-HWY_INLINE VF TabPolyBF16(DF d, VF r) {
-  if constexpr (kTabBits == 5)
-    return hn::MulAdd(hn::Set(d, 0x1.000174p-1f), r, hn::Set(d, 0x1.0000f8p+0f));
-  else
-    return hn::MulAdd(hn::MulAdd(hn::Set(d, 0x1.5556dep-3f), r, hn::Set(d, 0x1.0001ecp-1f)), r,
-                      hn::Set(d, 1.0f));
+// r = dh - K ln2/L with one constant (bfloat16 rows; float32 rows add the
+// remainder term).
+HWY_INLINE VF TabReduce(DF d, VF k, VF dh) {
+  return hn::NegMulAdd(k, hn::Set(d, kTabLn2OverL), dh);
+}
+// bfloat16 rows: p(r) = c1 + c2 r (+ c3 r^2 for L = 16), e^r ~ 1 + r p(r);
+// the coefficients are kTabBF16C*, possibly scaled by the caller.
+HWY_INLINE VF TabPolyBF16(VF r, VF c1, VF c2, VF c3) {
+  if constexpr (kTabBits == 5) {
+    (void)c3;
+    return hn::MulAdd(c2, r, c1);
+  } else {
+    return hn::MulAdd(hn::MulAdd(c3, r, c2), r, c1);
+  }
 }
 
 // bfloat16 rows: exp(dh) * 2^kExpBias as a product P * u of a power-of-two
@@ -467,8 +490,10 @@ HWY_INLINE void ExpPartsBF16(DF d, const ExpTab& tab, VF dh, VF& P, VF& u) {
     VF k;
     const VF kf = TabK(d, dh, k);
     P = hn::BitCast(d, hn::Add(hn::BitCast(di, Lut(tab.h0, tab.h1, kf)), TabExp(d, kf)));
-    const VF r = hn::NegMulAdd(k, hn::Set(d, kTabBits == 5 ? 0x1.62e43p-6f : 0x1.62e43p-5f), dh);
-    u = hn::MulAdd(r, TabPolyBF16(d, r), hn::Set(d, 1.0f));
+    const VF r = TabReduce(d, k, dh);
+    const VF p =
+        TabPolyBF16(r, hn::Set(d, kTabBF16C1), hn::Set(d, kTabBF16C2), hn::Set(d, kTabBF16C3));
+    u = hn::MulAdd(r, p, hn::Set(d, 1.0f));
   } else {
     (void)tab;
     const VF shifter = hn::Set(d, 12582912.0f);
@@ -515,11 +540,9 @@ HWY_INLINE VF ExpLive(DF d, const ExpTab& tab, VF dh, VF dl) {
     VF k;
     const VF kf = TabK(d, dh, k);
     const VF T = hn::BitCast(d, hn::Add(hn::BitCast(di, Lut(tab.h0, tab.h1, kf)), TabExp(d, kf)));
-    VF r = hn::NegMulAdd(k, hn::Set(d, kTabBits == 5 ? 0x1.62e43p-6f : 0x1.62e43p-5f), dh);
-    r = hn::NegMulAdd(k, hn::Set(d, kTabBits == 5 ? -0x1.05c61p-34f : -0x1.05c61p-33f), r);
+    VF r = hn::NegMulAdd(k, hn::Set(d, kTabLn2OverLLo), TabReduce(d, k, dh));
     r = hn::Add(r, dl);
-    const VF c3 = hn::Set(d, kTabBits == 5 ? 0x1.5555b8p-3f : 0x1.5556dep-3f);
-    const VF c2 = hn::Set(d, kTabBits == 5 ? 0x1.00007ap-1f : 0x1.0001ecp-1f);
+    const VF c3 = hn::Set(d, kTabF32C3), c2 = hn::Set(d, kTabF32C2);
     const VF q =
         hn::MulAdd(hn::Mul(r, r), hn::MulAdd(c3, r, c2), hn::Add(r, Lut(tab.r0, tab.r1, kf)));
     e = hn::MulAdd(T, q, T);
@@ -981,9 +1004,8 @@ void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, fl
   // 2^32); all normal floats, each rounded once (< 2^-24 relative).
   const float rmb = rm * 0x1.0p-32f;
   const VF rmv = hn::Set(d, kTabBits > 0 ? rmb : rm);
-  const VF c1 = hn::Set(d, kTabBits == 5 ? rmb * 0x1.0000f8p+0f : rmb);
-  const VF c2 = hn::Set(d, kTabBits == 5 ? rmb * 0x1.000174p-1f : rmb * 0x1.0001ecp-1f);
-  const VF c3 = hn::Set(d, rmb * 0x1.5556dep-3f);
+  const VF c1 = hn::Set(d, rmb * kTabBF16C1), c2 = hn::Set(d, rmb * kTabBF16C2),
+           c3 = hn::Set(d, rmb * kTabBF16C3);
   const VI kr23 = hn::Set(di, static_cast<std::int32_t>(static_cast<std::uint32_t>(kr_int) << 23));
   // Per-vector fast-path test: k + kr >= -125 (k = floor(K/L) or the
   // polynomial's k), tested on K.
@@ -992,8 +1014,8 @@ void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, fl
   auto fused = [&](VF h, VF& k, VI& e23) SA_VEC_LAMBDA -> VF {
     if constexpr (kTabBits > 0) {
       const VF kf = TabK(d, h, k);
-      const VF r = hn::NegMulAdd(k, hn::Set(d, kTabBits == 5 ? 0x1.62e43p-6f : 0x1.62e43p-5f), h);
-      const VF p = kTabBits == 5 ? hn::MulAdd(c2, r, c1) : hn::MulAdd(hn::MulAdd(c3, r, c2), r, c1);
+      const VF r = TabReduce(d, k, h);
+      const VF p = TabPolyBF16(r, c1, c2, c3);
       e23 = TabExp(d, kf);
       return hn::Mul(Lut(tab.h0, tab.h1, kf), hn::MulAdd(r, p, rmv));
     } else {
@@ -1005,15 +1027,18 @@ void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, fl
       return hn::MulAdd(PolyQ5(d, r), hn::Mul(r, rmv), rmv);
     }
   };
-  auto val = [&](VF v) SA_VEC_LAMBDA -> VF {
+  // One vector; live: std::bool_constant<kLive> for full vectors, false for
+  // the padded tail.
+  auto val = [&](VF v, auto live) SA_VEC_LAMBDA -> VF {
+    constexpr bool kL = decltype(live)::value;
     VF l;
     const VF h = Diff<kAcc>(d, v, m, s, l);
     if constexpr (kAcc) {
-      return MulR(ExpLive<kAcc, kLive>(d, tab, h, l), rh, rl);
+      return MulR(ExpLive<kAcc, kL>(d, tab, h, l), rh, rl);
     } else {
       VF k;
       VI e23;
-      if constexpr (kLive) {
+      if constexpr (kL) {
         const VF w = fused(h, k, e23);
         return hn::BitCast(d, hn::Add(hn::BitCast(di, w), hn::Add(e23, kr23)));
       } else {
@@ -1032,18 +1057,14 @@ void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, fl
   for (; i + 2 * N <= len; i += 2 * N) {
     VF v0, v1;
     LoadF2Blocked(d, x + i, v0, v1);
-    StoreF2Blocked(d, val(v0), val(v1), y + i);
+    constexpr std::bool_constant<kLive> live;
+    StoreF2Blocked(d, val(v0, live), val(v1, live), y + i);
   }
   // The leftover vector and the padded tail (-inf padding: dead lanes).
-  auto safe = [&](VF v) SA_VEC_LAMBDA -> VF {
-    VF l;
-    const VF h = Diff<kAcc>(d, v, m, s, l);
-    return MulR(ExpLive<kAcc>(d, tab, h, l), rh, rl);
-  };
-  for (; i + N <= len; i += N) StoreF(d, safe(LoadF(d, x + i)), y + i);
+  for (; i + N <= len; i += N) StoreF(d, val(LoadF(d, x + i), std::false_type{}), y + i);
   if (i < len) {
     Tail<T> t(x + i, len - i);
-    StoreF(d, safe(LoadF(d, t.in)), t.out);
+    StoreF(d, val(LoadF(d, t.in), std::false_type{}), t.out);
     t.flush(y + i);
   }
 }
