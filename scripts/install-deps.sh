@@ -10,6 +10,7 @@ packages=(
   librapidcheck-dev libgtest-dev libgmock-dev  # property tests
   libeigen3-dev                                # singular values (theory T3)
   libbenchmark-dev libdnnl-dev                 # benchmarks, oneDNN as the peer
+  ocl-icd-opencl-dev opencl-c-headers          # Debian's dnnl-config.cmake requires OpenCL
   libhwy-dev                                   # SIMD kernels
   libcli11-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev  # CLI, output, gate specs
   gnuplot-nox                                  # plots in the audit report
