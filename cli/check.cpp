@@ -8,10 +8,13 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 
 #include "cli/commands.hpp"
+#include "core/output_file.hpp"
 #include "gate/isolation.hpp"
+#include "gate/kernel_source.hpp"
 #include "gate/results.hpp"
 #include "gate/spec.hpp"
 #include "kernels/builtin.hpp"
@@ -23,9 +26,9 @@ namespace {
 struct CheckOptions {
   std::string plugin, builtin, spec, junit, json;
   int kernel_index = -1;
-  double timeout = 0;  // 0: from the spec (default 60 s)
-  std::int64_t seed = -1;
-  int cases = 0;
+  // Given on the command line (they override the spec); validated before any work.
+  std::optional<double> timeout, deadline;
+  std::optional<std::int64_t> seed, cases;
   bool no_isolation = false, no_guard = false, quiet = false, list = false, per_property = false;
 };
 
@@ -36,7 +39,9 @@ struct UsageError : std::runtime_error {
 };
 [[noreturn]] void usage_error(const std::string& msg) { throw UsageError(msg); }
 
-Kernel pick_kernel(const CheckOptions& o) {
+// The kernel to check. A plugin is probed in a child process (its constructors
+// and entry function never run in this one); `timeout_s` bounds the probe.
+gate::KernelSource pick_kernel(const CheckOptions& o, double timeout_s) {
   if (o.plugin.empty() == o.builtin.empty())
     usage_error(
         "give exactly one of --plugin PATH (a kernel library built against "
@@ -46,15 +51,35 @@ Kernel pick_kernel(const CheckOptions& o) {
       usage_error("plugin " + o.plugin +
                   ": no such readable file; expected a shared library (.so) "
                   "exporting sa_kernel_entry (see include/softmax_audit/kernel.h)");
-    return load_plugin(o.plugin, o.kernel_index);
+    return gate::KernelSource::probe_plugin(o.plugin, o.kernel_index, timeout_s);
   }
   std::string names;
   for (auto& k : builtin_kernels()) {
-    if (k.name() == o.builtin) return k;
+    if (k.name() == o.builtin) return gate::KernelSource(k);
     names += (names.empty() ? "" : ", ") + k.name();
   }
   usage_error("--builtin " + o.builtin + ": no built-in kernel of that name; expected one of: " +
               (names.empty() ? std::string("(none in this build)") : names));
+}
+
+// Command-line values get the spec's ranges (gate/spec.hpp), with the option named.
+void validate_options(const CheckOptions& o) {
+  using L = gate::SpecLimits;
+  auto real = [](const char* name, const std::optional<double>& v, double max) {
+    if (v && (!(*v > 0) || !std::isfinite(*v) || *v > max))
+      usage_error(std::string(name) + " " + std::to_string(*v) +
+                  ": expected a number of seconds > 0 and <= " + std::to_string(max));
+  };
+  real("--timeout", o.timeout, L::max_timeout_s);
+  real("--deadline", o.deadline, L::max_deadline_s);
+  if (o.cases && (*o.cases < 1 || *o.cases > L::max_cases))
+    usage_error("--cases " + std::to_string(*o.cases) + ": expected an integer in [1, " +
+                std::to_string(L::max_cases) + "]");
+  if (o.seed && *o.seed < 0)
+    usage_error("--seed " + std::to_string(*o.seed) +
+                ": expected an integer >= 0 (0 draws a random seed)");
+  if (o.kernel_index < -1)
+    usage_error("--kernel-index " + std::to_string(o.kernel_index) + ": expected an index >= 0");
 }
 
 // --list: the names a gate spec may use.
@@ -74,31 +99,35 @@ int list_names() {
 
 int run_check(const CheckOptions& o) {
   if (o.list) return list_names();
+  validate_options(o);
   gate::GateSpec spec;
   try {
     if (!o.spec.empty()) spec = gate::load_gate_spec(o.spec);
   } catch (const gate::SpecError& e) {
     usage_error(std::string("gate spec ") + e.what());
   }
-  if (o.timeout > 0) spec.timeout_s = o.timeout;
-  if (o.seed >= 0) spec.suite.seed = static_cast<std::uint64_t>(o.seed);
-  if (o.cases > 0) spec.suite.cases = o.cases;
+  if (o.timeout) spec.timeout_s = *o.timeout;
+  if (o.deadline) spec.deadline_s = *o.deadline;
+  if (o.seed) spec.suite.seed = static_cast<std::uint64_t>(*o.seed);
+  if (o.cases) spec.suite.cases = static_cast<int>(*o.cases);
 
-  std::optional<Kernel> kernel;
+  // Outputs: writable, and no earlier run's file left to be mistaken for this one's.
   try {
-    kernel.emplace(pick_kernel(o));
+    prepare_output(o.junit, "--junit");
+    prepare_output(o.json, "--json");
+  } catch (const std::invalid_argument& e) {
+    usage_error(e.what());
+  }
+
+  std::optional<gate::KernelSource> kernel;
+  try {
+    kernel.emplace(pick_kernel(o, spec.timeout_s));
   } catch (const std::invalid_argument& e) {
     usage_error(e.what());
   }
   // A CUDA kernel with no device checks nothing: say so, never report a pass.
-  if (const std::string why = gate::why_kernel_cannot_run(*kernel); !why.empty())
+  if (const std::string why = kernel->why_cannot_run(); !why.empty())
     usage_error(why + "; nothing was checked");
-  // Output files must be writable before minutes are spent on the suite.
-  for (const std::string* path : {&o.junit, &o.json})
-    if (!path->empty()) {
-      std::ofstream probe(*path, std::ios::app);
-      if (!probe) usage_error(*path + ": cannot write this output file");
-    }
 
   const bool tty = isatty(STDERR_FILENO) != 0;
   gate::ProgressBar bar(std::cerr, tty && !o.quiet);
@@ -109,6 +138,7 @@ int run_check(const CheckOptions& o) {
 
   gate::IsolationOptions iso;
   iso.case_timeout_s = spec.timeout_s;
+  iso.deadline_s = spec.deadline_s;
   iso.isolate = !o.no_isolation;
   iso.guard.guard_buffers = !o.no_guard;
   if (o.per_property) iso.granularity = gate::Granularity::per_property;
@@ -125,8 +155,8 @@ int run_check(const CheckOptions& o) {
 
   gate::RunRecord rec;
   rec.kernel = kernel->name();
-  rec.origin = kernel->origin();
-  rec.description = kernel->description();
+  rec.origin = kernel->identity().origin;
+  rec.description = kernel->identity().description;
   rec.config = gate::config_to_json(spec);
   rec.config["seed"] = run.seed;  // the seed actually used (drawn when none was given)
   rec.processes = run.processes;
@@ -135,18 +165,25 @@ int run_check(const CheckOptions& o) {
   rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rec.verdicts = std::move(run.verdicts);
 
-  if (!o.junit.empty()) {
-    std::ofstream f(o.junit, std::ios::trunc);
-    gate::write_junit(f, {rec});
-    if (!f) usage_error(o.junit + ": writing the JUnit file failed");
-  }
-  if (!o.json.empty()) {
-    std::ofstream f(o.json, std::ios::trunc);
-    f << gate::results_to_json({rec}).dump(2) << "\n";
-    if (!f) usage_error(o.json + ": writing the JSON file failed");
-  }
+  // The summary first: it is on the terminal even if an output cannot be written.
   if (!o.quiet) gate::write_summary(std::cout, rec, isatty(STDOUT_FILENO) != 0);
-  return gate::tally(rec.verdicts).ok() ? exit_pass : exit_fail;
+  int code = gate::tally(rec.verdicts).ok() ? exit_pass : exit_fail;
+  auto write = [&](const std::string& path, const std::string& content) {
+    if (path.empty()) return;
+    try {
+      write_file_atomically(path, content);
+    } catch (const OutputError& e) {
+      std::cerr << "softmax-audit check: error: " << e.what() << "\n";
+      code = exit_usage;
+    }
+  };
+  {
+    std::ostringstream junit;
+    gate::write_junit(junit, {rec});
+    write(o.junit, junit.str());
+  }
+  write(o.json, gate::results_to_json({rec}).dump(2) + "\n");
+  return code;
 }
 
 }  // namespace
@@ -166,10 +203,15 @@ void add_check_command(CLI::App& app) {
   c->add_option("--json", o->json, "Write every verdict as JSON here");
   c->add_option(
       "--timeout", o->timeout,
-      "Seconds one case may take before the kernel's process is killed (overrides the spec)");
+      "Seconds one case may take before the kernel's process is killed (overrides the spec; "
+      "default 60, at most 86400)");
+  c->add_option("--deadline", o->deadline,
+                "Seconds the whole run may take; properties not run by then are named in a "
+                "gate.deadline verdict (overrides the spec; default 3600)");
   c->add_option("--seed", o->seed,
                 "Random seed (overrides the spec; 0 = random, printed in verdicts)");
-  c->add_option("--cases", o->cases, "Random cases per property (overrides the spec)");
+  c->add_option("--cases", o->cases,
+                "Random cases per property (overrides the spec; 1 to 1000000)");
   c->add_flag("--no-isolation", o->no_isolation,
               "Run the kernel in this process (debugging; a crash then kills the gate)");
   c->add_flag("--no-guard", o->no_guard, "Do not put guard pages and canaries around buffers");

@@ -5,14 +5,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cfenv>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "core/bfloat16.hpp"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 namespace sa::gate {
 
@@ -202,6 +208,36 @@ float load(sa_dtype t, const void* p, std::int64_t i) {
   return static_cast<const float*>(p)[i];
 }
 
+// ------------------------------------------------- floating-point environment --
+// kernel.h: a call leaves the floating-point environment as it found it. The
+// parts a kernel can change that alter later arithmetic: the rounding mode,
+// and on x86 the SSE control bits (flush-to-zero, denormals-are-zero, the
+// exception masks). Status flags are not compared: arithmetic raises them.
+std::string fp_environment_change() {
+  std::string what;
+  const int round = std::fegetround();
+  if (round != FE_TONEAREST)
+    what += round == FE_UPWARD       ? "rounding mode upward"
+            : round == FE_DOWNWARD   ? "rounding mode downward"
+            : round == FE_TOWARDZERO ? "rounding mode toward zero"
+                                     : "rounding mode changed";
+#if defined(__x86_64__) || defined(__i386__)
+  const unsigned csr = _mm_getcsr();
+  auto add = [&](const char* t) { what += (what.empty() ? "" : ", ") + std::string(t); };
+  if (csr & 0x8000u) add("flush-to-zero on (MXCSR.FTZ)");
+  if (csr & 0x0040u) add("denormals-are-zero on (MXCSR.DAZ)");
+  if ((csr & 0x1f80u) != 0x1f80u) add("floating-point exceptions unmasked (MXCSR)");
+#endif
+  return what;
+}
+
+void restore_default_fp_environment() {
+  std::fesetenv(FE_DFL_ENV);
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_setcsr(0x1f80u);
+#endif
+}
+
 }  // namespace
 
 struct GuardedKernel::State {
@@ -210,6 +246,8 @@ struct GuardedKernel::State {
   sa_kernel outer{};
   GuardOptions options;
   Report report;
+  std::set<Op> refused;       // answered by the gate, not passed to the kernel
+  bool refused_last = false;  // the last call was refused (for last_error)
 
   // A call in progress: its guarded buffers and what to copy back.
   struct Call {
@@ -219,6 +257,8 @@ struct GuardedKernel::State {
     std::vector<std::unique_ptr<Guarded>> bufs;
     std::vector<std::pair<Guarded*, void*>> back;
     Call(State* s_, const char* op_, std::string dt) : s(s_), op(op_), dtype(std::move(dt)) {
+      s->refused_last = false;
+      restore_default_fp_environment();  // every call starts from the default environment
       if (g_box) {
         std::strncpy(g_box->op, op, sizeof g_box->op - 1);
         std::strncpy(g_box->dtype, dtype.c_str(), sizeof g_box->dtype - 1);
@@ -240,8 +280,15 @@ struct GuardedKernel::State {
       back.emplace_back(bufs.back().get(), p);
       return bufs.back()->data();
     }
-    // After the call: canaries, then copy outputs back to the caller's buffers.
+    // After the call: the floating-point environment, canaries, then copy
+    // outputs back to the caller's buffers.
     void finish() {
+      if (const std::string fp = fp_environment_change(); !fp.empty()) {
+        restore_default_fp_environment();
+        s->incident("fp_environment", op, dtype,
+                    "after the call: " + fp +
+                        "; the gate restored the default environment before going on");
+      }
       for (auto& b : bufs) {
         std::string d = b->check();
         if (!d.empty()) s->incident("out_of_bounds_write", op, dtype, d);
@@ -495,8 +542,18 @@ sa_status t_merge_attention(void* ctx, std::int64_t rows, std::int64_t dv, const
   return r;
 }
 
+// A call of an op the gate no longer makes (it hung): answered without the kernel.
+template <class... A>
+sa_status t_refused(void* ctx, A...) {
+  st(ctx)->refused_last = true;
+  return SA_INTERNAL_ERROR;
+}
+
 const char* t_last_error(void* ctx) {
   State* s = st(ctx);
+  if (s->refused_last)
+    return "not called: this operation hung earlier in this run, so the gate calls it no more "
+           "(see the gate.no_hang verdict)";
   return s->inner->last_error ? s->inner->last_error(s->inner->ctx) : nullptr;
 }
 
@@ -529,19 +586,37 @@ GuardedKernel::GuardedKernel(const Kernel& inner, GuardOptions options, Report r
     wrapped_ = std::make_unique<Kernel>(inner);
     return;
   }
-  sa_kernel& o = state_->outer;
-  o = k;
-  o.ctx = state_.get();
-  o.softmax = k.softmax ? t_softmax : nullptr;
-  o.log_softmax = k.log_softmax ? t_log_softmax : nullptr;
-  o.logsumexp = k.logsumexp ? t_logsumexp : nullptr;
-  o.entropy = k.entropy ? t_entropy : nullptr;
-  o.adaptive_softmax = k.adaptive_softmax ? t_adaptive : nullptr;
-  o.attention = k.attention ? t_attention : nullptr;
-  o.merge_entropy_states = k.merge_entropy_states ? t_merge_entropy : nullptr;
-  o.merge_attention_states = k.merge_attention_states ? t_merge_attention : nullptr;
-  o.last_error = t_last_error;
-  wrapped_ = std::make_unique<Kernel>(&o, inner.origin());
+  state_->outer = k;
+  state_->outer.ctx = state_.get();
+  state_->outer.last_error = t_last_error;
+  refuse({});
+  wrapped_ = std::make_unique<Kernel>(&state_->outer, inner.origin());
+}
+
+void GuardedKernel::refuse(const std::set<Op>& ops) {
+  State& s = *state_;
+  s.refused = ops;
+  if (s.inner->memory != SA_MEMORY_HOST) return;  // not wrapped
+  const sa_kernel& k = *s.inner;
+  sa_kernel& o = s.outer;
+  auto pick = [&](Op op, auto inner_fn, auto guarded, auto& slot) {
+    using F = std::remove_reference_t<decltype(slot)>;
+    if (!inner_fn)
+      slot = nullptr;
+    else if (ops.count(op))
+      slot = static_cast<F>(t_refused);
+    else
+      slot = guarded;
+  };
+  pick(Op::softmax, k.softmax, t_softmax, o.softmax);
+  pick(Op::log_softmax, k.log_softmax, t_log_softmax, o.log_softmax);
+  pick(Op::logsumexp, k.logsumexp, t_logsumexp, o.logsumexp);
+  pick(Op::entropy, k.entropy, t_entropy, o.entropy);
+  pick(Op::adaptive_softmax, k.adaptive_softmax, t_adaptive, o.adaptive_softmax);
+  pick(Op::attention, k.attention, t_attention, o.attention);
+  pick(Op::merge_entropy_states, k.merge_entropy_states, t_merge_entropy, o.merge_entropy_states);
+  pick(Op::merge_attention_states, k.merge_attention_states, t_merge_attention,
+       o.merge_attention_states);
 }
 
 GuardedKernel::~GuardedKernel() = default;

@@ -15,6 +15,11 @@
 // shared CallBox before the process dies, and the gate reports it. Smaller
 // overruns land in the canaries, which are checked after every call.
 //
+// Every call starts in the default floating-point environment; a call that
+// leaves it changed (rounding mode, flush-to-zero, denormals-are-zero,
+// unmasked exceptions) is an "fp_environment" incident, and the default is
+// restored before anything else runs.
+//
 // The wrapper also checks NaN outputs: by kernel.h an output is NaN only when
 // its row holds a NaN input, so a NaN output for a row without NaN (or +inf,
 // where the convention is a limit) is reported. CUDA-memory kernels are not
@@ -23,6 +28,7 @@
 
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "kernels/kernel.hpp"
@@ -30,7 +36,7 @@
 namespace sa::gate {
 
 struct GuardIncident {
-  std::string kind;    // "out_of_bounds_write" (canary), "nan_output"
+  std::string kind;    // "out_of_bounds_write" (canary), "nan_output", "fp_environment"
   std::string op;      // operation called
   std::string dtype;   // element type of the call ("float32", "bfloat16", or "" for state merges)
   std::string detail;  // what exactly was seen
@@ -66,6 +72,11 @@ class GuardedKernel {
 
   // The handle to give the suite: same name, ops, dtypes as the inner kernel.
   const Kernel& kernel() const { return *wrapped_; }
+
+  // From now on, calls of these ops return SA_INTERNAL_ERROR without reaching
+  // the kernel (last_error says why): the gate's answer to an op that hung.
+  // Host-memory kernels only (device kernels are not wrapped).
+  void refuse(const std::set<Op>& ops);
 
   struct State;
 

@@ -19,6 +19,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "gate/child.hpp"
 #include "gate/verdict_json.hpp"
 
 namespace sa::gate {
@@ -26,7 +27,6 @@ namespace sa::gate {
 namespace {
 
 using json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kMaxInput = 64 * 1024;
 
@@ -35,62 +35,78 @@ std::string clip(const std::string& s) {
   return s.substr(0, kMaxInput) + " ...(truncated at 64 KiB)";
 }
 
-// Child side: write one JSON line, whole, to the pipe.
-void send(int fd, const json& j) {
-  std::string line = j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
-  const char* p = line.data();
-  std::size_t left = line.size();
-  while (left) {
-    const ssize_t w = write(fd, p, left);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      _exit(3);  // the parent is gone
-    }
-    p += w;
-    left -= static_cast<std::size_t>(w);
-  }
-}
-
-// Runs each unit (a list of property ids; empty = the config's selection) as
-// one run_suite call, reporting everything through the pipe.
 // One run_suite call: these properties (empty = the config's selection),
-// restricted to these ops (empty = the config's).
+// restricted to these ops (empty = the config's), with calls to `refuse`
+// answered by the gate instead of the kernel.
 struct Unit {
   std::vector<std::string> properties;
   std::vector<Op> ops;
   std::string name;
-  bool retry = false;  // a property re-run without an op that crashed or hung
+  bool retry = false;      // a property re-run without an op that crashed or hung
+  std::vector<Op> refuse;  // ops this unit must not call (the one that crashed in it)
 };
 
-[[noreturn]] void child_main(int fd, const Kernel& kernel, const props::SuiteConfig& config,
-                             const std::vector<Unit>& units, const IsolationOptions& opt,
-                             CallBox* box) {
+std::vector<Op> all_op_list() { return std::vector<Op>(std::begin(all_ops), std::end(all_ops)); }
+
+// The ops a unit checks: its own list, else the config's, else every op.
+std::vector<Op> effective_ops(const Unit& u, const props::SuiteConfig& config) {
+  if (!u.ops.empty()) return u.ops;
+  if (!config.ops.empty()) return config.ops;
+  return all_op_list();
+}
+
+bool contains(const std::vector<Op>& v, Op op) {
+  return std::find(v.begin(), v.end(), op) != v.end();
+}
+
+std::string op_names(const std::set<Op>& ops) {
+  std::string s;
+  for (Op op : ops) s += (s.empty() ? "" : ", ") + std::string(name_of(op));
+  return s;
+}
+
+void child_main(const ChildWriter& w, const KernelSource& source, const props::SuiteConfig& config,
+                const std::vector<Unit>& units, const std::set<Op>& refused,
+                const IsolationOptions& opt, CallBox* box) {
   install_fault_handler();
   set_call_box(box);
+  std::optional<Kernel> kernel;
+  try {
+    kernel.emplace(source.open());
+  } catch (const std::exception& e) {
+    w.send({{"t", "error"}, {"what", std::string("opening the kernel: ") + e.what()}});
+    w.send({{"t", "done"}});
+    _exit(0);
+  }
   std::string current_property, current_input;
-  GuardedKernel guarded(kernel, opt.guard, [&](const GuardIncident& i) {
-    send(fd, {{"t", "incident"},
-              {"kind", i.kind},
-              {"op", i.op},
-              {"dtype", i.dtype},
-              {"detail", i.detail},
-              {"property", current_property},
-              {"input", clip(current_input)}});
+  GuardedKernel guarded(*kernel, opt.guard, [&](const GuardIncident& i) {
+    w.send({{"t", "incident"},
+            {"kind", i.kind},
+            {"op", i.op},
+            {"dtype", i.dtype},
+            {"detail", i.detail},
+            {"property", current_property},
+            {"input", clip(current_input)}});
   });
   props::SuiteObserver obs;
   obs.before_case = [&](const std::string& p, const std::string& in) {
     current_property = p;
     current_input = in;
-    send(fd, {{"t", "case"}, {"property", p}, {"input", clip(in)}});
+    w.send({{"t", "case"}, {"property", p}, {"input", clip(in)}});
   };
-  obs.on_verdict = [&](const Verdict& v) { send(fd, {{"t", "verdict"}, {"v", to_json(v)}}); };
+  obs.on_verdict = [&](const Verdict& v) { w.send({{"t", "verdict"}, {"v", to_json(v)}}); };
   obs.progress = [&](int done, int total) {
-    send(fd, {{"t", "progress"}, {"done", done}, {"total", total}});
+    w.send({{"t", "progress"}, {"done", done}, {"total", total}});
   };
   for (const auto& unit : units) {
     props::SuiteConfig one = config;
     if (!unit.properties.empty()) one.properties = unit.properties;
-    if (!unit.ops.empty()) one.ops = unit.ops;
+    std::vector<Op> ops = effective_ops(unit, config);
+    std::set<Op> refuse = refused;
+    refuse.insert(unit.refuse.begin(), unit.refuse.end());
+    std::erase_if(ops, [&](Op op) { return refuse.count(op) != 0; });
+    one.ops = ops;
+    guarded.refuse(refuse);
     current_property = unit.properties.size() == 1 ? unit.properties[0] : std::string();
     current_input.clear();
     try {
@@ -99,24 +115,25 @@ struct Unit {
       // follows for suites that return verdicts without announcing them.
       json all = json::array();
       for (const auto& v : vs) all.push_back(to_json(v));
-      send(fd, {{"t", "unit_done"}, {"verdicts", all}});
+      w.send({{"t", "unit_done"}, {"verdicts", all}});
     } catch (const std::exception& e) {
-      send(fd, {{"t", "error"}, {"what", e.what()}});
+      w.send({{"t", "error"}, {"what", e.what()}});
     }
   }
-  send(fd, {{"t", "done"}});
-  close(fd);
-  _exit(0);
+  w.send({{"t", "done"}});
+  std::fflush(nullptr);
+  _exit(0);  // no destructors: a plugin's cannot change what was reported
 }
 
-Verdict gate_verdict(const char* property, const std::string& claim, const Kernel& k) {
+Verdict gate_verdict(const char* property, const std::string& claim, const std::string& kernel) {
   Verdict v;
   v.property = property;
   v.claim = claim;
-  v.kernel = k.name();
+  v.kernel = kernel;
   v.rule = {"gate.isolation",
             "softmax_audit/kernel.h: calls are synchronous, return a status, touch only the "
-            "buffers and sizes given, and give NaN only for rows holding a NaN"};
+            "buffers and sizes given, leave the floating-point environment as they found it, "
+            "and give NaN only for rows holding a NaN"};
   return v;
 }
 
@@ -124,12 +141,20 @@ const char* claim_of(const std::string& id) {
   if (id == kNoCrash) return "every kernel call returns (the process is not killed by a signal)";
   if (id == kNoHang) return "every case finishes within the case timeout";
   if (id == kInBounds) return "the kernel reads and writes only inside the buffers it is given";
+  if (id == kFpEnvironment)
+    return "every kernel call leaves the floating-point environment (rounding mode, "
+           "flush-to-zero, denormals-are-zero) as it found it";
+  if (id == kProtocol)
+    return "only the gate writes the gate's messages: the kernel neither writes to the gate's "
+           "pipe nor forks a copy of the process running the suite";
+  if (id == kDeadline) return "the whole run finishes within the overall deadline";
   return "outputs are NaN only for rows whose inputs hold a NaN";
 }
 
-std::string signal_text(int sig) {
-  const char* s = strsignal(sig);
-  return "signal " + std::to_string(sig) + (s ? std::string(" (") + s + ")" : std::string());
+const char* incident_property(const std::string& kind) {
+  if (kind == "nan_output") return kNoNanOutput;
+  if (kind == "fp_environment") return kFpEnvironment;
+  return kInBounds;
 }
 
 }  // namespace
@@ -149,6 +174,8 @@ struct Sink {
   std::vector<Verdict> findings;  // the gate's (gate.*), one per (check, property, op, dtype)
   std::map<std::string, std::size_t> seen;
   int crashes = 0, hangs = 0, processes = 0;
+  std::set<Op> refused;  // ops no longer called: they hung
+  bool deadline = false;
 
   void add_finding(Verdict v, const std::string& during) {
     const std::string key = v.property + "|" + during + "|" + v.op + "|" + v.dtype;
@@ -165,37 +192,32 @@ struct Sink {
 };
 
 // Runs `units` in order in children, starting a fresh child after a crash or
-// hang (which abandons the unit it happened in). `names[i]` names unit i in
-// the verdicts. Progress is reported as units done out of `units.size()`.
-Sink run_units(const Kernel& kernel, const props::SuiteConfig& config, const IsolationOptions& opt,
-               props::SuiteObserver* observer, bool forward_verdicts, std::vector<Unit> units,
-               CallBox* box) {
+// hang (which abandons the unit it happened in, or retries a one-property
+// unit without the op that failed). Every restart makes progress: the unit
+// after it is a later one, or the same one with strictly fewer ops, so the
+// loop ends after at most (units x ops) children. Progress is reported as
+// units done out of `units.size()`.
+Sink run_units(const KernelSource& source, const props::SuiteConfig& config,
+               const IsolationOptions& opt, props::SuiteObserver* observer, bool forward_verdicts,
+               std::vector<Unit> units, CallBox* box, double deadline, std::set<Op> refused) {
   Sink sink;
+  sink.refused = std::move(refused);
+  const std::string kname = source.name();
   std::size_t next = 0;  // first unit not finished
   const int total_units = static_cast<int>(units.size());
   std::set<std::string> emitted;  // property|op|dtype of the suite's verdicts so far
+  std::set<std::string> violations;
   while (next < units.size()) {
     std::memset(box, 0, sizeof *box);
-    int fds[2];
-    if (pipe(fds) != 0)
-      throw std::runtime_error(std::string("gate: pipe: ") + std::strerror(errno));
-    std::fflush(nullptr);
     const std::vector<Unit> todo(units.begin() + static_cast<long>(next), units.end());
-    const pid_t pid = fork();
-    if (pid < 0) throw std::runtime_error(std::string("gate: fork: ") + std::strerror(errno));
-    if (pid == 0) {
-      close(fds[0]);
-      child_main(fds[1], kernel, config, todo, opt, box);
-    }
+    const std::set<Op> refused_now = sink.refused;
+    ChildChannel child(
+        [&](const ChildWriter& w) { child_main(w, source, config, todo, refused_now, opt, box); });
     ++sink.processes;
-    close(fds[1]);
-    const int fd = fds[0];
 
-    std::string buffer, last_input, last_case_property;
-    bool finished = false, hung = false;
+    std::string last_input, last_case_property;
+    bool finished = false;
     int announced = 0;  // verdicts of the current unit received through on_verdict
-    auto last_message = Clock::now();
-    std::vector<char> chunk(1 << 16);
 
     auto emit = [&](Verdict v) {
       const std::string key = v.property + "|" + v.op + "|" + v.dtype;
@@ -206,6 +228,7 @@ Sink run_units(const Kernel& kernel, const props::SuiteConfig& config, const Iso
     };
     auto handle = [&](const json& m) {
       const std::string t = m.value("t", "");
+      if (finished) return;  // nothing counts after "done"
       if (t == "case") {
         last_case_property = m.value("property", "");
         last_input = m.value("input", "");
@@ -215,6 +238,7 @@ Sink run_units(const Kernel& kernel, const props::SuiteConfig& config, const Iso
         emit(verdict_from_json(m.at("v")));
         ++announced;
       } else if (t == "unit_done") {
+        if (next >= units.size()) return;
         const auto& all = m.at("verdicts");
         for (std::size_t i = static_cast<std::size_t>(announced); i < all.size(); ++i)
           emit(verdict_from_json(all[i]));
@@ -230,9 +254,8 @@ Sink run_units(const Kernel& kernel, const props::SuiteConfig& config, const Iso
               static_cast<int>(next) * 1000 + static_cast<int>(1000.0 * done / total),
               total_units * 1000);
       } else if (t == "incident") {
-        const std::string kind = m.value("kind", "");
-        const char* id = kind == "nan_output" ? kNoNanOutput : kInBounds;
-        Verdict v = gate_verdict(id, claim_of(id), kernel);
+        const char* id = incident_property(m.value("kind", ""));
+        Verdict v = gate_verdict(id, claim_of(id), kname);
         v.op = m.value("op", "");
         v.dtype = m.value("dtype", "");
         const std::string during = m.value("property", "");
@@ -241,91 +264,96 @@ Sink run_units(const Kernel& kernel, const props::SuiteConfig& config, const Iso
         sink.add_finding(std::move(v), during);
       } else if (t == "error") {
         Verdict v =
-            gate_verdict("gate.suite_error", "the suite runs every property to the end", kernel);
+            gate_verdict("gate.suite_error", "the suite runs every property to the end", kname);
         v.outcome = Outcome::error;
-        v.note = "run_suite for " + units[next].name +
+        v.note = (next < units.size() ? "run_suite for " + units[next].name : "the run") +
                  " stopped with an exception: " + m.value("what", "");
         emit(std::move(v));
         announced = 0;
-        ++next;
+        if (next < units.size()) ++next;
       } else if (t == "done") {
         finished = true;
       }
     };
+    auto on_violation = [&](const std::string& what) {
+      if (!violations.insert(what.substr(0, 60)).second) return;
+      Verdict v = gate_verdict(kProtocol, claim_of(kProtocol), kname);
+      v.counterexample =
+          "during property " +
+          (last_case_property.empty() ? std::string("(none yet)") : last_case_property) +
+          ", input: " + (last_input.empty() ? std::string("(no case announced yet)") : last_input);
+      v.note = "the gate saw " + what + "; it was ignored";
+      sink.add_finding(std::move(v), "");
+    };
+    const ChildEnd end = child.run(
+        opt.case_timeout_s, deadline,
+        [&](const json& m) {
+          try {
+            handle(m);
+          } catch (const std::exception& e) {
+            on_violation(std::string("an unreadable gate message (") + e.what() + ")");
+          }
+        },
+        on_violation);
 
-    for (;;) {
-      const auto waited = std::chrono::duration<double>(Clock::now() - last_message).count();
-      const double left = opt.case_timeout_s - waited;
-      if (left <= 0) {
-        hung = true;
-        break;
-      }
-      pollfd p{fd, POLLIN, 0};
-      const int r = poll(&p, 1, static_cast<int>(std::min(left * 1000.0, 1e9)) + 1);
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        throw std::runtime_error(std::string("gate: poll: ") + std::strerror(errno));
-      }
-      if (r == 0) continue;
-      const ssize_t got = read(fd, chunk.data(), chunk.size());
-      if (got < 0) {
-        if (errno == EINTR) continue;
-        break;
-      }
-      if (got == 0) break;  // the child closed the pipe (done or dead)
-      last_message = Clock::now();
-      buffer.append(chunk.data(), static_cast<std::size_t>(got));
-      std::size_t start = 0, nl;
-      while ((nl = buffer.find('\n', start)) != std::string::npos) {
-        const std::string line = buffer.substr(start, nl - start);
-        start = nl + 1;
-        try {
-          handle(json::parse(line));
-        } catch (const std::exception& e) {
-          Verdict v = gate_verdict("gate.protocol", "the child's messages are well formed", kernel);
-          v.outcome = Outcome::error;
-          v.note = std::string("unreadable message from the kernel's process: ") + e.what();
-          emit(std::move(v));
-        }
-      }
-      buffer.erase(0, start);
-    }
-    const double silent = std::chrono::duration<double>(Clock::now() - last_message).count();
-    if (hung) kill(pid, SIGKILL);
-    close(fd);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (finished && WIFEXITED(status) && WEXITSTATUS(status) == 0) break;
+    if (finished && end.exited && end.status == 0) break;
     if (next >= units.size()) break;  // died after its last unit: nothing was lost
+
+    if (end.deadline) {
+      // Out of time: the unit in progress and every later one were not run.
+      sink.deadline = true;
+      Verdict v = gate_verdict(kDeadline, claim_of(kDeadline), kname);
+      v.outcome = Outcome::error;
+      v.measured = opt.deadline_s;
+      v.bound = opt.deadline_s;
+      v.rule = {"gate.deadline",
+                "the run's overall deadline (--deadline or the spec's "
+                "'deadline', seconds)"};
+      std::string names;
+      for (std::size_t i = next; i < units.size(); ++i)
+        for (const auto& id :
+             units[i].properties.empty() ? planned_properties(config) : units[i].properties)
+          names += (names.empty() ? "" : ", ") + id;
+      v.note =
+          "the deadline passed; the kernel's process was killed and these were not run: " + names;
+      sink.findings.push_back(std::move(v));
+      break;
+    }
 
     // The child did not finish: attribute it to the unit it was running.
     const std::string during = units[next].name;
     const bool in_call = box->in_call != 0;
     const std::string fault(box->fault, strnlen(box->fault, sizeof box->fault));
+    const std::optional<Op> failed_op =
+        in_call ? parse_op(std::string(box->op, strnlen(box->op, sizeof box->op))) : std::nullopt;
     Verdict v;
-    if (hung) {
+    if (end.timed_out) {
       ++sink.hangs;
-      v = gate_verdict(kNoHang, claim_of(kNoHang), kernel);
+      v = gate_verdict(kNoHang, claim_of(kNoHang), kname);
       v.outcome = Outcome::fail;
-      v.measured = silent;
+      v.measured = end.silent_s;
       v.bound = opt.case_timeout_s;
       v.rule = {"gate.timeout", "the case timeout (--timeout or the spec's 'timeout', seconds)"};
-      v.note = std::string("no answer for ") + std::to_string(silent) + " s" +
+      v.note = std::string("no answer for ") + std::to_string(end.silent_s) + " s" +
                (in_call ? std::string(" inside a kernel call") : " (not inside a kernel call)") +
                "; the process was killed and the remaining cases of " + during + " were not run";
+      if (failed_op) {
+        sink.refused.insert(*failed_op);
+        v.note += "; the gate calls " + std::string(name_of(*failed_op)) +
+                  " no more in this run (every later call of it is answered with an error "
+                  "verdict)";
+      }
     } else {
       ++sink.crashes;
       const bool guard_hit = fault.find("buffer '") != std::string::npos;
-      v = gate_verdict(guard_hit ? kInBounds : kNoCrash, claim_of(guard_hit ? kInBounds : kNoCrash),
-                       kernel);
+      const char* id = guard_hit ? kInBounds : kNoCrash;
+      v = gate_verdict(id, claim_of(id), kname);
       v.outcome = Outcome::fail;
       v.measured = 1;
       v.bound = 0;
       std::string how =
-          WIFSIGNALED(status)
-              ? "killed by " + signal_text(WTERMSIG(status))
-              : "exited with status " + std::to_string(WEXITSTATUS(status)) + " before finishing";
+          end.exited ? "exited with status " + std::to_string(end.status) + " before finishing"
+                     : end.describe();
       if (!fault.empty()) how += ": " + fault;
       if (!in_call) {
         v.outcome = Outcome::error;
@@ -337,29 +365,32 @@ Sink run_units(const Kernel& kernel, const props::SuiteConfig& config, const Iso
                " were not run";
     }
     if (in_call) {
-      v.op = box->op;
-      v.dtype = box->dtype;
+      v.op = std::string(box->op, strnlen(box->op, sizeof box->op));
+      v.dtype = std::string(box->dtype, strnlen(box->dtype, sizeof box->dtype));
     }
     v.counterexample =
         "during property " + (last_case_property.empty() ? during : last_case_property) +
         ", input: " + (last_input.empty() ? std::string("(no case announced yet)") : last_input);
     // Go on in a fresh process: with the same property without the op that
-    // failed (its other ops still run), else with the next unit.
-    std::optional<Op> failed_op = in_call ? parse_op(box->op) : std::nullopt;
-    if (failed_op && units[next].properties.size() == 1) {
-      std::vector<Op> ops = units[next].ops;
-      if (ops.empty()) ops = config.ops;
-      if (ops.empty()) ops.assign(std::begin(all_ops), std::end(all_ops));
-      ops.erase(std::remove(ops.begin(), ops.end(), *failed_op), ops.end());
-      if (!ops.empty()) {
+    // failed, if that op was one the unit checks (its other ops still run, and
+    // it calls the failed op no more); else with the next unit. Either way the
+    // next child starts on less work than this one did.
+    const std::vector<Op> ops = effective_ops(units[next], config);
+    if (failed_op && units[next].properties.size() == 1 && contains(ops, *failed_op)) {
+      std::vector<Op> rest = ops;
+      std::erase(rest, *failed_op);
+      std::erase_if(rest, [&](Op op) { return sink.refused.count(op) != 0; });
+      if (!rest.empty()) {
         Unit retry = units[next];
-        retry.ops = ops;
+        retry.ops = rest;
         retry.retry = true;
-        retry.name = units[next].properties[0] + " (without " + name_of(*failed_op) + ")";
+        retry.refuse.push_back(*failed_op);
+        retry.name = units[next].properties[0] + " (without " + op_names({*failed_op}) + ")";
         units[next] = retry;
         v.note += "; the gate went on with the property's other operations in a fresh process";
       } else {
         ++next;
+        v.note += "; the gate went on with the next property in a fresh process";
       }
     } else {
       ++next;
@@ -372,7 +403,12 @@ Sink run_units(const Kernel& kernel, const props::SuiteConfig& config, const Iso
 
 }  // namespace
 
-IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config_in,
+IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config,
+                         const IsolationOptions& opt, props::SuiteObserver* observer) {
+  return run_isolated(KernelSource(kernel), config, opt, observer);
+}
+
+IsolatedRun run_isolated(const KernelSource& source, const props::SuiteConfig& config_in,
                          const IsolationOptions& opt, props::SuiteObserver* observer) {
   IsolatedRun run;
   // One seed for every process, so that the whole run is one reproducible run.
@@ -380,12 +416,15 @@ IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config_
   if (config.seed == 0)
     config.seed = (std::uint64_t(std::random_device{}()) << 32) | std::random_device{}();
   const std::vector<std::string> plan = planned_properties(config);
+  const std::string kname = source.name();
+  const double deadline = opt.deadline_s > 0 ? steady_seconds() + opt.deadline_s : 0;
 
   Sink sink;
   if (!opt.isolate) {
+    const Kernel kernel = source.open();
     GuardedKernel guarded(kernel, opt.guard, [&](const GuardIncident& i) {
-      const char* id = i.kind == "nan_output" ? kNoNanOutput : kInBounds;
-      Verdict v = gate_verdict(id, claim_of(id), kernel);
+      const char* id = incident_property(i.kind);
+      Verdict v = gate_verdict(id, claim_of(id), kname);
       v.op = i.op;
       v.dtype = i.dtype;
       v.note = i.detail;
@@ -398,49 +437,70 @@ IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config_
     if (shm == MAP_FAILED) throw std::runtime_error("gate: cannot map shared memory");
     auto* box = static_cast<CallBox*>(shm);
     std::vector<Unit> per_property;
-    for (const auto& id : plan) per_property.push_back(Unit{{id}, {}, id, false});
+    for (const auto& id : plan) per_property.push_back(Unit{{id}, {}, id, false, {}});
     const bool whole_first = opt.granularity == Granularity::whole_then_property && plan.size() > 1;
     bool done = false;
+    std::set<Op> refused;
+    std::vector<Verdict> carried;  // gate findings of the first phase that the second keeps
     if (whole_first) {
       // Fast path: the whole selection in one run_suite call (the suite shares
       // work between properties). Verdicts are held back until it succeeds.
-      Sink whole = run_units(kernel, config, opt, observer, false,
-                             {Unit{{}, {}, "(all selected properties)", false}}, box);
+      Sink whole =
+          run_units(source, config, opt, observer, false,
+                    {Unit{{}, {}, "(all selected properties)", false, {}}}, box, deadline, {});
       run.processes += whole.processes;
-      if (whole.crashes == 0 && whole.hangs == 0) {
+      if ((whole.crashes == 0 && whole.hangs == 0) || whole.deadline) {
         sink = std::move(whole);
         if (observer && observer->on_verdict)
           for (const auto& v : sink.verdicts) observer->on_verdict(v);
         done = true;
+      } else {
+        // The kernel crashed or hung: every property is run again, one per
+        // unit (same seed, so the same inputs), which names the property that
+        // failed and keeps every other property's verdicts. An op that hung
+        // is not called again: its hang is kept from this phase.
+        refused = whole.refused;
+        for (auto& f : whole.findings)
+          if (f.property == kNoHang || f.property == kProtocol) carried.push_back(f);
+        run.hangs += whole.hangs;
       }
-      // Else: the kernel crashed or hung; every property is run again, one per
-      // unit (same seed, so the same inputs), which names the property that
-      // failed and keeps every other property's verdicts.
     }
     if (!done) {
-      sink = run_units(kernel, config, opt, observer, true, per_property, box);
+      sink = run_units(source, config, opt, observer, true, per_property, box, deadline, refused);
       run.processes += sink.processes;
+      sink.findings.insert(sink.findings.begin(), carried.begin(), carried.end());
     }
     munmap(shm, sizeof(CallBox));
   }
-  run.crashes = sink.crashes;
-  run.hangs = sink.hangs;
+  run.crashes += sink.crashes;
+  run.hangs += sink.hangs;
   run.verdicts = std::move(sink.verdicts);
+
+  // A destructor that misbehaved when the probe closed the plugin.
+  if (!source.unload_problem().empty()) {
+    Verdict v = gate_verdict(kNoCrash, claim_of(kNoCrash), kname);
+    v.outcome = Outcome::fail;
+    v.measured = 1;
+    v.bound = 0;
+    v.counterexample = "closing the library (no kernel call)";
+    v.note = source.unload_problem();
+    sink.findings.push_back(std::move(v));
+  }
 
   // The gate's own checks: a failing verdict per finding, a passing one per check without any.
   auto& findings = sink.findings;
-  for (const char* id : {kNoCrash, kNoHang, kInBounds, kNoNanOutput}) {
+  for (const char* id : {kNoCrash, kNoHang, kInBounds, kNoNanOutput, kFpEnvironment, kProtocol}) {
     bool any = false;
     for (const auto& f : findings) any = any || f.property == id;
     if (any) continue;
-    if (!opt.isolate && (std::string(id) == kNoCrash || std::string(id) == kNoHang)) continue;
-    if (std::string(id) == kInBounds &&
-        (!opt.guard.guard_buffers || kernel.memory() != SA_MEMORY_HOST))
-      continue;
-    if (std::string(id) == kNoNanOutput &&
-        (!opt.guard.check_nan || kernel.memory() != SA_MEMORY_HOST))
-      continue;
-    Verdict v = gate_verdict(id, claim_of(id), kernel);
+    const bool host = source.memory() == SA_MEMORY_HOST;
+    const std::string sid = id;
+    if (!opt.isolate && (sid == kNoCrash || sid == kNoHang || sid == kProtocol)) continue;
+    if (sid == kInBounds && (!opt.guard.guard_buffers || !host)) continue;
+    if (sid == kNoNanOutput && (!opt.guard.check_nan || !host)) continue;
+    if (sid == kFpEnvironment && !host) continue;
+    if (sink.deadline && sid != kProtocol) continue;  // not every call was seen
+    Verdict v = gate_verdict(id, claim_of(id), kname);
     v.outcome = Outcome::pass;
     v.measured = 0;
     v.bound = 0;
@@ -449,13 +509,15 @@ IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config_
     findings.push_back(std::move(v));
   }
   for (auto& f : findings) {
-    if (f.property == kInBounds || f.property == kNoNanOutput)
+    if (f.property == kInBounds || f.property == kNoNanOutput || f.property == kFpEnvironment ||
+        f.property == kProtocol)
       if (f.outcome == Outcome::fail && std::isfinite(f.measured) && f.measured > 1)
-        f.note += " (seen in " + std::to_string(static_cast<long long>(f.measured)) +
-                  " calls; the first input is shown)";
+        f.note += " (seen " + std::to_string(static_cast<long long>(f.measured)) +
+                  " times; the first is shown)";
     if (observer && observer->on_verdict) observer->on_verdict(f);
     run.verdicts.push_back(std::move(f));
   }
+  if (!sink.refused.empty()) run.refused_ops = op_names(sink.refused);
   run.seed = config.seed;
   return run;
 }

@@ -18,6 +18,18 @@
 // property is run again on its own (same seed, same inputs), so that a crash
 // loses only the rest of the property it interrupted and names it.
 //
+// Every restart makes progress (a later unit, or the same property with
+// fewer ops), so a run ends with a verdict for every unit whatever the kernel
+// does; an op that hung is called no more in the run (later calls of it are
+// answered by the gate with an error status, and the verdict says so); the
+// overall deadline (IsolationOptions::deadline_s) bounds the whole run. The
+// child leads its own process group, which is killed after it ends, so that
+// helper processes a kernel forked die with it. Messages are stamped by the
+// child (gate/child.hpp): a kernel writing to the pipe or forking a copy of
+// the suite gives a failing gate.protocol verdict, never a pass. Each kernel
+// call starts in the default floating-point environment; a call that changes
+// it gives a failing gate.fp_environment verdict (gate/guard.hpp).
+//
 // CUDA: each child creates its own CUDA context on first use. The calling
 // process must not initialise CUDA before run_isolated (a context does not
 // survive fork); nothing in the gate does.
@@ -28,6 +40,7 @@
 #include <vector>
 
 #include "gate/guard.hpp"
+#include "gate/kernel_source.hpp"
 #include "properties/suite.hpp"
 
 namespace sa::gate {
@@ -44,6 +57,9 @@ enum class Granularity {
 
 struct IsolationOptions {
   double case_timeout_s = 60.0;  // longest silence allowed from the child (one case)
+  // The whole run's limit in seconds (0: none). When it passes, the child is
+  // killed and every property not yet run is named in a gate.deadline verdict.
+  double deadline_s = 0;
   GuardOptions guard;
   bool isolate = true;  // false: run in this process (no crash/hang protection)
   Granularity granularity = Granularity::whole_then_property;
@@ -53,12 +69,16 @@ struct IsolatedRun {
   std::vector<Verdict> verdicts;  // the suite's verdicts, then the gate's own (gate.*)
   int processes = 0;              // children started
   int crashes = 0, hangs = 0;
-  std::uint64_t seed = 0;  // the seed every process used (drawn when the config's is 0)
+  std::uint64_t seed = 0;   // the seed every process used (drawn when the config's is 0)
+  std::string refused_ops;  // ops the gate stopped calling after they hung ("" if none)
 };
 
 // Property ids the run will cover: config.properties, or every property.
 std::vector<std::string> planned_properties(const props::SuiteConfig& config);
 
+IsolatedRun run_isolated(const KernelSource& source, const props::SuiteConfig& config,
+                         const IsolationOptions& options, props::SuiteObserver* observer = nullptr);
+// The same for a kernel this process holds (built in, or linked by a library user).
 IsolatedRun run_isolated(const Kernel& kernel, const props::SuiteConfig& config,
                          const IsolationOptions& options, props::SuiteObserver* observer = nullptr);
 
@@ -73,5 +93,8 @@ inline constexpr const char* kNoCrash = "gate.no_crash";
 inline constexpr const char* kNoHang = "gate.no_hang";
 inline constexpr const char* kInBounds = "gate.in_bounds";
 inline constexpr const char* kNoNanOutput = "gate.no_nan_output";
+inline constexpr const char* kFpEnvironment = "gate.fp_environment";
+inline constexpr const char* kProtocol = "gate.protocol";
+inline constexpr const char* kDeadline = "gate.deadline";
 
 }  // namespace sa::gate

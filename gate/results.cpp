@@ -48,6 +48,7 @@ json config_to_json(const GateSpec& spec) {
   j["seed"] = c.seed;
   j["temperature"] = c.temperature;
   j["timeout"] = spec.timeout_s;
+  j["deadline"] = spec.deadline_s;
   return j;
 }
 

@@ -3,6 +3,8 @@
 #include <toml++/toml.h>
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <limits>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -54,19 +56,25 @@ void check_names(const std::string& at, const std::string& key, const std::vecto
 }
 
 std::int64_t integer(const std::string& origin, const std::string& key, const toml::node& n,
-                     std::int64_t min) {
+                     std::int64_t min, std::int64_t max) {
   auto v = n.value_exact<std::int64_t>();
   if (!v) fail(where(origin, n), key, "expected an integer");
-  if (*v < min)
+  if (*v < min || *v > max)
     fail(where(origin, n), key,
-         "expected an integer >= " + std::to_string(min) + ", got " + std::to_string(*v));
+         "expected an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "], got " +
+             std::to_string(*v));
   return *v;
 }
 
-double positive_real(const std::string& origin, const std::string& key, const toml::node& n) {
+double positive_real(const std::string& origin, const std::string& key, const toml::node& n,
+                     double max) {
   auto v = n.value<double>();  // integers convert
   if (!v) fail(where(origin, n), key, "expected a number");
-  if (!(*v > 0) || !std::isfinite(*v)) fail(where(origin, n), key, "expected a finite number > 0");
+  if (!(*v > 0) || !std::isfinite(*v) || *v > max) {
+    std::ostringstream m;
+    m << "expected a finite number > 0 and <= " << max << ", got " << *v;
+    fail(where(origin, n), key, m.str());
+  }
   return *v;
 }
 
@@ -93,9 +101,9 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
   }
   GateSpec spec;
   spec.source = origin;
-  static const std::vector<std::string> keys = {"ops",     "dtypes",     "sizes", "distributions",
-                                                "rules",   "properties", "cases", "seed",
-                                                "timeout", "temperature"};
+  static const std::vector<std::string> keys = {
+      "ops",   "dtypes", "sizes",   "distributions", "rules",   "properties",
+      "cases", "seed",   "timeout", "temperature",   "deadline"};
   for (auto&& [k, node] : t) {
     const std::string key(k.str());
     if (std::find(keys.begin(), keys.end(), key) == keys.end())
@@ -118,7 +126,12 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
   if (auto n = t.get("sizes")) {
     const toml::array* a = n->as_array();
     if (!a) fail(where(origin, *n), "sizes", "expected an array of integers >= 1, e.g. [16, 1024]");
-    for (const auto& e : *a) cfg.sizes.push_back(integer(origin, "sizes", e, 1));
+    if (static_cast<std::int64_t>(a->size()) > SpecLimits::max_sizes)
+      fail(where(origin, *n), "sizes",
+           "expected at most " + std::to_string(SpecLimits::max_sizes) + " sizes, got " +
+               std::to_string(a->size()));
+    for (const auto& e : *a)
+      cfg.sizes.push_back(integer(origin, "sizes", e, 1, SpecLimits::max_size));
   }
   if (auto n = t.get("distributions")) {
     auto names = strings(origin, "distributions", *n);
@@ -148,14 +161,26 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
         if (seen.insert(id).second) cfg.properties.push_back(id);
     }
   }
-  if (auto n = t.get("cases")) cfg.cases = static_cast<int>(integer(origin, "cases", *n, 1));
-  if (auto n = t.get("seed")) cfg.seed = static_cast<std::uint64_t>(integer(origin, "seed", *n, 0));
-  if (auto n = t.get("timeout")) spec.timeout_s = positive_real(origin, "timeout", *n);
-  if (auto n = t.get("temperature")) cfg.temperature = positive_real(origin, "temperature", *n);
+  if (auto n = t.get("cases"))
+    cfg.cases = static_cast<int>(integer(origin, "cases", *n, 1, SpecLimits::max_cases));
+  if (auto n = t.get("seed"))
+    cfg.seed = static_cast<std::uint64_t>(
+        integer(origin, "seed", *n, 0, std::numeric_limits<std::int64_t>::max()));
+  if (auto n = t.get("timeout"))
+    spec.timeout_s = positive_real(origin, "timeout", *n, SpecLimits::max_timeout_s);
+  if (auto n = t.get("deadline"))
+    spec.deadline_s = positive_real(origin, "deadline", *n, SpecLimits::max_deadline_s);
+  if (auto n = t.get("temperature"))
+    cfg.temperature = positive_real(origin, "temperature", *n, SpecLimits::max_temperature);
   return spec;
 }
 
 GateSpec load_gate_spec(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    throw SpecError(path + ": not a regular file; expected a TOML file (see docs/gate-spec.md)");
+  if (std::filesystem::file_size(path, ec) > (1u << 20) && !ec)
+    throw SpecError(path + ": larger than 1 MiB; expected a small TOML file (docs/gate-spec.md)");
   std::ifstream in(path);
   if (!in)
     throw SpecError(path +

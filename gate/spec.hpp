@@ -2,10 +2,13 @@
 // Documented in docs/gate-spec.md. Every key is optional; no file at all
 // means the suite's defaults (every applicable property, op and dtype).
 //
-// Validation is strict: an unknown key, a wrong type or an unknown name is an
-// error naming the file, the key and what was expected (SpecError).
+// Validation is strict: an unknown key, a wrong type, an unknown name or a
+// value outside its stated range is an error naming the file, the key and
+// what was expected (SpecError), before any work. The ranges (kLimits below)
+// are what the suite can run on this project's machine kind in a CI job.
 #pragma once
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -16,8 +19,19 @@ namespace sa::gate {
 struct GateSpec {
   props::SuiteConfig
       suite;  // ops, dtypes, sizes, distributions, rules, properties, cases, seed, temperature
-  double timeout_s = 60.0;  // longest silence allowed from the kernel's process (one case)
+  double timeout_s = 60.0;     // longest silence allowed from the kernel's process (one case)
+  double deadline_s = 3600.0;  // the whole run's limit (gate.deadline)
   std::string source = "(defaults)";  // the file it came from
+};
+
+// The accepted ranges of the numeric keys (also the CLI's --cases, --timeout, --deadline).
+struct SpecLimits {
+  static constexpr std::int64_t max_size = std::int64_t(1) << 24;  // row length n
+  static constexpr std::int64_t max_sizes = 64;                    // entries of 'sizes'
+  static constexpr std::int64_t max_cases = 1000000;
+  static constexpr double max_timeout_s = 86400;
+  static constexpr double max_deadline_s = 7 * 86400;
+  static constexpr double max_temperature = 1e6;
 };
 
 class SpecError : public std::runtime_error {

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -203,6 +204,21 @@ Kernel::Kernel(const sa_kernel* k, std::string origin, std::shared_ptr<void> lib
                                 " (rebuild against this softmax_audit/kernel.h)");
   if (k_->name == nullptr || k_->name[0] == '\0')
     throw std::invalid_argument(where + ": sa_kernel.name is empty; expected a name");
+  // The name is printed in terminals and CI logs and written into every
+  // output: a control character (a newline could fake a PASS line) is refused.
+  const std::size_t name_len = strnlen(k_->name, 257);
+  if (name_len > 256)
+    throw std::invalid_argument(where + ": sa_kernel.name is longer than 256 bytes");
+  for (std::size_t i = 0; i < name_len; ++i) {
+    const unsigned char c = static_cast<unsigned char>(k_->name[i]);
+    if (c < 0x20 || c == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02x", c);
+      throw std::invalid_argument(where + ": sa_kernel.name holds the control character " + hex +
+                                  " at byte " + std::to_string(i) +
+                                  "; expected printable text (it is printed in logs)");
+    }
+  }
   name_ = k_->name;
   if (k_->memory != SA_MEMORY_HOST && k_->memory != SA_MEMORY_CUDA)
     throw std::invalid_argument(where + " '" + name_ +

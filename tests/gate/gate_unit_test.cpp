@@ -31,7 +31,7 @@ TEST(GateSpec, ReadsEveryKey) {
       "ops = [\"softmax\", \"logsumexp\"]\ndtypes = [\"float32\"]\nsizes = [1, 64, 4096]\n"
       "distributions = [\"" +
           dist + "\"]\nrules = [\"" + rule + "\"]\nproperties = [\"" + first +
-          "\"]\ncases = 5\nseed = 42\ntimeout = 2.5\ntemperature = 0.5\n",
+          "\"]\ncases = 5\nseed = 42\ntimeout = 2.5\ntemperature = 0.5\ndeadline = 120\n",
       "g.toml");
   ASSERT_EQ(s.suite.ops.size(), 2u);
   EXPECT_EQ(s.suite.ops[1], Op::logsumexp);
@@ -41,6 +41,7 @@ TEST(GateSpec, ReadsEveryKey) {
   EXPECT_EQ(s.suite.cases, 5);
   EXPECT_EQ(s.suite.seed, 42u);
   EXPECT_DOUBLE_EQ(s.timeout_s, 2.5);
+  EXPECT_DOUBLE_EQ(s.deadline_s, 120);
   EXPECT_DOUBLE_EQ(s.suite.temperature, 0.5);
 }
 
@@ -59,11 +60,16 @@ TEST(GateSpec, ErrorsNameFileKeyAndExpectation) {
     const char* must_say;
   };
   for (const Bad& b :
-       {Bad{"colour = 1", "unknown key"}, Bad{"cases = 0", ">= 1"},
-        Bad{"cases = 1.5", "expected an integer"}, Bad{"ops = [\"soft\"]", "softmax"},
-        Bad{"dtypes = \"float16\"", "float32"}, Bad{"sizes = [0]", ">= 1"},
-        Bad{"timeout = -1", "> 0"}, Bad{"properties = [\"no.such\"]", "selects no property"},
-        Bad{"distributions = [\"cauchy\"]", "expected one of"}, Bad{"seed = -3", ">= 0"},
+       {Bad{"colour = 1", "unknown key"}, Bad{"cases = 0", "in [1, 1000000]"},
+        // Out of range values are refused before any work (issue 12, item 6): 2^32 + 1
+        // cases used to run one case, huge sizes overflowed the generators.
+        Bad{"cases = 4294967297", "got 4294967297"}, Bad{"sizes = [99999999999]", "16777216"},
+        Bad{"timeout = 1e9", "<= 86400"}, Bad{"deadline = 0", "> 0"},
+        Bad{"temperature = inf", "finite"}, Bad{"cases = 1.5", "expected an integer"},
+        Bad{"ops = [\"soft\"]", "softmax"}, Bad{"dtypes = \"float16\"", "float32"},
+        Bad{"sizes = [0]", "in [1, 16777216]"}, Bad{"timeout = -1", "> 0"},
+        Bad{"properties = [\"no.such\"]", "selects no property"},
+        Bad{"distributions = [\"cauchy\"]", "expected one of"}, Bad{"seed = -3", "in [0, "},
         Bad{"ops = [1]", "string"}, Bad{"x = = 1", "TOML"}}) {
     try {
       parse_gate_spec(b.text, "bad.toml");

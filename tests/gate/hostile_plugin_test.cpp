@@ -1,0 +1,289 @@
+// The gate against misbehaving plugins (issue 12): each case is a library
+// from tests/gate/kernels/hostile_kernel.c driven through the real command
+// line, and each test states the exit code and verdict the gate must give.
+// None of these may hang the gate, kill it, or end in exit 0 for a kernel
+// that was not checked or that failed.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "gate_test_util.hpp"
+
+namespace fs = std::filesystem;
+using gate_test::q;
+using gate_test::run;
+using gate_test::slurp;
+
+namespace {
+
+const std::string cli = SA_GATE_CLI;
+
+std::string lib(const std::string& behaviour) {
+  return std::string(SA_GATE_HOSTILE_DIR) + "/libhostile_" + behaviour + ".so";
+}
+
+// A small spec: few properties and cases, so that each test takes seconds.
+std::string small_spec(const std::string& dir, const std::string& extra = "") {
+  const std::string path = dir + "/spec.toml";
+  std::ofstream(path) << "properties = [\"differential.ulp\", \"metamorphic.sum_to_one\"]\n"
+                         "dtypes = [\"float32\"]\ncases = 4\nseed = 7\n"
+                      << extra;
+  return path;
+}
+
+struct Checked {
+  gate_test::Ran ran;
+  nlohmann::json json;  // the --json output, or null when none was written
+  double seconds = 0;
+};
+
+Checked check(const std::string& plugin, const std::string& args) {
+  const std::string dir = gate_test::temp_dir();
+  const std::string out = dir + "/gate.json";
+  Checked c;
+  const auto t0 = std::chrono::steady_clock::now();
+  c.ran = run("cd " + q(dir) + " && " + q(cli) + " check --plugin " + q(plugin) + " --json " +
+              q(out) + " " + args);
+  c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (fs::exists(out)) c.json = nlohmann::json::parse(slurp(out));
+  return c;
+}
+
+// The verdicts of property `id` in a --json output.
+std::vector<nlohmann::json> verdicts_of(const nlohmann::json& j, const std::string& id) {
+  std::vector<nlohmann::json> out;
+  if (j.is_null()) return out;
+  for (const auto& run : j.at("runs"))
+    for (const auto& v : run.at("verdicts"))
+      if (v.value("property", "") == id) out.push_back(v);
+  return out;
+}
+
+bool any_outcome(const std::vector<nlohmann::json>& vs, const std::string& outcome) {
+  for (const auto& v : vs)
+    if (v.value("outcome", "") == outcome) return true;
+  return false;
+}
+
+}  // namespace
+
+// Item 3: constructors, the entry function and destructors never run in the
+// gate's own process. Each of these used to end the gate (exit 0 with no
+// output, or 139) or hang it.
+TEST(HostilePlugin, ConstructorCallingExitIsALoadErrorNotAPass) {
+  const std::string dir = gate_test::temp_dir();
+  const auto c = check(lib("ctor_exit"), "--spec " + q(small_spec(dir)));
+  EXPECT_EQ(c.ran.rc, 2) << c.ran.output;
+  EXPECT_NE(c.ran.output.find("exited with status 0"), std::string::npos) << c.ran.output;
+  EXPECT_NE(c.ran.output.find("nothing was checked"), std::string::npos) << c.ran.output;
+  EXPECT_TRUE(c.json.is_null()) << "no result file may exist for a run that checked nothing";
+}
+
+TEST(HostilePlugin, ConstructorCrashIsALoadErrorNamingTheSignal) {
+  const std::string dir = gate_test::temp_dir();
+  const auto c = check(lib("ctor_crash"), "--spec " + q(small_spec(dir)));
+  EXPECT_EQ(c.ran.rc, 2) << c.ran.output;
+  EXPECT_NE(c.ran.output.find("signal 11"), std::string::npos) << c.ran.output;
+}
+
+TEST(HostilePlugin, HangingConstructorIsBoundedByTheTimeout) {
+  const std::string dir = gate_test::temp_dir();
+  const auto c = check(lib("ctor_hang"), "--timeout 1 --spec " + q(small_spec(dir)));
+  EXPECT_EQ(c.ran.rc, 2) << c.ran.output;
+  EXPECT_NE(c.ran.output.find("did not finish within"), std::string::npos) << c.ran.output;
+  EXPECT_LT(c.seconds, 20);
+}
+
+TEST(HostilePlugin, CrashingEntryFunctionIsALoadError) {
+  const std::string dir = gate_test::temp_dir();
+  const auto c = check(lib("entry_crash"), "--spec " + q(small_spec(dir)));
+  EXPECT_EQ(c.ran.rc, 2) << c.ran.output;
+  EXPECT_NE(c.ran.output.find("sa_kernel_entry"), std::string::npos) << c.ran.output;
+}
+
+TEST(HostilePlugin, DestructorCallingExitCannotTurnAFailureIntoAPass) {
+  const std::string dir = gate_test::temp_dir();
+  const auto c = check(lib("dtor_exit_biased"), "--spec " + q(small_spec(dir)));
+  EXPECT_EQ(c.ran.rc, 1) << c.ran.output;
+  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "differential.ulp"), "fail")) << c.json.dump();
+}
+
+TEST(HostilePlugin, CrashingDestructorIsAFailingVerdictAndTheResultsAreWritten) {
+  const std::string dir = gate_test::temp_dir();
+  const auto c = check(lib("dtor_crash"), "--spec " + q(small_spec(dir)));
+  EXPECT_EQ(c.ran.rc, 1) << c.ran.output;
+  const auto vs = verdicts_of(c.json, "gate.no_crash");
+  ASSERT_TRUE(any_outcome(vs, "fail")) << c.json.dump();
+  EXPECT_NE(vs[0].dump().find("dlclose"), std::string::npos) << vs[0].dump();
+}
+
+// Item 3: a bare library name is the file in the current directory, loaded
+// by its resolved path, never a copy found on the library search path.
+TEST(HostilePlugin, BareNameLoadsTheLocalFileNotOneOnTheSearchPath) {
+  const std::string dir = gate_test::temp_dir(), other = gate_test::temp_dir();
+  fs::copy_file(SA_GATE_EXAMPLE_KERNEL, dir + "/libk.so");
+  fs::copy_file(lib("dtor_exit_biased"), other + "/libk.so");  // a failing kernel
+  const auto ran = run("cd " + q(dir) + " && LD_LIBRARY_PATH=" + q(other) + " " + q(cli) +
+                       " check --plugin libk.so --json out.json --spec " + q(small_spec(dir)));
+  EXPECT_EQ(ran.rc, 0) << ran.output;
+  const auto j = nlohmann::json::parse(slurp(dir + "/out.json"));
+  EXPECT_EQ(j.at("runs").at(0).at("kernel").value("origin", ""),
+            fs::canonical(dir + "/libk.so").string());
+}
+
+// Item 1: a crash in an op that a property calls without listing it (the
+// streamed-entropy property checks entropy and calls softmax) used to be
+// retried forever. Every retry must make progress and the run must end with
+// the exact byte offset.
+TEST(HostilePlugin, CrashInAHelperOpEndsWithAVerdictForEveryProperty) {
+  const std::string dir = gate_test::temp_dir();
+  const std::string spec = dir + "/spec.toml";
+  std::ofstream(spec) << "properties = [\"metamorphic.streamed_entropy\", "
+                         "\"metamorphic.sum_to_one\"]\ndtypes = [\"float32\"]\n"
+                         "sizes = [100]\ncases = 3\nseed = 3\n";
+  const auto c = check(lib("helper_oob"), "--timeout 20 --deadline 120 --spec " + q(spec));
+  EXPECT_EQ(c.ran.rc, 1) << c.ran.output;
+  EXPECT_LT(c.seconds, 60);
+  const auto oob = verdicts_of(c.json, "gate.in_bounds");
+  ASSERT_TRUE(any_outcome(oob, "fail")) << c.json.dump();
+  EXPECT_NE(oob[0].dump().find("bytes past"), std::string::npos) << oob[0].dump();
+  EXPECT_FALSE(verdicts_of(c.json, "metamorphic.sum_to_one").empty()) << c.json.dump();
+  EXPECT_LT(c.json.at("runs").at(0).value("processes", 0), 12) << c.json.dump();
+}
+
+// Item 5: helper processes a kernel forks die with it, so the gate's output
+// pipe closes (`check | tee` used to never end).
+TEST(HostilePlugin, ForkedHelperProcessesDieWithTheKernel) {
+  const std::string dir = gate_test::temp_dir();
+  const auto c = check(lib("fork_helper"), "--spec " + q(small_spec(dir)) + " | cat");
+  EXPECT_EQ(c.ran.rc, 0) << c.ran.output;
+  EXPECT_LT(c.seconds, 60) << "a forked helper kept the gate's output open";
+}
+
+// Item 5: a kernel that blocks in every call costs one timeout per op, not
+// one per property; the gate stops calling an op that hung and says so.
+TEST(HostilePlugin, AfterAHangTheOpIsCalledNoMore) {
+  const std::string dir = gate_test::temp_dir();
+  const auto c = check(lib("block_always"), "--timeout 1 --spec " + q(small_spec(dir)));
+  EXPECT_EQ(c.ran.rc, 1) << c.ran.output;
+  EXPECT_LT(c.seconds, 15);
+  const auto hangs = verdicts_of(c.json, "gate.no_hang");
+  ASSERT_TRUE(any_outcome(hangs, "fail")) << c.json.dump();
+  EXPECT_NE(c.json.dump().find("no more in this run"), std::string::npos) << c.json.dump();
+}
+
+// Item 5: the overall deadline bounds the run and names what was not run.
+TEST(HostilePlugin, OverallDeadlineEndsTheRunAndNamesWhatWasNotRun) {
+  const std::string dir = gate_test::temp_dir();
+  const auto c =
+      check(lib("block_always"), "--timeout 30 --deadline 2 --spec " + q(small_spec(dir)));
+  EXPECT_EQ(c.ran.rc, 1) << c.ran.output;
+  EXPECT_LT(c.seconds, 15);
+  const auto d = verdicts_of(c.json, "gate.deadline");
+  ASSERT_FALSE(d.empty()) << c.json.dump();
+  EXPECT_NE(d[0].dump().find("differential.ulp"), std::string::npos) << d[0].dump();
+}
+
+// Issue 13: forged messages on the gate's pipe never produce a pass.
+TEST(HostilePlugin, ForgedCompletionMessagesAreAFailingVerdict) {
+  const std::string dir = gate_test::temp_dir();
+  const auto c = check(lib("fake_done"), "--spec " + q(small_spec(dir)));
+  EXPECT_EQ(c.ran.rc, 1) << c.ran.output;
+  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "gate.protocol"), "fail")) << c.json.dump();
+}
+
+// Issue 13: a kernel that forks inside a call does not get its verdicts twice.
+TEST(HostilePlugin, ForkInACallIsAFailingVerdictNotDuplicatedVerdicts) {
+  const std::string dir = gate_test::temp_dir();
+  const auto c = check(lib("fork_in_call"), "--spec " + q(small_spec(dir)));
+  EXPECT_EQ(c.ran.rc, 1) << c.ran.output;
+  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "gate.protocol"), "fail")) << c.json.dump();
+  std::set<std::string> keys;
+  for (const auto& v : c.json.at("runs").at(0).at("verdicts")) {
+    const std::string p = v.value("property", "");
+    if (p.rfind("gate.", 0) == 0) continue;
+    EXPECT_TRUE(keys.insert(p + "|" + v.value("op", "") + "|" + v.value("dtype", "")).second)
+        << "duplicated verdict " << v.dump();
+  }
+}
+
+// Issue 13: a call that leaves flush-to-zero / denormals-are-zero set is a
+// named verdict, and the following checks run in the default environment.
+TEST(HostilePlugin, ChangedFloatingPointEnvironmentIsANamedVerdict) {
+#if !defined(__x86_64__)
+  GTEST_SKIP() << "the FTZ/DAZ kernel sets x86 MXCSR bits";
+#endif
+  const std::string dir = gate_test::temp_dir();
+  const auto c = check(lib("fp_env"), "--spec " + q(small_spec(dir)));
+  EXPECT_EQ(c.ran.rc, 1) << c.ran.output;
+  const auto vs = verdicts_of(c.json, "gate.fp_environment");
+  ASSERT_TRUE(any_outcome(vs, "fail")) << c.json.dump();
+  EXPECT_NE(vs[0].dump().find("flush-to-zero"), std::string::npos) << vs[0].dump();
+  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "differential.ulp"), "pass")) << c.json.dump();
+}
+
+TEST(HostilePlugin, CorrectKernelPassesTheFloatingPointEnvironmentCheck) {
+  const std::string dir = gate_test::temp_dir();
+  const auto c = check(SA_GATE_EXAMPLE_KERNEL, "--spec " + q(small_spec(dir)));
+  EXPECT_EQ(c.ran.rc, 0) << c.ran.output;
+  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "gate.fp_environment"), "pass")) << c.json.dump();
+  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "gate.protocol"), "pass")) << c.json.dump();
+}
+
+// Item 7: a name with a newline could fake a PASS line in a CI log; such a
+// descriptor is refused when loaded.
+TEST(HostilePlugin, ControlCharactersInTheNameAreALoadError) {
+  const std::string dir = gate_test::temp_dir();
+  const auto c = check(lib("name_newline"), "--spec " + q(small_spec(dir)));
+  EXPECT_EQ(c.ran.rc, 2) << c.ran.output;
+  EXPECT_NE(c.ran.output.find("control character"), std::string::npos) << c.ran.output;
+  EXPECT_EQ(c.ran.output.find("\nPASS 99"), std::string::npos) << c.ran.output;
+}
+
+// Item 4: an earlier run's passing file is never left where this run's
+// would be; a run that checked nothing leaves no file at all.
+TEST(HostilePlugin, AnEarlierRunsOutputIsNeverLeftBehind) {
+  const std::string dir = gate_test::temp_dir();
+  const std::string out = dir + "/gate.json", junit = dir + "/gate.xml";
+  std::ofstream(out) << "{\"stale\": true}";
+  std::ofstream(junit) << "<testsuites/>";
+  const auto ran = run(q(cli) + " check --plugin " + q(lib("ctor_crash")) + " --json " + q(out) +
+                       " --junit " + q(junit));
+  EXPECT_EQ(ran.rc, 2) << ran.output;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(junit));
+}
+
+// Item 4: an output that cannot be written is an error (exit 2) named on
+// the terminal, after the summary; the other outputs are still written.
+TEST(HostilePlugin, AnUnwritableOutputIsAnErrorAndTheOthersAreKept) {
+  const std::string dir = gate_test::temp_dir();
+  const auto c = check(SA_GATE_EXAMPLE_KERNEL,
+                       "--spec " + q(small_spec(dir)) + " --junit /proc/self/no-such-dir/x.xml");
+  EXPECT_EQ(c.ran.rc, 2) << c.ran.output;
+  EXPECT_NE(c.ran.output.find("--junit /proc/self/no-such-dir/x.xml"), std::string::npos)
+      << c.ran.output;
+}
+
+// Item 6: option values outside their range are refused before any work,
+// in one line naming the option and what was expected.
+TEST(HostilePlugin, OutOfRangeOptionsAreUsageErrors) {
+  const std::string dir = gate_test::temp_dir();
+  for (const std::string& bad :
+       {std::string("--timeout -1"), std::string("--timeout nan"), std::string("--cases 0"),
+        std::string("--cases 4294967297"), std::string("--seed -5"), std::string("--deadline 0"),
+        "--spec " + q(dir)}) {
+    const auto ran = run(q(cli) + " check --builtin naive " + bad);
+    EXPECT_EQ(ran.rc, 2) << bad << ": " << ran.output;
+    const std::string opt = bad.substr(0, bad.find(' '));
+    EXPECT_NE(ran.output.find(opt == "--spec" ? dir : opt), std::string::npos)
+        << bad << ": " << ran.output;
+    EXPECT_LE(std::count(ran.output.begin(), ran.output.end(), '\n'), 2) << ran.output;
+  }
+}

@@ -1,0 +1,202 @@
+/* Misbehaving outside kernels for the gate's reliability tests (issue 12).
+ * One source, built once per behaviour with -DHOSTILE=<one of the names
+ * below>, because some behaviours live in constructors and destructors,
+ * which run for a whole library. Everything not named is the correct example
+ * kernel (examples/outside_kernel/example_kernel.c).
+ *
+ *   CTOR_EXIT        a constructor calls exit(0)
+ *   CTOR_CRASH       a constructor dies of SIGSEGV
+ *   CTOR_HANG        a constructor never returns
+ *   ENTRY_CRASH      sa_kernel_entry dies of SIGSEGV
+ *   DTOR_EXIT_BIASED a destructor calls _exit(0); softmax is 0.1% off (a failing kernel)
+ *   DTOR_CRASH       a destructor dies of SIGSEGV
+ *   HELPER_OOB       softmax writes 4 KiB past its output for n >= 64; the kernel also has
+ *                    entropy, whose streamed-entropy property calls softmax as a helper
+ *   FORK_HELPER      the first call forks a helper that sleeps for 10 minutes
+ *   BLOCK_ALWAYS     every call blocks forever
+ *   FAKE_DONE        the first call writes forged gate messages to every descriptor 3..63,
+ *                    then ends the process with _exit(0)
+ *   FORK_IN_CALL     the first call forks, and both copies return and go on
+ *   FP_ENV           every call leaves flush-to-zero and denormals-are-zero set
+ *   NAME_NEWLINE     the kernel's name holds a newline and a fake PASS line
+ *   NAME_SHELL       the kernel's name holds shell and gnuplot metacharacters
+ */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
+
+#define sa_kernel_entry sa_hostile_example_entry_unused
+#include "example_kernel.c"
+#undef sa_kernel_entry
+
+#define CTOR_EXIT 1
+#define CTOR_CRASH 2
+#define CTOR_HANG 3
+#define ENTRY_CRASH 4
+#define DTOR_EXIT_BIASED 5
+#define DTOR_CRASH 6
+#define HELPER_OOB 7
+#define FORK_HELPER 8
+#define BLOCK_ALWAYS 9
+#define FAKE_DONE 10
+#define FORK_IN_CALL 11
+#define FP_ENV 12
+#define NAME_NEWLINE 13
+#define NAME_SHELL 14
+
+#ifndef HOSTILE
+#error "build with -DHOSTILE=<behaviour>"
+#endif
+
+__attribute__((constructor)) static void hostile_init(void) {
+#if HOSTILE == CTOR_EXIT
+  exit(0);
+#elif HOSTILE == CTOR_CRASH
+  raise(SIGSEGV);
+#elif HOSTILE == CTOR_HANG
+  for (;;) pause();
+#endif
+}
+
+__attribute__((destructor)) static void hostile_fini(void) {
+#if HOSTILE == DTOR_EXIT_BIASED
+  _exit(0);
+#elif HOSTILE == DTOR_CRASH
+  raise(SIGSEGV);
+#endif
+}
+
+static int first_call = 1;
+
+/* What every call does before the real work. */
+static void misbehave(void) {
+#if HOSTILE == FORK_HELPER
+  if (first_call && fork() == 0) {
+    sleep(600);
+    _exit(0);
+  }
+#elif HOSTILE == BLOCK_ALWAYS
+  for (;;) pause();
+#elif HOSTILE == FAKE_DONE
+  if (first_call) {
+    static const char forged[] = "{\"t\":\"unit_done\",\"verdicts\":[]}\n{\"t\":\"done\"}\n";
+    for (int fd = 3; fd < 64; ++fd) (void)!write(fd, forged, sizeof forged - 1);
+    _exit(0);
+  }
+#elif HOSTILE == FORK_IN_CALL
+  if (first_call) (void)fork();
+#elif HOSTILE == FP_ENV && defined(__x86_64__)
+  _mm_setcsr(_mm_getcsr() | 0x8040u);
+#endif
+  first_call = 0;
+}
+
+static sa_status h_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* in, void* out) {
+  misbehave();
+  sa_status st = softmax(ctx, t, s, in, out);
+  if (st != SA_OK) return st;
+  const int64_t total = s->rows > 0 ? (s->rows - 1) * s->out_stride + s->n : 0;
+  float* y = (float*)out;
+#if HOSTILE == DTOR_EXIT_BIASED
+  for (int64_t i = 0; i < total; ++i) y[i] *= 1.001f;
+#elif HOSTILE == HELPER_OOB
+  if (s->n >= 64) ((volatile float*)y)[total + 1024] = 1.0f;
+#endif
+  (void)total;
+  (void)y;
+  return st;
+}
+
+static sa_status h_log_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* in, void* out) {
+  misbehave();
+  return log_softmax(ctx, t, s, in, out);
+}
+
+static sa_status h_logsumexp(void* ctx, sa_dtype t, const sa_rows* s, const void* in, float* lse) {
+  misbehave();
+  return logsumexp(ctx, t, s, in, lse);
+}
+
+/* Shannon entropy in double through the streamed state (m, S, T); rows with
+ * +inf are left to the example's conventions: only finite, masked and NaN
+ * rows are exact here, which is all HELPER_OOB needs. */
+static sa_status h_entropy(void* ctx, sa_dtype t, const sa_rows* s, const void* in, float* H,
+                           sa_entropy_state* state) {
+  (void)ctx;
+  misbehave();
+  sa_status st = check_args(t, s, in, H);
+  if (st != SA_OK) return st;
+  for (int64_t r = 0; r < s->rows; ++r) {
+    const float* x = (const float*)in + r * s->in_stride;
+    double m = -INFINITY;
+    int nan = 0;
+    for (int64_t i = 0; i < s->n; ++i) {
+      const double l = x[i] / s->temperature;
+      if (isnan(l)) nan = 1;
+      if (l > m) m = l;
+    }
+    double S = 0, T = 0;
+    if (!nan && isfinite(m))
+      for (int64_t i = 0; i < s->n; ++i) {
+        const double d = x[i] / s->temperature - m;
+        if (d == -INFINITY) continue;
+        S += exp(d);
+        T += exp(d) * d;
+      }
+    H[r] = nan ? NAN : (isfinite(m) ? (float)(log(S) - T / S) : 0.0f);
+    if (state) {
+      state[r].m = nan ? NAN : (float)m;
+      state[r].S = (float)S;
+      state[r].T = (float)T;
+    }
+  }
+  return SA_OK;
+}
+
+#if HOSTILE == NAME_NEWLINE
+#define HOSTILE_NAME "x\nPASS 99 passed, 0 failed"
+#elif HOSTILE == NAME_SHELL
+#define HOSTILE_NAME "k`touch hostile-name-ran`$(touch hostile-name-ran),\"';@x"
+#else
+#define HOSTILE_NAME "hostile"
+#endif
+
+#if HOSTILE == HELPER_OOB
+#define HOSTILE_OPS (SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP | SA_OP_ENTROPY)
+#define HOSTILE_ENTROPY h_entropy
+#else
+#define HOSTILE_OPS (SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP)
+#define HOSTILE_ENTROPY NULL
+#endif
+
+static const sa_kernel hostile_kernel = {SA_KERNEL_ABI_VERSION,
+                                         sizeof(sa_kernel),
+                                         HOSTILE_NAME,
+                                         "a deliberately misbehaving test kernel",
+                                         HOSTILE_OPS,
+                                         SA_DTYPE_F32,
+                                         SA_MEMORY_HOST,
+                                         SA_ENTROPY_SHANNON,
+                                         NULL,
+                                         h_softmax,
+                                         h_log_softmax,
+                                         h_logsumexp,
+                                         HOSTILE_ENTROPY,
+                                         NULL,
+                                         NULL,
+                                         NULL,
+                                         NULL,
+                                         last_error};
+
+__attribute__((visibility("default"))) const sa_kernel* sa_kernel_entry(void) {
+#if HOSTILE == ENTRY_CRASH
+  raise(SIGSEGV);
+#endif
+  return &hostile_kernel;
+}
