@@ -1,7 +1,10 @@
 // softmax-audit: proves, tests and measures softmax numerics.
 #include <fmt/core.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <iostream>
 
 #include "cli/commands.hpp"
 
@@ -44,5 +47,10 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "softmax-audit: error: {}\n", e.what());
     return sa::cli::exit_usage;
   }
-  return sa::cli::exit_code();
+  // End here, without running static destructors: a kernel library loaded in
+  // this process (sweep, fuzz) cannot change the exit code from its destructors.
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  std::_Exit(sa::cli::exit_code());
 }

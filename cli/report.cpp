@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
+#include "core/output_file.hpp"
 #include "gate/report.hpp"
 
 namespace sa::cli {
@@ -25,6 +26,13 @@ void add_report_command(CLI::App& app) {
   c->add_flag("--no-plots", *no_plots, "Do not run gnuplot");
   c->callback([in, out, no_plots] {
     if (*no_plots) in->gnuplot.clear();
+    try {
+      prepare_output(*out, "--out");
+    } catch (const std::invalid_argument& e) {
+      std::cerr << "softmax-audit report: error: " << e.what() << "\n";
+      exit_code() = exit_usage;
+      return;
+    }
     std::ostringstream html;
     try {
       gate::write_report(*in, html);
@@ -33,10 +41,10 @@ void add_report_command(CLI::App& app) {
       exit_code() = exit_usage;
       return;
     }
-    std::ofstream f(*out, std::ios::trunc);
-    f << html.str();
-    if (!f) {
-      std::cerr << "softmax-audit report: error: " << *out << ": cannot write the report\n";
+    try {
+      write_file_atomically(*out, html.str());
+    } catch (const OutputError& e) {
+      std::cerr << "softmax-audit report: error: " << e.what() << "\n";
       exit_code() = exit_usage;
       return;
     }

@@ -15,6 +15,8 @@
 #include <tuple>
 
 #include "cli/commands.hpp"
+#include "core/output_file.hpp"
+#include "gate/kernel_source.hpp"
 #include "kernels/builtin.hpp"
 #include "properties/sweep.hpp"
 
@@ -28,7 +30,19 @@ struct SweepOptions {
   std::vector<double> temperatures;
   std::int64_t seed = 1;
   int samples = 64;
+  double max_memory_gib = 0;  // 0: the memory available now (/proc/meminfo)
 };
+
+// MemAvailable from /proc/meminfo, in bytes (0 when unknown).
+double available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
 
 nlohmann::json num(double x) {
   if (std::isnan(x)) return "NaN";
@@ -82,7 +96,12 @@ int run_sweep_command(const SweepOptions& o) {
   std::optional<Kernel> kernel;
   try {
     if (!o.plugin.empty()) {
-      kernel.emplace(load_plugin(o.plugin));
+      // Probe it in a child first, so that a constructor that exits, crashes or
+      // hangs is a load error (exit 2) and not the end of this process.
+      const auto probed = gate::KernelSource::probe_plugin(o.plugin, -1, 60);
+      if (const std::string why = probed.why_cannot_run(); !why.empty())
+        throw std::invalid_argument(why + "; nothing was swept");
+      kernel.emplace(load_plugin(probed.path()));
     } else {
       std::string names;
       for (auto& k : builtin_kernels()) {
@@ -103,8 +122,44 @@ int run_sweep_command(const SweepOptions& o) {
                o.min_log2, o.max_log2);
     return exit_usage;
   }
+  if (o.seed < 0 || o.samples < 0 || o.samples > 1 << 20) {
+    fmt::print(stderr,
+               "softmax-audit sweep: error: --seed {} --samples {}: expected a seed >= 0 and "
+               "0 <= samples <= 1048576\n",
+               o.seed, o.samples);
+    return exit_usage;
+  }
+  for (double th : o.temperatures)
+    if (!(th > 0) || !std::isfinite(th)) {
+      fmt::print(stderr,
+                 "softmax-audit sweep: error: --temperature {}: expected a finite number "
+                 "> 0\n",
+                 th);
+      return exit_usage;
+    }
+  // Memory, stated and enforced before any work.
+  const double need =
+      props::kSweepBytesFixed + props::kSweepBytesPerElement * std::ldexp(1.0, o.max_log2);
+  const double avail =
+      o.max_memory_gib > 0 ? o.max_memory_gib * (1 << 30) : available_memory_bytes();
+  if (avail > 0 && need > avail) {
+    fmt::print(stderr,
+               "softmax-audit sweep: error: --max-log2-n {}: a row of 2^{} elements needs about "
+               "{:.1f} GiB ({} bytes per element), and {:.1f} GiB are available{}; "
+               "expected --max-log2-n <= {}\n",
+               o.max_log2, o.max_log2, need / (1 << 30), props::kSweepBytesPerElement,
+               avail / (1 << 30), o.max_memory_gib > 0 ? " (--max-memory)" : "",
+               static_cast<int>(std::floor(
+                   std::log2((avail - props::kSweepBytesFixed) / props::kSweepBytesPerElement))));
+    return exit_usage;
+  }
   std::error_code ec;
   fs::create_directories(o.out, ec);
+  if (!fs::is_directory(o.out, ec)) {
+    fmt::print(stderr, "softmax-audit sweep: error: --out {}: cannot create this directory\n",
+               o.out);
+    return exit_usage;
+  }
   props::SweepConfig c;
   for (int k = o.min_log2; k <= o.max_log2; ++k) c.log2_sizes.push_back(k);
   c.distributions = o.distributions;
@@ -144,10 +199,10 @@ int run_sweep_command(const SweepOptions& o) {
   props::write_sweep_json(rows, rows_json);
   j["rows_file"] = "rows.json";
   const std::string path = (fs::path(o.out) / "sweep.json").string();
-  std::ofstream f(path, std::ios::trunc);
-  f << j.dump(1) << "\n";
-  if (!f) {
-    fmt::print(stderr, "softmax-audit sweep: error: cannot write {}\n", path);
+  try {
+    write_file_atomically(path, j.dump(1) + "\n");
+  } catch (const OutputError& e) {
+    fmt::print(stderr, "softmax-audit sweep: error: {}\n", e.what());
     return exit_usage;
   }
   // A sweep measures; its verdicts are the suite's. Say how many rows exceeded a bound.
@@ -179,6 +234,9 @@ void add_sweep_command(CLI::App& app) {
   c->add_option("--seed", o->seed, "Seed of every row")->capture_default_str();
   c->add_option("--samples", o->samples, "Sampled items per row for per-element errors")
       ->capture_default_str();
+  c->add_option("--max-memory", o->max_memory_gib,
+                "GiB the sweep may use (default: the memory available now); sizes whose estimate "
+                "(17 bytes per element) exceeds it are refused before any work");
   c->callback([o] { exit_code() = run_sweep_command(*o); });
 }
 

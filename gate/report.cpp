@@ -1,6 +1,10 @@
 #include "gate/report.hpp"
 
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cmath>
@@ -58,14 +62,51 @@ struct Plot {
   std::optional<std::pair<double, double>> yrange;
 };
 
+// A gnuplot string literal for any text. Single-quoted: gnuplot expands
+// backquoted commands and @macros in double-quoted strings and in the command
+// line, never inside single quotes, where the only special character is the
+// quote itself (written twice). Control characters, which could end the
+// command, become spaces. Every string from an input (kernel names, sweep
+// labels, file names) reaches the plot script only through this.
 std::string gp_quote(const std::string& s) {
-  std::string o = "\"";
+  std::string o = "'";
   for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (c == '\n') continue;
-    o += c;
+    if (c == '\'') {
+      o += "''";
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      o += ' ';
+    } else {
+      o += c;
+    }
   }
-  return o + "\"";
+  return o + "'";
+}
+
+// Runs `program` with `args` directly (no shell), standard output and error
+// to `output` ("" = /dev/null). Returns true when it exited with status 0.
+bool run_program(const std::string& program, const std::vector<std::string>& args,
+                 const std::string& output) {
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    const int fd = output.empty() ? open("/dev/null", O_WRONLY)
+                                  : open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+    }
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(program.c_str()));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(program.c_str(), argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
 class Plotter {
@@ -129,9 +170,7 @@ class Plotter {
     }
     g << "\n";
     g.close();
-    const std::string cmd =
-        program_ + " " + gp_quote(base + ".gp") + " 2>" + gp_quote(base + ".err");
-    if (std::system(cmd.c_str()) != 0) {
+    if (!run_program(program_, {base + ".gp"}, base + ".err")) {
       std::ifstream e(base + ".err");
       std::stringstream ss;
       ss << e.rdbuf();
@@ -167,15 +206,7 @@ struct SweepSeries {
   std::vector<std::pair<double, double>> pts, bound;
 };
 
-json read_json(const std::string& path, const char* what) {
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument(path + ": cannot read; expected " + what);
-  try {
-    return json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw std::invalid_argument(path + ": not valid JSON (" + e.what() + "); expected " + what);
-  }
-}
+json read_json(const std::string& path, const char* what) { return read_json_file(path, what); }
 
 std::vector<std::pair<double, double>> read_points(const json& pts, const std::string& metric,
                                                    std::string* xname) {
@@ -212,8 +243,17 @@ std::vector<std::pair<double, double>> read_points(const json& pts, const std::s
   return out;
 }
 
+std::vector<SweepSeries> load_sweep_json(const std::string& path, const json& j);
 std::vector<SweepSeries> load_sweep(const std::string& path) {
   const json j = read_json(path, "a sweep file (docs/report-inputs.md)");
+  try {
+    return load_sweep_json(path, j);
+  } catch (const json::exception& e) {
+    throw std::invalid_argument(path + ": " + e.what() +
+                                "; expected a sweep file (docs/report-inputs.md)");
+  }
+}
+std::vector<SweepSeries> load_sweep_json(const std::string& path, const json& j) {
   const json* arr = nullptr;
   if (j.is_array())
     arr = &j;
@@ -624,8 +664,7 @@ void variants_section(std::ostream& h, const std::string& path) {
 
 bool gnuplot_available(const std::string& program) {
   if (program.empty()) return false;
-  const std::string cmd = program + " --version >/dev/null 2>&1";
-  return std::system(cmd.c_str()) == 0;
+  return run_program(program, {"--version"}, "");
 }
 
 void write_report(const ReportInputs& in, std::ostream& h) {

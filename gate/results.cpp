@@ -114,15 +114,13 @@ std::vector<RunRecord> results_from_json(const json& j, const std::string& origi
 }
 
 std::vector<RunRecord> load_results(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument(path + ": cannot read; expected a results JSON file");
-  json j;
+  const json j = read_json_file(path, "a results JSON file written by `softmax-audit check`");
   try {
-    j = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw std::invalid_argument(path + ": not valid JSON (" + e.what() + ")");
+    return results_from_json(j, path);
+  } catch (const json::exception& e) {
+    throw std::invalid_argument(path + ": " + e.what() +
+                                "; expected a results JSON file written by `softmax-audit check`");
   }
-  return results_from_json(j, path);
 }
 
 std::string xml_escape(const std::string& s) {

@@ -1,6 +1,9 @@
 #include "gate/verdict_json.hpp"
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 
 namespace sa::gate {
@@ -82,6 +85,43 @@ Verdict verdict_from_json(const nlohmann::json& j) {
   v.dtype = str("dtype", false);
   v.note = str("note", false);
   return v;
+}
+
+nlohmann::json read_json_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw std::invalid_argument(path + ": not a readable file; expected " + what);
+  if (std::filesystem::file_size(path, ec) > (std::uintmax_t(512) << 20))
+    throw std::invalid_argument(path + ": larger than 512 MiB; expected " + what);
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in && !in.eof()) throw std::invalid_argument(path + ": cannot read; expected " + what);
+  // Nesting depth, outside strings.
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth)
+        throw std::invalid_argument(path + ": nested deeper than " + std::to_string(kMaxJsonDepth) +
+                                    " levels; expected " + what);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw std::invalid_argument(path + ": not valid JSON (" + e.what() + "); expected " + what);
+  }
 }
 
 }  // namespace sa::gate

@@ -22,4 +22,11 @@ Verdict verdict_from_json(const nlohmann::json& j);
 
 Outcome parse_outcome(const std::string& s);  // throws std::invalid_argument
 
+// Reads a JSON input file with limits stated up front: at most 512 MiB and
+// 64 levels of nesting (a deeper document is refused before it is parsed, so
+// no input can exhaust the stack). Throws std::invalid_argument naming the
+// file and `what` was expected.
+nlohmann::json read_json_file(const std::string& path, const std::string& what);
+inline constexpr int kMaxJsonDepth = 64;
+
 }  // namespace sa::gate

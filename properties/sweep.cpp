@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -16,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/output_file.hpp"
 #include "properties/budgets.hpp"
 #include "properties/generators.hpp"
 #include "reference/mpfr.hpp"
@@ -71,17 +74,26 @@ std::string num(double x) {
   return buf;
 }
 
+// RFC 4180: a field holding a comma, a quote or a line break is quoted, its
+// quotes doubled (kernel names may hold any printable text).
+std::string csv_field(const std::string& f) {
+  if (f.find_first_of(",\"\r\n") == std::string::npos) return f;
+  std::string o = "\"";
+  for (char c : f) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return o + "\"";
+}
+
 std::string to_line(const SweepRow& r) {
   std::ostringstream os;
-  os << r.key << ',' << r.kernel << ',' << r.dtype << ',' << r.distribution << ','
-     << num(r.temperature) << ',' << r.log2n << ',' << r.n << ',' << r.seed << ',' << num(r.spread)
-     << ',' << num(r.max_ulp_sampled) << ',' << num(r.ulp_budget_at_worst) << ','
-     << num(r.rel_err_sampled) << ',' << num(r.t7_bound) << ',' << num(r.sum_minus_one) << ','
-     << num(r.pmax_kernel) << ',' << num(r.pmax_exact) << ',' << num(r.t1_upper) << ','
-     << num(r.n_star) << ',' << r.dispersed << ',' << num(r.H_kernel) << ',' << num(r.H_exact)
-     << ',' << num(r.log_n) << ',' << num(r.H_err) << ',' << num(r.H_budget) << ','
-     << num(r.lse_kernel) << ',' << num(r.lse_exact) << ',' << num(r.lse_err) << ','
-     << num(r.seconds) << '\n';
+  os << csv_field(r.key) << ',' << csv_field(r.kernel) << ',' << csv_field(r.dtype) << ','
+     << csv_field(r.distribution) << ',' << num(r.temperature) << ',' << r.log2n << ',' << r.n
+     << ',' << r.seed << ',' << num(r.spread) << ',' << num(r.max_ulp_sampled) << ','
+     << num(r.ulp_budget_at_worst) << ',' << num(r.rel_err_sampled) << ',' << num(r.t7_bound) << ','
+     << num(r.sum_minus_one) << ',' << num(r.pmax_kernel) << ',' << num(r.pmax_exact) << ','
+     << num(r.t1_upper) << ',' << num(r.n_star) << ',' << r.dispersed << ',' << num(r.H_kernel)
+     << ',' << num(r.H_exact) << ',' << num(r.log_n) << ',' << num(r.H_err) << ','
+     << num(r.H_budget) << ',' << num(r.lse_kernel) << ',' << num(r.lse_exact) << ','
+     << num(r.lse_err) << ',' << num(r.seconds) << '\n';
   return os.str();
 }
 
@@ -107,15 +119,56 @@ SweepRow from_fields(const std::vector<std::string>& f) {
 std::vector<std::string> split(const std::string& line) {
   std::vector<std::string> f;
   std::string cur;
-  for (char ch : line) {
-    if (ch == ',')
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char ch = line[i];
+    if (quoted) {
+      if (ch == '"' && i + 1 < line.size() && line[i + 1] == '"')
+        cur += '"', ++i;
+      else if (ch == '"')
+        quoted = false;
+      else
+        cur += ch;
+    } else if (ch == '"' && cur.empty()) {
+      quoted = true;
+    } else if (ch == ',') {
       f.push_back(cur), cur.clear();
-    else
+    } else {
       cur += ch;
+    }
   }
   f.push_back(cur);
   return f;
 }
+
+// A number field, whole: anything else makes the line not a row of the table.
+bool numeric(const std::string& f) {
+  if (f.empty()) return false;
+  char* end = nullptr;
+  std::strtod(f.c_str(), &end);
+  return end == f.c_str() + f.size();
+}
+
+// The table's identity (its first line): the configuration every row shares.
+// Rows of another kernel, seed, sample count or generator level are never
+// mixed into one table (and so into one plotted series).
+std::string identity_line(const std::string& kernel, std::uint64_t seed, int samples, int level) {
+  std::string k;
+  for (unsigned char c : kernel) {
+    if (std::isalnum(c) || c == '_' || c == '-' || c == '.') {
+      k += static_cast<char>(c);
+    } else {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02X", c);
+      k += hex;
+    }
+  }
+  return "# softmax-audit sweep table: kernel=" + k + "; seed=" + std::to_string(seed) +
+         "; samples=" + std::to_string(samples) + "; level=" + std::to_string(level);
+}
+
+// Parses one row line strictly; throws std::invalid_argument naming the line.
+SweepRow parse_row(const std::string& path, std::size_t lineno, const std::string& line);
 
 void write_all(int fd, const std::string& s, const std::string& path) {
   std::size_t done = 0;
@@ -129,9 +182,12 @@ void write_all(int fd, const std::string& s, const std::string& path) {
     throw std::runtime_error("sweep: cannot fsync " + path + ": " + std::strerror(errno));
 }
 
-// Opens the table for appending: creates it with the header, or drops a
-// partial last line; returns the keys already present.
-int open_table(const std::string& path, std::set<std::string>& keys) {
+// Opens the table for appending: creates it with its identity line and the
+// header, or checks both and drops a partial last line (a kill mid-write);
+// returns the keys already present. Throws std::invalid_argument when the
+// file is a table of another configuration, another version, or holds a line
+// that is not one of its rows.
+int open_table(const std::string& path, const std::string& identity, std::set<std::string>& keys) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
   if (fd < 0)
     throw std::invalid_argument("sweep: cannot open " + path + ": " + std::strerror(errno));
@@ -142,37 +198,51 @@ int open_table(const std::string& path, std::set<std::string>& keys) {
     ::lseek(fd, 0, SEEK_SET);
     while ((r = ::read(fd, buf, sizeof buf)) > 0) content.append(buf, static_cast<std::size_t>(r));
   }
-  const std::string header = sweep_csv_header() + "\n";
-  if (content.empty()) {
-    write_all(fd, header, path);
-  } else {
-    if (content.rfind(header, 0) != 0 &&
-        !(content.size() < header.size() && header.rfind(content, 0) == 0)) {
-      ::close(fd);
-      throw std::invalid_argument("sweep: " + path +
-                                  " exists but is not a sweep table of this version (its "
-                                  "first line differs from the expected header); use another path");
+  const std::string head = identity + "\n" + sweep_csv_header() + "\n";
+  auto refuse = [&](const std::string& why) {
+    ::close(fd);
+    throw std::invalid_argument("sweep: " + path + ": " + why);
+  };
+  const std::size_t keep =
+      content.find_last_of('\n') == std::string::npos ? 0 : content.find_last_of('\n') + 1;
+  if (content.size() >= head.size() || keep >= head.size()) {
+    if (content.rfind(head, 0) != 0) {
+      const std::string first = content.substr(0, content.find('\n'));
+      if (first.rfind("# softmax-audit sweep table:", 0) == 0 &&
+          content.compare(first.size() + 1, sweep_csv_header().size(), sweep_csv_header()) == 0)
+        refuse("the table was made by another configuration (its first line is \"" + first +
+               "\", this run's is \"" + identity +
+               "\"); rows of different kernels, seeds, sample counts or levels are never mixed: "
+               "use another --out, or remove the table to start again");
+      refuse(
+          "exists but is not a sweep table of this version (its first lines differ from "
+          "the expected identity and header); use another path");
     }
-    const std::size_t keep =
-        content.find_last_of('\n') == std::string::npos ? 0 : content.find_last_of('\n') + 1;
-    if (keep < content.size()) {  // a kill mid-write left a partial line: drop it
-      if (::ftruncate(fd, static_cast<off_t>(keep)) != 0 || ::fsync(fd) != 0) {
-        ::close(fd);
-        throw std::runtime_error("sweep: cannot truncate the partial last line of " + path);
-      }
-      content.resize(keep);
+  } else if (head.rfind(content, 0) != 0) {
+    refuse("exists but is not a sweep table of this version; use another path");
+  }
+  if (keep < content.size()) {  // a kill mid-write left a partial line: drop it
+    if (::ftruncate(fd, static_cast<off_t>(keep)) != 0 || ::fsync(fd) != 0)
+      refuse("cannot truncate the partial last line");
+    content.resize(keep);
+  }
+  if (content.size() < head.size()) {  // new, or even the head was partial
+    if (::ftruncate(fd, 0) != 0) refuse("cannot truncate");
+    content.clear();
+    ::lseek(fd, 0, SEEK_SET);
+    write_all(fd, head, path);
+  }
+  std::istringstream is(content.substr(std::min(content.size(), head.size())));
+  std::string line;
+  std::size_t lineno = 2;
+  while (std::getline(is, line)) {
+    ++lineno;
+    if (line.empty()) continue;
+    try {
+      keys.insert(parse_row(path, lineno, line).key);
+    } catch (const std::invalid_argument& e) {
+      refuse(std::string(e.what()).substr(std::string("sweep: " + path + ": ").size()));
     }
-    if (content.size() < header.size()) {  // even the header was partial
-      if (::ftruncate(fd, 0) != 0) throw std::runtime_error("sweep: cannot truncate " + path);
-      content.clear();
-      ::lseek(fd, 0, SEEK_SET);
-      write_all(fd, header, path);
-    }
-    std::istringstream is(content);
-    std::string line;
-    std::getline(is, line);  // header
-    while (std::getline(is, line))
-      if (!line.empty()) keys.insert(line.substr(0, line.find(',')));
   }
   ::lseek(fd, 0, SEEK_END);
   return fd;
@@ -271,20 +341,51 @@ std::string sweep_csv_header() {
   return h;
 }
 
+namespace {
+SweepRow parse_row(const std::string& path, std::size_t lineno, const std::string& line) {
+  const std::size_t ncol = sizeof kColumns / sizeof kColumns[0];
+  const auto f = split(line);
+  auto bad = [&](const std::string& why) {
+    throw std::invalid_argument("sweep: " + path + ": line " + std::to_string(lineno) +
+                                " is not a row of this table (" + why + ")");
+  };
+  if (f.size() != ncol) bad(std::to_string(f.size()) + " fields, expected " + std::to_string(ncol));
+  for (std::size_t i = 4; i < ncol; ++i)
+    if (!numeric(f[i])) bad("column " + std::string(kColumns[i]) + " is not a number");
+  SweepRow r = from_fields(f);
+  // The key is made from the row's own fields: a line whose key does not
+  // match them was not written by a sweep.
+  if (r.key.rfind(r.kernel + "|" + r.dtype + "|" + r.distribution + "|", 0) != 0 ||
+      r.key.find("|k" + std::to_string(r.log2n) + "|s" + std::to_string(r.seed) + "|") ==
+          std::string::npos ||
+      r.n != (std::int64_t(1) << std::clamp(r.log2n, 0, 62)))
+    bad("its key does not match its kernel, dtype, distribution, size and seed");
+  return r;
+}
+}  // namespace
+
 std::vector<SweepRow> read_sweep_csv(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::invalid_argument("sweep: cannot read " + path);
   std::vector<SweepRow> rows;
   std::string line;
   std::getline(in, line);
+  if (line.rfind("# softmax-audit sweep table:", 0) != 0)
+    throw std::invalid_argument("sweep: " + path + " does not start with a sweep table's identity");
+  std::getline(in, line);
   if (line != sweep_csv_header())
-    throw std::invalid_argument("sweep: " + path + " does not start with the sweep header");
-  const std::size_t ncol = sizeof kColumns / sizeof kColumns[0];
-  while (std::getline(in, line)) {
+    throw std::invalid_argument("sweep: " + path + " does not hold the sweep header");
+  std::size_t lineno = 2;
+  std::string next;
+  bool have = static_cast<bool>(std::getline(in, next));
+  while (have) {
+    line = next;
+    ++lineno;
+    have = static_cast<bool>(std::getline(in, next));
     if (line.empty()) continue;
-    const auto f = split(line);
-    if (f.size() != ncol) continue;  // a partial last line (only possible while a sweep is running)
-    rows.push_back(from_fields(f));
+    // Only the last line may be partial (a sweep killed or still writing).
+    if (!have && in.eof() && split(line).size() != sizeof kColumns / sizeof kColumns[0]) break;
+    rows.push_back(parse_row(path, lineno, line));
   }
   return rows;
 }
@@ -308,13 +409,7 @@ void write_sweep_json(const std::vector<SweepRow>& rows, const std::string& path
     }
     a.push_back(o);
   }
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) throw std::invalid_argument("sweep: cannot write " + tmp);
-    out << a.dump(1) << "\n";
-  }
-  std::rename(tmp.c_str(), path.c_str());
+  write_file_atomically(path, a.dump(1) + "\n");
 }
 
 std::vector<SweepRow> run_sweep(const Kernel& kernel, const SweepConfig& c) {
@@ -342,7 +437,8 @@ std::vector<SweepRow> run_sweep(const Kernel& kernel, const SweepConfig& c) {
   std::vector<DType> dtypes = c.dtypes;
   if (dtypes.empty()) dtypes = {DType::float32, DType::bfloat16};
   std::set<std::string> done;
-  const int fd = open_table(c.csv_path, done);
+  const int fd =
+      open_table(c.csv_path, identity_line(kernel.name(), c.seed, c.samples, c.level), done);
   try {
     for (DType t : dtypes) {
       if (!kernel.supports(t) || (t != DType::float32 && t != DType::bfloat16)) continue;

@@ -36,6 +36,12 @@
 
 namespace sa::props {
 
+// Memory a sweep point of n elements takes (measured with /usr/bin/time at
+// n = 2^22 and 2^23: 17 bytes per element, plus the program itself); the CLI
+// refuses sizes whose estimate exceeds the memory available, before any work.
+inline constexpr double kSweepBytesPerElement = 17.0;
+inline constexpr double kSweepBytesFixed = 32.0 * 1024 * 1024;
+
 struct SweepConfig {
   std::vector<int> log2_sizes;             // default 4..24
   std::vector<std::string> distributions;  // default gaussian, uniform, spike, fa3_outliers

@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 
+#include "gate/report.hpp"
 #include "gate_test_util.hpp"
 
 namespace fs = std::filesystem;
@@ -286,4 +287,75 @@ TEST(HostilePlugin, OutOfRangeOptionsAreUsageErrors) {
         << bad << ": " << ran.output;
     EXPECT_LE(std::count(ran.output.begin(), ran.output.end(), '\n'), 2) << ran.output;
   }
+}
+
+// Item 2: nothing taken from an input reaches gnuplot (or a shell) unescaped.
+// A kernel named with backquotes and $(...) is swept and reported; its name
+// used to run as a command in the job rendering the report. Every text field
+// of a sweep file (kernel, dtype, distribution, metric, label) gets the same.
+TEST(HostileInput, ReportRunsNoCommandFromAnyInputField) {
+  if (!sa::gate::gnuplot_available("gnuplot"))
+    GTEST_SKIP() << "gnuplot is not installed (apt-get install gnuplot-nox): nothing to inject";
+  const std::string dir = gate_test::temp_dir();
+  const auto swept =
+      run("cd " + q(dir) + " && " + q(cli) + " sweep --plugin " + q(lib("name_shell")) +
+          " --out sw --min-log2-n 4 --max-log2-n 6 --dtype float32"
+          " --distribution uniform --samples 8");
+  ASSERT_EQ(swept.rc, 0) << swept.output;
+  const std::string evil = "x`touch hostile-field-ran`$(touch hostile-field-ran)'\"@x\n";
+  nlohmann::json series = {{"kernel", evil},
+                           {"dtype", evil},
+                           {"distribution", evil},
+                           {"metric", "max_weight"},
+                           {"label", evil},
+                           {"x", "n"},
+                           {"points", {{16, 0.5}, {32, 0.25}}}};
+  nlohmann::json series2 = series;
+  series2["metric"] = "softmax_max_rel_error" + evil;
+  std::ofstream(dir + "/evil.json") << nlohmann::json{{"series", {series, series2}}}.dump();
+  const auto checked =
+      run("cd " + q(dir) + " && " + q(cli) +
+          " check --builtin naive --cases 2 --json r.json --spec " + q(small_spec(dir)));
+  for (const std::string& sweep : {std::string("sw/sweep.json"), std::string("evil.json")}) {
+    const auto rep = run("cd " + q(dir) + " && " + q(cli) + " report --results r.json --sweep " +
+                         sweep + " --out report.html");
+    EXPECT_EQ(rep.rc, 0) << rep.output;
+    EXPECT_NE(slurp(dir + "/report.html").find("<svg"), std::string::npos)
+        << "no plot was drawn, so the test proved nothing";
+  }
+  EXPECT_FALSE(fs::exists(dir + "/hostile-name-ran")) << "a kernel name ran as a command";
+  EXPECT_FALSE(fs::exists(dir + "/hostile-field-ran")) << "a sweep field ran as a command";
+}
+
+// Item 6: limits stated and enforced before any work.
+TEST(HostileInput, SweepBeyondTheMachinesMemoryIsRefusedWithTheEstimate) {
+  const std::string dir = gate_test::temp_dir();
+  // 17 bytes per element: 2^27 needs about 2.1 GiB, more than the 1 GiB allowed.
+  const auto ran = run("cd " + q(dir) + " && " + q(cli) +
+                       " sweep --builtin naive --out sw --min-log2-n 27 --max-log2-n 27"
+                       " --max-memory 1");
+  EXPECT_EQ(ran.rc, 2) << ran.output;
+  EXPECT_NE(ran.output.find("GiB"), std::string::npos) << ran.output;
+  EXPECT_NE(ran.output.find("--max-log2-n"), std::string::npos) << ran.output;
+  EXPECT_FALSE(fs::exists(dir + "/sw/sweep.csv")) << "work started before the refusal";
+}
+
+TEST(HostileInput, DeeplyNestedJsonIsRefusedNamingTheFile) {
+  const std::string dir = gate_test::temp_dir();
+  std::ofstream(dir + "/deep.json") << std::string(100000, '[') << std::string(100000, ']');
+  for (const std::string& opt : {std::string("--results"), std::string("--sweep")}) {
+    const std::string args =
+        opt == "--results" ? "--results deep.json" : "--results deep.json --sweep deep.json";
+    const auto ran =
+        run("cd " + q(dir) + " && " + q(cli) + " report " + args + " --out report.html");
+    EXPECT_EQ(ran.rc, 2) << ran.output;
+    EXPECT_NE(ran.output.find("deep.json"), std::string::npos) << ran.output;
+    EXPECT_NE(ran.output.find("nested deeper"), std::string::npos) << ran.output;
+  }
+  std::ofstream(dir + "/typed.json")
+      << R"({"format":"softmax-audit-results","runs":[{"kernel":7}]})";
+  const auto typed =
+      run("cd " + q(dir) + " && " + q(cli) + " report --results typed.json --out report.html");
+  EXPECT_EQ(typed.rc, 2) << typed.output;
+  EXPECT_NE(typed.output.find("typed.json"), std::string::npos) << typed.output;
 }
