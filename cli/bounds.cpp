@@ -62,6 +62,9 @@ Eigen::MatrixXd read_matrix(const std::string& path, const char* what) {
         throw std::invalid_argument(
             fmt::format("{} file '{}' line {}: '{}' is not a number", what, path, lineno, tok));
       }
+      if (!std::isfinite(row.back()))
+        throw std::invalid_argument(fmt::format(
+            "{} file '{}' line {}: '{}': expected a finite number", what, path, lineno, tok));
     }
     if (row.empty()) continue;
     if (!rows.empty() && row.size() != rows.front().size())
@@ -97,6 +100,9 @@ std::vector<double> parse_list(const std::string& s, const char* what) {
     } catch (const std::exception&) {
       throw std::invalid_argument(fmt::format("{}: '{}' is not a number", what, tok));
     }
+    if (!std::isfinite(v.back()))
+      throw std::invalid_argument(
+          fmt::format("{}: '{}': expected a finite number or -inf (a masked logit)", what, tok));
   }
   return v;
 }
@@ -118,6 +124,8 @@ int run(const Options& o) {
   if (!(o.temperature > 0) || !std::isfinite(o.temperature))
     throw std::invalid_argument(
         fmt::format("--temperature {} is not a finite number > 0", o.temperature));
+  if (!(o.scale > 0) || !std::isfinite(o.scale))
+    throw std::invalid_argument(fmt::format("--scale {} is not a finite number > 0", o.scale));
   std::vector<DType> types;
   for (const auto& s : o.dtypes) {
     auto t = parse_dtype(s);
@@ -181,8 +189,9 @@ int run(const Options& o) {
   if (sizes.empty())
     for (double n = 16; n <= 16777216; n *= 16) sizes.push_back(n);
   for (double n : sizes)
-    if (!(n >= 1) || n != std::floor(n))
-      throw std::invalid_argument(fmt::format("--n {}: sizes must be integers >= 1", n));
+    if (!(n >= 1) || n != std::floor(n) || n > 9007199254740992.0)
+      throw std::invalid_argument(
+          fmt::format("--n {}: expected an integer in [1, 2^53 = 9007199254740992]", n));
 
   nlohmann::json out = nlohmann::json::array();
   for (const auto& c : cases) {

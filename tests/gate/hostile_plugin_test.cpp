@@ -359,3 +359,29 @@ TEST(HostileInput, DeeplyNestedJsonIsRefusedNamingTheFile) {
   EXPECT_EQ(typed.rc, 2) << typed.output;
   EXPECT_NE(typed.output.find("typed.json"), std::string::npos) << typed.output;
 }
+
+// Item 6: `bounds` used to print results for NaN or infinite weights and
+// `--scale nan`, to drop NaN logits silently and to print `--n 1e20` as
+// -9223372036854775808. Each is now a one-line error naming the input.
+TEST(HostileInput, BoundsRefusesNonFiniteAndOutOfRangeInputs) {
+  const std::string dir = gate_test::temp_dir();
+  std::ofstream(dir + "/q.txt") << "1 0\n0 1\n";
+  std::ofstream(dir + "/bad.txt") << "1 nan\n0 1\n";
+  std::ofstream(dir + "/y.txt") << "1 1\n";
+  std::ofstream(dir + "/x.txt") << "1 0\n0 1\n";
+  const std::string t3 = " --weights-k q.txt --query y.txt --items x.txt";
+  struct Case {
+    std::string args, must_name;
+  };
+  for (const Case& c : {Case{"--weights-q bad.txt" + t3, "bad.txt"},
+                        Case{"--weights-q q.txt" + t3 + " --scale nan", "--scale"},
+                        Case{"--weights-q q.txt" + t3 + " --scale inf", "--scale"},
+                        Case{"--logits '1, nan, 2'", "--logits"},
+                        Case{"--logits '1, inf, 2'", "--logits"},
+                        Case{"--spread 3 --n 1e20", "--n"}}) {
+    const auto ran = run("cd " + q(dir) + " && " + q(cli) + " bounds " + c.args);
+    EXPECT_EQ(ran.rc, 2) << c.args << ": " << ran.output;
+    EXPECT_NE(ran.output.find(c.must_name), std::string::npos) << c.args << ": " << ran.output;
+    EXPECT_LE(std::count(ran.output.begin(), ran.output.end(), '\n'), 1) << ran.output;
+  }
+}
