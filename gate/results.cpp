@@ -208,27 +208,47 @@ void write_junit(std::ostream& os, const std::vector<RunRecord>& runs) {
   os << "</testsuites>\n";
 }
 
+namespace {
+// Text from a kernel or an input as one terminal line: control characters
+// are shown as \xNN, so nothing can start a new line (a fake PASS line in a
+// CI log) or send escape sequences to the terminal.
+std::string printable(const std::string& s) {
+  std::string o;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      o += hex;
+    } else {
+      o += static_cast<char>(c);
+    }
+  }
+  return o;
+}
+}  // namespace
+
 void write_summary(std::ostream& os, const RunRecord& run, bool color) {
   const char* red = color ? "\033[31m" : "";
   const char* green = color ? "\033[32m" : "";
   const char* yellow = color ? "\033[33m" : "";
   const char* off = color ? "\033[0m" : "";
   const Tally t = tally(run.verdicts);
-  os << "softmax-audit check: kernel '" << run.kernel << "' (" << run.origin << ")\n";
+  os << "softmax-audit check: kernel '" << printable(run.kernel) << "' (" << printable(run.origin)
+     << ")\n";
   for (const auto& v : run.verdicts) {
     if (v.outcome != Outcome::fail && v.outcome != Outcome::error) continue;
     os << (v.outcome == Outcome::fail ? red : yellow) << "  " << name_of(v.outcome) << off << "  "
-       << case_name(v) << ": measured " << num(v.measured) << " > bound " << num(v.bound) << " ("
-       << v.rule.id << ")\n";
+       << printable(case_name(v)) << ": measured " << num(v.measured) << " > bound " << num(v.bound)
+       << " (" << v.rule.id << ")\n";
     if (!v.counterexample.empty()) {
       std::string ce = v.counterexample;
       if (ce.size() > 200) ce = ce.substr(0, 200) + "...";
-      os << "        counterexample: " << ce << "\n";
+      os << "        counterexample: " << printable(ce) << "\n";
     }
     if (!v.note.empty()) {
       std::string n = v.note;
       if (n.size() > 300) n = n.substr(0, 300) + "...";
-      os << "        note: " << n << "\n";
+      os << "        note: " << printable(n) << "\n";
     }
   }
   os << (t.ok() ? green : red) << (t.ok() ? "PASS" : "FAIL") << off << "  " << t.pass << " passed, "

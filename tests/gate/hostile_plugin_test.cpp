@@ -373,15 +373,27 @@ TEST(HostileInput, BoundsRefusesNonFiniteAndOutOfRangeInputs) {
   struct Case {
     std::string args, must_name;
   };
-  for (const Case& c : {Case{"--weights-q bad.txt" + t3, "bad.txt"},
-                        Case{"--weights-q q.txt" + t3 + " --scale nan", "--scale"},
-                        Case{"--weights-q q.txt" + t3 + " --scale inf", "--scale"},
-                        Case{"--logits '1, nan, 2'", "--logits"},
-                        Case{"--logits '1, inf, 2'", "--logits"},
-                        Case{"--spread 3 --n 1e20", "--n"}}) {
+  for (const Case& c :
+       {Case{"--weights-q bad.txt" + t3, "bad.txt"},
+        Case{"--weights-q q.txt" + t3 + " --scale nan", "--scale"},
+        Case{"--weights-q q.txt" + t3 + " --scale inf", "--scale"},
+        Case{"--logits '1, nan, 2'", "--logits"}, Case{"--logits '1, inf, 2'", "--logits"},
+        Case{"--spread 3 --n 1e20", "--n"}}) {
     const auto ran = run("cd " + q(dir) + " && " + q(cli) + " bounds " + c.args);
     EXPECT_EQ(ran.rc, 2) << c.args << ": " << ran.output;
     EXPECT_NE(ran.output.find(c.must_name), std::string::npos) << c.args << ": " << ran.output;
     EXPECT_LE(std::count(ran.output.begin(), ran.output.end(), '\n'), 1) << ran.output;
   }
+}
+
+// Item 7: text from a kernel or an input (here a plugin path with a newline)
+// never starts a new line in the terminal summary.
+TEST(HostileInput, NoInputTextCanFakeALineOfTheSummary) {
+  const std::string dir = gate_test::temp_dir();
+  const std::string evil = dir + "/lib\nPASS  99 passed.so";
+  fs::copy_file(SA_GATE_EXAMPLE_KERNEL, evil);
+  const auto ran = run(q(cli) + " check --plugin " + q(evil) + " --spec " + q(small_spec(dir)));
+  EXPECT_EQ(ran.rc, 0) << ran.output;
+  EXPECT_EQ(ran.output.find("\nPASS  99"), std::string::npos) << ran.output;
+  EXPECT_NE(ran.output.find("\\x0aPASS  99"), std::string::npos) << ran.output;
 }
