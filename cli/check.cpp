@@ -8,9 +8,11 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <random>
 #include <stdexcept>
 
 #include "cli/commands.hpp"
+#include "gate/coverage.hpp"
 #include "gate/isolation.hpp"
 #include "gate/results.hpp"
 #include "gate/spec.hpp"
@@ -83,6 +85,11 @@ int run_check(const CheckOptions& o) {
   if (o.timeout > 0) spec.timeout_s = o.timeout;
   if (o.seed >= 0) spec.suite.seed = static_cast<std::uint64_t>(o.seed);
   if (o.cases > 0) spec.suite.cases = o.cases;
+  // One seed for the whole run, drawn here when none was given: printed, written
+  // to the JSON, and RapidCheck's own seed line (if any) agrees with it.
+  if (spec.suite.seed == 0)
+    spec.suite.seed = ((std::uint64_t(std::random_device{}()) << 32) | std::random_device{}()) | 1;
+  share_seed_with_rapidcheck(spec.suite.seed);
 
   std::optional<Kernel> kernel;
   try {
@@ -128,12 +135,13 @@ int run_check(const CheckOptions& o) {
   rec.origin = kernel->origin();
   rec.description = kernel->description();
   rec.config = gate::config_to_json(spec);
-  rec.config["seed"] = run.seed;  // the seed actually used (drawn when none was given)
+  rec.config["seed"] = std::to_string(run.seed);  // the seed used (drawn when none was given)
   rec.processes = run.processes;
   rec.crashes = run.crashes;
   rec.hangs = run.hangs;
   rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rec.verdicts = std::move(run.verdicts);
+  rec.verdicts.push_back(gate::coverage_verdict(rec.verdicts, spec, rec.kernel));
 
   if (!o.junit.empty()) {
     std::ofstream f(o.junit, std::ios::trunc);
@@ -146,7 +154,8 @@ int run_check(const CheckOptions& o) {
     if (!f) usage_error(o.json + ": writing the JSON file failed");
   }
   if (!o.quiet) gate::write_summary(std::cout, rec, isatty(STDOUT_FILENO) != 0);
-  return gate::tally(rec.verdicts).ok() ? exit_pass : exit_fail;
+  const gate::Tally tally = gate::tally(rec.verdicts);
+  return !tally.ok() ? exit_fail : tally.incomplete ? exit_incomplete : exit_pass;
 }
 
 }  // namespace
@@ -156,7 +165,8 @@ void add_check_command(CLI::App& app) {
   CLI::App* c = app.add_subcommand(
       "check",
       "Gate a kernel: run the property suite on it in an isolated process; exit 0 pass, "
-      "1 a property failed, 2 usage or load error");
+      "1 a property failed, 2 usage or load error, 3 incomplete (a requested check could not "
+      "run, or nothing was checked)");
   c->add_option("--plugin", o->plugin, "Kernel library (.so) built against softmax_audit/kernel.h");
   c->add_option("--builtin", o->builtin, "A built-in kernel by name instead of a plugin");
   c->add_option("--kernel-index", o->kernel_index,

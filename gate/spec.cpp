@@ -95,7 +95,7 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
   spec.source = origin;
   static const std::vector<std::string> keys = {"ops",     "dtypes",     "sizes", "distributions",
                                                 "rules",   "properties", "cases", "seed",
-                                                "timeout", "temperature"};
+                                                "timeout", "temperature", "required"};
   for (auto&& [k, node] : t) {
     const std::string key(k.str());
     if (std::find(keys.begin(), keys.end(), key) == keys.end())
@@ -148,10 +148,32 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
         if (seen.insert(id).second) cfg.properties.push_back(id);
     }
   }
+  if (auto n = t.get("required")) {
+    for (const auto& pattern : strings(origin, "required", *n)) {
+      auto ids = select_properties(pattern);
+      if (ids.empty())
+        fail(where(origin, *n), "required",
+             "\"" + pattern +
+                 "\" selects no property; expected an id or a prefix ending in \".*\" (see "
+                 "`softmax-audit check --list`)");
+      for (auto& id : ids)
+        if (std::find(spec.required.begin(), spec.required.end(), id) == spec.required.end())
+          spec.required.push_back(id);
+    }
+    // A required property must also be run.
+    if (!cfg.properties.empty())
+      for (const auto& id : spec.required)
+        if (std::find(cfg.properties.begin(), cfg.properties.end(), id) == cfg.properties.end())
+          fail(where(origin, *n), "required",
+               "\"" + id + "\" is required but not selected by 'properties'; add it there");
+  }
   if (auto n = t.get("cases")) cfg.cases = static_cast<int>(integer(origin, "cases", *n, 1));
   if (auto n = t.get("seed")) cfg.seed = static_cast<std::uint64_t>(integer(origin, "seed", *n, 0));
   if (auto n = t.get("timeout")) spec.timeout_s = positive_real(origin, "timeout", *n);
-  if (auto n = t.get("temperature")) cfg.temperature = positive_real(origin, "temperature", *n);
+  if (auto n = t.get("temperature")) {
+    cfg.temperature = positive_real(origin, "temperature", *n);
+    cfg.temperature_only = true;  // the spec's theta restricts every random case to it
+  }
   return spec;
 }
 

@@ -71,9 +71,18 @@ std::string num(double x) {
   return buf;
 }
 
+// A text field of the table, quoted (RFC 4180) when it holds a comma or a quote:
+// kernel names come from plugins and may hold either.
+std::string field(const std::string& s) {
+  if (s.find_first_of(",\"") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
 std::string to_line(const SweepRow& r) {
   std::ostringstream os;
-  os << r.key << ',' << r.kernel << ',' << r.dtype << ',' << r.distribution << ','
+  os << field(r.key) << ',' << field(r.kernel) << ',' << r.dtype << ',' << r.distribution << ','
      << num(r.temperature) << ',' << r.log2n << ',' << r.n << ',' << r.seed << ',' << num(r.spread)
      << ',' << num(r.max_ulp_sampled) << ',' << num(r.ulp_budget_at_worst) << ','
      << num(r.rel_err_sampled) << ',' << num(r.t7_bound) << ',' << num(r.sum_minus_one) << ','
@@ -104,14 +113,27 @@ SweepRow from_fields(const std::vector<std::string>& f) {
   return r;
 }
 
+// Fields of one line; quoted fields (see field()) may hold commas and "" for a quote.
 std::vector<std::string> split(const std::string& line) {
   std::vector<std::string> f;
   std::string cur;
-  for (char ch : line) {
-    if (ch == ',')
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char ch = line[i];
+    if (quoted) {
+      if (ch == '"' && i + 1 < line.size() && line[i + 1] == '"')
+        cur += '"', ++i;
+      else if (ch == '"')
+        quoted = false;
+      else
+        cur += ch;
+    } else if (ch == '"' && cur.empty()) {
+      quoted = true;
+    } else if (ch == ',') {
       f.push_back(cur), cur.clear();
-    else
+    } else {
       cur += ch;
+    }
   }
   f.push_back(cur);
   return f;
@@ -172,7 +194,7 @@ int open_table(const std::string& path, std::set<std::string>& keys) {
     std::string line;
     std::getline(is, line);  // header
     while (std::getline(is, line))
-      if (!line.empty()) keys.insert(line.substr(0, line.find(',')));
+      if (!line.empty()) keys.insert(split(line)[0]);
   }
   ::lseek(fd, 0, SEEK_END);
   return fd;
@@ -296,14 +318,14 @@ void write_sweep_json(const std::vector<SweepRow>& rows, const std::string& path
     nlohmann::json o;
     for (std::size_t i = 0; i < f.size(); ++i) {
       const std::string c = kColumns[i];
-      if (i <= 3)
-        o[c] = f[i];
-      else {
+      if (i <= 3 || c == "seed") {
+        o[c] = f[i];  // text; the seed as a string so that every JSON reader keeps all 64 bits
+      } else {
         const double v = std::strtod(f[i].c_str(), nullptr);
         if (std::isfinite(v))
           o[c] = v;
-        else
-          o[c] = nullptr;
+        else  // the one encoding of non-finite numbers in every JSON output (docs/schema/)
+          o[c] = std::isnan(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity";
       }
     }
     a.push_back(o);

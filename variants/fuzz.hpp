@@ -74,6 +74,17 @@ std::string render_table(const Matrix& m);
 nlohmann::json to_json(const Matrix& m);
 nlohmann::json to_json(const Verdict& v);
 
+// Whether a variant claims the property of a cell, i.e. a failure there is a
+// defect rather than a finding about the formulation: every variant not marked
+// wrong_formulation claims the special-value semantics of variant.h
+// (special.*), its own rounding bound (f32_vs_reference) and its theory
+// prediction (dispersion cells held to rule dispersion.theory). The other
+// columns (sum to one, shift invariance, ...) say which of softmax's
+// properties a formulation keeps and are findings, not claims.
+bool claims(const VariantResult& r, const Verdict& cell);
+// "variant: property (outcome)" for every claimed cell that failed or errored.
+std::vector<std::string> claimed_failures(const Matrix& m);
+
 // Cell lookup by property id (nullptr if absent).
 const Verdict* cell(const VariantResult& r, const std::string& property_id);
 
