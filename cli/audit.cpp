@@ -88,8 +88,8 @@ int run_audit(const AuditOptions& o) {
     auto rank = [](int c) {
       return c == exit_pass ? 0 : c == exit_incomplete ? 1 : c == exit_fail ? 2 : 3;
     };
-    const int c = code == exit_pass || code == exit_fail || code == exit_incomplete ? code
-                                                                                   : exit_usage;
+    const int c =
+        code == exit_pass || code == exit_fail || code == exit_incomplete ? code : exit_usage;
     if (rank(c) > rank(worst)) worst = c;
   };
 

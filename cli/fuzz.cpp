@@ -77,7 +77,8 @@ int run_fuzz(const FuzzOptions& o) {
   if (!bad.empty()) return 1;
   int checked = 0;
   for (const auto& r : m.rows)
-    for (const auto& c : r.cells) checked += c.outcome == Outcome::pass || c.outcome == Outcome::fail;
+    for (const auto& c : r.cells)
+      checked += c.outcome == Outcome::pass || c.outcome == Outcome::fail;
   if (checked == 0) {
     std::cerr << "softmax-audit fuzz: INCOMPLETE: no property of any variant was checked\n";
     return 3;

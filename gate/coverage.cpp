@@ -26,7 +26,8 @@ Verdict coverage_verdict(const std::vector<Verdict>& verdicts, const GateSpec& s
   int checked = 0;
   for (const auto& v : verdicts)
     if (suite_verdict(v) && ran(v)) ++checked;
-  if (checked == 0) missing.push_back("no property of the suite was checked (every verdict skipped)");
+  if (checked == 0)
+    missing.push_back("no property of the suite was checked (every verdict skipped)");
   for (Op op : spec.suite.ops) {
     const bool any = std::any_of(verdicts.begin(), verdicts.end(), [&](const Verdict& v) {
       return suite_verdict(v) && ran(v) && v.op == name_of(op);
@@ -57,10 +58,9 @@ Verdict coverage_verdict(const std::vector<Verdict>& verdicts, const GateSpec& s
   if (missing.empty()) {
     c.outcome = Outcome::pass;
     c.note = std::to_string(checked) + " suite verdicts passed or failed" +
-             (spec.required.empty()
-                  ? std::string()
-                  : "; every one of the " + std::to_string(spec.required.size()) +
-                        " required properties ran");
+             (spec.required.empty() ? std::string()
+                                    : "; every one of the " + std::to_string(spec.required.size()) +
+                                          " required properties ran");
     return c;
   }
   c.outcome = Outcome::incomplete;

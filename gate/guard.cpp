@@ -495,7 +495,8 @@ sa_status t_merge_attention(void* ctx, std::int64_t rows, std::int64_t dv, const
                             const float* lse_a, const float* o_b, const float* lse_b, float* out,
                             float* out_lse) {
   State* s = st(ctx);
-  // kernel.h documents out/out_lse aliasing a/lse_a; other overlaps are not allowed: passed through.
+  // kernel.h documents out/out_lse aliasing a/lse_a; other overlaps are not allowed: passed
+  // through.
   if (rows <= 0 || dv <= 0 || out == o_b || out_lse == lse_b || (out == o_a) != (out_lse == lse_a))
     return s->inner->merge_attention_states(s->inner->ctx, rows, dv, o_a, lse_a, o_b, lse_b, out,
                                             out_lse);

@@ -74,9 +74,12 @@ json results_to_json(const std::vector<RunRecord>& runs) {
     j["hangs"] = r.hangs;
     j["seconds"] = r.seconds;
     const Tally t = tally(r.verdicts);
-    j["summary"] = {{"pass", t.pass},   {"fail", t.fail},
-                    {"skip", t.skip},   {"error", t.error},
-                    {"incomplete", t.incomplete}, {"status", status_of(t)}};
+    j["summary"] = {{"pass", t.pass},
+                    {"fail", t.fail},
+                    {"skip", t.skip},
+                    {"error", t.error},
+                    {"incomplete", t.incomplete},
+                    {"status", status_of(t)}};
     j["verdicts"] = json::array();
     for (const auto& v : r.verdicts) j["verdicts"].push_back(to_json(v));
     out["runs"].push_back(std::move(j));
@@ -239,8 +242,8 @@ void write_junit(std::ostream& os, const std::vector<RunRecord>& runs) {
       skips += worst == Outcome::skip;
     }
     os << "  <testsuite name=\"softmax-audit." << xml_escape(r.kernel) << "\" tests=\""
-       << order.size() << "\" failures=\"" << fails << "\" errors=\"" << errors
-       << "\" skipped=\"" << skips << "\" time=\"" << seconds_text(r.seconds) << "\">\n";
+       << order.size() << "\" failures=\"" << fails << "\" errors=\"" << errors << "\" skipped=\""
+       << skips << "\" time=\"" << seconds_text(r.seconds) << "\">\n";
     os << "    <properties><property name=\"origin\" value=\"" << xml_escape(r.origin)
        << "\"/></properties>\n";
     for (const auto& name : order) {
@@ -259,8 +262,7 @@ void write_junit(std::ostream& os, const std::vector<RunRecord>& runs) {
         const char* tag = w.outcome == Outcome::fail ? "failure" : "error";
         const std::string type = w.outcome == Outcome::incomplete ? "incomplete" : w.rule.id;
         os << "      <" << tag << " message=\"" << xml_escape(w.claim + ": " + measured_vs_bound(w))
-           << "\" type=\"" << xml_escape(type) << "\">" << xml_escape(body) << "</" << tag
-           << ">\n";
+           << "\" type=\"" << xml_escape(type) << "\">" << xml_escape(body) << "</" << tag << ">\n";
       } else if (w.outcome == Outcome::skip) {
         os << "      <skipped message=\"" << xml_escape(w.note.empty() ? w.claim : w.note)
            << "\"/>\n";
@@ -297,8 +299,11 @@ void write_summary(std::ostream& os, const RunRecord& run, bool color) {
     }
   }
   const char* head = !t.ok() ? "FAIL" : t.incomplete ? "INCOMPLETE" : "PASS";
-  os << (!t.ok() ? red : t.incomplete ? yellow : green) << head << off << "  " << t.pass
-     << " passed, " << t.fail << " failed, " << t.error << " errors, " << t.skip << " skipped";
+  os << (!t.ok()        ? red
+         : t.incomplete ? yellow
+                        : green)
+     << head << off << "  " << t.pass << " passed, " << t.fail << " failed, " << t.error
+     << " errors, " << t.skip << " skipped";
   if (t.incomplete) os << ", " << t.incomplete << " incomplete (a requested check did not run)";
   if (run.crashes || run.hangs)
     os << "; " << run.crashes << " crash(es), " << run.hangs << " hang(s) isolated";

@@ -450,10 +450,12 @@ std::vector<sa_entropy_state> Kernel::merge_entropy_states(
   return out;
 }
 
-std::vector<float> Kernel::merge_attention_states(
-    std::int64_t rows, std::int64_t dv, std::span<const float> o_a, std::span<const float> lse_a,
-    std::span<const float> o_b, std::span<const float> lse_b, std::vector<float>* out_lse,
-    bool alias_a) const {
+std::vector<float> Kernel::merge_attention_states(std::int64_t rows, std::int64_t dv,
+                                                  std::span<const float> o_a,
+                                                  std::span<const float> lse_a,
+                                                  std::span<const float> o_b,
+                                                  std::span<const float> lse_b,
+                                                  std::vector<float>* out_lse, bool alias_a) const {
   if (!supports(Op::merge_attention_states))
     throw KernelError(SA_UNSUPPORTED,
                       "kernel '" + name_ + "' does not implement merge_attention_states");

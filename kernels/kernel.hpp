@@ -103,7 +103,7 @@ struct AdaptiveOutput {
 
 struct AttentionInput {
   std::int64_t nq = 0, nk = 0, d = 0, dv = 0;
-  std::vector<float> q, k, v;          // row-major, contiguous
+  std::vector<float> q, k, v;  // row-major, contiguous
   // Extra elements between rows in the call (each operand its own stride:
   // q_stride = d + q_pad, ...); the handle lays the operands out so and
   // returns `out` contiguous. Padding holds NaN (inputs) or a sentinel that
@@ -148,13 +148,10 @@ class Kernel {
                                                      std::span<const sa_entropy_state> b) const;
   // Returns out (rows x dv) and writes the merged lse into *out_lse.
   // alias_a: pass out = o_a and out_lse = lse_a (the aliasing kernel.h allows).
-  std::vector<float> merge_attention_states(std::int64_t rows, std::int64_t dv,
-                                            std::span<const float> o_a,
-                                            std::span<const float> lse_a,
-                                            std::span<const float> o_b,
-                                            std::span<const float> lse_b,
-                                            std::vector<float>* out_lse,
-                                            bool alias_a = false) const;
+  std::vector<float> merge_attention_states(
+      std::int64_t rows, std::int64_t dv, std::span<const float> o_a, std::span<const float> lse_a,
+      std::span<const float> o_b, std::span<const float> lse_b, std::vector<float>* out_lse,
+      bool alias_a = false) const;
 
  private:
   const sa_kernel* k_;

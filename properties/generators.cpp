@@ -304,11 +304,11 @@ std::string describe(const AttnParams& p) {
   os << "attention dist=" << p.dist << " level=" << p.level << " nq=" << p.nq << " nk=" << p.nk
      << " d=" << p.d << " dv=" << p.dv << " mask=" << p.mask << " causal=" << p.causal
      << " adaptive=" << p.adaptive << " num_splits=" << p.splits
-     << (p.pad > 0 ? " strides: q d+" + std::to_string(p.pad) + ", k d+" +
-                         std::to_string(p.pad + 1) + ", v dv+" + std::to_string(p.pad + 2) +
-                         ", out dv+" + std::to_string(p.pad + 3) +
-                         (p.pad == 1 ? ", merges alias out with part a" : "")
-                   : std::string(" contiguous"))
+     << (p.pad > 0
+             ? " strides: q d+" + std::to_string(p.pad) + ", k d+" + std::to_string(p.pad + 1) +
+                   ", v dv+" + std::to_string(p.pad + 2) + ", out dv+" + std::to_string(p.pad + 3) +
+                   (p.pad == 1 ? ", merges alias out with part a" : "")
+             : std::string(" contiguous"))
      << " value_seed=" << p.seed
      << " scale=1/sqrt(d) (q,k,v regenerated from value_seed: q,k by dist, v ~ N(0,1))";
   return os.str();

@@ -184,9 +184,9 @@ void run_interface_sizes(const Run& run, Op op, DType t) {
                     op == Op::logsumexp ? budget::lse_abs(st, e) : budget::entropy_abs(st, e),
                     where));
       } else {  // adaptive softmax, as the differential property holds it
-        const double He = static_cast<double>(
-            k.adaptive_entropy() == SA_ENTROPY_PAPER_EPS ? x.H_eps : x.H);
-        const double Be = adaptive_beta(He);
+        const double He =
+            static_cast<double>(k.adaptive_entropy() == SA_ENTROPY_PAPER_EPS ? x.H_eps : x.H);
+        const double Be = theory::adaptive_beta(He);
         const double dH = budget::entropy_abs(st, He), dB = budget::beta_abs(He, dH);
         record(elem(DType::float32, H[static_cast<std::size_t>(r)], He, dH, where + " entropy"));
         record(elem(DType::float32, beta[static_cast<std::size_t>(r)], Be,
@@ -197,10 +197,9 @@ void run_interface_sizes(const Run& run, Op op, DType t) {
         Check rc;
         for (std::size_t j = 0; j < row.size(); ++j) {
           const double e = static_cast<double>(xb.p[j]);
-          const double bud =
-              e == 0 ? 0.0
-                     : budget::softmax_abs(t, sb, Be * row[j] / theta, e) +
-                           2.0 * std::abs(e) * st.spread * dB;
+          const double bud = e == 0 ? 0.0
+                                    : budget::softmax_abs(t, sb, Be * row[j] / theta, e) +
+                                          2.0 * std::abs(e) * st.spread * dB;
           rc.worst(elem(t, g(j), e, bud, where + " item " + std::to_string(j)));
         }
         record(rc);
@@ -223,7 +222,8 @@ void run_interface_sizes(const Run& run, Op op, DType t) {
     v.note = "kernel call failed: " + error;
   } else if (worst.fails()) {
     v.outcome = Outcome::fail;
-    v.counterexample = "seed=" + std::to_string(run.seed) + " " + worst_input + " ; at " + worst.where;
+    v.counterexample =
+        "seed=" + std::to_string(run.seed) + " " + worst_input + " ; at " + worst.where;
     v.worst_case = v.counterexample;
     v.note = range + "; every element checked";
   } else {

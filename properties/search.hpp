@@ -53,9 +53,9 @@ inline Check make_check(double measured, double bound, std::string where = {}) {
 
 template <class P>
 struct SlotResult {
-  Check worst;               // worst passing (or the failing) check over all cases
+  Check worst;                   // worst passing (or the failing) check over all cases
   std::optional<P> worst_input;  // the case that gave `worst`
-  std::optional<P> failing;  // shrunk failing input
+  std::optional<P> failing;      // shrunk failing input
   Check failing_check;
   int failing_case = -1;
   int shrink_steps = 0;

@@ -64,8 +64,7 @@ Verdict slot_verdict(const Run& run, const std::string& property, const std::str
                        " case=" + std::to_string(r.failing_case) + " (shrunk " +
                        std::to_string(r.shrink_steps) + " steps) " + show(*r.failing) +
                        (r.failing_check.where.empty() ? "" : " ; at " + r.failing_check.where);
-    if (!r.failing_check.unit.empty())
-      v.note = "measured and bound in " + r.failing_check.unit;
+    if (!r.failing_check.unit.empty()) v.note = "measured and bound in " + r.failing_check.unit;
     v.worst_case = v.counterexample;
     return v;
   }

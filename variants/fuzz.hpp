@@ -54,7 +54,8 @@ struct VariantResult {
   bool wrong_formulation = false;
   std::string wrong_of;
   std::string origin;
-  std::vector<Verdict> cells;  // one per fuzz_properties() entry, same order
+  std::vector<std::string> not_claimed;  // Variant::not_claimed
+  std::vector<Verdict> cells;            // one per fuzz_properties() entry, same order
   double seconds = 0;
 };
 
@@ -77,10 +78,10 @@ nlohmann::json to_json(const Verdict& v);
 // Whether a variant claims the property of a cell, i.e. a failure there is a
 // defect rather than a finding about the formulation: every variant not marked
 // wrong_formulation claims the special-value semantics of variant.h
-// (special.*), its own rounding bound (f32_vs_reference) and its theory
-// prediction (dispersion cells held to rule dispersion.theory). The other
-// columns (sum to one, shift invariance, ...) say which of softmax's
-// properties a formulation keeps and are findings, not claims.
+// (special.*, except cells in Variant::not_claimed), its own rounding bound (f32_vs_reference) and
+// its theory prediction (dispersion cells held to rule dispersion.theory). The other columns (sum
+// to one, shift invariance, ...) say which of softmax's properties a formulation keeps and are
+// findings, not claims.
 bool claims(const VariantResult& r, const Verdict& cell);
 // "variant: property (outcome)" for every claimed cell that failed or errored.
 std::vector<std::string> claimed_failures(const Matrix& m);

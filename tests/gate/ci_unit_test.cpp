@@ -90,9 +90,8 @@ TEST(Interface, EveryFreedomOfKernelHIsExercisedThroughTheGuard) {
   g_seen = {};
   const Kernel spy(&kSpy, "test");
   std::vector<gate::GuardIncident> incidents;
-  gate::GuardedKernel guarded(spy, {}, [&](const gate::GuardIncident& i) {
-    incidents.push_back(i);
-  });
+  gate::GuardedKernel guarded(spy, {},
+                              [&](const gate::GuardIncident& i) { incidents.push_back(i); });
   props::SuiteConfig c;
   c.cases = 30;
   c.seed = 5;

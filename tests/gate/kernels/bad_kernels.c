@@ -39,14 +39,20 @@ static sa_status bad_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void
   return st;
 }
 
-#define KERNEL(idx, nm)                                                                     \
-  {SA_KERNEL_ABI_VERSION, sizeof(sa_kernel), nm, "deliberately broken test kernel",         \
-   SA_OP_SOFTMAX | SA_OP_LOGSUMEXP, SA_DTYPE_F32, SA_MEMORY_HOST, SA_ENTROPY_SHANNON,        \
-   (void*)(size_t)(idx), bad_softmax, NULL, logsumexp, NULL, NULL, NULL, NULL, NULL, last_error}
+#define KERNEL(idx, nm)                                                                    \
+  {                                                                                        \
+    SA_KERNEL_ABI_VERSION, sizeof(sa_kernel), nm, "deliberately broken test kernel",       \
+        SA_OP_SOFTMAX | SA_OP_LOGSUMEXP, SA_DTYPE_F32, SA_MEMORY_HOST, SA_ENTROPY_SHANNON, \
+        (void*)(size_t)(idx), bad_softmax, NULL, logsumexp, NULL, NULL, NULL, NULL, NULL,  \
+        last_error                                                                         \
+  }
 
-static const sa_kernel kernels[COUNT] = {KERNEL(BIASED, "biased"), KERNEL(CRASH, "crash"),
-                                         KERNEL(HANG, "hang"),     KERNEL(OVERRUN, "overrun"),
-                                         KERNEL(CANARY, "canary"), KERNEL(NAN_OUT, "nan"),
+static const sa_kernel kernels[COUNT] = {KERNEL(BIASED, "biased"),
+                                         KERNEL(CRASH, "crash"),
+                                         KERNEL(HANG, "hang"),
+                                         KERNEL(OVERRUN, "overrun"),
+                                         KERNEL(CANARY, "canary"),
+                                         KERNEL(NAN_OUT, "nan"),
                                          KERNEL(COMMA, "correct, \"quoted\"")};
 
 __attribute__((visibility("default"))) const sa_kernel* sa_kernel_entry_at(int index) {
