@@ -22,6 +22,7 @@ struct Seen {
   bool several_rows = false, merge_aliased = false, attention_strides_distinct = false;
   std::int64_t max_n = 0;
   std::set<double> temperatures;
+  std::set<std::int64_t> sizes;
   bool corrupt_row0_of_two = false;  // make the kernel wrong on row 0 of two-row batches
 };
 Seen g_seen;
@@ -34,6 +35,7 @@ void note_rows(const sa_rows* s, const void* in, const void* out) {
   if (out && s->out_stride != s->n) g_seen.out_not_n = true;
   if (s->rows > 1) g_seen.several_rows = true;
   g_seen.max_n = std::max(g_seen.max_n, s->n);
+  g_seen.sizes.insert(s->n);
   g_seen.temperatures.insert(s->temperature);
 }
 
@@ -120,14 +122,22 @@ TEST(Interface, EveryFreedomOfKernelHIsExercisedThroughTheGuard) {
 }
 
 TEST(Interface, SizesCoverEveryPowerOfTwoAndItsNeighbours) {
+  const Kernel spy(&kSpy, "test");
   props::SuiteConfig c;
-  c.max_log2_n = 30;
-  EXPECT_THROW(
-      {
-        c.max_log2_n = 31;
-        props::run_suite(Kernel(&kSpy, "test"), c);
-      },
-      std::invalid_argument);
+  c.seed = 9;
+  c.dtypes = {DType::float32};
+  c.ops = {Op::softmax};
+  c.properties = {"interface.sizes"};
+  c.max_log2_n = 12;
+  g_seen = {};
+  props::run_suite(spy, c);
+  for (int k = 0; k <= 12; ++k)
+    for (std::int64_t d : {-1, 0, 1})
+      if ((std::int64_t{1} << k) + d >= 1)
+        EXPECT_TRUE(g_seen.sizes.count((std::int64_t{1} << k) + d)) << k << " " << d;
+  EXPECT_EQ(g_seen.max_n, 4097);
+  c.max_log2_n = 31;
+  EXPECT_THROW(props::run_suite(spy, c), std::invalid_argument);
 }
 
 TEST(VerdictText, ErrorAgainstAnExactZeroIsAbsolute) {
