@@ -28,45 +28,50 @@ namespace {
 
 using LD = long double;
 
+// The exact softmax of one row, computed on demand per element (rows reach
+// 2^24 items: nothing of size n is stored).
 struct Exact {
-  std::vector<LD> p, logp;
+  std::span<const float> row;
+  LD scale = 1, theta = 1, m = 0, logS = 0;
   LD lse = 0, H = 0, H_eps = 0;
+  LD z(std::size_t j) const { return scale * static_cast<LD>(row[j]) / theta; }
+  LD logp(std::size_t j) const { return (z(j) - m) - logS; }
+  LD p(std::size_t j) const { return std::exp(logp(j)); }
 };
 
 // Softmax of z = scale * l / theta in long double (finite rows).
 Exact exact_row(std::span<const float> row, double theta, LD scale, bool paper_eps = false) {
+  Exact x;
+  x.row = row;
+  x.scale = scale;
+  x.theta = static_cast<LD>(theta);
   const std::size_t n = row.size();
-  std::vector<LD> z(n);
   LD m = -INFINITY;
-  for (std::size_t j = 0; j < n; ++j) {
-    z[j] = scale * static_cast<LD>(row[j]) / static_cast<LD>(theta);
-    m = std::max(m, z[j]);
-  }
+  for (std::size_t j = 0; j < n; ++j) m = std::max(m, x.z(j));
+  x.m = m;
   LD S = 0, cS = 0, T = 0, cT = 0;  // Neumaier sums
-  auto add = [](LD& s, LD& c, LD x) {
-    const LD t = s + x;
-    c += std::fabs(s) >= std::fabs(x) ? (s - t) + x : (x - t) + s;
+  auto add = [](LD& s, LD& c, LD v) {
+    const LD t = s + v;
+    c += std::fabs(s) >= std::fabs(v) ? (s - t) + v : (v - t) + s;
     s = t;
   };
   for (std::size_t j = 0; j < n; ++j) {
-    const LD e = std::exp(z[j] - m);
+    const LD d = x.z(j) - m, e = std::exp(d);
     add(S, cS, e);
-    add(T, cT, e * (z[j] - m));
+    add(T, cT, e * d);
   }
   S += cS, T += cT;
-  Exact x;
-  const LD logS = std::log(S);
-  x.lse = m + logS;
-  x.H = logS - T / S;
-  x.p.resize(n);
-  x.logp.resize(n);
-  LD He = 0, cHe = 0;
-  for (std::size_t j = 0; j < n; ++j) {
-    x.logp[j] = (z[j] - m) - logS;
-    x.p[j] = std::exp(x.logp[j]);
-    if (paper_eps) add(He, cHe, -x.p[j] * std::log(x.p[j] + 1e-9L));
+  x.logS = std::log(S);
+  x.lse = m + x.logS;
+  x.H = x.logS - T / S;
+  if (paper_eps) {
+    LD He = 0, cHe = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+      const LD pj = x.p(j);
+      add(He, cHe, -pj * std::log(pj + 1e-9L));
+    }
+    x.H_eps = He + cHe;
   }
-  x.H_eps = He + cHe;
   return x;
 }
 
@@ -192,7 +197,7 @@ void run_interface_sizes(const Run& run, Op op, DType t) {
         const bool sm = op == Op::softmax;
         record(worst_element(
             t, row.size(), g,
-            [&](std::size_t j) { return static_cast<double>(sm ? x.p[j] : x.logp[j]); },
+            [&](std::size_t j) { return static_cast<double>(sm ? x.p(j) : x.logp(j)); },
             [&](std::size_t j, double e) {
               const double z = static_cast<double>(row[j]) / theta;
               return sm ? (e == 0 ? 0.0 : budget::softmax_abs(t, st, z, e))
@@ -216,7 +221,7 @@ void run_interface_sizes(const Run& run, Op op, DType t) {
         budget::RowStats sb = st;
         sb.max *= Be, sb.spread *= Be, sb.max_abs *= Be, sb.theta_one = false;
         record(worst_element(
-            t, row.size(), g, [&](std::size_t j) { return static_cast<double>(xb.p[j]); },
+            t, row.size(), g, [&](std::size_t j) { return static_cast<double>(xb.p(j)); },
             [&](std::size_t j, double e) {
               return e == 0 ? 0.0
                             : budget::softmax_abs(t, sb, Be * row[j] / theta, e) +
