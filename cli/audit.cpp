@@ -83,9 +83,14 @@ int run_audit(const AuditOptions& o) {
   }
   const auto kernels = builtin_kernels();
   int worst = exit_pass;
+  // Worst first: usage (a step could not run) > fail > incomplete > pass.
   auto note = [&](int code) {
-    if (code == exit_fail && worst == exit_pass) worst = exit_fail;
-    if (code != exit_pass && code != exit_fail) worst = exit_usage;
+    auto rank = [](int c) {
+      return c == exit_pass ? 0 : c == exit_incomplete ? 1 : c == exit_fail ? 2 : 3;
+    };
+    const int c =
+        code == exit_pass || code == exit_fail || code == exit_incomplete ? code : exit_usage;
+    if (rank(c) > rank(worst)) worst = c;
   };
 
   std::vector<std::string> results, skipped;
@@ -125,7 +130,7 @@ int run_audit(const AuditOptions& o) {
     const int code =
         run_step("Variants: property matrix of every built-in softmax variant",
                  {"fuzz", "--variant", "all", "--json", json, "--seed", std::to_string(o.seed)});
-    if (code != exit_pass) note(exit_usage);  // fuzz findings are results, not failures; a crash is
+    note(code);  // 1: a variant failed a property it claims (fuzz's exit codes)
     if (fs::exists(json)) variants = json;
   }
 #endif
@@ -147,9 +152,10 @@ int run_audit(const AuditOptions& o) {
     fmt::print("\nNot audited here (no device): {}\n", fmt::join(skipped, ", "));
   fmt::print("\nAudit written to {}/ (report.html, results-*.json, junit-*.xml{}{}). Verdict: {}\n",
              o.out, sweep.empty() ? "" : ", sweep/", variants.empty() ? "" : ", variants.json",
-             worst == exit_pass   ? "every claim holds"
-             : worst == exit_fail ? "some claims FAILED (see report)"
-                                  : "a step could not run");
+             worst == exit_pass         ? "every claim holds"
+             : worst == exit_fail       ? "some claims FAILED (see report)"
+             : worst == exit_incomplete ? "INCOMPLETE: a requested check could not run"
+                                        : "a step could not run");
   return worst;
 }
 

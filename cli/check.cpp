@@ -8,11 +8,13 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 
 #include "cli/commands.hpp"
 #include "core/output_file.hpp"
+#include "gate/coverage.hpp"
 #include "gate/isolation.hpp"
 #include "gate/kernel_source.hpp"
 #include "gate/results.hpp"
@@ -110,6 +112,11 @@ int run_check(const CheckOptions& o) {
   if (o.deadline) spec.deadline_s = *o.deadline;
   if (o.seed) spec.suite.seed = static_cast<std::uint64_t>(*o.seed);
   if (o.cases) spec.suite.cases = static_cast<int>(*o.cases);
+  // One seed for the whole run, drawn here when none was given: printed, written
+  // to the JSON, and RapidCheck's own seed line (if any) agrees with it.
+  if (spec.suite.seed == 0)
+    spec.suite.seed = ((std::uint64_t(std::random_device{}()) << 32) | std::random_device{}()) | 1;
+  share_seed_with_rapidcheck(spec.suite.seed);
 
   // Outputs: writable, and no earlier run's file left to be mistaken for this one's.
   try {
@@ -158,16 +165,18 @@ int run_check(const CheckOptions& o) {
   rec.origin = kernel->identity().origin;
   rec.description = kernel->identity().description;
   rec.config = gate::config_to_json(spec);
-  rec.config["seed"] = run.seed;  // the seed actually used (drawn when none was given)
+  rec.config["seed"] = std::to_string(run.seed);  // the seed used (drawn when none was given)
   rec.processes = run.processes;
   rec.crashes = run.crashes;
   rec.hangs = run.hangs;
   rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   rec.verdicts = std::move(run.verdicts);
+  rec.verdicts.push_back(gate::coverage_verdict(rec.verdicts, spec, rec.kernel));
 
   // The summary first: it is on the terminal even if an output cannot be written.
   if (!o.quiet) gate::write_summary(std::cout, rec, isatty(STDOUT_FILENO) != 0);
-  int code = gate::tally(rec.verdicts).ok() ? exit_pass : exit_fail;
+  const gate::Tally tally = gate::tally(rec.verdicts);
+  int code = !tally.ok() ? exit_fail : tally.incomplete ? exit_incomplete : exit_pass;
   auto write = [&](const std::string& path, const std::string& content) {
     if (path.empty()) return;
     try {
@@ -193,7 +202,8 @@ void add_check_command(CLI::App& app) {
   CLI::App* c = app.add_subcommand(
       "check",
       "Gate a kernel: run the property suite on it in an isolated process; exit 0 pass, "
-      "1 a property failed, 2 usage or load error");
+      "1 a property failed, 2 usage or load error, 3 incomplete (a requested check could not "
+      "run, or nothing was checked)");
   c->add_option("--plugin", o->plugin, "Kernel library (.so) built against softmax_audit/kernel.h");
   c->add_option("--builtin", o->builtin, "A built-in kernel by name instead of a plugin");
   c->add_option("--kernel-index", o->kernel_index,

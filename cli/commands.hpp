@@ -3,14 +3,19 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <string>
 
 namespace sa::cli {
 
-// Exit codes shared by every subcommand: 0 all claims hold, 1 a claim failed,
-// 2 usage, input or load error (the message names the input and what was expected).
+// Exit codes shared by every subcommand: 0 all claims hold (and every requested
+// check ran), 1 a claim failed, 2 usage, input or load error (the message names
+// the input and what was expected), 3 incomplete: nothing failed, but a
+// requested check could not run or nothing was checked at all.
 constexpr int exit_pass = 0;
 constexpr int exit_fail = 1;
 constexpr int exit_usage = 2;
+constexpr int exit_incomplete = 3;
 
 void add_bounds_command(CLI::App& app);
 void add_check_command(CLI::App& app);
@@ -18,6 +23,17 @@ void add_report_command(CLI::App& app);
 void add_fuzz_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
 void add_audit_command(CLI::App& app);
+
+// Makes RapidCheck use `seed` too (RC_PARAMS gains seed=N unless it names one),
+// so that RapidCheck's own "Using configuration: seed=..." line, when it prints
+// one, names the seed the command prints. Call before any property runs.
+inline void share_seed_with_rapidcheck(unsigned long long seed) {
+  const char* old = std::getenv("RC_PARAMS");
+  std::string params = old ? old : "";
+  if (params.find("seed=") != std::string::npos) return;  // the user's own choice stands
+  params += (params.empty() ? "" : " ") + std::string("seed=") + std::to_string(seed);
+  setenv("RC_PARAMS", params.c_str(), 1);
+}
 
 // Set by a subcommand's callback; main returns it.
 int& exit_code();

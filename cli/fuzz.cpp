@@ -1,5 +1,7 @@
 #include "fuzz_command.hpp"
 
+#include "cli/commands.hpp"
+
 #include <CLI/CLI.hpp>
 
 #include <fstream>
@@ -56,6 +58,7 @@ int run_fuzz(const FuzzOptions& o) {
     }
     if (std::find(chosen.begin(), chosen.end(), found) == chosen.end()) chosen.push_back(found);
   }
+  share_seed_with_rapidcheck(o.seed);
   FuzzConfig cfg;
   cfg.cases = o.cases;
   cfg.seed = o.seed;
@@ -67,6 +70,18 @@ int run_fuzz(const FuzzOptions& o) {
     if (!f) throw std::runtime_error("--json: cannot write '" + o.json + "'");
     f << to_json(m).dump(2) << "\n";
     std::cout << "JSON written to " << o.json << "\n";
+  }
+  // A variant failing a property it claims (variants/fuzz.hpp, claims()) fails the run.
+  const auto bad = claimed_failures(m);
+  for (const auto& b : bad) std::cerr << "softmax-audit fuzz: FAIL " << b << "\n";
+  if (!bad.empty()) return 1;
+  int checked = 0;
+  for (const auto& r : m.rows)
+    for (const auto& c : r.cells)
+      checked += c.outcome == Outcome::pass || c.outcome == Outcome::fail;
+  if (checked == 0) {
+    std::cerr << "softmax-audit fuzz: INCOMPLETE: no property of any variant was checked\n";
+    return 3;
   }
   return 0;
 }

@@ -19,7 +19,10 @@ int main(int argc, char** argv) {
   CLI::App app{
       "softmax-audit — proves, tests and measures softmax numerics.\n"
       "Checks softmax and attention kernels against high-precision references and the\n"
-      "theorems of \"Softmax is not Enough (for Sharp Size Generalisation)\"."};
+      "theorems of \"Softmax is not Enough (for Sharp Size Generalisation)\".\n"
+      "Exit codes (every subcommand): 0 every requested check ran and held; 1 a check failed;\n"
+      "2 usage, input or load error; 3 incomplete: nothing failed, but a requested check\n"
+      "could not run (or nothing was checked)."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "softmax-audit 0.1.0");
   sa::cli::add_bounds_command(app);
@@ -40,6 +43,8 @@ int main(int argc, char** argv) {
 #endif
   try {
     app.parse(argc, argv);
+  } catch (const CLI::RuntimeError& e) {
+    return e.get_exit_code();  // a subcommand's own exit code (fuzz: 1, 2 or 3)
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : sa::cli::exit_usage;

@@ -5,6 +5,7 @@
 // ({"rows": [...], "series": [...]}: every row, and the series the audit
 // report draws, each with the bound it is held to).
 #include <fmt/core.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -26,6 +27,7 @@ namespace {
 struct SweepOptions {
   std::string builtin = "cpu", plugin, out = "sweep-out";
   int min_log2 = 4, max_log2 = 24;
+  int kernel_index = -1;
   std::vector<std::string> distributions, dtypes;
   std::vector<double> temperatures;
   std::int64_t seed = 1;
@@ -98,10 +100,10 @@ int run_sweep_command(const SweepOptions& o) {
     if (!o.plugin.empty()) {
       // Probe it in a child first, so that a constructor that exits, crashes or
       // hangs is a load error (exit 2) and not the end of this process.
-      const auto probed = gate::KernelSource::probe_plugin(o.plugin, -1, 60);
+      const auto probed = gate::KernelSource::probe_plugin(o.plugin, o.kernel_index, 60);
       if (const std::string why = probed.why_cannot_run(); !why.empty())
         throw std::invalid_argument(why + "; nothing was swept");
-      kernel.emplace(load_plugin(probed.path()));
+      kernel.emplace(load_plugin(probed.path(), o.kernel_index));
     } else {
       std::string names;
       for (auto& k : builtin_kernels()) {
@@ -166,13 +168,19 @@ int run_sweep_command(const SweepOptions& o) {
   c.temperatures = o.temperatures;
   for (const auto& d : o.dtypes) {
     auto t = parse_dtype(d);
-    if (!t) {
-      fmt::print(stderr, "softmax-audit sweep: error: --dtype '{}': expected float32 or bfloat16\n",
+    if (!t || (*t != DType::float32 && *t != DType::bfloat16)) {
+      fmt::print(stderr,
+                 "softmax-audit sweep: error: --dtype '{}': expected float32 or bfloat16 (the "
+                 "kernel interface carries no other type)\n",
                  d);
       return exit_usage;
     }
     c.dtypes.push_back(*t);
   }
+  // A requested dtype the kernel lacks is a requested check that cannot run.
+  std::vector<std::string> lacking;
+  for (DType t : c.dtypes)
+    if (!kernel->supports(t)) lacking.push_back(name_of(t));
   c.seed = static_cast<std::uint64_t>(o.seed);
   c.samples = o.samples;
   c.csv_path = (fs::path(o.out) / "sweep.csv").string();
@@ -193,6 +201,8 @@ int run_sweep_command(const SweepOptions& o) {
   if (tty) fmt::print(stderr, "\n");
   const auto rows = props::read_sweep_csv(c.csv_path);
   nlohmann::json j;
+  j["format"] = "softmax-audit-sweep";
+  j["version"] = 2;  // docs/schema/sweep.schema.json
   j["kernel"] = kernel->name();
   j["series"] = series_of(rows);
   const std::string rows_json = (fs::path(o.out) / "rows.json").string();
@@ -211,7 +221,16 @@ int run_sweep_command(const SweepOptions& o) {
     if (r.max_ulp_sampled > r.ulp_budget_at_worst || r.H_err > r.H_budget) ++over;
   fmt::print("{} rows in {} ({} over their bound); series for the report in {}\n", rows.size(),
              c.csv_path, over, path);
-  return over == 0 ? exit_pass : exit_fail;
+  if (over > 0) return exit_fail;
+  if (rows.empty() || !lacking.empty()) {
+    fmt::print(stderr, "softmax-audit sweep: INCOMPLETE: {}\n",
+               rows.empty() ? std::string("no row was measured; nothing was checked")
+                            : "kernel '" + kernel->name() + "' does not support --dtype " +
+                                  fmt::format("{}", fmt::join(lacking, ", ")) +
+                                  "; those rows were not measured");
+    return exit_incomplete;
+  }
+  return exit_pass;
 }
 
 }  // namespace
@@ -222,6 +241,8 @@ void add_sweep_command(CLI::App& app) {
       "sweep", "Large-n sweep of one kernel: errors, dispersion and entropy against n (resumable)");
   c->add_option("--builtin", o->builtin, "Built-in kernel to sweep")->capture_default_str();
   c->add_option("--plugin", o->plugin, "Kernel library (.so) to sweep instead of a built-in");
+  c->add_option("--kernel-index", o->kernel_index,
+                "Which kernel of a multi-kernel plugin (sa_kernel_entry_at index)");
   c->add_option("--out", o->out, "Directory for sweep.csv (resumable) and sweep.json")
       ->capture_default_str();
   c->add_option("--min-log2-n", o->min_log2, "Smallest size as log2 n")->capture_default_str();

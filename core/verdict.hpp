@@ -13,7 +13,11 @@
 
 namespace sa {
 
-enum class Outcome { pass, fail, skip, error };
+// incomplete: a check the run was asked for (a spec's `required` list, an op
+// or dtype it names) could not run, or nothing at all was checked. Only the
+// gate's coverage verdict (gate.coverage) and the subcommands' run summaries
+// use it; a run with one is neither a pass nor a failure (exit code 3).
+enum class Outcome { pass, fail, skip, error, incomplete };
 
 inline const char* name_of(Outcome o) {
   switch (o) {
@@ -25,6 +29,8 @@ inline const char* name_of(Outcome o) {
       return "skip";
     case Outcome::error:
       return "error";
+    case Outcome::incomplete:
+      return "incomplete";
   }
   return "?";
 }
@@ -48,6 +54,9 @@ struct Verdict {
   std::string op;              // operation (softmax, attention, ...), may be empty
   std::string dtype;           // data type checked, may be empty
   std::string note;            // anything else a reader needs (e.g. skip reason)
+  // The input that gave the largest measured/bound ratio (on a pass: what an
+  // auditor reads the pass for; on a failure: the counterexample). May be empty.
+  std::string worst_case;
 
   bool passed() const { return outcome == Outcome::pass; }
 };
@@ -79,6 +88,8 @@ inline std::string describe(const Verdict& v) {
   if (!v.rule.source.empty()) os << " — " << v.rule.source;
   if (!v.counterexample.empty()) os << "\n  counterexample: " << v.counterexample;
   if (!v.note.empty()) os << "\n  note:     " << v.note;
+  if (!v.worst_case.empty() && v.worst_case != v.counterexample)
+    os << "\n  worst case: " << v.worst_case;
   return os.str();
 }
 

@@ -352,17 +352,38 @@ std::size_t row_bytes(const sa_rows* sh, std::int64_t stride, std::size_t esz) {
 }
 bool valid(const sa_rows* sh) { return sh && sh->rows > 0 && sh->n > 0 && sh->in_stride >= sh->n; }
 
+// In-place calls (in == out, kernel.h) keep their aliasing: one writable
+// mapping is handed to the kernel as both; the NaN check reads a copy of the
+// input taken before the call.
+struct InPlace {
+  std::vector<unsigned char> input;  // the input before the call (in-place calls only)
+  const void* in = nullptr;          // what check_rows reads as the input
+};
+
 sa_status t_softmax_like(void* ctx, sa_dtype t, const sa_rows* sh, const void* in, void* out,
                          bool log) {
   State* s = st(ctx);
   auto fn = log ? s->inner->log_softmax : s->inner->softmax;
-  if (!valid(sh) || in == out || sh->out_stride < sh->n) return fn(s->inner->ctx, t, sh, in, out);
+  if (!valid(sh) || sh->out_stride < sh->n) return fn(s->inner->ctx, t, sh, in, out);
   State::Call c(s, log ? "log_softmax" : "softmax", dtype_name(t));
-  const void* gin = c.in("in", in, row_bytes(sh, sh->in_stride, elem(t)));
-  void* gout = c.out("out", out, row_bytes(sh, sh->out_stride, elem(t)));
+  const std::size_t in_bytes = row_bytes(sh, sh->in_stride, elem(t)),
+                    out_bytes = row_bytes(sh, sh->out_stride, elem(t));
+  InPlace ip{{}, in};
+  const void* gin;
+  void* gout;
+  if (in == out) {
+    const auto* p = static_cast<const unsigned char*>(in);
+    ip.input.assign(p, p + in_bytes);
+    ip.in = ip.input.data();
+    gout = c.out("in/out (in place)", out, std::max(in_bytes, out_bytes));
+    gin = gout;
+  } else {
+    gin = c.in("in", in, in_bytes);
+    gout = c.out("out", out, out_bytes);
+  }
   const sa_status r = fn(s->inner->ctx, t, sh, gin, gout);
   c.finish();
-  if (r == SA_OK) s->check_rows(c.op, t, sh, in, out, t, sh->out_stride, {}, nullptr);
+  if (r == SA_OK) s->check_rows(c.op, t, sh, ip.in, out, t, sh->out_stride, {}, nullptr);
   return r;
 }
 sa_status t_softmax(void* ctx, sa_dtype t, const sa_rows* sh, const void* in, void* out) {
@@ -399,17 +420,30 @@ sa_status t_entropy(void* ctx, sa_dtype t, const sa_rows* sh, const void* in, fl
 sa_status t_adaptive(void* ctx, sa_dtype t, const sa_rows* sh, const void* in, void* out,
                      float* beta, float* H) {
   State* s = st(ctx);
-  if (!valid(sh) || in == out || sh->out_stride < sh->n)
+  if (!valid(sh) || sh->out_stride < sh->n)
     return s->inner->adaptive_softmax(s->inner->ctx, t, sh, in, out, beta, H);
   State::Call c(s, "adaptive_softmax", dtype_name(t));
-  const void* gin = c.in("in", in, row_bytes(sh, sh->in_stride, elem(t)));
-  void* gout = c.out("out", out, row_bytes(sh, sh->out_stride, elem(t)));
+  const std::size_t in_bytes = row_bytes(sh, sh->in_stride, elem(t)),
+                    out_bytes = row_bytes(sh, sh->out_stride, elem(t));
+  InPlace ip{{}, in};
+  const void* gin;
+  void* gout;
+  if (in == out) {  // in place: one shared mapping (see t_softmax_like)
+    const auto* p = static_cast<const unsigned char*>(in);
+    ip.input.assign(p, p + in_bytes);
+    ip.in = ip.input.data();
+    gout = c.out("in/out (in place)", out, std::max(in_bytes, out_bytes));
+    gin = gout;
+  } else {
+    gin = c.in("in", in, in_bytes);
+    gout = c.out("out", out, out_bytes);
+  }
   auto* gb = static_cast<float*>(c.out("beta", beta, sh->rows * 4));
   auto* gH = static_cast<float*>(c.out("entropy", H, sh->rows * 4));
   const sa_status r = s->inner->adaptive_softmax(s->inner->ctx, t, sh, gin, gout, gb, gH);
   c.finish();
   if (r == SA_OK)
-    s->check_rows(c.op, t, sh, in, out, t, sh->out_stride, {{"beta", beta}, {"entropy", H}},
+    s->check_rows(c.op, t, sh, ip.in, out, t, sh->out_stride, {{"beta", beta}, {"entropy", H}},
                   nullptr);
   return r;
 }
@@ -508,21 +542,30 @@ sa_status t_merge_attention(void* ctx, std::int64_t rows, std::int64_t dv, const
                             const float* lse_a, const float* o_b, const float* lse_b, float* out,
                             float* out_lse) {
   State* s = st(ctx);
-  if (rows <= 0 || dv <= 0 || out == o_a || out == o_b || out_lse == lse_a || out_lse == lse_b)
+  // kernel.h documents out/out_lse aliasing a/lse_a; other overlaps are not allowed: passed
+  // through.
+  if (rows <= 0 || dv <= 0 || out == o_b || out_lse == lse_b || (out == o_a) != (out_lse == lse_a))
     return s->inner->merge_attention_states(s->inner->ctx, rows, dv, o_a, lse_a, o_b, lse_b, out,
                                             out_lse);
   State::Call c(s, "merge_attention_states", "float32");
   const std::size_t ob = static_cast<std::size_t>(rows * dv) * 4,
                     lb = static_cast<std::size_t>(rows) * 4;
-  auto* ga = static_cast<const float*>(c.in("o_a", o_a, ob));
-  auto* gla = static_cast<const float*>(c.in("lse_a", lse_a, lb));
+  const bool alias = out == o_a;  // then out_lse == lse_a too: shared mappings keep the aliasing
+  std::vector<float> a_copy, la_copy;  // the a part before the call, for the NaN check
+  if (alias && o_a && lse_a) {
+    a_copy.assign(o_a, o_a + rows * dv);
+    la_copy.assign(lse_a, lse_a + rows);
+  }
+  auto* go = static_cast<float*>(c.out(alias ? "o_a/out (aliased)" : "out", out, ob));
+  auto* gl = static_cast<float*>(c.out(alias ? "lse_a/out_lse (aliased)" : "out_lse", out_lse, lb));
+  auto* ga = alias ? go : static_cast<const float*>(c.in("o_a", o_a, ob));
+  auto* gla = alias ? gl : static_cast<const float*>(c.in("lse_a", lse_a, lb));
   auto* gb = static_cast<const float*>(c.in("o_b", o_b, ob));
   auto* glb = static_cast<const float*>(c.in("lse_b", lse_b, lb));
-  auto* go = static_cast<float*>(c.out("out", out, ob));
-  auto* gl = static_cast<float*>(c.out("out_lse", out_lse, lb));
   const sa_status r =
       s->inner->merge_attention_states(s->inner->ctx, rows, dv, ga, gla, gb, glb, go, gl);
   c.finish();
+  if (alias && o_a && lse_a) o_a = a_copy.data(), lse_a = la_copy.data();
   if (r == SA_OK && s->options.check_nan && o_a && o_b && lse_a && lse_b && out && out_lse)
     for (std::int64_t i = 0; i < rows; ++i) {
       const bool ok_in = all_finite(SA_F32, o_a + i * dv, 1, dv, dv) &&

@@ -28,8 +28,15 @@ Tally tally(const std::vector<Verdict>& vs) {
       case Outcome::error:
         ++t.error;
         break;
+      case Outcome::incomplete:
+        ++t.incomplete;
+        break;
     }
   return t;
+}
+
+const char* status_of(const Tally& t) {
+  return !t.ok() ? "fail" : t.incomplete ? "incomplete" : "pass";
 }
 
 json config_to_json(const GateSpec& spec) {
@@ -45,8 +52,10 @@ json config_to_json(const GateSpec& spec) {
   j["rules"] = c.rules;
   j["properties"] = c.properties;
   j["cases"] = c.cases;
-  j["seed"] = c.seed;
+  j["seed"] = std::to_string(c.seed);  // a string: 64-bit seeds survive every JSON reader
   j["temperature"] = c.temperature;
+  j["temperature_only"] = c.temperature_only;
+  j["required"] = spec.required;
   j["timeout"] = spec.timeout_s;
   j["deadline"] = spec.deadline_s;
   return j;
@@ -55,7 +64,7 @@ json config_to_json(const GateSpec& spec) {
 json results_to_json(const std::vector<RunRecord>& runs) {
   json out;
   out["format"] = "softmax-audit-results";
-  out["version"] = 1;
+  out["version"] = 2;  // 2: seeds are strings, summary has incomplete/status
   out["runs"] = json::array();
   for (const auto& r : runs) {
     json j;
@@ -66,7 +75,12 @@ json results_to_json(const std::vector<RunRecord>& runs) {
     j["hangs"] = r.hangs;
     j["seconds"] = r.seconds;
     const Tally t = tally(r.verdicts);
-    j["summary"] = {{"pass", t.pass}, {"fail", t.fail}, {"skip", t.skip}, {"error", t.error}};
+    j["summary"] = {{"pass", t.pass},
+                    {"fail", t.fail},
+                    {"skip", t.skip},
+                    {"error", t.error},
+                    {"incomplete", t.incomplete},
+                    {"status", status_of(t)}};
     j["verdicts"] = json::array();
     for (const auto& v : r.verdicts) j["verdicts"].push_back(to_json(v));
     out["runs"].push_back(std::move(j));
@@ -155,50 +169,101 @@ std::string xml_escape(const std::string& s) {
 
 namespace {
 std::string num(double x) {
+  if (std::isnan(x)) return "NaN";
+  if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";
   std::ostringstream os;
   os.precision(17);
   os << x;
   return os.str();
 }
+// The name a CI system tracks a test by: the same in passing and failing
+// runs. Suite verdicts are one per property x op x dtype; the gate's own
+// checks (gate.*) are one test each, whatever op or property they caught.
 std::string case_name(const Verdict& v) {
   std::string n = v.property;
+  if (v.property.rfind("gate.", 0) == 0) return n;
   if (!v.op.empty() || !v.dtype.empty())
     n += " [" + v.op + (v.op.empty() || v.dtype.empty() ? "" : "/") + v.dtype + "]";
   return n;
 }
+int severity(Outcome o) {
+  switch (o) {
+    case Outcome::fail:
+      return 4;
+    case Outcome::error:
+      return 3;
+    case Outcome::incomplete:
+      return 2;
+    case Outcome::pass:
+      return 1;
+    case Outcome::skip:
+      return 0;
+  }
+  return 0;
+}
+// JUnit's time attribute: a plain decimal (never "1e-05" or "NaN").
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", std::isfinite(s) && s > 0 ? s : 0.0);
+  return buf;
+}
+// "measured 3 > bound 2", or what is known when a number is missing.
+std::string measured_vs_bound(const Verdict& v) {
+  const bool m = !std::isnan(v.measured), b = !std::isnan(v.bound);
+  if (!m && !b) return "no measurement";
+  if (!b) return "measured " + num(v.measured);
+  if (!m) return "no measurement (bound " + num(v.bound) + ")";
+  return "measured " + num(v.measured) + (v.measured > v.bound ? " > " : " <= ") + "bound " +
+         num(v.bound);
+}
 }  // namespace
 
+// Validates against docs/schema/junit.xsd (tests/gate/ci_outputs_test.cpp).
 void write_junit(std::ostream& os, const std::vector<RunRecord>& runs) {
   os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"softmax-audit\">\n";
   for (const auto& r : runs) {
-    const Tally t = tally(r.verdicts);
+    // One testcase per stable name; several verdicts under one name (the gate's
+    // findings) become one testcase with the worst outcome and every body.
+    std::vector<std::string> order;
+    std::map<std::string, std::vector<const Verdict*>> groups;
+    for (const auto& v : r.verdicts) {
+      const std::string name = case_name(v);
+      if (!groups.count(name)) order.push_back(name);
+      groups[name].push_back(&v);
+    }
+    int fails = 0, errors = 0, skips = 0;
+    for (const auto& name : order) {
+      Outcome worst = Outcome::skip;
+      for (const Verdict* v : groups[name])
+        if (severity(v->outcome) > severity(worst)) worst = v->outcome;
+      fails += worst == Outcome::fail;
+      errors += worst == Outcome::error || worst == Outcome::incomplete;
+      skips += worst == Outcome::skip;
+    }
     os << "  <testsuite name=\"softmax-audit." << xml_escape(r.kernel) << "\" tests=\""
-       << r.verdicts.size() << "\" failures=\"" << t.fail << "\" errors=\"" << t.error
-       << "\" skipped=\"" << t.skip << "\" time=\"" << num(r.seconds) << "\">\n";
+       << order.size() << "\" failures=\"" << fails << "\" errors=\"" << errors << "\" skipped=\""
+       << skips << "\" time=\"" << seconds_text(r.seconds) << "\">\n";
     os << "    <properties><property name=\"origin\" value=\"" << xml_escape(r.origin)
        << "\"/></properties>\n";
-    std::map<std::string, int> used;
-    for (const auto& v : r.verdicts) {
-      std::string name = case_name(v);
-      if (int k = ++used[name]; k > 1) name += " #" + std::to_string(k);
+    for (const auto& name : order) {
+      const auto& vs = groups[name];
+      const Verdict* worst = vs.front();
+      std::string body;
+      for (const Verdict* v : vs) {
+        if (severity(v->outcome) > severity(worst->outcome)) worst = v;
+        body += (body.empty() ? "" : "\n\n") + describe(*v);
+      }
+      const Verdict& w = *worst;
       os << "    <testcase classname=\"softmax-audit." << xml_escape(r.kernel) << "."
-         << xml_escape(v.property) << "\" name=\"" << xml_escape(name) << "\">\n";
-      const std::string body = describe(v);
-      if (v.outcome == Outcome::fail || v.outcome == Outcome::error) {
-        const char* tag = v.outcome == Outcome::fail ? "failure" : "error";
-        os << "      <" << tag << " message=\"" << xml_escape(v.claim) << "\" type=\""
-           << xml_escape(v.rule.id) << "\">" << xml_escape(body) << "</" << tag << ">\n";
-        os << "      <properties>\n"
-           << "        <property name=\"claim\" value=\"" << xml_escape(v.claim) << "\"/>\n"
-           << "        <property name=\"measured\" value=\"" << num(v.measured) << "\"/>\n"
-           << "        <property name=\"bound\" value=\"" << num(v.bound) << "\"/>\n"
-           << "        <property name=\"rule\" value=\"" << xml_escape(v.rule.id) << "\"/>\n"
-           << "        <property name=\"rule_source\" value=\"" << xml_escape(v.rule.source)
-           << "\"/>\n"
-           << "        <property name=\"counterexample\" value=\"" << xml_escape(v.counterexample)
-           << "\"/>\n      </properties>\n";
-      } else if (v.outcome == Outcome::skip) {
-        os << "      <skipped message=\"" << xml_escape(v.note.empty() ? v.claim : v.note)
+         << xml_escape(w.property) << "\" name=\"" << xml_escape(name) << "\">\n";
+      if (w.outcome == Outcome::fail || w.outcome == Outcome::error ||
+          w.outcome == Outcome::incomplete) {
+        const char* tag = w.outcome == Outcome::fail ? "failure" : "error";
+        const std::string type = w.outcome == Outcome::incomplete ? "incomplete" : w.rule.id;
+        os << "      <" << tag << " message=\"" << xml_escape(w.claim + ": " + measured_vs_bound(w))
+           << "\" type=\"" << xml_escape(type) << "\">" << xml_escape(body) << "</" << tag << ">\n";
+      } else if (w.outcome == Outcome::skip) {
+        os << "      <skipped message=\"" << xml_escape(w.note.empty() ? w.claim : w.note)
            << "\"/>\n";
       }
       os << "      <system-out>" << xml_escape(body) << "</system-out>\n    </testcase>\n";
@@ -236,10 +301,11 @@ void write_summary(std::ostream& os, const RunRecord& run, bool color) {
   os << "softmax-audit check: kernel '" << printable(run.kernel) << "' (" << printable(run.origin)
      << ")\n";
   for (const auto& v : run.verdicts) {
-    if (v.outcome != Outcome::fail && v.outcome != Outcome::error) continue;
+    if (v.outcome != Outcome::fail && v.outcome != Outcome::error &&
+        v.outcome != Outcome::incomplete)
+      continue;
     os << (v.outcome == Outcome::fail ? red : yellow) << "  " << name_of(v.outcome) << off << "  "
-       << printable(case_name(v)) << ": measured " << num(v.measured) << " > bound " << num(v.bound)
-       << " (" << v.rule.id << ")\n";
+       << printable(case_name(v)) << ": " << measured_vs_bound(v) << " (" << v.rule.id << ")\n";
     if (!v.counterexample.empty()) {
       std::string ce = v.counterexample;
       if (ce.size() > 200) ce = ce.substr(0, 200) + "...";
@@ -251,8 +317,13 @@ void write_summary(std::ostream& os, const RunRecord& run, bool color) {
       os << "        note: " << printable(n) << "\n";
     }
   }
-  os << (t.ok() ? green : red) << (t.ok() ? "PASS" : "FAIL") << off << "  " << t.pass << " passed, "
-     << t.fail << " failed, " << t.error << " errors, " << t.skip << " skipped";
+  const char* head = !t.ok() ? "FAIL" : t.incomplete ? "INCOMPLETE" : "PASS";
+  os << (!t.ok()        ? red
+         : t.incomplete ? yellow
+                        : green)
+     << head << off << "  " << t.pass << " passed, " << t.fail << " failed, " << t.error
+     << " errors, " << t.skip << " skipped";
+  if (t.incomplete) os << ", " << t.incomplete << " incomplete (a requested check did not run)";
   if (run.crashes || run.hangs)
     os << "; " << run.crashes << " crash(es), " << run.hangs << " hang(s) isolated";
   char secs[32];

@@ -30,9 +30,14 @@ struct RunRecord {
 };
 
 struct Tally {
-  int pass = 0, fail = 0, skip = 0, error = 0;
+  int pass = 0, fail = 0, skip = 0, error = 0, incomplete = 0;
   bool ok() const { return fail == 0 && error == 0; }
+  // ok() and every requested check ran (no `incomplete` verdict, gate/coverage.hpp).
+  bool complete() const { return ok() && incomplete == 0; }
 };
+// The run's one-word status: "pass", "fail" (a failure or error) or
+// "incomplete" (no failure, but a requested check could not run).
+const char* status_of(const Tally& t);
 Tally tally(const std::vector<Verdict>& vs);
 
 nlohmann::json config_to_json(const GateSpec& spec);

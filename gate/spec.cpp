@@ -103,7 +103,7 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
   spec.source = origin;
   static const std::vector<std::string> keys = {
       "ops",   "dtypes", "sizes",   "distributions", "rules",   "properties",
-      "cases", "seed",   "timeout", "temperature",   "deadline"};
+      "cases", "seed",   "timeout", "temperature",   "deadline",      "required"};
   for (auto&& [k, node] : t) {
     const std::string key(k.str());
     if (std::find(keys.begin(), keys.end(), key) == keys.end())
@@ -161,6 +161,25 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
         if (seen.insert(id).second) cfg.properties.push_back(id);
     }
   }
+  if (auto n = t.get("required")) {
+    for (const auto& pattern : strings(origin, "required", *n)) {
+      auto ids = select_properties(pattern);
+      if (ids.empty())
+        fail(where(origin, *n), "required",
+             "\"" + pattern +
+                 "\" selects no property; expected an id or a prefix ending in \".*\" (see "
+                 "`softmax-audit check --list`)");
+      for (auto& id : ids)
+        if (std::find(spec.required.begin(), spec.required.end(), id) == spec.required.end())
+          spec.required.push_back(id);
+    }
+    // A required property must also be run.
+    if (!cfg.properties.empty())
+      for (const auto& id : spec.required)
+        if (std::find(cfg.properties.begin(), cfg.properties.end(), id) == cfg.properties.end())
+          fail(where(origin, *n), "required",
+               "\"" + id + "\" is required but not selected by 'properties'; add it there");
+  }
   if (auto n = t.get("cases"))
     cfg.cases = static_cast<int>(integer(origin, "cases", *n, 1, SpecLimits::max_cases));
   if (auto n = t.get("seed"))
@@ -170,8 +189,10 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
     spec.timeout_s = positive_real(origin, "timeout", *n, SpecLimits::max_timeout_s);
   if (auto n = t.get("deadline"))
     spec.deadline_s = positive_real(origin, "deadline", *n, SpecLimits::max_deadline_s);
-  if (auto n = t.get("temperature"))
+  if (auto n = t.get("temperature")) {
     cfg.temperature = positive_real(origin, "temperature", *n, SpecLimits::max_temperature);
+    cfg.temperature_only = true;  // the spec's theta restricts every random case to it
+  }
   return spec;
 }
 

@@ -19,6 +19,9 @@ namespace sa::gate {
 struct GateSpec {
   props::SuiteConfig
       suite;  // ops, dtypes, sizes, distributions, rules, properties, cases, seed, temperature
+  // Property ids that must be checked (the `required` key, patterns expanded):
+  // a skip of any of them makes the run incomplete (gate/coverage.hpp).
+  std::vector<std::string> required;
   double timeout_s = 60.0;     // longest silence allowed from the kernel's process (one case)
   double deadline_s = 3600.0;  // the whole run's limit (gate.deadline)
   std::string source = "(defaults)";  // the file it came from

@@ -29,9 +29,11 @@ double number_from_json(const nlohmann::json& j) {
 }
 
 Outcome parse_outcome(const std::string& s) {
-  for (Outcome o : {Outcome::pass, Outcome::fail, Outcome::skip, Outcome::error})
+  for (Outcome o :
+       {Outcome::pass, Outcome::fail, Outcome::skip, Outcome::error, Outcome::incomplete})
     if (s == name_of(o)) return o;
-  throw std::invalid_argument("outcome \"" + s + "\": expected pass, fail, skip or error");
+  throw std::invalid_argument("outcome \"" + s +
+                              "\": expected pass, fail, skip, error or incomplete");
 }
 
 nlohmann::json to_json(const Verdict& v) {
@@ -47,6 +49,7 @@ nlohmann::json to_json(const Verdict& v) {
   j["op"] = v.op;
   j["dtype"] = v.dtype;
   j["note"] = v.note;
+  j["worst_case"] = v.worst_case;
   return j;
 }
 
@@ -84,6 +87,7 @@ Verdict verdict_from_json(const nlohmann::json& j) {
   v.op = str("op", false);
   v.dtype = str("dtype", false);
   v.note = str("note", false);
+  v.worst_case = str("worst_case", false);
   return v;
 }
 

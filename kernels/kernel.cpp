@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -179,13 +180,51 @@ class Stage {
   std::vector<Back> back_;
 };
 
+// The output row stride of a call (RowBatch::out_stride, in_place).
+std::int64_t out_stride_of(const RowBatch& in) {
+  return in.in_place ? in.stride : in.out_stride > 0 ? in.out_stride : in.stride;
+}
+
 sa_rows shape_of(const RowBatch& in, double temperature) {
   if (in.stride < in.n || static_cast<std::int64_t>(in.data.size()) < in.rows * in.stride)
     throw std::invalid_argument("kernel call: row batch of " + std::to_string(in.rows) + " x " +
                                 std::to_string(in.n) + " with stride " + std::to_string(in.stride) +
                                 " needs " + std::to_string(in.rows * in.stride) + " values, has " +
                                 std::to_string(in.data.size()));
-  return sa_rows{in.rows, in.n, in.stride, in.stride, temperature};
+  if (out_stride_of(in) < in.n)
+    throw std::invalid_argument("kernel call: output stride " + std::to_string(in.out_stride) +
+                                " < n = " + std::to_string(in.n));
+  return sa_rows{in.rows, in.n, in.stride, out_stride_of(in), temperature};
+}
+
+// Rows of `v` (row stride `from`) in a vector of row stride `to`, NaN between rows.
+std::vector<float> relayout(const std::vector<float>& v, std::int64_t rows, std::int64_t n,
+                            std::int64_t from, std::int64_t to) {
+  if (from == to) return v;
+  std::vector<float> out(static_cast<std::size_t>(rows * to), NAN);
+  for (std::int64_t r = 0; r < rows; ++r)
+    std::copy_n(v.begin() + r * from, n, out.begin() + r * to);
+  return out;
+}
+
+// Throws when the kernel changed an element outside the rows of its output
+// (between rows of a stride > n, or after the last row's n elements).
+void check_gaps(const std::string& kernel, const char* op, const Packed& before,
+                const Packed& after, std::int64_t rows, std::int64_t n, std::int64_t stride) {
+  const std::size_t total = after.bf16 ? after.b16.size() : after.f32.size();
+  for (std::size_t i = 0; i < total; ++i) {
+    const auto r = static_cast<std::int64_t>(i) / stride, c = static_cast<std::int64_t>(i) % stride;
+    if (c < n && r < rows) continue;
+    const bool same = after.bf16 ? before.b16[i] == after.b16[i]
+                                 : std::memcmp(&before.f32[i], &after.f32[i], 4) == 0;
+    if (!same)
+      throw KernelError(SA_INTERNAL_ERROR,
+                        "kernel '" + kernel + "' " + op + " wrote element " + std::to_string(c) +
+                            " of output row " + std::to_string(r) + " (n = " + std::to_string(n) +
+                            ", out_stride = " + std::to_string(stride) +
+                            "): outside the row (kernel.h: row r of out is out[r*out_stride .. "
+                            "r*out_stride + n))");
+  }
 }
 
 }  // namespace
@@ -273,13 +312,16 @@ std::vector<float> rows_to_rows(const Kernel& k, Op op, RowsToRows fn, DType t, 
   require(k, op, t);
   const sa_rows shape = shape_of(in, temperature);
   Packed x = pack(t, in.data, "logits");
-  Packed y = blank(t, in.data.size());
+  Packed y = in.in_place ? x : blank(t, static_cast<std::size_t>(in.rows * shape.out_stride));
+  const Packed y0 = y;
+  Packed& res = in.in_place ? x : y;
   Stage st(k.memory());
-  void* dx = st.in(x.data(), x.bytes());
-  void* dy = st.out(y.data(), y.bytes());
+  void* dx = in.in_place ? st.out(x.data(), x.bytes()) : st.in(x.data(), x.bytes());
+  void* dy = in.in_place ? dx : st.out(y.data(), y.bytes());
   check_status(k, fn(k.raw().ctx, to_abi(t), &shape, dx, dy), op);
   st.fetch();
-  return unpack(y);
+  check_gaps(k.name(), name_of(op), y0, res, in.rows, in.n, shape.out_stride);
+  return relayout(unpack(res), in.rows, in.n, shape.out_stride, in.stride);
 }
 }  // namespace
 
@@ -326,19 +368,22 @@ AdaptiveOutput Kernel::adaptive_softmax(DType t, const RowBatch& in, double temp
   require(*this, Op::adaptive_softmax, t);
   const sa_rows shape = shape_of(in, temperature);
   Packed x = pack(t, in.data, "logits");
-  Packed y = blank(t, in.data.size());
+  Packed y = in.in_place ? x : blank(t, static_cast<std::size_t>(in.rows * shape.out_stride));
+  const Packed y0 = y;
+  Packed& res = in.in_place ? x : y;
   AdaptiveOutput r;
   r.beta.assign(static_cast<std::size_t>(in.rows), NAN);
   r.entropy.assign(static_cast<std::size_t>(in.rows), NAN);
   Stage st(memory());
-  void* dx = st.in(x.data(), x.bytes());
-  void* dy = st.out(y.data(), y.bytes());
+  void* dx = in.in_place ? st.out(x.data(), x.bytes()) : st.in(x.data(), x.bytes());
+  void* dy = in.in_place ? dx : st.out(y.data(), y.bytes());
   auto* db = static_cast<float*>(st.out(r.beta.data(), r.beta.size() * 4));
   auto* dh = static_cast<float*>(st.out(r.entropy.data(), r.entropy.size() * 4));
   check_status(*this, k_->adaptive_softmax(k_->ctx, to_abi(t), &shape, dx, dy, db, dh),
                Op::adaptive_softmax);
   st.fetch();
-  r.weights = unpack(y);
+  check_gaps(name_, "adaptive_softmax", y0, res, in.rows, in.n, shape.out_stride);
+  r.weights = relayout(unpack(res), in.rows, in.n, shape.out_stride, in.stride);
   return r;
 }
 
@@ -354,8 +399,15 @@ AttentionOutput Kernel::attention(DType t, const AttentionInput& in) const {
   expect("k", in.k.size(), in.nk * in.d);
   expect("v", in.v.size(), in.nk * in.dv);
   if (!in.key_mask.empty()) expect("key_mask", in.key_mask.size(), in.nk);
-  Packed q = pack(t, in.q, "q"), k = pack(t, in.k, "k"), v = pack(t, in.v, "v");
-  Packed o = blank(t, static_cast<std::size_t>(in.nq * in.dv));
+  if (in.q_pad < 0 || in.k_pad < 0 || in.v_pad < 0 || in.out_pad < 0)
+    throw std::invalid_argument("attention call: negative padding");
+  const std::int64_t qs = in.d + in.q_pad, ks = in.d + in.k_pad, vs = in.dv + in.v_pad,
+                     os = in.dv + in.out_pad;
+  Packed q = pack(t, relayout(in.q, in.nq, in.d, in.d, qs), "q"),
+         k = pack(t, relayout(in.k, in.nk, in.d, in.d, ks), "k"),
+         v = pack(t, relayout(in.v, in.nk, in.dv, in.dv, vs), "v");
+  Packed o = blank(t, static_cast<std::size_t>(in.nq * os));
+  const Packed o0 = o;
   AttentionOutput r;
   r.lse.assign(static_cast<std::size_t>(in.nq), NAN);
   r.entropy.assign(static_cast<std::size_t>(in.nq), NAN);
@@ -368,13 +420,13 @@ AttentionOutput Kernel::attention(DType t, const AttentionInput& in) const {
   a.d = in.d;
   a.dv = in.dv;
   a.q = st.in(q.data(), q.bytes());
-  a.q_stride = in.d;
+  a.q_stride = qs;
   a.k = st.in(k.data(), k.bytes());
-  a.k_stride = in.d;
+  a.k_stride = ks;
   a.v = st.in(v.data(), v.bytes());
-  a.v_stride = in.dv;
+  a.v_stride = vs;
   a.out = st.out(o.data(), o.bytes());
-  a.out_stride = in.dv;
+  a.out_stride = os;
   a.lse = static_cast<float*>(st.out(r.lse.data(), r.lse.size() * 4));
   a.entropy = static_cast<float*>(st.out(r.entropy.data(), r.entropy.size() * 4));
   a.beta = static_cast<float*>(st.out(r.beta.data(), r.beta.size() * 4));
@@ -388,7 +440,8 @@ AttentionOutput Kernel::attention(DType t, const AttentionInput& in) const {
   a.num_splits = in.num_splits;
   check_status(*this, k_->attention(k_->ctx, &a), Op::attention);
   st.fetch();
-  r.out = unpack(o);
+  check_gaps(name_, "attention", o0, o, in.nq, in.dv, os);
+  r.out = relayout(unpack(o), in.nq, in.dv, os, in.dv);
   return r;
 }
 
@@ -413,9 +466,12 @@ std::vector<sa_entropy_state> Kernel::merge_entropy_states(
   return out;
 }
 
-std::vector<float> Kernel::merge_attention_states(
-    std::int64_t rows, std::int64_t dv, std::span<const float> o_a, std::span<const float> lse_a,
-    std::span<const float> o_b, std::span<const float> lse_b, std::vector<float>* out_lse) const {
+std::vector<float> Kernel::merge_attention_states(std::int64_t rows, std::int64_t dv,
+                                                  std::span<const float> o_a,
+                                                  std::span<const float> lse_a,
+                                                  std::span<const float> o_b,
+                                                  std::span<const float> lse_b,
+                                                  std::vector<float>* out_lse, bool alias_a) const {
   if (!supports(Op::merge_attention_states))
     throw KernelError(SA_UNSUPPORTED,
                       "kernel '" + name_ + "' does not implement merge_attention_states");
@@ -426,13 +482,17 @@ std::vector<float> Kernel::merge_attention_states(
         "merge_attention_states: expected outputs of rows*dv = " + std::to_string(need) +
         " values and " + std::to_string(rows) + " lse values per part");
   std::vector<float> out(need, NAN), lse(static_cast<std::size_t>(rows), NAN);
+  if (alias_a) {  // out and out_lse are o_a and lse_a themselves (kernel.h allows it)
+    out.assign(o_a.begin(), o_a.end());
+    lse.assign(lse_a.begin(), lse_a.end());
+  }
   Stage st(memory());
-  auto* a = static_cast<const float*>(st.in(o_a.data(), need * 4));
-  auto* la = static_cast<const float*>(st.in(lse_a.data(), lse.size() * 4));
-  auto* b = static_cast<const float*>(st.in(o_b.data(), need * 4));
-  auto* lb = static_cast<const float*>(st.in(lse_b.data(), lse.size() * 4));
   auto* o = static_cast<float*>(st.out(out.data(), need * 4));
   auto* l = static_cast<float*>(st.out(lse.data(), lse.size() * 4));
+  auto* a = alias_a ? o : static_cast<const float*>(st.in(o_a.data(), need * 4));
+  auto* la = alias_a ? l : static_cast<const float*>(st.in(lse_a.data(), lse.size() * 4));
+  auto* b = static_cast<const float*>(st.in(o_b.data(), need * 4));
+  auto* lb = static_cast<const float*>(st.in(lse_b.data(), lse.size() * 4));
   check_status(*this, k_->merge_attention_states(k_->ctx, rows, dv, a, la, b, lb, o, l),
                Op::merge_attention_states);
   st.fetch();

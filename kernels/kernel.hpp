@@ -72,11 +72,23 @@ struct DeviceMemory {
 const DeviceMemory& device_memory();
 
 // Rows of logits in host memory: rows x n, row r at data[r * stride].
+//
+// How the call lays out its output (kernel.h lets a caller choose both, and
+// the suite exercises both): out_stride is the output's row stride (0: the
+// same as `stride`); in_place passes the input buffer as the output too
+// (in == out; out_stride is then `stride`). Outputs always come back in the
+// input's layout, so properties read them the same way whatever the call's
+// layout was. After the call the handle checks that the kernel left every
+// element between output rows (the gap of a stride > n) untouched, and
+// throws KernelError otherwise (kernel.h: row r of out is out[r*out_stride ..
+// r*out_stride + n)).
 struct RowBatch {
   std::int64_t rows = 1;
   std::int64_t n = 0;
   std::int64_t stride = 0;  // >= n
   std::vector<float> data;  // rows * stride values
+  std::int64_t out_stride = 0;
+  bool in_place = false;
 
   static RowBatch single(std::vector<float> row);
   std::span<const float> row(std::int64_t r) const {
@@ -91,7 +103,12 @@ struct AdaptiveOutput {
 
 struct AttentionInput {
   std::int64_t nq = 0, nk = 0, d = 0, dv = 0;
-  std::vector<float> q, k, v;          // row-major, contiguous
+  std::vector<float> q, k, v;  // row-major, contiguous
+  // Extra elements between rows in the call (each operand its own stride:
+  // q_stride = d + q_pad, ...); the handle lays the operands out so and
+  // returns `out` contiguous. Padding holds NaN (inputs) or a sentinel that
+  // must survive the call (out).
+  std::int64_t q_pad = 0, k_pad = 0, v_pad = 0, out_pad = 0;
   std::vector<std::uint8_t> key_mask;  // empty or nk entries
   double scale = 1.0;
   bool causal = false;
@@ -130,9 +147,11 @@ class Kernel {
   std::vector<sa_entropy_state> merge_entropy_states(std::span<const sa_entropy_state> a,
                                                      std::span<const sa_entropy_state> b) const;
   // Returns out (rows x dv) and writes the merged lse into *out_lse.
+  // alias_a: pass out = o_a and out_lse = lse_a (the aliasing kernel.h allows).
   std::vector<float> merge_attention_states(
       std::int64_t rows, std::int64_t dv, std::span<const float> o_a, std::span<const float> lse_a,
-      std::span<const float> o_b, std::span<const float> lse_b, std::vector<float>* out_lse) const;
+      std::span<const float> o_b, std::span<const float> lse_b, std::vector<float>* out_lse,
+      bool alias_a = false) const;
 
  private:
   const sa_kernel* k_;

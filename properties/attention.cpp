@@ -291,7 +291,8 @@ void run_attention_differential(const Run& run, DType t) {
       const auto ba = attention_budgets(ia, t), bb = attention_budgets(ib, t);
       std::vector<float> ml;
       const std::vector<float> m =
-          k.merge_attention_states(in.nq, in.dv, oa.out, oa.lse, ob.out, ob.lse, &ml);
+          k.merge_attention_states(in.nq, in.dv, oa.out, oa.lse, ob.out, ob.lse, &ml,
+                                   /*alias_a=*/in.q_pad == 1);
       for (std::int64_t i = 0; i < in.nq; ++i) {
         const std::size_t qi = static_cast<std::size_t>(i);
         const double la = oa.lse[qi], lb = ob.lse[qi], L = whole.lse[qi];
@@ -431,7 +432,8 @@ void run_merge_differential(const Run& run, Op op, DType t) {
     };
     const std::vector<float> oa = f(ra.out), ob = f(rb.out), la = f(ra.lse), lb = f(rb.lse);
     std::vector<float> ml;
-    const std::vector<float> m = k.merge_attention_states(in.nq, in.dv, oa, la, ob, lb, &ml);
+    const std::vector<float> m =
+        k.merge_attention_states(in.nq, in.dv, oa, la, ob, lb, &ml, /*alias_a=*/p.pad == 1);
     std::vector<Check> cs(1);
     for (std::int64_t i = 0; i < in.nq; ++i) {
       const std::size_t qi = static_cast<std::size_t>(i);

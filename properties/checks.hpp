@@ -32,8 +32,18 @@ inline Check elem(DType out, double got, double exact, double abs_budget, const 
     const bool same = (std::isnan(exact) && std::isnan(got)) || got == exact;
     return make_check(same ? 0.0 : INFINITY, 0.0, w);
   }
+  if (exact == 0.0) {
+    // ulps of 0 are the smallest subnormal's: an error of 1e-6 would read as
+    // 1e39 "ulps". Report the absolute error, and say so.
+    Check c = make_check(std::abs(got), abs_budget,
+                         w + " (the exact value is 0: absolute error, not ulps)");
+    c.unit = "absolute";
+    return c;
+  }
   const double u = budget::ulp(out, exact);
-  return make_check(std::abs(got - exact) / u, abs_budget / u, w);
+  Check c = make_check(std::abs(got - exact) / u, abs_budget / u, w);
+  c.unit = std::string("ulps of ") + name_of(out);
+  return c;
 }
 
 // Why the kernel cannot run `op` in `t` (empty when it can): the note of the

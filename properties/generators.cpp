@@ -148,6 +148,8 @@ RowBatch materialise(const RowParams& p, DType t) {
   b.rows = std::max(1, p.rows);
   b.n = std::max<std::int64_t>(1, p.n);
   b.stride = b.n + std::max(0, p.pad);
+  b.in_place = p.in_place;
+  b.out_stride = p.in_place ? b.stride : b.n + std::max(0, p.out_pad);
   // Padding between rows holds NaN: a kernel that reads past n poisons its row.
   b.data.assign(static_cast<std::size_t>(b.rows * b.stride),
                 std::numeric_limits<float>::quiet_NaN());
@@ -176,8 +178,12 @@ std::string fmt_float(float x) {
 
 std::string describe(const RowParams& p, const RowBatch& b, std::size_t max_values) {
   std::ostringstream os;
-  os << "dist=" << p.dist << " n=" << b.n << " rows=" << b.rows << " stride=" << b.stride
-     << " level=" << p.level;
+  os << "dist=" << p.dist << " n=" << b.n << " rows=" << b.rows << " stride=" << b.stride;
+  if (b.in_place)
+    os << " in_place";
+  else if (b.out_stride != b.stride)
+    os << " out_stride=" << b.out_stride;
+  os << " level=" << p.level;
   if (p.dist == "masked" || p.dist == "special") os << " mask=" << p.mask << " tile=" << p.tile;
   os << " theta=" << p.temperature << " value_seed=" << p.seed << " aux=" << p.aux;
   if (!p.explicit_values.empty()) os << " (values shrunk)";
@@ -238,6 +244,9 @@ rc::Gen<RowParams> gen_rows(const RowGenOptions& o) {
     p.tile = tiles[*rc::gen::inRange(0, 5)];
     p.rows = *rc::gen::inRange(1, max_rows + 1);
     p.pad = *rc::gen::inRange(0, 3);
+    // Layout of the call: in place for one case in four, else an output stride of its own.
+    p.in_place = *rc::gen::inRange(0, 4) == 3;
+    p.out_pad = p.in_place ? 0 : *rc::gen::inRange(0, 3);
     p.temperature = temps[*rc::gen::inRange<std::size_t>(0, temps.size())];
     p.seed = *rc::gen::noShrink(rc::gen::inRange<std::uint64_t>(1, std::uint64_t(1) << 53));
     p.aux = *rc::gen::noShrink(rc::gen::inRange<std::uint64_t>(0, std::uint64_t(1) << 53));
@@ -255,6 +264,12 @@ AttentionInput materialise(const AttnParams& p, DType t) {
   in.causal = p.causal;
   in.adaptive = p.adaptive;
   in.num_splits = p.splits;
+  if (p.pad > 0) {  // every operand its own stride (kernel.h)
+    in.q_pad = p.pad;
+    in.k_pad = p.pad + 1;
+    in.v_pad = p.pad + 2;
+    in.out_pad = p.pad + 3;
+  }
   std::mt19937_64 rng(p.seed);
   RowParams rp;
   rp.dist = p.dist;
@@ -288,7 +303,13 @@ std::string describe(const AttnParams& p) {
   std::ostringstream os;
   os << "attention dist=" << p.dist << " level=" << p.level << " nq=" << p.nq << " nk=" << p.nk
      << " d=" << p.d << " dv=" << p.dv << " mask=" << p.mask << " causal=" << p.causal
-     << " adaptive=" << p.adaptive << " num_splits=" << p.splits << " value_seed=" << p.seed
+     << " adaptive=" << p.adaptive << " num_splits=" << p.splits
+     << (p.pad > 0
+             ? " strides: q d+" + std::to_string(p.pad) + ", k d+" + std::to_string(p.pad + 1) +
+                   ", v dv+" + std::to_string(p.pad + 2) + ", out dv+" + std::to_string(p.pad + 3) +
+                   (p.pad == 1 ? ", merges alias out with part a" : "")
+             : std::string(" contiguous"))
+     << " value_seed=" << p.seed
      << " scale=1/sqrt(d) (q,k,v regenerated from value_seed: q,k by dist, v ~ N(0,1))";
   return os.str();
 }
@@ -315,6 +336,7 @@ rc::Gen<AttnParams> gen_attention(const AttnGenOptions& o) {
     p.adaptive = adaptive && *rc::gen::inRange(0, 2) == 1;
     static const std::int64_t sp[] = {0, 2, 3, 4};
     p.splits = splits ? sp[*rc::gen::inRange(0, 4)] : 0;
+    p.pad = *rc::gen::inRange(0, 3);
     p.seed = *rc::gen::noShrink(rc::gen::inRange<std::uint64_t>(1, std::uint64_t(1) << 53));
     return p;
   });

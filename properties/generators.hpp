@@ -52,6 +52,8 @@ struct RowParams {
   int tile = 8;              // tile width the mask pattern aligns to
   int rows = 1;              // rows in the batch
   int pad = 0;               // stride = n + pad
+  int out_pad = 0;           // output stride = n + out_pad (kernel.h: out_stride may differ)
+  bool in_place = false;     // call with in == out (kernel.h allows it); output stride = stride
   double temperature = 1.0;  // theta
   std::uint64_t seed = 1;    // of the values
   std::uint64_t aux = 0;     // property-specific choice (an index, a shift, a permutation seed)
@@ -59,7 +61,8 @@ struct RowParams {
       explicit_values;  // when non-empty: the values (rows x n), set by value shrinking
 };
 
-// A row batch of the dtype's values (rounded), stride n + pad.
+// A row batch of the dtype's values (rounded), stride n + pad, called with
+// output stride n + out_pad or in place (RowBatch::out_stride, in_place).
 RowBatch materialise(const RowParams& p, DType t);
 
 // One-line reproducible description: parameters, then the values (all of
@@ -85,6 +88,9 @@ struct AttnParams {
   bool adaptive = false;
   std::int64_t splits = 0;
   std::uint64_t seed = 1;
+  // > 0: q, k, v and out strides d + pad, d + pad + 1, dv + pad + 2, dv + pad + 3;
+  // pad = 1 also makes merge_attention_states calls alias out/out_lse with o_a/lse_a.
+  int pad = 0;
 };
 
 AttentionInput materialise(const AttnParams& p, DType t);

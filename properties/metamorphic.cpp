@@ -104,7 +104,7 @@ void run_metamorphic(const Run& run, DType t) {
   // ---- sum to one (softmax and adaptive softmax) ----
   for (Op op : {Op::softmax, Op::adaptive_softmax}) {
     RowGenOptions go;
-    go.temperatures = {theta0, 1.0, 0.5};
+    go.temperatures = run.temperatures({1.0, 0.5});
     row_property(
         run, "metamorphic.sum_to_one", op, t, {}, go,
         [&, op](const RowParams& p) {
@@ -223,7 +223,7 @@ void run_metamorphic(const Run& run, DType t) {
   // ---- permutation ----
   for (Op op : {Op::softmax, Op::logsumexp, Op::entropy}) {
     RowGenOptions go;
-    go.temperatures = {theta0};
+    go.temperatures = run.temperatures({});
     row_property(
         run, "metamorphic.permutation", op, t, {}, go,
         [&, op](const RowParams& p) {
@@ -282,7 +282,7 @@ void run_metamorphic(const Run& run, DType t) {
   // ---- monotonicity in one logit ----
   {
     RowGenOptions go;
-    go.temperatures = {theta0};
+    go.temperatures = run.temperatures({});
     row_property(
         run, "metamorphic.monotonicity", Op::softmax, t, {}, go,
         [&](const RowParams& p) {
@@ -326,7 +326,7 @@ void run_metamorphic(const Run& run, DType t) {
   // ---- T1 dispersion bounds on the kernel's own weights ----
   {
     RowGenOptions go;
-    go.temperatures = {theta0, 0.5};
+    go.temperatures = run.temperatures({0.5});
     row_property(
         run, "metamorphic.t1_bounds", Op::softmax, t, {}, go,
         [&](const RowParams& p) {
@@ -360,7 +360,7 @@ void run_metamorphic(const Run& run, DType t) {
   // ---- entropy range and temperature monotonicity (T4) ----
   {
     RowGenOptions go;
-    go.temperatures = {theta0, 0.5, 2.0};
+    go.temperatures = run.temperatures({0.5, 2.0});
     row_property(
         run, "metamorphic.entropy_range", Op::entropy, t, {}, go,
         [&](const RowParams& p) {
@@ -413,7 +413,7 @@ void run_metamorphic(const Run& run, DType t) {
   // ---- adaptive beta (T5) ----
   {
     RowGenOptions go;
-    go.temperatures = {theta0, 0.5, 2.0};
+    go.temperatures = run.temperatures({0.5, 2.0});
     row_property(
         run, "metamorphic.adaptive_beta", Op::adaptive_softmax, t, {}, go,
         [&](const RowParams& p) {
@@ -444,7 +444,7 @@ void run_metamorphic(const Run& run, DType t) {
   // ---- streamed entropy vs two-pass entropy of the kernel's own softmax (T6) ----
   {
     RowGenOptions go;
-    go.temperatures = {theta0, 0.5};
+    go.temperatures = run.temperatures({0.5});
     row_property(
         run, "metamorphic.streamed_entropy", Op::entropy, t, {Op::softmax}, go,
         [&](const RowParams& p) {

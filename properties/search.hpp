@@ -25,6 +25,7 @@ struct Check {
   double ratio = 0;  // measured / bound (NaN/inf: fails)
   double measured = NAN, bound = NAN;
   std::string where;  // which element, got vs exact
+  std::string unit;   // of measured and bound when it is not the property's usual one
 
   bool fails() const { return applicable && !(ratio <= 1.0); }
   // Keeps the worse of two checks (a failing one beats any passing one).
@@ -52,8 +53,9 @@ inline Check make_check(double measured, double bound, std::string where = {}) {
 
 template <class P>
 struct SlotResult {
-  Check worst;               // worst passing (or the failing) check over all cases
-  std::optional<P> failing;  // shrunk failing input
+  Check worst;                   // worst passing (or the failing) check over all cases
+  std::optional<P> worst_input;  // the case that gave `worst`
+  std::optional<P> failing;      // shrunk failing input
   Check failing_check;
   int failing_case = -1;
   int shrink_steps = 0;
@@ -129,7 +131,11 @@ std::vector<SlotResult<P>> search(
         out[k].failing_case = i;
         out[k].failing_check = cs[k];
       }
+      const Check before = out[k].worst;
       out[k].worst.worst(cs[k]);
+      if (!before.applicable || before.ratio != out[k].worst.ratio ||
+          before.where != out[k].worst.where)
+        out[k].worst_input = s.value();
     }
     bool all_failed = true;
     for (std::size_t k = 0; k < slots; ++k) all_failed = all_failed && first_fail[k].has_value();

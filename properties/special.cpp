@@ -74,8 +74,12 @@ void run_special(const Run& run, Op op, DType t) {
   std::string failing_input;
   std::string error;
   int count = 0;
+  // The input of the worst check (a failing one beats any passing one), so
+  // that the verdict names the input its measured value comes from.
   auto record = [&](const Check& c, const std::string& input) {
-    if (c.fails() && failing_input.empty()) failing_input = input;
+    if (c.applicable && (!worst.applicable || (c.fails() && !worst.fails()) ||
+                         (c.fails() == worst.fails() && c.ratio > worst.ratio)))
+      failing_input = input;
     worst.worst(c);
   };
   const auto def = k.adaptive_entropy() == SA_ENTROPY_PAPER_EPS ? ref::EntropyDefinition::paper_eps
@@ -132,7 +136,18 @@ void run_special(const Run& run, Op op, DType t) {
             const auto row = b.row(r);
             const std::vector<double> l(row.begin(), row.end());
             const budget::RowStats st = budget::stats(row, 1.0);
-            const std::string w = label + " row " + std::to_string(r);
+            // Row 0 of a batch is the finite neighbour, not the named input: name it as such.
+            const std::string w =
+                batch && r == 0
+                    ? "finite row 0 values=[" +
+                          [&] {
+                            std::string s;
+                            for (std::int64_t i = 0; i < b.n && i < 8; ++i)
+                              s += (i ? "," : "") + fmt(b.data[static_cast<std::size_t>(i)]);
+                            return s + (b.n > 8 ? ",..." : "");
+                          }() +
+                          "] (stride n+1), the neighbour of row 1 = \"" + in.name + "\""
+                    : label + " row " + std::to_string(r);
             auto bud = [&](DType out, double e, double internal_rel) {
               return (e == 0 || !std::isfinite(e))
                          ? 0.0
@@ -355,10 +370,13 @@ void run_special(const Run& run, Op op, DType t) {
   } else if (worst.fails()) {
     v.outcome = Outcome::fail;
     v.counterexample = "fixed input \"" + failing_input + "\"; at " + worst.where;
+    v.worst_case = v.counterexample;
   } else {
     v.outcome = Outcome::pass;
     v.note = std::to_string(count) + " named inputs; worst: " + worst.where;
+    v.worst_case = "fixed input \"" + failing_input + "\"";
   }
+  if (!worst.unit.empty()) v.note += "; measured and bound in " + worst.unit;
   run.emit(v);
 }
 

@@ -34,6 +34,13 @@ bool Run::wants_op(Op op) const {
   return config.ops.empty() ||
          std::find(config.ops.begin(), config.ops.end(), op) != config.ops.end();
 }
+std::vector<double> Run::temperatures(std::initializer_list<double> extra) const {
+  std::vector<double> out = {config.temperature};
+  if (config.temperature_only) return out;
+  for (double th : extra)
+    if (std::find(out.begin(), out.end(), th) == out.end()) out.push_back(th);
+  return out;
+}
 void Run::emit(Verdict v) const {
   if (observer && observer->on_verdict) observer->on_verdict(v);
   out.push_back(std::move(v));
@@ -161,6 +168,11 @@ std::vector<PropertyInfo> properties() {
        "attention split into key partitions (num_splits, or masked halves merged with "
        "merge_attention_states) agrees with the unsplit result",
        "T6"},
+      {"interface.sizes",
+       "every row op is within its per-element rounding budget at every n = 2^k - 1, 2^k, 2^k + 1 "
+       "up to 2^max_log2_n, in every layout kernel.h allows (in place, output stride != input "
+       "stride, strides != n, several rows); every element checked",
+       "ulp"},
       {"special.values",
        "masks, fully masked rows, +inf, NaN and n = 1 follow include/softmax_audit/kernel.h "
        "exactly",
@@ -231,11 +243,14 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
         }))
       throw std::invalid_argument(
           "run_suite: unknown property '" + p +
-          "'; expected an id of properties() or a family (differential, metamorphic, special)");
+          "'; expected an id of properties() or a family (differential, metamorphic, special, "
+          "interface)");
   }
   for (auto n : config.sizes)
     if (n < 1) throw std::invalid_argument("run_suite: size " + std::to_string(n) + " is not >= 1");
   if (config.cases < 1) throw std::invalid_argument("run_suite: cases must be >= 1");
+  if (config.max_log2_n < 0 || config.max_log2_n > 30)
+    throw std::invalid_argument("run_suite: max_log2_n must be in [0, 30]");
   if (!(config.temperature > 0) || !std::isfinite(config.temperature))
     throw std::invalid_argument("run_suite: temperature must be finite and > 0");
   std::vector<Verdict> out;
@@ -254,7 +269,7 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
   int total = 0, done = 0;
   for (DType t : dtypes) {
     (void)t;
-    total += 5 + 1 + 2 + 1 + 8;
+    total += 5 + 1 + 2 + 1 + 8 + 5;
   }
   auto tick = [&] {
     ++done;
@@ -284,6 +299,10 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
     }
     detail::run_metamorphic(run, t);
     tick();
+    for (Op op : row_ops) {
+      if (run.wants_op(op)) detail::run_interface_sizes(run, op, t);
+      tick();
+    }
     for (Op op : all_ops) {
       if (run.wants_op(op) && (t == DType::float32 || (op != Op::merge_entropy_states &&
                                                        op != Op::merge_attention_states)))

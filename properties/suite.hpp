@@ -29,6 +29,15 @@ struct SuiteConfig {
   int cases = 100;         // random cases per property
   std::uint64_t seed = 0;  // 0: RapidCheck's own random seed (printed in verdicts)
   double temperature = 1.0;
+  // true (a gate spec's `temperature` key): random cases use `temperature`
+  // only, instead of also 0.5, 2 and 3. Properties defined at theta = 1 (shift
+  // invariance, merge algebra) and ones that compare two temperatures (T4's
+  // monotonicity) still do what their definition needs.
+  bool temperature_only = false;
+  // interface.sizes calls every row op at n = 2^k - 1, 2^k, 2^k + 1 for
+  // k = 0 .. max_log2_n (kernel.h allows any n >= 1; paths switch far above
+  // the random properties' sizes). 16 by default; the `long` tests use 24.
+  int max_log2_n = 16;
 };
 
 // Called as the suite runs; every member may be empty.

@@ -30,6 +30,9 @@ struct Run {
   bool wants_rule(const std::string& id) const;
   bool wants_property(const std::string& id) const;
   bool wants_op(Op op) const;
+  // The temperatures of random cases: config.temperature first, then `extra`
+  // unless config.temperature_only.
+  std::vector<double> temperatures(std::initializer_list<double> extra) const;
   void emit(Verdict v) const;
   void before(const std::string& property, const std::string& input) const {
     if (observer && observer->before_case) observer->before_case(property, input);
@@ -61,6 +64,8 @@ Verdict slot_verdict(const Run& run, const std::string& property, const std::str
                        " case=" + std::to_string(r.failing_case) + " (shrunk " +
                        std::to_string(r.shrink_steps) + " steps) " + show(*r.failing) +
                        (r.failing_check.where.empty() ? "" : " ; at " + r.failing_check.where);
+    if (!r.failing_check.unit.empty()) v.note = "measured and bound in " + r.failing_check.unit;
+    v.worst_case = v.counterexample;
     return v;
   }
   if (r.cases_applicable == 0) {
@@ -72,7 +77,9 @@ Verdict slot_verdict(const Run& run, const std::string& property, const std::str
   v.measured = r.worst.measured;
   v.bound = r.worst.bound;
   v.note = "worst of " + std::to_string(r.cases_applicable) + " cases (seed " +
-           std::to_string(run.seed) + ")" + (r.worst.where.empty() ? "" : ": " + r.worst.where);
+           std::to_string(run.seed) + ")" + (r.worst.where.empty() ? "" : ": " + r.worst.where) +
+           (r.worst.unit.empty() ? "" : "; measured and bound in " + r.worst.unit);
+  if (r.worst_input) v.worst_case = show(*r.worst_input);
   return v;
 }
 
@@ -88,5 +95,7 @@ void run_attention_differential(const Run& run, DType t);
 void run_merge_differential(const Run& run, Op op, DType t);
 void run_metamorphic(const Run& run, DType t);
 void run_special(const Run& run, Op op, DType t);
+void run_interface_sizes(const Run& run, Op op, DType t);
+std::vector<std::int64_t> interface_sizes(int max_log2_n);
 
 }  // namespace sa::props::detail

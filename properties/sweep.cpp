@@ -116,6 +116,7 @@ SweepRow from_fields(const std::vector<std::string>& f) {
   return r;
 }
 
+// Fields of one line; quoted fields (see csv_field()) may hold commas and "" for a quote.
 std::vector<std::string> split(const std::string& line) {
   std::vector<std::string> f;
   std::string cur;
@@ -397,14 +398,14 @@ void write_sweep_json(const std::vector<SweepRow>& rows, const std::string& path
     nlohmann::json o;
     for (std::size_t i = 0; i < f.size(); ++i) {
       const std::string c = kColumns[i];
-      if (i <= 3)
-        o[c] = f[i];
-      else {
+      if (i <= 3 || c == "seed") {
+        o[c] = f[i];  // text; the seed as a string so that every JSON reader keeps all 64 bits
+      } else {
         const double v = std::strtod(f[i].c_str(), nullptr);
         if (std::isfinite(v))
           o[c] = v;
-        else
-          o[c] = nullptr;
+        else  // the one encoding of non-finite numbers in every JSON output (docs/schema/)
+          o[c] = std::isnan(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity";
       }
     }
     a.push_back(o);

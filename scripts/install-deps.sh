@@ -15,6 +15,7 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev  # CLI, output, gate specs
   gnuplot-nox                                  # plots in the audit report
   chromium                                     # the report's render test (headless)
+  libxml2-utils python3-jsonschema             # CI outputs validated against docs/schema/
 )
 
 sudo_cmd=()

@@ -254,6 +254,7 @@ Variant softpick_variant(bool wrong) {
     v.wrong_formulation = true;
     v.wrong_of = "softpick";
   }
+  v.not_claimed = {"special.neg_inf_mask"};  // |exp(-inf) - 1| = 1 counts (formulas.hpp)
   // a = expm1(l): 2u; |a| summed over n terms plus eps: (n + 2)u relative (all
   // terms >= 0); the division: u; the scaled branch (max l > 64) adds 3u. Relative
   // error <= (n + 8)u on every weight.
@@ -433,6 +434,7 @@ Variant relu_variant() {
     using R = typename decltype(p)::value_type;
     F::relu_attention<R>(z, p);
   });
+  v.not_claimed = {"special.pos_inf"};  // the +inf limit of relu(l)/n is +inf (formulas.hpp)
   // One division: relative error u.
   v.f32_bound = [](std::span<const double> l) {
     std::vector<double> p(l.size());

@@ -337,6 +337,7 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
   r.wrong_formulation = v.wrong_formulation;
   r.wrong_of = v.wrong_of;
   r.origin = v.origin;
+  r.not_claimed = v.not_claimed;
   const auto props = fuzz_properties(cfg);
   auto info = [&](const std::string& id) {
     for (const auto& p : props)
@@ -683,6 +684,23 @@ Matrix fuzz_all(const std::vector<const Variant*>& variants, const FuzzConfig& c
   return m;
 }
 
+bool claims(const VariantResult& r, const Verdict& c) {
+  if (r.wrong_formulation) return false;
+  if (std::find(r.not_claimed.begin(), r.not_claimed.end(), c.property) != r.not_claimed.end())
+    return false;
+  if (c.property.rfind("special.", 0) == 0 || c.property == "f32_vs_reference") return true;
+  return c.property.rfind("dispersion", 0) == 0 && c.rule.id == "dispersion.theory";
+}
+
+std::vector<std::string> claimed_failures(const Matrix& m) {
+  std::vector<std::string> out;
+  for (const auto& r : m.rows)
+    for (const auto& c : r.cells)
+      if ((c.outcome == Outcome::fail || c.outcome == Outcome::error) && claims(r, c))
+        out.push_back(r.variant + ": " + c.property + " (" + name_of(c.outcome) + ")");
+  return out;
+}
+
 const Verdict* cell(const VariantResult& r, const std::string& property_id) {
   for (const auto& c : r.cells)
     if (c.property == property_id) return &c;
@@ -760,9 +778,10 @@ std::string render_table(const Matrix& m) {
 }
 
 nlohmann::json to_json(const Verdict& v) {
+  // The one encoding of non-finite numbers in every JSON output (docs/schema/).
   auto num = [](double x) -> nlohmann::json {
-    if (std::isnan(x)) return nullptr;
-    if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+    if (std::isnan(x)) return "NaN";
+    if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";
     return x;
   };
   return {{"property", v.property},
@@ -775,12 +794,15 @@ nlohmann::json to_json(const Verdict& v) {
           {"kernel", v.kernel},
           {"op", v.op},
           {"dtype", v.dtype},
-          {"note", v.note}};
+          {"note", v.note},
+          {"worst_case", v.worst_case}};
 }
 
 nlohmann::json to_json(const Matrix& m) {
   nlohmann::json j;
-  j["config"] = {{"cases", m.config.cases}, {"seed", m.config.seed},
+  j["format"] = "softmax-audit-variants";
+  j["version"] = 2;  // 2: seed as a string, non-finite numbers as "NaN"/"Infinity"/"-Infinity"
+  j["config"] = {{"cases", m.config.cases}, {"seed", std::to_string(m.config.seed)},
                  {"max_n", m.config.max_n}, {"gaps", m.config.gaps},
                  {"base", m.config.base},   {"max_log2_n", m.config.max_log2_n}};
   j["seconds"] = m.seconds;
@@ -795,7 +817,10 @@ nlohmann::json to_json(const Matrix& m) {
                           {"origin", r.origin},
                           {"seconds", r.seconds}};
     row["cells"] = nlohmann::json::object();
-    for (const auto& v : r.cells) row["cells"][v.property] = to_json(v);
+    for (const auto& v : r.cells) {
+      row["cells"][v.property] = to_json(v);
+      row["cells"][v.property]["claimed"] = claims(r, v);
+    }
     j["variants"].push_back(row);
   }
   return j;

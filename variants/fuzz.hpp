@@ -54,7 +54,8 @@ struct VariantResult {
   bool wrong_formulation = false;
   std::string wrong_of;
   std::string origin;
-  std::vector<Verdict> cells;  // one per fuzz_properties() entry, same order
+  std::vector<std::string> not_claimed;  // Variant::not_claimed
+  std::vector<Verdict> cells;            // one per fuzz_properties() entry, same order
   double seconds = 0;
 };
 
@@ -73,6 +74,17 @@ Matrix fuzz_all(const std::vector<const Variant*>& variants, const FuzzConfig& c
 std::string render_table(const Matrix& m);
 nlohmann::json to_json(const Matrix& m);
 nlohmann::json to_json(const Verdict& v);
+
+// Whether a variant claims the property of a cell, i.e. a failure there is a
+// defect rather than a finding about the formulation: every variant not marked
+// wrong_formulation claims the special-value semantics of variant.h
+// (special.*, except cells in Variant::not_claimed), its own rounding bound (f32_vs_reference) and
+// its theory prediction (dispersion cells held to rule dispersion.theory). The other columns (sum
+// to one, shift invariance, ...) say which of softmax's properties a formulation keeps and are
+// findings, not claims.
+bool claims(const VariantResult& r, const Verdict& cell);
+// "variant: property (outcome)" for every claimed cell that failed or errored.
+std::vector<std::string> claimed_failures(const Matrix& m);
 
 // Cell lookup by property id (nullptr if absent).
 const Verdict* cell(const VariantResult& r, const std::string& property_id);

@@ -31,6 +31,10 @@ enum class Bug {
   entropy_by_cancellation,
   temperature_twice,
   adaptive_clamp_forgotten,
+  // Interface freedoms of kernel.h (tests/mutants: each breaks only there):
+  in_place_rereads_input,   // a second pass re-reads `in` after writing `out` (in place only)
+  rows_assumed_contiguous,  // row r at r * n, whatever the strides (strides != n only)
+  chunk_tail_dropped,       // rows past 4097 go in chunks of 4096; the partial last chunk is lost
 };
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -170,6 +174,50 @@ std::vector<float> weights(Bug b, sa_dtype t, const std::vector<float>& z, float
 sa_status m_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* in, void* out) {
   if (bad_rows(t, s, in, out)) return SA_INVALID_ARGUMENT;
   const Bug b = bug_of(ctx);
+  if (b == Bug::in_place_rereads_input) {
+    // pass 1 stores exp(z - m) into out and sums it; pass 2 re-reads in: in place, in is gone.
+    for (std::int64_t r = 0; r < s->rows; ++r) {
+      const auto z = read_row(b, t, in, r * s->in_stride, s->n, s->temperature);
+      const Kind kd = kind_of(b, z);
+      if (kd.nan || kd.masked || kd.pinf > 0) {
+        const auto p = weights(b, t, z);
+        for (std::int64_t i = 0; i < s->n; ++i)
+          store(b, t, out, r * s->out_stride + i, p[static_cast<std::size_t>(i)]);
+        continue;
+      }
+      const float m = row_shift(b, z);
+      double S = 0;
+      for (std::int64_t i = 0; i < s->n; ++i) {
+        const double e = std::exp(double(z[static_cast<std::size_t>(i)]) - m);
+        store(b, t, out, r * s->out_stride + i, e);
+        S += e;
+      }
+      for (std::int64_t i = 0; i < s->n; ++i) {
+        const double zi = load(t, in, r * s->in_stride + i) / s->temperature;
+        store(b, t, out, r * s->out_stride + i, std::exp(zi - m) / S);
+      }
+    }
+    return SA_OK;
+  }
+  if (b == Bug::rows_assumed_contiguous) {
+    for (std::int64_t r = 0; r < s->rows; ++r) {
+      const auto p = weights(b, t, read_row(b, t, in, r * s->n, s->n, s->temperature));
+      for (std::int64_t i = 0; i < s->n; ++i)
+        store(b, t, out, r * s->n + i, p[static_cast<std::size_t>(i)]);
+    }
+    return SA_OK;
+  }
+  if (b == Bug::chunk_tail_dropped && s->n > 4097) {
+    const std::int64_t full = s->n / 4096 * 4096;  // items past the last whole chunk are lost
+    for (std::int64_t r = 0; r < s->rows; ++r) {
+      auto z = read_row(b, t, in, r * s->in_stride, s->n, s->temperature);
+      z.resize(static_cast<std::size_t>(full));
+      const auto p = weights(b, t, z);
+      for (std::int64_t i = 0; i < s->n; ++i)
+        store(b, t, out, r * s->out_stride + i, i < full ? p[static_cast<std::size_t>(i)] : 0.0);
+    }
+    return SA_OK;
+  }
   for (std::int64_t r = 0; r < s->rows; ++r) {
     const auto p = weights(b, t, read_row(b, t, in, r * s->in_stride, s->n, s->temperature));
     for (std::int64_t i = 0; i < s->n; ++i)
@@ -415,6 +463,12 @@ const Def kDefs[] = {
     {Bug::temperature_twice, "mutant_temperature_twice", "temperature applied twice"},
     {Bug::adaptive_clamp_forgotten, "mutant_adaptive_no_clamp",
      "adaptive clamp beta >= 1 forgotten"},
+    {Bug::in_place_rereads_input, "mutant_in_place",
+     "in-place call (in == out) breaks: a second pass re-reads the overwritten input"},
+    {Bug::rows_assumed_contiguous, "mutant_contiguous_rows",
+     "strides ignored: row r assumed at r * n (breaks only when a stride != n)"},
+    {Bug::chunk_tail_dropped, "mutant_chunk_tail",
+     "rows past 4097 split into 4096-item chunks; the partial last chunk is dropped"},
 };
 
 }  // namespace

@@ -38,6 +38,9 @@ const std::map<std::string, std::string> kExpected = {
     {"mutant_entropy_cancellation", "metamorphic.shift_invariance[entropy/float32]"},
     {"mutant_temperature_twice", "differential.ulp[softmax/float32]"},
     {"mutant_adaptive_no_clamp", "metamorphic.adaptive_beta[adaptive_softmax/float32]"},
+    {"mutant_in_place", "interface.sizes[softmax/float32]"},
+    {"mutant_contiguous_rows", "interface.sizes[softmax/float32]"},
+    {"mutant_chunk_tail", "interface.sizes[softmax/float32]"},
 };
 
 std::string key(const sa::Verdict& v) { return v.property + "[" + v.op + "/" + v.dtype + "]"; }
@@ -80,4 +83,30 @@ TEST(MutantControl, NaiveKernelPassesTheSameConfiguration) {
         << sa::describe(v);
 }
 
+}  // namespace
+
+namespace {
+// The interface mutants are wrong only where kernel.h grants a freedom: without
+// interface.sizes (n <= 4097) the chunk-tail mutant passes everything, so only
+// the sizes past 4097 hold a kernel to its large-n paths.
+TEST(MutantControl, ChunkTailMutantIsWrongOnlyPast4097) {
+  for (const auto& m : sa::mutants::all_mutants()) {
+    if (std::string(m.kernel->name) != "mutant_chunk_tail") continue;
+    const sa::Kernel k(m.kernel, "tests/mutants");
+    auto c = config();
+    c.properties = {"differential", "metamorphic", "special"};
+    for (const auto& v : sa::props::run_suite(k, c))
+      EXPECT_TRUE(v.outcome == sa::Outcome::pass || v.outcome == sa::Outcome::skip)
+          << sa::describe(v);
+    c.properties = {"interface.sizes"};
+    c.max_log2_n = 12;  // n <= 4097: still right
+    for (const auto& v : sa::props::run_suite(k, c))
+      EXPECT_NE(v.outcome, sa::Outcome::fail) << sa::describe(v);
+    c.max_log2_n = 13;  // 8191, 8193: wrong
+    bool caught = false;
+    for (const auto& v : sa::props::run_suite(k, c))
+      caught = caught || v.outcome == sa::Outcome::fail;
+    EXPECT_TRUE(caught);
+  }
+}
 }  // namespace

@@ -6,6 +6,7 @@
  *   3 overrun  softmax writes 4 KiB past the end of its output when n >= 64
  *   4 canary   softmax writes one element past the end of its output
  *   5 nan      softmax writes NaN into output[0] when n >= 64
+ *   6 comma    correct, but its name holds a comma and a quote (CSV/JSON escaping)
  * Everything else is a plain correct float32 softmax/logsumexp. */
 #include <math.h>
 #include <stddef.h>
@@ -17,7 +18,7 @@
 #include "example_kernel.c"
 #undef sa_kernel_entry
 
-enum { BIASED, CRASH, HANG, OVERRUN, CANARY, NAN_OUT, COUNT };
+enum { BIASED, CRASH, HANG, OVERRUN, CANARY, NAN_OUT, COMMA, COUNT };
 
 static sa_status bad_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* in, void* out) {
   const int which = (int)(size_t)ctx;
@@ -38,14 +39,21 @@ static sa_status bad_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void
   return st;
 }
 
-#define KERNEL(idx, nm)                                                                     \
-  {SA_KERNEL_ABI_VERSION, sizeof(sa_kernel), nm, "deliberately broken test kernel",         \
-   SA_OP_SOFTMAX | SA_OP_LOGSUMEXP, SA_DTYPE_F32, SA_MEMORY_HOST, SA_ENTROPY_SHANNON,        \
-   (void*)(size_t)(idx), bad_softmax, NULL, logsumexp, NULL, NULL, NULL, NULL, NULL, last_error}
+#define KERNEL(idx, nm)                                                                    \
+  {                                                                                        \
+    SA_KERNEL_ABI_VERSION, sizeof(sa_kernel), nm, "deliberately broken test kernel",       \
+        SA_OP_SOFTMAX | SA_OP_LOGSUMEXP, SA_DTYPE_F32, SA_MEMORY_HOST, SA_ENTROPY_SHANNON, \
+        (void*)(size_t)(idx), bad_softmax, NULL, logsumexp, NULL, NULL, NULL, NULL, NULL,  \
+        last_error                                                                         \
+  }
 
-static const sa_kernel kernels[COUNT] = {KERNEL(BIASED, "biased"), KERNEL(CRASH, "crash"),
-                                         KERNEL(HANG, "hang"),     KERNEL(OVERRUN, "overrun"),
-                                         KERNEL(CANARY, "canary"), KERNEL(NAN_OUT, "nan")};
+static const sa_kernel kernels[COUNT] = {KERNEL(BIASED, "biased"),
+                                         KERNEL(CRASH, "crash"),
+                                         KERNEL(HANG, "hang"),
+                                         KERNEL(OVERRUN, "overrun"),
+                                         KERNEL(CANARY, "canary"),
+                                         KERNEL(NAN_OUT, "nan"),
+                                         KERNEL(COMMA, "correct, \"quoted\"")};
 
 __attribute__((visibility("default"))) const sa_kernel* sa_kernel_entry_at(int index) {
   return index >= 0 && index < COUNT ? &kernels[index] : NULL;
