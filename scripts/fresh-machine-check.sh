@@ -50,7 +50,7 @@ fi
 if ! command -v mmdebstrap >/dev/null 2>&1; then
   say "installing mmdebstrap"
   DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mmdebstrap
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends mmdebstrap
 fi
 
 if [ -z "$workdir" ]; then workdir=$(mktemp -d /var/tmp/sa-fresh-machine.XXXXXX); fi
