@@ -70,10 +70,12 @@ bool bind(void* lib, const char* name, F& f) {
 DeviceMemory probe() {
   const DeviceMemory none{nullptr, nullptr, nullptr, nullptr, why};
   void* lib = nullptr;
-  for (const char* name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"}) {
+  for (const char* name :
+       {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"}) {
     if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD))) break;
   }
-  for (const char* name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"}) {
+  for (const char* name :
+       {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"}) {
     if (lib) break;
     lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
   }
