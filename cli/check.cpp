@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -101,7 +102,7 @@ int run_check(const CheckOptions& o) {
     }
 
   const bool tty = isatty(STDERR_FILENO) != 0;
-  gate::ProgressBar bar(std::cerr, tty && !o.quiet);
+  gate::ProgressBar bar(std::cerr, !o.quiet, tty);
   std::string current;
   props::SuiteObserver obs;
   obs.before_case = [&](const std::string& p, const std::string&) { current = p; };
@@ -145,7 +146,9 @@ int run_check(const CheckOptions& o) {
     f << gate::results_to_json({rec}).dump(2) << "\n";
     if (!f) usage_error(o.json + ": writing the JSON file failed");
   }
-  if (!o.quiet) gate::write_summary(std::cout, rec, isatty(STDOUT_FILENO) != 0);
+  if (!o.quiet)
+    gate::write_summary(std::cout, rec,
+                        isatty(STDOUT_FILENO) != 0 && std::getenv("NO_COLOR") == nullptr);
   return gate::tally(rec.verdicts).ok() ? exit_pass : exit_fail;
 }
 
@@ -158,10 +161,16 @@ void add_check_command(CLI::App& app) {
       "Gate a kernel: run the property suite on it in an isolated process; exit 0 pass, "
       "1 a property failed, 2 usage or load error");
   c->add_option("--plugin", o->plugin, "Kernel library (.so) built against softmax_audit/kernel.h");
-  c->add_option("--builtin", o->builtin, "A built-in kernel by name instead of a plugin");
+  std::string builtin_names;
+  for (const Kernel& k : builtin_kernels())
+    builtin_names += (builtin_names.empty() ? "" : ", ") + k.name();
+  c->add_option("--builtin", o->builtin,
+                "A built-in kernel by name instead of a plugin: " + builtin_names);
   c->add_option("--kernel-index", o->kernel_index,
                 "Which kernel of a multi-kernel plugin (sa_kernel_entry_at index)");
-  c->add_option("--spec", o->spec, "Gate spec (TOML, docs/gate-spec.md); defaults without it");
+  c->add_option("--spec", o->spec,
+                "Gate spec (TOML, docs/gate-spec.md); defaults without it. --list shows "
+                "every name a spec may use");
   c->add_option("--junit", o->junit, "Write JUnit XML here");
   c->add_option("--json", o->json, "Write every verdict as JSON here");
   c->add_option(

@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 
 #include "cli/commands.hpp"
 #include "kernels/builtin.hpp"
+#include "properties/generators.hpp"
 #include "properties/sweep.hpp"
 
 namespace sa::cli {
@@ -123,9 +125,16 @@ int run_sweep_command(const SweepOptions& o) {
   c.csv_path = (fs::path(o.out) / "sweep.csv").string();
   int done = 0;
   const bool tty = isatty(STDERR_FILENO) != 0;
+  // Off a terminal (CI logs), a plain line every 10 s instead of the redrawn one.
+  auto last_line = std::chrono::steady_clock::now();
   c.on_row = [&](const std::string& key) {
     ++done;
-    if (tty) fmt::print(stderr, "\r  row {:4d}  {:<60}", done, key);
+    if (tty) {
+      fmt::print(stderr, "\r  row {:4d}  {:<60}", done, key);
+    } else if (std::chrono::steady_clock::now() - last_line > std::chrono::seconds(10)) {
+      last_line = std::chrono::steady_clock::now();
+      fmt::print(stderr, "  row {:4d}  {}\n", done, key);
+    }
   };
   fmt::print(stderr, "softmax-audit sweep: kernel '{}', n = 2^{}..2^{}, table {}\n", kernel->name(),
              o.min_log2, o.max_log2, c.csv_path);
@@ -165,14 +174,20 @@ void add_sweep_command(CLI::App& app) {
   auto o = std::make_shared<SweepOptions>();
   CLI::App* c = app.add_subcommand(
       "sweep", "Large-n sweep of one kernel: errors, dispersion and entropy against n (resumable)");
-  c->add_option("--builtin", o->builtin, "Built-in kernel to sweep")->capture_default_str();
+  std::string builtin_names, dist_names;
+  for (const Kernel& k : builtin_kernels())
+    builtin_names += (builtin_names.empty() ? "" : ", ") + k.name();
+  for (const std::string& d : props::distribution_names())
+    dist_names += (dist_names.empty() ? "" : ", ") + d;
+  c->add_option("--builtin", o->builtin, "Built-in kernel to sweep: " + builtin_names)
+      ->capture_default_str();
   c->add_option("--plugin", o->plugin, "Kernel library (.so) to sweep instead of a built-in");
   c->add_option("--out", o->out, "Directory for sweep.csv (resumable) and sweep.json")
       ->capture_default_str();
   c->add_option("--min-log2-n", o->min_log2, "Smallest size as log2 n")->capture_default_str();
   c->add_option("--max-log2-n", o->max_log2, "Largest size as log2 n")->capture_default_str();
   c->add_option("--distribution", o->distributions,
-                "Generators (default gaussian, uniform, spike, fa3_outliers)");
+                "Generators (default gaussian, uniform, spike, fa3_outliers): " + dist_names);
   c->add_option("--dtype", o->dtypes,
                 "float32 and/or bfloat16 (default: those the kernel supports)");
   c->add_option("--temperature", o->temperatures, "Temperatures (default 1)");
