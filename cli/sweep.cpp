@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
@@ -30,6 +31,7 @@ struct SweepOptions {
   std::vector<double> temperatures;
   std::int64_t seed = 1;
   int samples = 64;
+  int kernel_index = -1;  // as check's: which kernel of a multi-kernel plugin
 };
 
 nlohmann::json num(double x) {
@@ -79,12 +81,14 @@ nlohmann::json series_of(const std::vector<props::SweepRow>& rows) {
   return out;
 }
 
+void print_summary(const std::vector<props::SweepRow>& rows);
+
 int run_sweep_command(const SweepOptions& o) {
   namespace fs = std::filesystem;
   std::optional<Kernel> kernel;
   try {
     if (!o.plugin.empty()) {
-      kernel.emplace(load_plugin(o.plugin));
+      kernel.emplace(load_plugin(o.plugin, o.kernel_index));
     } else {
       std::string names;
       for (auto& k : builtin_kernels()) {
@@ -159,6 +163,7 @@ int run_sweep_command(const SweepOptions& o) {
     fmt::print(stderr, "softmax-audit sweep: error: cannot write {}\n", path);
     return exit_usage;
   }
+  print_summary(rows);
   // A sweep measures; its verdicts are the suite's. Say how many rows exceeded a bound.
   int over = 0;
   for (const auto& r : rows)
@@ -166,6 +171,41 @@ int run_sweep_command(const SweepOptions& o) {
   fmt::print("{} rows in {} ({} over their bound); series for the report in {}\n", rows.size(),
              c.csv_path, over, path);
   return over == 0 ? exit_pass : exit_fail;
+}
+
+// One line per (dtype, distribution) over every n of the table: the figures
+// README quotes (spread range, largest weight and T1's upper bound at the
+// smallest and largest n, the largest log n - H, the largest entropy error of
+// the kernel's streamed entropy, the worst sampled softmax error in ulps).
+void print_summary(const std::vector<props::SweepRow>& rows) {
+  struct Acc {
+    double spread_lo = INFINITY, spread_hi = -INFINITY, gap = 0, h_err = 0, ulp = 0;
+    const props::SweepRow *first = nullptr, *last = nullptr;
+  };
+  std::map<std::pair<std::string, std::string>, Acc> acc;
+  for (const auto& r : rows) {
+    if (r.temperature != 1.0) continue;
+    Acc& a = acc[{r.dtype, r.distribution}];
+    a.spread_lo = std::min(a.spread_lo, r.spread);
+    a.spread_hi = std::max(a.spread_hi, r.spread);
+    a.gap = std::max(a.gap, r.log_n - r.H_exact);
+    if (std::isfinite(r.H_err)) a.h_err = std::max(a.h_err, std::abs(r.H_err));
+    a.ulp = std::max(a.ulp, r.max_ulp_sampled);
+    if (!a.first || r.n < a.first->n) a.first = &r;
+    if (!a.last || r.n > a.last->n) a.last = &r;
+  }
+  if (acc.empty()) return;
+  fmt::print("{:<9} {:<13} {:>13} {:>26} {:>26} {:>10} {:>9} {:>8}\n", "dtype", "distribution",
+             "spread", "p_max at smallest n", "p_max at largest n", "log n - H", "|H err|",
+             "max ulp");
+  for (const auto& [k, a] : acc)
+    fmt::print("{:<9} {:<13} {:>13} {:>26} {:>26} {:>10.3g} {:>9.3g} {:>8.3g}\n", k.first, k.second,
+               fmt::format("{:.3g}-{:.3g}", a.spread_lo, a.spread_hi),
+               fmt::format("{:.3g} (T1 {:.3g}, n={})", a.first->pmax_kernel, a.first->t1_upper,
+                           a.first->n),
+               fmt::format("{:.3g} (T1 {:.3g}, n=2^{})", a.last->pmax_kernel, a.last->t1_upper,
+                           a.last->log2n),
+               a.gap, a.h_err, a.ulp);
 }
 
 }  // namespace
@@ -182,6 +222,8 @@ void add_sweep_command(CLI::App& app) {
   c->add_option("--builtin", o->builtin, "Built-in kernel to sweep: " + builtin_names)
       ->capture_default_str();
   c->add_option("--plugin", o->plugin, "Kernel library (.so) to sweep instead of a built-in");
+  c->add_option("--kernel-index", o->kernel_index,
+                "Which kernel of a multi-kernel plugin (sa_kernel_entry_at index), as in check");
   c->add_option("--out", o->out, "Directory for sweep.csv (resumable) and sweep.json")
       ->capture_default_str();
   c->add_option("--min-log2-n", o->min_log2, "Smallest size as log2 n")->capture_default_str();
