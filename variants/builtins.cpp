@@ -333,9 +333,10 @@ Variant stick_variant() {
   };
   v.f32_bound_rule = "rounding analysis of the log-space product: w_j((n+5)S_j + 2)";
   v.predict = [](double) {
-    return std::optional<Prediction>(Prediction{
-        Dispersion::bounded,
-        "the item nearest the query keeps w = sigmoid(l_last), independent of n (docs/variants.md)"});
+    return std::optional<Prediction>(
+        Prediction{Dispersion::bounded,
+                   "the item nearest the query keeps w = sigmoid(l_last), independent of n "
+                   "(docs/variants.md)"});
   };
   return v;
 }
@@ -441,8 +442,8 @@ Variant relu_variant() {
   };
   v.f32_bound_rule = "one correctly rounded division: u p";
   v.predict = [](double) {
-    return std::optional<Prediction>(
-        Prediction{Dispersion::to_zero, "relu(l)/n <= max l / n -> 0 (Theta(1/n), docs/variants.md)"});
+    return std::optional<Prediction>(Prediction{
+        Dispersion::to_zero, "relu(l)/n <= max l / n -> 0 (Theta(1/n), docs/variants.md)"});
   };
   return v;
 }
