@@ -72,7 +72,8 @@ say "root built in $(( $(date +%s) - t0 )) s"
 
 # The clone a user would have: committed files of this checkout's HEAD only.
 git clone --quiet "$repo" "$root/root/softmax-audit"
-say "cloned $(git -C "$repo" rev-parse --short HEAD) into /root/softmax-audit"
+commit=$(git -C "$root/root/softmax-audit" rev-parse --short HEAD)
+say "cloned $commit into /root/softmax-audit"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 for m in proc sys dev; do
   case $m in
@@ -99,6 +100,6 @@ for i in 0 1; do
   if [ $rc -ne 0 ]; then status=1; break; fi
 done
 
-say "summary ($(date -u +%Y-%m-%d), commit $(git -C "$repo" rev-parse --short HEAD), $(nproc) cores):"
+say "summary ($(date -u +%Y-%m-%d), commit $commit, $(nproc) cores):"
 for r in "${results[@]}"; do say "  $r"; done
 exit $status
