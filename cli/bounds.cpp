@@ -35,7 +35,7 @@ struct Options {
   double temperature = 1.0;
   std::vector<std::string> dtypes = {"float32", "bfloat16", "float16"};
   std::vector<double> sizes;
-  bool json = false;
+  std::string json;  // --json FILE ("-": stdout, instead of the tables)
 };
 
 // Whitespace/comma separated numbers, one matrix row per line; '#' starts a comment.
@@ -169,7 +169,7 @@ int run(const Options& o) {
     cases.push_back(
         {"actual", l.maxCoeff() - l.minCoeff(), "spread of the logits these weights produce"});
   } else {
-    // Spreads measured over all attention heads (theory.md T2; values as reported
+    // Spreads measured over all attention heads (docs/theory.md T2; values as reported
     // by secondary copies of the paper).
     if (o.preset == "gemma-2b") {
       cases = {{"Gemma 2B min", 2.28, "paper"},
@@ -200,7 +200,7 @@ int run(const Options& o) {
                          {"spread", c.spread},
                          {"source", c.source},
                          {"temperature", o.temperature}};
-    if (!o.json) {
+    if (o.json != "-") {
       fmt::print("\n{}: spread delta = {} ({}), temperature theta = {}, delta/theta = {}\n",
                  c.label, human(c.spread), c.source, o.temperature, human(t));
       fmt::print(
@@ -213,14 +213,15 @@ int run(const Options& o) {
       const double ns = theory::critical_size(eps, c.spread, o.temperature);
       jc["critical_size"][name_of(ty)] = {
           {"eps", eps}, {"n_star", ns}, {"first_dispersed_n", theory::first_dispersed_size(ns)}};
-      if (!o.json)
+      if (o.json != "-")
         fmt::print("  {:<10} {:>14} {:>16} {:>18}\n", name_of(ty),
                    fmt::format("2^{} = {:.3e}", -format_of(ty).precision, eps), human(ns),
-                   std::isfinite(theory::first_dispersed_size(ns))
+                   !std::isfinite(theory::first_dispersed_size(ns)) ? std::string("> 2^63")
+                   : ns < 0x1p53
                        ? fmt::format("{}", static_cast<long long>(theory::first_dispersed_size(ns)))
-                       : std::string("> 2^63"));
+                       : fmt::format("~{:.6e}", theory::first_dispersed_size(ns)));
     }
-    if (!o.json) {
+    if (o.json != "-") {
       fmt::print(
           "\n  Every coefficient p_k of n logits with this spread lies in [lower, upper] (Lemma "
           "2.1, tight)\n");
@@ -234,13 +235,19 @@ int run(const Options& o) {
                               {"upper", b.upper},
                               {"paper_lower", pb.lower},
                               {"paper_upper", pb.upper}});
-      if (!o.json)
+      if (o.json != "-")
         fmt::print("  {:>10} {:>14.6e} {:>14.6e} {:>18.6e}\n", static_cast<long long>(n), b.lower,
                    b.upper, std::min(pb.upper, 1.0));
     }
     out.push_back(jc);
   }
-  if (o.json) fmt::print("{}\n", out.dump(2));
+  if (o.json == "-") {
+    fmt::print("{}\n", out.dump(2));
+  } else if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    if (!(f << out.dump(2) << "\n") || !f.flush())
+      throw std::invalid_argument(fmt::format("--json file '{}' cannot be written", o.json));
+  }
   return exit_pass;
 }
 
@@ -269,7 +276,9 @@ void add_bounds_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--n", o->sizes,
                   "sizes at which to print the bounds (default 16, 256, ..., 2^24)");
-  cmd->add_flag("--json", o->json, "print JSON instead of tables");
+  cmd->add_option("--json", o->json,
+                  "write the bounds as JSON to FILE, as every subcommand's --json does ('-': "
+                  "print JSON to stdout instead of the tables)");
   cmd->callback([o] { exit_code() = run(*o); });
 }
 

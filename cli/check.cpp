@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -137,7 +138,7 @@ int run_check(const CheckOptions& o) {
     usage_error(why + "; nothing was checked");
 
   const bool tty = isatty(STDERR_FILENO) != 0;
-  gate::ProgressBar bar(std::cerr, tty && !o.quiet);
+  gate::ProgressBar bar(std::cerr, !o.quiet, tty);
   std::string current;
   props::SuiteObserver obs;
   obs.before_case = [&](const std::string& p, const std::string&) { current = p; };
@@ -174,7 +175,9 @@ int run_check(const CheckOptions& o) {
   rec.verdicts.push_back(gate::coverage_verdict(rec.verdicts, spec, rec.kernel));
 
   // The summary first: it is on the terminal even if an output cannot be written.
-  if (!o.quiet) gate::write_summary(std::cout, rec, isatty(STDOUT_FILENO) != 0);
+  if (!o.quiet)
+    gate::write_summary(std::cout, rec,
+                        isatty(STDOUT_FILENO) != 0 && std::getenv("NO_COLOR") == nullptr);
   const gate::Tally tally = gate::tally(rec.verdicts);
   int code = !tally.ok() ? exit_fail : tally.incomplete ? exit_incomplete : exit_pass;
   auto write = [&](const std::string& path, const std::string& content) {
@@ -205,10 +208,16 @@ void add_check_command(CLI::App& app) {
       "1 a property failed, 2 usage or load error, 3 incomplete (a requested check could not "
       "run, or nothing was checked)");
   c->add_option("--plugin", o->plugin, "Kernel library (.so) built against softmax_audit/kernel.h");
-  c->add_option("--builtin", o->builtin, "A built-in kernel by name instead of a plugin");
+  std::string builtin_names;
+  for (const Kernel& k : builtin_kernels())
+    builtin_names += (builtin_names.empty() ? "" : ", ") + k.name();
+  c->add_option("--builtin", o->builtin,
+                "A built-in kernel by name instead of a plugin: " + builtin_names);
   c->add_option("--kernel-index", o->kernel_index,
                 "Which kernel of a multi-kernel plugin (sa_kernel_entry_at index)");
-  c->add_option("--spec", o->spec, "Gate spec (TOML, docs/gate-spec.md); defaults without it");
+  c->add_option("--spec", o->spec,
+                "Gate spec (TOML, docs/gate-spec.md); defaults without it. --list shows "
+                "every name a spec may use");
   c->add_option("--junit", o->junit, "Write JUnit XML here");
   c->add_option("--json", o->json, "Write every verdict as JSON here");
   c->add_option(

@@ -8,9 +8,11 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
@@ -19,6 +21,7 @@
 #include "core/output_file.hpp"
 #include "gate/kernel_source.hpp"
 #include "kernels/builtin.hpp"
+#include "properties/generators.hpp"
 #include "properties/sweep.hpp"
 
 namespace sa::cli {
@@ -92,6 +95,8 @@ nlohmann::json series_of(const std::vector<props::SweepRow>& rows) {
   }
   return out;
 }
+
+void print_summary(const std::vector<props::SweepRow>& rows);
 
 int run_sweep_command(const SweepOptions& o) {
   namespace fs = std::filesystem;
@@ -186,9 +191,16 @@ int run_sweep_command(const SweepOptions& o) {
   c.csv_path = (fs::path(o.out) / "sweep.csv").string();
   int done = 0;
   const bool tty = isatty(STDERR_FILENO) != 0;
+  // Off a terminal (CI logs), a plain line every 10 s instead of the redrawn one.
+  auto last_line = std::chrono::steady_clock::now();
   c.on_row = [&](const std::string& key) {
     ++done;
-    if (tty) fmt::print(stderr, "\r  row {:4d}  {:<60}", done, key);
+    if (tty) {
+      fmt::print(stderr, "\r  row {:4d}  {:<60}", done, key);
+    } else if (std::chrono::steady_clock::now() - last_line > std::chrono::seconds(10)) {
+      last_line = std::chrono::steady_clock::now();
+      fmt::print(stderr, "  row {:4d}  {}\n", done, key);
+    }
   };
   fmt::print(stderr, "softmax-audit sweep: kernel '{}', n = 2^{}..2^{}, table {}\n", kernel->name(),
              o.min_log2, o.max_log2, c.csv_path);
@@ -215,6 +227,7 @@ int run_sweep_command(const SweepOptions& o) {
     fmt::print(stderr, "softmax-audit sweep: error: {}\n", e.what());
     return exit_usage;
   }
+  print_summary(rows);
   // A sweep measures; its verdicts are the suite's. Say how many rows exceeded a bound.
   int over = 0;
   for (const auto& r : rows)
@@ -233,13 +246,54 @@ int run_sweep_command(const SweepOptions& o) {
   return exit_pass;
 }
 
+// One line per (dtype, distribution) over every n of the table: the figures
+// README quotes (spread range, largest weight and T1's upper bound at the
+// smallest and largest n, the largest log n - H, the largest entropy error of
+// the kernel's streamed entropy, the worst sampled softmax error in ulps).
+void print_summary(const std::vector<props::SweepRow>& rows) {
+  struct Acc {
+    double spread_lo = INFINITY, spread_hi = -INFINITY, gap = 0, h_err = 0, ulp = 0;
+    const props::SweepRow *first = nullptr, *last = nullptr;
+  };
+  std::map<std::pair<std::string, std::string>, Acc> acc;
+  for (const auto& r : rows) {
+    if (r.temperature != 1.0) continue;
+    Acc& a = acc[{r.dtype, r.distribution}];
+    a.spread_lo = std::min(a.spread_lo, r.spread);
+    a.spread_hi = std::max(a.spread_hi, r.spread);
+    a.gap = std::max(a.gap, r.log_n - r.H_exact);
+    if (std::isfinite(r.H_err)) a.h_err = std::max(a.h_err, std::abs(r.H_err));
+    a.ulp = std::max(a.ulp, r.max_ulp_sampled);
+    if (!a.first || r.n < a.first->n) a.first = &r;
+    if (!a.last || r.n > a.last->n) a.last = &r;
+  }
+  if (acc.empty()) return;
+  fmt::print("{:<9} {:<13} {:>13} {:>26} {:>26} {:>10} {:>9} {:>8}\n", "dtype", "distribution",
+             "spread", "p_max at smallest n", "p_max at largest n", "log n - H", "|H err|",
+             "max ulp");
+  for (const auto& [k, a] : acc)
+    fmt::print("{:<9} {:<13} {:>13} {:>26} {:>26} {:>10.3g} {:>9.3g} {:>8.3g}\n", k.first, k.second,
+               fmt::format("{:.3g}-{:.3g}", a.spread_lo, a.spread_hi),
+               fmt::format("{:.3g} (T1 {:.3g}, n={})", a.first->pmax_kernel, a.first->t1_upper,
+                           a.first->n),
+               fmt::format("{:.3g} (T1 {:.3g}, n=2^{})", a.last->pmax_kernel, a.last->t1_upper,
+                           a.last->log2n),
+               a.gap, a.h_err, a.ulp);
+}
+
 }  // namespace
 
 void add_sweep_command(CLI::App& app) {
   auto o = std::make_shared<SweepOptions>();
   CLI::App* c = app.add_subcommand(
       "sweep", "Large-n sweep of one kernel: errors, dispersion and entropy against n (resumable)");
-  c->add_option("--builtin", o->builtin, "Built-in kernel to sweep")->capture_default_str();
+  std::string builtin_names, dist_names;
+  for (const Kernel& k : builtin_kernels())
+    builtin_names += (builtin_names.empty() ? "" : ", ") + k.name();
+  for (const std::string& d : props::distribution_names())
+    dist_names += (dist_names.empty() ? "" : ", ") + d;
+  c->add_option("--builtin", o->builtin, "Built-in kernel to sweep: " + builtin_names)
+      ->capture_default_str();
   c->add_option("--plugin", o->plugin, "Kernel library (.so) to sweep instead of a built-in");
   c->add_option("--kernel-index", o->kernel_index,
                 "Which kernel of a multi-kernel plugin (sa_kernel_entry_at index)");
@@ -248,7 +302,7 @@ void add_sweep_command(CLI::App& app) {
   c->add_option("--min-log2-n", o->min_log2, "Smallest size as log2 n")->capture_default_str();
   c->add_option("--max-log2-n", o->max_log2, "Largest size as log2 n")->capture_default_str();
   c->add_option("--distribution", o->distributions,
-                "Generators (default gaussian, uniform, spike, fa3_outliers)");
+                "Generators (default gaussian, uniform, spike, fa3_outliers): " + dist_names);
   c->add_option("--dtype", o->dtypes,
                 "float32 and/or bfloat16 (default: those the kernel supports)");
   c->add_option("--temperature", o->temperatures, "Temperatures (default 1)");

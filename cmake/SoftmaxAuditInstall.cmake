@@ -68,21 +68,27 @@ install(TARGETS ${sa_export_targets} EXPORT softmax_auditTargets
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # (the softmax-audit executable is installed by cli/CMakeLists.txt)
 
-# Headers: the C ABI at include/softmax_audit/kernel.h, the C++ suite under
-# include/softmax_audit/suite/<dir>/ (sa_core's install include root).
+# Headers, all under the one root include/softmax_audit/: the C ABIs
+# (kernel.h, variant.h) and, under suite/<dir>/, only the public C++ headers:
+# gate/gtest.hpp (SA_AUDIT_KERNEL_TESTS) and what it includes, nothing else.
+# The consumer test (tests/packaging) compiles against exactly this set.
 install(FILES ${PROJECT_SOURCE_DIR}/include/softmax_audit/kernel.h
+              ${PROJECT_SOURCE_DIR}/include/softmax_audit/variant.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/softmax_audit)
-foreach(dir core theory kernels properties reference gate)
-  if(EXISTS ${PROJECT_SOURCE_DIR}/${dir})
-    install(DIRECTORY ${PROJECT_SOURCE_DIR}/${dir}
-            DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/softmax_audit/suite
-            FILES_MATCHING PATTERN "*.hpp" PATTERN "*.h" PATTERN "testing" EXCLUDE)
-  endif()
+set(sa_public_headers core/dtype.hpp core/verdict.hpp kernels/kernel.hpp properties/suite.hpp
+                      gate/gtest.hpp gate/guard.hpp gate/isolation.hpp)
+foreach(h ${sa_public_headers})
+  get_filename_component(dir ${h} DIRECTORY)
+  install(FILES ${PROJECT_SOURCE_DIR}/${h} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/softmax_audit/suite/${dir})
 endforeach()
+
+# The license, in the package's documentation folder (Debian: its copyright file).
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/softmax-audit)
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/softmax-audit
+        RENAME copyright)
 
 set(sa_config_dir ${CMAKE_INSTALL_LIBDIR}/cmake/softmax_audit)
 install(EXPORT softmax_auditTargets NAMESPACE softmax_audit:: DESTINATION ${sa_config_dir})
-set(SA_CONFIG_HAVE_CUDA ${SA_HAVE_CUDA})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/softmax_auditConfig.cmake.in
   ${PROJECT_BINARY_DIR}/softmax_auditConfig.cmake INSTALL_DESTINATION ${sa_config_dir})
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/softmax_auditConfigVersion.cmake
@@ -90,3 +96,22 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/softmax_auditConfigVersio
 install(FILES ${PROJECT_BINARY_DIR}/softmax_auditConfig.cmake
               ${PROJECT_BINARY_DIR}/softmax_auditConfigVersion.cmake
         DESTINATION ${sa_config_dir})
+
+# `cpack -G DEB` (from the build folder): softmax-audit_<version>_<arch>.deb with
+# the CLI, the libraries, the public headers and the CMake package, installed
+# under /usr; `apt install ./softmax-audit_*.deb` pulls the run-time libraries
+# (found by dpkg-shlibdeps) and recommends what a consumer's build needs.
+set(CPACK_PACKAGE_NAME softmax-audit)
+set(CPACK_PACKAGE_VENDOR "softmax-audit")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_RESOURCE_FILE_LICENSE ${PROJECT_SOURCE_DIR}/LICENSE)
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_MAINTAINER "softmax-audit maintainers <softmax-audit@localhost>")
+set(CPACK_DEBIAN_PACKAGE_SECTION devel)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS
+    "gnuplot-nox, cmake, pkg-config, libboost-dev, libmpfr-dev, libgmp-dev, libeigen3-dev, nlohmann-json3-dev, libtomlplusplus-dev, librapidcheck-dev, libgtest-dev")
+include(CPack)

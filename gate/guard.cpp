@@ -532,7 +532,7 @@ sa_status t_merge_entropy(void* ctx, std::int64_t count, const sa_entropy_state*
         s->incident("nan_output", "merge_entropy_states", "",
                     "state " + std::to_string(i) +
                         ": merged state has a NaN although both inputs are proper states or the "
-                        "identity (-inf, 0, 0) (theory.md T6)");
+                        "identity (-inf, 0, 0) (docs/theory.md T6)");
         break;
       }
   return r;

@@ -409,8 +409,10 @@ void error_section(std::ostream& h, Plotter& P, const std::vector<SweepSeries>& 
   h << "<h2 id=\"error\">2. Error against n, with the rounding-error bounds</h2>\n"
        "<div class=\"explain\"><p>How far each kernel's softmax is from the exact value (computed "
        "in "
-       "256-bit arithmetic) as the row length n grows. The dashed lines are the a-priori bound of "
-       "Blanchard, Higham &amp; Higham (2021) for the shifted softmax, (n + 2 + 2&delta;)&middot;u "
+       "128-bit arithmetic) as the row length n grows. The dashed lines are the a-priori bound of "
+       "Blanchard, Higham &amp; Higham (2021) for the shifted softmax with a faithful exp, the "
+       "one the t7_apriori rule applies: (n + 4 + 2&delta;)&middot;u (docs/theory.md T7; "
+       "(n + 2 + 2&delta;)&middot;u with a correctly rounded exp) "
        "(relative, max-norm; u the unit roundoff: 2<sup>-24</sup> for float32, 2<sup>-8</sup> for "
        "bfloat16), drawn here for spread &delta; = 10. A kernel below its line is within what "
        "rounding can explain; the bound is pessimistic (errors typically grow like &radic;n) and "
@@ -421,7 +423,7 @@ void error_section(std::ostream& h, Plotter& P, const std::vector<SweepSeries>& 
                          std::pair{"T7 bound bfloat16 (delta=10)", DType::bfloat16}}) {
     Series s{name, {}, "lines", true};
     for (double n : ns)
-      s.pts.emplace_back(n, theory::shifted_softmax_error_bound(n, 10.0, unit_roundoff(t)));
+      s.pts.emplace_back(n, theory::shifted_softmax_error_bound(n, 10.0, unit_roundoff(t), 2.0));
     p.series.push_back(s);
   }
   if (!any_of(sw, Section::error)) h << kNoSweep;

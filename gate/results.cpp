@@ -335,18 +335,32 @@ void ProgressBar::update(int done, int total, const std::string& label) {
   if (!enabled_ || total <= 0) return;
   const int permille = static_cast<int>(1000.0 * done / total);
   if (permille == last_permille_ && label == last_label_) return;
-  // At most 20 redraws a second (the last state is drawn by the next update or cleared by finish).
   const long long now = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::steady_clock::now().time_since_epoch())
                             .count();
-  if (drawn_ && now - last_draw_ms_ < 50 && done < total) return;
+  if (start_ms_ < 0) start_ms_ = now;
+  // A terminal is redrawn at most 20 times a second; a log gets a line every 10 s.
+  const long long gap = tty_ ? 50 : 10000;
+  if ((drawn_ || !tty_) && now - last_draw_ms_ < gap && done < total) return;
+  if (!tty_ && last_draw_ms_ == 0 && now - start_ms_ < gap) return;  // short runs stay silent
   last_draw_ms_ = now;
   last_permille_ = permille;
   last_label_ = label;
-  const int width = 30, filled = width * permille / 1000;
+  std::string eta;
+  if (done > 0 && done < total) {
+    const long long left = (now - start_ms_) * (total - done) / done / 1000;
+    eta = left >= 60
+              ? " ~" + std::to_string(left / 60) + " min " + std::to_string(left % 60) + " s left"
+              : " ~" + std::to_string(left) + " s left";
+  }
   std::string l = label.size() > 40 ? label.substr(0, 37) + "..." : label;
+  if (!tty_) {
+    os_ << "progress: " << permille / 10 << "%" << eta << " " << l << "\n" << std::flush;
+    return;
+  }
+  const int width = 30, filled = width * permille / 1000;
   os_ << "\r[" << std::string(filled, '#') << std::string(width - filled, '.') << "] "
-      << permille / 10 << "% " << l << "\033[K" << std::flush;
+      << permille / 10 << "%" << eta << " " << l << "\033[K" << std::flush;
   drawn_ = true;
 }
 

@@ -52,10 +52,13 @@ std::string xml_escape(const std::string& s);
 // The terminal summary: one line per failing verdict group, totals last.
 void write_summary(std::ostream& os, const RunRecord& run, bool color);
 
-// A one-line progress bar redrawn in place (only when `enabled`, e.g. stderr is a TTY).
+// Progress of a long run, when `enabled`: on a terminal (`tty`) a one-line bar
+// redrawn in place with the percentage and an estimate of the time left; off a
+// terminal (CI logs) a plain line every 10 s with the same figures.
 class ProgressBar {
  public:
-  ProgressBar(std::ostream& os, bool enabled) : os_(os), enabled_(enabled) {}
+  ProgressBar(std::ostream& os, bool enabled, bool tty = true)
+      : os_(os), enabled_(enabled), tty_(tty) {}
   ~ProgressBar() { finish(); }
   void update(int done, int total, const std::string& label);
   void finish();
@@ -63,6 +66,8 @@ class ProgressBar {
  private:
   std::ostream& os_;
   bool enabled_;
+  bool tty_;
+  long long start_ms_ = -1;
   bool drawn_ = false;
   int last_permille_ = -1;
   std::string last_label_;

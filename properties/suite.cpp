@@ -121,7 +121,8 @@ std::vector<PropertyInfo> properties() {
        "reference",
        "ulp"},
       {"differential.t7_apriori",
-       "softmax's max-norm relative error is within the a-priori bound (n + 4 + 2 delta) u",
+       "softmax's max-norm relative error is within the a-priori bound (n + 4 + 2 delta) u "
+       "(faithful exp; docs/theory.md T7)",
        "t7_apriori"},
       {"differential.flash_attention_2x",
        "max error <= 2x the naive same-dtype implementation's error + 2 ulp of the output type",
@@ -189,34 +190,40 @@ std::vector<Rule> rules() {
        "exp/log, recursive-summation error (n-1) u, exp-argument and temperature rounding; plus 1 "
        "ulp (float32) or 0.5 ulp (bfloat16) of output rounding"},
       {"t7_apriori",
-       "Blanchard, Higham & Higham 2021 (theory.md T7): shifted softmax ||p - p^||inf/||p||inf <= "
+       "Blanchard, Higham & Higham 2021 (docs/theory.md T7): shifted softmax ||p - "
+       "p^||inf/||p||inf <= "
        "(n + 2*2 + 2 delta) u with faithful exp, u = float32's (working precision), + u_bf16 for "
        "bfloat16 outputs"},
       {"flash_attention_2x",
-       "FlashAttention's tests (theory.md T8): max|out - ref| <= 2 max|naive same-dtype - ref| + "
+       "FlashAttention's tests (docs/theory.md T8): max|out - ref| <= 2 max|naive same-dtype - "
+       "ref| + "
        "fwd_atol, "
        "fwd_atol = 2 ulp of the output type at 0.3 + max|ref| (its Hopper tests' (ref + 0.3 - 0.3 "
        "- ref)); "
        "bfloat16 only (the tests cover low precision)"},
       {"pytorch_fudge5",
-       "PyTorch attention tests (theory.md T8): fudge factor 5 on the naive same-dtype deviation "
+       "PyTorch attention tests (docs/theory.md T8): fudge factor 5 on the naive same-dtype "
+       "deviation "
        "(atol and rtol), floored at torch.testing's defaults (float32 1e-5/1.3e-6, bfloat16 "
        "1e-5/1.6e-2)"},
       {"onednn_10eps",
-       "oneDNN's softmax tests (theory.md T8): float32 relative error <= 10 eps (eps = 2^-23); "
+       "oneDNN's softmax tests (docs/theory.md T8): float32 relative error <= 10 eps (eps = "
+       "2^-23); "
        "bfloat16 "
        "output equals the float32 reference rounded to bfloat16. Opt-in: select it in "
        "SuiteConfig.rules"},
       {"bias",
-       "mean signed error gate (theory.md T8; arXiv 2510.04212): |mean of per-row mean errors in "
+       "mean signed error gate (docs/theory.md T8; arXiv 2510.04212): |mean of per-row mean errors "
+       "in "
        "ulps| <= 5 standard errors + 0.1 ulp (bfloat16) / 0.5 ulp (float32)"},
       {"rounding_analysis",
        "metamorphic bound: the sum of the ulp-rule budgets of the runs compared "
        "(properties/budgets.hpp)"},
-      {"T1", "theory.md T1 (Lemma 2.1), plus the ulp-rule budget of each weight"},
-      {"T4", "theory.md T4 (Proposition 3.2), plus the entropy budgets of the runs compared"},
-      {"T5", "theory.md T5 (adaptive temperature), plus the polynomial's evaluation error"},
-      {"T6", "theory.md T6 (streamed entropy, merge), plus rounding of each merge (4u per S, T)"},
+      {"T1", "docs/theory.md T1 (Lemma 2.1), plus the ulp-rule budget of each weight"},
+      {"T4", "docs/theory.md T4 (Proposition 3.2), plus the entropy budgets of the runs compared"},
+      {"T5", "docs/theory.md T5 (adaptive temperature), plus the polynomial's evaluation error"},
+      {"T6",
+       "docs/theory.md T6 (streamed entropy, merge), plus rounding of each merge (4u per S, T)"},
       {"kernel_h",
        "include/softmax_audit/kernel.h special-value semantics (exact for non-finite values "
        "and zeros), plus the ulp-rule budget for finite values"},

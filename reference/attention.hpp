@@ -5,7 +5,7 @@
 //   - causal and j > i + (nk - nq)   (bottom-right alignment: the last query
 //     sees every key, as FlashAttention >= 2.1 does when nq != nk).
 // Per query i: H_i = Shannon entropy of softmax(s_i) (before any correction),
-// beta_i = adaptive ? beta(H_i) (theory.md T5) : 1,
+// beta_i = adaptive ? beta(H_i) (docs/theory.md T5) : 1,
 // p_i = softmax(beta_i s_i), out_i = sum_j p_ij v_j, lse_i = log sum_j exp(beta_i s_ij).
 // A fully masked query row gives out 0, lse -inf, H 0, beta 1.
 // Matrices are row-major and contiguous: q nq x d, k nk x d, v nk x dv.

@@ -60,6 +60,46 @@ Mp max_finite(std::span<const Mp> z) {
   return m;
 }
 
+// A row with at least one finite logit, split at its first maximum m:
+// S = 1 + rest with rest = sum over the other finite items of e^{z_i - m}, and
+// T = sum of e^{z_i - m} (z_i - m) (the maximum adds 0). Functions of the row
+// are formed from rest with log1p, so they keep full relative accuracy when
+// rest is far below the working precision (logits (0, -185): rest = e^-185,
+// which 1 + rest would lose even at 256 bits).
+struct Split {
+  Mp m;
+  std::size_t top = 0;
+  Mp rest = 0;
+  Mp T = 0;
+};
+
+Split split_at_max(std::span<const Mp> z) {
+  Split s;
+  s.m = max_finite(z);
+  while (!(z[s.top] == s.m)) ++s.top;
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    if (i == s.top || isinf(z[i])) continue;
+    const Mp d = z[i] - s.m;
+    const Mp e = exp(d);
+    s.rest += e;
+    s.T += e * d;
+  }
+  return s;
+}
+
+// -p log(p + 1e-9) summed with the top item's term formed from rest:
+// p_top = 1/(1 + rest), log(p_top + eps) = log1p(eps (1 + rest)) - log1p(rest).
+Mp paper_entropy_split(std::span<const Mp> z, const Split& s, const Mp& eps) {
+  const Mp S = Mp(1) + s.rest;
+  Mp H = -(log1p(eps * S) - log1p(s.rest)) / S;
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    if (i == s.top || isinf(z[i])) continue;
+    const Mp p = exp(z[i] - s.m) / S;
+    if (p > 0) H -= p * log(p + eps);
+  }
+  return H;
+}
+
 }  // namespace
 
 const char* name_of(EntropyDefinition d) {
@@ -139,9 +179,12 @@ std::vector<Mp> log_softmax(std::span<const double> logits, double temperature) 
     case RowKind::finite_or_masked:
       break;
   }
-  const Mp lse = log_sum_exp(logits, temperature);
+  // (z_i - m) - log1p(rest): the top item's log-weight -log1p(rest) keeps its
+  // relative accuracy however small rest is.
+  const Split sp = split_at_max(s.z);
+  const Mp l1p = log1p(sp.rest);
   for (std::size_t i = 0; i < s.z.size(); ++i)
-    if (!isinf(s.z[i])) out[i] = s.z[i] - lse;
+    if (!isinf(s.z[i])) out[i] = (s.z[i] - sp.m) - l1p;
   return out;
 }
 
@@ -158,16 +201,35 @@ Mp log_sum_exp(std::span<const double> logits, double temperature) {
     case RowKind::finite_or_masked:
       break;
   }
-  const Mp m = max_finite(s.z);
-  Mp S = 0;
-  for (const Mp& x : s.z)
-    if (!isinf(x)) S += exp(x - m);
-  return m + log(S);
+  const Split sp = split_at_max(s.z);
+  return sp.m + log1p(sp.rest);
 }
 
+namespace {
+// Entropy of softmax(z) from the split row: Shannon H = log1p(rest) - T/(1 + rest)
+// (both terms >= 0), the paper's form through paper_entropy_split.
+Mp entropy_of_scaled(const Scaled& s, EntropyDefinition def) {
+  switch (s.kind) {
+    case RowKind::has_nan:
+      return nan_mp();
+    case RowKind::fully_masked:
+      return Mp(0);
+    case RowKind::has_pos_inf: {
+      const std::vector<Mp> p = softmax_of(s.z);
+      return def == EntropyDefinition::shannon ? shannon_entropy_of(p) : paper_entropy_of(p);
+    }
+    case RowKind::finite_or_masked:
+      break;
+  }
+  const Split sp = split_at_max(s.z);
+  if (def == EntropyDefinition::shannon) return log1p(sp.rest) - sp.T / (Mp(1) + sp.rest);
+  return paper_entropy_split(s.z, sp, Mp(1) / Mp(1000000000));
+}
+}  // namespace
+
 Mp entropy(std::span<const double> logits, double temperature, EntropyDefinition def) {
-  const std::vector<Mp> p = softmax(logits, temperature);
-  return def == EntropyDefinition::shannon ? shannon_entropy_of(p) : paper_entropy_of(p);
+  check_row(logits, temperature, "entropy");
+  return entropy_of_scaled(scale(logits, temperature), def);
 }
 
 theory::EntropyState<Mp> entropy_state(std::span<const double> logits, double temperature) {
@@ -186,9 +248,8 @@ AdaptiveResult adaptive_softmax(std::span<const double> logits, double temperatu
                                 EntropyDefinition def) {
   check_row(logits, temperature, "adaptive_softmax");
   Scaled s = scale(logits, temperature);
-  const std::vector<Mp> p = softmax_of(s.z);
   AdaptiveResult r;
-  r.entropy = def == EntropyDefinition::shannon ? shannon_entropy_of(p) : paper_entropy_of(p);
+  r.entropy = entropy_of_scaled(s, def);
   r.beta = theory::adaptive_beta(r.entropy);
   if (s.kind == RowKind::finite_or_masked) {
     for (auto& x : s.z)

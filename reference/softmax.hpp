@@ -36,12 +36,12 @@ Mp log_sum_exp(std::span<const double> logits, double temperature = 1.0);
 Mp entropy(std::span<const double> logits, double temperature = 1.0,
            EntropyDefinition def = EntropyDefinition::shannon);
 
-// theory.md T6: the (m, S, T) state of the row after pushing every logit in
+// docs/theory.md T6: the (m, S, T) state of the row after pushing every logit in
 // order, at high precision, and the entropy it gives.
 theory::EntropyState<Mp> entropy_state(std::span<const double> logits, double temperature = 1.0);
 Mp streamed_entropy(std::span<const double> logits, double temperature = 1.0);
 
-// theory.md T5: H of softmax(l/theta) under `def`, beta(H), out = softmax(beta l / theta).
+// docs/theory.md T5: H of softmax(l/theta) under `def`, beta(H), out = softmax(beta l / theta).
 struct AdaptiveResult {
   std::vector<Mp> weights;
   Mp beta;

@@ -1,4 +1,4 @@
-// theory.md T5 — Adaptive temperature (the paper's Section 3, Figure 4, eq. 18).
+// docs/theory.md T5 — Adaptive temperature (the paper's Section 3, Figure 4, eq. 18).
 //
 //     H    = entropy of p = softmax(l)
 //     poly = -0.037 H^4 + 0.481 H^3 - 2.3 H^2 + 4.917 H - 1.791

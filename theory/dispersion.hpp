@@ -1,4 +1,4 @@
-// theory.md T1 — Dispersion bounds (the paper's Lemma 2.1, tight form).
+// docs/theory.md T1 — Dispersion bounds (the paper's Lemma 2.1, tight form).
 //
 // Claim: if every one of n logits lies in [m, M] (spread delta = M - m), then
 // for every item k, at temperature theta > 0,
@@ -11,7 +11,11 @@
 // looser (1/n) e^{-delta/theta} <= p_k <= (1/n) e^{delta/theta}, which follows.
 //
 // Evaluated without overflow for any delta/theta (the e^{+t} factor is moved
-// to the numerator). Accuracy: a few ulp of Real.
+// to the numerator); n = 1 gives exactly (1, 1) at any spread. Accuracy:
+// delta/theta is rounded once before exp, a relative error of up to
+// (delta/theta) u in the result, i.e. (delta/theta)/2 ulp of Real; the other
+// operations add a few ulp. Below Real's smallest number the lower bound
+// underflows to 0.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +47,7 @@ Bounds<Real> dispersion_bounds(Real n, Real spread, Real temperature) {
   detail::check_dispersion_args(n, spread, temperature);
   const Real e = exp(-spread / temperature);  // in (0, 1]
   const Real others = n - Real(1);
+  if (others == Real(0)) return {Real(1), Real(1)};  // n = 1: e/(e + 0) is 0/0 once e underflows
   // lower = 1/(1 + (n-1) e^{t}) = e^{-t} / (e^{-t} + (n-1))
   return {e / (e + others), Real(1) / (Real(1) + others * e)};
 }

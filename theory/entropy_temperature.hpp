@@ -1,4 +1,4 @@
-// theory.md T4 — Entropy decreases monotonically as temperature decreases
+// docs/theory.md T4 — Entropy decreases monotonically as temperature decreases
 // (the paper's Proposition 3.2).
 //
 // With Z(beta) = sum exp(beta l_i) and p = softmax(beta l):

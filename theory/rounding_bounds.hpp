@@ -1,4 +1,4 @@
-// theory.md T7 — A-priori rounding-error bounds for softmax
+// docs/theory.md T7 — A-priori rounding-error bounds for softmax
 // (Blanchard, Higham & Higham, "Accurately computing the log-sum-exp and
 // softmax functions", IMA J. Numer. Anal. 41(4), 2021).
 //

@@ -1,4 +1,4 @@
-// theory.md T3 — Logit spread is bounded by weight norms (the paper's
+// docs/theory.md T3 — Logit spread is bounded by weight norms (the paper's
 // Proposition 3.1).
 //
 // Claim: for dot-product logits l_i = scale * (Q y)^T (K x_i) with query y,

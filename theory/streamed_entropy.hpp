@@ -1,4 +1,4 @@
-// theory.md T6 — Streamed entropy (the paper's Appendix G).
+// docs/theory.md T6 — Streamed entropy (the paper's Appendix G).
 //
 // Claim: the Shannon entropy of softmax(l) can be computed in one pass over
 // the logits with O(1) state per row, like the online softmax normaliser
@@ -70,7 +70,7 @@ SA_HD inline EntropyState<Real> entropy_state_of(Real x) {
   return {x, Real(1), Real(0)};
 }
 
-// Merge two partial states (theory.md T6).
+// Merge two partial states (docs/theory.md T6).
 template <class Real>
 SA_HD inline EntropyState<Real> entropy_merge(const EntropyState<Real>& x,
                                               const EntropyState<Real>& y) {

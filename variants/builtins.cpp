@@ -1,4 +1,4 @@
-// The built-in variants of shared/spec/variants.md, each registered with one
+// The built-in variants of docs/variants.md, each registered with one
 // SA_REGISTER_VARIANT: its float32 kernel, float64 evaluation and MPFR
 // reference (the same template of formulas.hpp), its float32 error bound (in
 // units of u = 2^-24, absolute, with the derivation next to it) and theory's
@@ -86,7 +86,7 @@ Prediction t1() {
 Prediction ssmax_prediction(double s, double g) {
   const double sg = s * g;
   const std::string src =
-      "SSMax (variants.md): top weight n^{sg}/(n^{sg}+n-1): ->1 if s*g>1, ->1/2 at s*g=1, ->0 "
+      "SSMax (docs/variants.md): top weight n^{sg}/(n^{sg}+n-1): ->1 if s*g>1, ->1/2 at s*g=1, ->0 "
       "below";
   if (sg > 1) return {Dispersion::to_one, src};
   if (sg == 1) return {Dispersion::bounded, src};
@@ -129,7 +129,7 @@ SA_REGISTER_VARIANT(softmax_t05, softmax_variant("softmax_theta0.5", 0.5));
 Variant adaptive_variant() {
   Variant v =
       make("adaptive_temperature",
-           "softmax(beta(H) l), H = -sum p log(p+1e-9) of softmax(l), beta from theory.md T5",
+           "softmax(beta(H) l), H = -sum p log(p+1e-9) of softmax(l), beta from docs/theory.md T5",
            [](auto z, auto p) {
              using R = typename decltype(p)::value_type;
              F::adaptive<R>(z, p);
@@ -234,7 +234,7 @@ Variant plus_one_variant() {
   v.predict = [](double) {
     return std::optional<Prediction>(
         Prediction{Dispersion::to_zero,
-                   "p_max <= e^{max l}/(1 + (n-1)e^{min l}) -> 0 (Theta(1/n), variants.md)"});
+                   "p_max <= e^{max l}/(1 + (n-1)e^{min l}) -> 0 (Theta(1/n), docs/variants.md)"});
   };
   return v;
 }
@@ -267,7 +267,7 @@ Variant softpick_variant(bool wrong) {
   v.predict = [](double) {
     return std::optional<Prediction>(
         Prediction{Dispersion::to_zero,
-                   "logits in [1, 1+g]: p_max <= (e^{1+g}-1)/((n-1)(e-1)) -> 0 (variants.md: "
+                   "logits in [1, 1+g]: p_max <= (e^{1+g}-1)/((n-1)(e-1)) -> 0 (docs/variants.md: "
                    "disperses for bounded positive logits)"});
   };
   return v;
@@ -299,7 +299,7 @@ Variant sigmoid_variant() {
   v.f32_bound_rule = "rounding analysis: p(1-p)(|x| + 2 log n) + 4p";
   v.predict = [](double) {
     return std::optional<Prediction>(Prediction{
-        Dispersion::to_zero, "sigmoid(l - log n) <= e^{l}/n -> 0 (Theta(1/n), variants.md)"});
+        Dispersion::to_zero, "sigmoid(l - log n) <= e^{l}/n -> 0 (Theta(1/n), docs/variants.md)"});
   };
   return v;
 }
@@ -334,9 +334,10 @@ Variant stick_variant() {
   };
   v.f32_bound_rule = "rounding analysis of the log-space product: w_j((n+5)S_j + 2)";
   v.predict = [](double) {
-    return std::optional<Prediction>(Prediction{
-        Dispersion::bounded,
-        "the item nearest the query keeps w = sigmoid(l_last), independent of n (variants.md)"});
+    return std::optional<Prediction>(
+        Prediction{Dispersion::bounded,
+                   "the item nearest the query keeps w = sigmoid(l_last), independent of n "
+                   "(docs/variants.md)"});
   };
   return v;
 }
@@ -443,8 +444,8 @@ Variant relu_variant() {
   };
   v.f32_bound_rule = "one correctly rounded division: u p";
   v.predict = [](double) {
-    return std::optional<Prediction>(
-        Prediction{Dispersion::to_zero, "relu(l)/n <= max l / n -> 0 (Theta(1/n), variants.md)"});
+    return std::optional<Prediction>(Prediction{
+        Dispersion::to_zero, "relu(l)/n <= max l / n -> 0 (Theta(1/n), docs/variants.md)"});
   };
   return v;
 }

@@ -136,7 +136,7 @@ void softmax_temperature(std::span<const R> z, std::span<R> p, const R& theta) {
   softmax<R>(s, p);
 }
 
-// theory.md T5 with the paper's entropy -sum p log(p + 1e-9).
+// docs/theory.md T5 with the paper's entropy -sum p log(p + 1e-9).
 template <class R>
 void adaptive(std::span<const R> z, std::span<R> p, R* beta_out = nullptr) {
   softmax<R>(z, p);

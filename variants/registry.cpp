@@ -50,7 +50,7 @@ Registry& registry() {
 }
 
 namespace {
-// The generic bound for a plugin that states none: theory.md T7 for shifted
+// The generic bound for a plugin that states none: docs/theory.md T7 for shifted
 // softmax with faithful exp (terms doubled), 2(n + 2 + 2 spread), plus the
 // input-scaling term 2 max|l| (condition number 2||l||_inf, T7 last bullet).
 double generic_bound(std::span<const double> l) {

@@ -74,7 +74,7 @@ enum {
 /* Bits of sa_kernel.dtypes */
 enum { SA_DTYPE_F32 = 1u << 0, SA_DTYPE_BF16 = 1u << 1 };
 
-/* Which entropy an operation computes (theory.md T5 note). */
+/* Which entropy an operation computes (docs/theory.md T5 note). */
 typedef enum sa_entropy_definition {
   SA_ENTROPY_SHANNON = 0,  /* H = -sum p log p (what the streamed state gives) */
   SA_ENTROPY_PAPER_EPS = 1 /* H = -sum p log(p + 1e-9) (the paper's JAX code) */
@@ -88,7 +88,7 @@ typedef struct sa_rows {
   double temperature; /* theta > 0 */
 } sa_rows;
 
-/* Streamed-entropy state of theory.md T6 for logits already divided by the
+/* Streamed-entropy state of docs/theory.md T6 for logits already divided by the
  * temperature: m running max, S = sum exp(l - m), T = sum exp(l - m)(l - m).
  * Identity (empty or fully masked part): m = -inf, S = 0, T = 0. */
 typedef struct sa_entropy_state {
@@ -117,7 +117,7 @@ typedef struct sa_attention_args {
   const uint8_t* key_mask; /* NULL, or nk bytes: 0 masks the key out (logit -inf) */
   double scale;            /* logits are scale * q.k (e.g. 1/sqrt(d)) */
   int causal;   /* nonzero: query i sees key j iff j <= i + (nk - nq) (bottom-right aligned) */
-  int adaptive; /* nonzero: adaptive temperature, two passes (theory.md T5, T6) */
+  int adaptive; /* nonzero: adaptive temperature, two passes (docs/theory.md T5, T6) */
   int64_t num_splits; /* split-KV partitions merged at the end; 0 or 1 = none, kernel may ignore */
 } sa_attention_args;
 
@@ -151,7 +151,7 @@ typedef struct sa_kernel {
                                 void* out, float* beta, float* entropy);
   /* Single-head attention forward. */
   sa_status (*attention)(void* ctx, const sa_attention_args* args);
-  /* out[i] = merge(a[i], b[i]) (theory.md T6), count states. */
+  /* out[i] = merge(a[i], b[i]) (docs/theory.md T6), count states. */
   sa_status (*merge_entropy_states)(void* ctx, int64_t count, const sa_entropy_state* a,
                                     const sa_entropy_state* b, sa_entropy_state* out);
   /* Split-KV merge of two partial attention results over disjoint key sets:

@@ -1,7 +1,7 @@
 /* softmax-audit variant interface, ABI version 1.
  *
  * A softmax *variant* is a normalisation proposed instead of softmax (see
- * docs: shared/spec/variants.md). The fuzzer (`softmax-audit fuzz`) runs every
+ * docs: docs/variants.md). The fuzzer (`softmax-audit fuzz`) runs every
  * property of its matrix against any variant: the built-in ones, ones
  * registered in C++ (variants/variant.hpp, SA_REGISTER_VARIANT), and ones
  * built elsewhere as a shared library against this header alone (plain C99).
@@ -60,7 +60,7 @@ typedef struct sa_variant {
   int (*forward_f64)(const double* logits, int64_t n, double* weights, void* ctx);
   /* Bound on max_i |forward_f32 - exact| for this row, in units of
    * u = 2^-24 (absolute; weights are O(1)). Optional: NULL uses the generic
-   * softmax rounding bound of theory.md T7 (2(n + 2 + 2*spread) + 2 max|l|). */
+   * softmax rounding bound of docs/theory.md T7 (2(n + 2 + 2*spread) + 2 max|l|). */
   double (*f32_error_bound)(const double* logits, int64_t n, void* ctx);
   /* Theory's prediction of dispersion at gap g (optional, NULL = unknown). */
   sa_dispersion (*predict_dispersion)(double gap, void* ctx);

@@ -117,7 +117,7 @@ const sa_kernel descriptor = [] {
   k.description =
       "Built-in CUDA kernel: float32 and bfloat16 storage with float32 arithmetic (expf/logf, "
       "IEEE division); rows by a warp (n <= 1024), a block (n <= 8192) or a multi-block split "
-      "merging (m, S, T) states (theory.md T6); flash-style attention with online softmax, "
+      "merging (m, S, T) states (docs/theory.md T6); flash-style attention with online softmax, "
       "split-KV and the two-pass adaptive temperature; temperature and scale rounded to float32";
   k.ops = SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP | SA_OP_ENTROPY |
           SA_OP_ADAPTIVE_SOFTMAX | SA_OP_ATTENTION | SA_OP_MERGE_ENTROPY_STATES |

@@ -1,6 +1,9 @@
 # Installs this build to a temporary prefix, then configures, builds and runs
 # examples/consumer against it (find_package(softmax_audit) +
-# SA_AUDIT_KERNEL_TESTS). Run by CTest as gate_install_consumer (label long):
+# SA_AUDIT_KERNEL_TESTS). Also fails when the installed package mentions CUDA
+# (a CPU-only consumer must not need it, even when the package was built where
+# nvcc exists), installs a header outside include/softmax_audit/, or lacks the
+# license. Run by CTest as gate_install_consumer (label packaging, default run):
 #   cmake -DBUILD=<build dir> -DSRC=<source dir> -DWORK=<scratch dir> -P install_consumer_test.cmake
 foreach(v BUILD SRC WORK)
   if(NOT DEFINED ${v})
@@ -17,6 +20,22 @@ function(step what)
   set(last_output "${out}" PARENT_SCOPE)
 endfunction()
 step("install" ${CMAKE_COMMAND} --install ${BUILD} --prefix ${WORK}/prefix)
+file(GLOB_RECURSE installed RELATIVE ${WORK}/prefix ${WORK}/prefix/*)
+foreach(f ${installed})
+  if(f MATCHES "\\.(h|hpp|cuh)$" AND NOT f MATCHES "^include/softmax_audit/")
+    message(FATAL_ERROR "installed header outside include/softmax_audit/: ${f}")
+  endif()
+  if(f MATCHES "\\.cmake$")
+    file(STRINGS ${WORK}/prefix/${f} cuda REGEX "CUDA")
+    if(cuda)
+      message(FATAL_ERROR "the installed ${f} needs CUDA: ${cuda}")
+    endif()
+  endif()
+endforeach()
+if(NOT EXISTS ${WORK}/prefix/share/doc/softmax-audit/LICENSE)
+  message(FATAL_ERROR "the license is not installed (share/doc/softmax-audit/LICENSE)")
+endif()
+message(STATUS "installed files: headers under include/softmax_audit/ only, no CUDA, license: ok")
 step("configure consumer" ${CMAKE_COMMAND} -S ${SRC}/examples/consumer -B ${WORK}/build -G Ninja
      -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${WORK}/prefix)
 step("build consumer" ${CMAKE_COMMAND} --build ${WORK}/build -j2)

@@ -1,5 +1,5 @@
 // Deliberately broken copies of the naive kernel, one per bug class of
-// /work/shared/spec/bug-classes.md, each behind the same C ABI. They exist to
+// docs/bug-classes.md, each behind the same C ABI. They exist to
 // show that the property suite catches every class (tests/mutants).
 #pragma once
 
@@ -11,7 +11,7 @@
 namespace sa::mutants {
 
 struct Mutant {
-  std::string bug_class;  // the row of bug-classes.md it reproduces
+  std::string bug_class;  // the row of docs/bug-classes.md it reproduces
   const sa_kernel* kernel;
 };
 

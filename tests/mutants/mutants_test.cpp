@@ -1,4 +1,4 @@
-// Every mutant (one bug class of bug-classes.md each) is caught by the property
+// Every mutant (one bug class of docs/bug-classes.md each) is caught by the property
 // suite with a shrunk counterexample, by the property the table below names;
 // and the correct naive kernel, run with the same configuration, passes.
 #include <gtest/gtest.h>

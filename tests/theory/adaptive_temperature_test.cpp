@@ -1,7 +1,7 @@
 // T5: beta(H) >= 1 always, = 1 for H <= 0.5, > 1 exactly on the interval where
 // the polynomial exceeds 1 (about (0.849, 5.944)), with its peak about 2.42
 // near H = 4.41. The interval and peak are computed from the polynomial
-// (theory/adaptive_temperature.hpp), then compared with theory.md's rounded values.
+// (theory/adaptive_temperature.hpp), then compared with docs/theory.md's rounded values.
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
@@ -25,7 +25,7 @@ TEST(AdaptiveTemperature, CoefficientsAreThePapersDecimals) {
 
 TEST(AdaptiveTemperature, CorrectionIntervalAndPeak) {
   const auto [lo, hi] = th::adaptive_correction_interval<Mp>();
-  // theory.md quotes "about (0.849, 5.944)"; the roots are 0.8490.. and
+  // docs/theory.md quotes "about (0.849, 5.944)"; the roots are 0.8490.. and
   // 5.94452.. (the upper one truncated there, not rounded): agree to 1e-3.
   EXPECT_LT(abs(lo - Mp("0.849")), Mp("0.001")) << lo;
   EXPECT_LT(abs(hi - Mp("5.944")), Mp("0.001")) << hi;

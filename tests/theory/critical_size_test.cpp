@@ -41,7 +41,7 @@ TEST(CriticalSize, DtypeUnitRoundoffs) {
 }
 
 TEST(CriticalSize, GemmaWorkedExample) {
-  // Gemma 2B mean spread 5.69 (theory.md T2) in bfloat16: 1 + 255 e^5.69.
+  // Gemma 2B mean spread 5.69 (docs/theory.md T2) in bfloat16: 1 + 255 e^5.69.
   const double n = th::critical_size(sa::DType::bfloat16, 5.69, 1.0);
   EXPECT_NEAR(n, 1.0 + 255.0 * std::exp(5.69), 1e-9 * n);
   EXPECT_GT(n, 75000.0);
@@ -54,4 +54,18 @@ TEST(CriticalSize, RejectsBadArguments) {
   EXPECT_THROW(th::critical_size(1.0, 1.0, 1.0), std::invalid_argument);
   EXPECT_THROW(th::critical_size(0.1, -1.0, 1.0), std::invalid_argument);
   EXPECT_THROW(th::critical_size(0.1, 1.0, -1.0), std::invalid_argument);
+}
+
+// Claim: first_dispersed_size(n*) is an integer strictly above n* at every
+// magnitude. Above 2^53 floor(n*) + 1 rounds back to n* (it used to be
+// returned, and printed by `bounds`, as the "first" n, which is not > n*).
+TEST(CriticalSize, FirstDispersedSizeIsAboveNStarBeyond2To53) {
+  for (double spread : {30.0, 33.0, 36.0, 40.0}) {
+    const double n = th::critical_size(0x1p-24, spread, 1.0);  // float32: 2^24 e^spread
+    const double f = th::first_dispersed_size(n);
+    if (!std::isfinite(f)) continue;  // past 2^63
+    EXPECT_GT(f, n) << "spread " << spread;
+    EXPECT_EQ(f, std::floor(f)) << "spread " << spread;
+    if (n >= 0x1p53) EXPECT_EQ(f, std::nextafter(n, INFINITY)) << "spread " << spread;
+  }
 }

@@ -72,3 +72,14 @@ TEST(Dispersion, RejectsBadArguments) {
   EXPECT_THROW(th::dispersion_bounds(4.0, -1.0, 1.0), std::invalid_argument);
   EXPECT_THROW(th::dispersion_bounds(4.0, 1.0, 0.0), std::invalid_argument);
 }
+
+// Claim: one item always has weight exactly 1, whatever the spread; the tight
+// pair is (1, 1). With e^{-1000} underflowing, lower = e/(e + 0) was 0/0 (NaN;
+// `bounds --spread 1000 --n 1` printed -nan).
+TEST(Dispersion, OneItemHasWeightOneAtAnySpread) {
+  for (double spread : {0.0, 1.0, 745.0, 1000.0, 1e300}) {
+    const auto b = th::dispersion_bounds(1.0, spread, 1.0);
+    EXPECT_EQ(b.lower, 1.0) << "spread " << spread;
+    EXPECT_EQ(b.upper, 1.0) << "spread " << spread;
+  }
+}

@@ -1,6 +1,6 @@
 // The property matrix of the built-in variants reproduces the expectations of
-// shared/spec/variants.md. The expectations below are the ORACLE, typed from
-// variants.md; the product discovers every cell by running the property
+// docs/variants.md. The expectations below are the ORACLE, typed from
+// docs/variants.md; the product discovers every cell by running the property
 // (variants/fuzz.cpp), and this test compares.
 #include <gtest/gtest.h>
 
@@ -58,11 +58,11 @@ void EveryBuiltinIsInTheMatrixAndEveryCellWasRun() {
     }
   }
   std::cout << render_table(m);
-  // variants.md: the whole matrix in a few minutes at most (aim < 60 s).
+  // docs/variants.md: the whole matrix in a few minutes at most (aim < 60 s).
   EXPECT_LT(m.seconds, 120.0);
 }
 
-// variants.md column "sums to 1" (softpick and stick-breaking: <= 1;
+// docs/variants.md column "sums to 1" (softpick and stick-breaking: <= 1;
 // softmax-plus-one: < 1).
 void SumsToOneAsVariantsMdSays() {
   for (const auto& n : kSumsToOne) EXPECT_EQ(outcome(n, "sum_to_one"), Outcome::pass) << n;
@@ -73,13 +73,13 @@ void SumsToOneAsVariantsMdSays() {
     EXPECT_EQ(outcome(n, "sum_at_most_one"), Outcome::fail) << n;
 }
 
-// variants.md column "shift-invariant".
+// docs/variants.md column "shift-invariant".
 void ShiftInvarianceAsVariantsMdSays() {
   for (const auto& n : kSumsToOne) EXPECT_EQ(outcome(n, "shift_invariance"), Outcome::pass) << n;
   for (const auto& n : kNotSumToOne) EXPECT_EQ(outcome(n, "shift_invariance"), Outcome::fail) << n;
 }
 
-// Stick-breaking is order dependent; top-k / argmax are discontinuous (variants.md).
+// Stick-breaking is order dependent; top-k / argmax are discontinuous (docs/variants.md).
 void OrderDependenceAndDiscontinuity() {
   for (const auto& r : builtin_matrix().rows) {
     const Outcome perm = outcome(r.variant, "permutation_equivariance");
@@ -96,7 +96,7 @@ void OrderDependenceAndDiscontinuity() {
             Outcome::fail);  // relu(l)/n exceeds 1 for l > n
 }
 
-// variants.md column "disperses (bounded logits)", and theory's thresholds.
+// docs/variants.md column "disperses (bounded logits)", and theory's thresholds.
 void DispersionAsVariantsMdSays() {
   const auto measured = [](const std::string& v, const std::string& gap) {
     const Verdict* c = cell(row(v), "dispersion_g" + gap);

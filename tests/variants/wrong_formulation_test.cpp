@@ -1,4 +1,4 @@
-// The known-wrong formulations of variants.md are told apart from the correct
+// The known-wrong formulations of docs/variants.md are told apart from the correct
 // ones by the matrix itself: each differs from the variant it mis-states in at
 // least one cell, and in the cells the mathematics says it must.
 #include <gtest/gtest.h>

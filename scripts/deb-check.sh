@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The Debian package on a fresh machine: `cpack -G DEB` in a build folder, then,
+# in a minimal Debian 12 root built by mmdebstrap, `apt install ./softmax-audit_*.deb`
+# and the gate on a built-in kernel from the installed CLI.
+# Exit 0 when the package installs and the CLI runs, 1 when not, 2 on a setup error.
+# Needs root and network access to deb.debian.org.
+#   scripts/deb-check.sh BUILD_DIR
+# CTest runs it under the label `deb` (not in the default run).
+set -euo pipefail
+
+build=${1:?usage: scripts/deb-check.sh BUILD_DIR}
+say() { echo "deb-check: $*"; }
+if [ "$(id -u)" -ne 0 ]; then echo "deb-check: must run as root (chroot and mounts)" >&2; exit 2; fi
+if ! command -v mmdebstrap >/dev/null 2>&1; then
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends mmdebstrap
+fi
+
+work=$(mktemp -d /var/tmp/sa-deb-check.XXXXXX)
+root=$work/root
+mounted=()
+cleanup() {
+  local i
+  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -R "${mounted[i]}" 2>/dev/null || umount -lR "${mounted[i]}" || true; done
+  rm -rf --one-file-system "$work"
+}
+trap cleanup EXIT
+
+(cd "$build" && cpack -G DEB -B "$work/pkg" >/dev/null)
+deb=$(ls "$work"/pkg/softmax-audit_*.deb)
+say "built $(basename "$deb") ($(du -k "$deb" | cut -f1) KiB)"
+
+mmdebstrap --variant=minbase --quiet bookworm "$root" \
+  "deb http://deb.debian.org/debian bookworm main" "deb http://deb.debian.org/debian-security bookworm-security main"
+cp "$deb" "$root/root/"
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+mount -t proc proc "$root/proc"; mounted+=("$root/proc")
+mount --rbind /dev "$root/dev"; mount --make-rslave "$root/dev"; mounted+=("$root/dev")
+
+in_root() {
+  env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 chroot "$root" /bin/bash -c "cd /root && $1"
+}
+in_root "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ./$(basename "$deb") >/dev/null"
+say "installed: $(in_root 'dpkg-query -W softmax-audit')"
+in_root "test -f /usr/share/doc/softmax-audit/copyright"
+in_root "softmax-audit bounds --spread 5.69 --temperature 1 --dtype bfloat16 | tail -3"
+in_root "softmax-audit check --builtin naive --cases 5 --json gate.json >/dev/null && test -s gate.json"
+say "the package installs and its CLI runs the gate"
