@@ -70,6 +70,150 @@ double positive_real(const std::string& origin, const std::string& key, const to
   return *v;
 }
 
+
+// ---------------------------------------------------------------- screening --
+// toml++ 3.3.0 (Debian 12's) is not safe on every input: fuzzing it compiled
+// with its assertions on found inputs on which its parser calls parse_value()
+// at a value terminator (e.g. `a = [1,}]`, `a = [,]`), which its code marks
+// "cannot happen" (TOML_ASSERT_ASSUME: an assertion failure in a debug build,
+// an unchecked assumption in an optimised one). Debian's compiled library
+// answers them with a parse error today, but the project does not rely on
+// that: before toml++ sees a spec, screen_toml() refuses, with a one-line
+// error naming the file and line, everything a gate spec never needs and
+// every input of the class found (docs/fuzzing.md, "toml++"):
+//  - more than kMaxSpecBytes bytes;
+//  - a control character other than tab, CR, LF (TOML forbids them too), or a
+//    byte >= 0x80 outside a string or comment (TOML's keys are ASCII);
+//  - brackets nested deeper than kMaxSpecNesting outside strings and comments;
+//  - a value expected (after '=', or after '[' or ',' inside an array) but a
+//    value terminator (',', ']' except to close an array, '}') or the end of
+//    the line found instead.
+// It never refuses a valid TOML file of those limits.
+constexpr std::size_t kMaxSpecBytes = 64 * 1024;
+constexpr std::size_t kMaxSpecNesting = 8;
+
+void screen_toml(const std::string& text, const std::string& origin) {
+  int line = 1;
+  auto refuse = [&](const std::string& what) {
+    throw SpecError(origin + ":" + std::to_string(line) + ": not a gate spec: " + what +
+                    " (docs/gate-spec.md)");
+  };
+  if (text.size() > kMaxSpecBytes)
+    refuse(std::to_string(text.size()) + " bytes; expected at most " +
+           std::to_string(kMaxSpecBytes));
+  std::string stack;       // '[' value array, '{' inline table, 'h' table header
+  bool want_value = false;  // a value must come next
+  const std::size_t size = text.size();
+  auto at = [&](std::size_t i) { return i < size ? text[i] : '\0'; };
+  std::size_t i = 0;
+  // Skips a string starting at text[i] (a quote); returns the index after it.
+  auto skip_string = [&](std::size_t j) {
+    const char q = text[j];
+    const bool multi = at(j + 1) == q && at(j + 2) == q;
+    j += multi ? 3 : 1;
+    while (j < size) {
+      const char c = text[j];
+      if (c == '\n') {
+        if (!multi) return j;  // toml++ reports the unterminated string
+        ++line;
+      }
+      if (q == '"' && c == '\\') {
+        if (at(j + 1) == '\n') ++line;
+        j += 2;
+        continue;
+      }
+      if (c == q) {
+        if (!multi) return j + 1;
+        if (at(j + 1) == q && at(j + 2) == q) {
+          std::size_t k = j + 3;  // up to two more quotes belong to the string
+          while (k < size && k < j + 5 && text[k] == q) ++k;
+          return k;
+        }
+      }
+      ++j;
+    }
+    return j;
+  };
+  for (std::size_t k = 0; k < size; ++k) {
+    const unsigned char c = static_cast<unsigned char>(text[k]);
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
+      line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + k, '\n'));
+      refuse("control character " + std::to_string(c) + " at byte " + std::to_string(k));
+    }
+  }
+  while (i < size) {
+    const char c = text[i];
+    if (c == ' ' || c == '\t' || c == '\r') {
+      ++i;
+      continue;
+    }
+    if (c == '#') {  // comment: to the end of the line
+      while (i < size && text[i] != '\n') ++i;
+      continue;
+    }
+    if (c == '\n') {
+      if (want_value && (stack.empty() || stack.back() != '['))
+        refuse("expected a value after '=' on this line");
+      ++line;
+      ++i;
+      continue;
+    }
+    if (static_cast<unsigned char>(c) >= 0x80)
+      refuse("a non-ASCII byte outside a string or comment");
+    const bool in_array = !stack.empty() && stack.back() == '[';
+    const bool value_start = want_value;
+    if (want_value) {
+      if (c == ',' || c == '}' || (c == ']' && !in_array))
+        refuse(std::string("expected a value, found '") + c + "'");
+      want_value = false;
+      if (c == ']') {  // an empty array, or a trailing comma
+        stack.pop_back();
+        ++i;
+        continue;
+      }
+    }
+    switch (c) {
+      case '"':
+      case '\'':
+        i = skip_string(i);
+        continue;
+      case '=':
+        if (stack.empty() || stack.back() == '{') want_value = true;
+        break;
+      case '[':
+        if (stack.empty() && !value_start) {
+          stack.push_back('h');  // [table] or [[array of tables]]
+          if (at(i + 1) == '[') ++i;
+        } else {
+          stack.push_back('[');
+          want_value = true;
+        }
+        break;
+      case '{':
+        stack.push_back('{');
+        break;
+      case ']':
+        if (!stack.empty()) {
+          if (stack.back() == 'h' && at(i + 1) == ']') ++i;
+          stack.pop_back();
+        }
+        break;
+      case '}':
+        if (!stack.empty()) stack.pop_back();
+        break;
+      case ',':
+        if (in_array) want_value = true;
+        break;
+      default:
+        break;
+    }
+    if (stack.size() > kMaxSpecNesting)
+      refuse("arrays or tables nested deeper than " + std::to_string(kMaxSpecNesting));
+    ++i;
+  }
+  if (want_value) refuse("the file ends where a value was expected");
+}
+
 }  // namespace
 
 std::vector<std::string> select_properties(const std::string& pattern) {
@@ -83,6 +227,7 @@ std::vector<std::string> select_properties(const std::string& pattern) {
 }
 
 GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
+  screen_toml(text, origin);  // before toml++ sees a byte
   toml::table t;
   try {
     t = toml::parse(text, origin);

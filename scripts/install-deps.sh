@@ -15,6 +15,7 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev libtomlplusplus-dev  # CLI, output, gate specs
   gnuplot-nox                                  # plots in the audit report
   chromium                                     # the report's render test (headless)
+  clang libclang-rt-14-dev libomp-dev          # sanitizer build and libFuzzer harnesses (docs/fuzzing.md)
 )
 
 sudo_cmd=()
