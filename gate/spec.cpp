@@ -73,24 +73,34 @@ double positive_real(const std::string& origin, const std::string& key, const to
 
 // ---------------------------------------------------------------- screening --
 // toml++ 3.3.0 (Debian 12's) is not safe on every input: fuzzing it compiled
-// with its assertions on found inputs on which its parser calls parse_value()
-// at a value terminator (e.g. `a = [1,}]`, `a = [,]`), which its code marks
-// "cannot happen" (TOML_ASSERT_ASSUME: an assertion failure in a debug build,
-// an unchecked assumption in an optimised one). Debian's compiled library
-// answers them with a parse error today, but the project does not rely on
-// that: before toml++ sees a spec, screen_toml() refuses, with a one-line
-// error naming the file and line, everything a gate spec never needs and
-// every input of the class found (docs/fuzzing.md, "toml++"):
+// with its own assertions on (fuzz/toml_parser, fuzz/gate_spec) found inputs
+// on which its parser goes on where its code says it cannot be, i.e. fails a
+// TOML_ASSERT_ASSUME: parse_value() called at a value terminator
+// (`a = [1,}]`) and parse_key() called at a character that cannot start a
+// key (`[$a]`). A debug build of toml++ aborts there; an optimised one
+// compiled with an assume-capable compiler may do anything; Debian's library
+// (gcc, where the assumption is a no-op) happens to answer with a parse
+// error today. The project does not rely on that: before toml++ sees a spec,
+// screen_toml() refuses, with a one-line error naming the file and line,
+// everything a gate spec never needs and every input of the classes found:
 //  - more than kMaxSpecBytes bytes;
 //  - a control character other than tab, CR, LF (TOML forbids them too), or a
 //    byte >= 0x80 outside a string or comment (TOML's keys are ASCII);
 //  - brackets nested deeper than kMaxSpecNesting outside strings and comments;
 //  - a value expected (after '=', or after '[' or ',' inside an array) but a
 //    value terminator (',', ']' except to close an array, '}') or the end of
-//    the line found instead.
-// It never refuses a valid TOML file of those limits.
+//    the line found instead;
+//  - a key expected (at the start of a line, after '[' or '[[' of a table
+//    header, after '{' or ',' in an inline table, after '.' in a key) but
+//    something other than a bare-key character or a quote found instead.
+// It refuses no valid TOML file within those limits (tests/gate/spec_screen_test.cpp).
 constexpr std::size_t kMaxSpecBytes = 64 * 1024;
 constexpr std::size_t kMaxSpecNesting = 8;
+
+bool bare_key_char(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-';
+}
 
 void screen_toml(const std::string& text, const std::string& origin) {
   int line = 1;
@@ -101,12 +111,16 @@ void screen_toml(const std::string& text, const std::string& origin) {
   if (text.size() > kMaxSpecBytes)
     refuse(std::to_string(text.size()) + " bytes; expected at most " +
            std::to_string(kMaxSpecBytes));
-  std::string stack;       // '[' value array, '{' inline table, 'h' table header
-  bool want_value = false;  // a value must come next
+  for (std::size_t k = 0; k < text.size(); ++k) {
+    const unsigned char c = static_cast<unsigned char>(text[k]);
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
+      line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + k, '\n'));
+      refuse("control character " + std::to_string(c) + " at byte " + std::to_string(k));
+    }
+  }
   const std::size_t size = text.size();
   auto at = [&](std::size_t i) { return i < size ? text[i] : '\0'; };
-  std::size_t i = 0;
-  // Skips a string starting at text[i] (a quote); returns the index after it.
+  // Skips the string starting at text[j] (a quote); returns the index after it.
   auto skip_string = [&](std::size_t j) {
     const char q = text[j];
     const bool multi = at(j + 1) == q && at(j + 2) == q;
@@ -134,43 +148,46 @@ void screen_toml(const std::string& text, const std::string& origin) {
     }
     return j;
   };
-  for (std::size_t k = 0; k < size; ++k) {
-    const unsigned char c = static_cast<unsigned char>(text[k]);
-    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
-      line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + k, '\n'));
-      refuse("control character " + std::to_string(c) + " at byte " + std::to_string(k));
-    }
-  }
+  enum class Want { nothing, key, key_or_close, value, value_or_close };
+  std::string stack;           // '[' array, '{' inline table, 'h' table header
+  Want want = Want::key;       // at the start of the file: a key, a header or nothing
+  bool line_start = true;      // only blanks so far on this top-level line
+  bool in_key = false;         // inside a key (a '.' asks for another part)
+  std::size_t i = 0;
   while (i < size) {
     const char c = text[i];
     if (c == ' ' || c == '\t' || c == '\r') {
       ++i;
       continue;
     }
-    if (c == '#') {  // comment: to the end of the line
-      while (i < size && text[i] != '\n') ++i;
-      continue;
-    }
-    if (c == '\n') {
-      if (want_value && (stack.empty() || stack.back() != '['))
-        refuse("expected a value after '=' on this line");
-      ++line;
-      ++i;
+    const bool in_array = !stack.empty() && stack.back() == '[';
+    if (c == '#' || c == '\n') {
+      if (want == Want::value || (want == Want::key && !line_start) || want == Want::key_or_close)
+        if (!in_array) refuse("expected a key or a value before the end of the line");
+      while (c == '#' && i < size && text[i] != '\n') ++i;
+      if (i < size && text[i] == '\n') {
+        ++line;
+        ++i;
+      }
+      if (stack.empty()) want = Want::key, line_start = true, in_key = false;
       continue;
     }
     if (static_cast<unsigned char>(c) >= 0x80)
       refuse("a non-ASCII byte outside a string or comment");
-    const bool in_array = !stack.empty() && stack.back() == '[';
-    const bool value_start = want_value;
-    if (want_value) {
-      if (c == ',' || c == '}' || (c == ']' && !in_array))
+    const Want w = want;
+    const bool first_on_line = line_start;
+    line_start = false;
+    want = Want::nothing;
+    if (w == Want::key || w == Want::key_or_close) {
+      const bool header_start = first_on_line && stack.empty() && c == '[';
+      if (!header_start && !(w == Want::key_or_close && c == '}') && !bare_key_char(c) &&
+          c != '"' && c != '\'')
+        refuse(std::string("expected a key, found '") + c + "'");
+      if (!header_start && c != '}') in_key = true;
+    }
+    if (w == Want::value || w == Want::value_or_close) {
+      if (c == ',' || c == '}' || (c == ']' && w != Want::value_or_close))
         refuse(std::string("expected a value, found '") + c + "'");
-      want_value = false;
-      if (c == ']') {  // an empty array, or a trailing comma
-        stack.pop_back();
-        ++i;
-        continue;
-      }
     }
     switch (c) {
       case '"':
@@ -178,23 +195,30 @@ void screen_toml(const std::string& text, const std::string& origin) {
         i = skip_string(i);
         continue;
       case '=':
-        if (stack.empty() || stack.back() == '{') want_value = true;
+        in_key = false;
+        if (stack.empty() || stack.back() == '{') want = Want::value;
+        break;
+      case '.':
+        if (in_key) want = Want::key;
         break;
       case '[':
-        if (stack.empty() && !value_start) {
+        if (w == Want::key && first_on_line && stack.empty()) {
           stack.push_back('h');  // [table] or [[array of tables]]
           if (at(i + 1) == '[') ++i;
+          want = Want::key;
         } else {
           stack.push_back('[');
-          want_value = true;
+          want = Want::value_or_close;
         }
         break;
       case '{':
         stack.push_back('{');
+        want = Want::key_or_close;
         break;
       case ']':
         if (!stack.empty()) {
           if (stack.back() == 'h' && at(i + 1) == ']') ++i;
+          if (stack.back() == 'h') in_key = false;
           stack.pop_back();
         }
         break;
@@ -202,7 +226,8 @@ void screen_toml(const std::string& text, const std::string& origin) {
         if (!stack.empty()) stack.pop_back();
         break;
       case ',':
-        if (in_array) want_value = true;
+        if (in_array) want = Want::value_or_close;
+        if (!stack.empty() && stack.back() == '{') want = Want::key;
         break;
       default:
         break;
@@ -211,7 +236,9 @@ void screen_toml(const std::string& text, const std::string& origin) {
       refuse("arrays or tables nested deeper than " + std::to_string(kMaxSpecNesting));
     ++i;
   }
-  if (want_value) refuse("the file ends where a value was expected");
+  if (want == Want::value || want == Want::value_or_close ||
+      (want == Want::key && !line_start) || want == Want::key_or_close)
+    refuse("the file ends where a key or a value was expected");
 }
 
 }  // namespace
