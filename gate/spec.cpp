@@ -76,8 +76,8 @@ double positive_real(const std::string& origin, const std::string& key, const to
 // with its own assertions on (fuzz/toml_parser, fuzz/gate_spec) found inputs
 // on which its parser goes on where its code says it cannot be, i.e. fails a
 // TOML_ASSERT_ASSUME: parse_value() called at a value terminator
-// (`a = [1,}]`) and parse_key() called at a character that cannot start a
-// key (`[$a]`). A debug build of toml++ aborts there; an optimised one
+// (`a = [1,}]`), parse_key() called at a character that cannot start a key
+// (`[$a]`), and parse_time() called at a non-digit (`a = 1979-05-27T)7:32`). A debug build of toml++ aborts there; an optimised one
 // compiled with an assume-capable compiler may do anything; Debian's library
 // (gcc, where the assumption is a no-op) happens to answer with a parse
 // error today. The project does not rely on that: before toml++ sees a spec,
@@ -92,7 +92,10 @@ double positive_real(const std::string& origin, const std::string& key, const to
 //    the line found instead;
 //  - a key expected (at the start of a line, after '[' or '[[' of a table
 //    header, after '{' or ',' in an inline table, after '.' in a key) but
-//    something other than a bare-key character or a quote found instead.
+//    something other than a bare-key character or a quote found instead;
+//  - a date or time value (a gate spec has none): ':' outside a string or
+//    comment, or '-' inside an unquoted value other than its sign or an
+//    exponent's.
 // It refuses no valid TOML file within those limits (tests/gate/spec_screen_test.cpp).
 constexpr std::size_t kMaxSpecBytes = 64 * 1024;
 constexpr std::size_t kMaxSpecNesting = 8;
@@ -153,15 +156,18 @@ void screen_toml(const std::string& text, const std::string& origin) {
   Want want = Want::key;       // at the start of the file: a key, a header or nothing
   bool line_start = true;      // only blanks so far on this top-level line
   bool in_key = false;         // inside a key (a '.' asks for another part)
+  bool in_scalar = false;      // inside an unquoted value (number, boolean, inf, nan)
   std::size_t i = 0;
   while (i < size) {
     const char c = text[i];
     if (c == ' ' || c == '\t' || c == '\r') {
+      in_scalar = false;
       ++i;
       continue;
     }
     const bool in_array = !stack.empty() && stack.back() == '[';
     if (c == '#' || c == '\n') {
+      in_scalar = false;
       if (want == Want::value || (want == Want::key && !line_start) || want == Want::key_or_close)
         if (!in_array) refuse("expected a key or a value before the end of the line");
       while (c == '#' && i < size && text[i] != '\n') ++i;
@@ -188,7 +194,11 @@ void screen_toml(const std::string& text, const std::string& origin) {
     if (w == Want::value || w == Want::value_or_close) {
       if (c == ',' || c == '}' || (c == ']' && w != Want::value_or_close))
         refuse(std::string("expected a value, found '") + c + "'");
+      in_scalar = c != '"' && c != '\'' && c != '[' && c != '{' && c != ']';
+    } else if (in_scalar && c == '-' && text[i - 1] != 'e' && text[i - 1] != 'E') {
+      refuse("a date or '-' inside a number; a gate spec has no dates or times");
     }
+    if (c == ':') refuse("':' outside a string; a gate spec has no dates or times");
     switch (c) {
       case '"':
       case '\'':
@@ -216,6 +226,7 @@ void screen_toml(const std::string& text, const std::string& origin) {
         want = Want::key_or_close;
         break;
       case ']':
+        in_scalar = false;
         if (!stack.empty()) {
           if (stack.back() == 'h' && at(i + 1) == ']') ++i;
           if (stack.back() == 'h') in_key = false;
@@ -223,9 +234,11 @@ void screen_toml(const std::string& text, const std::string& origin) {
         }
         break;
       case '}':
+        in_scalar = false;
         if (!stack.empty()) stack.pop_back();
         break;
       case ',':
+        in_scalar = false;
         if (in_array) want = Want::value_or_close;
         if (!stack.empty() && stack.back() == '{') want = Want::key;
         break;
