@@ -21,9 +21,7 @@ std::string g_error;  // what the stub kernel's last_error returns
 sa_status rows_stub(void*, sa_dtype, const sa_rows*, const void*, void*) {
   return SA_INVALID_ARGUMENT;
 }
-sa_status lse_stub(void*, sa_dtype, const sa_rows*, const void*, float*) {
-  return SA_UNSUPPORTED;
-}
+sa_status lse_stub(void*, sa_dtype, const sa_rows*, const void*, float*) { return SA_UNSUPPORTED; }
 sa_status entropy_stub(void*, sa_dtype, const sa_rows*, const void*, float*, sa_entropy_state*) {
   return SA_INTERNAL_ERROR;
 }
@@ -31,8 +29,8 @@ sa_status adaptive_stub(void*, sa_dtype, const sa_rows*, const void*, void*, flo
   return static_cast<sa_status>(77);  // a status the ABI does not define
 }
 sa_status attention_stub(void*, const sa_attention_args*) { return SA_INVALID_ARGUMENT; }
-sa_status merge_entropy_stub(void*, std::int64_t, const sa_entropy_state*,
-                             const sa_entropy_state*, sa_entropy_state*) {
+sa_status merge_entropy_stub(void*, std::int64_t, const sa_entropy_state*, const sa_entropy_state*,
+                             sa_entropy_state*) {
   return SA_INVALID_ARGUMENT;
 }
 sa_status merge_attention_stub(void*, std::int64_t, std::int64_t, const float*, const float*,
@@ -85,12 +83,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (!kernel.supports(op) || kernel.memory() != SA_MEMORY_HOST) continue;
       try {
         switch (op) {
-          case sa::Op::softmax: kernel.softmax(sa::DType::float32, batch); break;
-          case sa::Op::log_softmax: kernel.log_softmax(sa::DType::float32, batch); break;
-          case sa::Op::logsumexp: kernel.logsumexp(sa::DType::float32, batch); break;
-          case sa::Op::entropy: kernel.entropy(sa::DType::float32, batch); break;
-          case sa::Op::adaptive_softmax: kernel.adaptive_softmax(sa::DType::float32, batch); break;
-          default: break;  // attention and merges: covered by kernel_ops_fuzz
+          case sa::Op::softmax:
+            kernel.softmax(sa::DType::float32, batch);
+            break;
+          case sa::Op::log_softmax:
+            kernel.log_softmax(sa::DType::float32, batch);
+            break;
+          case sa::Op::logsumexp:
+            kernel.logsumexp(sa::DType::float32, batch);
+            break;
+          case sa::Op::entropy:
+            kernel.entropy(sa::DType::float32, batch);
+            break;
+          case sa::Op::adaptive_softmax:
+            kernel.adaptive_softmax(sa::DType::float32, batch);
+            break;
+          default:
+            break;  // attention and merges: covered by kernel_ops_fuzz
         }
       } catch (const sa::KernelError&) {
       }

@@ -27,7 +27,8 @@ constexpr std::uint32_t kSentinel = 0x7fa5a5a5u;  // a NaN pattern no kernel wri
 struct Buffer {
   std::unique_ptr<std::uint8_t[]> mem;
   std::size_t bytes = 0;
-  Buffer(std::size_t count, std::size_t bytes_per) : bytes(std::max<std::size_t>(count, 1) * bytes_per) {
+  Buffer(std::size_t count, std::size_t bytes_per)
+      : bytes(std::max<std::size_t>(count, 1) * bytes_per) {
     mem.reset(new std::uint8_t[bytes]);
     for (std::size_t i = 0; i + 4 <= bytes; i += 4) std::memcpy(&mem[i], &kSentinel, 4);
     for (std::size_t i = bytes & ~std::size_t{3}; i < bytes; ++i) mem[i] = 0xa5;
@@ -41,17 +42,20 @@ struct Buffer {
 };
 
 double pick_real(FuzzedDataProvider& fd) {
-  static const double table[] = {1.0,  0.5,   2.0,   1e-30, 1e30, 0.0,
-                                 -1.0, NAN,   INFINITY, -INFINITY, 5e-324, 0.125};
+  static const double table[] = {1.0,  0.5, 2.0,      1e-30,     1e30,   0.0,
+                                 -1.0, NAN, INFINITY, -INFINITY, 5e-324, 0.125};
   if (fd.ConsumeBool()) return fd.ConsumeFloatingPoint<double>();
   return table[fd.ConsumeIntegralInRange<int>(0, sizeof table / sizeof table[0] - 1)];
 }
 
 std::int64_t pick_len(FuzzedDataProvider& fd, std::int64_t small) {
   switch (fd.ConsumeIntegralInRange<int>(0, 7)) {
-    case 0: return fd.ConsumeIntegralInRange<std::int64_t>(-2, 0);
-    case 1: return fd.ConsumeIntegralInRange<std::int64_t>(257, 1100);  // vector tails, blocks
-    default: return fd.ConsumeIntegralInRange<std::int64_t>(1, small);
+    case 0:
+      return fd.ConsumeIntegralInRange<std::int64_t>(-2, 0);
+    case 1:
+      return fd.ConsumeIntegralInRange<std::int64_t>(257, 1100);  // vector tails, blocks
+    default:
+      return fd.ConsumeIntegralInRange<std::int64_t>(1, small);
   }
 }
 
@@ -106,15 +110,21 @@ void rows_op(const sa_kernel& k, int op, FuzzedDataProvider& fd) {
   std::vector<sa_entropy_state> states(std::max<std::size_t>(per_row, 1));
   const bool with_optional = fd.ConsumeBool();
   switch (op) {
-    case 0: k.softmax(k.ctx, dtype, &s, in.data(), out.data()); break;
-    case 1: k.log_softmax(k.ctx, dtype, &s, in.data(), out.data()); break;
-    case 2: k.logsumexp(k.ctx, dtype, &s, in.data(), r1.f()); break;
+    case 0:
+      k.softmax(k.ctx, dtype, &s, in.data(), out.data());
+      break;
+    case 1:
+      k.log_softmax(k.ctx, dtype, &s, in.data(), out.data());
+      break;
+    case 2:
+      k.logsumexp(k.ctx, dtype, &s, in.data(), r1.f());
+      break;
     case 3:
       k.entropy(k.ctx, dtype, &s, in.data(), r1.f(), with_optional ? states.data() : nullptr);
       break;
     case 4:
-      k.adaptive_softmax(k.ctx, dtype, &s, in.data(), out.data(),
-                         with_optional ? r1.f() : nullptr, with_optional ? r2.f() : nullptr);
+      k.adaptive_softmax(k.ctx, dtype, &s, in.data(), out.data(), with_optional ? r1.f() : nullptr,
+                         with_optional ? r2.f() : nullptr);
       break;
   }
   if (std::memcmp(in.data(), in_copy.mem.get(), in.bytes) != 0) __builtin_trap();  // wrote input
@@ -183,8 +193,7 @@ void merge_attention_op(const sa_kernel& k, FuzzedDataProvider& fd) {
   if (fd.ConsumeBool())  // out and out_lse may alias a and lse_a (the ABI says so)
     k.merge_attention_states(k.ctx, rows, dv, oa.f(), la.f(), ob.f(), lb.f(), oa.f(), la.f());
   else
-    k.merge_attention_states(k.ctx, rows, dv, oa.f(), la.f(), ob.f(), lb.f(), out.f(),
-                             out_lse.f());
+    k.merge_attention_states(k.ctx, rows, dv, oa.f(), la.f(), ob.f(), lb.f(), out.f(), out_lse.f());
 }
 
 }  // namespace
@@ -192,8 +201,7 @@ void merge_attention_op(const sa_kernel& k, FuzzedDataProvider& fd) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const std::vector<sa::Kernel> kernels = sa::builtin_kernels();
   FuzzedDataProvider fd(data, size);
-  const sa::Kernel& kernel =
-      kernels[fd.ConsumeIntegralInRange<std::size_t>(0, kernels.size() - 1)];
+  const sa::Kernel& kernel = kernels[fd.ConsumeIntegralInRange<std::size_t>(0, kernels.size() - 1)];
   if (kernel.memory() != SA_MEMORY_HOST) return 0;  // CUDA kernels: not fuzzed here
   const sa_kernel& k = kernel.raw();
   const int op = fd.ConsumeIntegralInRange<int>(0, 7);

@@ -21,15 +21,13 @@ int& exit_code() {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string dir = sa::fuzz::scratch_dir();
-  sa::fuzz::write_scratch("sweep.csv",
-                          std::string(reinterpret_cast<const char*>(data), size));
+  sa::fuzz::write_scratch("sweep.csv", std::string(reinterpret_cast<const char*>(data), size));
   CLI::App app("fuzz");
   sa::cli::add_sweep_command(app);
-  std::vector<std::string> args = {"1",          "--samples", "2",       "--dtype",
-                                   "float32",    "--distribution", "gaussian",
-                                   "--max-log2-n", "3",       "--min-log2-n", "3",
-                                   "--builtin",  "naive",     "--out",   dir,
-                                   "sweep"};  // CLI11 takes them in reverse order
+  std::vector<std::string> args = {
+      "1",        "--samples",    "2", "--dtype",      "float32", "--distribution",
+      "gaussian", "--max-log2-n", "3", "--min-log2-n", "3",       "--builtin",
+      "naive",    "--out",        dir, "sweep"};  // CLI11 takes them in reverse order
   sa::cli::exit_code() = -1;
   app.parse(args);
   const int rc = sa::cli::exit_code();

@@ -70,19 +70,18 @@ double positive_real(const std::string& origin, const std::string& key, const to
   return *v;
 }
 
-
 // ---------------------------------------------------------------- screening --
 // toml++ 3.3.0 (Debian 12's) is not safe on every input: fuzzing it compiled
 // with its own assertions on (fuzz/toml_parser, fuzz/gate_spec) found inputs
 // on which its parser goes on where its code says it cannot be, i.e. fails a
 // TOML_ASSERT_ASSUME: parse_value() called at a value terminator
 // (`a = [1,}]`), parse_key() called at a character that cannot start a key
-// (`[$a]`), and parse_time() called at a non-digit (`a = 1979-05-27T)7:32`). A debug build of toml++ aborts there; an optimised one
-// compiled with an assume-capable compiler may do anything; Debian's library
-// (gcc, where the assumption is a no-op) happens to answer with a parse
-// error today. The project does not rely on that: before toml++ sees a spec,
-// screen_toml() refuses, with a one-line error naming the file and line,
-// everything a gate spec never needs and every input of the classes found:
+// (`[$a]`), and parse_time() called at a non-digit (`a = 1979-05-27T)7:32`). A debug build of
+// toml++ aborts there; an optimised one compiled with an assume-capable compiler may do anything;
+// Debian's library (gcc, where the assumption is a no-op) happens to answer with a parse error
+// today. The project does not rely on that: before toml++ sees a spec, screen_toml() refuses, with
+// a one-line error naming the file and line, everything a gate spec never needs and every input of
+// the classes found:
 //  - more than kMaxSpecBytes bytes;
 //  - a control character other than tab, CR, LF (TOML forbids them too), or a
 //    byte >= 0x80 outside a comment: toml++ asks is_non_ascii_horizontal_whitespace()
@@ -161,12 +160,12 @@ void screen_toml(const std::string& text, const std::string& origin) {
     return j;
   };
   enum class Want { nothing, key, key_or_close, value, value_or_close };
-  std::string stack;           // '[' array, '{' inline table, 'h' table header
-  Want want = Want::key;       // at the start of the file: a key, a header or nothing
-  bool line_start = true;      // only blanks so far on this top-level line
-  bool in_key = false;         // inside a key (a '.' asks for another part)
-  bool in_scalar = false;      // inside an unquoted value (number, boolean, inf, nan)
-  bool in_bare_key = false;    // inside a bare key
+  std::string stack;         // '[' array, '{' inline table, 'h' table header
+  Want want = Want::key;     // at the start of the file: a key, a header or nothing
+  bool line_start = true;    // only blanks so far on this top-level line
+  bool in_key = false;       // inside a key (a '.' asks for another part)
+  bool in_scalar = false;    // inside an unquoted value (number, boolean, inf, nan)
+  bool in_bare_key = false;  // inside a bare key
   std::size_t i = 0;
   while (i < size) {
     const char c = text[i];
@@ -188,8 +187,7 @@ void screen_toml(const std::string& text, const std::string& origin) {
       if (stack.empty()) want = Want::key, line_start = true, in_key = false;
       continue;
     }
-    if (static_cast<unsigned char>(c) >= 0x80)
-      refuse("a non-ASCII byte outside a comment");
+    if (static_cast<unsigned char>(c) >= 0x80) refuse("a non-ASCII byte outside a comment");
     const Want w = want;
     const bool first_on_line = line_start;
     line_start = false;
@@ -271,8 +269,8 @@ void screen_toml(const std::string& text, const std::string& origin) {
       refuse("arrays or tables nested deeper than " + std::to_string(kMaxSpecNesting));
     ++i;
   }
-  if (want == Want::value || want == Want::value_or_close ||
-      (want == Want::key && !line_start) || want == Want::key_or_close)
+  if (want == Want::value || want == Want::value_or_close || (want == Want::key && !line_start) ||
+      want == Want::key_or_close)
     refuse("the file ends where a key or a value was expected");
 }
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "core/bfloat16.hpp"
@@ -189,6 +190,16 @@ sa_rows shape_of(const RowBatch& in, double temperature) {
 
 }  // namespace
 
+namespace {
+// The value of an enum field as its underlying integer, without loading it as the enum.
+template <class E>
+std::underlying_type_t<E> raw_enum(const E& field) {
+  std::underlying_type_t<E> v;
+  std::memcpy(&v, &field, sizeof v);
+  return v;
+}
+}  // namespace
+
 Kernel::Kernel(const sa_kernel* k, std::string origin, std::shared_ptr<void> library)
     : k_(k), origin_(std::move(origin)), library_(std::move(library)) {
   const std::string where = "kernel from " + origin_;
@@ -204,9 +215,18 @@ Kernel::Kernel(const sa_kernel* k, std::string origin, std::shared_ptr<void> lib
   if (k_->name == nullptr || k_->name[0] == '\0')
     throw std::invalid_argument(where + ": sa_kernel.name is empty; expected a name");
   name_ = k_->name;
-  if (k_->memory != SA_MEMORY_HOST && k_->memory != SA_MEMORY_CUDA)
-    throw std::invalid_argument(where + " '" + name_ +
-                                "': memory must be SA_MEMORY_HOST or SA_MEMORY_CUDA");
+  // The enum fields hold whatever the plugin's bytes say; loading a value
+  // outside an enum's range as the enum is undefined behaviour (found by
+  // fuzz/descriptor), so they are read as integers until checked.
+  const auto memory = raw_enum(k_->memory);
+  if (memory != SA_MEMORY_HOST && memory != SA_MEMORY_CUDA)
+    throw std::invalid_argument(where + " '" + name_ + "': memory is " + std::to_string(memory) +
+                                ", expected SA_MEMORY_HOST (0) or SA_MEMORY_CUDA (1)");
+  const auto entropy = raw_enum(k_->adaptive_entropy);
+  if (entropy != SA_ENTROPY_SHANNON && entropy != SA_ENTROPY_PAPER_EPS)
+    throw std::invalid_argument(where + " '" + name_ + "': adaptive_entropy is " +
+                                std::to_string(entropy) +
+                                ", expected SA_ENTROPY_SHANNON (0) or SA_ENTROPY_PAPER_EPS (1)");
   if ((k_->dtypes & (SA_DTYPE_F32 | SA_DTYPE_BF16)) == 0)
     throw std::invalid_argument(where + " '" + name_ + "': dtypes names no supported type");
   for (Op op : all_ops) {

@@ -47,20 +47,42 @@ TEST(SpecScreen, RefusesEveryCommittedToml3AssertionInput) {
     ss << in.rdbuf();
     const std::string m = error_of(ss.str(), name);
     EXPECT_TRUE(screened(m)) << name << " -> " << m;
-    EXPECT_EQ(m.rfind(name + ":", 0), 0u) << m;          // names the file and line
-    EXPECT_EQ(m.find('\n'), std::string::npos) << m;     // one line
+    EXPECT_EQ(m.rfind(name + ":", 0), 0u) << m;       // names the file and line
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;  // one line
     ++seen;
   }
   EXPECT_GE(seen, 2) << "the regression inputs are missing from " << dir;
 }
 
 TEST(SpecScreen, RefusesNoKeyNoValueAndDatesWhereToml3Asserts) {
-  for (const char* bad : {"a = [1,}]", "a = [,]", "a = [1,,2]", "a = }", "a = ,", "a = ]",
-                          "a = # nothing\n", "a =", "a = [1,", "t = {x = ,}",
-                          "a = [[1,}]]", "a = [{x = [,]}]", "[$a]", "[[ $a]]", "a.$ = 1",
-                          "$ = 1", "t = {$ = 1}", "t = {a = 1, ]}", "a = 1979-05-27T)7:32:00",
-                          "a = 1979-05-27", "a = 07:32:00", "a = [1, 2-3]", "a = 1979['''x'''", "a = 1'x'",
-                          "x = \"\xc9\xa3\"", "x = '\xc3\xa9'", "a\"b\" = 1", "a$ = 1"}) {
+  for (const char* bad : {"a = [1,}]",
+                          "a = [,]",
+                          "a = [1,,2]",
+                          "a = }",
+                          "a = ,",
+                          "a = ]",
+                          "a = # nothing\n",
+                          "a =",
+                          "a = [1,",
+                          "t = {x = ,}",
+                          "a = [[1,}]]",
+                          "a = [{x = [,]}]",
+                          "[$a]",
+                          "[[ $a]]",
+                          "a.$ = 1",
+                          "$ = 1",
+                          "t = {$ = 1}",
+                          "t = {a = 1, ]}",
+                          "a = 1979-05-27T)7:32:00",
+                          "a = 1979-05-27",
+                          "a = 07:32:00",
+                          "a = [1, 2-3]",
+                          "a = 1979['''x'''",
+                          "a = 1'x'",
+                          "x = \"\xc9\xa3\"",
+                          "x = '\xc3\xa9'",
+                          "a\"b\" = 1",
+                          "a$ = 1"}) {
     const std::string m = error_of(bad);
     EXPECT_TRUE(screened(m)) << bad << " -> " << m;
     EXPECT_EQ(m.rfind("s.toml:1", 0), 0u) << bad << " -> " << m;
@@ -84,8 +106,8 @@ TEST(SpecScreen, LetsValidTomlThrough) {
        {"sizes = []", "sizes = [1, 2,]", "sizes = [\n  1, # one\n  2,\n]\n",
         "ops = [\"softmax\"] # \xc3\xa9 in a comment", "x = \"a = [1,}]\"", "x = 'a, ]}'",
         "x = \"\"\"multi\nline, ] } \"\"\"", "x = '''\n,}\n'''", "x = \"\\\"\"",
-        "[t]\nx = {a = 1, b = [2, 3]}", "[[arr]]\nq = 1", "a-b_c.d = 1",
-        "a = [[[[[[[[1]]]]]]]]", "x = {}", "x = [-1e-5, 1_000, +inf, -nan, 0x1F, 1E-3]", "x = [{}, {a = []}]",
+        "[t]\nx = {a = 1, b = [2, 3]}", "[[arr]]\nq = 1", "a-b_c.d = 1", "a = [[[[[[[[1]]]]]]]]",
+        "x = {}", "x = [-1e-5, 1_000, +inf, -nan, 0x1F, 1E-3]", "x = [{}, {a = []}]",
         "cases = 3\r\nseed = 4\r\n"}) {
     const std::string m = error_of(ok);
     EXPECT_FALSE(screened(m)) << ok << " -> " << m;

@@ -89,6 +89,27 @@ TEST(KernelHandle, RejectsMalformedDescriptors) {
   EXPECT_EQ(construct_error(toy()), "");
 }
 
+// Enum fields of a descriptor come from a plugin's bytes. Claim: a value
+// outside the enum is refused naming the plugin, and reading it is no
+// undefined behaviour (the sanitize build's UBSan fails this test otherwise;
+// found by fuzz/descriptor, input fuzz/corpus/descriptor/ub-memory-enum-1).
+TEST(KernelHandle, RejectsEnumFieldsOutsideTheirRange) {
+  for (std::int32_t bad : {-1, 2, 7}) {
+    sa_kernel k = toy();
+    std::memcpy(&k.memory, &bad, sizeof bad);
+    const std::string m = construct_error(k);
+    EXPECT_NE(m.find("test.so"), std::string::npos) << m;
+    EXPECT_NE(m.find("memory is"), std::string::npos) << m;
+    k = toy();
+    std::memcpy(&k.adaptive_entropy, &bad, sizeof bad);
+    const std::string e = construct_error(k);
+    EXPECT_NE(e.find("adaptive_entropy is"), std::string::npos) << e;
+  }
+  sa_kernel k = toy();
+  k.adaptive_entropy = SA_ENTROPY_PAPER_EPS;
+  EXPECT_EQ(construct_error(k), "");
+}
+
 TEST(KernelHandle, CallsThroughTheAbiWithStrides) {
   const sa_kernel k = toy();
   sa::Kernel h(&k, "built-in");
