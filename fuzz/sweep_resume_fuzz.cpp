@@ -4,6 +4,7 @@
 // and sweep.json. Any table must be resumed or refused with exit 2; never a
 // crash, a sanitizer report or an exception escaping the command.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -24,10 +25,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   sa::fuzz::write_scratch("sweep.csv", std::string(reinterpret_cast<const char*>(data), size));
   CLI::App app("fuzz");
   sa::cli::add_sweep_command(app);
-  std::vector<std::string> args = {
-      "1",        "--samples",    "2", "--dtype",      "float32", "--distribution",
-      "gaussian", "--max-log2-n", "3", "--min-log2-n", "3",       "--builtin",
-      "naive",    "--out",        dir, "sweep"};  // CLI11 takes them in reverse order
+  std::vector<std::string> args = {"sweep",   "--out",          dir,        "--builtin",
+                                   "naive",   "--min-log2-n",   "3",        "--max-log2-n",
+                                   "3",       "--distribution", "gaussian", "--dtype",
+                                   "float32", "--samples",      "2"};
+  std::reverse(args.begin(), args.end());  // CLI11's parse(vector) takes them last first
   sa::cli::exit_code() = -1;
   app.parse(args);
   const int rc = sa::cli::exit_code();
