@@ -248,15 +248,19 @@ bool Kernel::supports(DType t) const {
 }
 
 namespace {
+// `s` is whatever the kernel returned: read as an integer (a status outside
+// the enum is undefined behaviour to load as sa_status; found by
+// fuzz/descriptor) and reported as SA_INTERNAL_ERROR with its number.
 void check_status(const Kernel& k, sa_status s, Op op) {
-  if (s == SA_OK) return;
+  const int si = raw_enum(s);
+  if (si == SA_OK) return;
   const char* detail = k.raw().last_error ? k.raw().last_error(k.raw().ctx) : nullptr;
   static const char* const names[] = {"SA_OK", "SA_INVALID_ARGUMENT", "SA_UNSUPPORTED",
                                       "SA_INTERNAL_ERROR"};
-  const int si = static_cast<int>(s);
-  throw KernelError(s, "kernel '" + k.name() + "' " + name_of(op) + " returned " +
-                           (si >= 0 && si < 4 ? names[si] : std::to_string(si)) +
-                           (detail ? std::string(": ") + detail : std::string()));
+  const sa_status known = si > 0 && si < 4 ? static_cast<sa_status>(si) : SA_INTERNAL_ERROR;
+  throw KernelError(known, "kernel '" + k.name() + "' " + name_of(op) + " returned " +
+                               (si >= 0 && si < 4 ? names[si] : std::to_string(si)) +
+                               (detail ? std::string(": ") + detail : std::string()));
 }
 void require(const Kernel& k, Op op, DType t) {
   if (!k.supports(op))

@@ -110,6 +110,28 @@ TEST(KernelHandle, RejectsEnumFieldsOutsideTheirRange) {
   EXPECT_EQ(construct_error(k), "");
 }
 
+// A kernel may return any int as its status. Claim: one outside sa_status is
+// a KernelError with status SA_INTERNAL_ERROR whose text has the number, and
+// reading it is no undefined behaviour (found by fuzz/descriptor, input
+// fuzz/corpus/descriptor/ub-status-enum-1).
+TEST(KernelHandle, StatusOutsideTheEnumIsAnInternalError) {
+  sa_kernel k = toy();
+  k.softmax = [](void*, sa_dtype, const sa_rows*, const void*, void*) {
+    const int bad = 77;
+    sa_status s;
+    std::memcpy(&s, &bad, sizeof s);
+    return s;
+  };
+  const sa::Kernel h(&k, "test.so");
+  try {
+    h.softmax(sa::DType::float32, sa::RowBatch::single({1.0f, 2.0f}));
+    ADD_FAILURE() << "no KernelError";
+  } catch (const sa::KernelError& e) {
+    EXPECT_EQ(e.status, SA_INTERNAL_ERROR);
+    EXPECT_NE(std::string(e.what()).find("returned 77"), std::string::npos) << e.what();
+  }
+}
+
 TEST(KernelHandle, CallsThroughTheAbiWithStrides) {
   const sa_kernel k = toy();
   sa::Kernel h(&k, "built-in");
