@@ -35,7 +35,7 @@ struct Buffer {
   }
   void fill(FuzzedDataProvider& fd) {
     const std::vector<std::uint8_t> b = fd.ConsumeBytes<std::uint8_t>(bytes);
-    std::memcpy(mem.get(), b.data(), b.size());
+    if (!b.empty()) std::memcpy(mem.get(), b.data(), b.size());
   }
   void* data() { return mem.get(); }
   float* f() { return reinterpret_cast<float*>(mem.get()); }
