@@ -145,7 +145,8 @@ int run_sweep_command(const SweepOptions& o) {
   j["rows_file"] = "rows.json";
   const std::string path = (fs::path(o.out) / "sweep.json").string();
   std::ofstream f(path, std::ios::trunc);
-  f << j.dump(1) << "\n";
+  f << j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace)
+    << "\n";  // non-UTF-8: U+FFFD
   if (!f) {
     fmt::print(stderr, "softmax-audit sweep: error: cannot write {}\n", path);
     return exit_usage;

@@ -312,7 +312,8 @@ void write_sweep_json(const std::vector<SweepRow>& rows, const std::string& path
   {
     std::ofstream out(tmp);
     if (!out) throw std::invalid_argument("sweep: cannot write " + tmp);
-    out << a.dump(1) << "\n";
+    // A name that is not UTF-8 (a damaged table) is written with U+FFFD, not thrown on.
+    out << a.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }
   std::rename(tmp.c_str(), path.c_str());
 }
