@@ -71,6 +71,9 @@ std::int64_t span_of(std::int64_t rows, std::int64_t n, std::int64_t stride) {
 void check_gaps(const Buffer& out, std::int64_t rows, std::int64_t n, std::int64_t stride,
                 std::size_t elem) {
   if (span_of(rows, n, stride) < 0) return;
+  if (out.bytes !=
+      static_cast<std::size_t>(std::max<std::int64_t>(span_of(rows, n, stride), 1)) * elem)
+    return;  // the shape was invalid: `out` is the one-element stand-in
   for (std::int64_t r = 0; r + 1 < rows; ++r)
     for (std::int64_t i = n; i < stride; ++i) {
       const std::size_t at = static_cast<std::size_t>(r * stride + i) * elem;
