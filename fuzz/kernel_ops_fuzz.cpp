@@ -95,7 +95,9 @@ void rows_op(const sa_kernel& k, int op, FuzzedDataProvider& fd) {
   s.temperature = pick_real(fd);
   const std::int64_t in_span = span_of(s.rows, s.n, s.in_stride);
   const std::int64_t out_span = span_of(s.rows, s.n, s.out_stride);
-  const bool valid = in_span >= 0 && out_span >= 0;
+  // logsumexp and entropy write one value per row: out_stride is unused (kernel.h).
+  const bool per_row_out = op == 2 || op == 3;
+  const bool valid = in_span >= 0 && (per_row_out || out_span >= 0);
   const std::size_t per_row = valid ? static_cast<std::size_t>(s.rows) : 0;
   Buffer in(valid ? static_cast<std::size_t>(in_span) : 1, elem);
   in.fill(fd);
@@ -104,7 +106,7 @@ void rows_op(const sa_kernel& k, int op, FuzzedDataProvider& fd) {
     std::memcpy(c.data(), in.data(), in.bytes);
     return c;
   }();
-  Buffer out(valid ? static_cast<std::size_t>(out_span) : 1, elem);
+  Buffer out(valid && !per_row_out ? static_cast<std::size_t>(out_span) : 1, elem);
   Buffer r1(per_row, 4), r2(per_row, 4);
   std::vector<sa_entropy_state> states(std::max<std::size_t>(per_row, 1));
   const bool with_optional = fd.ConsumeBool();
