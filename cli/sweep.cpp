@@ -222,7 +222,7 @@ int run_sweep_command(const SweepOptions& o) {
   j["rows_file"] = "rows.json";
   const std::string path = (fs::path(o.out) / "sweep.json").string();
   try {
-    write_file_atomically(path, j.dump(1) + "\n");
+    write_file_atomically(path, j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   } catch (const OutputError& e) {
     fmt::print(stderr, "softmax-audit sweep: error: {}\n", e.what());
     return exit_usage;

@@ -78,6 +78,210 @@ double positive_real(const std::string& origin, const std::string& key, const to
   return *v;
 }
 
+// ---------------------------------------------------------------- screening --
+// toml++ 3.3.0 (Debian 12's) is not safe on every input: fuzzing it compiled
+// with its own assertions on (fuzz/toml_parser, fuzz/gate_spec) found inputs
+// on which its parser goes on where its code says it cannot be, i.e. fails a
+// TOML_ASSERT_ASSUME: parse_value() called at a value terminator
+// (`a = [1,}]`), parse_key() called at a character that cannot start a key
+// (`[$a]`), and parse_time() called at a non-digit (`a = 1979-05-27T)7:32`). A debug build of
+// toml++ aborts there; an optimised one compiled with an assume-capable compiler may do anything;
+// Debian's library (gcc, where the assumption is a no-op) happens to answer with a parse error
+// today. The project does not rely on that: before toml++ sees a spec, screen_toml() refuses, with
+// a one-line error naming the file and line, everything a gate spec never needs and every input of
+// the classes found:
+//  - more than kMaxSpecBytes bytes;
+//  - a control character other than tab, CR, LF (TOML forbids them too), or a
+//    byte >= 0x80 outside a comment: toml++ asks is_non_ascii_horizontal_whitespace()
+//    about such characters where it scans for whitespace, and that function
+//    reaches TOML_UNREACHABLE for U+00A1..U+049A (undefined behaviour in every
+//    build, Debian's included; found by fuzz/gate_spec); gate spec values are
+//    ASCII names anyway;
+//  - brackets nested deeper than kMaxSpecNesting outside strings and comments;
+//  - a value expected (after '=', or after '[' or ',' inside an array) but a
+//    value terminator (',', ']' except to close an array, '}') or the end of
+//    the line found instead;
+//  - a key expected (at the start of a line, after '[' or '[[' of a table
+//    header, after '{' or ',' in an inline table, after '.' in a key) but
+//    something other than a bare-key character or a quote found instead;
+//  - a date or time value (a gate spec has none): ':' outside a string or
+//    comment, or '-' inside an unquoted value other than its sign or an
+//    exponent's;
+//  - inside an unquoted value, a character other than [A-Za-z0-9_+.-] before
+//    its terminator; inside a bare key, one other than [A-Za-z0-9_-] before
+//    blanks, '.', '=' or ']' (so that the screen and toml++ agree where every
+//    string and comment starts).
+// It refuses no valid TOML file within those limits (tests/gate/spec_screen_test.cpp).
+constexpr std::size_t kMaxSpecBytes = 64 * 1024;
+constexpr std::size_t kMaxSpecNesting = 8;
+
+bool bare_key_char(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-';
+}
+
+void screen_toml(const std::string& text, const std::string& origin) {
+  int line = 1;
+  auto refuse = [&](const std::string& what) {
+    throw SpecError(origin + ":" + std::to_string(line) + ": not a gate spec: " + what +
+                    " (docs/gate-spec.md)");
+  };
+  if (text.size() > kMaxSpecBytes)
+    refuse(std::to_string(text.size()) + " bytes; expected at most " +
+           std::to_string(kMaxSpecBytes));
+  for (std::size_t k = 0; k < text.size(); ++k) {
+    const unsigned char c = static_cast<unsigned char>(text[k]);
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
+      line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + k, '\n'));
+      refuse("control character " + std::to_string(c) + " at byte " + std::to_string(k));
+    }
+  }
+  const std::size_t size = text.size();
+  auto at = [&](std::size_t i) { return i < size ? text[i] : '\0'; };
+  // Skips the string starting at text[j] (a quote); returns the index after it.
+  auto skip_string = [&](std::size_t j) {
+    const char q = text[j];
+    const bool multi = at(j + 1) == q && at(j + 2) == q;
+    j += multi ? 3 : 1;
+    while (j < size) {
+      const char c = text[j];
+      if (c == '\n') {
+        if (!multi) return j;  // toml++ reports the unterminated string
+        ++line;
+      }
+      if (static_cast<unsigned char>(c) >= 0x80) refuse("a non-ASCII byte in a string");
+      if (q == '"' && c == '\\') {
+        if (at(j + 1) == '\n') ++line;
+        j += 2;
+        continue;
+      }
+      if (c == q) {
+        if (!multi) return j + 1;
+        if (at(j + 1) == q && at(j + 2) == q) {
+          std::size_t k = j + 3;  // up to two more quotes belong to the string
+          while (k < size && k < j + 5 && text[k] == q) ++k;
+          return k;
+        }
+      }
+      ++j;
+    }
+    return j;
+  };
+  enum class Want { nothing, key, key_or_close, value, value_or_close };
+  std::string stack;         // '[' array, '{' inline table, 'h' table header
+  Want want = Want::key;     // at the start of the file: a key, a header or nothing
+  bool line_start = true;    // only blanks so far on this top-level line
+  bool in_key = false;       // inside a key (a '.' asks for another part)
+  bool in_scalar = false;    // inside an unquoted value (number, boolean, inf, nan)
+  bool in_bare_key = false;  // inside a bare key
+  std::size_t i = 0;
+  while (i < size) {
+    const char c = text[i];
+    if (c == ' ' || c == '\t' || c == '\r') {
+      in_scalar = in_bare_key = false;
+      ++i;
+      continue;
+    }
+    const bool in_array = !stack.empty() && stack.back() == '[';
+    if (c == '#' || c == '\n') {
+      in_scalar = in_bare_key = false;
+      if (want == Want::value || (want == Want::key && !line_start) || want == Want::key_or_close)
+        if (!in_array) refuse("expected a key or a value before the end of the line");
+      while (c == '#' && i < size && text[i] != '\n') ++i;
+      if (i < size && text[i] == '\n') {
+        ++line;
+        ++i;
+      }
+      if (stack.empty()) want = Want::key, line_start = true, in_key = false;
+      continue;
+    }
+    if (static_cast<unsigned char>(c) >= 0x80) refuse("a non-ASCII byte outside a comment");
+    const Want w = want;
+    const bool first_on_line = line_start;
+    line_start = false;
+    want = Want::nothing;
+    if (w == Want::key || w == Want::key_or_close) {
+      const bool header_start = first_on_line && stack.empty() && c == '[';
+      if (!header_start && !(w == Want::key_or_close && c == '}') && !bare_key_char(c) &&
+          c != '"' && c != '\'')
+        refuse(std::string("expected a key, found '") + c + "'");
+      if (!header_start && c != '}') in_key = true;
+      if (bare_key_char(c)) {
+        in_bare_key = true;
+        ++i;
+        continue;
+      }
+    } else if (in_bare_key) {
+      in_bare_key = bare_key_char(c);
+      if (!in_bare_key && c != '.' && c != '=' && c != ']')
+        refuse(std::string("unexpected '") + c + "' in a key");
+    }
+    if (w == Want::value || w == Want::value_or_close) {
+      if (c == ',' || c == '}' || (c == ']' && w != Want::value_or_close))
+        refuse(std::string("expected a value, found '") + c + "'");
+      in_scalar = c != '"' && c != '\'' && c != '[' && c != '{' && c != ']';
+    } else if (in_scalar && c != ',' && c != ']' && c != '}') {
+      if (!bare_key_char(c) && c != '+' && c != '.')
+        refuse(std::string("unexpected '") + c + "' in a value");
+      if (c == '-' && text[i - 1] != 'e' && text[i - 1] != 'E')
+        refuse("a date or '-' inside a number; a gate spec has no dates or times");
+    }
+    if (c == ':') refuse("':' outside a string; a gate spec has no dates or times");
+    switch (c) {
+      case '"':
+      case '\'':
+        i = skip_string(i);
+        continue;
+      case '=':
+        in_key = false;
+        if (stack.empty() || stack.back() == '{') want = Want::value;
+        break;
+      case '.':
+        if (in_key) want = Want::key;
+        break;
+      case '[':
+        if (w == Want::key && first_on_line && stack.empty()) {
+          stack.push_back('h');  // [table] or [[array of tables]]
+          if (at(i + 1) == '[') ++i;
+          want = Want::key;
+        } else {
+          stack.push_back('[');
+          want = Want::value_or_close;
+        }
+        break;
+      case '{':
+        stack.push_back('{');
+        want = Want::key_or_close;
+        break;
+      case ']':
+        in_scalar = false;
+        if (!stack.empty()) {
+          if (stack.back() == 'h' && at(i + 1) == ']') ++i;
+          if (stack.back() == 'h') in_key = false;
+          stack.pop_back();
+        }
+        break;
+      case '}':
+        in_scalar = false;
+        if (!stack.empty()) stack.pop_back();
+        break;
+      case ',':
+        in_scalar = false;
+        if (in_array) want = Want::value_or_close;
+        if (!stack.empty() && stack.back() == '{') want = Want::key;
+        break;
+      default:
+        break;
+    }
+    if (stack.size() > kMaxSpecNesting)
+      refuse("arrays or tables nested deeper than " + std::to_string(kMaxSpecNesting));
+    ++i;
+  }
+  if (want == Want::value || want == Want::value_or_close || (want == Want::key && !line_start) ||
+      want == Want::key_or_close)
+    refuse("the file ends where a key or a value was expected");
+}
+
 }  // namespace
 
 std::vector<std::string> select_properties(const std::string& pattern) {
@@ -91,6 +295,7 @@ std::vector<std::string> select_properties(const std::string& pattern) {
 }
 
 GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
+  screen_toml(text, origin);  // before toml++ sees a byte
   toml::table t;
   try {
     t = toml::parse(text, origin);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "core/bfloat16.hpp"
@@ -229,6 +230,16 @@ void check_gaps(const std::string& kernel, const char* op, const Packed& before,
 
 }  // namespace
 
+namespace {
+// The value of an enum field as its underlying integer, without loading it as the enum.
+template <class E>
+std::underlying_type_t<E> raw_enum(const E& field) {
+  std::underlying_type_t<E> v;
+  std::memcpy(&v, &field, sizeof v);
+  return v;
+}
+}  // namespace
+
 Kernel::Kernel(const sa_kernel* k, std::string origin, std::shared_ptr<void> library)
     : k_(k), origin_(std::move(origin)), library_(std::move(library)) {
   const std::string where = "kernel from " + origin_;
@@ -259,9 +270,18 @@ Kernel::Kernel(const sa_kernel* k, std::string origin, std::shared_ptr<void> lib
     }
   }
   name_ = k_->name;
-  if (k_->memory != SA_MEMORY_HOST && k_->memory != SA_MEMORY_CUDA)
-    throw std::invalid_argument(where + " '" + name_ +
-                                "': memory must be SA_MEMORY_HOST or SA_MEMORY_CUDA");
+  // The enum fields hold whatever the plugin's bytes say; loading a value
+  // outside an enum's range as the enum is undefined behaviour (found by
+  // fuzz/descriptor), so they are read as integers until checked.
+  const auto memory = raw_enum(k_->memory);
+  if (memory != SA_MEMORY_HOST && memory != SA_MEMORY_CUDA)
+    throw std::invalid_argument(where + " '" + name_ + "': memory is " + std::to_string(memory) +
+                                ", expected SA_MEMORY_HOST (0) or SA_MEMORY_CUDA (1)");
+  const auto entropy = raw_enum(k_->adaptive_entropy);
+  if (entropy != SA_ENTROPY_SHANNON && entropy != SA_ENTROPY_PAPER_EPS)
+    throw std::invalid_argument(where + " '" + name_ + "': adaptive_entropy is " +
+                                std::to_string(entropy) +
+                                ", expected SA_ENTROPY_SHANNON (0) or SA_ENTROPY_PAPER_EPS (1)");
   if ((k_->dtypes & (SA_DTYPE_F32 | SA_DTYPE_BF16)) == 0)
     throw std::invalid_argument(where + " '" + name_ + "': dtypes names no supported type");
   for (Op op : all_ops) {
@@ -283,15 +303,19 @@ bool Kernel::supports(DType t) const {
 }
 
 namespace {
+// `s` is whatever the kernel returned: read as an integer (a status outside
+// the enum is undefined behaviour to load as sa_status; found by
+// fuzz/descriptor) and reported as SA_INTERNAL_ERROR with its number.
 void check_status(const Kernel& k, sa_status s, Op op) {
-  if (s == SA_OK) return;
+  const int si = raw_enum(s);
+  if (si == SA_OK) return;
   const char* detail = k.raw().last_error ? k.raw().last_error(k.raw().ctx) : nullptr;
   static const char* const names[] = {"SA_OK", "SA_INVALID_ARGUMENT", "SA_UNSUPPORTED",
                                       "SA_INTERNAL_ERROR"};
-  const int si = static_cast<int>(s);
-  throw KernelError(s, "kernel '" + k.name() + "' " + name_of(op) + " returned " +
-                           (si >= 0 && si < 4 ? names[si] : std::to_string(si)) +
-                           (detail ? std::string(": ") + detail : std::string()));
+  const sa_status known = si > 0 && si < 4 ? static_cast<sa_status>(si) : SA_INTERNAL_ERROR;
+  throw KernelError(known, "kernel '" + k.name() + "' " + name_of(op) + " returned " +
+                               (si >= 0 && si < 4 ? names[si] : std::to_string(si)) +
+                               (detail ? std::string(": ") + detail : std::string()));
 }
 void require(const Kernel& k, Op op, DType t) {
   if (!k.supports(op))

@@ -410,7 +410,8 @@ void write_sweep_json(const std::vector<SweepRow>& rows, const std::string& path
     }
     a.push_back(o);
   }
-  write_file_atomically(path, a.dump(1) + "\n");
+  // A name that is not UTF-8 (a damaged table) is written with U+FFFD, not thrown on.
+  write_file_atomically(path, a.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 std::vector<SweepRow> run_sweep(const Kernel& kernel, const SweepConfig& c) {

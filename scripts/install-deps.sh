@@ -16,6 +16,7 @@ packages=(
   gnuplot-nox                                  # plots in the audit report
   chromium                                     # the report's render test (headless)
   libxml2-utils python3-jsonschema             # CI outputs validated against docs/schema/
+  clang libclang-rt-14-dev libomp-dev          # sanitizer build and libFuzzer harnesses (docs/fuzzing.md)
 )
 
 sudo_cmd=()

@@ -89,6 +89,47 @@ TEST(KernelHandle, RejectsMalformedDescriptors) {
   EXPECT_EQ(construct_error(toy()), "");
 }
 
+// Enum fields of a descriptor come from a plugin's bytes. Claim: a value
+// outside the enum is refused naming the plugin, and reading it is no
+// undefined behaviour (the sanitize build's UBSan fails this test otherwise;
+// found by fuzz/descriptor, input fuzz/corpus/descriptor/ub-memory-enum-1).
+TEST(KernelHandle, RejectsEnumFieldsOutsideTheirRange) {
+  for (std::int32_t bad : {-1, 2, 7}) {
+    sa_kernel k = toy();
+    std::memcpy(&k.memory, &bad, sizeof bad);
+    const std::string m = construct_error(k);
+    EXPECT_NE(m.find("test.so"), std::string::npos) << m;
+    EXPECT_NE(m.find("memory is"), std::string::npos) << m;
+    k = toy();
+    std::memcpy(&k.adaptive_entropy, &bad, sizeof bad);
+    const std::string e = construct_error(k);
+    EXPECT_NE(e.find("adaptive_entropy is"), std::string::npos) << e;
+  }
+  sa_kernel k = toy();
+  k.adaptive_entropy = SA_ENTROPY_PAPER_EPS;
+  EXPECT_EQ(construct_error(k), "");
+}
+
+// A kernel may return any int as its status. Claim: one outside sa_status is
+// a KernelError with status SA_INTERNAL_ERROR whose text has the number, and
+// reading it is no undefined behaviour (found by fuzz/descriptor, input
+// fuzz/corpus/descriptor/ub-status-enum-1).
+TEST(KernelHandle, StatusOutsideTheEnumIsAnInternalError) {
+  sa_kernel k = toy();
+  // As a C plugin returns it (in C an enum is an int); no load of it here.
+  k.softmax = [](void*, sa_dtype, const sa_rows*, const void*, void*) {
+    return static_cast<sa_status>(77);
+  };
+  const sa::Kernel h(&k, "test.so");
+  try {
+    h.softmax(sa::DType::float32, sa::RowBatch::single({1.0f, 2.0f}));
+    ADD_FAILURE() << "no KernelError";
+  } catch (const sa::KernelError& e) {
+    EXPECT_EQ(e.status, SA_INTERNAL_ERROR);
+    EXPECT_NE(std::string(e.what()).find("returned 77"), std::string::npos) << e.what();
+  }
+}
+
 TEST(KernelHandle, CallsThroughTheAbiWithStrides) {
   const sa_kernel k = toy();
   sa::Kernel h(&k, "built-in");

@@ -42,6 +42,7 @@ RC_GTEST_PROP(Rounding, BFloat16MatchesBitConversion, ()) {
   RC_ASSERT(sa::ref::round_to_bfloat16_bits(Mp(static_cast<double>(f))) == sa::bf16_from_float(f));
 }
 
+#if defined(__FLT16_MAX__)  // _Float16 exists (gcc 12; not clang 14 on x86)
 RC_GTEST_PROP(Rounding, Float16MatchesHardwareConversion, ()) {
   const int e = *rc::gen::inRange(-30, 18);
   const float x = static_cast<float>(random_double(*rc::gen::arbitrary<std::uint64_t>(), e));
@@ -49,6 +50,12 @@ RC_GTEST_PROP(Rounding, Float16MatchesHardwareConversion, ()) {
   RC_ASSERT(sa::ref::round_to(DType::float16, Mp(static_cast<double>(x))) ==
             static_cast<double>(h));
 }
+#else
+TEST(Rounding, Float16MatchesHardwareConversion) {
+  GTEST_SKIP() << "this compiler has no _Float16 (clang 14 on x86, the sanitize build); "
+                  "the release build (gcc) runs this property";
+}
+#endif
 
 TEST(Rounding, TiesGoToEven) {
   // 1 + 2^-24 is halfway between 1 and 1 + 2^-23 in float32: rounds to 1 (even).
