@@ -116,6 +116,10 @@ std::vector<PropertyInfo> properties() {
       {"differential.t7_apriori",
        "softmax's max-norm relative error is within the a-priori bound (n + 4 + 2 delta) u",
        "t7_apriori"},
+      {"differential.vectorised_2x",
+       "softmax's max-norm relative error is at most 2x that of a float32 softmax summed in 8 "
+       "vector lanes on the same row, + 4u (+ u_bf16 for bfloat16)",
+       "vectorised_2x"},
       {"differential.flash_attention_2x",
        "max error <= 2x the naive same-dtype implementation's error + 2 ulp of the output type",
        "flash_attention_2x"},
@@ -180,6 +184,12 @@ std::vector<Rule> rules() {
        "Blanchard, Higham & Higham 2021 (theory.md T7): shifted softmax ||p - p^||inf/||p||inf <= "
        "(n + 2*2 + 2 delta) u with faithful exp, u = float32's (working precision), + u_bf16 for "
        "bfloat16 outputs"},
+      {"vectorised_2x",
+       "relative to a measured baseline (properties/baseline.hpp): max_j |p^_j - p_j| / max p <= "
+       "2 E(baseline) + 4u (+ 2^-8 for bfloat16), the baseline a float32 softmax with correctly "
+       "rounded exp summed in 8 lanes then pairwise (how vectorised libraries sum); the factor 2 "
+       "is FlashAttention's (theory.md T8), the rest calibrated against Eigen, oneDNN and PyTorch "
+       "(README, Calibration)"},
       {"flash_attention_2x",
        "FlashAttention's tests (theory.md T8): max|out - ref| <= 2 max|naive same-dtype - ref| + "
        "fwd_atol, "

@@ -31,6 +31,7 @@ enum class Bug {
   entropy_by_cancellation,
   temperature_twice,
   adaptive_clamp_forgotten,
+  scaled_by_1_plus_3u,
 };
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -161,6 +162,8 @@ std::vector<float> weights(Bug b, sa_dtype t, const std::vector<float>& z, float
     for (std::size_t i = 0; i < n; ++i) S = acc_round(b, t, S + std::exp(z[i] - m));
   }
   for (std::size_t i = 0; i < n; ++i) p[i] = std::exp(z[i] - m) / S;
+  if (b == Bug::scaled_by_1_plus_3u)  // every weight 3u too large (a 3u-biased normaliser)
+    for (auto& x : p) x = static_cast<float>(double(x) * (1.0 + 3.0 * 0x1p-24));
   if (lse_out) *lse_out = m + std::log(S);
   if (shift_out) *shift_out = m;
   if (logS_out) *logS_out = std::log(S);
@@ -415,6 +418,8 @@ const Def kDefs[] = {
     {Bug::temperature_twice, "mutant_temperature_twice", "temperature applied twice"},
     {Bug::adaptive_clamp_forgotten, "mutant_adaptive_no_clamp",
      "adaptive clamp beta >= 1 forgotten"},
+    {Bug::scaled_by_1_plus_3u, "mutant_scaled_1_plus_3u",
+     "every weight multiplied by (1 + 3u): a small systematic error no per-row bound sees"},
 };
 
 }  // namespace
