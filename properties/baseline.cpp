@@ -55,8 +55,9 @@ double baseline_error(DType t, std::span<const float> row, double theta,
   return e;
 }
 
-double vectorised_threshold(DType t, double baseline_error) {
-  return kFactor * baseline_error + kSlack * 0x1p-24 + (t == DType::bfloat16 ? 0x1p-8 : 0.0);
+double vectorised_threshold(DType t, double baseline_error, double live) {
+  return kFactor * baseline_error + (kSlack + kLambda * std::sqrt(std::max(live, 0.0))) * 0x1p-24 +
+         (t == DType::bfloat16 ? 0x1p-8 : 0.0);
 }
 
 }  // namespace sa::props::baseline

@@ -58,6 +58,7 @@ constexpr int kLanes = 8;
 constexpr int kLaneCounts[] = {8, 16, 32, 64};
 constexpr double kFactor = 2.0;
 constexpr double kSlack = 4.0;
+constexpr double kLambda = 3.0;
 
 // The baseline's softmax weights for one row (values of dtype t), as floats
 // (already rounded to bfloat16 for t == bfloat16).
@@ -73,7 +74,8 @@ double baseline_error(DType t, std::span<const float> row, double theta, std::sp
 // NaN when some q_j is NaN. 0 when every p_j is 0.
 double max_norm_rel_error(std::span<const float> q, std::span<const double> p);
 
-// The rule's threshold on E(kernel) given E(baseline) for a row of dtype t.
-double vectorised_threshold(DType t, double baseline_error);
+// The rule's threshold on E(kernel) given E(baseline) for a row of dtype t
+// with `live` unmasked items.
+double vectorised_threshold(DType t, double baseline_error, double live);
 
 }  // namespace sa::props::baseline

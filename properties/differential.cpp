@@ -220,7 +220,7 @@ void run_differential(const Run& run, Op op, DType t) {
           const double eb = baseline::baseline_error(t, row, th, e);
           const double ek = baseline::max_norm_rel_error(
               std::span<const float>(got.data() + r * b.stride, e.size()), e);
-          cs[kVec].worst(make_check(ek, baseline::vectorised_threshold(t, eb),
+          cs[kVec].worst(make_check(ek, baseline::vectorised_threshold(t, eb, double(st.live)),
                                     where + ": max-norm relative error " + fmt(ek / u32) +
                                         " u vs the float32 baselines' (8-64 lanes) " +
                                         fmt(eb / u32) + " u"));

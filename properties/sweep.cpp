@@ -298,7 +298,8 @@ SweepRow measure(const Kernel& k, DType t, const std::string& dist, int level, d
       ex[static_cast<std::size_t>(j)] = z == -INFINITY ? 0.0 : std::exp(z - m) / Sv;
     }
     row.baseline_rel_err = baseline::baseline_error(t, b.row(0), theta, ex);
-    row.vectorised_threshold = baseline::vectorised_threshold(t, row.baseline_rel_err);
+    row.vectorised_threshold =
+        baseline::vectorised_threshold(t, row.baseline_rel_err, double(st.live));
   }
   row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return row;

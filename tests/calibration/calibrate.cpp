@@ -130,8 +130,8 @@ int main(int argc, char** argv) {
 
   std::printf(
       "# E = max_j |q_j - p_j| / max_j p_j in units of u = 2^-24; threshold = %g E(baseline) "
-      "+ %g u (+ 2^-8 for bfloat16); level %d, seed %llu\n",
-      bl::kFactor, bl::kSlack, level, static_cast<unsigned long long>(seed));
+      "+ (%g + %g sqrt(n)) u (+ 2^-8 for bfloat16); level %d, seed %llu\n",
+      bl::kFactor, bl::kSlack, bl::kLambda, level, static_cast<unsigned long long>(seed));
   std::printf("%-9s %-15s %3s %12s %12s", "dtype", "dist", "k", "E(baseline)", "threshold");
   if (lanes_study)
     std::printf(" %10s %10s %10s %10s %10s %10s", "E(1 lane)", "E(4)", "E(8)", "E(16)", "E(32)",
@@ -157,7 +157,9 @@ int main(int argc, char** argv) {
             continue;
           }
           const double Eb = bl::baseline_error(t, row, 1.0, ex);
-          const double thr = bl::vectorised_threshold(t, Eb);
+          const double live = static_cast<double>(
+              std::count_if(row.begin(), row.end(), [](float x) { return x != -INFINITY; }));
+          const double thr = bl::vectorised_threshold(t, Eb, live);
           std::printf("%-9s %-15s %3d %12.4g %12.4g", sa::name_of(t), dist.c_str(), k, Eb / u,
                       thr / u);
           if (lanes_study)

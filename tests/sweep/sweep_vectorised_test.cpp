@@ -37,9 +37,8 @@ std::vector<sa::props::SweepRow> sweep(const sa::Kernel& k, std::vector<std::str
 
 TEST(SweepVectorised, NaiveSequentialSumFlaggedAtModerateN) {
   const sa::Kernel k(sa::kernels::naive_kernel(), "built-in");
-  auto rows = sweep(k, {"fa3_outliers"}, 14, 14);
-  for (const auto& r : sweep(k, {"uniform"}, 17, 18)) rows.push_back(r);
-  ASSERT_EQ(rows.size(), 3u);
+  const auto rows = sweep(k, {"uniform"}, 18, 19);
+  ASSERT_EQ(rows.size(), 2u);
   for (const auto& r : rows) {
     std::printf("naive %s n=2^%d: E %.4g u, baseline %.4g u, threshold %.4g u; ulp %.4g <= %.4g\n",
                 r.distribution.c_str(), r.log2n, r.rel_err_all * 0x1p24,
