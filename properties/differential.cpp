@@ -8,6 +8,7 @@
 
 #include "core/bfloat16.hpp"
 #include "kernels/naive/same_dtype.hpp"
+#include "properties/baseline.hpp"
 #include "properties/budgets.hpp"
 #include "properties/suite_internal.hpp"
 #include "reference/softmax.hpp"
@@ -69,9 +70,9 @@ const char* const kFaFloat32Note =
     "low-precision implementation (its tests cover fp16/bf16 only)";
 namespace {
 
-enum Slot { kUlp, kT7, kFa, kPt, kOnednn, kSlots };
-const char* const kSlotRule[] = {"ulp", "t7_apriori", "flash_attention_2x", "pytorch_fudge5",
-                                 "onednn_10eps"};
+enum Slot { kUlp, kT7, kFa, kPt, kOnednn, kVec, kSlots };
+const char* const kSlotRule[] = {
+    "ulp", "t7_apriori", "flash_attention_2x", "pytorch_fudge5", "onednn_10eps", "vectorised_2x"};
 
 bool applies(Op op, int slot) {
   switch (slot) {
@@ -83,6 +84,7 @@ bool applies(Op op, int slot) {
     case kPt:
       return op != Op::adaptive_softmax;
     case kOnednn:
+    case kVec:
       return op == Op::softmax;
   }
   return false;
@@ -210,6 +212,16 @@ void run_differential(const Run& run, Op op, DType t) {
               (double(st.live) + 4.0 + 2.0 * st.spread + budget::theta_term(st)) * u32 +
               (t == DType::bfloat16 ? unit_roundoff(DType::bfloat16) : 0.0);
           cs[kT7].worst(make_check(num / den, bound, where + ": max-norm relative error"));
+          // vectorised_2x (properties/baseline.hpp): the same max-norm error
+          // against 2x the worst of float32 softmaxes summed in 8, 16, 32, 64
+          // lanes, + 4u.
+          const double eb = baseline::baseline_error(t, row, th, e);
+          const double ek = baseline::max_norm_rel_error(
+              std::span<const float>(got.data() + r * b.stride, e.size()), e);
+          cs[kVec].worst(make_check(ek, baseline::vectorised_threshold(t, eb, double(st.live)),
+                                    where + ": max-norm relative error " + fmt(ek / u32) +
+                                        " u vs the float32 baselines' (8-64 lanes) " +
+                                        fmt(eb / u32) + " u"));
         }
         if (finite_data) {
           const std::vector<float> nv = sm ? kernels::same_dtype::softmax(t, row, th)

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/output_file.hpp"
+#include "properties/baseline.hpp"
 #include "properties/budgets.hpp"
 #include "properties/generators.hpp"
 #include "reference/mpfr.hpp"
@@ -66,7 +67,13 @@ const char* const kColumns[] = {"key",
                                 "lse_kernel",
                                 "lse_exact",
                                 "lse_err",
-                                "seconds"};
+                                "seconds",
+                                "elements_checked",
+                                "max_ulp_all",
+                                "ulp_budget_all",
+                                "rel_err_all",
+                                "baseline_rel_err",
+                                "vectorised_threshold"};
 
 std::string num(double x) {
   char buf[64];
@@ -93,7 +100,9 @@ std::string to_line(const SweepRow& r) {
      << num(r.t1_upper) << ',' << num(r.n_star) << ',' << r.dispersed << ',' << num(r.H_kernel)
      << ',' << num(r.H_exact) << ',' << num(r.log_n) << ',' << num(r.H_err) << ','
      << num(r.H_budget) << ',' << num(r.lse_kernel) << ',' << num(r.lse_exact) << ','
-     << num(r.lse_err) << ',' << num(r.seconds) << '\n';
+     << num(r.lse_err) << ',' << num(r.seconds) << ',' << r.elements_checked << ','
+     << num(r.max_ulp_all) << ',' << num(r.ulp_budget_all) << ',' << num(r.rel_err_all) << ','
+     << num(r.baseline_rel_err) << ',' << num(r.vectorised_threshold) << '\n';
   return os.str();
 }
 
@@ -113,6 +122,9 @@ SweepRow from_fields(const std::vector<std::string>& f) {
   r.dispersed = std::atoi(f[18].c_str());
   r.H_kernel = d(19), r.H_exact = d(20), r.log_n = d(21), r.H_err = d(22), r.H_budget = d(23);
   r.lse_kernel = d(24), r.lse_exact = d(25), r.lse_err = d(26), r.seconds = d(27);
+  r.elements_checked = std::atoll(f[28].c_str());
+  r.max_ulp_all = d(29), r.ulp_budget_all = d(30), r.rel_err_all = d(31),
+  r.baseline_rel_err = d(32), r.vectorised_threshold = d(33);
   return r;
 }
 
@@ -330,6 +342,36 @@ SweepRow measure(const Kernel& k, DType t, const std::string& dist, int level, d
     err_max = std::max(err_max, std::abs(g - e));
   }
   row.rel_err_sampled = err_max / row.pmax_exact;
+  // Every element, against exp(z_j - m) / S in double (relative error
+  // <= ~1e-14 from S and the argument z_j - m, exact in double for float
+  // logits at theta = 1: about 1e-7 ulp of float32, so no verdict near a
+  // budget of >= 1 ulp can move): the ulp rule and the vectorised_2x rule.
+  {
+    const double Sv = S.value();
+    double worst_all = -1, err_all = 0;
+    for (std::int64_t j = 0; j < n; ++j) {
+      const double z = double(b.data[static_cast<std::size_t>(j)]) / theta;
+      const double e = z == -INFINITY ? 0.0 : std::exp(z - m) / Sv;
+      const double g = w[static_cast<std::size_t>(j)];
+      const double u = budget::ulp(t, e);
+      const double ulps = std::abs(g - e) / u, bud = budget::softmax_abs(t, st, z, e) / u;
+      const double ratio = std::isnan(g) ? INFINITY
+                           : bud > 0     ? ulps / bud
+                                         : (ulps == 0 ? 0 : INFINITY);
+      if (ratio > worst_all) worst_all = ratio, row.max_ulp_all = ulps, row.ulp_budget_all = bud;
+      err_all = std::isnan(g) ? NAN : std::max(err_all, std::abs(g - e));
+    }
+    row.elements_checked = n;
+    row.rel_err_all = err_all / row.pmax_exact;
+    std::vector<double> ex(static_cast<std::size_t>(n));
+    for (std::int64_t j = 0; j < n; ++j) {
+      const double z = double(b.data[static_cast<std::size_t>(j)]) / theta;
+      ex[static_cast<std::size_t>(j)] = z == -INFINITY ? 0.0 : std::exp(z - m) / Sv;
+    }
+    row.baseline_rel_err = baseline::baseline_error(t, b.row(0), theta, ex);
+    row.vectorised_threshold =
+        baseline::vectorised_threshold(t, row.baseline_rel_err, double(st.live));
+  }
   row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return row;
 }

@@ -14,6 +14,11 @@
 //    eight orders below a float32 ulp: exact enough for every verdict here.
 //  - the max-norm relative error over the sampled items (which include the
 //    arg-max, i.e. ||p||inf) vs theory T7's bound (n + 4 + 2 delta) u.
+//  - EVERY element (elements_checked = n): its error in ulps against the
+//    ulp-rule budget, and the max-norm relative error against the
+//    vectorised_2x rule (properties/baseline.hpp: 2x that of a float32
+//    softmax summed in 8 lanes, + 4u), all with exact weights exp(z_j - m)/S
+//    in double (relative error ~1e-14, far below any bound here).
 //  - the kernel's largest weight vs T1's upper bound, T2's n* for the
 //    dtype's unit roundoff (and whether n > n*: every weight must then be
 //    below u), the kernel's entropy vs the exact H and log n (T4), and the
@@ -73,6 +78,13 @@ struct SweepRow {
   double H_kernel = NAN, H_exact = 0, log_n = 0, H_err = NAN, H_budget = 0;
   double lse_kernel = NAN, lse_exact = 0, lse_err = NAN;
   double seconds = 0;  // kernel + measurement time of the row
+  // Every element of the row (not sampled), against the double reference:
+  std::int64_t elements_checked = 0;  // = n
+  double max_ulp_all = 0;             // softmax, worst element (largest ulps / budget), in ulps
+  double ulp_budget_all = 0;          // its ulp-rule budget (ulps)
+  double rel_err_all = 0;             // max |p^-p| / ||p||inf over every element
+  double baseline_rel_err = 0;        // the same for properties/baseline.hpp's vectorised softmax
+  double vectorised_threshold = 0;    // the vectorised_2x rule's bound on rel_err_all
 };
 
 // Runs (or resumes) the sweep; returns every row in the CSV afterwards.

@@ -35,6 +35,7 @@ enum class Bug {
   in_place_rereads_input,   // a second pass re-reads `in` after writing `out` (in place only)
   rows_assumed_contiguous,  // row r at r * n, whatever the strides (strides != n only)
   chunk_tail_dropped,       // rows past 4097 go in chunks of 4096; the partial last chunk is lost
+  scaled_by_1_plus_3u,
 };
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -165,6 +166,8 @@ std::vector<float> weights(Bug b, sa_dtype t, const std::vector<float>& z, float
     for (std::size_t i = 0; i < n; ++i) S = acc_round(b, t, S + std::exp(z[i] - m));
   }
   for (std::size_t i = 0; i < n; ++i) p[i] = std::exp(z[i] - m) / S;
+  if (b == Bug::scaled_by_1_plus_3u)  // every weight 3u too large (a 3u-biased normaliser)
+    for (auto& x : p) x = static_cast<float>(double(x) * (1.0 + 3.0 * 0x1p-24));
   if (lse_out) *lse_out = m + std::log(S);
   if (shift_out) *shift_out = m;
   if (logS_out) *logS_out = std::log(S);
@@ -469,6 +472,8 @@ const Def kDefs[] = {
      "strides ignored: row r assumed at r * n (breaks only when a stride != n)"},
     {Bug::chunk_tail_dropped, "mutant_chunk_tail",
      "rows past 4097 split into 4096-item chunks; the partial last chunk is dropped"},
+    {Bug::scaled_by_1_plus_3u, "mutant_scaled_1_plus_3u",
+     "every weight multiplied by (1 + 3u): a small systematic error no per-row bound sees"},
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "kernels/cpu/cpu_kernel.hpp"
 #include "kernels/naive/naive_kernel.hpp"
 #include "properties/sweep.hpp"
 
@@ -30,5 +31,33 @@ TEST(SweepFull, NaiveTo2Pow24) {
     EXPECT_LE(r.pmax_exact, r.t1_upper * (1 + 1e-12)) << r.key;
     EXPECT_LE(r.H_exact, r.log_n + 1e-9) << r.key;
     EXPECT_LE(r.H_err, r.H_budget) << r.key;
+  }
+}
+
+// The case: `sweep --builtin naive --min-log2-n 22 --max-log2-n 24
+// --distribution uniform --dtype float32` must not report 0 rows over their
+// bound. Every row is flagged by vectorised_2x (every element checked), while
+// the production cpu kernel passes the same rows.
+TEST(SweepFull, NaiveFlaggedAt2Pow22To24) {
+  for (const sa_kernel* desc : {sa::kernels::naive_kernel(), sa::kernels::cpu_kernel()}) {
+    const sa::Kernel k(desc, "built-in");
+    sa::props::SweepConfig c;
+    c.log2_sizes = {22, 23, 24};
+    c.distributions = {"uniform"};
+    c.dtypes = {sa::DType::float32};
+    c.csv_path = "sweep_large_" + k.name() + ".csv";
+    std::remove(c.csv_path.c_str());
+    const auto rows = sa::props::run_sweep(k, c);
+    ASSERT_EQ(rows.size(), 3u);
+    for (const auto& r : rows) {
+      std::printf("%s n=2^%d: E %.4g u, baseline %.4g u, threshold %.4g u, sum-1 %.3g\n",
+                  k.name().c_str(), r.log2n, r.rel_err_all * 0x1p24, r.baseline_rel_err * 0x1p24,
+                  r.vectorised_threshold * 0x1p24, r.sum_minus_one);
+      EXPECT_EQ(r.elements_checked, r.n);
+      if (k.name() == "naive")
+        EXPECT_GT(r.rel_err_all, r.vectorised_threshold) << r.key;
+      else
+        EXPECT_LE(r.rel_err_all, r.vectorised_threshold) << r.key;
+    }
   }
 }
