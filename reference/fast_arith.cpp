@@ -2,6 +2,9 @@
 
 #include <mpfr.h>
 
+#include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <limits>
 
 #include "reference/mpfr.hpp"
@@ -44,29 +47,6 @@ const ExpTables& exp_tables() {
   return T;
 }
 
-// Exact: x = f 2^E with the format's exponent E' = max(E, emin); x / 2^q with
-// q = E' - p + 1 is a scaling by a power of two (exact: no double over- or
-// underflow for |x| in [2^-1000, 2^1000], and outside that range the result
-// is 0 or inf for every target anyway and handled first); nearbyint rounds it
-// to an integer, ties to even (the default rounding mode), which is the
-// target's rounding at that exponent; scaling back is exact.
-double round_double(DType t, double x) {
-  if (t == DType::float64 || x == 0 || !std::isfinite(x)) return x;
-  if (t == DType::float32) return static_cast<double>(static_cast<float>(x));  // IEEE: one RN
-  const FloatFormat f = format_of(t);
-  const double ax = std::abs(x);
-  if (ax < 0x1p-1000) return std::copysign(0.0, x);  // far below every target's subnormals
-  if (ax > 0x1p1000) return std::copysign(std::numeric_limits<double>::infinity(), x);
-  int e2;
-  std::frexp(ax, &e2);  // ax = m 2^e2, m in [1/2, 1): floor(log2 ax) = e2 - 1
-  const int E = std::max(e2 - 1, f.emin);
-  const int q = E - f.precision + 1;
-  double r = std::ldexp(std::nearbyint(std::ldexp(ax, -q)), q);
-  const double max_finite = std::ldexp(2.0 - std::ldexp(1.0, 1 - f.precision), f.emax);
-  if (r > max_finite) r = std::numeric_limits<double>::infinity();
-  return std::copysign(r, x);
-}
-
 // exp1 (inline in the header): error analysis, u = 2^-53, d = dh + dl.
 //  Reduction. k = nearbyint(RN(dh * inv_c)); RN(dh inv_c) is within 2u |dh|/C
 //  <= 2^-38 of dh/C for |dh| <= 111, so |d - kC| <= C (1/2 + 2^-38) + |dl|
@@ -100,7 +80,7 @@ double round_double(DType t, double x) {
 //  table 2^(j/64) to u^2; the product 4u^2; the scaling exact.
 //  Total <= 2^-98.1 + 9.2u^2 + 2^-119 <= 2^-97.9 < 2^-97.
 DD exp2(const ExpTables& T, double dh, double dl) {
-  const double k = std::nearbyint(dh * T.inv_c);
+  const double k = round_int(dh * T.inv_c);
   const int ki = static_cast<int>(k);
   const int j = ki & 63, e = (ki - j) / 64;
   const double a = dh - k * T.c1;

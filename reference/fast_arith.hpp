@@ -26,7 +26,9 @@
 
 #include <bit>
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 
 #include "core/dtype.hpp"
 
@@ -90,7 +92,51 @@ inline DD dd_div(DD x, DD y) {
   return two_sum(th, tl);
 }
 
-double round_double(DType t, double x);
+// 2^e for -1022 <= e <= 1023, exactly.
+inline double pow2(int e) {
+  return std::bit_cast<double>(static_cast<std::uint64_t>(e + 1023) << 52);
+}
+
+// Exact, on the bits: for |x| = 1.f 2^E (a normal double) the target's
+// quantum is 2^q, q = max(E, emin) - p + 1. With sh = E - q (0..52 low bits
+// of the double's significand below the quantum, the implicit bit kept in
+// the exponent field), adding 2^(sh-1) - 1 plus the quantum's last bit and
+// clearing the sh low bits rounds to nearest, ties to even; a carry out of
+// the significand moves into the exponent field, which is the rounding up to
+// the next power of two. |x| in [2^(q-1), 2^q) rounds to 2^q, or to 0 when
+// exactly 2^(q-1) (a tie to even 0); smaller |x| rounds to 0. Past the
+// largest finite value: +-inf. Subnormal doubles are far below every
+// target's quantum (2^-149 at least) and round to 0.
+inline double round_double_generic(DType t, double x) {
+  if (t == DType::float64 || x == 0 || !std::isfinite(x)) return x;
+  const FloatFormat f = format_of(t);  // constexpr
+  std::uint64_t b = std::bit_cast<std::uint64_t>(x);
+  const std::uint64_t sign = b & 0x8000000000000000ull;
+  b &= ~sign;
+  const int E = static_cast<int>(b >> 52) - 1023;
+  const int q = std::max(E, f.emin) - f.precision + 1;
+  const int sh = 52 - (E - q);  // low significand bits below the quantum
+  double r;
+  if (E < q - 1) {
+    r = 0;
+  } else if (E == q - 1) {
+    r = (b & ((1ull << 52) - 1)) == 0 ? 0.0 : pow2(q);
+  } else if (sh <= 0) {
+    r = std::bit_cast<double>(b);
+  } else {
+    const std::uint64_t m = (b & ((1ull << 52) - 1)) | (1ull << 52);  // implicit bit at 52
+    const std::uint64_t half = (1ull << (sh - 1)) - 1 + ((m >> sh) & 1);
+    r = std::bit_cast<double>((b + half) & ~((1ull << sh) - 1));
+  }
+  const double max_finite = (2.0 - pow2(1 - f.precision)) * pow2(f.emax);
+  if (r > max_finite) r = std::numeric_limits<double>::infinity();
+  return std::bit_cast<double>(std::bit_cast<std::uint64_t>(r) | sign);
+}
+
+inline double round_double(DType t, double x) {
+  if (t == DType::float32) return static_cast<double>(static_cast<float>(x));  // IEEE: one RN
+  return round_double_generic(t, x);
+}
 
 // The rounding test: every real in [lo, hi] (lo <= hi) rounds to the same
 // value of format t iff lo and hi do (rounding to nearest is monotone).
@@ -109,13 +155,15 @@ struct ExpTables {
 };
 const ExpTables& exp_tables();
 
-// 2^e for -1022 <= e <= 1023, exactly.
-inline double pow2(int e) {
-  return std::bit_cast<double>(static_cast<std::uint64_t>(e + 1023) << 52);
+// nearbyint(x) (ties to even) for |x| < 2^51 under the default rounding
+// mode: adding 1.5 * 2^52 leaves the integer part in the last bit places.
+inline double round_int(double x) {
+  constexpr double shifter = 0x1.8p52;
+  return (x + shifter) - shifter;
 }
 
 inline double exp1(const ExpTables& T, double dh, double dl) {
-  const double k = std::nearbyint(dh * T.inv_c);
+  const double k = round_int(dh * T.inv_c);
   const int ki = static_cast<int>(k);
   const int j = ki & 63, e = (ki - j) / 64;
   const double a = dh - k * T.c1;  // exact (Sterbenz, see fast_arith.cpp)

@@ -126,9 +126,10 @@ std::vector<double> softmax_rounded(DType t, std::span<const double> l, double t
   // The skipped tail (d_i < -111) adds < n 2^-160 <= 2^-130 to a sum >= 1 - 2^-40.
   constexpr double kTail = 0x1p-129;
 
-  std::vector<double> out(n, 0.0);
-  std::vector<char> open(n, 0);  // not yet certified
-  std::vector<double> e(n);
+  // out holds e_i until the level-1 test replaces it with the rounded
+  // weight; masked and cut-off elements hold +0 throughout (their answer).
+  std::vector<double> out(n);
+  std::vector<double>& e = out;
 
   // Level 1: e_i = exp1(d_i), S1 by Sum2 (Ogita, Rump, Oishi 2005) on each
   // thread's block, the blocks' (s, sigma) joined by two_sum in order.
@@ -178,25 +179,28 @@ std::vector<double> softmax_rounded(DType t, std::span<const double> l, double t
   // RN(1 - w) <= 1 - 2 eps1 - 1.5u, so lo = RN(p^ RN(1 - w)) <= p^ (1 - 2
   // eps1 - 1.5u)(1 + u) <= p^ (1 - 2 eps1); likewise hi >= p^ (1 + 2 eps1).
   // So [lo, hi] holds p_i, and if lo and hi round alike, so does p_i.
-  std::int64_t n_open = 0;
-  if (eps1 < 0x1p-30) {
-    const double w = 2 * eps1 + 2 * u;
-    const double f_lo = 1 - w, f_hi = 1 + w;
-#pragma omp parallel for num_threads(nt) schedule(static) reduction(+ : n_open) if (nt > 1)
+  std::vector<std::vector<std::size_t>> open_parts(static_cast<std::size_t>(nt));
+  const bool test1 = eps1 < 0x1p-30;
+  const double w = 2 * eps1 + 2 * u;
+  const double f_lo = 1 - w, f_hi = 1 + w;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    auto& mine = open_parts[static_cast<std::size_t>(omp_get_thread_num())];
+#pragma omp for schedule(static)
     for (std::size_t i = 0; i < n; ++i) {
-      if (e[i] == 0) continue;  // masked, or below e^-111: +0, exact (out is 0)
+      if (e[i] == 0) continue;  // masked, or below e^-111: +0, exact
       const double p = e[i] / S1;
-      if (fast::decided(t, p * f_lo, p * f_hi)) {
+      if (test1 && fast::decided(t, p * f_lo, p * f_hi)) {
         out[i] = fast::round_double(t, p);
       } else {
-        open[i] = 1;
-        ++n_open;
+        mine.push_back(i);
       }
     }
-  } else {
-    for (std::size_t i = 0; i < n; ++i)
-      if (e[i] != 0) open[i] = 1, ++n_open;
   }
+  std::vector<std::size_t> open;  // not yet certified, in index order
+  for (const auto& part_open : open_parts)
+    open.insert(open.end(), part_open.begin(), part_open.end());
+  const auto n_open = static_cast<std::int64_t>(open.size());
   st.level1 = static_cast<std::int64_t>(n) - n_open;
   if (n_open == 0) return finish(std::move(out));
 
@@ -213,10 +217,8 @@ std::vector<double> softmax_rounded(DType t, std::span<const double> l, double t
     DD acc{0, 0};
 #pragma omp for schedule(static)
     for (std::size_t i = 0; i < n; ++i) {
-      if (e[i] == 0) continue;
       double dh, dl;
-      arg(i, dh, dl);
-      acc = fast::dd_add(acc, fast::exp2(T, dh, dl));
+      if (arg(i, dh, dl)) acc = fast::dd_add(acc, fast::exp2(T, dh, dl));
     }
     part2[static_cast<std::size_t>(id)] = acc;
   }
@@ -256,8 +258,8 @@ std::vector<double> softmax_rounded(DType t, std::span<const double> l, double t
       const double down = pow2_normal ? up / 2 : up;  // spacing below r
       return beyond(p, r + up / 2, -1.0) && (r == 0 || beyond(p, r - down / 2, 1.0));
     };
-    for (std::size_t i = 0; i < n; ++i) {
-      if (!open[i]) continue;
+    std::vector<std::size_t> still;
+    for (std::size_t i : open) {
       double dh, dl;
       arg(i, dh, dl);
       const DD p = fast::dd_div(fast::exp2(T, dh, dl), S2);
@@ -274,22 +276,20 @@ std::vector<double> softmax_rounded(DType t, std::span<const double> l, double t
       }
       if (ok) {
         out[i] = r;
-        open[i] = 0;
       } else {
-        ++n_mpfr;
+        still.push_back(i);
       }
     }
-  } else {
-    n_mpfr = n_open;
+    open.swap(still);
   }
+  n_mpfr = static_cast<std::int64_t>(open.size());
   st.level2 = n_open - n_mpfr;
   if (n_mpfr == 0) return finish(std::move(out));
 
   // Level 3: MPFR for the outputs still open.
   st.mpfr = n_mpfr;
   const std::vector<Mp> p = softmax(l, theta);
-  for (std::size_t i = 0; i < n; ++i)
-    if (open[i]) out[i] = round_to(t, p[i]);
+  for (std::size_t i : open) out[i] = round_to(t, p[i]);
   return finish(std::move(out));
 }
 
