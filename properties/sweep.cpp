@@ -19,6 +19,8 @@
 #include "properties/budgets.hpp"
 #include "properties/generators.hpp"
 #include "reference/mpfr.hpp"
+#include "reference/rounding.hpp"
+#include "reference/softmax_cr.hpp"
 #include "theory/critical_size.hpp"
 #include "theory/dispersion.hpp"
 
@@ -63,7 +65,11 @@ const char* const kColumns[] = {"key",
                                 "lse_kernel",
                                 "lse_exact",
                                 "lse_err",
-                                "seconds"};
+                                "seconds",
+                                "checked_fraction",
+                                "fallback_fraction",
+                                "max_ulps_from_cr",
+                                "cr_equal_fraction"};
 
 std::string num(double x) {
   char buf[64];
@@ -81,7 +87,8 @@ std::string to_line(const SweepRow& r) {
      << num(r.n_star) << ',' << r.dispersed << ',' << num(r.H_kernel) << ',' << num(r.H_exact)
      << ',' << num(r.log_n) << ',' << num(r.H_err) << ',' << num(r.H_budget) << ','
      << num(r.lse_kernel) << ',' << num(r.lse_exact) << ',' << num(r.lse_err) << ','
-     << num(r.seconds) << '\n';
+     << num(r.seconds) << ',' << num(r.checked_fraction) << ',' << num(r.fallback_fraction) << ','
+     << num(r.max_ulps_from_cr) << ',' << num(r.cr_equal_fraction) << '\n';
   return os.str();
 }
 
@@ -101,6 +108,8 @@ SweepRow from_fields(const std::vector<std::string>& f) {
   r.dispersed = std::atoi(f[18].c_str());
   r.H_kernel = d(19), r.H_exact = d(20), r.log_n = d(21), r.H_err = d(22), r.H_budget = d(23);
   r.lse_kernel = d(24), r.lse_exact = d(25), r.lse_err = d(26), r.seconds = d(27);
+  r.checked_fraction = d(28), r.fallback_fraction = d(29), r.max_ulps_from_cr = d(30),
+  r.cr_equal_fraction = d(31);
   return r;
 }
 
@@ -259,6 +268,27 @@ SweepRow measure(const Kernel& k, DType t, const std::string& dist, int level, d
     err_max = std::max(err_max, std::abs(g - e));
   }
   row.rel_err_sampled = err_max / row.pmax_exact;
+  // Every element against the correctly rounded weight (reference/softmax_cr.hpp,
+  // all cores; bit-identical to rounding the MPFR reference).
+  {
+    ref::CrStats cs;
+    ref::CrOptions co;
+    co.stats = &cs;
+    const auto r0 = b.row(0);
+    const std::vector<double> l(r0.begin(), r0.end());
+    const std::vector<double> cr = ref::softmax_rounded(t, l, theta, co);
+    std::int64_t equal = 0, worst = 0;
+    for (std::int64_t j = 0; j < n; ++j) {
+      const auto jj = static_cast<std::size_t>(j);
+      const std::int64_t apart = ref::ulps_apart(t, static_cast<double>(w[jj]), cr[jj]);
+      if (apart == 0) ++equal;
+      worst = std::max(worst, apart);
+    }
+    row.checked_fraction = static_cast<double>(cs.elements) / static_cast<double>(n);
+    row.fallback_fraction = cs.fallback_fraction();
+    row.max_ulps_from_cr = static_cast<double>(worst);
+    row.cr_equal_fraction = static_cast<double>(equal) / static_cast<double>(n);
+  }
   row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return row;
 }

@@ -14,6 +14,10 @@
 //    eight orders below a float32 ulp: exact enough for every verdict here.
 //  - the max-norm relative error over the sampled items (which include the
 //    arg-max, i.e. ||p||inf) vs theory T7's bound (n + 4 + 2 delta) u.
+//  - every element (checked_fraction = 1) against the correctly rounded
+//    weight (reference/softmax_cr.hpp, every core): the largest distance in
+//    ulps and the fraction exactly equal; fallback_fraction is the fraction
+//    of elements that reference had to compute with MPFR.
 //  - the kernel's largest weight vs T1's upper bound, T2's n* for the
 //    dtype's unit roundoff (and whether n > n*: every weight must then be
 //    below u), the kernel's entropy vs the exact H and log n (T4), and the
@@ -67,6 +71,12 @@ struct SweepRow {
   double H_kernel = NAN, H_exact = 0, log_n = 0, H_err = NAN, H_budget = 0;
   double lse_kernel = NAN, lse_exact = 0, lse_err = NAN;
   double seconds = 0;  // kernel + measurement time of the row
+  // Every element of the row against its correctly rounded weight
+  // (reference/softmax_cr.hpp): the fraction of elements checked (1), the
+  // fraction the reference had to compute with MPFR, the largest distance
+  // in ulps of the dtype (NaN against a number counts as INT64_MAX), and
+  // the fraction of kernel weights equal to the correctly rounded one.
+  double checked_fraction = 0, fallback_fraction = 0, max_ulps_from_cr = 0, cr_equal_fraction = 0;
 };
 
 // Runs (or resumes) the sweep; returns every row in the CSV afterwards.

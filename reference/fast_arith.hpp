@@ -140,9 +140,13 @@ inline double round_double(DType t, double x) {
 
 // The rounding test: every real in [lo, hi] (lo <= hi) rounds to the same
 // value of format t iff lo and hi do (rounding to nearest is monotone).
+// Compared bit for bit: -0 and +0 differ.
 inline bool decided(DType t, double lo, double hi) {
-  if (t == DType::float32) return static_cast<float>(lo) == static_cast<float>(hi);
-  return round_double(t, lo) == round_double(t, hi);
+  if (t == DType::float32)
+    return std::bit_cast<std::uint32_t>(static_cast<float>(lo)) ==
+           std::bit_cast<std::uint32_t>(static_cast<float>(hi));
+  return std::bit_cast<std::uint64_t>(round_double(t, lo)) ==
+         std::bit_cast<std::uint64_t>(round_double(t, hi));
 }
 
 // The tables and constants of exp1/exp2, built once (from MPFR) on first use.
