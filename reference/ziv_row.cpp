@@ -154,7 +154,7 @@ void RowSums::level2() {
 // + |v.hi|) + u |w| of v - M; so if (1 - 2u) w > err + 4u^2 (|v.hi| + |a|),
 // x - M > 0 surely (and likewise for M - x). Exact midpoints do not occur for
 // the transcendental values these references produce; where a value is
-// rational (1/k) or 0 it is representable, and the test simply fails there.
+// rational (1/k) it is representable, and an exact 0 fails the test.
 bool rounds_to(DType t, const DD& v0, double err, double r) {
   DD v = v0;
   if (v.hi < 0 || (v.hi == 0 && std::signbit(r))) v = {-v.hi, -v.lo}, r = -r;
@@ -173,7 +173,8 @@ bool rounds_to(DType t, const DD& v0, double err, double r) {
   const double up = std::ldexp(1.0, er - f.precision + 1);  // spacing above r
   const bool pow2_normal = r > 0 && er > f.emin && r == std::ldexp(1.0, er);
   const double down = pow2_normal ? up / 2 : up;  // spacing below r
-  return beyond(r + up / 2, -1.0) && (r == 0 || beyond(r - down / 2, 1.0));
+  // r = 0 needs x > 0 surely too: -0 is the answer for tiny negative x.
+  return beyond(r + up / 2, -1.0) && beyond(r == 0 ? 0.0 : r - down / 2, 1.0);
 }
 
 // Candidates: the rounding of v.hi, and of its neighbour on v.lo's side

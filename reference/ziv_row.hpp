@@ -62,8 +62,8 @@ class RowSums {
 constexpr double kSafe = 1.0 + 0x1p-20;
 
 // Whether the exact value x, known to lie within `err` of the double-double
-// v (err >= 64u^2 |v.hi|), rounds to r in format t: x lies strictly between
-// the rounding boundaries around r. Works for either sign.
+// v, surely rounds to r in format t: x lies strictly between the rounding
+// boundaries around r (and has r's sign when r is a zero). Either sign.
 bool rounds_to(DType t, const DD& v, double err, double r);
 // The answer for x within err of v, or NaN when the test cannot decide.
 double round_dd(DType t, const DD& v, double err);

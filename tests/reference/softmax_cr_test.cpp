@@ -22,6 +22,7 @@
 #include "reference/fast_arith.hpp"
 #include "reference/rounding.hpp"
 #include "reference/softmax.hpp"
+#include "reference/log_softmax_cr.hpp"
 #include "reference/softmax_cr.hpp"
 
 using sa::DType;
@@ -116,6 +117,50 @@ RC_GTEST_PROP(SoftmaxCorrectlyRounded, BitIdenticalToMpfrOnEveryGenerator, ()) {
       }
     }
   }
+}
+
+// log-softmax and log-sum-exp (reference/log_softmax_cr.hpp): the same
+// claim, on the same generators and targets.
+RC_GTEST_PROP(LogSoftmaxCorrectlyRounded, BitIdenticalToMpfrOnEveryGenerator, ()) {
+  sa::props::RowGenOptions o;
+  o.temperatures = {1.0, 0.7, 3.0};
+  const auto batches =
+      *rc::gen::container<std::vector<sa::props::RowParams>>(3, sa::props::gen_rows(o));
+  for (const auto& p : batches) {
+    const DType in = *rc::gen::element(DType::float32, DType::bfloat16);
+    const auto b = sa::props::materialise(p, in);
+    for (std::int64_t r = 0; r < b.rows; ++r) {
+      const auto row = b.row(r);
+      const std::vector<double> l(row.begin(), row.end());
+      const std::vector<Mp> exact = sa::ref::log_softmax(l, p.temperature);
+      const Mp lse = sa::ref::log_sum_exp(l, p.temperature);
+      for (DType t : kTargets) {
+        const auto fast_out = sa::ref::log_softmax_rounded(t, l, p.temperature);
+        for (std::size_t i = 0; i < l.size(); ++i)
+          RC_ASSERT(same(fast_out[i], sa::ref::round_to(t, exact[i])));
+        RC_ASSERT(
+            same(sa::ref::log_sum_exp_rounded(t, l, p.temperature), sa::ref::round_to(t, lse)));
+      }
+    }
+  }
+}
+
+// Outputs the fast levels cannot decide still come out right through MPFR:
+// an exact 0 (n = 1; the rest masked), a maximum that dominates by 60 nats
+// (its output -log S ~ -e^-60), and ties broken by a tiny step.
+TEST(LogSoftmaxCorrectlyRounded, HardRowsGoThroughMpfrAndAreRight) {
+  const std::vector<std::vector<double>> rows = {
+      {2.5}, {1.0, -INFINITY, -INFINITY}, {60.0, 0.0, 0.0}, {0x1p-23, 0.0}, {1e4 + 0x1p-20, 1e4}};
+  for (const auto& l : rows)
+    for (DType t : kTargets) {
+      CrStats st;
+      const auto a = sa::ref::log_softmax_rounded(t, l, 1.0, {RefPath::fast, 0, &st});
+      const auto b = sa::ref::log_softmax_rounded(t, l, 1.0, {RefPath::mpfr_only});
+      for (std::size_t i = 0; i < l.size(); ++i)
+        EXPECT_TRUE(same(a[i], b[i])) << sa::name_of(t) << " row[0] " << l[0] << " i " << i;
+      EXPECT_TRUE(same(sa::ref::log_sum_exp_rounded(t, l),
+                       sa::ref::log_sum_exp_rounded(t, l, 1.0, {RefPath::mpfr_only})));
+    }
 }
 
 // Rows whose weight at index 0 sits within ~2^-53 relative of a rounding
