@@ -25,35 +25,10 @@ void check_args(std::span<const double> l, double theta, const char* what) {
                                 " is not a finite number > 0");
 }
 
-// L = log S for S within eps_S S of the double-double Sv, with an absolute
-// error bound eta: |L - log S| <= eta (infinite when the step fails).
-//  y0 = std::log(Sv.hi) (no bound assumed); with delta = log Sv - y0,
-//  Sv e^(-y0) = e^delta and c = Sv e^(-y0) - 1 = e^delta - 1. exp2 (2^-97),
-//  dd_mul (4u^2) and dd_add (3u^2 + 13u^3 of |c|) give c^ within kappa =
-//  2^-96 of c (Sv e^(-y0) <= 1.01). L^ = y0 + c^ by dd_add (3.01u^2 |L|).
-//  L^ - log Sv = (c - delta) + (c^ - c), and for |delta| <= 0.01,
-//  |e^delta - 1 - delta| <= 0.51 delta^2 with |delta| <= 1.01 |c| <= 1.02
-//  |c^.hi| + 1.01 kappa =: cm. So |L^ - log Sv| <= 0.51 cm^2 + kappa + 3.01
-//  u^2 |L^|, and |log S - log Sv| <= 1.01 eps_S (|log(1 + x)| <= 1.01 |x|).
-//  exp2's range: -y0 is in [-21, 2^-40] for n <= 2^30 (1 - 2^-40 <= S <= n).
-struct LogS {
-  DD L;
-  double eta;
-};
-LogS log_of(const DD& Sv, double eps_S) {
-  const double y0 = std::log(Sv.hi);
-  const DD e = fast::exp2(fast::exp_tables(), -y0, 0.0);
-  const DD c = fast::dd_add(fast::dd_mul(Sv, e), DD{-1.0, 0.0});
-  const DD L = fast::dd_add(DD{y0, 0.0}, c);
-  constexpr double kappa = 0x1p-96;
-  const double cm = 1.02 * std::abs(c.hi) + 1.01 * kappa;
-  if (!(cm <= 0.01) || !(y0 <= 21.0)) return {L, kInf};
-  const double eta =
-      (0.51 * cm * cm + kappa + 3.01 * u * u * std::abs(L.hi) + 1.01 * eps_S) * fast::kSafe;
-  return {L, eta};
-}
-
 }  // namespace
+
+using fast::log_of;
+using fast::LogS;
 
 double log_sum_exp_rounded(DType t, std::span<const double> l, double theta, const CrOptions& o) {
   check_args(l, theta, "log_sum_exp");

@@ -68,4 +68,12 @@ bool rounds_to(DType t, const DD& v, double err, double r);
 // The answer for x within err of v, or NaN when the test cannot decide.
 double round_dd(DType t, const DD& v, double err);
 
+// log S for S within eps_S S of the double-double Sv: L with |L - log S| <=
+// eta (infinite when the bound cannot be established); ziv_row.cpp.
+struct LogS {
+  DD L;
+  double eta;
+};
+LogS log_of(const DD& Sv, double eps_S);
+
 }  // namespace sa::ref::fast

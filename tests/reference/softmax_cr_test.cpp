@@ -22,6 +22,7 @@
 #include "reference/fast_arith.hpp"
 #include "reference/rounding.hpp"
 #include "reference/softmax.hpp"
+#include "reference/entropy_cr.hpp"
 #include "reference/log_softmax_cr.hpp"
 #include "reference/softmax_cr.hpp"
 
@@ -145,6 +146,29 @@ RC_GTEST_PROP(LogSoftmaxCorrectlyRounded, BitIdenticalToMpfrOnEveryGenerator, ()
   }
 }
 
+// Shannon entropy (reference/entropy_cr.hpp): the same claim.
+RC_GTEST_PROP(EntropyCorrectlyRounded, BitIdenticalToMpfrOnEveryGenerator, ()) {
+  sa::props::RowGenOptions o;
+  o.temperatures = {1.0, 0.7, 3.0};
+  const auto batches =
+      *rc::gen::container<std::vector<sa::props::RowParams>>(3, sa::props::gen_rows(o));
+  CrStats st;
+  for (const auto& p : batches) {
+    const DType in = *rc::gen::element(DType::float32, DType::bfloat16);
+    const auto b = sa::props::materialise(p, in);
+    for (std::int64_t r = 0; r < b.rows; ++r) {
+      const auto row = b.row(r);
+      const std::vector<double> l(row.begin(), row.end());
+      const Mp H = sa::ref::entropy(l, p.temperature, sa::ref::EntropyDefinition::shannon);
+      for (DType t : kTargets)
+        RC_ASSERT(
+            same(sa::ref::shannon_entropy_rounded(t, l, p.temperature, {RefPath::fast, 0, &st}),
+                 sa::ref::round_to(t, H)));
+    }
+  }
+  RC_CLASSIFY(st.mpfr > 0, "some row reached MPFR");
+}
+
 // Outputs the fast levels cannot decide still come out right through MPFR:
 // an exact 0 (n = 1; the rest masked), a maximum that dominates by 60 nats
 // (its output -log S ~ -e^-60), and ties broken by a tiny step.
@@ -160,6 +184,8 @@ TEST(LogSoftmaxCorrectlyRounded, HardRowsGoThroughMpfrAndAreRight) {
         EXPECT_TRUE(same(a[i], b[i])) << sa::name_of(t) << " row[0] " << l[0] << " i " << i;
       EXPECT_TRUE(same(sa::ref::log_sum_exp_rounded(t, l),
                        sa::ref::log_sum_exp_rounded(t, l, 1.0, {RefPath::mpfr_only})));
+      EXPECT_TRUE(same(sa::ref::shannon_entropy_rounded(t, l),
+                       sa::ref::shannon_entropy_rounded(t, l, 1.0, {RefPath::mpfr_only})));
     }
 }
 
