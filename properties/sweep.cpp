@@ -23,6 +23,8 @@
 #include "properties/budgets.hpp"
 #include "properties/generators.hpp"
 #include "reference/mpfr.hpp"
+#include "reference/rounding.hpp"
+#include "reference/softmax_cr.hpp"
 #include "theory/critical_size.hpp"
 #include "theory/dispersion.hpp"
 
@@ -73,7 +75,11 @@ const char* const kColumns[] = {"key",
                                 "ulp_budget_all",
                                 "rel_err_all",
                                 "baseline_rel_err",
-                                "vectorised_threshold"};
+                                "vectorised_threshold",
+                                "checked_fraction",
+                                "fallback_fraction",
+                                "max_ulps_from_cr",
+                                "cr_equal_fraction"};
 
 std::string num(double x) {
   char buf[64];
@@ -102,7 +108,9 @@ std::string to_line(const SweepRow& r) {
      << num(r.H_budget) << ',' << num(r.lse_kernel) << ',' << num(r.lse_exact) << ','
      << num(r.lse_err) << ',' << num(r.seconds) << ',' << r.elements_checked << ','
      << num(r.max_ulp_all) << ',' << num(r.ulp_budget_all) << ',' << num(r.rel_err_all) << ','
-     << num(r.baseline_rel_err) << ',' << num(r.vectorised_threshold) << '\n';
+     << num(r.baseline_rel_err) << ',' << num(r.vectorised_threshold) << ','
+     << num(r.checked_fraction) << ',' << num(r.fallback_fraction) << ','
+     << num(r.max_ulps_from_cr) << ',' << num(r.cr_equal_fraction) << '\n';
   return os.str();
 }
 
@@ -125,6 +133,8 @@ SweepRow from_fields(const std::vector<std::string>& f) {
   r.elements_checked = std::atoll(f[28].c_str());
   r.max_ulp_all = d(29), r.ulp_budget_all = d(30), r.rel_err_all = d(31),
   r.baseline_rel_err = d(32), r.vectorised_threshold = d(33);
+  r.checked_fraction = d(34), r.fallback_fraction = d(35), r.max_ulps_from_cr = d(36),
+  r.cr_equal_fraction = d(37);
   return r;
 }
 
@@ -371,6 +381,27 @@ SweepRow measure(const Kernel& k, DType t, const std::string& dist, int level, d
     row.baseline_rel_err = baseline::baseline_error(t, b.row(0), theta, ex);
     row.vectorised_threshold =
         baseline::vectorised_threshold(t, row.baseline_rel_err, double(st.live));
+  }
+  // Every element against the correctly rounded weight (reference/softmax_cr.hpp,
+  // all cores; bit-identical to rounding the MPFR reference).
+  {
+    ref::CrStats cs;
+    ref::CrOptions co;
+    co.stats = &cs;
+    const auto r0 = b.row(0);
+    const std::vector<double> l(r0.begin(), r0.end());
+    const std::vector<double> cr = ref::softmax_rounded(t, l, theta, co);
+    std::int64_t equal = 0, worst = 0;
+    for (std::int64_t j = 0; j < n; ++j) {
+      const auto jj = static_cast<std::size_t>(j);
+      const std::int64_t apart = ref::ulps_apart(t, static_cast<double>(w[jj]), cr[jj]);
+      if (apart == 0) ++equal;
+      worst = std::max(worst, apart);
+    }
+    row.checked_fraction = static_cast<double>(cs.elements) / static_cast<double>(n);
+    row.fallback_fraction = cs.fallback_fraction();
+    row.max_ulps_from_cr = static_cast<double>(worst);
+    row.cr_equal_fraction = static_cast<double>(equal) / static_cast<double>(n);
   }
   row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return row;

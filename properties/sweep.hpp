@@ -19,6 +19,10 @@
 //    vectorised_2x rule (properties/baseline.hpp: 2x that of a float32
 //    softmax summed in 8 lanes, + 4u), all with exact weights exp(z_j - m)/S
 //    in double (relative error ~1e-14, far below any bound here).
+//  - every element (checked_fraction = 1) against the correctly rounded
+//    weight (reference/softmax_cr.hpp, every core): the largest distance in
+//    ulps and the fraction exactly equal; fallback_fraction is the fraction
+//    of elements that reference had to compute with MPFR.
 //  - the kernel's largest weight vs T1's upper bound, T2's n* for the
 //    dtype's unit roundoff (and whether n > n*: every weight must then be
 //    below u), the kernel's entropy vs the exact H and log n (T4), and the
@@ -85,6 +89,12 @@ struct SweepRow {
   double rel_err_all = 0;             // max |p^-p| / ||p||inf over every element
   double baseline_rel_err = 0;        // the same for properties/baseline.hpp's vectorised softmax
   double vectorised_threshold = 0;    // the vectorised_2x rule's bound on rel_err_all
+  // Every element of the row against its correctly rounded weight
+  // (reference/softmax_cr.hpp): the fraction of elements checked (1), the
+  // fraction the reference had to compute with MPFR, the largest distance
+  // in ulps of the dtype (NaN against a number counts as INT64_MAX), and
+  // the fraction of kernel weights equal to the correctly rounded one.
+  double checked_fraction = 0, fallback_fraction = 0, max_ulps_from_cr = 0, cr_equal_fraction = 0;
 };
 
 // Runs (or resumes) the sweep; returns every row in the CSV afterwards.

@@ -1,0 +1,352 @@
+// The correctly rounded softmax (reference/softmax_cr.hpp) against the
+// MPFR-only path: bit-identical on every generator of the suite, on rows
+// built to sit near rounding midpoints, on rows built to defeat the fast
+// levels, and exhaustively where the input space is small.
+//
+// Claim: softmax_rounded(t, l, theta) == round_to(t, softmax(l, theta)) bit
+// for bit (NaN against NaN). Bound: none, equality; it comes from the error
+// analysis in reference/softmax_cr.cpp and reference/fast_arith.cpp, which
+// the elementwise tests below check against MPFR value by value.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "core/bfloat16.hpp"
+#include "properties/generators.hpp"
+#include "reference/fast_arith.hpp"
+#include "reference/rounding.hpp"
+#include "reference/softmax.hpp"
+#include "reference/entropy_cr.hpp"
+#include "reference/log_softmax_cr.hpp"
+#include "reference/softmax_cr.hpp"
+
+using sa::DType;
+using sa::ref::CrOptions;
+using sa::ref::CrStats;
+using sa::ref::Mp;
+using sa::ref::RefPath;
+namespace fast = sa::ref::fast;
+
+namespace {
+
+bool same(double a, double b) {
+  return (std::isnan(a) && std::isnan(b)) ||
+         std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
+}
+
+// Index of the first output where the fast and MPFR-only paths differ, or -1.
+long long first_difference(DType t, const std::vector<double>& l, double theta,
+                           CrStats* stats = nullptr, int fast_levels = 2) {
+  CrOptions fo;
+  fo.stats = stats;
+  fo.fast_levels = fast_levels;
+  const auto a = sa::ref::softmax_rounded(t, l, theta, fo);
+  CrOptions mo;
+  mo.path = RefPath::mpfr_only;
+  const auto b = sa::ref::softmax_rounded(t, l, theta, mo);
+  if (a.size() != b.size()) return 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (!same(a[i], b[i])) return static_cast<long long>(i);
+  return -1;
+}
+
+constexpr DType kTargets[] = {DType::float32, DType::bfloat16, DType::float16};
+
+// The real value half-way between x's neighbours in format t that bracket it:
+// the midpoint just above round_double(t, x) (a rounding boundary of t).
+double midpoint_above(DType t, double x) {
+  const double r = fast::round_double(t, x);
+  const sa::FloatFormat f = sa::format_of(t);
+  int e;
+  std::frexp(r, &e);
+  const double ulp = std::ldexp(1.0, std::max(e - 1, f.emin) - f.precision + 1);
+  return r + ulp / 2;  // exact in double
+}
+
+// A row of n - 1 background logits and logit x0 at index 0 chosen so that
+// p_0 lies as close as a double logit allows to the rounding midpoint M of
+// format t: x0 = log(R M / (1 - M)) with R = sum of the others' exps, then
+// the best of the 2 * 64 double neighbours (measured in MPFR).
+std::vector<double> midpoint_row(DType t, std::vector<double> background, double target) {
+  const double M = midpoint_above(t, target);
+  Mp R = 0;
+  for (double b : background) R += exp(Mp(b));
+  const Mp x_star = log(R * Mp(M) / (1 - Mp(M)));
+  double x = x_star.convert_to<double>();
+  double best = x;
+  Mp best_gap = Mp(1);
+  for (int s = 0; s < 64; ++s, x = std::nextafter(x, INFINITY)) {
+  }
+  for (int s = 0; s < 128; ++s, x = std::nextafter(x, -INFINITY)) {
+    const Mp p = exp(Mp(x)) / (exp(Mp(x)) + R);
+    const Mp gap = abs(p - Mp(M)) / Mp(M);
+    if (gap < best_gap) best_gap = gap, best = x;
+  }
+  background.insert(background.begin(), best);
+  return background;
+}
+
+}  // namespace
+
+#ifndef SA_CR_LONG
+// Every generator of the suite (properties/generators.hpp: gaussian, uniform,
+// spike, near_ties, offset +-1e4, fa3_outliers, onednn_overflow, masked,
+// special), float32 and bfloat16 inputs, temperatures 1, 0.7 and 3, 1 to
+// 4097 logits, 1-2 rows per batch; 6 batches per case, every target each.
+RC_GTEST_PROP(SoftmaxCorrectlyRounded, BitIdenticalToMpfrOnEveryGenerator, ()) {
+  sa::props::RowGenOptions o;
+  o.temperatures = {1.0, 0.7, 3.0};
+  const auto batches =
+      *rc::gen::container<std::vector<sa::props::RowParams>>(6, sa::props::gen_rows(o));
+  for (const auto& p : batches) {
+    const DType in = *rc::gen::element(DType::float32, DType::bfloat16);
+    const auto b = sa::props::materialise(p, in);
+    for (std::int64_t r = 0; r < b.rows; ++r) {
+      const auto row = b.row(r);
+      const std::vector<double> l(row.begin(), row.end());
+      const std::vector<Mp> exact = sa::ref::softmax(l, p.temperature);
+      for (DType t : kTargets) {
+        const auto fast_out = sa::ref::softmax_rounded(t, l, p.temperature);
+        for (std::size_t i = 0; i < l.size(); ++i)
+          RC_ASSERT(same(fast_out[i], sa::ref::round_to(t, exact[i])));
+      }
+    }
+  }
+}
+
+// log-softmax and log-sum-exp (reference/log_softmax_cr.hpp): the same
+// claim, on the same generators and targets.
+RC_GTEST_PROP(LogSoftmaxCorrectlyRounded, BitIdenticalToMpfrOnEveryGenerator, ()) {
+  sa::props::RowGenOptions o;
+  o.temperatures = {1.0, 0.7, 3.0};
+  const auto batches =
+      *rc::gen::container<std::vector<sa::props::RowParams>>(3, sa::props::gen_rows(o));
+  for (const auto& p : batches) {
+    const DType in = *rc::gen::element(DType::float32, DType::bfloat16);
+    const auto b = sa::props::materialise(p, in);
+    for (std::int64_t r = 0; r < b.rows; ++r) {
+      const auto row = b.row(r);
+      const std::vector<double> l(row.begin(), row.end());
+      const std::vector<Mp> exact = sa::ref::log_softmax(l, p.temperature);
+      const Mp lse = sa::ref::log_sum_exp(l, p.temperature);
+      for (DType t : kTargets) {
+        const auto fast_out = sa::ref::log_softmax_rounded(t, l, p.temperature);
+        for (std::size_t i = 0; i < l.size(); ++i)
+          RC_ASSERT(same(fast_out[i], sa::ref::round_to(t, exact[i])));
+        RC_ASSERT(
+            same(sa::ref::log_sum_exp_rounded(t, l, p.temperature), sa::ref::round_to(t, lse)));
+      }
+    }
+  }
+}
+
+// Shannon entropy (reference/entropy_cr.hpp): the same claim.
+RC_GTEST_PROP(EntropyCorrectlyRounded, BitIdenticalToMpfrOnEveryGenerator, ()) {
+  sa::props::RowGenOptions o;
+  o.temperatures = {1.0, 0.7, 3.0};
+  const auto batches =
+      *rc::gen::container<std::vector<sa::props::RowParams>>(3, sa::props::gen_rows(o));
+  CrStats st;
+  for (const auto& p : batches) {
+    const DType in = *rc::gen::element(DType::float32, DType::bfloat16);
+    const auto b = sa::props::materialise(p, in);
+    for (std::int64_t r = 0; r < b.rows; ++r) {
+      const auto row = b.row(r);
+      const std::vector<double> l(row.begin(), row.end());
+      const Mp H = sa::ref::entropy(l, p.temperature, sa::ref::EntropyDefinition::shannon);
+      for (DType t : kTargets)
+        RC_ASSERT(
+            same(sa::ref::shannon_entropy_rounded(t, l, p.temperature, {RefPath::fast, 0, &st}),
+                 sa::ref::round_to(t, H)));
+    }
+  }
+  RC_CLASSIFY(st.mpfr > 0, "some row reached MPFR");
+}
+
+// Outputs the fast levels cannot decide still come out right through MPFR:
+// an exact 0 (n = 1; the rest masked), a maximum that dominates by 60 nats
+// (its output -log S ~ -e^-60), and ties broken by a tiny step.
+TEST(LogSoftmaxCorrectlyRounded, HardRowsGoThroughMpfrAndAreRight) {
+  const std::vector<std::vector<double>> rows = {
+      {2.5}, {1.0, -INFINITY, -INFINITY}, {60.0, 0.0, 0.0}, {0x1p-23, 0.0}, {1e4 + 0x1p-20, 1e4}};
+  for (const auto& l : rows)
+    for (DType t : kTargets) {
+      CrStats st;
+      const auto a = sa::ref::log_softmax_rounded(t, l, 1.0, {RefPath::fast, 0, &st});
+      const auto b = sa::ref::log_softmax_rounded(t, l, 1.0, {RefPath::mpfr_only});
+      for (std::size_t i = 0; i < l.size(); ++i)
+        EXPECT_TRUE(same(a[i], b[i])) << sa::name_of(t) << " row[0] " << l[0] << " i " << i;
+      EXPECT_TRUE(same(sa::ref::log_sum_exp_rounded(t, l),
+                       sa::ref::log_sum_exp_rounded(t, l, 1.0, {RefPath::mpfr_only})));
+      EXPECT_TRUE(same(sa::ref::shannon_entropy_rounded(t, l),
+                       sa::ref::shannon_entropy_rounded(t, l, 1.0, {RefPath::mpfr_only})));
+    }
+}
+
+// Rows whose weight at index 0 sits within ~2^-53 relative of a rounding
+// midpoint of the target: the double level cannot decide them (its bound is
+// ~2^-49.7), the double-double level or MPFR must.
+RC_GTEST_PROP(SoftmaxCorrectlyRounded, BitIdenticalNearRoundingMidpoints, ()) {
+  const DType t = *rc::gen::elementOf(std::vector<DType>(std::begin(kTargets), std::end(kTargets)));
+  const int n = *rc::gen::inRange(1, 300);
+  const auto seed = *rc::gen::arbitrary<std::uint32_t>();
+  const double target = *rc::gen::element(0.5, 0.3, 0.01, 1e-5, 0.999);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> N(0.0, 2.0);
+  std::vector<double> bg(static_cast<std::size_t>(n));
+  for (double& x : bg) x = static_cast<float>(N(rng));
+  const auto l = midpoint_row(t, bg, target);
+  CrStats st;
+  RC_ASSERT(first_difference(t, l, 1.0, &st) == -1);
+  RC_CLASSIFY(st.level1 < st.elements, "double level undecided");
+  RC_CLASSIFY(st.mpfr > 0, "reached MPFR");
+}
+
+// Natural near-midpoint rows: two tied logits c, one raised by a tiny step
+// h: p_0 = 1/2 + h/4 - h^3/48 + ..., p_1 = 1/2 - h/4 + ...; with h = (2j +
+// 1) 2^-(P-1) (resp. 2^-P) for the target's precision P, h/4 falls on a
+// midpoint above (resp. below) 1/2 and the weight misses it by only ~h^3/48.
+// The strided pair test below found these among bfloat16 pairs: the double
+// level cannot decide them, the double-double level (2^-96 here) can.
+// Masked and far-away (-200) logits pad the row.
+RC_GTEST_PROP(SoftmaxCorrectlyRounded, BitIdenticalOnTiesBrokenByTinySteps, ()) {
+  const DType t = *rc::gen::elementOf(std::vector<DType>(std::begin(kTargets), std::end(kTargets)));
+  const int P = sa::format_of(t).precision;
+  const int j = *rc::gen::inRange(0, 8);
+  const int below = *rc::gen::inRange(0, 2);
+  const double h = (2 * j + 1) * std::ldexp(1.0, below ? -P : 1 - P);
+  const double c = *rc::gen::element(0.0, 1.0, -3.5, 1e4);  // c + h is exact in double
+  std::vector<double> l = {c + h, c};
+  const int pad = *rc::gen::inRange(0, 20);
+  for (int i = 0; i < pad; ++i) l.push_back(i % 2 ? -INFINITY : c - 200);
+  CrStats st;
+  RC_ASSERT(first_difference(t, l, 1.0, &st) == -1);
+  RC_CLASSIFY(st.level1 < st.elements, "double level undecided");
+  RC_CLASSIFY(st.mpfr > 0, "reached MPFR");
+}
+
+// A row built to defeat the double level (p_0 within ~2^-57 of a float32
+// midpoint): with the double-double level off it gets the right answer
+// through MPFR, with it on through the double-double level; both counted.
+TEST(SoftmaxCorrectlyRounded, RowBuiltToDefeatTheFastLevelStillGetsTheRightAnswer) {
+  CrStats with_mpfr, with_dd;
+  for (double target : {0.5, 0.3, 0.7, 0.1, 0.01, 0.9}) {
+    const auto l = midpoint_row(DType::float32, {0.0}, target);
+    CrStats a, b;
+    EXPECT_EQ(first_difference(DType::float32, l, 1.0, &a, 1), -1) << "target " << target;
+    EXPECT_EQ(first_difference(DType::float32, l, 1.0, &b, 2), -1) << "target " << target;
+    EXPECT_GE(a.mpfr, 1) << "target " << target << ": the double level decided it";
+    EXPECT_EQ(b.mpfr, 0) << "target " << target;
+    with_mpfr += a, with_dd += b;
+  }
+  std::printf(
+      "adversarial n = 2 rows, double level then MPFR: %lld elements, fallback "
+      "fraction %.3f; with the double-double level: level2 %lld, mpfr %lld\n",
+      static_cast<long long>(with_mpfr.elements), with_mpfr.fallback_fraction(),
+      static_cast<long long>(with_dd.level2), static_cast<long long>(with_dd.mpfr));
+}
+
+// The fallback fraction on generic rows is tiny: on 2^16 gaussian logits
+// (float32 target) the double level certifies all but a handful.
+TEST(SoftmaxCorrectlyRounded, FallbackFractionOnLargeRows) {
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> N(0.0, 3.0);
+  std::vector<double> l(1 << 16);
+  for (double& x : l) x = static_cast<float>(N(rng));
+  CrStats st;
+  EXPECT_EQ(first_difference(DType::float32, l, 1.0, &st), -1);
+  std::printf("gaussian n = 65536 float32: level1 %lld, level2 %lld, mpfr %lld\n",
+              static_cast<long long>(st.level1), static_cast<long long>(st.level2),
+              static_cast<long long>(st.mpfr));
+  EXPECT_LE(st.level2 + st.mpfr, 16);
+}
+
+// Elementwise, exhaustive: every bfloat16 value d in the evaluated range
+// [-111, 1] (with a zero low part) through exp1 and exp2, against MPFR,
+// within the stated bounds; the double-double argument's low part is checked
+// on every bfloat16 d with a low part of u |d|.
+TEST(SoftmaxCorrectlyRounded, ExpLevelsWithinTheirBoundsOnEveryBfloat16) {
+  const auto& T = fast::exp_tables();
+  double worst1 = 0, worst2 = 0;
+  int checked = 0;
+  for (std::uint32_t bits = 0; bits < 0x10000; ++bits) {
+    const double d = sa::float_from_bf16(static_cast<std::uint16_t>(bits));
+    if (!(d >= fast::exp_cutoff && d <= 1.0)) continue;
+    for (double dl : {0.0, d * fast::u, -d * fast::u}) {
+      const Mp x = Mp(d) + Mp(dl);
+      const Mp ex = exp(x);
+      const double e1 = fast::exp1(T, d, dl);
+      const fast::DD e2 = fast::exp2(T, d, dl);
+      const double r1 = (abs(Mp(e1) - ex) / ex).convert_to<double>();
+      const double r2 = (abs(Mp(e2.hi) + Mp(e2.lo) - ex) / ex).convert_to<double>();
+      worst1 = std::max(worst1, r1);
+      worst2 = std::max(worst2, r2);
+      ++checked;
+    }
+  }
+  std::printf("exp1 worst %.3g (bound %.3g), exp2 worst %.3g (bound %.3g), %d arguments\n", worst1,
+              fast::exp1_rel_error, worst2, fast::exp2_rel_error, checked);
+  EXPECT_GT(checked, 30000);
+  EXPECT_LE(worst1, fast::exp1_rel_error);
+  EXPECT_LE(worst2, fast::exp2_rel_error);
+}
+
+// Elementwise, exhaustive: round_double(t, x) == round_to(t, x) for every
+// bfloat16 value x and its two double neighbours in each target, and on
+// random doubles around each target's midpoints.
+TEST(SoftmaxCorrectlyRounded, RoundDoubleMatchesRoundToOnEveryBfloat16) {
+  std::mt19937_64 rng(3);
+  for (DType t : kTargets) {
+    for (std::uint32_t bits = 0; bits < 0x10000; ++bits) {
+      const double x = sa::float_from_bf16(static_cast<std::uint16_t>(bits));
+      for (double y : {x, std::nextafter(x, INFINITY), std::nextafter(x, -INFINITY)})
+        ASSERT_TRUE(same(fast::round_double(t, y), sa::ref::round_to(t, Mp(y))))
+            << sa::name_of(t) << " " << y;
+    }
+    for (int k = 0; k < 20000; ++k) {
+      const double x = std::ldexp(std::uniform_real_distribution<double>(1, 2)(rng),
+                                  static_cast<int>(rng() % 300) - 200);
+      const double m = midpoint_above(t, x);
+      for (double y : {m, std::nextafter(m, 0.0), std::nextafter(m, INFINITY), x})
+        ASSERT_TRUE(same(fast::round_double(t, y), sa::ref::round_to(t, Mp(y))))
+            << sa::name_of(t) << " " << y;
+    }
+  }
+}
+
+#endif  // SA_CR_LONG
+
+// n = 2, pairs of bfloat16 logits: every x against a stride of y (default
+// run), every bfloat16 x and y under the long label (pair_test below).
+void check_pairs(std::uint32_t x_stride, std::uint32_t y_stride, std::uint32_t y_offset) {
+  CrStats st;
+  long long pairs = 0;
+  for (std::uint32_t xb = 0; xb < 0x10000; xb += x_stride)
+    for (std::uint32_t yb = y_offset; yb < 0x10000; yb += y_stride) {
+      const std::vector<double> l = {sa::float_from_bf16(static_cast<std::uint16_t>(xb)),
+                                     sa::float_from_bf16(static_cast<std::uint16_t>(yb))};
+      for (DType t : kTargets) {
+        const long long i = first_difference(t, l, 1.0, &st);
+        ASSERT_EQ(i, -1) << sa::name_of(t) << " logits " << l[0] << ", " << l[1];
+      }
+      ++pairs;
+    }
+  std::printf("%lld bfloat16 pairs x 3 targets: level1 %lld, level2 %lld, mpfr %lld\n", pairs,
+              static_cast<long long>(st.level1), static_cast<long long>(st.level2),
+              static_cast<long long>(st.mpfr));
+}
+
+#ifndef SA_CR_LONG
+TEST(SoftmaxCorrectlyRounded, EveryBfloat16PairStrided) { check_pairs(97, 1021, 3); }
+#else
+// Under the long label (reference_cr_long_test): every bfloat16 x against
+// every 257th y (16.8 million pairs, x 3 targets). The full 2^32 pair space
+// is out of reach of the MPFR-only side of the comparison (~6 us a pair).
+TEST(SoftmaxCorrectlyRoundedLong, EveryBfloat16XAgainstEvery257thY) { check_pairs(1, 257, 0); }
+#endif
