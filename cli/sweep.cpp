@@ -222,7 +222,8 @@ int run_sweep_command(const SweepOptions& o) {
   j["rows_file"] = "rows.json";
   const std::string path = (fs::path(o.out) / "sweep.json").string();
   try {
-    write_file_atomically(path, j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    write_file_atomically(path,
+                          j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   } catch (const OutputError& e) {
     fmt::print(stderr, "softmax-audit sweep: error: {}\n", e.what());
     return exit_usage;
@@ -322,7 +323,7 @@ void add_sweep_command(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--max-memory", o->max_memory_gib,
                 "GiB the sweep may use (default: the memory available now); sizes whose estimate "
-                "(17 bytes per element) exceeds it are refused before any work");
+                "(32 bytes per element) exceeds it are refused before any work");
   c->callback([o] { exit_code() = run_sweep_command(*o); });
 }
 

@@ -109,8 +109,8 @@ std::string to_line(const SweepRow& r) {
      << num(r.lse_err) << ',' << num(r.seconds) << ',' << r.elements_checked << ','
      << num(r.max_ulp_all) << ',' << num(r.ulp_budget_all) << ',' << num(r.rel_err_all) << ','
      << num(r.baseline_rel_err) << ',' << num(r.vectorised_threshold) << ','
-     << num(r.checked_fraction) << ',' << num(r.fallback_fraction) << ','
-     << num(r.max_ulps_from_cr) << ',' << num(r.cr_equal_fraction) << '\n';
+     << num(r.checked_fraction) << ',' << num(r.fallback_fraction) << ',' << num(r.max_ulps_from_cr)
+     << ',' << num(r.cr_equal_fraction) << '\n';
   return os.str();
 }
 
@@ -484,7 +484,8 @@ void write_sweep_json(const std::vector<SweepRow>& rows, const std::string& path
     a.push_back(o);
   }
   // A name that is not UTF-8 (a damaged table) is written with U+FFFD, not thrown on.
-  write_file_atomically(path, a.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  write_file_atomically(path,
+                        a.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 std::vector<SweepRow> run_sweep(const Kernel& kernel, const SweepConfig& c) {

@@ -332,7 +332,7 @@ TEST(HostileInput, ReportRunsNoCommandFromAnyInputField) {
 // Item 6: limits stated and enforced before any work.
 TEST(HostileInput, SweepBeyondTheMachinesMemoryIsRefusedWithTheEstimate) {
   const std::string dir = gate_test::temp_dir();
-  // 17 bytes per element: 2^27 needs about 2.1 GiB, more than the 1 GiB allowed.
+  // 32 bytes per element: 2^27 needs about 4 GiB, more than the 1 GiB allowed.
   const auto ran = run("cd " + q(dir) + " && " + q(cli) +
                        " sweep --builtin naive --out sw --min-log2-n 27 --max-log2-n 27"
                        " --max-memory 1");
