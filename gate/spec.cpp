@@ -135,6 +135,12 @@ void screen_toml(const std::string& text, const std::string& origin) {
       line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + k, '\n'));
       refuse("control character " + std::to_string(c) + " at byte " + std::to_string(k));
     }
+    // TOML has CR only in a CRLF line ending; a lone CR reaches a toml++ 3.3.0
+    // assertion in parse_key (found by fuzz/gate_spec: "[\r\rs\t\r\r").
+    if (c == '\r' && (k + 1 >= text.size() || text[k + 1] != '\n')) {
+      line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + k, '\n'));
+      refuse("a carriage return not followed by a line feed at byte " + std::to_string(k));
+    }
   }
   const std::size_t size = text.size();
   auto at = [&](std::size_t i) { return i < size ? text[i] : '\0'; };

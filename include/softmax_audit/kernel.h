@@ -48,16 +48,25 @@ extern "C" {
 
 #define SA_KERNEL_ABI_VERSION 1u
 
+/* Each enum below ends with a *_MAX_ENUM member that is not a value: it
+ * gives the type the range of int, so that a wrong value passed through the
+ * ABI (e.g. dtype 7) is one a callee can reject, not undefined behaviour when
+ * C++ code loads it. The size of every type stays that of int. */
 typedef enum sa_status {
   SA_OK = 0,
   SA_INVALID_ARGUMENT = 1, /* bad sizes, strides, temperature, null pointer */
   SA_UNSUPPORTED = 2,      /* dtype or option this kernel does not implement */
-  SA_INTERNAL_ERROR = 3    /* anything else (allocation, launch failure) */
+  SA_INTERNAL_ERROR = 3,   /* anything else (allocation, launch failure) */
+  SA_STATUS_MAX_ENUM = 0x7fffffff
 } sa_status;
 
-typedef enum sa_dtype { SA_F32 = 1, SA_BF16 = 2 } sa_dtype;
+typedef enum sa_dtype { SA_F32 = 1, SA_BF16 = 2, SA_DTYPE_MAX_ENUM = 0x7fffffff } sa_dtype;
 
-typedef enum sa_memory { SA_MEMORY_HOST = 0, SA_MEMORY_CUDA = 1 } sa_memory;
+typedef enum sa_memory {
+  SA_MEMORY_HOST = 0,
+  SA_MEMORY_CUDA = 1,
+  SA_MEMORY_MAX_ENUM = 0x7fffffff
+} sa_memory;
 
 /* Bits of sa_kernel.ops */
 enum {
@@ -77,7 +86,8 @@ enum { SA_DTYPE_F32 = 1u << 0, SA_DTYPE_BF16 = 1u << 1 };
 /* Which entropy an operation computes (docs/theory.md T5 note). */
 typedef enum sa_entropy_definition {
   SA_ENTROPY_SHANNON = 0,  /* H = -sum p log p (what the streamed state gives) */
-  SA_ENTROPY_PAPER_EPS = 1 /* H = -sum p log(p + 1e-9) (the paper's JAX code) */
+  SA_ENTROPY_PAPER_EPS = 1, /* H = -sum p log(p + 1e-9) (the paper's JAX code) */
+  SA_ENTROPY_MAX_ENUM = 0x7fffffff
 } sa_entropy_definition;
 
 typedef struct sa_rows {
