@@ -85,7 +85,7 @@ enum { SA_DTYPE_F32 = 1u << 0, SA_DTYPE_BF16 = 1u << 1 };
 
 /* Which entropy an operation computes (docs/theory.md T5 note). */
 typedef enum sa_entropy_definition {
-  SA_ENTROPY_SHANNON = 0,  /* H = -sum p log p (what the streamed state gives) */
+  SA_ENTROPY_SHANNON = 0,   /* H = -sum p log p (what the streamed state gives) */
   SA_ENTROPY_PAPER_EPS = 1, /* H = -sum p log(p + 1e-9) (the paper's JAX code) */
   SA_ENTROPY_MAX_ENUM = 0x7fffffff
 } sa_entropy_definition;
