@@ -60,7 +60,18 @@ typedef enum sa_status {
   SA_STATUS_MAX_ENUM = 0x7fffffff
 } sa_status;
 
-typedef enum sa_dtype { SA_F32 = 1, SA_BF16 = 2, SA_DTYPE_MAX_ENUM = 0x7fffffff } sa_dtype;
+/* Element types. SA_F16 is IEEE binary16. SA_FP8_E4M3 (OCP 8-bit, 4 exponent
+ * bits, bias 7, no infinities, max 448, one NaN pattern 0x7f/0xff) and
+ * SA_FP8_E5M2 (5 exponent bits, bias 15, IEEE-like with infinities, max 57344)
+ * are attention input types only (ABI version 2). */
+typedef enum sa_dtype {
+  SA_F32 = 1,
+  SA_BF16 = 2,
+  SA_F16 = 3,
+  SA_FP8_E4M3 = 4,
+  SA_FP8_E5M2 = 5,
+  SA_DTYPE_MAX_ENUM = 0x7fffffff
+} sa_dtype;
 
 typedef enum sa_memory {
   SA_MEMORY_HOST = 0,
@@ -81,7 +92,13 @@ enum {
 };
 
 /* Bits of sa_kernel.dtypes */
-enum { SA_DTYPE_F32 = 1u << 0, SA_DTYPE_BF16 = 1u << 1 };
+enum {
+  SA_DTYPE_F32 = 1u << 0,
+  SA_DTYPE_BF16 = 1u << 1,
+  SA_DTYPE_F16 = 1u << 2,      /* ABI version 2 */
+  SA_DTYPE_FP8_E4M3 = 1u << 3, /* ABI version 2, attention inputs only */
+  SA_DTYPE_FP8_E5M2 = 1u << 4  /* ABI version 2, attention inputs only */
+};
 
 /* Which entropy an operation computes (docs/theory.md T5 note). */
 typedef enum sa_entropy_definition {
