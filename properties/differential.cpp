@@ -220,7 +220,7 @@ void run_differential(const Run& run, Op op, DType t) {
               std::span<const float>(got.data() + r * b.stride, e.size()), e);
           cs[kVec].worst(make_check(ek, baseline::vectorised_threshold(t, eb, double(st.live)),
                                     where + ": max-norm relative error " + fmt(ek / u32) +
-                                        " u vs the float32 baselines' (8-64 lanes) " +
+                                        " u vs the float32 baselines' (8-64 lanes; 1 lane below n = 2^13) " +
                                         fmt(eb / u32) + " u"));
         }
         if (finite_data) {
