@@ -95,7 +95,7 @@ int list_names() {
   std::cout << "rules:\n";
   for (const auto& r : props::rules()) std::cout << "  " << r.id << "  — " << r.source << "\n";
   std::cout << "ops:\n";
-  for (Op op : all_ops) std::cout << "  " << name_of(op) << "\n";
+  for (Op op : checked_ops) std::cout << "  " << name_of(op) << "\n";
   std::cout << "dtypes:\n  float32\n  bfloat16\n";
   return 0;
 }

@@ -323,7 +323,7 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
   auto& cfg = spec.suite;
   if (auto n = t.get("ops")) {
     std::vector<std::string> known;
-    for (Op op : all_ops) known.push_back(name_of(op));
+    for (Op op : checked_ops) known.push_back(name_of(op));
     auto names = strings(origin, "ops", *n);
     check_names(where(origin, *n), "ops", names, known);
     for (const auto& s : names) cfg.ops.push_back(*parse_op(s));

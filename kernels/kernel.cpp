@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "core/bfloat16.hpp"
+#include "kernels/call_internal.hpp"
 
 namespace sa {
 
@@ -31,12 +32,22 @@ const char* name_of(Op op) {
       return "merge_entropy_states";
     case Op::merge_attention_states:
       return "merge_attention_states";
+    case Op::attention_v2:
+      return "attention_v2";
+    case Op::softmax_backward:
+      return "softmax_backward";
+    case Op::log_softmax_backward:
+      return "log_softmax_backward";
+    case Op::attention_backward:
+      return "attention_backward";
+    case Op::merge_attention_states_n:
+      return "merge_attention_states_n";
   }
   return "?";
 }
 
 std::optional<Op> parse_op(std::string_view s) {
-  for (Op op : all_ops)
+  for (Op op : all_interface_ops)
     if (s == name_of(op)) return op;
   return std::nullopt;
 }
@@ -68,7 +79,12 @@ const char* const op_fields[] = {"softmax",
                                  "adaptive_softmax",
                                  "attention",
                                  "merge_entropy_states",
-                                 "merge_attention_states"};
+                                 "merge_attention_states",
+                                 "attention_v2",
+                                 "softmax_backward",
+                                 "log_softmax_backward",
+                                 "attention_backward",
+                                 "merge_attention_states_n"};
 
 bool has_pointer(const sa_kernel& k, Op op) {
   switch (op) {
@@ -88,6 +104,17 @@ bool has_pointer(const sa_kernel& k, Op op) {
       return k.merge_entropy_states != nullptr;
     case Op::merge_attention_states:
       return k.merge_attention_states != nullptr;
+    // Version 2 fields: the caller reads them only from version 2 kernels.
+    case Op::attention_v2:
+      return k.attention_v2 != nullptr;
+    case Op::softmax_backward:
+      return k.softmax_backward != nullptr;
+    case Op::log_softmax_backward:
+      return k.log_softmax_backward != nullptr;
+    case Op::attention_backward:
+      return k.attention_backward != nullptr;
+    case Op::merge_attention_states_n:
+      return k.merge_attention_states_n != nullptr;
   }
   return false;
 }
@@ -137,49 +164,6 @@ std::vector<float> unpack(const Packed& p) {
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = float_from_bf16(p.b16[i]);
   return out;
 }
-
-// Host or device buffers for one call. On the host it aliases the vectors; for
-// SA_MEMORY_CUDA it copies in on construction and out on `fetch`.
-class Stage {
- public:
-  explicit Stage(sa_memory mem) : mem_(mem) {
-    if (mem_ == SA_MEMORY_CUDA && device_memory().alloc == nullptr)
-      throw KernelUnavailable(std::string("CUDA kernel needs a GPU: ") +
-                              device_memory().why_unavailable());
-  }
-  ~Stage() {
-    for (void* p : owned_) device_memory().free(p);
-  }
-  Stage(const Stage&) = delete;
-  Stage& operator=(const Stage&) = delete;
-
-  void* in(const void* host, std::size_t bytes) {
-    if (mem_ == SA_MEMORY_HOST || host == nullptr) return const_cast<void*>(host);
-    void* d = device_memory().alloc(bytes ? bytes : 1);
-    owned_.push_back(d);
-    if (bytes) device_memory().to_device(d, host, bytes);
-    return d;
-  }
-  void* out(void* host, std::size_t bytes) {
-    if (mem_ == SA_MEMORY_HOST || host == nullptr) return host;
-    void* d = in(host, bytes);  // copy so untouched outputs keep their sentinel
-    back_.push_back({host, d, bytes});
-    return d;
-  }
-  void fetch() {
-    for (auto& b : back_) device_memory().to_host(b.host, b.dev, b.bytes);
-  }
-
- private:
-  struct Back {
-    void* host;
-    void* dev;
-    std::size_t bytes;
-  };
-  sa_memory mem_;
-  std::vector<void*> owned_;
-  std::vector<Back> back_;
-};
 
 // The output row stride of a call (RowBatch::out_stride, in_place).
 std::int64_t out_stride_of(const RowBatch& in) {
@@ -244,14 +228,33 @@ Kernel::Kernel(const sa_kernel* k, std::string origin, std::shared_ptr<void> lib
     : k_(k), origin_(std::move(origin)), library_(std::move(library)) {
   const std::string where = "kernel from " + origin_;
   if (k_ == nullptr) throw std::invalid_argument(where + ": the entry point returned NULL");
-  if (k_->abi_version != SA_KERNEL_ABI_VERSION)
+  // Version 1 kernels are read up to SA_KERNEL_V1_SIZE and are exactly what
+  // they were; version 2 and later up to this header's sizeof(sa_kernel)
+  // (a later version only appends fields).
+  if (k_->abi_version == 1) {
+    if (k_->struct_size != SA_KERNEL_V1_SIZE)
+      throw std::invalid_argument(where + ": ABI version 1 with sa_kernel of " +
+                                  std::to_string(k_->struct_size) + " bytes, expected " +
+                                  std::to_string(SA_KERNEL_V1_SIZE) +
+                                  " (the version 1 layout of softmax_audit/kernel.h)");
+  } else if (k_->abi_version >= 2) {
+    if (k_->struct_size < sizeof(sa_kernel))
+      throw std::invalid_argument(where + ": ABI version " + std::to_string(k_->abi_version) +
+                                  " with sa_kernel of " + std::to_string(k_->struct_size) +
+                                  " bytes, expected at least " + std::to_string(sizeof(sa_kernel)) +
+                                  " (rebuild against this softmax_audit/kernel.h)");
+    if (k_->abi_version > SA_KERNEL_ABI_VERSION)
+      throw std::invalid_argument(where + ": ABI version " + std::to_string(k_->abi_version) +
+                                  " is newer than this softmax-audit's " +
+                                  std::to_string(SA_KERNEL_ABI_VERSION) +
+                                  " (upgrade softmax-audit, or build the kernel against version " +
+                                  std::to_string(SA_KERNEL_ABI_VERSION) + ")");
+  } else {
     throw std::invalid_argument(where + ": ABI version " + std::to_string(k_->abi_version) +
-                                ", expected " + std::to_string(SA_KERNEL_ABI_VERSION) +
-                                " (rebuild against this softmax_audit/kernel.h)");
-  if (k_->struct_size != sizeof(sa_kernel))
-    throw std::invalid_argument(where + ": sa_kernel is " + std::to_string(k_->struct_size) +
-                                " bytes, expected " + std::to_string(sizeof(sa_kernel)) +
-                                " (rebuild against this softmax_audit/kernel.h)");
+                                ", expected 1 or " + std::to_string(SA_KERNEL_ABI_VERSION) +
+                                " (build against softmax_audit/kernel.h)");
+  }
+  abi_ = k_->abi_version;
   if (k_->name == nullptr || k_->name[0] == '\0')
     throw std::invalid_argument(where + ": sa_kernel.name is empty; expected a name");
   // The name is printed in terminals and CI logs and written into every
@@ -284,8 +287,15 @@ Kernel::Kernel(const sa_kernel* k, std::string origin, std::shared_ptr<void> lib
                                 ", expected SA_ENTROPY_SHANNON (0) or SA_ENTROPY_PAPER_EPS (1)");
   if ((k_->dtypes & (SA_DTYPE_F32 | SA_DTYPE_BF16)) == 0)
     throw std::invalid_argument(where + " '" + name_ + "': dtypes names no supported type");
-  for (Op op : all_ops) {
+  for (Op op : all_interface_ops) {
     const bool claimed = (k_->ops & op_bit(op)) != 0;
+    if (abi_ < 2 && op_bit(op) >= op_bit(Op::attention_v2)) {
+      if (claimed)
+        throw std::invalid_argument(where + " '" + name_ + "': ops claims " +
+                                    op_fields[static_cast<int>(op)] +
+                                    ", which ABI version 1 does not have");
+      continue;
+    }
     if (claimed != has_pointer(*k_, op))
       throw std::invalid_argument(where + " '" + name_ + "': ops " +
                                   (claimed ? "claims " : "does not claim ") +
@@ -295,28 +305,35 @@ Kernel::Kernel(const sa_kernel* k, std::string origin, std::shared_ptr<void> lib
 }
 
 std::string Kernel::description() const { return k_->description ? k_->description : ""; }
-bool Kernel::supports(Op op) const { return (k_->ops & op_bit(op)) != 0; }
+bool Kernel::supports(Op op) const {
+  if (abi_ < 2 && op_bit(op) >= op_bit(Op::attention_v2)) return false;
+  return (k_->ops & op_bit(op)) != 0;
+}
 bool Kernel::supports(DType t) const {
   if (t == DType::float32) return (k_->dtypes & SA_DTYPE_F32) != 0;
   if (t == DType::bfloat16) return (k_->dtypes & SA_DTYPE_BF16) != 0;
   return false;
 }
 
-namespace {
+namespace detail {
 // `s` is whatever the kernel returned: read as an integer (a status outside
 // the enum is undefined behaviour to load as sa_status; found by
 // fuzz/descriptor) and reported as SA_INTERNAL_ERROR with its number.
 void check_status(const Kernel& k, sa_status s, Op op) {
   const int si = raw_enum(s);
   if (si == SA_OK) return;
-  const char* detail = k.raw().last_error ? k.raw().last_error(k.raw().ctx) : nullptr;
+  const char* text = k.raw().last_error ? k.raw().last_error(k.raw().ctx) : nullptr;
   static const char* const names[] = {"SA_OK", "SA_INVALID_ARGUMENT", "SA_UNSUPPORTED",
                                       "SA_INTERNAL_ERROR"};
   const sa_status known = si > 0 && si < 4 ? static_cast<sa_status>(si) : SA_INTERNAL_ERROR;
   throw KernelError(known, "kernel '" + k.name() + "' " + name_of(op) + " returned " +
                                (si >= 0 && si < 4 ? names[si] : std::to_string(si)) +
-                               (detail ? std::string(": ") + detail : std::string()));
+                               (text ? std::string(": ") + text : std::string()));
 }
+}  // namespace detail
+namespace {
+using detail::check_status;
+using detail::Stage;
 void require(const Kernel& k, Op op, DType t) {
   if (!k.supports(op))
     throw KernelError(SA_UNSUPPORTED,

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/attention_case.hpp"
 #include "core/dtype.hpp"
 #include "softmax_audit/kernel.h"
 
@@ -33,8 +34,16 @@ enum class Op {
   adaptive_softmax,
   attention,
   merge_entropy_states,
-  merge_attention_states
+  merge_attention_states,
+  // Interface v2 (a version 1 kernel has none of these).
+  attention_v2,
+  softmax_backward,
+  log_softmax_backward,
+  attention_backward,
+  merge_attention_states_n
 };
+// The per-dtype operations of interface v1 (the suite runs its row, attention
+// and merge families over these for each dtype).
 constexpr Op all_ops[] = {Op::softmax,
                           Op::log_softmax,
                           Op::logsumexp,
@@ -43,6 +52,25 @@ constexpr Op all_ops[] = {Op::softmax,
                           Op::attention,
                           Op::merge_entropy_states,
                           Op::merge_attention_states};
+// Every operation the suite checks: all_ops and batched attention (v2), which
+// carries its own element types. Backward passes and the n-way merge are in
+// the interface (all_interface_ops) but not yet checked.
+constexpr Op checked_ops[] = {Op::softmax,
+                              Op::log_softmax,
+                              Op::logsumexp,
+                              Op::entropy,
+                              Op::adaptive_softmax,
+                              Op::attention,
+                              Op::merge_entropy_states,
+                              Op::merge_attention_states,
+                              Op::attention_v2};
+// Every operation kernel.h defines (bit k of sa_kernel.ops is the k-th).
+constexpr Op all_interface_ops[] = {
+    Op::softmax,          Op::log_softmax,          Op::logsumexp,
+    Op::entropy,          Op::adaptive_softmax,     Op::attention,
+    Op::merge_entropy_states, Op::merge_attention_states, Op::attention_v2,
+    Op::softmax_backward, Op::log_softmax_backward, Op::attention_backward,
+    Op::merge_attention_states_n};
 const char* name_of(Op op);
 std::optional<Op> parse_op(std::string_view s);
 std::uint32_t op_bit(Op op);
@@ -53,6 +81,12 @@ class KernelError : public std::runtime_error {
   KernelError(sa_status status, const std::string& what)
       : std::runtime_error(what), status(status) {}
   sa_status status;
+};
+
+// The case is outside what the kernel declares it supports (sa_capabilities):
+// not applicable, so never run, never an error, never a pass.
+class NotApplicable : public std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 // The kernel cannot run here (e.g. a CUDA kernel without a device); a skip, not a failure.
@@ -135,6 +169,9 @@ class Kernel {
   sa_memory memory() const { return k_->memory; }
   sa_entropy_definition adaptive_entropy() const { return k_->adaptive_entropy; }
   const sa_kernel& raw() const { return *k_; }
+  // The ABI version the kernel was built against (1 or 2); fields after
+  // `last_error` exist only from version 2 on.
+  std::uint32_t abi_version() const { return abi_; }
 
   std::vector<float> softmax(DType t, const RowBatch& in, double temperature = 1.0) const;
   std::vector<float> log_softmax(DType t, const RowBatch& in, double temperature = 1.0) const;
@@ -144,6 +181,15 @@ class Kernel {
                              std::vector<sa_entropy_state>* states = nullptr) const;
   AdaptiveOutput adaptive_softmax(DType t, const RowBatch& in, double temperature = 1.0) const;
   AttentionOutput attention(DType t, const AttentionInput& in) const;
+  // Batched attention (interface v2). Throws NotApplicable for a case outside
+  // the kernel's capabilities (why_not_applicable says why), KernelError for a
+  // failed call or a write outside the output rows. lse and entropy come back
+  // empty when the kernel does not declare them.
+  AttentionResultV2 attention_v2(const AttentionCase& c) const;
+  // Empty when the kernel can run the case; else the reason, in words.
+  std::string why_not_applicable(const AttentionCase& c) const;
+  // Whether the kernel's attention_v2 declares an SA_ATTN_* feature.
+  bool declares(std::uint32_t attention_feature) const;
   std::vector<sa_entropy_state> merge_entropy_states(std::span<const sa_entropy_state> a,
                                                      std::span<const sa_entropy_state> b) const;
   // Returns out (rows x dv) and writes the merged lse into *out_lse.
@@ -155,6 +201,7 @@ class Kernel {
 
  private:
   const sa_kernel* k_;
+  std::uint32_t abi_ = 1;
   std::string origin_;
   std::string name_;
   std::shared_ptr<void> library_;  // keeps a plugin loaded while any copy lives

@@ -179,6 +179,26 @@ std::vector<PropertyInfo> properties() {
        "up to 2^max_log2_n, in every layout kernel.h allows (in place, output stride != input "
        "stride, strides != n, several rows); every element checked",
        "ulp"},
+      {"attention_v2.rounding",
+       "batched attention (interface v2, every feature, real tile sizes): every output, lse and "
+       "entropy is within its a-priori rounding budget of the extended-precision reference",
+       "attention_rounding"},
+      {"attention_v2.flash_attention_2x",
+       "batched attention, low-precision types: max|out - ref| <= 2 max|same-dtype baseline - "
+       "ref| + 2 ulp of the output type at max|ref| + 0.3",
+       "flash_attention_2x"},
+      {"attention_v2.masked_never_leak",
+       "NaN and huge values in keys and values that every mask hides (causal, window, key "
+       "padding) change no output bit",
+       "kernel_h"},
+      {"attention_v2.gqa_equals_repeated",
+       "GQA/MQA equals the same call with each key/value head repeated for its query heads "
+       "(within twice the rounding budget)",
+       "attention_rounding"},
+      {"attention_v2.varlen_equals_separate",
+       "a packed variable-length call equals one call per sequence (within twice the rounding "
+       "budget)",
+       "attention_rounding"},
       {"special.values",
        "masks, fully masked rows, +inf, NaN and n = 1 follow include/softmax_audit/kernel.h "
        "exactly",
@@ -228,6 +248,12 @@ std::vector<Rule> rules() {
        "mean signed error gate (docs/theory.md T8; arXiv 2510.04212): |mean of per-row mean errors "
        "in "
        "ulps| <= 5 standard errors + 0.1 ulp (bfloat16) / 0.5 ulp (float32)"},
+      {"attention_rounding",
+       "a-priori rounding analysis of float32-internal batched attention "
+       "(properties/attention_v2.cpp, budgets_v2): score error (d + 2) u |scale| sum|q k| + 3u|s| "
+       "(+ softcap, ALiBi terms), weights u (4 + (n - 1) + 3 delta) + 2 E_s (docs/theory.md T7), "
+       "fp8 inputs + the fp8 unit roundoff (P quantised), P V accumulation (n + 1) u, plus the "
+       "output's rounding"},
       {"rounding_analysis",
        "metamorphic bound: the sum of the ulp-rule budgets of the runs compared "
        "(properties/budgets.hpp)"},
@@ -329,6 +355,7 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
       tick();
     }
   }
+  detail::run_attention_v2(run);
   return out;
 }
 

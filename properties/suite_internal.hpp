@@ -92,6 +92,8 @@ RowParams shrink_values(const RowParams& p, DType t,
 
 void run_differential(const Run& run, Op op, DType t);
 void run_attention_differential(const Run& run, DType t);
+// Batched attention (interface v2): once per suite, over its own element types.
+void run_attention_v2(const Run& run);
 void run_merge_differential(const Run& run, Op op, DType t);
 void run_metamorphic(const Run& run, DType t);
 void run_special(const Run& run, Op op, DType t);

@@ -1,4 +1,11 @@
-/* softmax-audit kernel interface, ABI version 1.
+/* softmax-audit kernel interface, ABI version 2.
+ *
+ * Versions. A kernel sets abi_version and struct_size to what its author
+ * compiled against. Version 1 kernels (struct_size = SA_KERNEL_V1_SIZE) keep
+ * loading and are checked exactly as before; the fields after `last_error`
+ * exist from version 2 on and are never read from a version 1 kernel. A
+ * later version only appends fields, so a kernel is read up to its own
+ * struct_size.
  *
  * The one way the suite talks to a kernel under test: the built-in CPU and
  * CUDA kernels implement it, and so does a kernel built elsewhere as a shared
@@ -40,13 +47,14 @@
 #ifndef SOFTMAX_AUDIT_KERNEL_H
 #define SOFTMAX_AUDIT_KERNEL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define SA_KERNEL_ABI_VERSION 1u
+#define SA_KERNEL_ABI_VERSION 2u
 
 /* Each enum below ends with a *_MAX_ENUM member that is not a value: it
  * gives the type the range of int, so that a wrong value passed through the
@@ -88,8 +96,15 @@ enum {
   SA_OP_ADAPTIVE_SOFTMAX = 1u << 4,
   SA_OP_ATTENTION = 1u << 5,
   SA_OP_MERGE_ENTROPY_STATES = 1u << 6,
-  SA_OP_MERGE_ATTENTION_STATES = 1u << 7
+  SA_OP_MERGE_ATTENTION_STATES = 1u << 7,
+  /* ABI version 2 */
+  SA_OP_ATTENTION_V2 = 1u << 8,           /* attention_v2 (batched, every feature) */
+  SA_OP_SOFTMAX_BACKWARD = 1u << 9,       /* softmax_backward */
+  SA_OP_LOG_SOFTMAX_BACKWARD = 1u << 10,  /* log_softmax_backward */
+  SA_OP_ATTENTION_BACKWARD = 1u << 11,    /* attention_backward */
+  SA_OP_MERGE_ATTENTION_STATES_N = 1u << 12 /* merge_attention_states_n */
 };
+#define SA_OP_COUNT 13
 
 /* Bits of sa_kernel.dtypes */
 enum {
@@ -113,6 +128,11 @@ typedef struct sa_rows {
   int64_t in_stride;  /* elements between consecutive input rows */
   int64_t out_stride; /* elements between consecutive output rows */
   double temperature; /* theta > 0 */
+  /* ABI version 2 (never set for, nor read by, a version 1 kernel): the
+   * element type of `out` for softmax, log_softmax and adaptive_softmax and of
+   * dx for the backward operations; it differs from the call's dtype only
+   * where sa_capabilities.op_out_dtypes allows it. */
+  sa_dtype out_dtype;
 } sa_rows;
 
 /* Streamed-entropy state of docs/theory.md T6 for logits already divided by the
@@ -147,6 +167,157 @@ typedef struct sa_attention_args {
   int adaptive; /* nonzero: adaptive temperature, two passes (docs/theory.md T5, T6) */
   int64_t num_splits; /* split-KV partitions merged at the end; 0 or 1 = none, kernel may ignore */
 } sa_attention_args;
+
+/* ---- ABI version 2: batched attention with every feature real kernels have ----
+ *
+ * Shapes. `batch` sequences, `heads_q` query heads and `heads_kv` key/value
+ * heads (heads_q a multiple of heads_kv: query head h reads key/value head
+ * h / (heads_q / heads_kv); MHA when equal, MQA when heads_kv = 1, GQA
+ * between). Each tensor has its own strides in elements for the batch, head
+ * and sequence dimensions; the last (head) dimension is contiguous. With
+ * stride_b = seqlen * heads * d and stride_s = heads * d this is BSHD
+ * (FlashAttention's layout); with stride_b = heads * seqlen * d and
+ * stride_h = seqlen * d it is BHSD (PyTorch SDPA's).
+ *
+ * Variable lengths (FlashAttention's varlen convention). When cu_seqlens_q is
+ * not NULL, sequences are packed along the sequence dimension: sequence b
+ * holds rows cu_seqlens_q[b] .. cu_seqlens_q[b+1] - 1 of q and out, and
+ * cu_seqlens_k[b] .. cu_seqlens_k[b+1] - 1 of k and v (both arrays have
+ * batch + 1 nondecreasing entries starting at 0; empty sequences allowed);
+ * stride_b is then unused, and seqlen_q / seqlen_k are the largest lengths.
+ * Per-query outputs (lse, entropy, beta) are [heads_q][total_q] with
+ * total_q = cu_seqlens_q[batch]; without varlen they are
+ * [batch][heads_q][seqlen_q]. Both are contiguous.
+ *
+ * Score of query i and key j of one (sequence, head), with Lq and Lk that
+ * sequence's lengths, in this order:
+ *   1. s = scale * q_descale * k_descale * sum_c q[i][c] k[j][c]
+ *   2. softcap > 0:       s = softcap * tanh(s / softcap)
+ *   3. alibi_slopes:      s = s - alibi_slopes[h] * |i + off - j|
+ *   4. masks (s = -inf):  key_padding_mask[b][j] == 0 (varlen: indexed by the
+ *                         packed key row); window: j < i + off - window_left
+ *                         (window_left >= 0) or j > i + off + window_right
+ *                         (window_right >= 0); causal is window_right = 0.
+ * where off = Lk - Lq for SA_ALIGN_BOTTOM_RIGHT (the last query sees the last
+ * key; FlashAttention >= 2.1) and off = 0 for SA_ALIGN_TOP_LEFT (PyTorch
+ * SDPA's is_causal). A window bound of -1 is unbounded.
+ * Sinks: sinks[h] is one more logit per query row (no scale, softcap, ALiBi
+ * or mask applies to it) with value vector 0: it joins the row's maximum and
+ * the softmax denominator, so p_j = exp(s_j) / (exp(sink) + sum_k exp(s_k)),
+ * and the lse includes it.
+ * Per query row: lse = log(sum_j exp(s_j) [+ exp(sink)]); out = sum_j p_j v_j
+ * scaled by v_descale; entropy = Shannon entropy of (p_j [, p_sink]) before
+ * any adaptive correction; beta = 1, or with `adaptive` the inverse
+ * temperature of docs/theory.md T5 applied to every s_j (and the sink).
+ * A query row with every key masked: out 0, entropy 0, beta 1, lse -inf
+ * without a sink and lse = sink with one. NaN anywhere in a row's inputs
+ * (outside masked positions, whose q.k is never formed) gives NaN outputs.
+ * Masked keys are never read: NaN or huge values under a mask change nothing.
+ * fp8 inputs (SA_FP8_E4M3, SA_FP8_E5M2) are exact values times their descale;
+ * out_dtype is then SA_F32, SA_BF16 or SA_F16. For other input types out_dtype
+ * equals qkv_dtype unless the capabilities allow a wider one; descales are 1.
+ */
+typedef enum sa_alignment {
+  SA_ALIGN_BOTTOM_RIGHT = 0,
+  SA_ALIGN_TOP_LEFT = 1,
+  SA_ALIGN_MAX_ENUM = 0x7fffffff
+} sa_alignment;
+
+typedef struct sa_tensor {
+  const void* data;
+  int64_t stride_b, stride_h, stride_s; /* elements */
+} sa_tensor;
+
+typedef struct sa_attention_v2_args {
+  uint32_t struct_size; /* sizeof(sa_attention_v2_args) of the caller */
+  sa_dtype qkv_dtype;   /* of q, k and v */
+  sa_dtype out_dtype;   /* of out */
+  int64_t batch, heads_q, heads_kv;
+  int64_t seqlen_q, seqlen_k; /* per sequence; the largest ones with varlen */
+  int64_t head_dim, head_dim_v;
+  const int32_t* cu_seqlens_q; /* NULL, or batch + 1 offsets (varlen) */
+  const int32_t* cu_seqlens_k; /* set exactly when cu_seqlens_q is */
+  sa_tensor q, k, v;
+  void* out;
+  int64_t out_stride_b, out_stride_h, out_stride_s;
+  float* lse;                      /* NULL or per query row (see above) */
+  float* entropy;                  /* NULL or per query row */
+  float* beta;                     /* NULL or per query row */
+  const uint8_t* key_padding_mask; /* NULL, or [batch][seqlen_k] (varlen: [total_k]); 0 masks */
+  double scale;
+  int causal; /* nonzero: window_right is 0 whatever it says */
+  sa_alignment alignment;
+  int64_t window_left, window_right; /* -1: unbounded */
+  double softcap;                    /* 0: none */
+  const float* alibi_slopes;         /* NULL or heads_q slopes */
+  const float* sinks;                /* NULL or heads_q logits */
+  float q_descale, k_descale, v_descale; /* 1 unless fp8 */
+  int adaptive;
+  int64_t num_splits; /* split-KV partitions; 0 or 1 = none; a kernel may ignore it */
+} sa_attention_v2_args;
+
+/* Attention backward (FlashAttention's formulation): from the forward
+ * arguments (with out, lse as the forward produced them), dout, compute
+ *   dv_j = sum_i p_ij dout_i,  dp_ij = dout_i . v_j,  D_i = dout_i . out_i,
+ *   ds_ij = p_ij (dp_ij - D_i) times the softcap's derivative, and
+ *   dq_i = scale sum_j ds_ij k_j,  dk_j = scale sum_i ds_ij q_i
+ * (GQA: dk, dv of a key/value head sum over its query heads), and
+ * dsinks[h] = -sum_i p_sink,i D_i when sinks are used. Adaptive attention has
+ * no backward here (SA_UNSUPPORTED). dq has q's layout, dk k's, dv v's;
+ * gradients are in out_dtype's width for fp8 inputs, else qkv_dtype. */
+typedef struct sa_attention_backward_args {
+  uint32_t struct_size;
+  const sa_attention_v2_args* forward; /* its out and lse are read, not written */
+  sa_tensor dout;
+  sa_tensor dq, dk, dv; /* data written (cast away const) */
+  float* dsinks;        /* NULL or heads_q values */
+  int deterministic;    /* nonzero: the caller asks for bitwise reproducible results */
+} sa_attention_backward_args;
+
+/* Bits of sa_capabilities.attention_features */
+enum {
+  SA_ATTN_BATCHED = 1u << 0,    /* batch > 1 or heads_q > 1 */
+  SA_ATTN_GQA = 1u << 1,        /* heads_kv < heads_q */
+  SA_ATTN_VARLEN = 1u << 2,     /* cu_seqlens */
+  SA_ATTN_STRIDED = 1u << 3,    /* any strides (else only contiguous BSHD) */
+  SA_ATTN_CAUSAL = 1u << 4,     /* both alignments */
+  SA_ATTN_WINDOW = 1u << 5,     /* window_left / window_right */
+  SA_ATTN_SOFTCAP = 1u << 6,    /* softcap */
+  SA_ATTN_ALIBI = 1u << 7,      /* alibi_slopes */
+  SA_ATTN_SINKS = 1u << 8,      /* sinks */
+  SA_ATTN_KEY_PADDING = 1u << 9, /* key_padding_mask */
+  SA_ATTN_LSE = 1u << 10,       /* lse output */
+  SA_ATTN_ENTROPY = 1u << 11,   /* entropy output */
+  SA_ATTN_ADAPTIVE = 1u << 12,  /* adaptive */
+  SA_ATTN_SPLIT_KV = 1u << 13,  /* num_splits > 1 honoured */
+  SA_ATTN_UNEQUAL_HEAD_DIMS = 1u << 14 /* head_dim_v != head_dim */
+};
+
+/* Bits of sa_capabilities.flags */
+enum {
+  SA_CAP_DETERMINISTIC = 1u << 0,   /* identical calls give identical bits (all ops) */
+  SA_CAP_BATCH_INVARIANT = 1u << 1  /* a row's result does not depend on its batch or splits */
+};
+
+/* What a kernel supports. Cases outside it are "not applicable": reported as
+ * such and named, never run, never errors, never counted as passes. A limit
+ * of 0 means no limit; a NULL list means any value. */
+typedef struct sa_capabilities {
+  uint32_t struct_size;
+  /* op_dtypes[k]: SA_DTYPE_* input types of the op whose bit is 1u << k
+   * (0: the kernel-wide `dtypes`); op_out_dtypes[k]: output types allowed
+   * besides the input's own (mixed precision; 0: none). */
+  uint32_t op_dtypes[SA_OP_COUNT];
+  uint32_t op_out_dtypes[SA_OP_COUNT];
+  int64_t max_n; /* row operations: the largest n */
+  uint32_t attention_features; /* SA_ATTN_* */
+  const int32_t* head_dims;    /* supported head dims (head_dim and head_dim_v) */
+  int32_t num_head_dims;
+  int32_t max_head_dim;
+  int64_t max_seqlen_q, max_seqlen_k;
+  int64_t max_batch, max_heads;
+  uint32_t flags; /* SA_CAP_* */
+} sa_capabilities;
 
 typedef struct sa_kernel {
   uint32_t abi_version; /* SA_KERNEL_ABI_VERSION */
@@ -191,7 +362,29 @@ typedef struct sa_kernel {
                                       float* out, float* out_lse);
   /* Text of the last error on this thread, or NULL. */
   const char* (*last_error)(void* ctx);
+
+  /* ---- ABI version 2 (absent from version 1 kernels) ---- */
+  const sa_capabilities* capabilities; /* NULL: everything in ops x dtypes, no limits */
+  /* Batched attention forward (sa_attention_v2_args above). */
+  sa_status (*attention_v2)(void* ctx, const sa_attention_v2_args* args);
+  /* dx = y o (dy - <dy, y>) per row, y = softmax(x / theta) as the forward
+   * returned it; the 1/theta factor is applied: dx is the gradient wrt x. */
+  sa_status (*softmax_backward)(void* ctx, sa_dtype dtype, const sa_rows* shape, const void* y,
+                                const void* dy, void* dx);
+  /* dx = (dy - exp(y) sum(dy)) / theta per row, y = log_softmax(x / theta). */
+  sa_status (*log_softmax_backward)(void* ctx, sa_dtype dtype, const sa_rows* shape,
+                                    const void* y, const void* dy, void* dx);
+  sa_status (*attention_backward)(void* ctx, const sa_attention_backward_args* args);
+  /* Split-KV merge of `parts` partial results over disjoint key sets, each
+   * rows x dv (float32, normalised within the part) with its lse; parts with
+   * lse -inf (empty) contribute nothing. o[p], lse[p] are the parts. */
+  sa_status (*merge_attention_states_n)(void* ctx, int64_t parts, int64_t rows, int64_t dv,
+                                        const float* const* o, const float* const* lse,
+                                        float* out, float* out_lse);
 } sa_kernel;
+
+/* The size of a version 1 sa_kernel: what a version 1 kernel sets struct_size to. */
+#define SA_KERNEL_V1_SIZE offsetof(sa_kernel, capabilities)
 
 typedef const sa_kernel* (*sa_kernel_entry_fn)(void);
 typedef const sa_kernel* (*sa_kernel_entry_at_fn)(int index);

@@ -2,6 +2,7 @@
 // algorithms built from row_ops.hpp, and the exact special-value paths.
 #include "kernels/cpu/cpu_kernel.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/attention_v2.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -557,6 +558,16 @@ sa_status k_merge_attention(void* ctx, std::int64_t rows, std::int64_t dv, const
       merge_attention_partials(ctx, rows, dv, o_a, lse_a, o_b, lse_b, out, out_lse));
 }
 
+sa_status k_attention_v2(void* ctx, const sa_attention_v2_args* args) {
+  g_error.clear();
+  const sa_status s = cpu_attention_v2(ctx, args);
+  if (s != SA_OK) {
+    const char* e = cpu_attention_v2_last_error();
+    g_error = e ? e : "attention_v2: failed without a message";
+  }
+  return s;
+}
+
 const char* k_last_error(void*) { return g_error.empty() ? nullptr : g_error.c_str(); }
 
 sa_kernel make_kernel() {
@@ -570,7 +581,7 @@ sa_kernel make_kernel() {
       "one-pass streamed entropy (theory T6), tiled flash-style attention with split-KV";
   k.ops = SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP | SA_OP_ENTROPY |
           SA_OP_ADAPTIVE_SOFTMAX | SA_OP_ATTENTION | SA_OP_MERGE_ENTROPY_STATES |
-          SA_OP_MERGE_ATTENTION_STATES;
+          SA_OP_MERGE_ATTENTION_STATES | SA_OP_ATTENTION_V2;
   k.dtypes = SA_DTYPE_F32 | SA_DTYPE_BF16;
   k.memory = SA_MEMORY_HOST;
   k.adaptive_entropy = SA_ENTROPY_SHANNON;
@@ -584,6 +595,8 @@ sa_kernel make_kernel() {
   k.merge_entropy_states = k_merge_entropy;
   k.merge_attention_states = k_merge_attention;
   k.last_error = k_last_error;
+  k.capabilities = cpu_capabilities();
+  k.attention_v2 = k_attention_v2;
   return k;
 }
 

@@ -1,5 +1,7 @@
 #include "kernels/naive/naive_kernel.hpp"
 
+#include "kernels/naive/attention_v2.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -358,7 +360,8 @@ const sa_kernel kNaive = {
     "plain scalar reference-style kernel: float32 arithmetic and accumulation for float32 and "
     "bfloat16 storage, max-shifted softmax, streamed (m,S,T) entropy, real split-KV merge",
     SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP | SA_OP_ENTROPY | SA_OP_ADAPTIVE_SOFTMAX |
-        SA_OP_ATTENTION | SA_OP_MERGE_ENTROPY_STATES | SA_OP_MERGE_ATTENTION_STATES,
+        SA_OP_ATTENTION | SA_OP_MERGE_ENTROPY_STATES | SA_OP_MERGE_ATTENTION_STATES |
+        SA_OP_ATTENTION_V2,
     SA_DTYPE_F32 | SA_DTYPE_BF16,
     SA_MEMORY_HOST,
     SA_ENTROPY_SHANNON,
@@ -371,10 +374,18 @@ const sa_kernel kNaive = {
     n_attention,
     n_merge_entropy,
     n_merge_attention,
-    n_last_error};
+    n_last_error,
+    naive_capabilities(),
+    naive_attention_v2,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr};
 
 }  // namespace
 
 const sa_kernel* naive_kernel() { return &kNaive; }
+
+std::string& naive_last_error() { return g_error; }
 
 }  // namespace sa::kernels

@@ -63,6 +63,26 @@ TEST(GateCheck, CorrectOutsideKernelPasses) {
   EXPECT_TRUE(c.any("gate.in_bounds", "pass"));
 }
 
+// Interface v2 keeps version 1 plugins working: the example kernel compiled
+// against the frozen version 1 header (tests/abi/v1) loads, passes the same
+// run, and the batched-attention properties say why they did not apply.
+TEST(GateCheck, V1PluginStillPasses) {
+  const Check c = check("--plugin " + q(SA_GATE_EXAMPLE_KERNEL_V1) + " --seed 7");
+  ASSERT_EQ(c.ran.rc, 0) << c.ran.output;
+  ASSERT_FALSE(c.results.is_null()) << c.ran.output;
+  EXPECT_EQ(c.results["runs"][0]["summary"]["fail"], 0) << c.ran.output;
+  EXPECT_EQ(c.results["runs"][0]["summary"]["error"], 0) << c.ran.output;
+  EXPECT_TRUE(c.any("differential.ulp", "pass"));
+  int v2 = 0;
+  for (const auto& v : c.verdicts()) {
+    if (v["op"] != "attention_v2") continue;
+    ++v2;
+    EXPECT_EQ(v["outcome"], "skip") << v.dump();
+    EXPECT_NE(v["note"].get<std::string>().find("not applicable"), std::string::npos) << v.dump();
+  }
+  EXPECT_GT(v2, 0) << "the attention_v2 properties were not reported at all";
+}
+
 TEST(GateCheck, BrokenKernelFailsWithCounterexampleEverywhere) {
   const Check c = check(bad(0) + " --seed 7");
   ASSERT_EQ(c.ran.rc, 1) << c.ran.output;

@@ -65,14 +65,49 @@ std::string construct_error(const sa_kernel& k) {
 
 }  // namespace
 
+// A version 1 descriptor (what a plugin built against the version 1 header
+// hands over) is read only up to SA_KERNEL_V1_SIZE and loads as before; it
+// cannot claim version 2 operations.
+TEST(KernelHandle, Version1DescriptorsLoadAndAreReadOnlyUpToTheirSize) {
+  sa_kernel k = toy();
+  k.abi_version = 1;
+  k.struct_size = SA_KERNEL_V1_SIZE;
+  // Whatever follows a version 1 descriptor in memory is not the kernel's:
+  // garbage there must not be read.
+  std::memset(reinterpret_cast<char*>(&k) + SA_KERNEL_V1_SIZE, 0xab,
+              sizeof(sa_kernel) - SA_KERNEL_V1_SIZE);
+  EXPECT_EQ(construct_error(k), "");
+  const sa::Kernel h(&k, "v1.so");
+  EXPECT_EQ(h.abi_version(), 1u);
+  EXPECT_TRUE(h.supports(sa::Op::softmax));
+  EXPECT_FALSE(h.supports(sa::Op::attention_v2));
+  sa::AttentionCase c;
+  c.seqlen_q = c.seqlen_k = 1;
+  c.d = c.dv = 1;
+  c.q = c.k = c.v = {1.0f};
+  EXPECT_NE(h.why_not_applicable(c).find("interface v1"), std::string::npos);
+  EXPECT_THROW(h.attention_v2(c), sa::NotApplicable);
+  k.ops |= SA_OP_ATTENTION_V2;
+  EXPECT_NE(construct_error(k).find("ABI version 1 does not have"), std::string::npos)
+      << construct_error(k);
+  k.ops = SA_OP_SOFTMAX;
+  k.struct_size = sizeof(sa_kernel);  // a version 1 kernel has exactly the version 1 size
+  EXPECT_NE(construct_error(k).find("ABI version 1 with sa_kernel of"), std::string::npos);
+}
+
 TEST(KernelHandle, RejectsMalformedDescriptors) {
   sa_kernel k = toy();
   k.abi_version = 99;
-  EXPECT_NE(construct_error(k).find("ABI version 99, expected 1"), std::string::npos)
+  EXPECT_NE(construct_error(k).find("ABI version 99 is newer than this softmax-audit's 2"),
+            std::string::npos)
+      << construct_error(k);
+  k.abi_version = 0;
+  EXPECT_NE(construct_error(k).find("ABI version 0, expected 1 or 2"), std::string::npos)
       << construct_error(k);
   k = toy();
   k.struct_size = 8;
-  EXPECT_NE(construct_error(k).find("sa_kernel is 8 bytes"), std::string::npos);
+  EXPECT_NE(construct_error(k).find("sa_kernel of 8 bytes, expected at least"), std::string::npos)
+      << construct_error(k);
   k = toy();
   k.name = "";
   EXPECT_NE(construct_error(k).find("name is empty"), std::string::npos);

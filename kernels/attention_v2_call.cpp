@@ -1,0 +1,354 @@
+// sa::Kernel::attention_v2: lays an AttentionCase out the way the case asks
+// (BSHD or BHSD, padded strides, varlen), stages it, calls the kernel's
+// attention_v2, checks that nothing outside the output rows was written, and
+// returns the results packed BSHD. Cases outside the kernel's capabilities
+// throw NotApplicable before any call.
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/bfloat16.hpp"
+#include "core/fp8.hpp"
+#include "kernels/call_internal.hpp"
+#include "kernels/kernel.hpp"
+
+namespace sa {
+namespace {
+
+sa_dtype abi_of(AttnType t) {
+  switch (t) {
+    case AttnType::float32:
+      return SA_F32;
+    case AttnType::bfloat16:
+      return SA_BF16;
+    case AttnType::float16:
+      return SA_F16;
+    case AttnType::fp8_e4m3:
+      return SA_FP8_E4M3;
+    case AttnType::fp8_e5m2:
+      return SA_FP8_E5M2;
+  }
+  return SA_F32;
+}
+
+std::uint32_t bit_of(AttnType t) {
+  switch (t) {
+    case AttnType::float32:
+      return SA_DTYPE_F32;
+    case AttnType::bfloat16:
+      return SA_DTYPE_BF16;
+    case AttnType::float16:
+      return SA_DTYPE_F16;
+    case AttnType::fp8_e4m3:
+      return SA_DTYPE_FP8_E4M3;
+    case AttnType::fp8_e5m2:
+      return SA_DTYPE_FP8_E5M2;
+  }
+  return 0;
+}
+
+std::size_t size_of(AttnType t) {
+  return t == AttnType::float32 ? 4 : (t == AttnType::bfloat16 || t == AttnType::float16) ? 2 : 1;
+}
+
+// A typed element buffer.
+struct Buffer {
+  AttnType t;
+  std::vector<unsigned char> bytes;
+  Buffer(AttnType type, std::size_t count) : t(type), bytes(count * size_of(type)) {}
+  void set(std::size_t i, float x, const char* what) {
+    switch (t) {
+      case AttnType::float32:
+        std::memcpy(&bytes[i * 4], &x, 4);
+        return;
+      case AttnType::bfloat16: {
+        if (!std::isnan(x) && round_to_bf16(x) != x)
+          throw std::invalid_argument(std::string("attention call: ") + what + " element " +
+                                      std::to_string(i) + " = " + std::to_string(x) +
+                                      " is not a bfloat16 value; round inputs before the call");
+        const std::uint16_t b = bf16_from_float(x);
+        std::memcpy(&bytes[i * 2], &b, 2);
+        return;
+      }
+      case AttnType::fp8_e4m3:
+      case AttnType::fp8_e5m2: {
+        const Fp8Format f = t == AttnType::fp8_e4m3 ? Fp8Format::e4m3 : Fp8Format::e5m2;
+        const std::uint8_t b = fp8_from_float(x, f, false);
+        if (!std::isnan(x) && fp8_to_float(b, f) != x)
+          throw std::invalid_argument(std::string("attention call: ") + what + " element " +
+                                      std::to_string(i) + " = " + std::to_string(x) +
+                                      " is not a " + name_of(t) + " value");
+        bytes[i] = b;
+        return;
+      }
+      case AttnType::float16:
+        break;
+    }
+    throw std::invalid_argument(std::string("attention call: element type ") + name_of(t) +
+                                " is not carried yet");
+  }
+  float get(std::size_t i) const {
+    switch (t) {
+      case AttnType::float32: {
+        float x;
+        std::memcpy(&x, &bytes[i * 4], 4);
+        return x;
+      }
+      case AttnType::bfloat16: {
+        std::uint16_t b;
+        std::memcpy(&b, &bytes[i * 2], 2);
+        return float_from_bf16(b);
+      }
+      case AttnType::fp8_e4m3:
+        return fp8_to_float(bytes[i], Fp8Format::e4m3);
+      case AttnType::fp8_e5m2:
+        return fp8_to_float(bytes[i], Fp8Format::e5m2);
+      case AttnType::float16:
+        break;
+    }
+    return NAN;
+  }
+  void fill_nan() {
+    for (std::size_t i = 0; i < bytes.size() / size_of(t); ++i) {
+      if (t == AttnType::float32) {
+        const float n = NAN;
+        std::memcpy(&bytes[i * 4], &n, 4);
+      } else if (t == AttnType::bfloat16 || t == AttnType::float16) {
+        const std::uint16_t n = t == AttnType::bfloat16 ? 0x7fc0 : 0x7e00;
+        std::memcpy(&bytes[i * 2], &n, 2);
+      } else {
+        bytes[i] = 0x7f;  // NaN in both fp8 formats
+      }
+    }
+  }
+};
+
+// Strides of one tensor in the call's layout (elements).
+struct Strides {
+  std::int64_t b = 0, h = 0, s = 0;
+  std::int64_t count = 0;  // elements the buffer needs
+};
+
+Strides layout_of(const AttentionCase& c, std::int64_t heads, std::int64_t seqlen,
+                  std::int64_t total, std::int64_t dim) {
+  Strides st;
+  if (c.layout == AttnLayout::bshd) {
+    st.h = dim + c.head_pad;
+    st.s = heads * st.h + c.row_pad;
+    st.b = seqlen * st.s;
+    st.count = (c.varlen() ? total : c.batch * seqlen) * st.s;
+  } else {
+    st.s = dim + c.row_pad;
+    const std::int64_t rows = c.varlen() ? total : seqlen;
+    st.h = rows * st.s + c.head_pad;
+    st.b = heads * st.h;
+    st.count = (c.varlen() ? 1 : c.batch) * st.b;
+  }
+  if (st.count == 0) st.count = 1;  // never hand out a zero-sized buffer
+  return st;
+}
+
+// Offset of (packed row r of sequence b, head h) in a tensor of strides st.
+std::int64_t offset(const AttentionCase& c, const Strides& st, std::int64_t b, std::int64_t r,
+                    std::int64_t seq_start, std::int64_t h) {
+  if (c.varlen()) return r * st.s + h * st.h;
+  return b * st.b + (r - seq_start) * st.s + h * st.h;
+}
+
+}  // namespace
+
+std::string Kernel::why_not_applicable(const AttentionCase& c) const {
+  if (abi_ < 2 || k_->attention_v2 == nullptr)
+    return "the kernel implements no attention_v2 (interface v1 kernel, or op not claimed)";
+  const sa_capabilities* cap = k_->capabilities;
+  const std::uint32_t in_types =
+      cap && cap->op_dtypes[8] ? cap->op_dtypes[8] : k_->dtypes;
+  if ((in_types & bit_of(c.qkv)) == 0)
+    return std::string("input type ") + name_of(c.qkv) + " is not among the kernel's declared types";
+  if (c.out_type != c.qkv || is_fp8(c.qkv)) {
+    const std::uint32_t outs = cap ? cap->op_out_dtypes[8] : 0;
+    if (c.out_type != c.qkv && (outs & bit_of(c.out_type)) == 0)
+      return std::string("output type ") + name_of(c.out_type) + " for " + name_of(c.qkv) +
+             " inputs is not declared";
+  }
+  if (!cap) return {};
+  const std::uint32_t f = cap->attention_features;
+  auto need = [&](bool used, std::uint32_t bit, const char* what) -> std::string {
+    return used && (f & bit) == 0 ? std::string("feature not declared: ") + what : std::string();
+  };
+  const Strides def = layout_of(c, c.heads_q, c.seqlen_q, c.total_q(), c.d);
+  (void)def;
+  for (const std::string& why :
+       {need(c.batch > 1 || c.heads_q > 1, SA_ATTN_BATCHED, "batch or heads > 1"),
+        need(c.heads_kv < c.heads_q, SA_ATTN_GQA, "GQA/MQA"),
+        need(c.varlen(), SA_ATTN_VARLEN, "varlen"),
+        need(c.layout != AttnLayout::bshd || c.row_pad || c.head_pad, SA_ATTN_STRIDED,
+             "strided layout"),
+        need(c.causal, SA_ATTN_CAUSAL, "causal"),
+        need(c.window_left >= 0 || c.window_right >= 0, SA_ATTN_WINDOW, "sliding window"),
+        need(c.softcap > 0, SA_ATTN_SOFTCAP, "softcap"),
+        need(!c.alibi_slopes.empty(), SA_ATTN_ALIBI, "ALiBi"),
+        need(!c.sinks.empty(), SA_ATTN_SINKS, "sinks"),
+        need(!c.key_padding_mask.empty(), SA_ATTN_KEY_PADDING, "key padding mask"),
+        need(c.adaptive, SA_ATTN_ADAPTIVE, "adaptive temperature"),
+        need(c.dv != c.d, SA_ATTN_UNEQUAL_HEAD_DIMS, "head_dim_v != head_dim")})
+    if (!why.empty()) return why;
+  auto dim_ok = [&](std::int64_t d) {
+    if (cap->max_head_dim > 0 && d > cap->max_head_dim) return false;
+    if (cap->head_dims && cap->num_head_dims > 0) {
+      for (int i = 0; i < cap->num_head_dims; ++i)
+        if (cap->head_dims[i] == d) return true;
+      return false;
+    }
+    return true;
+  };
+  if (!dim_ok(c.d) || !dim_ok(c.dv))
+    return "head dim " + std::to_string(c.d) + "/" + std::to_string(c.dv) + " is not supported";
+  std::int64_t mq = 0, mk = 0;
+  for (std::int64_t b = 0; b < c.batch; ++b) mq = std::max(mq, c.len_q(b)), mk = std::max(mk, c.len_k(b));
+  if (cap->max_seqlen_q > 0 && mq > cap->max_seqlen_q)
+    return "query length " + std::to_string(mq) + " > max_seqlen_q " +
+           std::to_string(cap->max_seqlen_q);
+  if (cap->max_seqlen_k > 0 && mk > cap->max_seqlen_k)
+    return "key length " + std::to_string(mk) + " > max_seqlen_k " +
+           std::to_string(cap->max_seqlen_k);
+  if (cap->max_batch > 0 && c.batch > cap->max_batch) return "batch above max_batch";
+  if (cap->max_heads > 0 && c.heads_q > cap->max_heads) return "heads above max_heads";
+  return {};
+}
+
+bool Kernel::declares(std::uint32_t attention_feature) const {
+  if (abi_ < 2 || k_->attention_v2 == nullptr) return false;
+  return k_->capabilities == nullptr || (k_->capabilities->attention_features & attention_feature);
+}
+
+AttentionResultV2 Kernel::attention_v2(const AttentionCase& c) const {
+  c.validate();
+  if (const std::string why = why_not_applicable(c); !why.empty())
+    throw NotApplicable("kernel '" + name_ + "' attention_v2: " + why);
+  const Strides sq = layout_of(c, c.heads_q, c.seqlen_q, c.total_q(), c.d),
+                sk = layout_of(c, c.heads_kv, c.seqlen_k, c.total_k(), c.d),
+                sv = layout_of(c, c.heads_kv, c.seqlen_k, c.total_k(), c.dv),
+                so = layout_of(c, c.heads_q, c.seqlen_q, c.total_q(), c.dv);
+  Buffer q(c.qkv, sq.count), k(c.qkv, sk.count), v(c.qkv, sv.count), o(c.out_type, so.count);
+  q.fill_nan();
+  k.fill_nan();
+  v.fill_nan();
+  o.fill_nan();
+  std::vector<unsigned char> live(static_cast<std::size_t>(so.count), 0);
+  for (std::int64_t b = 0; b < c.batch; ++b) {
+    const std::int64_t q0 = c.row_q(b, 0), k0 = c.row_k(b, 0);
+    for (std::int64_t i = 0; i < c.len_q(b); ++i)
+      for (std::int64_t h = 0; h < c.heads_q; ++h) {
+        const std::int64_t r = q0 + i;
+        const std::int64_t qo = offset(c, sq, b, r, q0, h), oo = offset(c, so, b, r, q0, h);
+        for (std::int64_t x = 0; x < c.d; ++x)
+          q.set(static_cast<std::size_t>(qo + x), c.q[(r * c.heads_q + h) * c.d + x], "q");
+        for (std::int64_t x = 0; x < c.dv; ++x) live[static_cast<std::size_t>(oo + x)] = 1;
+      }
+    for (std::int64_t j = 0; j < c.len_k(b); ++j)
+      for (std::int64_t h = 0; h < c.heads_kv; ++h) {
+        const std::int64_t r = k0 + j;
+        const std::int64_t ko = offset(c, sk, b, r, k0, h), vo = offset(c, sv, b, r, k0, h);
+        for (std::int64_t x = 0; x < c.d; ++x)
+          k.set(static_cast<std::size_t>(ko + x), c.k[(r * c.heads_kv + h) * c.d + x], "k");
+        for (std::int64_t x = 0; x < c.dv; ++x)
+          v.set(static_cast<std::size_t>(vo + x), c.v[(r * c.heads_kv + h) * c.dv + x], "v");
+      }
+  }
+  const Buffer o0 = o;
+  const auto rows = static_cast<std::size_t>(c.total_q() * c.heads_q);
+  const bool want_lse = declares(SA_ATTN_LSE), want_H = declares(SA_ATTN_ENTROPY);
+  // Per-query outputs in the ABI's order, NaN until written.
+  std::vector<float> lse(want_lse ? rows : 0, NAN), ent(want_H ? rows : 0, NAN),
+      beta(c.adaptive ? rows : 0, NAN);
+  detail::Stage st(memory());
+  sa_attention_v2_args a{};
+  a.struct_size = sizeof a;
+  a.qkv_dtype = abi_of(c.qkv);
+  a.out_dtype = abi_of(c.out_type);
+  a.batch = c.batch;
+  a.heads_q = c.heads_q;
+  a.heads_kv = c.heads_kv;
+  std::int64_t mq = c.seqlen_q, mk = c.seqlen_k;
+  if (c.varlen()) {
+    mq = mk = 0;
+    for (std::int64_t b = 0; b < c.batch; ++b)
+      mq = std::max(mq, c.len_q(b)), mk = std::max(mk, c.len_k(b));
+  }
+  a.seqlen_q = mq;
+  a.seqlen_k = mk;
+  a.head_dim = c.d;
+  a.head_dim_v = c.dv;
+  if (c.varlen()) {
+    a.cu_seqlens_q = static_cast<const std::int32_t*>(st.in(c.cu_q.data(), c.cu_q.size() * 4));
+    a.cu_seqlens_k = static_cast<const std::int32_t*>(st.in(c.cu_k.data(), c.cu_k.size() * 4));
+  }
+  a.q = {st.in(q.bytes.data(), q.bytes.size()), sq.b, sq.h, sq.s};
+  a.k = {st.in(k.bytes.data(), k.bytes.size()), sk.b, sk.h, sk.s};
+  a.v = {st.in(v.bytes.data(), v.bytes.size()), sv.b, sv.h, sv.s};
+  a.out = st.out(o.bytes.data(), o.bytes.size());
+  a.out_stride_b = so.b;
+  a.out_stride_h = so.h;
+  a.out_stride_s = so.s;
+  a.lse = want_lse ? static_cast<float*>(st.out(lse.data(), rows * 4)) : nullptr;
+  a.entropy = want_H ? static_cast<float*>(st.out(ent.data(), rows * 4)) : nullptr;
+  a.beta = c.adaptive ? static_cast<float*>(st.out(beta.data(), rows * 4)) : nullptr;
+  a.key_padding_mask = c.key_padding_mask.empty()
+                           ? nullptr
+                           : static_cast<const std::uint8_t*>(
+                                 st.in(c.key_padding_mask.data(), c.key_padding_mask.size()));
+  a.scale = c.scale;
+  a.causal = c.causal ? 1 : 0;
+  a.alignment = c.top_left ? SA_ALIGN_TOP_LEFT : SA_ALIGN_BOTTOM_RIGHT;
+  a.window_left = c.window_left;
+  a.window_right = c.window_right;
+  a.softcap = c.softcap;
+  a.alibi_slopes = c.alibi_slopes.empty() ? nullptr
+                                          : static_cast<const float*>(st.in(
+                                                c.alibi_slopes.data(), c.alibi_slopes.size() * 4));
+  a.sinks = c.sinks.empty()
+                ? nullptr
+                : static_cast<const float*>(st.in(c.sinks.data(), c.sinks.size() * 4));
+  a.q_descale = c.q_descale;
+  a.k_descale = c.k_descale;
+  a.v_descale = c.v_descale;
+  a.adaptive = c.adaptive ? 1 : 0;
+  a.num_splits = c.num_splits;
+  detail::check_status(*this, k_->attention_v2(k_->ctx, &a), Op::attention_v2);
+  st.fetch();
+  // Nothing outside the output's rows may change (padding between heads and rows).
+  const std::size_t es = size_of(c.out_type);
+  for (std::size_t i = 0; i < live.size(); ++i)
+    if (!live[i] && std::memcmp(&o.bytes[i * es], &o0.bytes[i * es], es) != 0)
+      throw KernelError(SA_INTERNAL_ERROR,
+                        "kernel '" + name_ + "' attention_v2 wrote output element " +
+                            std::to_string(i) + ", which is padding outside every output row (" +
+                            c.describe() + ")");
+  AttentionResultV2 r;
+  r.out.resize(static_cast<std::size_t>(c.total_q() * c.heads_q * c.dv));
+  r.lse.resize(want_lse ? rows : 0);
+  r.entropy.resize(want_H ? rows : 0);
+  r.beta.resize(c.adaptive ? rows : 0);
+  for (std::int64_t b = 0; b < c.batch; ++b) {
+    const std::int64_t q0 = c.row_q(b, 0);
+    for (std::int64_t i = 0; i < c.len_q(b); ++i)
+      for (std::int64_t h = 0; h < c.heads_q; ++h) {
+        const std::int64_t row = q0 + i;
+        const std::int64_t oo = offset(c, so, b, row, q0, h);
+        for (std::int64_t x = 0; x < c.dv; ++x)
+          r.out[(row * c.heads_q + h) * c.dv + x] = o.get(static_cast<std::size_t>(oo + x));
+        // ABI order: [batch][heads_q][seqlen_q], or [heads_q][total_q] with varlen.
+        const std::size_t abi = static_cast<std::size_t>(
+            c.varlen() ? h * c.total_q() + row : (b * c.heads_q + h) * c.seqlen_q + i);
+        const std::size_t mine = static_cast<std::size_t>(row * c.heads_q + h);
+        if (want_lse) r.lse[mine] = lse[abi];
+        if (want_H) r.entropy[mine] = ent[abi];
+        if (c.adaptive) r.beta[mine] = beta[abi];
+      }
+  }
+  return r;
+}
+
+}  // namespace sa

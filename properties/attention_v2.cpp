@@ -1,0 +1,627 @@
+// Properties of batched attention (interface v2, sa_kernel.attention_v2):
+// cases at real tile sizes with every feature, held against the v2 reference
+// (reference/attention_v2.hpp) by two rules, plus metamorphic properties that
+// need no reference.
+//
+//   attention_v2.rounding            every output within its a-priori rounding
+//                                    budget (float32-internal arithmetic; rule
+//                                    attention_rounding, below)
+//   attention_v2.flash_attention_2x  low-precision types: max|out - ref| <=
+//                                    2 max|baseline - ref| + fwd_atol, the
+//                                    baseline the same-dtype naive attention
+//                                    (FlashAttention's rule, theory.md T8)
+//   attention_v2.masked_never_leak   NaN and huge values under every mask
+//                                    (causal, window, key padding) change no
+//                                    output bit
+//   attention_v2.gqa_equals_repeated GQA/MQA equals the same call with each
+//                                    key/value head repeated (bitwise, or
+//                                    within twice the rounding budget)
+//   attention_v2.varlen_equals_separate  a packed varlen call equals one call
+//                                    per sequence (same tolerance)
+//
+// Cases outside the kernel's declared capabilities are not applicable: they
+// are never run, never errors, never passes, and each verdict names them.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "core/bfloat16.hpp"
+#include "core/fp8.hpp"
+#include "kernels/naive/attention_v2.hpp"
+#include "properties/budgets.hpp"
+#include "properties/checks.hpp"
+#include "properties/suite_internal.hpp"
+#include "reference/attention_v2.hpp"
+
+namespace sa::props::detail {
+namespace {
+
+using budget::u32;
+
+// The random shape and features of one case; values come from `seed`.
+struct V2Params {
+  std::string dist;
+  std::int64_t batch = 1, heads_kv = 1, group = 1, d = 1, dv = 1, sq = 1, sk = 1;
+  bool varlen = false, causal = false, top_left = false, alibi = false, sinks = false,
+       key_pad = false, bhsd = false;
+  std::int64_t wl = -1, wr = -1, row_pad = 0, head_pad = 0;
+  double softcap = 0;
+  int descale = 0;  // fp8: index into {1, 0.5, 2, 0.375}
+  std::uint64_t seed = 1;
+};
+
+std::string describe(const V2Params& p) {
+  std::string r = "dist=" + p.dist + " batch=" + std::to_string(p.batch) +
+                  " heads=" + std::to_string(p.heads_kv * p.group) + "/" +
+                  std::to_string(p.heads_kv) + " sq=" + std::to_string(p.sq) +
+                  " sk=" + std::to_string(p.sk) + " d=" + std::to_string(p.d) +
+                  " dv=" + std::to_string(p.dv);
+  if (p.varlen) r += " varlen";
+  if (p.causal) r += p.top_left ? " causal(top-left)" : " causal(bottom-right)";
+  if (p.wl >= 0 || p.wr >= 0)
+    r += " window=(" + std::to_string(p.wl) + "," + std::to_string(p.wr) + ")";
+  if (p.softcap > 0) r += " softcap=" + std::to_string(p.softcap);
+  if (p.alibi) r += " alibi";
+  if (p.sinks) r += " sinks";
+  if (p.key_pad) r += " key_padding";
+  if (p.bhsd) r += " bhsd";
+  if (p.row_pad || p.head_pad)
+    r += " pad=" + std::to_string(p.row_pad) + "/" + std::to_string(p.head_pad);
+  if (p.descale) r += " descale#" + std::to_string(p.descale);
+  return r + " seed=" + std::to_string(p.seed);
+}
+
+// Head dims of the tile classes real kernels specialise (FlashAttention's
+// test list), and query/key lengths that straddle 64-, 128- and 256-wide
+// tiles, unequal both ways.
+constexpr std::int64_t kHeadDims[] = {32, 40, 59, 64, 80, 96, 111, 128, 160, 192, 224, 256};
+constexpr std::int64_t kSmallDims[] = {1, 3, 8, 16};
+constexpr std::int64_t kLengths[][2] = {
+    {1, 239},   {239, 1},    {113, 203},  {799, 3},   {1023, 1024}, {1024, 1023}, {64, 65},
+    {65, 64},   {128, 129},  {127, 255},  {257, 256}, {1, 8192},    {3, 8191},    {2, 4097},
+    {33, 2049}, {200, 1000}, {1, 1},      {7, 5},     {17, 40},     {40, 17}};
+constexpr std::int64_t kGroups[] = {1, 4, 8};
+
+// Multiply-adds a case may cost the reference (keeps the default run short).
+constexpr double kWorkCap = 8.0e6;
+
+rc::Gen<V2Params> gen_v2(bool fp8) {
+  return rc::gen::exec([fp8] {
+    V2Params p;
+    static const char* const dists[] = {"gaussian", "fa3_outliers", "small_int"};
+    p.dist = dists[*rc::gen::inRange(0, 3)];
+    const auto& L = kLengths[*rc::gen::inRange<std::size_t>(0, std::size(kLengths))];
+    p.sq = L[0];
+    p.sk = L[1];
+    const bool real_dims = *rc::gen::inRange(0, 4) != 0;
+    p.d = real_dims ? kHeadDims[*rc::gen::inRange<std::size_t>(0, std::size(kHeadDims))]
+                    : kSmallDims[*rc::gen::inRange(0, 4)];
+    p.dv = *rc::gen::inRange(0, 5) == 0
+               ? kHeadDims[*rc::gen::inRange<std::size_t>(0, std::size(kHeadDims))]
+               : p.d;
+    p.group = kGroups[*rc::gen::inRange(0, 3)];
+    p.heads_kv = *rc::gen::inRange(1, 3);
+    p.batch = *rc::gen::inRange(1, 4);
+    p.varlen = *rc::gen::inRange(0, 3) == 0;
+    // Shrink the batch, then the heads, then the dims until the case fits the cap.
+    auto work = [&] {
+      return static_cast<double>(p.batch * p.heads_kv * p.group) * static_cast<double>(p.sq) *
+             static_cast<double>(p.sk) * static_cast<double>(p.d + p.dv);
+    };
+    while (work() > kWorkCap && p.batch > 1) --p.batch;
+    while (work() > kWorkCap && p.heads_kv * p.group > 1)
+      p.group > 1 ? p.group /= 2 : --p.heads_kv;
+    while (work() > kWorkCap && p.d > 64) p.d = 64;
+    while (work() > kWorkCap && p.dv > 64) p.dv = 64;
+    while (work() > kWorkCap && p.d > 8) p.d = 8, p.dv = std::min<std::int64_t>(p.dv, 8);
+    const int mask_kind = *rc::gen::inRange(0, 6);
+    p.causal = mask_kind == 1 || mask_kind == 2;
+    p.top_left = mask_kind == 2 || (mask_kind == 4 && *rc::gen::inRange(0, 2) == 1);
+    if (mask_kind >= 3 && mask_kind <= 4) {
+      p.wl = *rc::gen::inRange<std::int64_t>(-1, std::max<std::int64_t>(2, p.sk));
+      p.wr = *rc::gen::inRange<std::int64_t>(-1, std::max<std::int64_t>(2, p.sk / 4));
+    }
+    p.key_pad = mask_kind == 5 || *rc::gen::inRange(0, 6) == 0;
+    p.softcap = *rc::gen::inRange(0, 4) == 0 ? 5.0 + *rc::gen::inRange(0, 46) : 0.0;
+    p.alibi = *rc::gen::inRange(0, 5) == 0;
+    p.sinks = *rc::gen::inRange(0, 4) == 0;
+    p.bhsd = *rc::gen::inRange(0, 2) == 1;
+    p.row_pad = *rc::gen::inRange(0, 3) == 0 ? *rc::gen::inRange(1, 9) : 0;
+    p.head_pad = *rc::gen::inRange(0, 3) == 0 ? *rc::gen::inRange(1, 5) : 0;
+    p.descale = fp8 ? *rc::gen::inRange(0, 4) : 0;
+    p.seed = *rc::gen::noShrink(rc::gen::inRange<std::uint64_t>(1, std::uint64_t(1) << 53));
+    return p;
+  });
+}
+
+float round_to(AttnType t, double x) {
+  const float f = static_cast<float>(x);
+  switch (t) {
+    case AttnType::bfloat16:
+      return round_to_bf16(f);
+    case AttnType::fp8_e4m3:
+      return round_to_fp8(f, Fp8Format::e4m3);
+    case AttnType::fp8_e5m2:
+      return round_to_fp8(f, Fp8Format::e5m2);
+    default:
+      return f;
+  }
+}
+
+AttentionCase materialise(const V2Params& p, AttnType t) {
+  AttentionCase c;
+  c.qkv = t;
+  c.out_type = is_fp8(t) ? AttnType::bfloat16 : t;
+  c.batch = p.batch;
+  c.heads_kv = p.heads_kv;
+  c.heads_q = p.heads_kv * p.group;
+  c.d = p.d;
+  c.dv = p.dv;
+  std::mt19937_64 g(p.seed);
+  if (p.varlen) {
+    // Lengths up to the pair's, some sequences empty.
+    c.cu_q = {0};
+    c.cu_k = {0};
+    for (std::int64_t b = 0; b < p.batch; ++b) {
+      const bool empty = b > 0 && g() % 4 == 0;
+      const std::int64_t lq = empty ? 0 : 1 + static_cast<std::int64_t>(g() % p.sq);
+      const std::int64_t lk = empty && g() % 2 ? 0 : 1 + static_cast<std::int64_t>(g() % p.sk);
+      c.cu_q.push_back(c.cu_q.back() + static_cast<std::int32_t>(lq));
+      c.cu_k.push_back(c.cu_k.back() + static_cast<std::int32_t>(lk));
+    }
+  } else {
+    c.seqlen_q = p.sq;
+    c.seqlen_k = p.sk;
+  }
+  std::normal_distribution<double> n01(0.0, 1.0);
+  auto value = [&](double spread) {
+    if (p.dist == "small_int") {
+      // Sparse small integers times a power of two: exact in every type.
+      const std::int64_t r = static_cast<std::int64_t>(g() % 8);
+      return r < 5 ? 0.0 : std::ldexp(static_cast<double>(static_cast<int>(g() % 7) - 3), -1);
+    }
+    double x = n01(g) * spread;
+    if (p.dist == "fa3_outliers" && g() % 64 == 0) x *= 10.0;
+    return x;
+  };
+  static const float descales[] = {1.0f, 0.5f, 2.0f, 0.375f};
+  const double qk_spread = is_fp8(t) ? 4.0 : 1.0;  // fp8 kernels see pre-scaled data
+  for (std::int64_t i = 0; i < c.total_q() * c.heads_q * c.d; ++i)
+    c.q.push_back(round_to(t, value(qk_spread)));
+  for (std::int64_t i = 0; i < c.total_k() * c.heads_kv * c.d; ++i)
+    c.k.push_back(round_to(t, value(qk_spread)));
+  for (std::int64_t i = 0; i < c.total_k() * c.heads_kv * c.dv; ++i)
+    c.v.push_back(round_to(t, value(1.0)));
+  if (is_fp8(t)) {
+    c.q_descale = descales[p.descale];
+    c.k_descale = descales[(p.descale + 1) % 4];
+    c.v_descale = descales[(p.descale + 2) % 4];
+  }
+  c.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.d)));
+  c.causal = p.causal;
+  c.top_left = p.top_left;
+  c.window_left = p.wl;
+  c.window_right = p.wr;
+  c.softcap = p.softcap;
+  if (p.alibi)
+    for (std::int64_t h = 0; h < c.heads_q; ++h)
+      c.alibi_slopes.push_back(std::ldexp(1.0f, -static_cast<int>(1 + (8 * (h + 1)) / c.heads_q)));
+  if (p.sinks)
+    for (std::int64_t h = 0; h < c.heads_q; ++h)
+      c.sinks.push_back(static_cast<float>(n01(g)));
+  if (p.key_pad) {
+    c.key_padding_mask.assign(static_cast<std::size_t>(c.total_k()), 1);
+    for (auto& m : c.key_padding_mask) m = g() % 5 == 0 ? 0 : 1;
+  }
+  c.layout = p.bhsd ? AttnLayout::bhsd : AttnLayout::bshd;
+  c.row_pad = p.row_pad;
+  c.head_pad = p.head_pad;
+  return c;
+}
+
+// Unit roundoff of a storage type.
+double unit_of(AttnType t) {
+  switch (t) {
+    case AttnType::float32:
+      return 0x1p-24;
+    case AttnType::bfloat16:
+      return 0x1p-8;
+    case AttnType::float16:
+      return 0x1p-11;
+    case AttnType::fp8_e4m3:
+      return 0x1p-4;
+    case AttnType::fp8_e5m2:
+      return 0x1p-3;
+  }
+  return 1;
+}
+
+// The spacing of type t at x (its subnormal spacing near 0).
+double ulp_of(AttnType t, double x) {
+  switch (t) {
+    case AttnType::float32:
+      return budget::ulp(DType::float32, x);
+    case AttnType::bfloat16:
+      return budget::ulp(DType::bfloat16, x);
+    case AttnType::float16:
+      return budget::ulp(DType::float16, x);
+    default:
+      return 2.0 * unit_of(t) * std::abs(x);
+  }
+}
+
+// The a-priori budget of one query row (rule attention_rounding). A kernel
+// computing in float32 (every score, exp, sum and P V product rounded to
+// float32, exp/log/tanh faithful) with exact scores s_j, spread delta over the
+// visible keys (and the sink), n live items:
+//   score error  E_s = (d + 2) u M_j + 3 u |s_j|  [+ 4 u c for softcap c:
+//                tanh, the two scalings] [+ 2 u |ALiBi term|], M_j = |scale| sum |q k|
+//   weights      relative u (4 + (n - 1) + 3 delta) + 2 max E_s  (budgets.hpp, T7)
+//   [fp8 inputs: P may be quantised to the input format before P V: + u_fp8]
+//   out_c        P_c (weights' relative error + (n + 1) u), P_c = sum p_j |v_jc| |v_descale|,
+//                plus the output's rounding (half an ulp; 1 ulp for float32)
+//   lse          u (n + 3 + delta) + max E_s + u |lse|
+//   entropy      budgets.hpp's entropy_abs with the weights' error, + 2 E_s (1 + H)
+struct RowBudget {
+  std::vector<double> out_abs;
+  double lse_abs = 0, H_abs = 0;
+  bool masked = true;
+};
+
+std::vector<RowBudget> budgets_v2(const AttentionCase& c, const ref::AttentionV2Values& r) {
+  std::vector<RowBudget> out(static_cast<std::size_t>(c.total_q() * c.heads_q));
+  const double u = u32;
+  const double scale = std::abs(c.scale * c.q_descale * c.k_descale);
+  for (std::int64_t b = 0; b < c.batch; ++b) {
+    const std::int64_t Lq = c.len_q(b), Lk = c.len_k(b);
+    const std::int64_t off = c.top_left ? 0 : Lk - Lq;
+    for (std::int64_t i = 0; i < Lq; ++i)
+      for (std::int64_t h = 0; h < c.heads_q; ++h) {
+        const std::int64_t row = c.row_q(b, i), hk = c.kv_head(h);
+        RowBudget& rb = out[static_cast<std::size_t>(row * c.heads_q + h)];
+        rb.out_abs.assign(static_cast<std::size_t>(c.dv), 0.0);
+        std::vector<double> s;
+        std::vector<std::int64_t> js;
+        double Es = 0;
+        const float* q = c.q.data() + (row * c.heads_q + h) * c.d;
+        for (std::int64_t j = 0; j < Lk; ++j) {
+          if (!ref::visible_v2(c, b, i, j)) continue;
+          const float* k = c.k.data() + (c.row_k(b, j) * c.heads_kv + hk) * c.d;
+          long double dot = 0, mag = 0;
+          for (std::int64_t x = 0; x < c.d; ++x) {
+            dot += static_cast<long double>(q[x]) * k[x];
+            mag += std::abs(static_cast<long double>(q[x]) * k[x]);
+          }
+          double sj = static_cast<double>(dot) * c.scale * c.q_descale * c.k_descale;
+          double e = (c.d + 2) * u * scale * static_cast<double>(mag) + 3 * u * std::abs(sj);
+          if (c.softcap > 0) {
+            sj = c.softcap * std::tanh(sj / c.softcap);
+            e += 4 * u * c.softcap;
+          }
+          if (!c.alibi_slopes.empty()) {
+            const double a = c.alibi_slopes[h] * std::abs(static_cast<double>(i + off - j));
+            sj -= a;
+            e += 2 * u * (a + std::abs(sj));
+          }
+          Es = std::max(Es, e);
+          s.push_back(sj);
+          js.push_back(j);
+        }
+        const bool sink = !c.sinks.empty();
+        if (s.empty() && !sink) continue;  // fully masked: exact zeros
+        rb.masked = s.empty();
+        double m = -INFINITY, lo = INFINITY;
+        for (double x : s) m = std::max(m, x), lo = std::min(lo, x);
+        if (sink) m = std::max(m, double(c.sinks[h])), lo = std::min(lo, double(c.sinks[h]));
+        const double delta = m - lo;
+        const double live = static_cast<double>(s.size()) + (sink ? 1 : 0);
+        const double rel_w = u * (4 + budget::summation(live) + 3 * delta) + 2 * Es +
+                             (is_fp8(c.qkv) ? unit_of(c.qkv) : 0.0);
+        double S = 0;
+        std::vector<double> p(s.size());
+        for (std::size_t x = 0; x < s.size(); ++x) S += (p[x] = std::exp(s[x] - m));
+        if (sink) S += std::exp(c.sinks[h] - m);
+        const std::size_t o = static_cast<std::size_t>(row * c.heads_q + h);
+        for (std::int64_t x = 0; x < c.dv; ++x) {
+          double P = 0;
+          for (std::size_t y = 0; y < s.size(); ++y)
+            P += p[y] / S * std::abs(c.v[(c.row_k(b, js[y]) * c.heads_kv + hk) * c.dv + x]);
+          P *= std::abs(c.v_descale);
+          const double ex = r.out[o * c.dv + x];
+          const double internal = P * (rel_w + u * (live + 1));
+          rb.out_abs[x] = internal + (c.out_type == AttnType::float32 ? 1.0 : 0.5) *
+                                         ulp_of(c.out_type, ex) +
+                          (c.out_type == AttnType::float32 ? 0 : ulp_of(AttnType::float32, ex));
+          if (ex == 0.0) rb.out_abs[x] = std::max(internal, 1e-300);
+        }
+        rb.lse_abs = u * (live + 3 + delta) + Es + u * std::abs(r.lse[o]) +
+                     budget::ulp(DType::float32, r.lse[o]);
+        budget::RowStats st;
+        st.live = static_cast<std::int64_t>(live);
+        st.max = m;
+        st.spread = delta;
+        st.max_abs = std::max(std::abs(m), std::abs(lo));
+        st.theta_one = true;
+        rb.H_abs = budget::entropy_abs(st, r.entropy[o]) + 2 * Es * (1 + std::abs(r.entropy[o]));
+      }
+  }
+  return out;
+}
+
+// Keeps the worse of `worst` and the check of one element, building the
+// element's description (the costly part: millions of elements per case) only
+// when it can become the worst.
+template <class Where>
+void consider(Check& worst, double got, double exact, double budget, Where where,
+              const char* exact_word = "exact") {
+  if (std::isfinite(got) && std::isfinite(exact) && exact != 0.0 && worst.applicable &&
+      !worst.fails()) {
+    const double r = std::abs(got - exact) / budget;
+    if (r <= worst.ratio) return;  // the same ratio elem() computes: not the new worst
+  }
+  worst.worst(elem(DType::float32, got, exact, budget, where(), exact_word));
+}
+
+std::string claim_of(const std::string& id) {
+  for (const auto& i : properties())
+    if (i.id == id) return i.claim;
+  return {};
+}
+
+// Collects why cases were not applicable (the reasons are named in verdicts).
+struct NotApplicableLog {
+  std::map<std::string, int> reasons;
+  int count = 0;
+  void add(const std::string& why) {
+    ++count;
+    ++reasons[why];
+  }
+  std::string text() const {
+    if (count == 0) return {};
+    std::string r = std::to_string(count) + " case(s) not applicable (";
+    bool first = true;
+    for (const auto& [w, n] : reasons) {
+      r += (first ? "" : "; ") + w + (n > 1 ? " x" + std::to_string(n) : "");
+      first = false;
+    }
+    return r + ")";
+  }
+};
+
+AttnType attn_type_of(DType t) {
+  return t == DType::bfloat16 ? AttnType::bfloat16
+         : t == DType::float16 ? AttnType::float16
+                               : AttnType::float32;
+}
+
+Verdict v2_verdict(const Run& run, const std::string& id, const Rule& rule, AttnType t,
+                   const SlotResult<V2Params>& r, const NotApplicableLog& na) {
+  Verdict v = slot_verdict<V2Params>(run, id, claim_of(id), rule, Op::attention_v2,
+                                     DType::float32, r,
+                                     [](const V2Params& p) { return describe(p); });
+  v.dtype = name_of(t);
+  if (r.cases_applicable == 0 && v.outcome == Outcome::skip)
+    v.note = "not applicable: " + (na.count ? na.text() : std::string("no case applied"));
+  else if (na.count)
+    v.note += (v.note.empty() ? "" : "; ") + na.text();
+  return v;
+}
+
+}  // namespace
+
+void run_attention_v2(const Run& run) {
+  const Kernel& k = run.kernel;
+  if (!run.wants_op(Op::attention_v2)) return;
+  const char* const ids[] = {"attention_v2.rounding", "attention_v2.flash_attention_2x",
+                             "attention_v2.masked_never_leak", "attention_v2.gqa_equals_repeated",
+                             "attention_v2.varlen_equals_separate"};
+  const char* const rule_ids[] = {"attention_rounding", "flash_attention_2x", "kernel_h",
+                                  "attention_rounding", "attention_rounding"};
+  bool any = false;
+  for (const char* id : ids) any = any || run.wants_property(id);
+  if (!any) return;
+  std::vector<AttnType> types;
+  if (run.config.dtypes.empty())
+    types = {AttnType::float32, AttnType::bfloat16, AttnType::fp8_e4m3, AttnType::fp8_e5m2};
+  else
+    for (DType t : run.config.dtypes)
+      if (t != DType::float64) types.push_back(attn_type_of(t));
+  if (k.abi_version() < 2 || !k.supports(Op::attention_v2)) {
+    for (AttnType t : types)
+      for (int s = 0; s < 5; ++s) {
+        if (!run.wants_property(ids[s])) continue;
+        Verdict v = skip_verdict(run, ids[s], claim_of(ids[s]), rule_by_id(rule_ids[s]),
+                                 Op::attention_v2, DType::float32,
+                                 "not applicable: the kernel implements no attention_v2 "
+                                 "(interface v1 kernel, or op not claimed)");
+        v.dtype = name_of(t);
+        run.emit(v);
+      }
+    return;
+  }
+  for (AttnType t : types) {
+    enum { kRound, kFa, kLeak, kGqa, kVarlen, kSlots };
+    NotApplicableLog na;
+    const bool low = t != AttnType::float32;
+    const std::string prop = std::string("attention_v2[") + name_of(t) + "]";
+    std::function<std::vector<Check>(const V2Params&)> eval = [&](const V2Params& p) {
+      std::vector<Check> cs(kSlots);
+      const AttentionCase c = materialise(p, t);
+      if (const std::string why = k.why_not_applicable(c); !why.empty()) {
+        na.add(why);
+        return cs;  // nothing applicable
+      }
+      run.before(prop, describe(p));
+      const AttentionResultV2 o = k.attention_v2(c);
+      const ref::AttentionV2Values r = ref::attention_v2(c);
+      const auto rb = budgets_v2(c, r);
+      // attention_v2.rounding
+      for (std::size_t row = 0; row < rb.size(); ++row) {
+        const RowBudget& b = rb[row];
+        if (b.out_abs.empty()) continue;  // a row of an empty sequence slot
+        auto w = [&] {
+          return "row " + std::to_string(row / c.heads_q) + " head " +
+                 std::to_string(row % c.heads_q);
+        };
+        for (std::int64_t x = 0; x < c.dv; ++x) {
+          const std::size_t e = row * c.dv + x;
+          consider(cs[kRound], o.out[e], r.out[e], b.out_abs[x],
+                   [&] { return w() + " out[" + std::to_string(x) + "]"; });
+        }
+        if (!o.lse.empty())
+          cs[kRound].worst(elem(DType::float32, o.lse[row], r.lse[row], b.lse_abs, w() + " lse"));
+        if (!o.entropy.empty())
+          cs[kRound].worst(
+              elem(DType::float32, o.entropy[row], r.entropy[row], b.H_abs, w() + " entropy"));
+      }
+      // attention_v2.flash_attention_2x (low-precision outputs)
+      if (low) {
+        const std::vector<float> base = kernels::same_dtype::attention_v2(c);
+        double err = 0, berr = 0, emax = 0;
+        for (std::size_t e = 0; e < r.out.size(); ++e) {
+          err = std::max(err, std::abs(o.out[e] - r.out[e]));
+          if (std::isnan(o.out[e])) err = NAN;
+          berr = std::max(berr, std::abs(base[e] - r.out[e]));
+          emax = std::max(emax, std::abs(r.out[e]));
+        }
+        const double atol = 2.0 * ulp_of(c.out_type, emax + 0.3);
+        cs[kFa] = make_check(err, 2.0 * berr + atol,
+                             "max|out-ref| vs 2 x same-dtype baseline error " + fmt(berr) +
+                                 " + fwd_atol " + fmt(atol));
+      }
+      // attention_v2.masked_never_leak: poison what every mask hides.
+      {
+        AttentionCase pc = c;
+        bool poisoned = false;
+        // The largest finite value of the input type (fp8 has nothing near 1e30).
+        const float huge = is_fp8(t) ? fp8_layout(t == AttnType::fp8_e4m3 ? Fp8Format::e4m3
+                                                                          : Fp8Format::e5m2)
+                                           .max_finite
+                                     : round_to(t, 1e30);
+        for (std::int64_t b = 0; b < c.batch; ++b)
+          for (std::int64_t j = 0; j < c.len_k(b); ++j) {
+            bool hidden = true;  // hidden from every query of the sequence
+            for (std::int64_t i = 0; i < c.len_q(b) && hidden; ++i)
+              hidden = !ref::visible_v2(c, b, i, j);
+            if (!hidden) continue;
+            poisoned = true;
+            const std::int64_t r0 = c.row_k(b, j);
+            for (std::int64_t h = 0; h < c.heads_kv; ++h) {
+              for (std::int64_t x = 0; x < c.d; ++x)
+                pc.k[(r0 * c.heads_kv + h) * c.d + x] = x % 2 ? NAN : huge;
+              for (std::int64_t x = 0; x < c.dv; ++x)
+                pc.v[(r0 * c.heads_kv + h) * c.dv + x] = NAN;
+            }
+          }
+        if (poisoned) {
+          const AttentionResultV2 po = k.attention_v2(pc);
+          std::size_t diff = 0;
+          std::string first;
+          for (std::size_t e = 0; e < o.out.size(); ++e)
+            if (std::memcmp(&o.out[e], &po.out[e], 4) != 0 && diff++ == 0)
+              first = "out element " + std::to_string(e) + ": " + fmt(o.out[e]) + " became " +
+                      fmt(po.out[e]);
+          for (std::size_t e = 0; e < o.lse.size(); ++e)
+            if (std::memcmp(&o.lse[e], &po.lse[e], 4) != 0 && diff++ == 0)
+              first = "lse " + std::to_string(e) + ": " + fmt(o.lse[e]) + " became " +
+                      fmt(po.lse[e]);
+          Check ch = make_check(static_cast<double>(diff), 0.0,
+                                diff ? first + " after NaN/huge values were put under the masks"
+                                     : "masked keys poisoned, no output changed");
+          ch.unit = "outputs changed";
+          cs[kLeak] = ch;
+        }
+      }
+      // attention_v2.gqa_equals_repeated
+      if (c.heads_kv < c.heads_q) {
+        AttentionCase mc = c;
+        mc.heads_kv = c.heads_q;
+        mc.k.clear();
+        mc.v.clear();
+        for (std::int64_t row = 0; row < c.total_k(); ++row)
+          for (std::int64_t h = 0; h < c.heads_q; ++h) {
+            const std::int64_t hk = c.kv_head(h);
+            mc.k.insert(mc.k.end(), c.k.begin() + (row * c.heads_kv + hk) * c.d,
+                        c.k.begin() + (row * c.heads_kv + hk + 1) * c.d);
+            mc.v.insert(mc.v.end(), c.v.begin() + (row * c.heads_kv + hk) * c.dv,
+                        c.v.begin() + (row * c.heads_kv + hk + 1) * c.dv);
+          }
+        if (k.why_not_applicable(mc).empty()) {
+          const AttentionResultV2 mo = k.attention_v2(mc);
+          for (std::size_t row = 0; row < rb.size(); ++row)
+            for (std::int64_t x = 0; x < c.dv && !rb[row].out_abs.empty(); ++x) {
+              const std::size_t e = row * c.dv + x;
+              consider(
+                  cs[kGqa], o.out[e], mo.out[e], 2 * rb[row].out_abs[x],
+                  [&] {
+                    return "row " + std::to_string(row / c.heads_q) + " head " +
+                           std::to_string(row % c.heads_q) + " out[" + std::to_string(x) +
+                           "] (GQA vs repeated heads)";
+                  },
+                  "repeated-heads");
+            }
+        }
+      }
+      // attention_v2.varlen_equals_separate
+      if (c.varlen()) {
+        for (std::int64_t b = 0; b < c.batch; ++b) {
+          if (c.len_q(b) == 0) continue;
+          AttentionCase sc = c;
+          sc.batch = 1;
+          sc.cu_q = {0, static_cast<std::int32_t>(c.len_q(b))};
+          sc.cu_k = {0, static_cast<std::int32_t>(c.len_k(b))};
+          const std::int64_t q0 = c.row_q(b, 0), k0 = c.row_k(b, 0);
+          sc.q.assign(c.q.begin() + q0 * c.heads_q * c.d,
+                      c.q.begin() + (q0 + c.len_q(b)) * c.heads_q * c.d);
+          sc.k.assign(c.k.begin() + k0 * c.heads_kv * c.d,
+                      c.k.begin() + (k0 + c.len_k(b)) * c.heads_kv * c.d);
+          sc.v.assign(c.v.begin() + k0 * c.heads_kv * c.dv,
+                      c.v.begin() + (k0 + c.len_k(b)) * c.heads_kv * c.dv);
+          if (!c.key_padding_mask.empty())
+            sc.key_padding_mask.assign(c.key_padding_mask.begin() + k0,
+                                       c.key_padding_mask.begin() + k0 + c.len_k(b));
+          if (!k.why_not_applicable(sc).empty()) continue;
+          const AttentionResultV2 so = k.attention_v2(sc);
+          for (std::int64_t i = 0; i < c.len_q(b); ++i)
+            for (std::int64_t h = 0; h < c.heads_q; ++h) {
+              const std::size_t row = static_cast<std::size_t>((q0 + i) * c.heads_q + h);
+              const std::size_t srow = static_cast<std::size_t>(i * c.heads_q + h);
+              for (std::int64_t x = 0; x < c.dv; ++x)
+                consider(
+                    cs[kVarlen], o.out[row * c.dv + x], so.out[srow * c.dv + x],
+                    2 * rb[row].out_abs[x],
+                    [&] {
+                      return "sequence " + std::to_string(b) + " query " + std::to_string(i) +
+                             " head " + std::to_string(h) + " out[" + std::to_string(x) +
+                             "] (packed vs alone)";
+                    },
+                    "separate-call");
+            }
+        }
+      }
+      return cs;
+    };
+    SearchOptions so;
+    so.shrink_pool = &run.shrink_pool;
+    so.cases = std::max(6, run.config.cases / 8);
+    so.seed = run.seed ^ 0xa772 ^ (static_cast<std::uint64_t>(t) * 0x9e37);
+    auto res = search<V2Params>(gen_v2(is_fp8(t)), kSlots, so, eval);
+    for (int s = 0; s < kSlots; ++s) {
+      if (!run.wants_property(ids[s])) continue;
+      if (s == kFa && !low) {
+        Verdict v = skip_verdict(run, ids[s], claim_of(ids[s]), rule_by_id(rule_ids[s]),
+                                 Op::attention_v2, DType::float32, kFaFloat32Note);
+        v.dtype = name_of(t);
+        run.emit(v);
+        continue;
+      }
+      run.emit(v2_verdict(run, ids[s], rule_by_id(rule_ids[s]), t,
+                          res[static_cast<std::size_t>(s)], na));
+    }
+  }
+}
+
+}  // namespace sa::props::detail
