@@ -33,7 +33,7 @@ constexpr std::int64_t kThreePassMaxN = std::int64_t{1} << 21;
 
 // bfloat16 rows up to this length store their exps in a float scratch row
 // (<= 1 MiB, cache-resident); longer ones compute exp twice instead (a sum
-// pass, then the fused exp * 1/S pass of row_ops.cpp): with the cheaper bf16
+// pass, then the fused exp * 1/S pass of row_exp.cpp): with the cheaper bf16
 // polynomial, two exps cost less than 6 bytes per element of scratch
 // traffic once the scratch leaves L2.
 constexpr std::int64_t kBf16ScratchMaxN = std::int64_t{1} << 18;

@@ -17,7 +17,12 @@
 //
 // exp: on AVX-512 and AVX2, table-driven (2^(j/L) for L = 32 or 16 entries
 // held in registers, |r| <= ln2/(2L), a cubic or quadratic for e^r); on the
-// other targets a polynomial on |r| <= ln2/2. row_ops.cpp states each error.
+// other targets a polynomial on |r| <= ln2/2. vec_exp-inl.h states each error.
+//
+// Files: vec_types-inl.h (vector types, double lanes), vec_load_store-inl.h
+// (per-dtype loads and stores), vec_exp-inl.h (vector exp and exact scaling),
+// row_reduce.cpp (max, range, streamed states), row_exp.cpp (exp passes and
+// scaling by 1/S), row_log_softmax.cpp (the log-softmax pass).
 //
 // Accuracy (measured in tests/cpu, on every instruction set compiled in):
 // - float32 rows: exp of a two-float argument within 0.58 ulp (table) or

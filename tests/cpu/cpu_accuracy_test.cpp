@@ -3,7 +3,7 @@
 //
 // Where the bounds come from (u = 2^-24, the float32 unit roundoff):
 // - exp: argument d = (x - max) s is formed as a two-float sum (TwoSum + exact
-//   product error; ~2^-47 relative). Table-driven on AVX-512/AVX2 (row_ops.cpp:
+//   product error; ~2^-47 relative). Table-driven on AVX-512/AVX2 (vec_exp-inl.h:
 //   2^(j/L) from a register table, a cubic on |r| <= ln2/(2L), one final FMA):
 //   |e - exp(d)| <= 0.58 ulp(e); elsewhere (and in streamed rescales)
 //   Cody-Waite, a degree-7 polynomial (truncation < 0.07 ulp), 1 + p rounded
@@ -161,7 +161,7 @@ TEST(CpuSoftmax, Float32LongFiniteRow) {
 
 // bfloat16 rows past the float scratch row (2^18): max, then exp twice (sum;
 // fused exp * 1/S rounded to bf16), PolyQ5 and the one-constant reduction
-// (row_ops.cpp). Same claim as the short rows.
+// (row_exp.cpp). Same claim as the short rows.
 TEST(CpuSoftmax, Bfloat16LongFiniteRow) {
   const UlpStats st =
       long_finite_rows(DType::bfloat16, {Dist::normal, Dist::wide, Dist::offset_neg}, 101);
