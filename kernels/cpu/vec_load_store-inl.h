@@ -151,6 +151,51 @@ struct Tail {
   void flush(T* y) const { std::memcpy(y, out, count * sizeof(T)); }
 };
 
+// ---------------------------------------------------------------- float16
+// float16 (IEEE binary16) -> float32, exact for every encoding (the same
+// values as core/float16.hpp's float_from_f16): normal values rebias the
+// exponent (+112); inf/NaN map to exponent 255 (NaN made quiet); subnormals
+// k 2^-24 are formed as (2^-14 + k 2^-24) - 2^-14, exact in float32.
+HWY_INLINE VF LoadF16(DF d, const std::uint16_t* p) {
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<std::uint16_t, DF> du16;
+  const hn::RebindToUnsigned<DF> du32;
+  const auto h = hn::BitCast(di, hn::PromoteTo(du32, hn::LoadU(du16, p)));
+  const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(di, 0x8000)));
+  const auto em = hn::And(h, hn::Set(di, 0x7fff));
+  const auto sh = hn::ShiftLeft<13>(em);
+  auto bits = hn::Add(sh, hn::Set(di, 112 << 23));
+  const auto special = hn::Gt(em, hn::Set(di, 0x7bff));
+  const auto nan_quiet = hn::IfThenElseZero(hn::Gt(em, hn::Set(di, 0x7c00)), hn::Set(di, 0x400000));
+  bits = hn::IfThenElse(special, hn::Or(hn::Add(sh, hn::Set(di, 224 << 23)), nan_quiet), bits);
+  const VF sub = hn::Sub(hn::BitCast(d, hn::Add(sh, hn::Set(di, 113 << 23))), hn::Set(d, 0x1p-14f));
+  const VF mag =
+      hn::IfThenElse(hn::RebindMask(d, hn::Lt(em, hn::Set(di, 0x400))), sub, hn::BitCast(d, bits));
+  return hn::BitCast(d, hn::Or(hn::BitCast(di, mag), sign));
+}
+// float32 -> float16, round to nearest even, the same bits as
+// core/float16.hpp's f16_from_float for every float32 (overflow to inf at
+// 65520, gradual underflow, NaN quiet): normal results add 0xfff + (bit 13)
+// and rebias; results below 2^-14 are |v| + 0.5 rounded by one float add to
+// the 2^-24 grid (0.5's ulp), whose low bits are then k (default rounding
+// mode; FTZ/DAZ only affect float32 subnormals, which round to 0 anyway).
+HWY_INLINE void StoreF16(DF d, VF v, std::uint16_t* p) {
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<std::uint16_t, DF> du16;
+  const auto u = hn::BitCast(di, v);
+  const auto a = hn::And(u, hn::Set(di, 0x7fffffff));
+  const auto sign = hn::And(hn::ShiftRight<16>(u), hn::Set(di, 0x8000));
+  const auto r =
+      hn::Add(a, hn::Add(hn::Set(di, 0xfff), hn::And(hn::ShiftRight<13>(a), hn::Set(di, 1))));
+  auto h = hn::ShiftRight<13>(hn::Sub(r, hn::Set(di, 0x38000000)));
+  const auto sub = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(d, a), hn::Set(d, 0.5f))),
+                           hn::Set(di, 0x3f000000));
+  h = hn::IfThenElse(hn::Lt(a, hn::Set(di, 0x38800000)), sub, h);
+  h = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x477fefff)), hn::Set(di, 0x7c00), h);
+  const auto nan = hn::Or(hn::Set(di, 0x7e00), hn::And(hn::ShiftRight<13>(a), hn::Set(di, 0x3ff)));
+  h = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x7f800000)), nan, h);
+  hn::StoreU(hn::DemoteTo(du16, hn::Or(h, sign)), du16, p);
+}
 }  // namespace HWY_NAMESPACE
 }  // namespace sa::kernels::cpu
 HWY_AFTER_NAMESPACE();
