@@ -37,7 +37,8 @@
 //   one rounding to bfloat16 (measured 100% correctly rounded on the suite's
 //   rows, against a >= 99% claim).
 // - float16 rows: widened exactly to float32, computed as float32 rows, and
-//   rounded once to float16 (row_widen_f16 / row_narrow_f16): the float32
+//   rounded once to float16 (row_widen_f16 / row_narrow_f16: F16C or
+//   AVX-512F conversions on those targets, integer code elsewhere): the float32
 //   result's error (< 1 ulp of float32) is 2^-13 of a float16 ulp, so the
 //   float16 output is the correctly rounded one except within that distance
 //   of a float16 midpoint.

@@ -152,6 +152,30 @@ struct Tail {
 };
 
 // ---------------------------------------------------------------- float16
+#if (HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL) && \
+    !defined(HWY_DISABLE_F16C)
+// F16C (AVX2) and AVX-512F conversions: widening is exact; narrowing uses
+// the rounding given in the instruction (nearest even, whatever MXCSR says),
+// with gradual underflow, overflow to inf and NaN kept quiet with its top
+// payload bits: the same bits as core/float16.hpp (tests/cpu checks every
+// encoding and every midpoint on each target). The portable forms are below.
+HWY_INLINE VF LoadF16(DF, const std::uint16_t* p) {
+#if HWY_TARGET == HWY_AVX2
+  return VF{_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))};
+#else
+  return VF{_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
+#endif
+}
+HWY_INLINE void StoreF16(DF, VF v, std::uint16_t* p) {
+#if HWY_TARGET == HWY_AVX2
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                   _mm256_cvtps_ph(v.raw, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#else
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                      _mm512_cvtps_ph(v.raw, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+}
+#else
 // float16 (IEEE binary16) -> float32, exact for every encoding (the same
 // values as core/float16.hpp's float_from_f16): normal values rebias the
 // exponent (+112); inf/NaN map to exponent 255 (NaN made quiet); subnormals
@@ -196,6 +220,7 @@ HWY_INLINE void StoreF16(DF d, VF v, std::uint16_t* p) {
   h = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x7f800000)), nan, h);
   hn::StoreU(hn::DemoteTo(du16, hn::Or(h, sign)), du16, p);
 }
+#endif  // float16 conversions
 }  // namespace HWY_NAMESPACE
 }  // namespace sa::kernels::cpu
 HWY_AFTER_NAMESPACE();
