@@ -204,21 +204,26 @@ HWY_INLINE VF LoadF16(DF d, const std::uint16_t* p) {
 // the 2^-24 grid (0.5's ulp), whose low bits are then k (default rounding
 // mode; FTZ/DAZ only affect float32 subnormals, which round to 0 anyway).
 HWY_INLINE void StoreF16(DF d, VF v, std::uint16_t* p) {
+  // Unsigned lanes for the sums (they wrap for the inf/NaN lanes, which are
+  // replaced below; signed lanes would overflow), signed lanes to compare.
   const hn::RebindToSigned<DF> di;
+  const hn::RebindToUnsigned<DF> du;
   const hn::Rebind<std::uint16_t, DF> du16;
-  const auto u = hn::BitCast(di, v);
-  const auto a = hn::And(u, hn::Set(di, 0x7fffffff));
-  const auto sign = hn::And(hn::ShiftRight<16>(u), hn::Set(di, 0x8000));
+  const auto u = hn::BitCast(du, v);
+  const auto au = hn::And(u, hn::Set(du, 0x7fffffffu));
+  const auto a = hn::BitCast(di, au);  // |v|'s bits, >= 0
+  const auto sign = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 0x8000u));
   const auto r =
-      hn::Add(a, hn::Add(hn::Set(di, 0xfff), hn::And(hn::ShiftRight<13>(a), hn::Set(di, 1))));
-  auto h = hn::ShiftRight<13>(hn::Sub(r, hn::Set(di, 0x38000000)));
-  const auto sub = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(d, a), hn::Set(d, 0.5f))),
-                           hn::Set(di, 0x3f000000));
+      hn::Add(au, hn::Add(hn::Set(du, 0xfffu), hn::And(hn::ShiftRight<13>(au), hn::Set(du, 1u))));
+  auto h = hn::BitCast(di, hn::ShiftRight<13>(hn::Sub(r, hn::Set(du, 0x38000000u))));
+  const auto sub =
+      hn::BitCast(di, hn::Sub(hn::BitCast(du, hn::Add(hn::BitCast(d, au), hn::Set(d, 0.5f))),
+                              hn::Set(du, 0x3f000000u)));
   h = hn::IfThenElse(hn::Lt(a, hn::Set(di, 0x38800000)), sub, h);
   h = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x477fefff)), hn::Set(di, 0x7c00), h);
   const auto nan = hn::Or(hn::Set(di, 0x7e00), hn::And(hn::ShiftRight<13>(a), hn::Set(di, 0x3ff)));
   h = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x7f800000)), nan, h);
-  hn::StoreU(hn::DemoteTo(du16, hn::Or(h, sign)), du16, p);
+  hn::StoreU(hn::DemoteTo(du16, hn::Or(h, hn::BitCast(di, sign))), du16, p);
 }
 #endif  // float16 conversions
 }  // namespace HWY_NAMESPACE
