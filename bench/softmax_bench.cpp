@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "core/bfloat16.hpp"
+#include "core/float16.hpp"
 #include "kernels/cpu/cpu_kernel.hpp"
 #include "kernels/cpu/row_ops.hpp"
 
@@ -56,6 +57,11 @@ std::vector<float> logits(std::int64_t n, float sigma, std::uint64_t seed = 42) 
 std::vector<std::uint16_t> to_bf16(const std::vector<float>& v) {
   std::vector<std::uint16_t> b(v.size());
   for (std::size_t i = 0; i < v.size(); ++i) b[i] = sa::bf16_from_float(v[i]);
+  return b;
+}
+std::vector<std::uint16_t> to_f16(const std::vector<float>& v) {
+  std::vector<std::uint16_t> b(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) b[i] = sa::f16_from_float(v[i]);
   return b;
 }
 sa_rows one_row(std::int64_t n) { return sa_rows{1, n, n, n, 1.0}; }
@@ -108,6 +114,20 @@ void BM_cpu_softmax_bf16(benchmark::State& st) {
   const sa_rows s = one_row(n);
   for (auto _ : st) {
     check(K().softmax(K().ctx, SA_BF16, &s, x.data(), y.data()));
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(st, n, 1, 4);
+}
+
+// float16 rows: widened to float32, the float32 algorithm, rounded once to float16.
+void BM_cpu_softmax_f16(benchmark::State& st) {
+  const std::int64_t n = st.range(0);
+  const auto x = to_f16(logits(n, 1.0f));
+  std::vector<std::uint16_t> y(x.size());
+  const sa_rows s = one_row(n);
+  for (auto _ : st) {
+    check(K().softmax(K().ctx, SA_F16, &s, x.data(), y.data()));
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -250,6 +270,7 @@ void register_all() {
 #endif
   benchmark::RegisterBenchmark("softmax_f32/eigen", BM_eigen_softmax_f32)->Apply(sizes);
   benchmark::RegisterBenchmark("softmax_bf16/cpu", BM_cpu_softmax_bf16)->Apply(sizes);
+  benchmark::RegisterBenchmark("softmax_f16/cpu", BM_cpu_softmax_f16)->Apply(sizes);
   auto adaptive = [](benchmark::internal::Benchmark* b) {
     for (std::int64_t n : {4096, 65536, 1 << 20})
       for (std::int64_t sharp : {1, 0}) b->Args({n, sharp});
@@ -336,6 +357,12 @@ void print_table(const Collect& c) {
     row(("softmax n=" + sn + ": time f32 / time bf16").c_str(), "softmax_f32/cpu/" + sn + "",
         "softmax_bf16/cpu/" + sn + "", n >= (1 << 20) ? ">= 1.5" : "(info)",
         n >= (1 << 20) ? 1.5 : -1.0, false, c);
+  }
+  for (auto n : kSizes) {
+    const std::string sn = std::to_string(n);
+    // float16 runs the float32 algorithm between two conversion passes: (info).
+    row(("softmax n=" + sn + ": time f32 / time f16").c_str(), "softmax_f32/cpu/" + sn + "",
+        "softmax_f16/cpu/" + sn + "", "(info)", -1.0, false, c);
   }
   for (std::int64_t n : {4096, 65536, 1 << 20})
     for (int sharp : {1, 0}) {

@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 #include "cli/commands.hpp"
 #include "core/output_file.hpp"
@@ -32,6 +33,7 @@ struct CheckOptions {
   // Given on the command line (they override the spec); validated before any work.
   std::optional<double> timeout, deadline;
   std::optional<std::int64_t> seed, cases;
+  std::vector<std::string> dtypes;  // --dtype, repeatable: replaces the spec's `dtypes`
   bool no_isolation = false, no_guard = false, quiet = false, list = false, per_property = false;
 };
 
@@ -83,6 +85,13 @@ void validate_options(const CheckOptions& o) {
                 ": expected an integer >= 0 (0 draws a random seed)");
   if (o.kernel_index < -1)
     usage_error("--kernel-index " + std::to_string(o.kernel_index) + ": expected an index >= 0");
+  for (const auto& d : o.dtypes) {
+    const auto t = parse_dtype(d);
+    if (!t || *t == DType::float64)
+      usage_error("--dtype '" + d +
+                  "': expected float32, bfloat16 or float16 (the types the kernel interface "
+                  "carries)");
+  }
 }
 
 // --list: the names a gate spec may use.
@@ -96,7 +105,7 @@ int list_names() {
   for (const auto& r : props::rules()) std::cout << "  " << r.id << "  — " << r.source << "\n";
   std::cout << "ops:\n";
   for (Op op : checked_ops) std::cout << "  " << name_of(op) << "\n";
-  std::cout << "dtypes:\n  float32\n  bfloat16\n";
+  std::cout << "dtypes:\n  float32\n  bfloat16\n  float16\n";
   return 0;
 }
 
@@ -113,6 +122,10 @@ int run_check(const CheckOptions& o) {
   if (o.deadline) spec.deadline_s = *o.deadline;
   if (o.seed) spec.suite.seed = static_cast<std::uint64_t>(*o.seed);
   if (o.cases) spec.suite.cases = static_cast<int>(*o.cases);
+  if (!o.dtypes.empty()) {
+    spec.suite.dtypes.clear();
+    for (const auto& d : o.dtypes) spec.suite.dtypes.push_back(*parse_dtype(d));
+  }
   // One seed for the whole run, drawn here when none was given: printed, written
   // to the JSON, and RapidCheck's own seed line (if any) agrees with it.
   if (spec.suite.seed == 0)
@@ -229,6 +242,10 @@ void add_check_command(CLI::App& app) {
                 "gate.deadline verdict (overrides the spec; default 3600)");
   c->add_option("--seed", o->seed,
                 "Random seed (overrides the spec; 0 = random, printed in verdicts)");
+  c->add_option("--dtype", o->dtypes,
+                "Element type to check: float32, bfloat16 or float16; repeat for several "
+                "(overrides the spec's dtypes; default: float32, bfloat16, and float16 when the "
+                "kernel declares it)");
   c->add_option("--cases", o->cases,
                 "Random cases per property (overrides the spec; 1 to 1000000)");
   c->add_flag("--no-isolation", o->no_isolation,

@@ -173,10 +173,10 @@ int run_sweep_command(const SweepOptions& o) {
   c.temperatures = o.temperatures;
   for (const auto& d : o.dtypes) {
     auto t = parse_dtype(d);
-    if (!t || (*t != DType::float32 && *t != DType::bfloat16)) {
+    if (!t || *t == DType::float64) {
       fmt::print(stderr,
-                 "softmax-audit sweep: error: --dtype '{}': expected float32 or bfloat16 (the "
-                 "kernel interface carries no other type)\n",
+                 "softmax-audit sweep: error: --dtype '{}': expected float32, bfloat16 or float16 "
+                 "(the kernel interface carries no other type)\n",
                  d);
       return exit_usage;
     }
@@ -316,7 +316,7 @@ void add_sweep_command(CLI::App& app) {
   c->add_option("--distribution", o->distributions,
                 "Generators (default gaussian, uniform, spike, fa3_outliers): " + dist_names);
   c->add_option("--dtype", o->dtypes,
-                "float32 and/or bfloat16 (default: those the kernel supports)");
+                "float32, bfloat16 and/or float16 (default: those the kernel supports)");
   c->add_option("--temperature", o->temperatures, "Temperatures (default 1)");
   c->add_option("--seed", o->seed, "Seed of every row")->capture_default_str();
   c->add_option("--samples", o->samples, "Sampled items per row for per-element errors")

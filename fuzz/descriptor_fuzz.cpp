@@ -3,8 +3,9 @@
 // version, struct size, name, ops and dtypes bits, memory and entropy enum
 // values, any set of function pointers) must be accepted or refused with
 // std::invalid_argument naming the origin; an accepted one is then used
-// through sa::Kernel (description, supports, one call of each op it claims,
-// whose stub fails with a fuzzed error text) without a crash or UB.
+// through sa::Kernel (description, supports, one call of each op it claims in
+// a fuzzed element type: float32, bfloat16 or float16, whose stub fails with a
+// fuzzed error text) without a crash or UB.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstdint>
@@ -71,32 +72,37 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (pointers & 64) k.merge_entropy_states = merge_entropy_stub;
   if (pointers & 128) k.merge_attention_states = merge_attention_stub;
   if (pointers & 256) k.last_error = last_error_stub;
+  // The element type of the calls below: every type the interface carries
+  // (SA_F16 included), whatever the fuzzed dtypes bits claim.
+  constexpr sa::DType call_types[] = {sa::DType::float32, sa::DType::bfloat16, sa::DType::float16};
+  const sa::DType ct = call_types[fd.ConsumeIntegralInRange<int>(0, 2)];
 
   try {
     const sa::Kernel kernel(&k, "fuzz-plugin.so");
     (void)kernel.description();
     (void)kernel.memory();
     (void)kernel.adaptive_entropy();
-    for (sa::DType t : {sa::DType::float32, sa::DType::bfloat16}) (void)kernel.supports(t);
+    for (sa::DType t : {sa::DType::float32, sa::DType::bfloat16, sa::DType::float16})
+      (void)kernel.supports(t);
     const sa::RowBatch batch = sa::RowBatch::single({0.5f, -1.0f, 2.0f});
     for (sa::Op op : sa::all_ops) {
       if (!kernel.supports(op) || kernel.memory() != SA_MEMORY_HOST) continue;
       try {
         switch (op) {
           case sa::Op::softmax:
-            kernel.softmax(sa::DType::float32, batch);
+            kernel.softmax(ct, batch);
             break;
           case sa::Op::log_softmax:
-            kernel.log_softmax(sa::DType::float32, batch);
+            kernel.log_softmax(ct, batch);
             break;
           case sa::Op::logsumexp:
-            kernel.logsumexp(sa::DType::float32, batch);
+            kernel.logsumexp(ct, batch);
             break;
           case sa::Op::entropy:
-            kernel.entropy(sa::DType::float32, batch);
+            kernel.entropy(ct, batch);
             break;
           case sa::Op::adaptive_softmax:
-            kernel.adaptive_softmax(sa::DType::float32, batch);
+            kernel.adaptive_softmax(ct, batch);
             break;
           default:
             break;  // attention and merges: covered by kernel_ops_fuzz

@@ -2,8 +2,8 @@
 // through the C ABI, as a plugin is called: the bytes choose the kernel, the
 // operation, the dtype (also values outside the enum), the shape (negative,
 // zero, odd strides, a long row for the vector tails), the temperature or
-// scale (0, negative, NaN, inf, tiny, huge) and the logits (any float32 or
-// bfloat16 bit pattern). Buffers are allocated to exactly what the shape
+// scale (0, negative, NaN, inf, tiny, huge) and the logits (any float32,
+// bfloat16 or float16 bit pattern). Buffers are allocated to exactly what the shape
 // needs (one element when the shape is invalid), so a read or write outside
 // them is an AddressSanitizer report. Also checked: inputs are not written,
 // and the gaps between output rows (stride > n) are left as they were.
@@ -83,10 +83,11 @@ void check_gaps(const Buffer& out, std::int64_t rows, std::int64_t n, std::int64
 }
 
 void rows_op(const sa_kernel& k, int op, FuzzedDataProvider& fd) {
-  const int dt = fd.ConsumeIntegralInRange<int>(0, 3);  // 1 = SA_F32, 2 = SA_BF16, else invalid
+  // 1 = SA_F32, 2 = SA_BF16, 3 = SA_F16, else invalid (4 = SA_FP8_E4M3: not a row type)
+  const int dt = fd.ConsumeIntegralInRange<int>(0, 4);
   sa_dtype dtype;
   std::memcpy(&dtype, &dt, sizeof dt);
-  const std::size_t elem = dt == SA_BF16 ? 2 : 4;
+  const std::size_t elem = dt == SA_BF16 || dt == SA_F16 ? 2 : 4;
   sa_rows s{};
   s.rows = fd.ConsumeIntegralInRange<std::int64_t>(-1, 5);
   s.n = pick_len(fd, 40);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/bfloat16.hpp"
+#include "core/float16.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
@@ -200,11 +201,14 @@ class Guarded {
 };
 
 // ------------------------------------------------------------- the wrapper --
-const char* dtype_name(sa_dtype t) { return t == SA_BF16 ? "bfloat16" : "float32"; }
-std::size_t elem(sa_dtype t) { return t == SA_BF16 ? 2 : 4; }
+const char* dtype_name(sa_dtype t) {
+  return t == SA_BF16 ? "bfloat16" : t == SA_F16 ? "float16" : "float32";
+}
+std::size_t elem(sa_dtype t) { return t == SA_BF16 || t == SA_F16 ? 2 : 4; }
 
 float load(sa_dtype t, const void* p, std::int64_t i) {
   if (t == SA_BF16) return float_from_bf16(static_cast<const std::uint16_t*>(p)[i]);
+  if (t == SA_F16) return float_from_f16(static_cast<const std::uint16_t*>(p)[i]);
   return static_cast<const float*>(p)[i];
 }
 

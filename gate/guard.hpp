@@ -38,7 +38,7 @@ namespace sa::gate {
 struct GuardIncident {
   std::string kind;    // "out_of_bounds_write" (canary), "nan_output", "fp_environment"
   std::string op;      // operation called
-  std::string dtype;   // element type of the call ("float32", "bfloat16", or "" for state merges)
+  std::string dtype;   // element type of the call ("float32", "bfloat16", "float16"; "" merges)
   std::string detail;  // what exactly was seen
 };
 

@@ -329,7 +329,7 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
     for (const auto& s : names) cfg.ops.push_back(*parse_op(s));
   }
   if (auto n = t.get("dtypes")) {
-    static const std::vector<std::string> known = {"float32", "bfloat16"};
+    static const std::vector<std::string> known = {"float32", "bfloat16", "float16"};
     auto names = strings(origin, "dtypes", *n);
     check_names(where(origin, *n), "dtypes", names, known);
     for (const auto& s : names) cfg.dtypes.push_back(*parse_dtype(s));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/bfloat16.hpp"
+#include "core/float16.hpp"
 #include "core/fp8.hpp"
 #include "kernels/call_internal.hpp"
 #include "kernels/kernel.hpp"
@@ -82,11 +83,16 @@ struct Buffer {
         bytes[i] = b;
         return;
       }
-      case AttnType::float16:
-        break;
+      case AttnType::float16: {
+        if (!std::isnan(x) && round_to_f16(x) != x)
+          throw std::invalid_argument(std::string("attention call: ") + what + " element " +
+                                      std::to_string(i) + " = " + std::to_string(x) +
+                                      " is not a float16 value; round inputs before the call");
+        const std::uint16_t b = f16_from_float(x);
+        std::memcpy(&bytes[i * 2], &b, 2);
+        return;
+      }
     }
-    throw std::invalid_argument(std::string("attention call: element type ") + name_of(t) +
-                                " is not carried yet");
   }
   float get(std::size_t i) const {
     switch (t) {
@@ -104,8 +110,11 @@ struct Buffer {
         return fp8_to_float(bytes[i], Fp8Format::e4m3);
       case AttnType::fp8_e5m2:
         return fp8_to_float(bytes[i], Fp8Format::e5m2);
-      case AttnType::float16:
-        break;
+      case AttnType::float16: {
+        std::uint16_t b;
+        std::memcpy(&b, &bytes[i * 2], 2);
+        return float_from_f16(b);
+      }
     }
     return NAN;
   }

@@ -11,6 +11,7 @@
 
 #include "core/bfloat16.hpp"
 #include "kernels/call_internal.hpp"
+#include "core/float16.hpp"
 
 namespace sa {
 
@@ -57,8 +58,9 @@ std::uint32_t op_bit(Op op) { return 1u << static_cast<unsigned>(op); }
 sa_dtype to_abi(DType t) {
   if (t == DType::float32) return SA_F32;
   if (t == DType::bfloat16) return SA_BF16;
+  if (t == DType::float16) return SA_F16;
   throw std::invalid_argument(std::string("kernel interface: dtype ") + name_of(t) +
-                              " is not one the interface carries (float32, bfloat16)");
+                              " is not one the interface carries (float32, bfloat16, float16)");
 }
 
 RowBatch RowBatch::single(std::vector<float> row) {
@@ -119,9 +121,11 @@ bool has_pointer(const sa_kernel& k, Op op) {
   return false;
 }
 
-// Element storage handed to the kernel: float32 as is, bfloat16 packed.
+// Element storage handed to the kernel: float32 as is, bfloat16 and float16
+// packed into 16-bit words (`half` says which of the two).
 struct Packed {
-  bool bf16 = false;
+  bool bf16 = false;  // 16-bit storage (bfloat16 or float16)
+  bool half = false;  // the 16-bit storage is float16
   std::vector<float> f32;
   std::vector<std::uint16_t> b16;
   const void* data() const { return bf16 ? static_cast<const void*>(b16.data()) : f32.data(); }
@@ -136,14 +140,16 @@ Packed pack(DType t, std::span<const float> v, const char* what) {
     return p;
   }
   p.bf16 = true;
+  p.half = t == DType::float16;
   p.b16.resize(v.size());
   for (std::size_t i = 0; i < v.size(); ++i) {
     const float x = v[i];
-    if (!std::isnan(x) && round_to_bf16(x) != x)
+    const float r = p.half ? round_to_f16(x) : round_to_bf16(x);
+    if (!std::isnan(x) && r != x)
       throw std::invalid_argument(std::string("kernel call: ") + what + "[" + std::to_string(i) +
-                                  "] = " + std::to_string(x) +
-                                  " is not a bfloat16 value; round inputs before the call");
-    p.b16[i] = bf16_from_float(x);
+                                  "] = " + std::to_string(x) + " is not a " + name_of(t) +
+                                  " value; round inputs before the call");
+    p.b16[i] = p.half ? f16_from_float(x) : bf16_from_float(x);
   }
   return p;
 }
@@ -151,8 +157,9 @@ Packed pack(DType t, std::span<const float> v, const char* what) {
 Packed blank(DType t, std::size_t count) {
   Packed p;
   p.bf16 = t != DType::float32;
+  p.half = t == DType::float16;
   if (p.bf16)
-    p.b16.assign(count, 0x7fc0);  // NaN until written
+    p.b16.assign(count, p.half ? 0x7e00 : 0x7fc0);  // NaN until written
   else
     p.f32.assign(count, NAN);
   return p;
@@ -161,7 +168,8 @@ Packed blank(DType t, std::size_t count) {
 std::vector<float> unpack(const Packed& p) {
   if (!p.bf16) return p.f32;
   std::vector<float> out(p.b16.size());
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = float_from_bf16(p.b16[i]);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i] = p.half ? float_from_f16(p.b16[i]) : float_from_bf16(p.b16[i]);
   return out;
 }
 
@@ -285,7 +293,7 @@ Kernel::Kernel(const sa_kernel* k, std::string origin, std::shared_ptr<void> lib
     throw std::invalid_argument(where + " '" + name_ + "': adaptive_entropy is " +
                                 std::to_string(entropy) +
                                 ", expected SA_ENTROPY_SHANNON (0) or SA_ENTROPY_PAPER_EPS (1)");
-  if ((k_->dtypes & (SA_DTYPE_F32 | SA_DTYPE_BF16)) == 0)
+  if ((k_->dtypes & (SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16)) == 0)
     throw std::invalid_argument(where + " '" + name_ + "': dtypes names no supported type");
   for (Op op : all_interface_ops) {
     const bool claimed = (k_->ops & op_bit(op)) != 0;
@@ -312,6 +320,7 @@ bool Kernel::supports(Op op) const {
 bool Kernel::supports(DType t) const {
   if (t == DType::float32) return (k_->dtypes & SA_DTYPE_F32) != 0;
   if (t == DType::bfloat16) return (k_->dtypes & SA_DTYPE_BF16) != 0;
+  if (t == DType::float16) return (k_->dtypes & SA_DTYPE_F16) != 0;
   return false;
 }
 

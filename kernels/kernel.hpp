@@ -3,9 +3,10 @@
 // include/softmax_audit/kernel.h and nothing else: built-in kernels and
 // plugins built elsewhere are treated identically.
 //
-// sa::Kernel takes and returns host float buffers. For SA_BF16 the inputs
-// must already be bfloat16 values (the handle packs them without rounding and
-// throws if one is not); outputs come back widened to float exactly. For
+// sa::Kernel takes and returns host float buffers. For SA_BF16 and SA_F16 the
+// inputs must already be bfloat16 / float16 values (the handle packs them
+// without rounding and throws, naming the element, if one is not); outputs
+// come back widened to float exactly. For
 // kernels whose memory is SA_MEMORY_CUDA the handle stages buffers through
 // device memory (see device_memory()), or throws KernelUnavailable when no
 // device is present.

@@ -29,6 +29,7 @@
 #include <set>
 
 #include "core/bfloat16.hpp"
+#include "core/float16.hpp"
 #include "core/fp8.hpp"
 #include "kernels/naive/attention_v2.hpp"
 #include "properties/budgets.hpp"
@@ -142,6 +143,8 @@ float round_to(AttnType t, double x) {
   switch (t) {
     case AttnType::bfloat16:
       return round_to_bf16(f);
+    case AttnType::float16:
+      return round_to_f16(f);
     case AttnType::fp8_e4m3:
       return round_to_fp8(f, Fp8Format::e4m3);
     case AttnType::fp8_e5m2:
@@ -425,7 +428,8 @@ void run_attention_v2(const Run& run) {
   if (!any) return;
   std::vector<AttnType> types;
   if (run.config.dtypes.empty())
-    types = {AttnType::float32, AttnType::bfloat16, AttnType::fp8_e4m3, AttnType::fp8_e5m2};
+    types = {AttnType::float32, AttnType::bfloat16, AttnType::float16, AttnType::fp8_e4m3,
+             AttnType::fp8_e5m2};
   else
     for (DType t : run.config.dtypes)
       if (t != DType::float64) types.push_back(attn_type_of(t));

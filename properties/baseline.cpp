@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "core/bfloat16.hpp"
+#include "core/float16.hpp"
+#include "properties/budgets.hpp"
 
 namespace sa::props::baseline {
 
@@ -32,6 +34,7 @@ std::vector<float> vectorised_softmax(DType t, std::span<const float> row, doubl
   for (float& x : e) {
     x /= S;
     if (t == DType::bfloat16) x = round_to_bf16(x);
+    if (t == DType::float16) x = round_to_f16(x);
   }
   return e;
 }
@@ -59,9 +62,9 @@ double baseline_error(DType t, std::span<const float> row, double theta,
   return e;
 }
 
-double vectorised_threshold(DType t, double baseline_error, double live) {
+double vectorised_threshold(DType t, double baseline_error, double live, double max_weight) {
   return kFactor * baseline_error + (kSlack + kLambda * std::sqrt(std::max(live, 0.0))) * 0x1p-24 +
-         (t == DType::bfloat16 ? 0x1p-8 : 0.0);
+         budget::storage_rel(t, max_weight);
 }
 
 }  // namespace sa::props::baseline

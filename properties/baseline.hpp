@@ -18,7 +18,7 @@
 //   e_j = fl(exp(d_j))                       (correctly rounded exp),
 //   S   = L float32 partial sums, lane k summing e_j for j = k mod L
 //         sequentially, the lanes then added pairwise,
-//   p_j = fl(e_j / S), rounded once more to bfloat16 for bfloat16 outputs.
+//   p_j = fl(e_j / S), rounded once more to bfloat16 / float16 for those outputs.
 // E(baseline) is the LARGEST max-norm error of this over L in kLaneCounts =
 // {8, 16, 32, 64}, and, for rows of fewer than kSequentialBelow = 2^13
 // unmasked items, also L = 1 (one sequential float32 sum; see below): the accumulator layouts of the calibrated peers (PyTorch's
@@ -33,8 +33,10 @@
 // The rule (vectorised_threshold): with E(q) = max_j |q_j - p_j| / max_j p_j
 // (the max-norm relative error T7 bounds, p the exact weights) and n the
 // number of unmasked items,
-//   E(kernel) <= kFactor E(baseline) + (kSlack + kLambda sqrt(n)) u  (+ u_bf16),
-// u = 2^-24 (float32's unit roundoff), u_bf16 = 2^-8 (bfloat16 outputs only).
+//   E(kernel) <= kFactor E(baseline) + (kSlack + kLambda sqrt(n)) u  (+ u_t),
+// u = 2^-24 (float32's unit roundoff), u_t = 2^-8 for bfloat16 and 2^-11 for
+// float16 outputs (budget::storage_rel; for float16 at least 2^-25 / p_max,
+// its subnormal floor: see below), 0 for float32.
 // Where each constant comes from:
 //   kFactor = 2: FlashAttention's factor on the reference implementation's
 //     error (theory.md T8). Calibrated peers reach at most 1.0x E(baseline)
@@ -66,7 +68,12 @@
 //   u_bf16: a bfloat16 output rounded twice (float32 result rounded again,
 //     e.g. oneDNN) is up to 1 ulp of bfloat16 off, the baseline's single
 //     rounding 0.5 ulp, i.e. up to 2^-8 relative at the row maximum; so a
-//     double-rounding kernel is not an error under this rule.
+//     double-rounding kernel is not an error under this rule. float16 the
+//     same with u_f16 = 2^-11, but never less than half float16's smallest
+//     subnormal (2^-25) over the row's largest weight p_max: on rows whose
+//     weights are all below 2^-14 (more than 2^14 similar items) every weight
+//     is a float16 subnormal, rounded to a multiple of 2^-24, and a single
+//     rounding is then up to 2^-25 / p_max relative in the max norm.
 // Range: finite rows and rows with -inf masks (masked entries have exact
 // weight 0 in both) with at least one unmasked item; rows with NaN or +inf
 // and fully masked rows are the special-value properties'.
@@ -101,7 +108,7 @@ constexpr double kLambda = 3.0;
 constexpr std::size_t kSequentialBelow = std::size_t(1) << 13;
 
 // The baseline's softmax weights for one row (values of dtype t), as floats
-// (already rounded to bfloat16 for t == bfloat16).
+// (already rounded to bfloat16 / float16 for those t).
 // `lanes` (a power of two) other than kLanes is for calibration only.
 std::vector<float> vectorised_softmax(DType t, std::span<const float> row, double theta,
                                       int lanes = kLanes);
@@ -115,7 +122,7 @@ double baseline_error(DType t, std::span<const float> row, double theta, std::sp
 double max_norm_rel_error(std::span<const float> q, std::span<const double> p);
 
 // The rule's threshold on E(kernel) given E(baseline) for a row of dtype t
-// with `live` unmasked items.
-double vectorised_threshold(DType t, double baseline_error, double live);
+// with `live` unmasked items and largest exact weight max_weight.
+double vectorised_threshold(DType t, double baseline_error, double live, double max_weight = 1.0);
 
 }  // namespace sa::props::baseline

@@ -1,5 +1,5 @@
 // Error budgets of the "ulp" rule and the metamorphic properties: what a
-// correct kernel computing in float32 (for float32 and bfloat16 storage) can
+// correct kernel computing in float32 (for float32, bfloat16 and float16 storage) can
 // be off by, derived from the standard rounding-error model (each operation,
 // exp and log with relative error <= u, exp and log allowed to be faithful,
 // i.e. 2u) in the style of Blanchard, Higham & Higham 2021 (theory.md T7),
@@ -23,9 +23,14 @@
 // rounding the exp's argument (also as exp2(x log2 e)), amplified by exp; the theta term: rounding
 // of l/theta before the shift, which the problem's condition number 2||z|| (T7) turns into output
 // error). Outputs: float32 adds 1 ulp of the output (rounding, subnormal slack); bfloat16 adds 0.5
-// ulp of bfloat16 (the final rounding of the float32 value). Errors below the smallest normal
-// number (2^-126) are not counted (a flush-to-zero kernel is not wrong), except that an
-// exactly-zero expected value (a mask) must be exactly zero.
+// ulp of bfloat16 (the final rounding of the float32 value); float16 adds 0.5 ulp of float16
+// (u = 2^-11; below float16's smallest normal 2^-14 the ulp is the subnormal spacing 2^-24, so
+// an exact weight under 2^-25 may come out 0 and one in [2^-24, 2^-14) must come out as the
+// nearest subnormal: a kernel that flushes float16 subnormals to zero or rounds them toward
+// zero fails, while one computing in float32 and rounding once meets it, float32's own range
+// reaching far below 2^-24). Errors below float32's smallest normal number (2^-126) are not
+// counted (a flush-to-zero float32 kernel is not wrong), except that an exactly-zero expected
+// value (a mask) must be exactly zero.
 #pragma once
 
 #include <algorithm>
@@ -42,6 +47,9 @@ constexpr double flt_min = 0x1p-126;  // smallest normal float32 / bfloat16
 
 inline double summation(double n) { return std::max(n - 1.0, 0.0); }
 
+// Storage types a float32-computing kernel rounds its outputs to once (bfloat16, float16).
+inline bool low_precision(DType t) { return t == DType::bfloat16 || t == DType::float16; }
+
 // Spacing of format t in the binade of x (the smallest subnormal spacing at 0).
 inline double ulp(DType t, double x) {
   const FloatFormat f = format_of(t);
@@ -52,6 +60,34 @@ inline double ulp(DType t, double x) {
     e = std::max(ex - 1, f.emin);
   }
   return std::ldexp(1.0, e - f.precision + 1);
+}
+
+// Half an ulp of the storage type at x for low-precision outputs (their one final
+// rounding), else 0 (float32's output rounding is counted in float32 terms).
+inline double store_half_ulp(DType t, double x) { return low_precision(t) ? 0.5 * ulp(t, x) : 0.0; }
+
+// The final rounding to a low-precision storage type as a max-norm relative error, i.e.
+// relative to the row's largest exact weight p_max: each weight moves by <= u_t |p| in the
+// normal range and by <= half the smallest subnormal below it, so
+//     max(u_t, 2^(emin - p + 1) / 2 / p_max).
+// The floor term matters for float16 only: half its smallest subnormal is 2^-25, which exceeds
+// u_f16 p_max once p_max < 2^-14 (rows of more than 2^14 similar items, where every weight is
+// subnormal in float16); for bfloat16 it is 2^-134 / p_max, below 2^-8 for any row. 0 for
+// float32.
+inline double storage_rel(DType t, double p_max) {
+  if (!low_precision(t)) return 0.0;
+  const FloatFormat f = format_of(t);
+  const double half_min_sub = std::ldexp(1.0, f.emin - f.precision);
+  return std::max(unit_roundoff(t), p_max > 0 ? half_min_sub / p_max : 0.0);
+}
+
+// The largest exact weight a correct kernel may return as 0 in a low-precision
+// storage type, beyond float32's flush-to-zero range: half the smallest
+// subnormal (float16: 2^-25; bfloat16: 2^-134), 0 for float32.
+inline double zero_floor(DType t) {
+  if (!low_precision(t)) return 0.0;
+  const FloatFormat f = format_of(t);
+  return std::ldexp(1.0, f.emin - f.precision);
 }
 
 // What the suite needs to know about a row of exact scaled logits z = l/theta.
@@ -96,8 +132,7 @@ inline double softmax_rel(const RowStats& s, double z_j) {
 // absolute error bound `internal`.
 inline double output_abs(DType t, double x, double internal) {
   if (x == 0.0) return internal;  // exact zeros (masks) must stay exact unless internal > 0
-  double b = internal + ulp(DType::float32, x);
-  if (t == DType::bfloat16) b += 0.5 * ulp(DType::bfloat16, x);
+  const double b = internal + ulp(DType::float32, x) + store_half_ulp(t, x);
   return std::max(b, std::abs(x) < flt_min ? flt_min : 0.0);
 }
 

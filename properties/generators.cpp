@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/bfloat16.hpp"
+#include "core/float16.hpp"
 
 namespace sa::props {
 
@@ -27,7 +28,9 @@ const std::vector<std::int64_t>& default_sizes() {
 
 float to_dtype(DType t, double x) {
   const float f = static_cast<float>(x);
-  return t == DType::bfloat16 ? round_to_bf16(f) : f;
+  if (t == DType::bfloat16) return round_to_bf16(f);
+  if (t == DType::float16) return round_to_f16(f);  // |x| >= 65520 becomes +-inf
+  return f;
 }
 
 namespace {
@@ -35,17 +38,18 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 float lowest(DType t) {
-  // bfloat16's largest finite value is (2 - 2^-7) 2^127.
+  // bfloat16's largest finite value is (2 - 2^-7) 2^127; float16's 65504.
+  if (t == DType::float16) return -65504.0f;
   return t == DType::bfloat16 ? -std::ldexp(2.0f - std::ldexp(1.0f, -7), 127)
                               : std::numeric_limits<float>::lowest();
 }
 
 double ulp_in(DType t, double c) {
-  const int p = format_of(t).precision;
-  if (c == 0.0) return std::ldexp(1.0, -126 - p + 1);
+  const int p = format_of(t).precision, emin = format_of(t).emin;
+  if (c == 0.0) return std::ldexp(1.0, emin - p + 1);
   int e;
   std::frexp(c, &e);  // |c| in [2^(e-1), 2^e)
-  return std::ldexp(1.0, std::max(e - 1, -126) - p + 1);
+  return std::ldexp(1.0, std::max(e - 1, emin) - p + 1);
 }
 
 void fill_row(const RowParams& p, DType t, std::mt19937_64& rng, float* out) {

@@ -23,7 +23,7 @@
 //   masked           gaussian with -inf masks: random, tile-aligned and unaligned prefixes
 //                    for tile widths 8..128, every other tile, or the whole row
 //   special          gaussian with +inf and/or NaN entries (and masks)
-// Values are rounded to the dtype under test (float32 or bfloat16) after
+// Values are rounded to the dtype under test (float32, bfloat16 or float16) after
 // generation, so the reference sees exactly what the kernel sees.
 #pragma once
 
@@ -106,7 +106,7 @@ struct AttnGenOptions {
 
 rc::Gen<AttnParams> gen_attention(const AttnGenOptions& o);
 
-// The value of x in the dtype (bfloat16: rounded to nearest even).
+// The value of x in the dtype (bfloat16, float16: rounded to nearest even).
 float to_dtype(DType t, double x);
 
 }  // namespace sa::props

@@ -86,7 +86,9 @@ Check worst_element(DType out, std::size_t n, Got got, Ex exact, Bud bud,
   for (std::size_t j = 0; j < n; ++j) {
     const double g = got(j), e = exact(j);
     double r;
-    if (!std::isfinite(e) || !std::isfinite(g)) {
+    if (overflows_to(out, g, e, bud(j, e))) {
+      r = 0.0;
+    } else if (!std::isfinite(e) || !std::isfinite(g)) {
       r = ((std::isnan(e) && std::isnan(g)) || g == e) ? 0.0 : INFINITY;
     } else {
       const double err = std::abs(g - e), b = bud(j, e);

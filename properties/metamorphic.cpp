@@ -90,8 +90,7 @@ void row_property(const Run& run, const std::string& id, Op op, DType t, std::ve
 }
 
 double out_round(DType t, double x) {
-  return budget::ulp(DType::float32, x) +
-         (t == DType::bfloat16 ? 0.5 * budget::ulp(DType::bfloat16, x) : 0.0);
+  return budget::ulp(DType::float32, x) + budget::store_half_ulp(t, x);
 }
 
 }  // namespace
@@ -128,7 +127,10 @@ void run_metamorphic(const Run& run, DType t) {
             for (std::int64_t j = 0; j < b.n; ++j) {
               const double x = w[static_cast<std::size_t>(r * b.stride + j)];
               sum += x;
-              if (x != 0) round += out_round(t, x);
+              if (x != 0)
+                round += out_round(t, x);
+              else if (row[static_cast<std::size_t>(j)] != -INFINITY)
+                round += budget::zero_floor(t);  // a live weight that underflowed to 0
             }
             const std::string where = "row " + std::to_string(r) + " sum";
             if (st.live == 0) {
@@ -157,8 +159,9 @@ void run_metamorphic(const Run& run, DType t) {
         run, "metamorphic.shift_invariance", op, t, {}, go,
         [&, op](const RowParams& p) {
           RowBatch b = materialise(p, t);
-          const double cs_f32[] = {1e4, -1e4, 64.0}, cs_bf16[] = {8.0, -8.0, 64.0};
-          const double c = (t == DType::bfloat16 ? cs_bf16 : cs_f32)[p.aux % 3];
+          // Shifts exact in the dtype for the generated logits (low precision: small ones).
+          const double cs_f32[] = {1e4, -1e4, 64.0}, cs_low[] = {8.0, -8.0, 64.0};
+          const double c = (budget::low_precision(t) ? cs_low : cs_f32)[p.aux % 3];
           double M = 0;
           for (float x : b.data)
             if (std::isfinite(x)) M = std::max(M, double(std::abs(x)));
@@ -475,6 +478,11 @@ void run_metamorphic(const Run& run, DType t) {
                 slack +=
                     (std::abs(std::log(pj)) + 1.0) *
                     (st.finite ? budget::softmax_abs(t, st, b.data[x] / th, pj) : out_round(t, pj));
+              } else if (b.data[x] != -INFINITY && budget::zero_floor(t) > 0) {
+                // A live weight that underflowed to 0 in the storage type (float16:
+                // exact p <= 2^-25): its -p log p, at most q |log q| + q for p <= q.
+                const double q = budget::zero_floor(t);
+                slack += q * (std::abs(std::log(q)) + 1.0);
               }
             }
             slack +=

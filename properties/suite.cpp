@@ -127,7 +127,7 @@ std::vector<PropertyInfo> properties() {
       {"differential.vectorised_2x",
        "softmax's max-norm relative error is at most 2x the worst of float32 softmaxes summed in "
        "8, 16, 32 and 64 vector lanes (and, below n = 2^13, one sequential sum) on the same row, "
-       "+ (4 + 3 sqrt(n)) u (+ 2^-8 for bfloat16)",
+       "+ (4 + 3 sqrt(n)) u (+ 2^-8 for bfloat16, max(2^-11, 2^-25 / max p) for float16)",
        "vectorised_2x"},
       {"differential.flash_attention_2x",
        "max error <= 2x the naive same-dtype implementation's error + 2 ulp of the output type",
@@ -138,8 +138,8 @@ std::vector<PropertyInfo> properties() {
        "torch.testing's defaults)",
        "pytorch_fudge5"},
       {"differential.onednn_10eps",
-       "float32 relative error <= 10 eps; bfloat16 equals the float32 reference rounded (opt-in "
-       "rule)",
+       "float32 relative error <= 10 eps; bfloat16 / float16 equal the float32 reference rounded "
+       "(opt-in rule)",
        "onednn_10eps"},
       {"differential.bias",
        "the mean signed error (in ulps) is zero within its statistical uncertainty", "bias"},
@@ -213,15 +213,18 @@ std::vector<Rule> rules() {
       {"ulp",
        "per-element rounding budget (properties/budgets.hpp): float32 working precision, faithful "
        "exp/log, recursive-summation error (n-1) u, exp-argument and temperature rounding; plus 1 "
-       "ulp (float32) or 0.5 ulp (bfloat16) of output rounding"},
+       "ulp (float32) or 0.5 ulp (bfloat16, float16; float16's subnormals k 2^-24 are required, "
+       "not flushed) of output rounding"},
       {"t7_apriori",
        "Blanchard, Higham & Higham 2021 (docs/theory.md T7): shifted softmax ||p - "
        "p^||inf/||p||inf <= "
-       "(n + 2*2 + 2 delta) u with faithful exp, u = float32's (working precision), + u_bf16 for "
-       "bfloat16 outputs"},
+       "(n + 2*2 + 2 delta) u with faithful exp, u = float32's (working precision), + u_bf16 = "
+       "2^-8 for bfloat16 outputs, + max(u_f16, 2^-25 / max p) (u_f16 = 2^-11; 2^-25 half "
+       "float16's smallest subnormal) for float16 outputs"},
       {"vectorised_2x",
        "relative to a measured baseline (properties/baseline.hpp): max_j |p^_j - p_j| / max p <= "
-       "2 E(baseline) + (4 + 3 sqrt(n)) u (+ 2^-8 for bfloat16), E(baseline) the worst of float32 "
+       "2 E(baseline) + (4 + 3 sqrt(n)) u (+ 2^-8 for bfloat16, max(2^-11, 2^-25 / max p) for "
+       "float16), E(baseline) the worst of float32 "
        "softmaxes with correctly rounded exp summed in 8, 16, 32, 64 interleaved lanes (how "
        "vectorised libraries sum) and, below n = 2^13, in one sequential sum; the factor 2 is FlashAttention's (theory.md T8), 3 sqrt(n) u "
        "a sequential sum's probabilistic error (Higham & Mary 2019); calibrated against Eigen, "
@@ -232,22 +235,22 @@ std::vector<Rule> rules() {
        "fwd_atol, "
        "fwd_atol = 2 ulp of the output type at 0.3 + max|ref| (its Hopper tests' (ref + 0.3 - 0.3 "
        "- ref)); "
-       "bfloat16 only (the tests cover low precision)"},
+       "bfloat16 and float16 only (the tests cover low precision)"},
       {"pytorch_fudge5",
        "PyTorch attention tests (docs/theory.md T8): fudge factor 5 on the naive same-dtype "
        "deviation "
        "(atol and rtol), floored at torch.testing's defaults (float32 1e-5/1.3e-6, bfloat16 "
-       "1e-5/1.6e-2)"},
+       "1e-5/1.6e-2, float16 1e-5/1e-3)"},
       {"onednn_10eps",
        "oneDNN's softmax tests (docs/theory.md T8): float32 relative error <= 10 eps (eps = "
        "2^-23); "
-       "bfloat16 "
-       "output equals the float32 reference rounded to bfloat16. Opt-in: select it in "
+       "bfloat16 / float16 "
+       "output equals the float32 reference rounded to that type. Opt-in: select it in "
        "SuiteConfig.rules"},
       {"bias",
        "mean signed error gate (docs/theory.md T8; arXiv 2510.04212): |mean of per-row mean errors "
        "in "
-       "ulps| <= 5 standard errors + 0.1 ulp (bfloat16) / 0.5 ulp (float32)"},
+       "ulps| <= 5 standard errors + 0.1 ulp (bfloat16, float16) / 0.5 ulp (float32)"},
       {"attention_rounding",
        "a-priori rounding analysis of float32-internal batched attention "
        "(properties/attention_v2.cpp, budgets_v2): score error (d + 2) u |scale| sum|q k| + 3u|s| "
@@ -308,7 +311,12 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
   // dozens of properties, and each still gets a counterexample.
   detail::Run run{kernel, config, observer, out, seed, config.sizes, config.distributions};
   std::vector<DType> dtypes = config.dtypes;
-  if (dtypes.empty()) dtypes = {DType::float32, DType::bfloat16};
+  if (dtypes.empty()) {
+    // float32 and bfloat16 always (a kernel without one gets skip verdicts
+    // naming it); float16 when the kernel declares it (a v1 plugin cannot).
+    dtypes = {DType::float32, DType::bfloat16};
+    if (kernel.supports(DType::float16)) dtypes.push_back(DType::float16);
+  }
   const Op row_ops[] = {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy,
                         Op::adaptive_softmax};
   int total = 0, done = 0;
@@ -321,14 +329,14 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
     if (observer && observer->progress) observer->progress(done, total);
   };
   for (DType t : dtypes) {
-    if (t != DType::float32 && t != DType::bfloat16) {
+    if (t == DType::float64) {
       Verdict v;
       v.property = "suite";
       v.claim = "dtype is one the kernel interface carries";
       v.kernel = kernel.name();
       v.dtype = name_of(t);
       v.outcome = Outcome::skip;
-      v.note = "the kernel interface carries float32 and bfloat16 only";
+      v.note = "the kernel interface carries float32, bfloat16 and float16 only";
       run.emit(v);
       continue;
     }

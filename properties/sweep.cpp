@@ -327,8 +327,10 @@ SweepRow measure(const Kernel& k, DType t, const std::string& dist, int level, d
   row.t1_upper = theory::dispersion_bounds<double>(double(st.live), st.spread, 1.0).upper;
   row.n_star = theory::critical_size(unit_roundoff(t), st.spread, 1.0);
   row.dispersed = double(n) > row.n_star ? 1 : 0;
+  // T7 in float32 plus the one rounding to bfloat16/float16 (budget::storage_rel:
+  // u_t, or float16's subnormal floor 2^-25 / p_max once every weight is below 2^-14).
   row.t7_bound = (double(st.live) + 4.0 + 2.0 * st.spread + budget::theta_term(st)) * budget::u32 +
-                 (t == DType::bfloat16 ? unit_roundoff(DType::bfloat16) : 0.0);
+                 budget::storage_rel(t, row.pmax_exact);
   // Sampled items: exact weights from MPFR given L.
   std::vector<std::int64_t> idx = {imax, imin};
   std::mt19937_64 rng(p.seed ^ 0x5eedull);
@@ -380,7 +382,7 @@ SweepRow measure(const Kernel& k, DType t, const std::string& dist, int level, d
     }
     row.baseline_rel_err = baseline::baseline_error(t, b.row(0), theta, ex);
     row.vectorised_threshold =
-        baseline::vectorised_threshold(t, row.baseline_rel_err, double(st.live));
+        baseline::vectorised_threshold(t, row.baseline_rel_err, double(st.live), row.pmax_exact);
   }
   // Every element against the correctly rounded weight (reference/softmax_cr.hpp,
   // all cores; bit-identical to rounding the MPFR reference).
@@ -511,13 +513,13 @@ std::vector<SweepRow> run_sweep(const Kernel& kernel, const SweepConfig& c) {
     if (!(th > 0) || !std::isfinite(th))
       throw std::invalid_argument("sweep: temperature must be finite and > 0");
   std::vector<DType> dtypes = c.dtypes;
-  if (dtypes.empty()) dtypes = {DType::float32, DType::bfloat16};
+  if (dtypes.empty()) dtypes = {DType::float32, DType::bfloat16, DType::float16};
   std::set<std::string> done;
   const int fd =
       open_table(c.csv_path, identity_line(kernel.name(), c.seed, c.samples, c.level), done);
   try {
     for (DType t : dtypes) {
-      if (!kernel.supports(t) || (t != DType::float32 && t != DType::bfloat16)) continue;
+      if (!kernel.supports(t) || t == DType::float64) continue;
       for (const auto& dist : dists)
         for (double th : temps)
           for (int k : ks) {

@@ -58,7 +58,7 @@ struct SweepConfig {
   std::vector<std::string> distributions;  // default gaussian, uniform, spike, fa3_outliers
   int level = 1;                           // generator level (spread/scale), see generators.hpp
   std::vector<double> temperatures;        // default {1}
-  std::vector<DType> dtypes;               // default float32, bfloat16 (those the kernel supports)
+  std::vector<DType> dtypes;  // default float32, bfloat16, float16 (those the kernel supports)
   std::uint64_t seed = 1;
   int samples = 64;       // sampled items per row for per-element errors
   std::string csv_path;   // required: the resumable table

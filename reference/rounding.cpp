@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "core/bfloat16.hpp"
+#include "core/float16.hpp"
 
 namespace sa::ref {
 namespace {
@@ -90,8 +91,22 @@ double ulp_error(DType t, double computed, const Mp& exact) {
 
 std::int64_t ulps_apart(DType t, double a, double b) {
   if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<std::int64_t>::max();
+  if (t == DType::float16) {
+    const auto ha = f16_from_float(static_cast<float>(a)),
+               hb = f16_from_float(static_cast<float>(b));
+    if (static_cast<double>(float_from_f16(ha)) != a ||
+        static_cast<double>(float_from_f16(hb)) != b)
+      throw std::invalid_argument("ulps_apart: values are not float16 numbers");
+    // float16 encodings ordered like float32's: magnitude bits, sign applied.
+    auto ord = [](std::uint16_t h) -> std::int64_t {
+      const std::int64_t mag = h & 0x7fff;
+      return (h & 0x8000) ? -mag : mag;
+    };
+    const std::int64_t d = ord(ha) - ord(hb);
+    return d < 0 ? -d : d;
+  }
   if (t != DType::float32 && t != DType::bfloat16)
-    throw std::invalid_argument("ulps_apart: only float32 and bfloat16 are supported");
+    throw std::invalid_argument("ulps_apart: only float32, bfloat16 and float16 are supported");
   const float fa = static_cast<float>(a), fb = static_cast<float>(b);
   if (static_cast<double>(fa) != a || static_cast<double>(fb) != b)
     throw std::invalid_argument("ulps_apart: values are not float32 numbers");

@@ -3,7 +3,8 @@
 //
 // round_to(t, x) is x rounded to nearest, ties to even, in format t, with
 // gradual underflow and overflow to +-inf exactly as IEEE 754 does it (for
-// bfloat16: float32's exponent range, 8-bit significand). Boost's
+// bfloat16: float32's exponent range, 8-bit significand; for float16: IEEE
+// binary16, subnormals k 2^-24, overflow to inf from 65520). Boost's
 // convert_to<float>() must not be used for this: it goes through double and
 // can round twice.
 //
@@ -36,7 +37,7 @@ double ulp_error(DType t, double computed, const Mp& exact);
 
 // Number of representable values of format t strictly between a and b plus
 // one (0 when equal; 1 for neighbours). a and b must be values of format t
-// (float32 or bfloat16). NaN against anything is INT64_MAX.
+// (float32, bfloat16 or float16). NaN against anything is INT64_MAX.
 std::int64_t ulps_apart(DType t, double a, double b);
 
 }  // namespace sa::ref

@@ -154,6 +154,9 @@ const sa_capabilities* cpu_capabilities() {
   static const sa_capabilities caps = [] {
     sa_capabilities c{};
     c.struct_size = sizeof(sa_capabilities);
+    // Attention in float32 and bfloat16 only (float16 is a row-op type here).
+    c.op_dtypes[5] = SA_DTYPE_F32 | SA_DTYPE_BF16;
+    c.op_dtypes[8] = SA_DTYPE_F32 | SA_DTYPE_BF16;
     c.attention_features = SA_ATTN_BATCHED | SA_ATTN_GQA | SA_ATTN_VARLEN | SA_ATTN_STRIDED |
                            SA_ATTN_CAUSAL | SA_ATTN_KEY_PADDING | SA_ATTN_LSE | SA_ATTN_ENTROPY |
                            SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV | SA_ATTN_UNEQUAL_HEAD_DIMS;

@@ -34,7 +34,7 @@ constexpr std::int64_t kThreePassMaxN = std::int64_t{1} << 21;
 
 // bfloat16 rows up to this length store their exps in a float scratch row
 // (<= 1 MiB, cache-resident); longer ones compute exp twice instead (a sum
-// pass, then the fused exp * 1/S pass of row_ops.cpp): with the cheaper bf16
+// pass, then the fused exp * 1/S pass of row_exp.cpp): with the cheaper bf16
 // polynomial, two exps cost less than 6 bytes per element of scratch
 // traffic once the scratch leaves L2.
 constexpr std::int64_t kBf16ScratchMaxN = std::int64_t{1} << 18;
@@ -60,12 +60,12 @@ inline void put(float* y, std::int64_t i, float v) { y[i] = v; }
 inline void put(std::uint16_t* y, std::int64_t i, float v) { y[i] = bf16_from_float(v); }
 
 // ------------------------------------------------------------ argument checks
-std::size_t element_size(sa_dtype t) { return t == SA_BF16 ? 2 : 4; }
+std::size_t element_size(sa_dtype t) { return t == SA_BF16 || t == SA_F16 ? 2 : 4; }
 
 sa_status check_dtype(sa_dtype t) {
-  if (t != SA_F32 && t != SA_BF16)
+  if (t != SA_F32 && t != SA_BF16 && t != SA_F16)
     return fail(SA_UNSUPPORTED, "dtype " + std::to_string(static_cast<int>(t)) +
-                                    " is not SA_F32 (1) or SA_BF16 (2)");
+                                    " is not SA_F32 (1), SA_BF16 (2) or SA_F16 (3)");
   return SA_OK;
 }
 
@@ -448,9 +448,42 @@ void by_dtype(sa_dtype t, F&& f) {
     f(std::uint16_t{});
 }
 
+// float16 rows: the row is widened exactly into a per-thread float32 row,
+// computed by the float32 algorithms (the accurate path: two-float x - max,
+// double sums) and rounded once to float16 on store (row_narrow_f16: nearest
+// even, subnormals, overflow to inf). In place works: the input is read in
+// full before the output is written.
+struct F16Rows {
+  std::vector<float> x, y;
+  const float* widen(const void* in, const sa_rows* sh, std::int64_t r) {
+    if (x.size() < static_cast<std::size_t>(sh->n)) x.resize(static_cast<std::size_t>(sh->n));
+    cpu::row_widen_f16(static_cast<const std::uint16_t*>(in) + r * sh->in_stride, x.data(), sh->n);
+    return x.data();
+  }
+  float* out(std::int64_t n) {
+    if (y.size() < static_cast<std::size_t>(n)) y.resize(static_cast<std::size_t>(n));
+    return y.data();
+  }
+  void narrow(void* out, const sa_rows* sh, std::int64_t r) const {
+    cpu::row_narrow_f16(y.data(), static_cast<std::uint16_t*>(out) + r * sh->out_stride, sh->n);
+  }
+};
+F16Rows& f16_rows() {
+  thread_local F16Rows s;
+  return s;
+}
+
 sa_status k_softmax(void*, sa_dtype t, const sa_rows* sh, const void* in, void* out) {
   if (sa_status s = check_rows("softmax", t, sh, in, out, true); s != SA_OK) return s;
   const Scale s = Scale::of(1.0 / sh->temperature);
+  if (t == SA_F16) {
+    for_rows(sh->rows, sh->n, [&](std::int64_t r) {
+      F16Rows& f = f16_rows();
+      softmax_row(f.widen(in, sh, r), f.out(sh->n), sh->n, s);
+      f.narrow(out, sh, r);
+    });
+    return SA_OK;
+  }
   by_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     for_rows(sh->rows, sh->n, [&](std::int64_t r) {
@@ -463,6 +496,14 @@ sa_status k_softmax(void*, sa_dtype t, const sa_rows* sh, const void* in, void* 
 sa_status k_log_softmax(void*, sa_dtype t, const sa_rows* sh, const void* in, void* out) {
   if (sa_status s = check_rows("log_softmax", t, sh, in, out, true); s != SA_OK) return s;
   const Scale s = Scale::of(1.0 / sh->temperature);
+  if (t == SA_F16) {
+    for_rows(sh->rows, sh->n, [&](std::int64_t r) {
+      F16Rows& f = f16_rows();
+      log_softmax_row(f.widen(in, sh, r), f.out(sh->n), sh->n, s);
+      f.narrow(out, sh, r);
+    });
+    return SA_OK;
+  }
   by_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     for_rows(sh->rows, sh->n, [&](std::int64_t r) {
@@ -475,6 +516,11 @@ sa_status k_log_softmax(void*, sa_dtype t, const sa_rows* sh, const void* in, vo
 sa_status k_logsumexp(void*, sa_dtype t, const sa_rows* sh, const void* in, float* lse) {
   if (sa_status s = check_rows("logsumexp", t, sh, in, lse, false); s != SA_OK) return s;
   const Scale s = Scale::of(1.0 / sh->temperature);
+  if (t == SA_F16) {
+    for_rows(sh->rows, sh->n,
+             [&](std::int64_t r) { lse[r] = lse_row(f16_rows().widen(in, sh, r), sh->n, s); });
+    return SA_OK;
+  }
   by_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     for_rows(sh->rows, sh->n,
@@ -487,16 +533,21 @@ sa_status k_entropy(void*, sa_dtype t, const sa_rows* sh, const void* in, float*
                     sa_entropy_state* state) {
   if (sa_status s = check_rows("entropy", t, sh, in, entropy, false); s != SA_OK) return s;
   const Scale s = Scale::of(1.0 / sh->temperature);
+  auto one = [&](const auto* x, std::int64_t r) {
+    RowState st;
+    double H;
+    sa_entropy_state es;
+    entropy_row(x, sh->n, s, st, H, es);
+    entropy[r] = static_cast<float>(H);
+    if (state) state[r] = es;
+  };
+  if (t == SA_F16) {
+    for_rows(sh->rows, sh->n, [&](std::int64_t r) { one(f16_rows().widen(in, sh, r), r); });
+    return SA_OK;
+  }
   by_dtype(t, [&](auto tag) {
     using T = decltype(tag);
-    for_rows(sh->rows, sh->n, [&](std::int64_t r) {
-      RowState st;
-      double H;
-      sa_entropy_state es;
-      entropy_row(row_in<T>(in, sh, r), sh->n, s, st, H, es);
-      entropy[r] = static_cast<float>(H);
-      if (state) state[r] = es;
-    });
+    for_rows(sh->rows, sh->n, [&](std::int64_t r) { one(row_in<T>(in, sh, r), r); });
   });
   return SA_OK;
 }
@@ -505,6 +556,17 @@ sa_status k_adaptive(void*, sa_dtype t, const sa_rows* sh, const void* in, void*
                      float* entropy) {
   if (sa_status s = check_rows("adaptive_softmax", t, sh, in, out, true); s != SA_OK) return s;
   const double inv_theta = 1.0 / sh->temperature;
+  if (t == SA_F16) {
+    for_rows(sh->rows, sh->n, [&](std::int64_t r) {
+      F16Rows& f = f16_rows();
+      float b, H;
+      adaptive_row(f.widen(in, sh, r), f.out(sh->n), sh->n, inv_theta, b, H);
+      f.narrow(out, sh, r);
+      if (beta) beta[r] = b;
+      if (entropy) entropy[r] = H;
+    });
+    return SA_OK;
+  }
   by_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     for_rows(sh->rows, sh->n, [&](std::int64_t r) {
@@ -577,12 +639,13 @@ sa_kernel make_kernel() {
   k.name = "cpu";
   k.description =
       "production CPU kernel: Highway SIMD with runtime dispatch, rows in parallel (OpenMP), "
-      "float32 and bfloat16 (float32 arithmetic, double sums), two-float x - max, "
+      "float32, bfloat16 and float16 rows (float32 arithmetic, double sums; attention: float32 "
+      "and bfloat16), two-float x - max, "
       "one-pass streamed entropy (theory T6), tiled flash-style attention with split-KV";
   k.ops = SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP | SA_OP_ENTROPY |
           SA_OP_ADAPTIVE_SOFTMAX | SA_OP_ATTENTION | SA_OP_MERGE_ENTROPY_STATES |
           SA_OP_MERGE_ATTENTION_STATES | SA_OP_ATTENTION_V2;
-  k.dtypes = SA_DTYPE_F32 | SA_DTYPE_BF16;
+  k.dtypes = SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16;
   k.memory = SA_MEMORY_HOST;
   k.adaptive_entropy = SA_ENTROPY_SHANNON;
   k.ctx = nullptr;

@@ -17,7 +17,12 @@
 //
 // exp: on AVX-512 and AVX2, table-driven (2^(j/L) for L = 32 or 16 entries
 // held in registers, |r| <= ln2/(2L), a cubic or quadratic for e^r); on the
-// other targets a polynomial on |r| <= ln2/2. row_ops.cpp states each error.
+// other targets a polynomial on |r| <= ln2/2. vec_exp-inl.h states each error.
+//
+// Files: vec_types-inl.h (vector types, double lanes), vec_load_store-inl.h
+// (per-dtype loads and stores), vec_exp-inl.h (vector exp and exact scaling),
+// row_reduce.cpp (max, range, streamed states), row_exp.cpp (exp passes and
+// scaling by 1/S), row_log_softmax.cpp (the log-softmax pass).
 //
 // Accuracy (measured in tests/cpu, on every instruction set compiled in):
 // - float32 rows: exp of a two-float argument within 0.58 ulp (table) or
@@ -31,6 +36,12 @@
 //   the exponents as integers, so the float value is within ~3 u before its
 //   one rounding to bfloat16 (measured 100% correctly rounded on the suite's
 //   rows, against a >= 99% claim).
+// - float16 rows: widened exactly to float32, computed as float32 rows, and
+//   rounded once to float16 (row_widen_f16 / row_narrow_f16: F16C or
+//   AVX-512F conversions on those targets, integer code elsewhere): the float32
+//   result's error (< 1 ulp of float32) is 2^-13 of a float16 ulp, so the
+//   float16 output is the correctly rounded one except within that distance
+//   of a float16 midpoint.
 // - Rows with a known minimum (row_range) whose weights all stay normal floats
 //   skip the per-lane checks for masked lanes and subnormal results; the
 //   arithmetic, and so every bit of the result, is the same.
@@ -126,6 +137,14 @@ void row_exp_scale_bf16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n
 void row_log_softmax_f32(const float* x, float* y, std::int64_t n, float m, double s, double L);
 void row_log_softmax_bf16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m,
                           double s, double L);
+
+// float16 rows run the float32 algorithms above on a float32 copy:
+// y_i = x_i exactly (every float16 value is a float32 value) ...
+void row_widen_f16(const std::uint16_t* x, float* y, std::int64_t n);
+// ... and y_i = x_i rounded to the nearest float16, ties to even, with
+// gradual underflow (subnormals k 2^-24), overflow to inf from 65520, NaN
+// quiet: the same bits as core/float16.hpp's f16_from_float.
+void row_narrow_f16(const float* x, std::uint16_t* y, std::int64_t n);
 
 // Name of the instruction set the dispatcher picked (for benchmark context).
 const char* dispatch_target();

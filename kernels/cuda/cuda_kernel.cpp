@@ -27,6 +27,12 @@ sa_status finish(sa_status s, std::string& err) {
 
 sa_status run_rows(RowCall c, const char* op, const void* out, const char* out_name,
                    bool out_is_rows) {
+  // float16 rows (ABI version 2) are not implemented here: a clean
+  // SA_UNSUPPORTED (the descriptor does not claim SA_DTYPE_F16 either).
+  if (static_cast<int>(c.dtype) == SA_F16)
+    return fail(SA_UNSUPPORTED, std::string(op) +
+                                    ": dtype SA_F16 (3) is not implemented by the CUDA kernel; "
+                                    "expected SA_F32 (1) or SA_BF16 (2)");
   std::string err = cuda::validate_rows(op, static_cast<int>(c.dtype), &c.shape, c.in, out,
                                         out_name, out_is_rows);
   if (!err.empty()) return fail(SA_INVALID_ARGUMENT, err);

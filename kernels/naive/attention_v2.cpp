@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/bfloat16.hpp"
+#include "core/float16.hpp"
 #include "core/fp8.hpp"
 #include "theory/adaptive_temperature.hpp"
 
@@ -26,6 +27,8 @@ float load(sa_dtype t, const void* p, std::int64_t i) {
   switch (t) {
     case SA_BF16:
       return float_from_bf16(static_cast<const std::uint16_t*>(p)[i]);
+    case SA_F16:
+      return float_from_f16(static_cast<const std::uint16_t*>(p)[i]);
     case SA_FP8_E4M3:
       return fp8_to_float(static_cast<const std::uint8_t*>(p)[i], Fp8Format::e4m3);
     case SA_FP8_E5M2:
@@ -38,6 +41,8 @@ float load(sa_dtype t, const void* p, std::int64_t i) {
 void store(sa_dtype t, void* p, std::int64_t i, float v) {
   if (t == SA_BF16)
     static_cast<std::uint16_t*>(p)[i] = bf16_from_float(v);
+  else if (t == SA_F16)
+    static_cast<std::uint16_t*>(p)[i] = f16_from_float(v);
   else
     static_cast<float*>(p)[i] = v;
 }
@@ -171,6 +176,7 @@ bool dtype_ok(sa_dtype t, bool fp8_ok) {
   switch (t) {
     case SA_F32:
     case SA_BF16:
+    case SA_F16:
       return true;
     case SA_FP8_E4M3:
     case SA_FP8_E5M2:
@@ -188,7 +194,7 @@ sa_status naive_attention_v2(void*, const sa_attention_v2_args* a) {
     return fail(SA_INVALID_ARGUMENT, "struct_size " + std::to_string(a->struct_size) +
                                          " is smaller than this kernel's sa_attention_v2_args");
   if (!dtype_ok(a->qkv_dtype, true) || !dtype_ok(a->out_dtype, false))
-    return fail(SA_UNSUPPORTED, "qkv_dtype must be F32, BF16 or FP8, out_dtype F32 or BF16");
+    return fail(SA_UNSUPPORTED, "qkv_dtype must be F32, BF16, F16 or FP8, out_dtype F32, BF16 or F16");
   const bool fp8 = a->qkv_dtype == SA_FP8_E4M3 || a->qkv_dtype == SA_FP8_E5M2;
   if (!fp8 && a->out_dtype != a->qkv_dtype)
     return fail(SA_UNSUPPORTED, "out_dtype must equal qkv_dtype for non-fp8 inputs");
@@ -287,7 +293,9 @@ std::vector<float> attention_v2(const AttentionCase& c) {
              c.key_padding_mask.empty() ? nullptr : c.key_padding_mask.data(),
              c.v_descale};
   const AttnType ot = c.out_type;
-  auto rnd = [ot](float x) { return ot == AttnType::bfloat16 ? round_to_bf16(x) : x; };
+  auto rnd = [ot](float x) {
+    return ot == AttnType::bfloat16 ? round_to_bf16(x) : ot == AttnType::float16 ? round_to_f16(x) : x;
+  };
   std::vector<float> out(static_cast<std::size_t>(c.total_q() * c.heads_q * c.dv));
   std::int64_t max_k = 0;
   for (std::int64_t b = 0; b < c.batch; ++b) max_k = std::max(max_k, c.len_k(b));
@@ -318,8 +326,10 @@ const sa_capabilities* naive_capabilities() {
     sa_capabilities c{};
     c.struct_size = sizeof(sa_capabilities);
     // 0 entries mean the kernel-wide dtypes; attention_v2 also takes fp8.
-    c.op_dtypes[8] = SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_FP8_E4M3 | SA_DTYPE_FP8_E5M2;
-    c.op_out_dtypes[8] = SA_DTYPE_F32 | SA_DTYPE_BF16;  // for fp8 inputs
+    c.op_dtypes[5] = SA_DTYPE_F32 | SA_DTYPE_BF16;  // the single-head (v1) attention
+    c.op_dtypes[8] =
+        SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16 | SA_DTYPE_FP8_E4M3 | SA_DTYPE_FP8_E5M2;
+    c.op_out_dtypes[8] = SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16;  // for fp8 inputs
     c.attention_features = SA_ATTN_BATCHED | SA_ATTN_GQA | SA_ATTN_VARLEN | SA_ATTN_STRIDED |
                            SA_ATTN_CAUSAL | SA_ATTN_WINDOW | SA_ATTN_SOFTCAP | SA_ATTN_ALIBI |
                            SA_ATTN_SINKS | SA_ATTN_KEY_PADDING | SA_ATTN_LSE | SA_ATTN_ENTROPY |

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/bfloat16.hpp"
+#include "core/float16.hpp"
 #include "theory/adaptive_temperature.hpp"
 #include "theory/streamed_entropy.hpp"
 
@@ -26,17 +27,21 @@ sa_status fail(sa_status s, std::string what) {
 
 float load(sa_dtype t, const void* p, std::int64_t i) {
   if (t == SA_BF16) return float_from_bf16(static_cast<const std::uint16_t*>(p)[i]);
+  if (t == SA_F16) return float_from_f16(static_cast<const std::uint16_t*>(p)[i]);
   return static_cast<const float*>(p)[i];
 }
 void store(sa_dtype t, void* p, std::int64_t i, float v) {
   if (t == SA_BF16)
     static_cast<std::uint16_t*>(p)[i] = bf16_from_float(v);
+  else if (t == SA_F16)
+    static_cast<std::uint16_t*>(p)[i] = f16_from_float(v);
   else
     static_cast<float*>(p)[i] = v;
 }
 
 sa_status check_rows(sa_dtype t, const sa_rows* s, const void* in, const void* out) {
-  if (t != SA_F32 && t != SA_BF16) return fail(SA_UNSUPPORTED, "dtype must be SA_F32 or SA_BF16");
+  if (t != SA_F32 && t != SA_BF16 && t != SA_F16)
+    return fail(SA_UNSUPPORTED, "dtype must be SA_F32, SA_BF16 or SA_F16");
   if (!s || !in || !out) return fail(SA_INVALID_ARGUMENT, "null shape, input or output pointer");
   if (s->n <= 0 || s->rows < 0)
     return fail(SA_INVALID_ARGUMENT, "n must be >= 1 and rows >= 0, got n=" + std::to_string(s->n) +
@@ -357,12 +362,13 @@ const sa_kernel kNaive = {
     SA_KERNEL_ABI_VERSION,
     sizeof(sa_kernel),
     "naive",
-    "plain scalar reference-style kernel: float32 arithmetic and accumulation for float32 and "
-    "bfloat16 storage, max-shifted softmax, streamed (m,S,T) entropy, real split-KV merge",
+    "plain scalar reference-style kernel: float32 arithmetic and accumulation for float32, "
+    "bfloat16 and float16 storage (attention: float32 and bfloat16), max-shifted softmax, streamed "
+    "(m,S,T) entropy, real split-KV merge",
     SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP | SA_OP_ENTROPY | SA_OP_ADAPTIVE_SOFTMAX |
         SA_OP_ATTENTION | SA_OP_MERGE_ENTROPY_STATES | SA_OP_MERGE_ATTENTION_STATES |
         SA_OP_ATTENTION_V2,
-    SA_DTYPE_F32 | SA_DTYPE_BF16,
+    SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16,
     SA_MEMORY_HOST,
     SA_ENTROPY_SHANNON,
     nullptr,

@@ -3,9 +3,10 @@
 // fast. It is the suite's "known good" kernel: it must pass every property
 // (tests/properties), and the mutants in tests/mutants are broken copies of it.
 //
-// Arithmetic: float32 throughout, for both storage types (bfloat16 inputs are
-// widened exactly, outputs rounded to nearest even once at the end), i.e.
-// "bfloat16 with float32 accumulation". Softmax subtracts the row maximum
+// Arithmetic: float32 throughout, for every storage type (bfloat16 and float16
+// inputs are widened exactly, outputs rounded to nearest even once at the end,
+// float16 with its subnormals), i.e. "bfloat16/float16 with float32
+// accumulation". Attention: float32 and bfloat16. Softmax subtracts the row maximum
 // (theory.md T7's shifted form) and sums sequentially; entropy uses the
 // streamed (m, S, T) state of theory.md T6; adaptive softmax implements T5
 // with the Shannon entropy; attention computes scale*q.k in float32, applies

@@ -4,17 +4,20 @@
 #include <limits>
 
 #include "core/bfloat16.hpp"
+#include "core/float16.hpp"
 
 namespace sa::kernels::same_dtype {
 namespace {
 
 // Rounds a float32 result to the storage type (identity for float32).
 struct R {
-  bool bf16;
-  float operator()(float x) const { return bf16 ? round_to_bf16(x) : x; }
+  DType t;
+  float operator()(float x) const {
+    return t == DType::bfloat16 ? round_to_bf16(x) : t == DType::float16 ? round_to_f16(x) : x;
+  }
 };
 
-R rounder(DType t) { return R{t == DType::bfloat16}; }
+R rounder(DType t) { return R{t}; }
 
 std::vector<float> scaled(R r, std::span<const float> row, double temperature) {
   std::vector<float> z(row.begin(), row.end());

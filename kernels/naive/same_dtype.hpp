@@ -16,7 +16,7 @@
 
 namespace sa::kernels::same_dtype {
 
-// dtype: float32 or bfloat16; row values must already be of that type.
+// dtype: float32, bfloat16 or float16; row values must already be of that type.
 std::vector<float> softmax(DType t, std::span<const float> row, double temperature);
 std::vector<float> log_softmax(DType t, std::span<const float> row, double temperature);
 float logsumexp(DType t, std::span<const float> row, double temperature);

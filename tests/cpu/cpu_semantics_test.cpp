@@ -21,12 +21,13 @@ std::string last_error() {
   return e ? e : "";
 }
 
-constexpr DType both[] = {DType::float32, DType::bfloat16};
+constexpr DType kTypes[] = {DType::float32, DType::bfloat16, DType::float16};
 
 // Rows of length n with the special values placed at `at` (others N(0,1) or -inf).
 std::vector<float> row_with(std::int64_t n, float fill_special, std::vector<std::int64_t> at,
                             bool others_masked = false) {
   auto x = generate(Dist::normal, n, 77, true);
+  for (float& v : x) v = round_to_f16(v);  // bfloat16 and float16 values both
   if (others_masked)
     for (float& v : x) v = -kInf;
   for (auto i : at) x[static_cast<std::size_t>(i)] = fill_special;
@@ -39,13 +40,14 @@ TEST(CpuSemantics, DescriptorAdvertisesEveryOp) {
   for (Op op : sa::all_ops) EXPECT_TRUE(k.supports(op)) << name_of(op);
   EXPECT_TRUE(k.supports(DType::float32));
   EXPECT_TRUE(k.supports(DType::bfloat16));
+  EXPECT_TRUE(k.supports(DType::float16));
   EXPECT_EQ(k.adaptive_entropy(), SA_ENTROPY_SHANNON);
 }
 
 // Fully masked rows: weights 0, log-weights -inf, lse -inf, H 0, beta 1,
 // state the identity (-inf, 0, 0). Sizes cover the vector tail and body.
 TEST(CpuSemantics, FullyMaskedRow) {
-  for (DType t : both)
+  for (DType t : kTypes)
     for (std::int64_t n : {1, 5, 16, 17, 100}) {
       const RowBatch b = RowBatch::single(std::vector<float>(static_cast<std::size_t>(n), -kInf));
       for (float v : kernel().softmax(t, b)) EXPECT_EQ(v, 0.0f);
@@ -66,7 +68,7 @@ TEST(CpuSemantics, FullyMaskedRow) {
 // +inf logits: the k items at +inf share 1/k, others 0; log-weights -log k
 // and -inf; lse +inf; H = log k; state (+inf, k, 0); adaptive beta = beta(log k).
 TEST(CpuSemantics, PositiveInfinityShares) {
-  for (DType t : both)
+  for (DType t : kTypes)
     for (std::int64_t n : {1, 7, 33, 300})
       for (std::int64_t k : {1, 3}) {
         if (k > n) continue;
@@ -75,13 +77,10 @@ TEST(CpuSemantics, PositiveInfinityShares) {
         auto x = row_with(n, kInf, at);
         if (n > 5) x[2] = -kInf;  // a mask among them changes nothing
         const RowBatch b = RowBatch::single(x);
-        const float w = t == DType::bfloat16 ? round_to_bf16(1.0f / static_cast<float>(k))
-                                             : static_cast<float>(1.0 / static_cast<double>(k));
+        const float w = in_dtype(t, static_cast<float>(1.0 / static_cast<double>(k)));
         const auto p = kernel().softmax(t, b);
         const auto lp = kernel().log_softmax(t, b);
-        const float lw = t == DType::bfloat16
-                             ? round_to_bf16(static_cast<float>(-std::log(double(k))))
-                             : static_cast<float>(-std::log(double(k)));
+        const float lw = in_dtype(t, static_cast<float>(-std::log(double(k))));
         for (std::int64_t i = 0; i < n; ++i) {
           const bool inf = x[i] == kInf;
           EXPECT_EQ(p[i], inf ? w : 0.0f) << "n=" << n << " k=" << k << " i=" << i;
@@ -105,7 +104,7 @@ TEST(CpuSemantics, PositiveInfinityShares) {
 // NaN anywhere (first, in the body, in the tail, beside +inf, in a masked
 // row): every output of the row is NaN, the state too.
 TEST(CpuSemantics, NaNPoisonsTheRow) {
-  for (DType t : both)
+  for (DType t : kTypes)
     for (std::int64_t n : {1, 16, 37, 1000})
       for (std::int64_t pos : {std::int64_t{0}, n / 2, n - 1}) {
         for (int variant = 0; variant < 3; ++variant) {
@@ -130,9 +129,10 @@ TEST(CpuSemantics, NaNPoisonsTheRow) {
 
 // n = 1: weight exactly 1, log-weight 0, lse = x / theta, H = 0, beta 1.
 TEST(CpuSemantics, SingleLogit) {
-  for (DType t : both)
+  for (DType t : kTypes)
     for (float v0 : {0.0f, -3.5f, 1e4f, -1e30f}) {
-      const float v = t == DType::bfloat16 ? round_to_bf16(v0) : v0;
+      const float v = in_dtype(t, v0);
+      if (!std::isfinite(v)) continue;  // -1e30 is -inf in float16: a masked row, not n = 1
       const RowBatch b = RowBatch::single({v});
       EXPECT_EQ(kernel().softmax(t, b)[0], 1.0f);
       EXPECT_EQ(kernel().log_softmax(t, b)[0], 0.0f);
@@ -146,8 +146,8 @@ TEST(CpuSemantics, SingleLogit) {
 
 // A -inf among finite logits gets weight exactly 0 and log-weight -inf.
 TEST(CpuSemantics, MaskedLogitsAreExactlyZero) {
-  for (DType t : both) {
-    auto x = generate(Dist::masked, 333, 3, t == DType::bfloat16);
+  for (DType t : kTypes) {
+    auto x = generate(Dist::masked, 333, 3, t);
     const auto p = kernel().softmax(t, RowBatch::single(x));
     const auto lp = kernel().log_softmax(t, RowBatch::single(x));
     for (std::size_t i = 0; i < x.size(); ++i)
@@ -264,10 +264,10 @@ TEST(CpuSemantics, StridesAndPaddingUntouched) {
   }
 }
 
-// In place (in == out) gives the same bits as out of place, both dtypes,
+// In place (in == out) gives the same bits as out of place, every dtype,
 // including the special rows and the long-row (two-pass) path.
 TEST(CpuSemantics, InPlaceEqualsOutOfPlace) {
-  for (sa_dtype t : {SA_F32, SA_BF16})
+  for (sa_dtype t : {SA_F32, SA_BF16, SA_F16})
     for (std::int64_t n :
          {std::int64_t{1}, std::int64_t{29}, std::int64_t{4096}, (std::int64_t{1} << 18) + 5}) {
       for (int special = 0; special < 3; ++special) {
@@ -280,7 +280,7 @@ TEST(CpuSemantics, InPlaceEqualsOutOfPlace) {
           if (t == SA_F32)
             std::memcpy(&in[i * 4], &xf[i], 4);
           else {
-            const std::uint16_t b = bf16_from_float(xf[i]);
+            const std::uint16_t b = t == SA_F16 ? f16_from_float(xf[i]) : bf16_from_float(xf[i]);
             std::memcpy(&in[i * 2], &b, 2);
           }
         }
@@ -304,13 +304,13 @@ TEST(CpuSemantics, InPlaceEqualsOutOfPlace) {
 
 // Many rows (threads) give the same bits as each row alone (one thread).
 TEST(CpuSemantics, ThreadedRowsEqualSingleRows) {
-  for (DType t : both) {
+  for (DType t : kTypes) {
     RowBatch b;
     b.rows = 64;
     b.n = 1500;
     b.stride = 1500;
     for (std::int64_t r = 0; r < b.rows; ++r) {
-      const auto x = generate(all_dists[r % 9], b.n, 50 + r, t == DType::bfloat16);
+      const auto x = generate(all_dists[r % 9], b.n, 50 + r, t);
       b.data.insert(b.data.end(), x.begin(), x.end());
     }
     const auto all = kernel().softmax(t, b);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/bfloat16.hpp"
+#include "core/float16.hpp"
 #include "core/dtype.hpp"
 #include "kernels/cpu/cpu_kernel.hpp"
 #include "kernels/kernel.hpp"
@@ -123,6 +124,19 @@ inline std::vector<float> generate(Dist dist, std::int64_t n, std::uint64_t seed
   if (bf16)
     for (float& x : v) x = round_to_bf16(x);
   return v;
+}
+
+// The same rows as values of dtype t (bfloat16 / float16: rounded to nearest
+// even; the generators stay within float16's range, |x| <= 1e4 + 60).
+inline std::vector<float> generate(Dist dist, std::int64_t n, std::uint64_t seed, DType t) {
+  auto v = generate(dist, n, seed, t == DType::bfloat16);
+  if (t == DType::float16)
+    for (float& x : v) x = round_to_f16(x);
+  return v;
+}
+// x rounded to dtype t (float32: unchanged).
+inline float in_dtype(DType t, float x) {
+  return t == DType::bfloat16 ? round_to_bf16(x) : t == DType::float16 ? round_to_f16(x) : x;
 }
 
 inline std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }

@@ -116,6 +116,26 @@ TEST(CudaValidation, RowOperationsNameTheBadField) {
                  "logsumexp", "shape->n");
 }
 
+// float16 rows (ABI version 2) are not implemented by the CUDA kernel: every
+// row op answers SA_UNSUPPORTED (not SA_INVALID_ARGUMENT) naming SA_F16,
+// before any CUDA call, and the descriptor does not claim SA_DTYPE_F16.
+TEST(CudaValidation, Float16RowsAreUnsupported) {
+  const sa_rows good{2, 8, 8, 8, 1.0};
+  auto expect_unsupported = [](sa_status st, const char* op) {
+    EXPECT_EQ(st, SA_UNSUPPORTED) << op;
+    EXPECT_NE(last_error().find("SA_F16"), std::string::npos) << op << ": " << last_error();
+  };
+  expect_unsupported(K().softmax(nullptr, SA_F16, &good, fake(), fake()), "softmax");
+  expect_unsupported(K().log_softmax(nullptr, SA_F16, &good, fake(), fake()), "log_softmax");
+  expect_unsupported(K().logsumexp(nullptr, SA_F16, &good, fake(), static_cast<float*>(fake())),
+                     "logsumexp");
+  expect_unsupported(
+      K().entropy(nullptr, SA_F16, &good, fake(), static_cast<float*>(fake()), nullptr), "entropy");
+  expect_unsupported(K().adaptive_softmax(nullptr, SA_F16, &good, fake(), fake(), nullptr, nullptr),
+                     "adaptive_softmax");
+  EXPECT_EQ(K().dtypes & SA_DTYPE_F16, 0u);
+}
+
 TEST(CudaValidation, EmptyBatchIsANoOpWithoutDevice) {
   // Claim: rows = 0 is valid and touches nothing (pointers may be null).
   const sa_rows s{0, 16, 16, 16, 1.0};

@@ -8,6 +8,9 @@
 // normally and keeps the verdicts of the other properties.
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
 #include "gate_test_util.hpp"
 
 using namespace gate_test;
@@ -214,6 +217,52 @@ TEST(GateCheck, SpecSelectsWhatRuns) {
   for (const auto& v : c.verdicts())
     if (v["outcome"] != "skip")
       EXPECT_TRUE(v["op"] != "softmax" && v["op"] != "log_softmax") << v.dump();
+}
+
+// float16 through the whole gate (CLI, isolated child, guard pages sized for
+// 2-byte elements, JSON) on both built-in kernels: every row op, every row
+// property family, each verdict passes and names float16; attention in float16
+// is reported as not applicable (interface v2), never as a pass. The same run
+// on a float16 mutant fails (tests/mutants holds the shrinking assertions).
+TEST(GateCheck, Float16OnBothBuiltInKernels) {
+  const std::string dir = temp_dir();
+  std::ofstream(dir + "/f16.toml")
+      << "cases = 6\nseed = 11\ntimeout = 60\n"
+         "sizes = [1, 7, 64, 1000]\n"
+         "properties = [\"differential.ulp\", \"differential.vectorised_2x\", "
+         "\"metamorphic.sum_to_one\", \"metamorphic.shift_invariance\", \"special.values\", "
+         "\"differential.t7_apriori\"]\n";
+  for (const char* k : {"cpu", "naive"}) {
+    SCOPED_TRACE(k);
+    const Check c =
+        check(std::string("--builtin ") + k + " --dtype float16 --spec " + q(dir + "/f16.toml"));
+    ASSERT_EQ(c.ran.rc, 0) << c.ran.output;
+    int passed = 0;
+    std::set<std::string> ops;
+    for (const auto& v : c.verdicts()) {
+      if (v["property"].get<std::string>().rfind("gate.", 0) == 0) continue;
+      EXPECT_EQ(v["dtype"], "float16") << v.dump();
+      if (v["outcome"] == "pass") ++passed, ops.insert(v["op"].get<std::string>());
+      if (v["op"] == "attention") {
+        EXPECT_EQ(v["outcome"], "skip") << v.dump();
+        EXPECT_EQ(v["note"].get<std::string>().rfind("not applicable", 0), 0u) << v.dump();
+      }
+    }
+    EXPECT_GE(passed, 15) << c.ran.output;
+    for (const char* op : {"softmax", "log_softmax", "logsumexp", "entropy", "adaptive_softmax"})
+      EXPECT_TRUE(ops.count(op)) << op;
+  }
+}
+
+TEST(GateCheck, DtypeOptionNamesWhatTheInterfaceCarries) {
+  const Check c = check("--builtin naive --dtype float64");
+  EXPECT_EQ(c.ran.rc, 2) << c.ran.output;
+  EXPECT_NE(c.ran.output.find("--dtype 'float64'"), std::string::npos) << c.ran.output;
+  EXPECT_NE(c.ran.output.find("float16"), std::string::npos) << c.ran.output;
+  const Ran list = run(kCli + " check --list");
+  ASSERT_EQ(list.rc, 0) << list.output;
+  EXPECT_NE(list.output.find("dtypes:\n  float32\n  bfloat16\n  float16\n"), std::string::npos)
+      << list.output;
 }
 
 // The report opens in a real browser and its plots are drawn.

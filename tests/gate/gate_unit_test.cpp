@@ -66,7 +66,7 @@ TEST(GateSpec, ErrorsNameFileKeyAndExpectation) {
         Bad{"cases = 4294967297", "got 4294967297"}, Bad{"sizes = [99999999999]", "16777216"},
         Bad{"timeout = 1e9", "<= 86400"}, Bad{"deadline = 0", "> 0"},
         Bad{"temperature = inf", "finite"}, Bad{"cases = 1.5", "expected an integer"},
-        Bad{"ops = [\"soft\"]", "softmax"}, Bad{"dtypes = \"float16\"", "float32"},
+        Bad{"ops = [\"soft\"]", "softmax"}, Bad{"dtypes = \"float64\"", "float16"},
         Bad{"sizes = [0]", "in [1, 16777216]"}, Bad{"timeout = -1", "> 0"},
         Bad{"properties = [\"no.such\"]", "selects no property"},
         Bad{"distributions = [\"cauchy\"]", "expected one of"}, Bad{"seed = -3", "in [0, "},

@@ -8,13 +8,14 @@
 #include <cstring>
 
 #include "core/bfloat16.hpp"
+#include "core/float16.hpp"
 #include "kernels/kernel.hpp"
 
 namespace {
 
 thread_local std::string last;
 
-// A tiny correct-enough softmax for the descriptor tests (float32 and bfloat16).
+// A tiny correct-enough softmax for the descriptor tests (float32, bfloat16, float16).
 sa_status toy_softmax(void*, sa_dtype dt, const sa_rows* s, const void* in, void* out) {
   if (s->n < 1) {
     last = "n must be >= 1";
@@ -23,8 +24,9 @@ sa_status toy_softmax(void*, sa_dtype dt, const sa_rows* s, const void* in, void
   for (int64_t r = 0; r < s->rows; ++r) {
     std::vector<float> x(static_cast<std::size_t>(s->n));
     for (int64_t i = 0; i < s->n; ++i)
-      x[i] = dt == SA_F32
-                 ? static_cast<const float*>(in)[r * s->in_stride + i]
+      x[i] = dt == SA_F32 ? static_cast<const float*>(in)[r * s->in_stride + i]
+             : dt == SA_F16
+                 ? sa::float_from_f16(static_cast<const uint16_t*>(in)[r * s->in_stride + i])
                  : sa::float_from_bf16(static_cast<const uint16_t*>(in)[r * s->in_stride + i]);
     float m = -INFINITY, S = 0;
     for (float v : x) m = std::max(m, v);
@@ -32,6 +34,8 @@ sa_status toy_softmax(void*, sa_dtype dt, const sa_rows* s, const void* in, void
     for (int64_t i = 0; i < s->n; ++i) {
       if (dt == SA_F32)
         static_cast<float*>(out)[r * s->out_stride + i] = x[i] / S;
+      else if (dt == SA_F16)
+        static_cast<uint16_t*>(out)[r * s->out_stride + i] = sa::f16_from_float(x[i] / S);
       else
         static_cast<uint16_t*>(out)[r * s->out_stride + i] = sa::bf16_from_float(x[i] / S);
     }
@@ -47,7 +51,7 @@ sa_kernel toy() {
   k.struct_size = sizeof(sa_kernel);
   k.name = "toy";
   k.ops = SA_OP_SOFTMAX;
-  k.dtypes = SA_DTYPE_F32 | SA_DTYPE_BF16;
+  k.dtypes = SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16;
   k.memory = SA_MEMORY_HOST;
   k.softmax = toy_softmax;
   k.last_error = toy_error;
@@ -190,6 +194,51 @@ TEST(KernelHandle, RefusesInputsThatAreNotBFloat16) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("logits[1]"), std::string::npos) << e.what();
   }
+}
+
+// float16 (IEEE binary16): packed exactly like bfloat16, with its own
+// representability check (naming the element), outputs widened exactly; the
+// dtype bit decides supports(). Two strided rows, one with a subnormal logit.
+TEST(KernelHandle, Float16PacksExactlyAndRefusesOtherValues) {
+  const sa_kernel k = toy();
+  sa::Kernel h(&k, "built-in");
+  EXPECT_TRUE(h.supports(sa::DType::float16));
+  const float sub = std::ldexp(1.0f, -20);  // a float16 subnormal: passed through exactly
+  sa::RowBatch b;
+  b.rows = 2;
+  b.n = 2;
+  b.stride = 6;
+  b.data = {1.0f, 2.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.5f, sub, 0.0f, 0.0f, 0.0f, 0.0f};
+  const auto out = h.softmax(sa::DType::float16, b);
+  ASSERT_EQ(out.size(), 12u);
+  for (float v : {out[0], out[1], out[6], out[7]}) EXPECT_EQ(sa::round_to_f16(v), v);
+  EXPECT_EQ(out[0], sa::round_to_f16(static_cast<float>(1.0 / (1.0 + std::exp(1.0)))));
+  for (const auto& [v, what] : {std::pair{0.1f, "0.1"}, std::pair{70000.0f, "70000 (> 65504)"},
+                                std::pair{std::ldexp(1.0f, -26), "2^-26 (below 2^-24)"},
+                                std::pair{1.0f + std::ldexp(1.0f, -12), "1 + 2^-12"}}) {
+    try {
+      h.softmax(sa::DType::float16, sa::RowBatch::single({1.0f, v}));
+      ADD_FAILURE() << what << " is not a float16 value";
+    } catch (const std::invalid_argument& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("logits[1]"), std::string::npos) << m;
+      EXPECT_NE(m.find("float16"), std::string::npos) << m;
+    }
+  }
+  // A bfloat16 value that float16 cannot hold (2^-30) is refused for float16 only.
+  const float tiny = std::ldexp(1.0f, -30);
+  EXPECT_NO_THROW(h.softmax(sa::DType::bfloat16, sa::RowBatch::single({1.0f, tiny})));
+  EXPECT_THROW(h.softmax(sa::DType::float16, sa::RowBatch::single({1.0f, tiny})),
+               std::invalid_argument);
+  sa_kernel k2 = toy();
+  k2.dtypes = SA_DTYPE_F32;
+  sa::Kernel h2(&k2, "built-in");
+  EXPECT_FALSE(h2.supports(sa::DType::float16));
+  EXPECT_THROW(h2.softmax(sa::DType::float16, sa::RowBatch::single({1.0f})), sa::KernelError);
+  // A kernel that declares float16 alone is a valid descriptor.
+  sa_kernel k3 = toy();
+  k3.dtypes = SA_DTYPE_F16;
+  EXPECT_EQ(construct_error(k3), "");
 }
 
 TEST(KernelHandle, ReportsKernelErrorsAndUnsupportedOps) {

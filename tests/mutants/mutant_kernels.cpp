@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/bfloat16.hpp"
+#include "core/float16.hpp"
 #include "theory/adaptive_temperature.hpp"
 #include "theory/streamed_entropy.hpp"
 
@@ -36,6 +37,9 @@ enum class Bug {
   rows_assumed_contiguous,  // row r at r * n, whatever the strides (strides != n only)
   chunk_tail_dropped,       // rows past 4097 go in chunks of 4096; the partial last chunk is lost
   scaled_by_1_plus_3u,
+  // float16 storage (ABI version 2): float32 arithmetic right, the final store wrong.
+  f16_round_toward_zero,  // float16 outputs truncated (rounded toward zero), not nearest even
+  f16_flush_subnormals,   // float16 outputs below 2^-14 flushed to zero (no gradual underflow)
 };
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -45,6 +49,7 @@ Bug bug_of(void* ctx) { return *static_cast<const Bug*>(ctx); }
 
 float load(sa_dtype t, const void* p, std::int64_t i) {
   if (t == SA_BF16) return float_from_bf16(static_cast<const std::uint16_t*>(p)[i]);
+  if (t == SA_F16) return float_from_f16(static_cast<const std::uint16_t*>(p)[i]);
   return static_cast<const float*>(p)[i];
 }
 // Round toward zero (the biased-rounding bug) or to nearest.
@@ -57,6 +62,14 @@ void store(Bug b, sa_dtype t, void* p, std::int64_t i, double v) {
     if (b == Bug::biased_rounding && std::isfinite(f))
       h = static_cast<std::uint16_t>(float_bits(f) >> 16);  // truncate
     static_cast<std::uint16_t*>(p)[i] = h;
+  } else if (t == SA_F16) {
+    std::uint16_t h = f16_from_float(f);
+    if (b == Bug::f16_round_toward_zero && std::isfinite(f) &&
+        std::abs(float_from_f16(h)) > std::abs(f))
+      h = static_cast<std::uint16_t>(h - 1);  // one step toward zero (sign-magnitude encoding)
+    if (b == Bug::f16_flush_subnormals && (h & 0x7c00u) == 0)
+      h = static_cast<std::uint16_t>(h & 0x8000u);  // subnormal -> signed zero
+    static_cast<std::uint16_t*>(p)[i] = h;
   } else {
     static_cast<float*>(p)[i] = f;
   }
@@ -66,8 +79,8 @@ float acc_round(Bug b, sa_dtype t, float x) {
 }
 
 bool bad_rows(sa_dtype t, const sa_rows* s, const void* in, const void* out) {
-  return (t != SA_F32 && t != SA_BF16) || !s || !in || !out || s->n <= 0 || s->rows < 0 ||
-         s->in_stride < s->n || s->out_stride < s->n || !(s->temperature > 0.0) ||
+  return (t != SA_F32 && t != SA_BF16 && t != SA_F16) || !s || !in || !out || s->n <= 0 ||
+         s->rows < 0 || s->in_stride < s->n || s->out_stride < s->n || !(s->temperature > 0.0) ||
          !std::isfinite(s->temperature);
 }
 
@@ -474,7 +487,16 @@ const Def kDefs[] = {
      "rows past 4097 split into 4096-item chunks; the partial last chunk is dropped"},
     {Bug::scaled_by_1_plus_3u, "mutant_scaled_1_plus_3u",
      "every weight multiplied by (1 + 3u): a small systematic error no per-row bound sees"},
+    {Bug::f16_round_toward_zero, "mutant_f16_round_toward_zero",
+     "biased rounding (float16 outputs truncated toward zero)"},
+    {Bug::f16_flush_subnormals, "mutant_f16_flush_subnormals",
+     "float16 subnormal outputs flushed to zero (no gradual underflow)"},
 };
+// Only the float16 mutants declare float16 (the others are checked where
+// their bug is, and the suite runs float16 only for kernels that declare it).
+bool declares_f16(Bug b) {
+  return b == Bug::f16_round_toward_zero || b == Bug::f16_flush_subnormals;
+}
 
 }  // namespace
 
@@ -490,7 +512,7 @@ std::vector<Mutant> all_mutants() {
       k.ops = SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP | SA_OP_ENTROPY |
               SA_OP_ADAPTIVE_SOFTMAX | SA_OP_ATTENTION | SA_OP_MERGE_ENTROPY_STATES |
               SA_OP_MERGE_ATTENTION_STATES;
-      k.dtypes = SA_DTYPE_F32 | SA_DTYPE_BF16;
+      k.dtypes = SA_DTYPE_F32 | SA_DTYPE_BF16 | (declares_f16(d.bug) ? SA_DTYPE_F16 : 0u);
       k.memory = SA_MEMORY_HOST;
       k.adaptive_entropy = SA_ENTROPY_SHANNON;
       k.ctx = const_cast<Bug*>(&d.bug);

@@ -44,6 +44,11 @@ const std::map<std::string, std::string> kExpected = {
     // 3u is inside what correct kernels reach on one row (a faithful exp, a
     // reciprocal multiply): only the statistic over all rows sees it.
     {"mutant_scaled_1_plus_3u", "differential.bias[softmax/float32]"},
+    // float16 stores: truncation is up to a whole ulp where nearest even is
+    // half of one; flushed subnormals lose weights in [2^-24, 2^-14) that the
+    // per-element budget (0.5 ulp of float16, spacing 2^-24 there) requires.
+    {"mutant_f16_round_toward_zero", "differential.ulp[softmax/float16]"},
+    {"mutant_f16_flush_subnormals", "differential.ulp[softmax/float16]"},
 };
 
 // A statistical property needs more rows than one row's bug: the (1+3u)
@@ -59,6 +64,7 @@ sa::props::SuiteConfig config_for(const std::string& mutant) {
     for (std::int64_t n = 1; n <= 32; ++n) c.sizes.push_back(n);
     c.distributions = {"gaussian"};
   }
+  if (mutant.rfind("mutant_f16_", 0) == 0) c.dtypes = {sa::DType::float16};
   return c;
 }
 
@@ -102,9 +108,16 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(MutantControl, NaiveKernelPassesTheSameConfiguration) {
   const sa::Kernel k(sa::kernels::naive_kernel(), "built-in");
-  for (const auto& v : sa::props::run_suite(k, config()))
+  // config() has no dtypes: float32, bfloat16 and (the naive kernel declares
+  // it) float16, so this run contains the float16 mutants' float16-only run
+  // (same seed, same float16 cases).
+  bool f16_checked = false;
+  for (const auto& v : sa::props::run_suite(k, config())) {
     EXPECT_TRUE(v.outcome == sa::Outcome::pass || v.outcome == sa::Outcome::skip)
         << sa::describe(v);
+    f16_checked = f16_checked || (v.dtype == "float16" && v.outcome == sa::Outcome::pass);
+  }
+  EXPECT_TRUE(f16_checked) << "no float16 verdict passed: the float16 mutants' control is missing";
   for (const auto& v : sa::props::run_suite(k, config_for("mutant_scaled_1_plus_3u")))
     EXPECT_TRUE(v.outcome == sa::Outcome::pass || v.outcome == sa::Outcome::skip)
         << sa::describe(v);

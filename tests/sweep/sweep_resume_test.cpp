@@ -35,6 +35,7 @@ sa::props::SweepConfig small_config(const std::string& path) {
   sa::props::SweepConfig c;
   for (int k = 4; k <= 14; ++k) c.log2_sizes.push_back(k);
   c.distributions = {"gaussian", "spike"};
+  c.dtypes = {sa::DType::float32, sa::DType::bfloat16};  // the naive kernel also has float16
   c.samples = 16;
   c.csv_path = path;
   return c;

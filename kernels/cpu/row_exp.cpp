@@ -1,0 +1,435 @@
+// Exp passes of the CPU kernel: exps stored and summed, sums alone, the sum
+// beside the maximum (log-softmax), and the scaling by 1/S (stored exps
+// scaled, or exps recomputed and scaled in one fused pass).
+// Compiled once per instruction set by foreach_target.h; the exported
+// wrappers at the bottom pick the best one at run time.
+#include "kernels/cpu/row_ops.hpp"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/row_exp.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/cpu/vec_types-inl.h"
+#include "kernels/cpu/vec_load_store-inl.h"
+#include "kernels/cpu/vec_exp-inl.h"
+#include "theory/streamed_entropy.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace sa::kernels::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// ---------------------------------------------------------------- exp passes
+// y = exp((x - m) s) (biased); returns the double sum of the stored values
+// (and *Tout = sum e (x - m) s when kT). m is the row max, so d <= 0.
+// Sums: S in double lanes per vector. bfloat16 rows (no T) first sum blocks of
+// 8 values per lane in float (relative error <= 8 u = 2^-21, far below
+// bf16's 2^-8). T's terms (all <= 0, one sign) go to float lanes for blocks of
+// 8 values per lane (relative error <= 8 u of T, as in Stream) and are then
+// flushed to double; T only feeds H (theory.md T6), whose budget is
+// 2 u (2.5 + 10 H) and T/S <= H.
+// kLive: every (x - m) s of the row is >= -103 (the caller knows the row's
+// minimum), so no lane is dead and the full vectors skip the dead-lane checks
+// (the padded tail never does: its padding is -inf).
+template <class T, class U, bool kT, bool kLive>
+double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, bool store,
+                double* Tout) {
+  constexpr bool kAcc = std::is_same_v<T, float>;
+  constexpr bool kFloatS = !kAcc && !kT;
+  const DF d;
+  const DD dd;
+  const std::size_t N = hn::Lanes(d);
+  const ScaleV s = ScaleVOf(d, scale);
+  const VF m = hn::Set(d, mf);
+  const ExpTab tab = LoadExpTab(d);
+  VD a0 = hn::Zero(dd), a1 = hn::Zero(dd), a2 = hn::Zero(dd), a3 = hn::Zero(dd);
+  VD t0 = hn::Zero(dd), t1 = hn::Zero(dd), t2 = hn::Zero(dd), t3 = hn::Zero(dd);
+  // e and the argument of one vector (dead lanes: e = 0 when stored).
+  auto ev = [&](VF v, VF& h) SA_VEC_LAMBDA {
+    VF l;
+    h = Diff<kAcc>(d, v, m, s, l);
+    return ExpLive<kAcc, kLive>(d, tab, h, l);
+  };
+  // T's factor: the argument, clamped where a dead lane has e = 0.
+  auto targ = [&](VF h) SA_VEC_LAMBDA {
+    if constexpr (kLive) return h;
+    return hn::Max(h, hn::Set(d, -104.0f));
+  };
+  std::size_t i = 0;
+  const std::size_t len = static_cast<std::size_t>(n);
+  while (i + 2 * N <= len) {
+    VF f0 = hn::Zero(d), f1 = hn::Zero(d), g0 = hn::Zero(d), g1 = hn::Zero(d);
+    for (int b = 0; b < 8 && i + 2 * N <= len; ++b, i += 2 * N) {
+      VF h0, h1, v0, v1;
+      if (store) {  // stored values keep their order
+        v0 = LoadF(d, x + i);
+        v1 = LoadF(d, x + i + N);
+      } else {
+        LoadF2Unordered(d, x + i, v0, v1);
+      }
+      if constexpr (kFloatS && kLive) {
+        if (!store) {  // the sum takes the product P u in its FMA
+          VF P0, u0, P1, u1, l0, l1;
+          ExpPartsBF16(d, tab, Diff<false>(d, v0, m, s, l0), P0, u0);
+          ExpPartsBF16(d, tab, Diff<false>(d, v1, m, s, l1), P1, u1);
+          f0 = hn::MulAdd(P0, u0, f0);
+          f1 = hn::MulAdd(P1, u1, f1);
+          continue;
+        }
+      }
+      const VF e0 = ev(v0, h0);
+      const VF e1 = ev(v1, h1);
+      if (store) {
+        StoreF(d, e0, y + i);
+        StoreF(d, e1, y + i + N);
+      }
+      if constexpr (kFloatS) {
+        f0 = hn::Add(f0, e0);
+        f1 = hn::Add(f1, e1);
+      } else {
+        AccD(a0, a1, e0);
+        AccD(a2, a3, e1);
+      }
+      if constexpr (kT) {
+        g0 = hn::MulAdd(e0, targ(h0), g0);
+        g1 = hn::MulAdd(e1, targ(h1), g1);
+      }
+    }
+    if constexpr (kFloatS) {
+      AccD(a0, a1, f0);
+      AccD(a2, a3, f1);
+    }
+    if constexpr (kT) {
+      AccD(t0, t1, g0);
+      AccD(t2, t3, g1);
+    }
+  }
+  // Leftover vectors and the padded tail: with the dead-lane checks.
+  auto one = [&](VF v, U* out) SA_VEC_LAMBDA {
+    VF l;
+    const VF h = Diff<kAcc>(d, v, m, s, l);
+    const VF e = ExpLive<kAcc>(d, tab, h, l);
+    if (store) StoreF(d, e, out);
+    AccD(a0, a1, e);
+    if constexpr (kT) AccD(t0, t1, hn::Mul(e, hn::Max(h, hn::Set(d, -104.0f))));
+  };
+  for (; i + N <= len; i += N) one(LoadF(d, x + i), store ? y + i : nullptr);
+  if (i < len) {
+    Tail<T> t(x + i, len - i);
+    Tail<U> o(nullptr, 0);
+    one(LoadF(d, t.in), o.out);
+    o.count = len - i;
+    if (store) o.flush(y + i);
+  }
+  if constexpr (kT) *Tout = SumD(hn::Add(hn::Add(t0, t1), hn::Add(t2, t3))) * kTwoM32;
+  return SumD(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))) * kTwoM32;
+}
+
+// Whether every (x - m) s of a row with minimum lo is >= -103 (NaN: no).
+inline bool RowLive(float lo, float m, const Scale& s) {
+  return (static_cast<double>(lo) - static_cast<double>(m)) * s.s >= -103.0;
+}
+template <class T, class U, bool kT = false>
+double ExpStoreRow(const T* x, U* y, std::int64_t n, float m, float lo, const Scale& s, bool store,
+                   double* Tout = nullptr) {
+  return RowLive(lo, m, s) ? ExpStore<T, U, kT, true>(x, y, n, m, s, store, Tout)
+                           : ExpStore<T, U, kT, false>(x, y, n, m, s, store, Tout);
+}
+
+// Sum of exp((x - m) s) over the elements different from m, and the number k
+// of elements equal to m (each contributes exactly 1): S = k + rest keeps the
+// small part exact enough for log1p (log-softmax of a dominant item).
+template <class T>
+double SumExpRest(const T* x, std::int64_t n, float mf, const Scale& scale, std::int64_t* k) {
+  constexpr bool kAcc = std::is_same_v<T, float>;
+  const DF d;
+  const DD dd;
+  const std::size_t N = hn::Lanes(d);
+  const ScaleV s = ScaleVOf(d, scale);
+  const VF m = hn::Set(d, mf);
+  VD a0 = hn::Zero(dd), a1 = hn::Zero(dd);
+  std::int64_t count = 0;
+  auto one = [&](VF v) SA_VEC_LAMBDA {
+    const MF at_max = hn::Eq(v, m);
+    count += static_cast<std::int64_t>(hn::CountTrue(d, at_max));
+    VF l;
+    VF h = Diff<kAcc>(d, v, m, s, l);
+    AccD(a0, a1, hn::IfThenZeroElse(at_max, ExpMasked<kAcc, kExpBias>(d, h, l)));
+  };
+  std::size_t i = 0;
+  const std::size_t len = static_cast<std::size_t>(n);
+  for (; i + N <= len; i += N) one(LoadF(d, x + i));
+  if (i < len) {
+    Tail<T> t(x + i, len - i);
+    one(LoadF(d, t.in));
+  }
+  *k = count;
+  return SumD(hn::Add(a0, a1)) * kTwoM32;
+}
+void ScaleF32(float* y, std::int64_t n, float rhf, float rlf) {
+  const DF d;
+  const std::size_t N = hn::Lanes(d);
+  const VF rh = hn::Set(d, rhf * kTwo64), rl = hn::Set(d, rlf * kTwo64);
+  std::size_t i = 0;
+  const std::size_t len = static_cast<std::size_t>(n);
+  for (; i + 2 * N <= len; i += 2 * N) {
+    hn::StoreU(MulR(hn::LoadU(d, y + i), rh, rl), d, y + i);
+    hn::StoreU(MulR(hn::LoadU(d, y + i + N), rh, rl), d, y + i + N);
+  }
+  for (; i + N <= len; i += N) hn::StoreU(MulR(hn::LoadU(d, y + i), rh, rl), d, y + i);
+  if (i < len) {
+    Tail<float> t(y + i, len - i);
+    hn::Store(MulR(hn::Load(d, t.in), rh, rl), d, t.out);
+    t.flush(y + i);
+  }
+}
+
+// y (bfloat16) = e * (r_hi + r_lo), e float (a scratch row of stored exps).
+void ScaleToBF16(const float* e, std::uint16_t* y, std::int64_t n, float rhf, float rlf) {
+  const DF d;
+  const std::size_t N = hn::Lanes(d);
+  const VF rh = hn::Set(d, rhf * kTwo64), rl = hn::Set(d, rlf * kTwo64);
+  std::size_t i = 0;
+  const std::size_t len = static_cast<std::size_t>(n);
+  for (; i + N <= len; i += N) StoreF(d, MulR(hn::LoadU(d, e + i), rh, rl), y + i);
+  if (i < len) {
+    Tail<float> t(e + i, len - i);
+    Tail<std::uint16_t> o(nullptr, 0);
+    StoreF(d, MulR(hn::LoadU(d, t.in), rh, rl), o.out);
+    o.count = len - i;
+    o.flush(y + i);
+  }
+}
+
+// y = exp((x - m) s) / S with 1/S = r_hi + r_lo.
+// float32: exp rounded (ExpLive, biased), times the two-float 1/S, one
+// rounding (MulR): the same bits as row_exp_store_f32 + row_scale_f32, so a
+// row gives the same result in place (recomputed exp) as out of place
+// (stored exp), which adaptive softmax relies on.
+// bfloat16, fused: 1/S = rm 2^kr with rm in [1, 2), and
+//     y = bf16(P (rm + r rm p(r)) 2^(kr - 32))
+// with P and p of ExpPartsBF16 (P = T_j 2^(floor(K/L) + 32) on table targets,
+// 2^(k + 32) otherwise) and rm p's coefficients premultiplied by rm; the
+// product is formed at 2^-32 scale (normal) and the power of two 2^kr is an
+// exact integer add to the exponent: the float value is within ~3 u, so the
+// bf16 rounding is the correct one except within 1.8e-7 relative of a midpoint.
+// kLive (the row's minimum lo is known): every result is a normal float, no
+// lane is dead, and no vector needs a check. Otherwise vectors with a dead
+// lane or a result below the normal range (or NaN) take the unfused path:
+// ExpLive (biased), MulR, ScaleDown96 (correct subnormal rounding).
+template <class T, bool kLive>
+void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, float rhf,
+              float rlf) {
+  constexpr bool kAcc = std::is_same_v<T, float>;
+  const DF d;
+  const hn::RebindToSigned<DF> di;
+  using VI = hn::Vec<decltype(di)>;
+  const std::size_t N = hn::Lanes(d);
+  const ScaleV s = ScaleVOf(d, scale);
+  const VF m = hn::Set(d, mf);
+  const ExpTab tab = LoadExpTab(d);
+  const VF rh = hn::Set(d, rhf * kTwo64), rl = hn::Set(d, rlf * kTwo64);
+  int kr_int = 0;
+  std::frexp(rhf, &kr_int);
+  kr_int -= 1;                                // rhf = rm 2^kr, rm in [1, 2); kr <= 0 (S >= 1)
+  const float rm = std::ldexp(rhf, -kr_int);  // rm's low part (< 2^-24 rm): below bf16's concern
+  // Table targets: rm and rm p's coefficients at 2^-32 (the table carries
+  // 2^32); all normal floats, each rounded once (< 2^-24 relative).
+  const float rmb = rm * 0x1.0p-32f;
+  const VF rmv = hn::Set(d, kTabBits > 0 ? rmb : rm);
+  const VF c1 = hn::Set(d, rmb * kTabBF16C1), c2 = hn::Set(d, rmb * kTabBF16C2),
+           c3 = hn::Set(d, rmb * kTabBF16C3);
+  const VI kr23 = hn::Set(di, static_cast<std::int32_t>(static_cast<std::uint32_t>(kr_int) << 23));
+  // Per-vector fast-path test: k + kr >= -125 (k = floor(K/L) or the
+  // polynomial's k), tested on K.
+  const VF k_min = hn::Set(d, static_cast<float>((-125 - kr_int) * (kTabBits > 0 ? kTabL : 1)));
+  // w = rm e^(h - k ln2) in [0.98, 4.1) and e23 = k << 23.
+  auto fused = [&](VF h, VF& k, VI& e23) SA_VEC_LAMBDA -> VF {
+    if constexpr (kTabBits > 0) {
+      const VF kf = TabK(d, h, k);
+      const VF r = TabReduce(d, k, h);
+      const VF p = TabPolyBF16(r, c1, c2, c3);
+      e23 = TabExp(d, kf);
+      return hn::Mul(Lut(tab.h0, tab.h1, kf), hn::MulAdd(r, p, rmv));
+    } else {
+      const VF shifter = hn::Set(d, 12582912.0f);
+      const VF kf = hn::MulAdd(h, hn::Set(d, 1.44269504088896341f), shifter);
+      k = hn::Sub(kf, shifter);
+      const VF r = ReduceBF16(d, k, h);
+      e23 = hn::ShiftLeft<23>(hn::BitCast(di, kf));
+      return hn::MulAdd(PolyQ5(d, r), hn::Mul(r, rmv), rmv);
+    }
+  };
+  // One vector; live: std::bool_constant<kLive> for full vectors, false for
+  // the padded tail.
+  auto val = [&](VF v, auto live) SA_VEC_LAMBDA -> VF {
+    constexpr bool kL = decltype(live)::value;
+    VF l;
+    const VF h = Diff<kAcc>(d, v, m, s, l);
+    if constexpr (kAcc) {
+      return MulR(ExpLive<kAcc, kL>(d, tab, h, l), rh, rl);
+    } else {
+      VF k;
+      VI e23;
+      if constexpr (kL) {
+        const VF w = fused(h, k, e23);
+        return hn::BitCast(d, hn::Add(hn::BitCast(di, w), hn::Add(e23, kr23)));
+      } else {
+        const MF dead = hn::Lt(h, hn::Set(d, -104.0f));
+        const VF w = fused(hn::IfThenElse(dead, hn::Set(d, -104.0f), h), k, e23);
+        if (HWY_LIKELY(hn::AllTrue(d, hn::Or(dead, hn::Ge(k, k_min))))) {
+          const VF e = hn::BitCast(d, hn::Add(hn::BitCast(di, w), hn::Add(e23, kr23)));
+          return hn::IfThenZeroElse(dead, e);
+        }
+        return MulR(ExpLive<kAcc>(d, tab, h, l), rh, rl);
+      }
+    }
+  };
+  std::size_t i = 0;
+  const std::size_t len = static_cast<std::size_t>(n);
+  for (; i + 2 * N <= len; i += 2 * N) {
+    VF v0, v1;
+    LoadF2Blocked(d, x + i, v0, v1);
+    constexpr std::bool_constant<kLive> live;
+    StoreF2Blocked(d, val(v0, live), val(v1, live), y + i);
+  }
+  // The leftover vector and the padded tail (-inf padding: dead lanes).
+  for (; i + N <= len; i += N) StoreF(d, val(LoadF(d, x + i), std::false_type{}), y + i);
+  if (i < len) {
+    Tail<T> t(x + i, len - i);
+    StoreF(d, val(LoadF(d, t.in), std::false_type{}), t.out);
+    t.flush(y + i);
+  }
+}
+
+// ---------------------------------------------------------------- exported (per target)
+double ExpStoreF32(const float* x, float* y, std::int64_t n, float m, float lo, const Scale& s) {
+  return ExpStoreRow(x, y, n, m, lo, s, true);
+}
+double SumExpF32(const float* x, std::int64_t n, float m, float lo, const Scale& s) {
+  return ExpStoreRow<float, float>(x, nullptr, n, m, lo, s, false);
+}
+double SumExpBF16(const std::uint16_t* x, std::int64_t n, float m, float lo, const Scale& s) {
+  return ExpStoreRow<std::uint16_t, float>(x, nullptr, n, m, lo, s, false);
+}
+double ExpStoreBF16(const std::uint16_t* x, float* y, std::int64_t n, float m, float lo,
+                    const Scale& s) {
+  return ExpStoreRow<std::uint16_t, float>(x, y, n, m, lo, s, true);
+}
+double ExpStoreTF32(const float* x, float* y, std::int64_t n, float m, float lo, const Scale& s,
+                    double* T) {
+  return ExpStoreRow<float, float, true>(x, y, n, m, lo, s, true, T);
+}
+double SumExpTF32(const float* x, std::int64_t n, float m, float lo, const Scale& s, double* T) {
+  return ExpStoreRow<float, float, true>(x, nullptr, n, m, lo, s, false, T);
+}
+double SumExpTBF16(const std::uint16_t* x, std::int64_t n, float m, float lo, const Scale& s,
+                   double* T) {
+  return ExpStoreRow<std::uint16_t, float, true>(x, nullptr, n, m, lo, s, false, T);
+}
+double SumRestF32(const float* x, std::int64_t n, float m, const Scale& s, std::int64_t* k) {
+  return SumExpRest(x, n, m, s, k);
+}
+double SumRestBF16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s,
+                   std::int64_t* k) {
+  return SumExpRest(x, n, m, s, k);
+}
+void ExpScaleF32(const float* x, float* y, std::int64_t n, float m, float lo, const Scale& s,
+                 float rh, float rl) {
+  if (RowLive(lo, m, s))
+    ExpScale<float, true>(x, y, n, m, s, rh, rl);
+  else
+    ExpScale<float, false>(x, y, n, m, s, rh, rl);
+}
+// Fused bfloat16 fast path for the whole row when its smallest weight
+// exp((lo - m) s) / S stays normal with margin: (lo - m) s log2(e) >= -123 - kr.
+void ExpScaleBF16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m, float lo,
+                  const Scale& s, float rh, float rl) {
+  int kr = 0;
+  std::frexp(rh, &kr);
+  const double t = (static_cast<double>(lo) - static_cast<double>(m)) * s.s * 1.4426950408889634;
+  if (t >= -123.0 - (kr - 1))
+    ExpScale<std::uint16_t, true>(x, y, n, m, s, rh, rl);
+  else
+    ExpScale<std::uint16_t, false>(x, y, n, m, s, rh, rl);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace sa::kernels::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace sa::kernels::cpu {
+
+HWY_EXPORT(ExpStoreF32);
+HWY_EXPORT(SumExpF32);
+HWY_EXPORT(SumExpBF16);
+HWY_EXPORT(ExpStoreBF16);
+HWY_EXPORT(ExpStoreTF32);
+HWY_EXPORT(SumExpTF32);
+HWY_EXPORT(SumExpTBF16);
+HWY_EXPORT(SumRestF32);
+HWY_EXPORT(SumRestBF16);
+HWY_EXPORT(ExpScaleF32);
+HWY_EXPORT(ExpScaleBF16);
+HWY_EXPORT(ScaleToBF16);
+HWY_EXPORT(ScaleF32);
+
+double row_exp_store_f32(const float* x, float* y, std::int64_t n, float m, float lo,
+                         const Scale& s) {
+  return HWY_DYNAMIC_DISPATCH(ExpStoreF32)(x, y, n, m, lo, s);
+}
+double row_sum_exp_f32(const float* x, std::int64_t n, float m, float lo, const Scale& s) {
+  return HWY_DYNAMIC_DISPATCH(SumExpF32)(x, n, m, lo, s);
+}
+double row_sum_exp_bf16(const std::uint16_t* x, std::int64_t n, float m, float lo, const Scale& s) {
+  return HWY_DYNAMIC_DISPATCH(SumExpBF16)(x, n, m, lo, s);
+}
+double row_exp_store_bf16(const std::uint16_t* x, float* y, std::int64_t n, float m, float lo,
+                          const Scale& s) {
+  return HWY_DYNAMIC_DISPATCH(ExpStoreBF16)(x, y, n, m, lo, s);
+}
+void row_scale_to_bf16(const float* e, std::uint16_t* y, std::int64_t n, float rh, float rl) {
+  HWY_DYNAMIC_DISPATCH(ScaleToBF16)(e, y, n, rh, rl);
+}
+double row_exp_store_T_f32(const float* x, float* y, std::int64_t n, float m, float lo,
+                           const Scale& s, double* T) {
+  return HWY_DYNAMIC_DISPATCH(ExpStoreTF32)(x, y, n, m, lo, s, T);
+}
+double row_sum_exp_T_f32(const float* x, std::int64_t n, float m, float lo, const Scale& s,
+                         double* T) {
+  return HWY_DYNAMIC_DISPATCH(SumExpTF32)(x, n, m, lo, s, T);
+}
+double row_sum_exp_T_bf16(const std::uint16_t* x, std::int64_t n, float m, float lo, const Scale& s,
+                          double* T) {
+  return HWY_DYNAMIC_DISPATCH(SumExpTBF16)(x, n, m, lo, s, T);
+}
+double row_sum_exp_rest_f32(const float* x, std::int64_t n, float m, const Scale& s,
+                            std::int64_t* k) {
+  return HWY_DYNAMIC_DISPATCH(SumRestF32)(x, n, m, s, k);
+}
+double row_sum_exp_rest_bf16(const std::uint16_t* x, std::int64_t n, float m, const Scale& s,
+                             std::int64_t* k) {
+  return HWY_DYNAMIC_DISPATCH(SumRestBF16)(x, n, m, s, k);
+}
+void row_scale_f32(float* y, std::int64_t n, float rh, float rl) {
+  HWY_DYNAMIC_DISPATCH(ScaleF32)(y, n, rh, rl);
+}
+void row_exp_scale_f32(const float* x, float* y, std::int64_t n, float m, float lo, const Scale& s,
+                       float rh, float rl) {
+  HWY_DYNAMIC_DISPATCH(ExpScaleF32)(x, y, n, m, lo, s, rh, rl);
+}
+void row_exp_scale_bf16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m, float lo,
+                        const Scale& s, float rh, float rl) {
+  HWY_DYNAMIC_DISPATCH(ExpScaleBF16)(x, y, n, m, lo, s, rh, rl);
+}
+
+}  // namespace sa::kernels::cpu
+#endif  // HWY_ONCE
