@@ -93,11 +93,12 @@ int run_audit(const AuditOptions& o) {
     if (rank(c) > rank(worst)) worst = c;
   };
 
-  std::vector<std::string> results, skipped;
+  std::vector<std::string> results, skipped, skipped_why;
   for (const auto& k : kernels) {
     if (const std::string why = gate::why_kernel_cannot_run(k); !why.empty()) {
       fmt::print("\n== Gate: built-in kernel '{}' skipped: {}\n", k.name(), why);
       skipped.push_back(k.name());
+      skipped_why.push_back(k.name() + ":" + why);
       continue;
     }
     const std::string json = (fs::path(o.out) / ("results-" + k.name() + ".json")).string();
@@ -146,16 +147,19 @@ int run_audit(const AuditOptions& o) {
   for (const auto& r : results) args.insert(args.end(), {"--results", r});
   if (!sweep.empty()) args.insert(args.end(), {"--sweep", sweep});
   if (!variants.empty()) args.insert(args.end(), {"--variants", variants});
-  note(run_step("Report: one self-contained HTML file", args));
+  for (const auto& s : skipped_why) args.insert(args.end(), {"--not-audited", s});
+  note(run_step("Report: one self-contained HTML file and its JSON twin", args));
 
   if (!skipped.empty())
     fmt::print("\nNot audited here (no device): {}\n", fmt::join(skipped, ", "));
-  fmt::print("\nAudit written to {}/ (report.html, results-*.json, junit-*.xml{}{}). Verdict: {}\n",
-             o.out, sweep.empty() ? "" : ", sweep/", variants.empty() ? "" : ", variants.json",
-             worst == exit_pass         ? "every claim holds"
-             : worst == exit_fail       ? "some claims FAILED (see report)"
-             : worst == exit_incomplete ? "INCOMPLETE: a requested check could not run"
-                                        : "a step could not run");
+  fmt::print(
+      "\nAudit written to {}/ (report.html, report.json, results-*.json, junit-*.xml{}{}). "
+      "Verdict: {}\n",
+      o.out, sweep.empty() ? "" : ", sweep/", variants.empty() ? "" : ", variants.json",
+      worst == exit_pass         ? "every claim holds"
+      : worst == exit_fail       ? "some claims FAILED (see report)"
+      : worst == exit_incomplete ? "INCOMPLETE: a requested check could not run"
+                                 : "a step could not run");
   return worst;
 }
 
