@@ -65,6 +65,19 @@ void add_report_command(CLI::App& app) {
     if (json_out->empty())
       *json_out = std::filesystem::path(*out).replace_extension(".json").string();
     try {
+      // Neither output may replace an input (e.g. --out report.html next to a
+      // results file named report.json).
+      namespace fs = std::filesystem;
+      std::vector<std::string> inputs = in->results;
+      for (const std::string* s : {&in->sweep, &in->variants, &in->compare})
+        if (!s->empty()) inputs.push_back(*s);
+      std::error_code ec;
+      for (const std::string* o : {out.get(), json_out.get()})
+        for (const auto& i : inputs)
+          if (fs::weakly_canonical(*o, ec) == fs::weakly_canonical(i, ec))
+            throw std::invalid_argument((o == out.get() ? "--out " : "--json ") + *o +
+                                        ": is also an input; expected a new file (the JSON twin "
+                                        "defaults to --out with .json)");
       if (*json_out == *out) throw std::invalid_argument("--json must differ from --out");
       prepare_output(*out, "--out");
       prepare_output(*json_out, "--json");

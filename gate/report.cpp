@@ -668,7 +668,9 @@ const char* kScript = R"(<script>
   document.querySelectorAll('#verdict-filters select,#f-text').forEach(function(e){e.addEventListener('input',apply);});
   apply();
   function measure(){
-    document.body.setAttribute('data-page-width',String(document.documentElement.scrollWidth));
+    var d=document.documentElement;
+    document.body.setAttribute('data-page-width',String(d.scrollWidth));
+    document.body.setAttribute('data-client-width',String(d.clientWidth));
     document.body.setAttribute('data-window-width',String(window.innerWidth));
     document.body.setAttribute('data-page-height',String(document.documentElement.scrollHeight));
   }

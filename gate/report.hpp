@@ -5,9 +5,9 @@
 // `report --compare OLD.json` diffs against an earlier audit.
 //
 // Inputs (docs/report-inputs.md): results files from `check --json`
-// (required, one or more), optionally a sweep file and a variants matrix,
-// both read loosely: unknown fields are ignored, missing sections are said to
-// be missing. The theory curves (T1 bounds and n*, T4 entropy against
+// (required, one or more), optionally a sweep file (read loosely: unknown
+// fields are ignored, missing sections are said to be missing) and the
+// variants matrix of `fuzz --json`. The theory curves (T1 bounds and n*, T4 entropy against
 // temperature, T5 beta(H), T7 error bounds) are computed here from theory/.
 // Plots are drawn by gnuplot (svg terminal); without gnuplot the report says
 // so in place of each plot and still contains every table.
