@@ -417,19 +417,36 @@ std::string unit_of(const Verdict& v) {
     u = u.substr(0, u.find_first_of(";)\n"));
     if (!u.empty()) return u;
   }
+  // Otherwise the quantity each property measures (properties/*.cpp).
   const std::string& p = v.property;
-  const std::string& r = v.rule.id;
-  if (p == "gate.no_hang") return "seconds without progress";
-  if (p == "gate.deadline") return "seconds";
-  if (p == "gate.coverage") return "checks not run";
+  static const std::map<std::string, std::string> by_property = {
+      {"gate.no_hang", "seconds without progress"},
+      {"gate.deadline", "seconds"},
+      {"gate.coverage", "checks not run"},
+      {"differential.ulp", "ulps"},
+      {"differential.t7_apriori", "relative (max-norm)"},
+      {"differential.vectorised_2x", "relative (max-norm)"},
+      {"differential.flash_attention_2x", "absolute"},
+      {"differential.pytorch_fudge5", "ratio to tolerance"},
+      {"differential.bias", "ulps (mean signed)"},
+      {"metamorphic.sum_to_one", "absolute (|sum - 1|)"},
+      {"metamorphic.shift_invariance", "ulps"},
+      {"metamorphic.permutation", "ulps"},
+      {"metamorphic.monotonicity", "absolute (weight)"},
+      {"metamorphic.t1_bounds", "absolute (weight)"},
+      {"metamorphic.entropy_range", "nats"},
+      {"metamorphic.entropy_temperature", "nats"},
+      {"metamorphic.adaptive_beta", "beta (dimensionless)"},
+      {"metamorphic.streamed_entropy", "ulps of float32"},
+      {"metamorphic.merge_algebra", "ulps of float32"},
+      {"metamorphic.split_kv", "ulps"},
+      {"interface.sizes", "ulps"},
+      {"special.values", "ulps"},
+  };
+  if (const auto it = by_property.find(p); it != by_property.end()) return it->second;
+  if (p == "differential.onednn_10eps")
+    return v.dtype == "bfloat16" ? "mismatches (1 = not the rounded reference)" : "relative";
   if (p.rfind("gate.", 0) == 0) return "occurrences";
-  if (r == "ulp" || r == "kernel_h" || r == "rounding_analysis" || r == "T1" || r == "T4" ||
-      r == "T5" || r == "T6")
-    return "ulps";
-  if (r == "bias") return "ulps (mean signed)";
-  if (r == "t7_apriori" || r == "vectorised_2x") return "relative (max-norm)";
-  if (r == "onednn_10eps") return "relative";
-  if (r == "flash_attention_2x" || r == "pytorch_fudge5") return "absolute";
   return "as stated by the claim";
 }
 
@@ -629,6 +646,7 @@ th,td{border:1px solid #bbb;padding:3px 6px;vertical-align:top;text-align:left}
 th{background:#eef}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 td.unit{color:#444;font-size:12px}
 pre.ce{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere;word-break:normal;background:#f6f6f6;border:1px solid #ddd;padding:4px 6px;margin:2px 0;max-height:14em;overflow:auto}
+pre.ce.short{max-height:4.6em;margin-bottom:.3em}
 tr.detail td{background:#fcfcfc;font-size:12px;border-top:none}
 .pass{background:#e5f6e5}.fail{background:#fbe1e1}.skip{background:#f3f3f3;color:#555}.error{background:#fff1cc}.incomplete{background:#fff1cc}
 .noplot{background:#fff6d6;border:1px solid #e0c060;padding:.5em}.plot svg{max-width:100%;height:auto}
@@ -701,6 +719,44 @@ void summary_section(std::ostream& h, const Model& m, const Docs& docs) {
       << "\">" << s << "</td></tr>\n";
   }
   h << "</table></div>\n";
+  int held = 0, checked = 0;
+  for (const auto& r : m.runs) {
+    const Tally t = tally(r.verdicts);
+    held += t.pass, checked += t.pass + t.fail + t.error;
+  }
+  h << "<p><b>Holds:</b> " << held << " of " << checked
+    << " claims checked (each: a kernel, a property, an operation and a type; "
+       "<a href=\"#verdicts\">all verdicts</a>).</p>\n";
+  std::size_t claimed_fail = 0, variant_findings = 0;
+  for (const auto& row : m.variants.rows)
+    for (const auto& c : row.cells)
+      if (c.outcome == "fail" || c.outcome == "error")
+        (c.claimed ? claimed_fail : variant_findings)++;
+  if (m.variants.given)
+    h << "<p><b>Softmax variants:</b> " << m.variants.rows.size() << " fuzzed; " << claimed_fail
+      << " failure" << (claimed_fail == 1 ? "" : "s") << " of a property a variant claims, "
+      << variant_findings << " finding" << (variant_findings == 1 ? "" : "s")
+      << " about properties a formulation does not keep (<a href=\"#variants\">matrix</a>).</p>\n";
+  // Not checked.
+  h << "<p><b>Not checked:</b> ";
+  if (m.not_audited.empty())
+    h << "every kernel the audit was asked for was checked";
+  else
+    for (std::size_t i = 0; i < m.not_audited.size(); ++i)
+      h << (i ? "; " : "") << "<b>" << esc(m.not_audited[i].name) << "</b> ("
+        << esc(m.not_audited[i].reason) << ")";
+  const auto un = unchecked_of(m);
+  int skips = 0;
+  for (const auto& u : un) skips += u.count;
+  h << ". " << skips << " further checks were not applicable (<a href=\"#not-audited\">why</a>)."
+    << (m.sweep.empty() ? " No sweep was given." : "")
+    << (m.variants.given ? "" : " No variants matrix was given.") << "</p>\n";
+  // Rules.
+  h << "<p><b>Rules applied:</b> ";
+  for (std::size_t i = 0; i < m.rules.size(); ++i)
+    h << (i ? ", " : "") << "<a href=\"#rule-" << i << "\">" << esc(m.rules[i].id) << "</a>";
+  if (m.rules.empty()) h << "none";
+  h << ". The theorems are stated in " << linkify("docs/theory.md", docs) << ".</p>\n";
   // What fails, each with its shortest counterexample.
   struct Group {
     std::string kernel, property, op, dtype, claim, ce, unit;
@@ -731,47 +787,24 @@ void summary_section(std::ostream& h, const Model& m, const Docs& docs) {
   } else {
     h << "<p><b>Fails:</b> " << fails.size() << " propert" << (fails.size() == 1 ? "y" : "ies")
       << " (each with the shortest input that shows it):</p>\n<ul>\n";
+    std::size_t shown = 0;
     for (const auto& g : fails) {
+      if (++shown > 6) {
+        h << "<li>and " << fails.size() - 6
+          << " more (<a href=\"#verdicts\">verdicts</a>, filter: fail)</li>\n";
+        break;
+      }
       std::string ce = g.ce;
       if (ce.size() > 600) ce = ce.substr(0, 600) + " ...";
-      h << "<li><b>" << esc(g.kernel) << "</b>: <code>" << esc(g.property) << "</code> on "
-        << esc(g.op.empty() ? "-" : g.op) << " " << esc(g.dtype) << " (" << g.count << " verdict"
-        << (g.count == 1 ? "" : "s") << "): " << esc(g.claim) << ". Measured " << num(g.measured)
-        << " against a bound of " << num(g.bound) << " " << esc(g.unit) << ".<pre class=\"ce\">"
+      h << "<li title=\"" << esc(g.claim) << "\"><b>" << esc(g.kernel) << "</b> <code>"
+        << esc(g.property) << "</code> on " << esc(g.op.empty() ? "-" : g.op) << " " << esc(g.dtype)
+        << ": measured " << num(g.measured) << ", bound " << num(g.bound) << " " << esc(g.unit)
+        << " (" << g.count << " verdict" << (g.count == 1 ? "" : "s") << ")<pre class=\"ce short\">"
         << esc(ce) << "</pre></li>\n";
     }
     h << "</ul>\n";
   }
-  std::size_t claimed_fail = 0, variant_findings = 0;
-  for (const auto& row : m.variants.rows)
-    for (const auto& c : row.cells)
-      if (c.outcome == "fail" || c.outcome == "error")
-        (c.claimed ? claimed_fail : variant_findings)++;
-  if (m.variants.given)
-    h << "<p><b>Softmax variants:</b> " << m.variants.rows.size() << " fuzzed; " << claimed_fail
-      << " failure" << (claimed_fail == 1 ? "" : "s") << " of a property a variant claims, "
-      << variant_findings << " finding" << (variant_findings == 1 ? "" : "s")
-      << " about properties a formulation does not keep (<a href=\"#variants\">matrix</a>).</p>\n";
-  // Not checked.
-  h << "<p><b>Not checked:</b> ";
-  if (m.not_audited.empty())
-    h << "every built-in kernel given was audited";
-  else
-    for (std::size_t i = 0; i < m.not_audited.size(); ++i)
-      h << (i ? "; " : "") << "<b>" << esc(m.not_audited[i].name) << "</b> ("
-        << esc(m.not_audited[i].reason) << ")";
-  const auto un = unchecked_of(m);
-  int skips = 0;
-  for (const auto& u : un) skips += u.count;
-  h << ". " << skips << " further checks were not applicable (<a href=\"#not-audited\">why</a>)."
-    << (m.sweep.empty() ? " No sweep was given." : "")
-    << (m.variants.given ? "" : " No variants matrix was given.") << "</p>\n";
-  // Rules.
-  h << "<p><b>Rules applied:</b> ";
-  for (std::size_t i = 0; i < m.rules.size(); ++i)
-    h << (i ? ", " : "") << "<a href=\"#rule-" << i << "\">" << esc(m.rules[i].id) << "</a>";
-  if (m.rules.empty()) h << "none";
-  h << ". The theorems are stated in " << linkify("docs/theory.md", docs) << ".</p>\n</section>\n";
+  h << "</section>\n";
 }
 
 void provenance_section(std::ostream& h, const Model& m) {
@@ -787,13 +820,17 @@ void provenance_section(std::ostream& h, const Model& m) {
   h << "<dl class=\"prov\">";
   for (const char* k : {"tool_version", "git_commit", "compiler", "host_cpu"}) {
     const std::string mine = str(m.report_provenance, k);
-    h << "<dt>" << k << "</dt><dd>" << esc(mine) << " <small>(report)</small>";
+    std::ostringstream others;
     for (const auto& r : m.runs) {
       const std::string theirs = str(r.provenance, k);
       if (theirs != mine)
-        h << "<br>" << esc(theirs.empty() ? "not recorded" : theirs) << " <small>(check of "
-          << esc(r.kernel) << ")</small>";
+        others << "<br>" << esc(theirs.empty() ? "not recorded" : theirs) << " <small>(check of "
+               << esc(r.kernel) << ")</small>";
     }
+    const std::string diff = others.str();
+    h << "<dt>" << k << "</dt><dd>" << esc(mine)
+      << (diff.empty() ? " <small>(this report and every check)</small>"
+                       : " <small>(this report)</small>" + diff);
     h << "</dd>";
   }
   h << "<dt>generated</dt><dd>" << esc(m.generated) << "</dd></dl>\n";

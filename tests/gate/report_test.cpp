@@ -17,6 +17,7 @@
 
 #include "gate/provenance.hpp"
 #include "gate/report.hpp"
+#include "properties/suite.hpp"
 #include "gate_test_util.hpp"
 
 using namespace gate_test;
@@ -167,6 +168,32 @@ TEST(GateReportContent, EveryLinkPointsIntoThePageOrTheRepository) {
   EXPECT_GT(to_docs, 0) << "no rule links to docs/theory.md T7";
   // A rule source that names theory.md without its folder is linked to the repository's file.
   EXPECT_EQ(h.find(">theory.md T8"), std::string::npos);
+}
+
+// Every property the suite can report has a unit of its own in the report.
+TEST(GateReportContent, EveryPropertyHasAUnit) {
+  std::vector<sa::Verdict> vs;
+  for (const auto& p : sa::props::properties()) {
+    sa::Verdict v = sa::check_at_most(p.id, p.claim, 1, 2, {p.rule, "src"});
+    v.op = "softmax", v.dtype = "float32";
+    vs.push_back(v);
+  }
+  for (const char* g : {"gate.no_crash", "gate.no_hang", "gate.in_bounds", "gate.coverage"})
+    vs.push_back(sa::check_at_most(g, "gate", 0, 0, {"gate", "src"}));
+  sa::gate::RunRecord r;
+  r.kernel = "k";
+  r.verdicts = vs;
+  const std::string dir = temp_dir();
+  std::ofstream(dir + "/r.json") << sa::gate::results_to_json({r}).dump();
+  sa::gate::ReportInputs in;
+  in.results = {dir + "/r.json"};
+  in.gnuplot.clear();
+  std::ostringstream html;
+  json doc;
+  sa::gate::write_report(in, html, &doc);
+  ASSERT_EQ(doc["verdicts"].size(), vs.size());
+  for (const auto& v : doc["verdicts"])
+    EXPECT_NE(v["unit"], "as stated by the claim") << v["property"] << " has no unit";
 }
 
 TEST(Sha256, KnownAnswers) {
