@@ -62,22 +62,33 @@ void add_report_command(CLI::App& app) {
   c->add_flag("--no-plots", *no_plots, "Do not run gnuplot");
   c->callback([in, out, json_out, docs, no_plots] {
     if (*no_plots) in->gnuplot.clear();
-    if (json_out->empty())
-      *json_out = std::filesystem::path(*out).replace_extension(".json").string();
-    try {
-      // Neither output may replace an input (e.g. --out report.html next to a
-      // results file named report.json).
-      namespace fs = std::filesystem;
-      std::vector<std::string> inputs = in->results;
-      for (const std::string* s : {&in->sweep, &in->variants, &in->compare})
-        if (!s->empty()) inputs.push_back(*s);
+    namespace fs = std::filesystem;
+    std::vector<std::string> inputs = in->results;
+    for (const std::string* s : {&in->sweep, &in->variants, &in->compare})
+      if (!s->empty()) inputs.push_back(*s);
+    auto is_input = [&](const std::string& path) {
       std::error_code ec;
+      const fs::path a = fs::weakly_canonical(path, ec);
+      if (ec) return false;
+      for (const auto& i : inputs) {
+        const fs::path b = fs::weakly_canonical(i, ec);
+        if (!ec && a == b) return true;
+      }
+      return false;
+    };
+    // The twin's default: --out with .json; .report.json when that is an input
+    // (`check --json r.json` then `report --out r.html`).
+    if (json_out->empty()) {
+      *json_out = fs::path(*out).replace_extension(".json").string();
+      if (is_input(*json_out))
+        *json_out = fs::path(*out).replace_extension(".report.json").string();
+    }
+    try {
+      // Neither output may replace an input.
       for (const std::string* o : {out.get(), json_out.get()})
-        for (const auto& i : inputs)
-          if (fs::weakly_canonical(*o, ec) == fs::weakly_canonical(i, ec))
-            throw std::invalid_argument((o == out.get() ? "--out " : "--json ") + *o +
-                                        ": is also an input; expected a new file (the JSON twin "
-                                        "defaults to --out with .json)");
+        if (is_input(*o))
+          throw std::invalid_argument((o == out.get() ? "--out " : "--json ") + *o +
+                                      ": is also an input; expected a new file");
       if (*json_out == *out) throw std::invalid_argument("--json must differ from --out");
       prepare_output(*out, "--out");
       prepare_output(*json_out, "--json");

@@ -472,12 +472,27 @@ struct VariantMatrix {
   nlohmann::json config;
 };
 
+// Fields of an input document, whatever their JSON type: a string as is,
+// anything else as its JSON text, a missing or null one as `def`. (An input of
+// the wrong shape is shown, never a crash.)
+std::string sget(const json& j, const char* k, const std::string& def = "") {
+  if (!j.is_object()) return def;
+  const auto it = j.find(k);
+  if (it == j.end() || it->is_null()) return def;
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+bool bget(const json& j, const char* k) {
+  if (!j.is_object()) return false;
+  const auto it = j.find(k);
+  return it != j.end() && it->is_boolean() && it->get<bool>();
+}
+
 // The cell symbol: holds / fails / not applicable / error; dispersion cells
 // show the measured limit of the top weight and whether theory predicted it.
 std::string variant_symbol(const std::string& id, const json& c) {
-  const std::string o = c.value("outcome", "");
+  const std::string o = sget(c, "outcome", "");
   if (id.rfind("dispersion", 0) == 0 && o != "error" && o != "skip") {
-    const std::string note = c.value("note", "");
+    const std::string note = sget(c, "note", "");
     std::string cls = note.find("measured to_zero") != std::string::npos  ? "\u21920"
                       : note.find("measured to_one") != std::string::npos ? "\u21921"
                                                                           : "";
@@ -503,7 +518,7 @@ VariantMatrix load_variants(const std::string& path) {
   if (path.empty()) return m;
   m.given = true;
   const json j = read_json(path, "a variants matrix written by `softmax-audit fuzz --json`");
-  if (!j.is_object() || j.value("format", "") != "softmax-audit-variants" ||
+  if (!j.is_object() || sget(j, "format", "") != "softmax-audit-variants" ||
       !j.contains("variants") || !j["variants"].is_array() || !j.contains("columns") ||
       !j["columns"].is_array())
     throw std::invalid_argument(path +
@@ -513,17 +528,17 @@ VariantMatrix load_variants(const std::string& path) {
   m.config = j.value("config", json::object());
   for (const auto& c : j["columns"]) {
     if (!c.is_object()) continue;
-    const std::string id = c.value("id", "");
-    m.columns.push_back({id, c.value("column", id), c.value("claim", "")});
+    const std::string id = sget(c, "id", "");
+    m.columns.push_back({id, sget(c, "column", id), sget(c, "claim", "")});
   }
   for (const auto& r : j["variants"]) {
     if (!r.is_object()) continue;
     VariantRow row;
-    row.name = r.value("name", "(unnamed)");
-    row.formula = r.value("formula", "");
-    row.origin = r.value("origin", "");
-    row.wrong_formulation = r.value("wrong_formulation", false);
-    row.wrong_of = r.value("wrong_of", "");
+    row.name = sget(r, "name", "(unnamed)");
+    row.formula = sget(r, "formula", "");
+    row.origin = sget(r, "origin", "");
+    row.wrong_formulation = bget(r, "wrong_formulation");
+    row.wrong_of = sget(r, "wrong_of", "");
     const json cells = r.value("cells", json::object());
     for (const auto& col : m.columns) {
       VariantCell cell;
@@ -531,11 +546,11 @@ VariantMatrix load_variants(const std::string& path) {
       if (cells.is_object() && cells.contains(col[0]) && cells[col[0]].is_object()) {
         const json& c = cells[col[0]];
         cell.symbol = variant_symbol(col[0], c);
-        cell.outcome = c.value("outcome", "");
-        cell.claim = c.value("claim", col[2]);
-        cell.counterexample = c.value("counterexample", "");
-        cell.note = c.value("note", "");
-        cell.claimed = c.value("claimed", false);
+        cell.outcome = sget(c, "outcome", "");
+        cell.claim = sget(c, "claim", col[2]);
+        cell.counterexample = sget(c, "counterexample", "");
+        cell.note = sget(c, "note", "");
+        cell.claimed = bget(c, "claimed");
         try {
           cell.measured = number_from_json(c.value("measured", json()));
           cell.bound = number_from_json(c.value("bound", json()));
@@ -840,7 +855,7 @@ void provenance_section(std::ostream& h, const Model& m) {
     const json& p = r.provenance;
     const json lib = p.is_object() ? p.value("kernel_library", json()) : json();
     std::string seed = str(p, "seed");
-    if (seed.empty()) seed = r.config.value("seed", std::string("not recorded"));
+    if (seed.empty()) seed = sget(r.config, "seed", "not recorded");
     h << "<tr><td>" << esc(r.kernel) << "</td><td>"
       << esc(p.empty() ? "not recorded" : str(p, "simd_target")) << "</td><td class=\"num\">"
       << esc(seed) << "</td><td class=\"num\">" << esc(str(p, "cases")) << "</td><td class=\"num\">"
@@ -995,9 +1010,10 @@ void rules_section(std::ostream& h, const Model& m, const Docs& docs) {
 // dashed in the same colour.
 void sweep_plot(std::ostream& h, Plotter& P, const std::vector<SweepSeries>& sw, Section sec,
                 Plot plot, const std::string& bound_word) {
+  // The theory curves first, each its own colour; then each series and its bound.
   int color = 0;
+  for (auto& s : plot.series) s.color = s.color >= 0 ? s.color : color++;
   for (const auto& s : plot.series) color = std::max(color, s.color + 1);
-  color = std::max<int>(color, static_cast<int>(plot.series.size()));
   for (const auto& s : sw)
     if (section_of(s) == sec) {
       plot.series.push_back({series_name(s), s.pts, Kind::data, color});
@@ -1463,8 +1479,8 @@ json model_json(const Model& m, const ReportInputs& in) {
 }
 
 std::string key_of(const json& v) {
-  return v.value("kernel", "") + "\x1f" + v.value("property", "") + "\x1f" + v.value("op", "") +
-         "\x1f" + v.value("dtype", "");
+  return sget(v, "kernel", "") + "\x1f" + sget(v, "property", "") + "\x1f" + sget(v, "op", "") +
+         "\x1f" + sget(v, "dtype", "");
 }
 bool bad_outcome(const std::string& o) { return o == "fail" || o == "error"; }
 double num_of(const json& v, const char* k) {
@@ -1478,7 +1494,7 @@ double num_of(const json& v, const char* k) {
 // One verdict per (kernel, property, op, dtype): a failing one first, else the
 // one closest to its bound.
 std::map<std::string, json> verdicts_by_key(const json& doc, const char* which) {
-  if (!doc.is_object() || doc.value("format", "") != "softmax-audit-report" ||
+  if (!doc.is_object() || sget(doc, "format", "") != "softmax-audit-report" ||
       !doc.contains("verdicts") || !doc["verdicts"].is_array())
     throw std::invalid_argument(std::string(which) +
                                 ": expected a report's JSON twin (\"format\": "
@@ -1493,8 +1509,8 @@ std::map<std::string, json> verdicts_by_key(const json& doc, const char* which) 
       out[k] = v;
       continue;
     }
-    const bool nb = bad_outcome(v.value("outcome", "")),
-               ob = bad_outcome(it->second.value("outcome", ""));
+    const bool nb = bad_outcome(sget(v, "outcome", "")),
+               ob = bad_outcome(sget(it->second, "outcome", ""));
     const double nr = num_of(v, "measured") / num_of(v, "bound");
     const double orr = num_of(it->second, "measured") / num_of(it->second, "bound");
     if ((nb && !ob) || (nb == ob && nr > orr)) it->second = v;
@@ -1503,23 +1519,23 @@ std::map<std::string, json> verdicts_by_key(const json& doc, const char* which) 
 }
 
 json brief(const json& v) {
-  return {{"kernel", v.value("kernel", "")},
-          {"property", v.value("property", "")},
-          {"op", v.value("op", "")},
-          {"dtype", v.value("dtype", "")},
-          {"outcome", v.value("outcome", "")},
+  return {{"kernel", sget(v, "kernel", "")},
+          {"property", sget(v, "property", "")},
+          {"op", sget(v, "op", "")},
+          {"dtype", sget(v, "dtype", "")},
+          {"outcome", sget(v, "outcome", "")},
           {"measured", v.value("measured", json())},
           {"bound", v.value("bound", json())},
-          {"unit", v.value("unit", "")},
-          {"counterexample", v.value("counterexample", "")}};
+          {"unit", sget(v, "unit", "")},
+          {"counterexample", sget(v, "counterexample", "")}};
 }
 
 void comparison_section(std::ostream& h, const json& c) {
   h << "<section id=\"comparison\"><h2>Changes since the earlier audit</h2>\n<p>Compared with "
        "the audit generated "
-    << esc(c["before"].value("generated", "?")) << " (commit <code>"
-    << esc(c["before"].value("git_commit", "?")) << "</code>, status "
-    << esc(c["before"].value("status", "?")) << ").</p>\n";
+    << esc(sget(c["before"], "generated", "?")) << " (commit <code>"
+    << esc(sget(c["before"], "git_commit", "?")) << "</code>, status "
+    << esc(sget(c["before"], "status", "?")) << ").</p>\n";
   auto rows = [&](const char* title, const json& list, bool growth) {
     h << "<h3>" << title << " (" << list.size() << ")</h3>\n";
     if (list.empty()) return;
@@ -1528,18 +1544,18 @@ void comparison_section(std::ostream& h, const json& c) {
                  : "<th>before</th><th>now</th><th>measured</th><th>bound</th>")
       << "<th>unit</th></tr>\n";
     for (const auto& v : list) {
-      h << "<tr><td>" << esc(v.value("kernel", "")) << "</td><td><code>"
-        << esc(v.value("property", "")) << "</code></td><td>" << esc(v.value("op", ""))
-        << "</td><td>" << esc(v.value("dtype", "")) << "</td>";
+      h << "<tr><td>" << esc(sget(v, "kernel", "")) << "</td><td><code>"
+        << esc(sget(v, "property", "")) << "</code></td><td>" << esc(sget(v, "op", ""))
+        << "</td><td>" << esc(sget(v, "dtype", "")) << "</td>";
       if (growth)
         h << "<td class=\"num\">" << num(num_of(v, "before")) << "</td><td class=\"num\">"
           << num(num_of(v, "after")) << "</td><td class=\"num\">" << num(num_of(v, "factor"), 3)
           << "</td>";
       else
-        h << "<td>" << esc(v.value("outcome_before", "")) << "</td><td>"
-          << esc(v.value("outcome", "")) << "</td><td class=\"num\">" << num(num_of(v, "measured"))
+        h << "<td>" << esc(sget(v, "outcome_before", "")) << "</td><td>"
+          << esc(sget(v, "outcome", "")) << "</td><td class=\"num\">" << num(num_of(v, "measured"))
           << "</td><td class=\"num\">" << num(num_of(v, "bound")) << "</td>";
-      h << "<td class=\"unit\">" << esc(v.value("unit", "")) << "</td></tr>\n";
+      h << "<td class=\"unit\">" << esc(sget(v, "unit", "")) << "</td></tr>\n";
     }
     h << "</table></div>\n";
   };
@@ -1559,12 +1575,12 @@ json compare_reports(const json& before, const json& after) {
   const auto b = verdicts_by_key(after, "the new report");
   json c;
   auto head = [](const json& d) {
-    return json{{"generated", d.value("generated", "")},
-                {"status", d.value("status", "")},
+    return json{{"generated", sget(d, "generated", "")},
+                {"status", sget(d, "status", "")},
                 {"git_commit", d.contains("provenance") && d["provenance"].is_object() &&
                                        d["provenance"].contains("report") &&
                                        d["provenance"]["report"].is_object()
-                                   ? d["provenance"]["report"].value("git_commit", "")
+                                   ? sget(d["provenance"]["report"], "git_commit", "")
                                    : std::string()}};
   };
   c["before"] = head(before);
@@ -1574,12 +1590,12 @@ json compare_reports(const json& before, const json& after) {
   c["error_growth"] = json::array();
   int added = 0, removed = 0;
   std::set<std::string> ka, kb;
-  for (const auto& [k, v] : a) ka.insert(v.value("kernel", ""));
-  for (const auto& [k, v] : b) kb.insert(v.value("kernel", ""));
+  for (const auto& [k, v] : a) ka.insert(sget(v, "kernel", ""));
+  for (const auto& [k, v] : b) kb.insert(sget(v, "kernel", ""));
   for (const auto& [k, v] : b) {
     const auto it = a.find(k);
-    const std::string now = v.value("outcome", "");
-    const std::string was = it == a.end() ? "absent" : it->second.value("outcome", "");
+    const std::string now = sget(v, "outcome", "");
+    const std::string was = it == a.end() ? "absent" : sget(it->second, "outcome", "");
     if (it == a.end()) ++added;
     if (bad_outcome(now) && !bad_outcome(was)) {
       json x = brief(v);
@@ -1592,9 +1608,9 @@ json compare_reports(const json& before, const json& after) {
     }
     if (it == a.end()) continue;
     const double m0 = num_of(it->second, "measured"), m1 = num_of(v, "measured");
-    const std::string unit = v.value("unit", "");
+    const std::string unit = sget(v, "unit", "");
     if (std::isfinite(m0) && std::isfinite(m1) && m1 > 0 && m1 > 1.1 * std::max(m0, 0.0) &&
-        unit == it->second.value("unit", "") && unit.find("seconds") == std::string::npos) {
+        unit == sget(it->second, "unit", "") && unit.find("seconds") == std::string::npos) {
       json x = brief(v);
       x["before"] = number_to_json(m0);
       x["after"] = number_to_json(m1);
@@ -1620,10 +1636,10 @@ json compare_reports(const json& before, const json& after) {
 std::string describe_comparison(const json& c) {
   std::ostringstream os;
   auto line = [&](const json& v) {
-    os << "  " << v.value("kernel", "") << " " << v.value("property", "") << " "
-       << v.value("op", "") << " " << v.value("dtype", "");
+    os << "  " << sget(v, "kernel", "") << " " << sget(v, "property", "") << " "
+       << sget(v, "op", "") << " " << sget(v, "dtype", "");
   };
-  os << "Compared with the audit of " << c["before"].value("generated", "?") << ":\n";
+  os << "Compared with the audit of " << sget(c["before"], "generated", "?") << ":\n";
   os << c["new_failures"].size() << " new failure(s)\n";
   for (const auto& v : c["new_failures"]) line(v), os << "\n";
   os << c["fixed_failures"].size() << " fixed failure(s)\n";
@@ -1631,7 +1647,7 @@ std::string describe_comparison(const json& c) {
   os << c["error_growth"].size() << " measurement(s) grew by more than 10%\n";
   for (const auto& v : c["error_growth"])
     line(v), os << ": " << num(num_of(v, "before")) << " -> " << num(num_of(v, "after")) << " "
-                << v.value("unit", "") << "\n";
+                << sget(v, "unit", "") << "\n";
   return os.str();
 }
 
@@ -1674,7 +1690,13 @@ void write_report(const ReportInputs& in, std::ostream& h, json* doc_out) {
   g_docs = &docs;
 
   json doc = model_json(m, in);
-  if (!in.compare.empty()) doc["comparison"] = compare_reports(before, doc);
+  if (!in.compare.empty()) {
+    try {
+      doc["comparison"] = compare_reports(before, doc);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(in.compare + ": " + e.what());
+    }
+  }
 
   Plotter P(in.gnuplot);
   h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

@@ -98,6 +98,14 @@ TEST(GateReportContent, VariantMatrixIsATableOfSymbolsReadFromFuzzJson) {
   EXPECT_EQ(loose.rc, 2) << loose.output;
   EXPECT_NE(loose.output.find("loose.json"), std::string::npos) << loose.output;
   EXPECT_NE(loose.output.find("softmax-audit-variants"), std::string::npos) << loose.output;
+  // The right format with fields of the wrong types is shown as it is, never a crash.
+  std::ofstream(dir + "/typed.json")
+      << R"({"format":"softmax-audit-variants","columns":[{"id":7,"claim":[1]},3],)"
+      << R"("variants":[{"name":5,"wrong_formulation":"yes","cells":{"7":{"outcome":3,"note":{}}}},"x"]})";
+  const Ran typed = run(kCli + " report --no-plots --results " + q(good_results()) +
+                        " --variants " + q(dir + "/typed.json") + " --out " + q(dir + "/t.html"));
+  EXPECT_EQ(typed.rc, 0) << typed.output;
+  EXPECT_NE(slurp(dir + "/t.html").find("id=\"variant-matrix\""), std::string::npos);
 }
 
 TEST(GateReportContent, SaysWhatWasNotAuditedAndNeverCallsAGivenSweepMissing) {
