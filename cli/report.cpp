@@ -43,7 +43,9 @@ void add_report_command(CLI::App& app) {
       "Write one self-contained HTML audit report (verdicts, theory curves, measurements) and "
       "its JSON twin");
   c->add_option("--results", in->results, "Results of `check --json` (repeatable)")->required();
-  c->add_option("--sweep", in->sweep, "Sweep measurements (JSON, docs/report-inputs.md)");
+  auto sweeps = std::make_shared<std::vector<std::string>>();
+  c->add_option("--sweep", *sweeps,
+                "Sweep measurements (`sweep`'s sweep.json, docs/report-inputs.md; repeatable)");
   c->add_option("--variants", in->variants, "Variants matrix (`fuzz --json`)");
   c->add_option("--not-audited", in->not_audited,
                 "NAME:REASON of something the audit could not check (repeatable), e.g. "
@@ -60,12 +62,17 @@ void add_report_command(CLI::App& app) {
   c->add_option("--title", in->title, "Title of the report");
   c->add_option("--gnuplot", in->gnuplot, "gnuplot program to draw the plots with");
   c->add_flag("--no-plots", *no_plots, "Do not run gnuplot");
-  c->callback([in, out, json_out, docs, no_plots] {
+  c->callback([in, out, json_out, docs, no_plots, sweeps] {
     if (*no_plots) in->gnuplot.clear();
+    if (!sweeps->empty()) {
+      in->sweep = sweeps->front();
+      in->more_sweeps.assign(sweeps->begin() + 1, sweeps->end());
+    }
     namespace fs = std::filesystem;
     std::vector<std::string> inputs = in->results;
     for (const std::string* s : {&in->sweep, &in->variants, &in->compare})
       if (!s->empty()) inputs.push_back(*s);
+    inputs.insert(inputs.end(), in->more_sweeps.begin(), in->more_sweeps.end());
     auto is_input = [&](const std::string& path) {
       std::error_code ec;
       const fs::path a = fs::weakly_canonical(path, ec);

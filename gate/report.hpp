@@ -21,9 +21,10 @@
 namespace sa::gate {
 
 struct ReportInputs {
-  std::vector<std::string> results;  // check --json files
-  std::string sweep;                 // optional
-  std::string variants;              // optional: fuzz --json
+  std::vector<std::string> results;      // check --json files
+  std::string sweep;                     // optional
+  std::vector<std::string> more_sweeps;  // optional further sweeps (e.g. over temperatures)
+  std::string variants;                  // optional: fuzz --json
   // What the audit could not check, each "NAME:REASON" (e.g. a CUDA kernel
   // without a device); shown in the summary and the "Not audited" section.
   std::vector<std::string> not_audited;
