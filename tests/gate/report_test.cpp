@@ -12,6 +12,7 @@
 //    between two audits that differ.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <regex>
 #include <set>
 
@@ -202,6 +203,39 @@ TEST(GateReportContent, EveryPropertyHasAUnit) {
   ASSERT_EQ(doc["verdicts"].size(), vs.size());
   for (const auto& v : doc["verdicts"])
     EXPECT_NE(v["unit"], "as stated by the claim") << v["property"] << " has no unit";
+}
+
+// The sweep behind the report's Figure 5: the kernel's entropy against the
+// temperature, which T4 says cannot fall as the temperature rises, next to the
+// exact entropy of the same rows.
+TEST(GateReportContent, TemperatureSweepGivesFigureFiveSeries) {
+  const std::string dir = temp_dir();
+  const Ran r = run("cd " + q(dir) + " && " + kCli +
+                    " sweep --builtin naive --out sw --temperature-series-only --min-log2-n 6 "
+                    "--max-log2-n 6 --dtype float32 --distribution uniform --temperature 0.1 0.5 "
+                    "1 2 8");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const Ran v = json_valid("sweep.schema.json", dir + "/sw/sweep.json");
+  EXPECT_EQ(v.rc, 0) << v.output;
+  const json s = json::parse(slurp(dir + "/sw/sweep.json"));
+  ASSERT_EQ(s["series"].size(), 1u) << s.dump(2).substr(0, 2000);
+  const json& f = s["series"][0];
+  EXPECT_EQ(f["x"], "temperature");
+  EXPECT_EQ(f["metric"], "entropy");
+  ASSERT_EQ(f["points"].size(), 5u);
+  for (std::size_t i = 0; i < 5; ++i) {
+    const double h = f["points"][i][1], exact = f["bound"][i][1];
+    EXPECT_NEAR(h, exact, 1e-5) << "theta " << f["points"][i][0];
+    if (i) EXPECT_GE(h, f["points"][i - 1][1].get<double>() - 1e-6) << "H fell as theta rose";
+  }
+  EXPECT_NEAR(f["points"][4][1].get<double>(), std::log(64.0), 0.1);  // near log n when hot
+  // The report draws it in section 4 with its exact curve.
+  const Ran rep = run(kCli + " report --no-plots --results " + q(good_results()) + " --sweep " +
+                      q(dir + "/sw/sweep.json") + " --out " + q(dir + "/r.html"));
+  ASSERT_EQ(rep.rc, 0) << rep.output;
+  const json doc = json::parse(slurp(dir + "/r.json"));
+  ASSERT_EQ(doc["sweep"]["series"].size(), 1u);
+  EXPECT_EQ(doc["sweep"]["series"][0]["section"], "entropy_temperature");
 }
 
 TEST(Sha256, KnownAnswers) {
