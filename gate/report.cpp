@@ -650,10 +650,21 @@ std::vector<Unchecked> unchecked_of(const Model& m) {
 }
 
 // ---------------------------------------------------------- HTML sections --
+// An identifier escaped, with break opportunities after its dots and
+// underscores only (never inside a word).
+std::string breakable(const std::string& id) {
+  std::string o;
+  for (char c : esc(id)) {
+    o += c;
+    if (c == '.' || c == '_') o += "<wbr>";
+  }
+  return o;
+}
+
 const char* kStyle = R"(<style>
 *{box-sizing:border-box}
 body{font-family:Helvetica,Arial,sans-serif;max-width:1100px;margin:1em auto;padding:0 1em;color:#222;line-height:1.45;overflow-wrap:break-word}
-code{overflow-wrap:anywhere}code.id{overflow-wrap:normal;white-space:nowrap}
+code{overflow-wrap:anywhere}code.id{overflow-wrap:normal;white-space:nowrap}code.prop{overflow-wrap:normal}
 h1{border-bottom:3px solid #345;font-size:1.6em}h2{margin-top:2em;border-bottom:1px solid #aaa}
 .scroll{max-width:100%;overflow-x:auto}
 table{border-collapse:collapse;margin:.6em 0;font-size:13px;max-width:100%}
@@ -972,8 +983,8 @@ void verdict_section(std::ostream& h, const Model& m) {
     if (ce.size() > 4000) ce = ce.substr(0, 4000) + " ...";
     h << "<tbody class=\"v\" data-kernel=\"" << esc(r->kernel) << "\" data-op=\"" << esc(v->op)
       << "\" data-dtype=\"" << esc(v->dtype) << "\" data-outcome=\"" << o << "\"><tr class=\"" << o
-      << "\"><td>" << o << "</td><td>" << esc(r->kernel) << "</td><td><code>" << esc(v->property)
-      << "</code></td><td>" << esc(v->op) << "</td><td>" << esc(v->dtype)
+      << "\"><td>" << o << "</td><td>" << esc(r->kernel) << "</td><td><code class=\"prop\">"
+      << breakable(v->property) << "</code></td><td>" << esc(v->op) << "</td><td>" << esc(v->dtype)
       << "</td><td class=\"num\">" << num(v->measured) << "</td><td class=\"num\">" << num(v->bound)
       << "</td><td class=\"unit\">" << esc(unit_of(*v)) << "</td><td><a href=\"#"
       << rule_anchor(m, v->rule.id) << "\">" << esc(v->rule.id)
