@@ -93,11 +93,12 @@ int run_audit(const AuditOptions& o) {
     if (rank(c) > rank(worst)) worst = c;
   };
 
-  std::vector<std::string> results, skipped;
+  std::vector<std::string> results, skipped, skipped_why;
   for (const auto& k : kernels) {
     if (const std::string why = gate::why_kernel_cannot_run(k); !why.empty()) {
       fmt::print("\n== Gate: built-in kernel '{}' skipped: {}\n", k.name(), why);
       skipped.push_back(k.name());
+      skipped_why.push_back(k.name() + ":" + why);
       continue;
     }
     const std::string json = (fs::path(o.out) / ("results-" + k.name() + ".json")).string();
@@ -111,7 +112,7 @@ int run_audit(const AuditOptions& o) {
     if (fs::exists(json)) results.push_back(json);
   }
 
-  std::string sweep;
+  std::string sweep, sweep_temperature;
 #ifdef SA_CLI_HAVE_SWEEP
   if (!o.no_sweep) {
     const std::string dir = (fs::path(o.out) / "sweep").string();
@@ -120,6 +121,17 @@ int run_audit(const AuditOptions& o) {
         {"sweep", "--out", dir, "--max-log2-n", std::to_string(o.sweep_max_log2)});
     note(code);
     if (fs::exists(fs::path(dir) / "sweep.json")) sweep = (fs::path(dir) / "sweep.json").string();
+    // The paper's Figure 5 on the kernel's own entropy: H against the temperature.
+    const std::string tdir = (fs::path(o.out) / "sweep-temperature").string();
+    std::vector<std::string> targs = {
+        "sweep",          "--out",    tdir,      "--min-log2-n", "10",
+        "--max-log2-n",   "10",       "--dtype", "float32",      "--temperature-series-only",
+        "--distribution", "gaussian", "uniform", "spike",        "--temperature"};
+    for (const char* t : {"0.05", "0.1", "0.25", "0.5", "1", "2", "4", "10"}) targs.push_back(t);
+    note(run_step("Sweep: entropy against temperature at n = 2^10 (T4, the paper's Figure 5)",
+                  targs));
+    if (fs::exists(fs::path(tdir) / "sweep.json"))
+      sweep_temperature = (fs::path(tdir) / "sweep.json").string();
   }
 #endif
 
@@ -145,17 +157,21 @@ int run_audit(const AuditOptions& o) {
                                    "softmax-audit: built-in kernels"};
   for (const auto& r : results) args.insert(args.end(), {"--results", r});
   if (!sweep.empty()) args.insert(args.end(), {"--sweep", sweep});
+  if (!sweep_temperature.empty()) args.insert(args.end(), {"--sweep", sweep_temperature});
   if (!variants.empty()) args.insert(args.end(), {"--variants", variants});
-  note(run_step("Report: one self-contained HTML file", args));
+  for (const auto& s : skipped_why) args.insert(args.end(), {"--not-audited", s});
+  note(run_step("Report: one self-contained HTML file and its JSON twin", args));
 
   if (!skipped.empty())
     fmt::print("\nNot audited here (no device): {}\n", fmt::join(skipped, ", "));
-  fmt::print("\nAudit written to {}/ (report.html, results-*.json, junit-*.xml{}{}). Verdict: {}\n",
-             o.out, sweep.empty() ? "" : ", sweep/", variants.empty() ? "" : ", variants.json",
-             worst == exit_pass         ? "every claim holds"
-             : worst == exit_fail       ? "some claims FAILED (see report)"
-             : worst == exit_incomplete ? "INCOMPLETE: a requested check could not run"
-                                        : "a step could not run");
+  fmt::print(
+      "\nAudit written to {}/ (report.html, report.json, results-*.json, junit-*.xml{}{}). "
+      "Verdict: {}\n",
+      o.out, sweep.empty() ? "" : ", sweep/", variants.empty() ? "" : ", variants.json",
+      worst == exit_pass         ? "every claim holds"
+      : worst == exit_fail       ? "some claims FAILED (see report)"
+      : worst == exit_incomplete ? "INCOMPLETE: a requested check could not run"
+                                 : "a step could not run");
   return worst;
 }
 

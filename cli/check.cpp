@@ -19,6 +19,7 @@
 #include "gate/coverage.hpp"
 #include "gate/isolation.hpp"
 #include "gate/kernel_source.hpp"
+#include "gate/provenance.hpp"
 #include "gate/results.hpp"
 #include "gate/spec.hpp"
 #include "kernels/builtin.hpp"
@@ -180,6 +181,19 @@ int run_check(const CheckOptions& o) {
   rec.description = kernel->identity().description;
   rec.config = gate::config_to_json(spec);
   rec.config["seed"] = std::to_string(run.seed);  // the seed used (drawn when none was given)
+  rec.provenance = gate::base_provenance();
+  rec.provenance["seed"] = std::to_string(run.seed);
+  rec.provenance["cases"] = spec.suite.cases;
+  rec.provenance["mpfr_precision_bits"] = props::suite_mpfr_bits;
+  if (kernel->is_plugin()) {
+    rec.provenance["kernel_library"] = {{"path", kernel->path()},
+                                        {"sha256", gate::sha256_file(kernel->path())}};
+    rec.provenance["simd_target"] = "not exposed by the kernel (kernel.h has no field for it)";
+  } else {
+    rec.provenance["kernel_library"] = nullptr;  // built into softmax-audit (git_commit)
+    const std::string simd = builtin_simd_target(kernel->name());
+    rec.provenance["simd_target"] = simd.empty() ? "not exposed by the kernel" : simd;
+  }
   rec.processes = run.processes;
   rec.crashes = run.crashes;
   rec.hangs = run.hangs;

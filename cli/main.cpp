@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
       "2 usage, input or load error; 3 incomplete: nothing failed, but a requested check\n"
       "could not run (or nothing was checked)."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "softmax-audit 0.1.0");
+  app.set_version_flag("--version", "softmax-audit " SA_VERSION);
   sa::cli::add_bounds_command(app);
 #ifdef SA_CLI_HAVE_CHECK
   sa::cli::add_check_command(app);

@@ -1,5 +1,7 @@
 // `softmax-audit report`: one self-contained HTML audit report from check
-// results, an optional sweep and an optional variants matrix (gate/report.hpp).
+// results, an optional sweep and an optional variants matrix, and its JSON
+// twin next to it (gate/report.hpp); --compare diffs against an earlier twin.
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -10,32 +12,103 @@
 
 namespace sa::cli {
 
+namespace {
+
+// The repository whose docs/ the report links to: --docs, else the source
+// tree this program was built from, when it is still there.
+void find_docs(gate::ReportInputs& in, const std::string& out, std::string docs) {
+  namespace fs = std::filesystem;
+#ifdef SA_SOURCE_DIR
+  if (docs.empty()) docs = SA_SOURCE_DIR;
+#endif
+  std::error_code ec;
+  if (docs.empty() || !fs::exists(fs::path(docs) / "docs" / "theory.md", ec)) return;
+  const fs::path root = fs::weakly_canonical(fs::absolute(docs), ec);
+  const fs::path from = fs::weakly_canonical(fs::absolute(out).parent_path(), ec);
+  fs::path rel = root.lexically_relative(from);
+  in.docs_root = root.string();
+  in.docs_href = (rel.empty() ? root : rel).generic_string() + "/";
+}
+
+}  // namespace
+
 void add_report_command(CLI::App& app) {
   auto in = std::make_shared<gate::ReportInputs>();
   auto out = std::make_shared<std::string>();
+  auto json_out = std::make_shared<std::string>();
+  auto docs = std::make_shared<std::string>();
   auto no_plots = std::make_shared<bool>(false);
   CLI::App* c = app.add_subcommand(
       "report",
-      "Write one self-contained HTML audit report (verdicts, theory curves, measurements)");
+      "Write one self-contained HTML audit report (verdicts, theory curves, measurements) and "
+      "its JSON twin");
   c->add_option("--results", in->results, "Results of `check --json` (repeatable)")->required();
-  c->add_option("--sweep", in->sweep, "Sweep measurements (JSON, docs/report-inputs.md)");
-  c->add_option("--variants", in->variants, "Variants matrix (JSON, docs/report-inputs.md)");
+  auto sweeps = std::make_shared<std::vector<std::string>>();
+  c->add_option("--sweep", *sweeps,
+                "Sweep measurements (`sweep`'s sweep.json, docs/report-inputs.md; repeatable)");
+  c->add_option("--variants", in->variants, "Variants matrix (`fuzz --json`)");
+  c->add_option("--not-audited", in->not_audited,
+                "NAME:REASON of something the audit could not check (repeatable), e.g. "
+                "'cuda:no CUDA device'");
+  c->add_option("--compare", in->compare,
+                "An earlier report's JSON twin: show new failures, fixed failures and error "
+                "growth since then");
   c->add_option("--out", *out, "The HTML file to write")->required();
+  c->add_option("--json", *json_out,
+                "The JSON twin to write (default: --out with .json in place of .html)");
+  c->add_option("--docs", *docs,
+                "Repository root whose docs/ the rule and theorem links point at (default: the "
+                "source tree this program was built from, if present)");
   c->add_option("--title", in->title, "Title of the report");
   c->add_option("--gnuplot", in->gnuplot, "gnuplot program to draw the plots with");
   c->add_flag("--no-plots", *no_plots, "Do not run gnuplot");
-  c->callback([in, out, no_plots] {
+  c->callback([in, out, json_out, docs, no_plots, sweeps] {
     if (*no_plots) in->gnuplot.clear();
+    if (!sweeps->empty()) {
+      in->sweep = sweeps->front();
+      in->more_sweeps.assign(sweeps->begin() + 1, sweeps->end());
+    }
+    namespace fs = std::filesystem;
+    std::vector<std::string> inputs = in->results;
+    for (const std::string* s : {&in->sweep, &in->variants, &in->compare})
+      if (!s->empty()) inputs.push_back(*s);
+    inputs.insert(inputs.end(), in->more_sweeps.begin(), in->more_sweeps.end());
+    auto is_input = [&](const std::string& path) {
+      std::error_code ec;
+      const fs::path a = fs::weakly_canonical(path, ec);
+      if (ec) return false;
+      for (const auto& i : inputs) {
+        const fs::path b = fs::weakly_canonical(i, ec);
+        if (!ec && a == b) return true;
+      }
+      return false;
+    };
+    // The twin's default: --out with .json; .report.json when that is an input
+    // (`check --json r.json` then `report --out r.html`).
+    if (json_out->empty()) {
+      *json_out = fs::path(*out).replace_extension(".json").string();
+      if (is_input(*json_out))
+        *json_out = fs::path(*out).replace_extension(".report.json").string();
+    }
     try {
+      // Neither output may replace an input.
+      for (const std::string* o : {out.get(), json_out.get()})
+        if (is_input(*o))
+          throw std::invalid_argument((o == out.get() ? "--out " : "--json ") + *o +
+                                      ": is also an input; expected a new file");
+      if (*json_out == *out) throw std::invalid_argument("--json must differ from --out");
       prepare_output(*out, "--out");
+      prepare_output(*json_out, "--json");
     } catch (const std::invalid_argument& e) {
       std::cerr << "softmax-audit report: error: " << e.what() << "\n";
       exit_code() = exit_usage;
       return;
     }
+    find_docs(*in, *out, *docs);
     std::ostringstream html;
+    nlohmann::json doc;
     try {
-      gate::write_report(*in, html);
+      gate::write_report(*in, html, &doc);
     } catch (const std::exception& e) {
       std::cerr << "softmax-audit report: error: " << e.what() << "\n";
       exit_code() = exit_usage;
@@ -43,6 +116,7 @@ void add_report_command(CLI::App& app) {
     }
     try {
       write_file_atomically(*out, html.str());
+      write_file_atomically(*json_out, doc.dump(2) + "\n");
     } catch (const OutputError& e) {
       std::cerr << "softmax-audit report: error: " << e.what() << "\n";
       exit_code() = exit_usage;
@@ -51,7 +125,8 @@ void add_report_command(CLI::App& app) {
     if (!gate::gnuplot_available(in->gnuplot) && !*no_plots)
       std::cerr
           << "softmax-audit report: note: gnuplot not found; the report has tables but no plots\n";
-    std::cout << "report written to " << *out << "\n";
+    if (!doc["comparison"].is_null()) std::cout << gate::describe_comparison(doc["comparison"]);
+    std::cout << "report written to " << *out << " (JSON: " << *json_out << ")\n";
     exit_code() = exit_pass;
   });
 }

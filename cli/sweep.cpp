@@ -36,6 +36,7 @@ struct SweepOptions {
   std::int64_t seed = 1;
   int samples = 64;
   double max_memory_gib = 0;  // 0: the memory available now (/proc/meminfo)
+  bool temperature_series_only = false;
 };
 
 // MemAvailable from /proc/meminfo, in bytes (0 when unknown).
@@ -56,11 +57,13 @@ nlohmann::json num(double x) {
 }
 
 // Turns rows into the series the report draws (x = n), few enough to read:
-//   softmax_max_rel_error        per dtype and distribution (the report draws T7's bound itself);
+//   softmax_max_rel_error        per dtype and distribution, with T7's bound at each row's spread;
 //   max_weight                   float32, per distribution, with T1's upper bound at the row's
-//   spread; streamed_entropy_abs_error   per dtype and distribution.
+//   spread; streamed_entropy_abs_error   per dtype and distribution;
+//   entropy (x = temperature)    with several temperatures: per dtype and distribution at the
+//   largest n, the kernel's entropy and (as "bound") the exact one.
 // Every other column (ulp errors and their budgets, sums, lse) stays in rows.json and the CSV.
-nlohmann::json series_of(const std::vector<props::SweepRow>& rows) {
+nlohmann::json series_of(const std::vector<props::SweepRow>& rows, bool temperature_only) {
   using Key = std::tuple<std::string, std::string, std::string, double>;
   std::map<Key, std::vector<const props::SweepRow*>> groups;
   for (const auto& r : rows)
@@ -72,12 +75,14 @@ nlohmann::json series_of(const std::vector<props::SweepRow>& rows) {
     bool float32_only;
   };
   const Metric metrics[] = {
-      {"softmax_max_rel_error", &props::SweepRow::rel_err_sampled, nullptr, false},
+      {"softmax_max_rel_error", &props::SweepRow::rel_err_sampled, &props::SweepRow::t7_bound,
+       false},
       {"max_weight", &props::SweepRow::pmax_kernel, &props::SweepRow::t1_upper, true},
       {"streamed_entropy_abs_error", &props::SweepRow::H_err, nullptr, false},
   };
   nlohmann::json out = nlohmann::json::array();
   for (const auto& [key, rs] : groups) {
+    if (temperature_only) break;
     const auto& [kernel, dtype, dist, theta] = key;
     for (const Metric& m : metrics) {
       if (m.float32_only && dtype != "float32") continue;
@@ -92,6 +97,35 @@ nlohmann::json series_of(const std::vector<props::SweepRow>& rows) {
       }
       out.push_back(std::move(s));
     }
+  }
+  // Entropy against temperature (the paper's Figure 5, on the kernel's own
+  // entropy), when the sweep has several temperatures: per kernel, dtype and
+  // distribution at its largest n, the kernel's H and the exact H at each theta.
+  using Group = std::tuple<std::string, std::string, std::string>;
+  std::map<Group, std::int64_t> largest;
+  for (const auto& r : rows) {
+    auto& n = largest[{r.kernel, r.dtype, r.distribution}];
+    n = std::max(n, r.n);
+  }
+  for (const auto& [g, n] : largest) {
+    const auto& [kernel, dtype, dist] = g;
+    std::map<double, const props::SweepRow*> by_theta;
+    for (const auto& r : rows)
+      if (r.kernel == kernel && r.dtype == dtype && r.distribution == dist && r.n == n)
+        by_theta[r.temperature] = &r;
+    if (by_theta.size() < 2) continue;
+    nlohmann::json s = {{"kernel", kernel},
+                        {"dtype", dtype},
+                        {"distribution", dist},
+                        {"n", n},
+                        {"metric", "entropy"},
+                        {"x", "temperature"},
+                        {"label", fmt::format("{} {} {} n={}", kernel, dtype, dist, n)}};
+    for (const auto& [theta, r] : by_theta) {
+      s["points"].push_back({theta, num(r->H_kernel)});
+      s["bound"].push_back({theta, num(r->H_exact)});
+    }
+    out.push_back(std::move(s));
   }
   return out;
 }
@@ -216,7 +250,7 @@ int run_sweep_command(const SweepOptions& o) {
   j["format"] = "softmax-audit-sweep";
   j["version"] = 2;  // docs/schema/sweep.schema.json
   j["kernel"] = kernel->name();
-  j["series"] = series_of(rows);
+  j["series"] = series_of(rows, o.temperature_series_only);
   const std::string rows_json = (fs::path(o.out) / "rows.json").string();
   props::write_sweep_json(rows, rows_json);
   j["rows_file"] = "rows.json";
@@ -311,6 +345,9 @@ void add_sweep_command(CLI::App& app) {
                 "Which kernel of a multi-kernel plugin (sa_kernel_entry_at index)");
   c->add_option("--out", o->out, "Directory for sweep.csv (resumable) and sweep.json")
       ->capture_default_str();
+  c->add_flag("--temperature-series-only", o->temperature_series_only,
+              "sweep.json gets only the entropy-against-temperature series (the rows keep "
+              "everything): what `audit` draws as the paper's Figure 5");
   c->add_option("--min-log2-n", o->min_log2, "Smallest size as log2 n")->capture_default_str();
   c->add_option("--max-log2-n", o->max_log2, "Largest size as log2 n")->capture_default_str();
   c->add_option("--distribution", o->distributions,

@@ -70,6 +70,7 @@ json results_to_json(const std::vector<RunRecord>& runs) {
     json j;
     j["kernel"] = {{"name", r.kernel}, {"origin", r.origin}, {"description", r.description}};
     j["config"] = r.config;
+    j["provenance"] = r.provenance;
     j["processes"] = r.processes;
     j["crashes"] = r.crashes;
     j["hangs"] = r.hangs;
@@ -107,6 +108,8 @@ std::vector<RunRecord> results_from_json(const json& j, const std::string& origi
       rec.description = k->value("description", "");
     }
     rec.config = r.value("config", json::object());
+    rec.provenance = r.value("provenance", json::object());
+    if (!rec.provenance.is_object()) rec.provenance = json::object();
     rec.processes = r.value("processes", 0);
     rec.crashes = r.value("crashes", 0);
     rec.hangs = r.value("hangs", 0);

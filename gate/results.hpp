@@ -24,6 +24,9 @@ namespace sa::gate {
 struct RunRecord {
   std::string kernel, origin, description;
   nlohmann::json config = nlohmann::json::object();
+  // gate/provenance.hpp: tool, build, host, kernel library and its SHA-256, seed, precision
+  // (an empty object in results written before provenance existed).
+  nlohmann::json provenance = nlohmann::json::object();
   int processes = 0, crashes = 0, hangs = 0;
   double seconds = 0;
   std::vector<Verdict> verdicts;

@@ -5,6 +5,7 @@
 #endif
 #if defined(SA_HAVE_CPU_KERNEL)
 #include "kernels/cpu/cpu_kernel.hpp"
+#include "kernels/cpu/row_ops.hpp"
 #endif
 #if defined(SA_HAVE_CUDA_KERNEL)
 #include "kernels/cuda/cuda_kernel.hpp"
@@ -24,6 +25,15 @@ std::vector<Kernel> builtin_kernels() {
   out.emplace_back(kernels::cuda_kernel(), "built-in");
 #endif
   return out;
+}
+
+std::string builtin_simd_target(const std::string& name) {
+#if defined(SA_HAVE_CPU_KERNEL)
+  if (name == "cpu") return kernels::cpu::dispatch_target();
+#endif
+  if (name == "naive") return "scalar C++";
+  if (name == "cuda") return "CUDA device code";
+  return "";
 }
 
 }  // namespace sa

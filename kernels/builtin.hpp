@@ -2,6 +2,7 @@
 // outside kernel implements. Which ones exist depends on the build (CUDA).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "kernels/kernel.hpp"
@@ -9,5 +10,11 @@
 namespace sa {
 
 std::vector<Kernel> builtin_kernels();
+
+// The instruction set a built-in kernel runs on in this process, for the
+// audit's provenance: the CPU kernel's Highway runtime dispatch target (e.g.
+// "AVX2"), "scalar C++" for the naive kernel, "CUDA device code" for the CUDA
+// kernel; "" for a name that is not a built-in kernel.
+std::string builtin_simd_target(const std::string& name);
 
 }  // namespace sa

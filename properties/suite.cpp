@@ -226,7 +226,8 @@ std::vector<Rule> rules() {
        "2 E(baseline) + (4 + 3 sqrt(n)) u (+ 2^-8 for bfloat16, max(2^-11, 2^-25 / max p) for "
        "float16), E(baseline) the worst of float32 "
        "softmaxes with correctly rounded exp summed in 8, 16, 32, 64 interleaved lanes (how "
-       "vectorised libraries sum) and, below n = 2^13, in one sequential sum; the factor 2 is FlashAttention's (theory.md T8), 3 sqrt(n) u "
+       "vectorised libraries sum) and, below n = 2^13, in one sequential sum; the factor 2 is "
+       "FlashAttention's (docs/theory.md T8), 3 sqrt(n) u "
        "a sequential sum's probabilistic error (Higham & Mary 2019); calibrated against Eigen, "
        "oneDNN and PyTorch to n = 2^24 (README, Calibration)"},
       {"flash_attention_2x",
@@ -306,7 +307,7 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
   if (seed == 0) seed = std::random_device{}() | (std::uint64_t(std::random_device{}()) << 32);
   // 128 bits: the reference's own error (<= 2^-100 relative) cannot move a
   // float32/bfloat16 verdict, and it halves the reference's cost.
-  ref::PrecisionScope prec(128);
+  ref::PrecisionScope prec(suite_mpfr_bits);
   // Shrinking shares one budget per run (20 s): a badly broken kernel fails
   // dozens of properties, and each still gets a counterexample.
   detail::Run run{kernel, config, observer, out, seed, config.sizes, config.distributions};

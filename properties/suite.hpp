@@ -59,6 +59,10 @@ std::vector<PropertyInfo> properties();
 std::vector<std::string> distributions();
 std::vector<Rule> rules();
 
+// MPFR precision of the reference in run_suite: the reference's own error
+// (<= 2^-100 relative) cannot move a float32/bfloat16 verdict.
+inline constexpr unsigned suite_mpfr_bits = 128;
+
 // Runs every selected property applicable to the kernel (skipping, with a
 // verdict saying why, what the kernel does not implement) and returns one
 // verdict per property x op x dtype. Throws std::invalid_argument naming the

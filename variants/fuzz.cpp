@@ -807,7 +807,8 @@ nlohmann::json to_json(const Matrix& m) {
                  {"base", m.config.base},   {"max_log2_n", m.config.max_log2_n}};
   j["seconds"] = m.seconds;
   j["columns"] = nlohmann::json::array();
-  for (const auto& c : m.columns) j["columns"].push_back({{"id", c.id}, {"claim", c.claim}});
+  for (const auto& c : m.columns)
+    j["columns"].push_back({{"id", c.id}, {"column", c.column}, {"claim", c.claim}});
   j["variants"] = nlohmann::json::array();
   for (const auto& r : m.rows) {
     nlohmann::json row = {{"name", r.variant},

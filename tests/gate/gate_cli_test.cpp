@@ -10,6 +10,7 @@
 
 #include <set>
 #include <string>
+#include <regex>
 
 #include "gate_test_util.hpp"
 
@@ -265,43 +266,88 @@ TEST(GateCheck, DtypeOptionNamesWhatTheInterfaceCarries) {
       << list.output;
 }
 
-// The report opens in a real browser and its plots are drawn.
+// The report opens in a real browser, its plots are drawn, and at 800 and
+// 1400 px it is no wider than the window, its variant matrix is a table, every
+// verdict row has a unit, and the provenance and not-audited sections are there.
+// The page records its own layout width (data-page-width, set by its script
+// after layout), which --dump-dom returns.
 TEST(GateReport, RendersInHeadlessChromium) {
   const std::string chromium = SA_GATE_CHROMIUM;
   if (chromium.empty() || access(chromium.c_str(), X_OK) != 0)
     GTEST_SKIP() << "headless Chromium not installed (/usr/bin/chromium); apt-get install chromium "
                     "to run this test";
   const std::string dir = temp_dir();
-  const Check c = check(bad(0) + " --seed 7");
+  const Check c = check(bad(0) + " --seed 7 --cases 20");
   ASSERT_EQ(c.ran.rc, 1);
+  // A failing audit with every section: variants (one claims what it fails), a sweep,
+  // something not audited.
+  const Ran fz = run(kCli + " fuzz --plugin " + q(SA_GATE_VARIANT_EXAMPLE) +
+                     " --cases 20 --max-log2-n 10 --json " + q(dir + "/v.json"));
+  ASSERT_EQ(fz.rc, 1) << fz.output;
+  const Ran sw = run("cd " + q(dir) + " && " + kCli + " sweep --plugin " + q(kGood) +
+                     " --out sw --min-log2-n 4 --max-log2-n 8 --samples 8");
+  ASSERT_EQ(sw.rc, 0) << sw.output;
   const std::string html = dir + "/report.html";
-  const Ran rep = run(kCli + " report --results " + q(c.dir + "/r.json") + " --out " + q(html));
+  const Ran rep = run(kCli + " report --results " + q(c.dir + "/r.json") + " --variants " +
+                      q(dir + "/v.json") + " --sweep " + q(dir + "/sw/sweep.json") +
+                      " --not-audited 'cuda:no CUDA device' --out " + q(html));
   ASSERT_EQ(rep.rc, 0) << rep.output;
   const std::string page = slurp(html);
   const bool plotted = page.find("<svg") != std::string::npos;
   if (!plotted) GTEST_SKIP() << "gnuplot is not installed, so the report has no plots to render";
   std::ofstream(dir + "/blank.html") << "<!DOCTYPE html><html><body></body></html>";
-  const std::string flags =
-      " --headless --no-sandbox --disable-gpu --disable-background-networking --no-first-run "
-      "--hide-scrollbars --window-size=1280,7000 ";
+  auto flags = [](int width, int height) {
+    return " --headless --no-sandbox --disable-gpu --disable-background-networking "
+           "--no-first-run --hide-scrollbars --window-size=" +
+           std::to_string(width) + "," + std::to_string(height) + " ";
+  };
   auto shot = [&](const std::string& page_path, const std::string& png) {
-    return run("cd " + q(dir) + " && HOME=" + q(dir) + " timeout 90 " + chromium + flags +
-               "--screenshot=" + q(png) + " " + q("file://" + page_path));
+    return run("cd " + q(dir) + " && HOME=" + q(dir) + " timeout 90 " + chromium +
+               flags(1280, 7000) + "--screenshot=" + q(png) + " " + q("file://" + page_path));
   };
   const Ran a = shot(html, dir + "/report.png");
   const Ran b = shot(dir + "/blank.html", dir + "/blank.png");
-  const auto report_size = std::filesystem::exists(dir + "/report.png")
-                               ? std::filesystem::file_size(dir + "/report.png")
-                               : 0;
-  const auto blank_size = std::filesystem::exists(dir + "/blank.png")
-                              ? std::filesystem::file_size(dir + "/blank.png")
-                              : 0;
-  ASSERT_GT(report_size, 0u) << a.output;
-  ASSERT_GT(blank_size, 0u) << b.output;
+  const auto size_of = [](const std::string& p) {
+    return std::filesystem::exists(p) ? std::filesystem::file_size(p) : 0;
+  };
+  ASSERT_GT(size_of(dir + "/report.png"), 0u) << a.output;
+  ASSERT_GT(size_of(dir + "/blank.png"), 0u) << b.output;
   // A blank page compresses to almost nothing; tables and plots do not.
-  EXPECT_GT(report_size, 10 * blank_size) << report_size << " vs blank " << blank_size;
-  const Ran dom = run("cd " + q(dir) + " && HOME=" + q(dir) + " timeout 90 " + chromium + flags +
-                      "--dump-dom " + q("file://" + html));
-  EXPECT_NE(dom.output.find("<svg"), std::string::npos) << "no <svg> in the rendered DOM";
-  EXPECT_NE(dom.output.find("<path"), std::string::npos) << "the plots hold no curves";
+  EXPECT_GT(size_of(dir + "/report.png"), 10 * size_of(dir + "/blank.png"));
+  for (int width : {800, 1400}) {
+    SCOPED_TRACE("window width " + std::to_string(width));
+    const Ran dom =
+        run("cd " + q(dir) + " && HOME=" + q(dir) + " timeout 90 " + chromium + flags(width, 2000) +
+            "--virtual-time-budget=5000 --dump-dom " + q("file://" + html));
+    const std::string& d = dom.output;
+    EXPECT_NE(d.find("<svg"), std::string::npos) << "no <svg> in the rendered DOM";
+    EXPECT_NE(d.find("<path"), std::string::npos) << "the plots hold no curves";
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(d, m,
+                                  std::regex("data-page-width=\"([0-9]+)\" "
+                                             "data-client-width=\"([0-9]+)\" "
+                                             "data-window-width=\"([0-9]+)\"")))
+        << "the page's script did not record its layout: " << d.substr(0, 500);
+    const int page_w = std::stoi(m[1]), client_w = std::stoi(m[2]), window_w = std::stoi(m[3]);
+    EXPECT_EQ(window_w, width);
+    EXPECT_LE(page_w, client_w) << "the page scrolls sideways";
+    EXPECT_LE(page_w, width);
+    EXPECT_NE(d.find("<table class=\"matrix\" id=\"variant-matrix\">"), std::string::npos);
+    EXPECT_NE(d.find("<section id=\"provenance\">"), std::string::npos);
+    EXPECT_NE(d.find("<section id=\"not-audited\">"), std::string::npos);
+    EXPECT_NE(d.find("<td>cuda</td><td>no CUDA device</td>"), std::string::npos);
+    // Every verdict row (one <tbody class="v"> each) has a non-empty unit cell.
+    int rows = 0, with_unit = 0;
+    for (std::size_t at = d.find("<tbody class=\"v\""); at != std::string::npos;
+         at = d.find("<tbody class=\"v\"", at + 1)) {
+      ++rows;
+      const std::string body = d.substr(at, d.find("</tbody>", at) - at);
+      const auto u = body.find("<td class=\"unit\">");
+      if (u != std::string::npos && body.compare(u + 17, 5, "</td>") != 0) ++with_unit;
+    }
+    EXPECT_GT(rows, 20);
+    EXPECT_EQ(with_unit, rows) << "a verdict row without its unit";
+    // The filter opens on the failures, which this kernel has.
+    EXPECT_NE(d.find("data-outcome=\"fail\""), std::string::npos);
+  }
 }

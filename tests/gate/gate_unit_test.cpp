@@ -199,5 +199,8 @@ TEST(GateReport, WithGnuplotEmbedsSvg) {
     ++svgs;
   EXPECT_GE(svgs, 5u);  // error, dispersion, entropy, beta(H), effect
   EXPECT_EQ(h.find("<?xml"), std::string::npos);
-  EXPECT_EQ(h.find("<script"), std::string::npos);  // self-contained, nothing to run
+  // Self-contained: its few lines of script are inline, nothing is fetched.
+  EXPECT_EQ(h.find("<script src"), std::string::npos);
+  EXPECT_EQ(h.find("src=\"http"), std::string::npos);
+  EXPECT_EQ(h.find("href=\"http"), std::string::npos);
 }
