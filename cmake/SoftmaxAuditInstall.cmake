@@ -75,7 +75,7 @@ install(TARGETS ${sa_export_targets} EXPORT softmax_auditTargets
 install(FILES ${PROJECT_SOURCE_DIR}/include/softmax_audit/kernel.h
               ${PROJECT_SOURCE_DIR}/include/softmax_audit/variant.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/softmax_audit)
-set(sa_public_headers core/dtype.hpp core/verdict.hpp kernels/kernel.hpp properties/suite.hpp
+set(sa_public_headers core/attention_case.hpp core/dtype.hpp core/verdict.hpp kernels/kernel.hpp properties/suite.hpp
                       gate/gtest.hpp gate/guard.hpp gate/isolation.hpp gate/kernel_source.hpp)
 foreach(h ${sa_public_headers})
   get_filename_component(dir ${h} DIRECTORY)

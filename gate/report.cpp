@@ -442,6 +442,11 @@ std::string unit_of(const Verdict& v) {
       {"metamorphic.split_kv", "ulps"},
       {"interface.sizes", "ulps"},
       {"special.values", "ulps"},
+      {"attention_v2.rounding", "ulps of float32"},
+      {"attention_v2.flash_attention_2x", "absolute"},
+      {"attention_v2.masked_never_leak", "outputs changed"},
+      {"attention_v2.gqa_equals_repeated", "ulps of float32"},
+      {"attention_v2.varlen_equals_separate", "ulps of float32"},
   };
   if (const auto it = by_property.find(p); it != by_property.end()) return it->second;
   if (p == "differential.onednn_10eps")

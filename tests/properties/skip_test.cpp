@@ -17,6 +17,7 @@ TEST(SuiteSkips, KernelWithOnlyFloat32Softmax) {
   k.attention = nullptr;
   k.merge_entropy_states = nullptr;
   k.merge_attention_states = nullptr;
+  k.attention_v2 = nullptr;
   const sa::Kernel kernel(&k, "test");
   sa::props::SuiteConfig c;
   c.cases = 10;
