@@ -153,7 +153,7 @@ int run_audit(const AuditOptions& o) {
     return exit_usage;
   }
   const std::string html = (fs::path(o.out) / "report.html").string();
-  std::vector<std::string> args = {"report", "--out", html, "--title",
+  std::vector<std::string> args = {"report", "--html", html, "--title",
                                    "softmax-audit: built-in kernels"};
   for (const auto& r : results) args.insert(args.end(), {"--results", r});
   if (!sweep.empty()) args.insert(args.end(), {"--sweep", sweep});

@@ -53,17 +53,48 @@ void add_report_command(CLI::App& app) {
   c->add_option("--compare", in->compare,
                 "An earlier report's JSON twin: show new failures, fixed failures and error "
                 "growth since then");
-  c->add_option("--out", *out, "The HTML file to write")->required();
+  // --out is a directory in every subcommand (sweep, audit, report); the
+  // single files are --html and --json, as --json is a file everywhere.
+  auto out_dir = std::make_shared<std::string>();
+  auto* html_opt = c->add_option("--html", *out, "The HTML file to write");
+  auto* dir_opt = c->add_option("--out", *out_dir,
+                                "Directory to write report.html and report.json in (instead of "
+                                "--html)");
+  html_opt->excludes(dir_opt);
   c->add_option("--json", *json_out,
-                "The JSON twin to write (default: --out with .json in place of .html)");
+                "The JSON twin to write (default: the HTML file's name with .json)");
   c->add_option("--docs", *docs,
                 "Repository root whose docs/ the rule and theorem links point at (default: the "
                 "source tree this program was built from, if present)");
   c->add_option("--title", in->title, "Title of the report");
   c->add_option("--gnuplot", in->gnuplot, "gnuplot program to draw the plots with");
   c->add_flag("--no-plots", *no_plots, "Do not run gnuplot");
-  c->callback([in, out, json_out, docs, no_plots, sweeps] {
+  c->callback([in, out, out_dir, json_out, docs, no_plots, sweeps] {
     if (*no_plots) in->gnuplot.clear();
+    if (out->empty() && out_dir->empty()) {
+      std::cerr << "softmax-audit report: error: no output: expected --out DIR (writes "
+                   "DIR/report.html and DIR/report.json) or --html FILE\n";
+      exit_code() = exit_usage;
+      return;
+    }
+    if (!out_dir->empty()) {
+      if (std::filesystem::path(*out_dir).extension() == ".html") {
+        std::cerr << "softmax-audit report: error: --out " << *out_dir
+                  << ": --out is a directory in every subcommand; for one HTML file use --html "
+                  << *out_dir << "\n";
+        exit_code() = exit_usage;
+        return;
+      }
+      std::error_code ec;
+      std::filesystem::create_directories(*out_dir, ec);
+      if (ec) {
+        std::cerr << "softmax-audit report: error: --out " << *out_dir
+                  << ": cannot create this directory (" << ec.message() << ")\n";
+        exit_code() = exit_usage;
+        return;
+      }
+      *out = (std::filesystem::path(*out_dir) / "report.html").string();  // twin: report.json
+    }
     if (!sweeps->empty()) {
       in->sweep = sweeps->front();
       in->more_sweeps.assign(sweeps->begin() + 1, sweeps->end());
@@ -83,8 +114,8 @@ void add_report_command(CLI::App& app) {
       }
       return false;
     };
-    // The twin's default: --out with .json; .report.json when that is an input
-    // (`check --json r.json` then `report --out r.html`).
+    // The twin's default: the HTML file's name with .json; .report.json when that is an input
+    // (`check --json r.json` then `report --html r.html`).
     if (json_out->empty()) {
       *json_out = fs::path(*out).replace_extension(".json").string();
       if (is_input(*json_out))
@@ -94,10 +125,10 @@ void add_report_command(CLI::App& app) {
       // Neither output may replace an input.
       for (const std::string* o : {out.get(), json_out.get()})
         if (is_input(*o))
-          throw std::invalid_argument((o == out.get() ? "--out " : "--json ") + *o +
+          throw std::invalid_argument((o == out.get() ? "--html " : "--json ") + *o +
                                       ": is also an input; expected a new file");
-      if (*json_out == *out) throw std::invalid_argument("--json must differ from --out");
-      prepare_output(*out, "--out");
+      if (*json_out == *out) throw std::invalid_argument("--json must differ from --html");
+      prepare_output(*out, "--html");
       prepare_output(*json_out, "--json");
     } catch (const std::invalid_argument& e) {
       std::cerr << "softmax-audit report: error: " << e.what() << "\n";

@@ -19,7 +19,7 @@ mkdir -p "$work/fail"
   --json "$work/fail/variants.json" >/dev/null || test $? -eq 1
 "$cli" report --results "$work/fail/results.json" --variants "$work/fail/variants.json" \
   --not-audited 'cuda:no CUDA device on this machine' --title 'softmax-audit: an outside kernel' \
-  --out "$work/fail/report.html"
+  --html "$work/fail/report.html"
 for which in pass fail; do
   HOME=$work chromium --headless --no-sandbox --disable-gpu --hide-scrollbars \
     --window-size=900,1150 --screenshot="$here/docs/report-$which.png" \

@@ -101,7 +101,7 @@ TEST(GateCheck, BrokenKernelFailsWithCounterexampleEverywhere) {
   EXPECT_NE(c.ran.output.find("counterexample"), std::string::npos) << c.ran.output;
 
   const std::string html = c.dir + "/r.html";
-  const Ran rep = run(kCli + " report --results " + q(c.dir + "/r.json") + " --out " + q(html));
+  const Ran rep = run(kCli + " report --results " + q(c.dir + "/r.json") + " --html " + q(html));
   ASSERT_EQ(rep.rc, 0) << rep.output;
   const std::string page = slurp(html);
   EXPECT_NE(page.find(html_escape(head)), std::string::npos) << head;
@@ -290,7 +290,7 @@ TEST(GateReport, RendersInHeadlessChromium) {
   const std::string html = dir + "/report.html";
   const Ran rep = run(kCli + " report --results " + q(c.dir + "/r.json") + " --variants " +
                       q(dir + "/v.json") + " --sweep " + q(dir + "/sw/sweep.json") +
-                      " --not-audited 'cuda:no CUDA device' --out " + q(html));
+                      " --not-audited 'cuda:no CUDA device' --html " + q(html));
   ASSERT_EQ(rep.rc, 0) << rep.output;
   const std::string page = slurp(html);
   const bool plotted = page.find("<svg") != std::string::npos;

@@ -325,7 +325,7 @@ TEST(HostileInput, ReportRunsNoCommandFromAnyInputField) {
           " check --builtin naive --cases 2 --json r.json --spec " + q(small_spec(dir)));
   for (const std::string& sweep : {std::string("sw/sweep.json"), std::string("evil.json")}) {
     const auto rep = run("cd " + q(dir) + " && " + q(cli) + " report --results r.json --sweep " +
-                         sweep + " --out report.html");
+                         sweep + " --html report.html");
     EXPECT_EQ(rep.rc, 0) << rep.output;
     EXPECT_NE(slurp(dir + "/report.html").find("<svg"), std::string::npos)
         << "no plot was drawn, so the test proved nothing";
@@ -354,7 +354,7 @@ TEST(HostileInput, DeeplyNestedJsonIsRefusedNamingTheFile) {
     const std::string args =
         opt == "--results" ? "--results deep.json" : "--results deep.json --sweep deep.json";
     const auto ran =
-        run("cd " + q(dir) + " && " + q(cli) + " report " + args + " --out report.html");
+        run("cd " + q(dir) + " && " + q(cli) + " report " + args + " --html report.html");
     EXPECT_EQ(ran.rc, 2) << ran.output;
     EXPECT_NE(ran.output.find("deep.json"), std::string::npos) << ran.output;
     EXPECT_NE(ran.output.find("nested deeper"), std::string::npos) << ran.output;
@@ -362,7 +362,7 @@ TEST(HostileInput, DeeplyNestedJsonIsRefusedNamingTheFile) {
   std::ofstream(dir + "/typed.json")
       << R"({"format":"softmax-audit-results","runs":[{"kernel":7}]})";
   const auto typed =
-      run("cd " + q(dir) + " && " + q(cli) + " report --results typed.json --out report.html");
+      run("cd " + q(dir) + " && " + q(cli) + " report --results typed.json --html report.html");
   EXPECT_EQ(typed.rc, 2) << typed.output;
   EXPECT_NE(typed.output.find("typed.json"), std::string::npos) << typed.output;
 }

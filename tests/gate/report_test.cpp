@@ -67,10 +67,29 @@ const std::string& variants_json() {
 
 }  // namespace
 
+// --out means a directory in every subcommand: report --out DIR writes
+// DIR/report.html and DIR/report.json; a file name there is refused (exit 2)
+// with the option that takes one.
+TEST(GateReportContent, OutIsADirectoryAsInEverySubcommand) {
+  const std::string dir = temp_dir();
+  Ran r = run(kCli + " report --no-plots --results " + q(good_results()) + " --out " +
+              q(dir + "/audit"));
+  ASSERT_EQ(r.rc, 0) << r.output;
+  EXPECT_FALSE(slurp(dir + "/audit/report.html").empty());
+  EXPECT_FALSE(slurp(dir + "/audit/report.json").empty());
+  r = run(kCli + " report --no-plots --results " + q(good_results()) + " --out " +
+          q(dir + "/x.html"));
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_NE(r.output.find("use --html"), std::string::npos) << r.output;
+  r = run(kCli + " report --no-plots --results " + q(good_results()));
+  EXPECT_EQ(r.rc, 2) << r.output;
+  EXPECT_NE(r.output.find("expected --out DIR"), std::string::npos) << r.output;
+}
+
 TEST(GateReportContent, VariantMatrixIsATableOfSymbolsReadFromFuzzJson) {
   const std::string dir = temp_dir();
   const Ran r = run(kCli + " report --no-plots --results " + q(good_results()) + " --variants " +
-                    q(variants_json()) + " --out " + q(dir + "/r.html"));
+                    q(variants_json()) + " --html " + q(dir + "/r.html"));
   ASSERT_EQ(r.rc, 0) << r.output;
   const std::string h = slurp(dir + "/r.html");
   const auto at = h.find("<table class=\"matrix\" id=\"variant-matrix\">");
@@ -95,7 +114,7 @@ TEST(GateReportContent, VariantMatrixIsATableOfSymbolsReadFromFuzzJson) {
   // Any other format is refused, naming the file and what was expected.
   std::ofstream(dir + "/loose.json") << R"({"variants":[{"name":"softmax","max_weight":{"n":1}}]})";
   const Ran loose = run(kCli + " report --no-plots --results " + q(good_results()) +
-                        " --variants " + q(dir + "/loose.json") + " --out " + q(dir + "/x.html"));
+                        " --variants " + q(dir + "/loose.json") + " --html " + q(dir + "/x.html"));
   EXPECT_EQ(loose.rc, 2) << loose.output;
   EXPECT_NE(loose.output.find("loose.json"), std::string::npos) << loose.output;
   EXPECT_NE(loose.output.find("softmax-audit-variants"), std::string::npos) << loose.output;
@@ -104,7 +123,7 @@ TEST(GateReportContent, VariantMatrixIsATableOfSymbolsReadFromFuzzJson) {
       << R"({"format":"softmax-audit-variants","columns":[{"id":7,"claim":[1]},3],)"
       << R"("variants":[{"name":5,"wrong_formulation":"yes","cells":{"7":{"outcome":3,"note":{}}}},"x"]})";
   const Ran typed = run(kCli + " report --no-plots --results " + q(good_results()) +
-                        " --variants " + q(dir + "/typed.json") + " --out " + q(dir + "/t.html"));
+                        " --variants " + q(dir + "/typed.json") + " --html " + q(dir + "/t.html"));
   EXPECT_EQ(typed.rc, 0) << typed.output;
   EXPECT_NE(slurp(dir + "/t.html").find("id=\"variant-matrix\""), std::string::npos);
 }
@@ -116,7 +135,7 @@ TEST(GateReportContent, SaysWhatWasNotAuditedAndNeverCallsAGivenSweepMissing) {
              "points":[[16,1e-8],[256,2e-8]],"bound":[[16,1e-6],[256,1.6e-5]]}]})";
   const Ran r = run(kCli + " report --no-plots --results " + q(good_results()) + " --sweep " +
                     q(dir + "/sweep.json") +
-                    " --not-audited 'cuda:no CUDA device' --not-audited '<b>x</b>:why <i>' --out " +
+                    " --not-audited 'cuda:no CUDA device' --not-audited '<b>x</b>:why <i>' --html " +
                     q(dir + "/r.html"));
   ASSERT_EQ(r.rc, 0) << r.output;
   const std::string h = slurp(dir + "/r.html");
@@ -138,7 +157,7 @@ TEST(GateReportContent, SaysWhatWasNotAuditedAndNeverCallsAGivenSweepMissing) {
   EXPECT_EQ(h.find("illustration"), std::string::npos) << "drew δ = 10 although data was given";
 
   const Ran bad = run(kCli + " report --no-plots --results " + q(good_results()) +
-                      " --not-audited cuda --out " + q(dir + "/x.html"));
+                      " --not-audited cuda --html " + q(dir + "/x.html"));
   EXPECT_EQ(bad.rc, 2) << bad.output;
   EXPECT_NE(bad.output.find("--not-audited 'cuda': expected NAME:REASON"), std::string::npos)
       << bad.output;
@@ -147,7 +166,7 @@ TEST(GateReportContent, SaysWhatWasNotAuditedAndNeverCallsAGivenSweepMissing) {
 TEST(GateReportContent, EveryLinkPointsIntoThePageOrTheRepository) {
   const std::string dir = temp_dir();
   const Ran r = run(kCli + " report --no-plots --results " + q(good_results()) + " --variants " +
-                    q(variants_json()) + " --docs " + q(kSource) + " --out " + q(dir + "/r.html"));
+                    q(variants_json()) + " --docs " + q(kSource) + " --html " + q(dir + "/r.html"));
   ASSERT_EQ(r.rc, 0) << r.output;
   const std::string h = slurp(dir + "/r.html");
   std::set<std::string> ids;
@@ -231,7 +250,7 @@ TEST(GateReportContent, TemperatureSweepGivesFigureFiveSeries) {
   EXPECT_NEAR(f["points"][4][1].get<double>(), std::log(64.0), 0.1);  // near log n when hot
   // The report draws it in section 4 with its exact curve.
   const Ran rep = run(kCli + " report --no-plots --results " + q(good_results()) + " --sweep " +
-                      q(dir + "/sw/sweep.json") + " --out " + q(dir + "/r.html"));
+                      q(dir + "/sw/sweep.json") + " --html " + q(dir + "/r.html"));
   ASSERT_EQ(rep.rc, 0) << rep.output;
   const json doc = json::parse(slurp(dir + "/r.json"));
   ASSERT_EQ(doc["sweep"]["series"].size(), 1u);
@@ -276,7 +295,7 @@ TEST(GateReportContent, ProvenanceNamesTheKernelBinaryBuildSeedAndPrecision) {
       << simd;
   // The report shows them, and its twin and the results validate against their schemas.
   const Ran r = run(kCli + " report --no-plots --results " + q(good_results()) + " --results " +
-                    q(dir + "/cpu.json") + " --out " + q(dir + "/r.html"));
+                    q(dir + "/cpu.json") + " --html " + q(dir + "/r.html"));
   ASSERT_EQ(r.rc, 0) << r.output;
   const std::string h = slurp(dir + "/r.html");
   EXPECT_NE(h.find(sum.output.substr(0, 64)), std::string::npos);
@@ -314,23 +333,23 @@ TEST(GateReportContent, CompareShowsNewAndFixedFailuresAndErrorGrowth) {
   write("results-old.json", 3, 1e-7, 0.1);  // ulp fails, T7 holds, 0.1 ulp
   write("results-new.json", 1, 5e-6, 0.5);  // ulp fixed, T7 fails, 0.5 ulp (grew 5x)
   const Ran a = run(kCli + " report --no-plots --results " + q(dir + "/results-old.json") +
-                    " --out " + q(dir + "/old.html"));
+                    " --html " + q(dir + "/old.html"));
   ASSERT_EQ(a.rc, 0) << a.output;
   ASSERT_TRUE(fs::exists(dir + "/old.json")) << "no JSON twin next to the HTML";
   // What is not a report twin is refused, naming what was expected.
   const Ran wrong =
       run(kCli + " report --no-plots --results " + q(dir + "/results-new.json") + " --compare " +
-          q(dir + "/results-old.json") + " --out " + q(dir + "/new.html"));
+          q(dir + "/results-old.json") + " --html " + q(dir + "/new.html"));
   EXPECT_EQ(wrong.rc, 2) << wrong.output;
   EXPECT_NE(wrong.output.find("softmax-audit-report"), std::string::npos) << wrong.output;
   // The twin may not overwrite an input.
   const Ran clobber =
       run(kCli + " report --no-plots --results " + q(dir + "/results-new.json") + " --json " +
-          q(dir + "/results-new.json") + " --out " + q(dir + "/new.html"));
+          q(dir + "/results-new.json") + " --html " + q(dir + "/new.html"));
   EXPECT_EQ(clobber.rc, 2) << clobber.output;
 
   const Ran c = run(kCli + " report --no-plots --results " + q(dir + "/results-new.json") +
-                    " --compare " + q(dir + "/old.json") + " --out " + q(dir + "/new.html"));
+                    " --compare " + q(dir + "/old.json") + " --html " + q(dir + "/new.html"));
   ASSERT_EQ(c.rc, 0) << c.output;
   EXPECT_NE(c.output.find("1 new failure(s)\n  k differential.t7_apriori softmax float32"),
             std::string::npos)
@@ -363,7 +382,7 @@ TEST(GateReportContent, CompareShowsNewAndFixedFailuresAndErrorGrowth) {
   }
   // Same audit twice: nothing changed.
   const Ran same = run(kCli + " report --no-plots --results " + q(dir + "/results-old.json") +
-                       " --compare " + q(dir + "/old.json") + " --out " + q(dir + "/same.html"));
+                       " --compare " + q(dir + "/old.json") + " --html " + q(dir + "/same.html"));
   ASSERT_EQ(same.rc, 0) << same.output;
   EXPECT_NE(same.output.find("0 new failure(s)\n0 fixed failure(s)\n0 measurement(s) grew"),
             std::string::npos)
