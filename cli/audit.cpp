@@ -168,10 +168,15 @@ int run_audit(const AuditOptions& o) {
       "\nAudit written to {}/ (report.html, report.json, results-*.json, junit-*.xml{}{}). "
       "Verdict: {}\n",
       o.out, sweep.empty() ? "" : ", sweep/", variants.empty() ? "" : ", variants.json",
-      worst == exit_pass         ? "every claim holds"
-      : worst == exit_fail       ? "some claims FAILED (see report)"
-      : worst == exit_incomplete ? "INCOMPLETE: a requested check could not run"
-                                 : "a step could not run");
+      worst == exit_pass
+          ? (skipped.empty() ? "every claim holds"
+                             : "every claim checked holds; not audited here: " +
+                                   fmt::format("{}", fmt::join(skipped, ", ")) +
+                                   " (no device; the report says INCOMPLETE, the exit code "
+                                   "stays 0 because this machine cannot run it)")
+      : worst == exit_fail       ? std::string("some claims FAILED (see report)")
+      : worst == exit_incomplete ? std::string("INCOMPLETE: a requested check could not run")
+                                 : std::string("a step could not run"));
   return worst;
 }
 
