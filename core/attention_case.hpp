@@ -123,14 +123,16 @@ inline void AttentionCase::validate() const {
   if (window_left < -1 || window_right < -1) fail("window bounds must be >= -1 (-1: unbounded)");
   if (!(softcap >= 0) || !std::isfinite(softcap)) fail("softcap must be finite and >= 0");
   if (!std::isfinite(scale)) fail("scale must be finite");
-  if (is_fp8(out_type)) fail("fp8 is an input type only; out_type must be float32/bfloat16/float16");
+  if (is_fp8(out_type))
+    fail("fp8 is an input type only; out_type must be float32/bfloat16/float16");
   if (!is_fp8(qkv) && (q_descale != 1.0f || k_descale != 1.0f || v_descale != 1.0f))
     fail("descales apply to fp8 inputs only");
   if (row_pad < 0 || head_pad < 0) fail("row_pad and head_pad must be >= 0");
 }
 
 inline std::string AttentionCase::describe() const {
-  std::string r = std::string(name_of(qkv)) + (out_type != qkv ? std::string("->") + name_of(out_type) : "") +
+  std::string r = std::string(name_of(qkv)) +
+                  (out_type != qkv ? std::string("->") + name_of(out_type) : "") +
                   " batch=" + std::to_string(batch) + " heads=" + std::to_string(heads_q) + "/" +
                   std::to_string(heads_kv);
   if (varlen()) {
@@ -146,7 +148,9 @@ inline std::string AttentionCase::describe() const {
   if (causal) r += top_left ? " causal(top-left)" : " causal(bottom-right)";
   if (window_left >= 0 || window_right >= 0)
     r += " window=(" + std::to_string(window_left) + "," + std::to_string(window_right) + ")" +
-         (causal ? "" : top_left ? "tl" : "br");
+         (causal     ? ""
+          : top_left ? "tl"
+                     : "br");
   if (softcap > 0) r += " softcap=" + std::to_string(softcap);
   if (!alibi_slopes.empty()) r += " alibi";
   if (!sinks.empty()) r += " sinks";

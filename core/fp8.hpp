@@ -56,8 +56,8 @@ SA_HD inline float fp8_to_float(std::uint8_t b, Fp8Format f) {
 SA_HD inline std::uint8_t fp8_from_float(float x, Fp8Format f, bool saturate) {
   const Fp8Layout L = fp8_layout(f);
   const std::uint8_t sign = std::signbit(x) ? 0x80u : 0x00u;
-  const std::uint8_t nan = f == Fp8Format::e4m3 ? 0x7fu : 0x7fu;  // e5m2: 0.11111.11
-  if (std::isnan(x)) return static_cast<std::uint8_t>(sign | nan);
+  // S.1111.111 (e4m3's only NaN) is also a NaN of e5m2 (S.11111.11).
+  if (std::isnan(x)) return static_cast<std::uint8_t>(sign | 0x7fu);
   const float a = std::fabs(x);
   const std::uint8_t max_pat =
       f == Fp8Format::e4m3 ? 0x7eu : 0x7bu;  // 0.1111.110 = 448, 0.11110.11 = 57344

@@ -202,9 +202,22 @@ class Guarded {
 
 // ------------------------------------------------------------- the wrapper --
 const char* dtype_name(sa_dtype t) {
-  return t == SA_BF16 ? "bfloat16" : t == SA_F16 ? "float16" : "float32";
+  switch (t) {
+    case SA_BF16:
+      return "bfloat16";
+    case SA_F16:
+      return "float16";
+    case SA_FP8_E4M3:
+      return "fp8_e4m3";
+    case SA_FP8_E5M2:
+      return "fp8_e5m2";
+    default:
+      return "float32";
+  }
 }
-std::size_t elem(sa_dtype t) { return t == SA_BF16 || t == SA_F16 ? 2 : 4; }
+std::size_t elem(sa_dtype t) {
+  return t == SA_BF16 || t == SA_F16 ? 2 : t == SA_FP8_E4M3 || t == SA_FP8_E5M2 ? 1 : 4;
+}
 
 float load(sa_dtype t, const void* p, std::int64_t i) {
   if (t == SA_BF16) return float_from_bf16(static_cast<const std::uint16_t*>(p)[i]);
@@ -544,34 +557,16 @@ sa_status t_merge_entropy(void* ctx, std::int64_t count, const sa_entropy_state*
 
 // Batched attention (interface v2): every buffer guarded at its exact reach
 // (the largest offset its strides and lengths address, plus one head vector).
-std::size_t v2_elem(sa_dtype t) {
-  return t == SA_F32 ? 4 : (t == SA_BF16 || t == SA_F16) ? 2 : 1;
-}
-const char* v2_name(sa_dtype t) {
-  switch (t) {
-    case SA_F32:
-      return "float32";
-    case SA_BF16:
-      return "bfloat16";
-    case SA_F16:
-      return "float16";
-    case SA_FP8_E4M3:
-      return "fp8_e4m3";
-    case SA_FP8_E5M2:
-      return "fp8_e5m2";
-    default:
-      return "?";
-  }
-}
 
 sa_status t_attention_v2(void* ctx, const sa_attention_v2_args* a) {
   State* s = st(ctx);
   const bool varlen = a && a->cu_seqlens_q != nullptr && a->cu_seqlens_k != nullptr;
   if (!a || a->struct_size < sizeof(sa_attention_v2_args) || a->batch < 0 || a->heads_q < 1 ||
       a->heads_kv < 1 || a->head_dim < 1 || a->head_dim_v < 1 || a->seqlen_q < 0 ||
-      a->seqlen_k < 0 || (varlen && (a->cu_seqlens_q[a->batch] < 0 || a->cu_seqlens_k[a->batch] < 0)))
+      a->seqlen_k < 0 ||
+      (varlen && (a->cu_seqlens_q[a->batch] < 0 || a->cu_seqlens_k[a->batch] < 0)))
     return s->inner->attention_v2(s->inner->ctx, a);
-  State::Call c(s, "attention_v2", v2_name(a->qkv_dtype));
+  State::Call c(s, "attention_v2", dtype_name(a->qkv_dtype));
   const std::int64_t tq = varlen ? a->cu_seqlens_q[a->batch] : a->batch * a->seqlen_q,
                      tk = varlen ? a->cu_seqlens_k[a->batch] : a->batch * a->seqlen_k;
   // Bytes from the base pointer to the end of the last element addressed.
@@ -580,16 +575,17 @@ sa_status t_attention_v2(void* ctx, const sa_attention_v2_args* a) {
                    std::size_t e) -> std::size_t {
     const std::int64_t rows = varlen ? total : seqlen;
     if (rows == 0 || (!varlen && a->batch == 0)) return 0;
-    const std::int64_t last = (varlen ? 0 : (a->batch - 1) * sb) + (heads - 1) * sh +
-                              (rows - 1) * ss + dim;
+    const std::int64_t last =
+        (varlen ? 0 : (a->batch - 1) * sb) + (heads - 1) * sh + (rows - 1) * ss + dim;
     return static_cast<std::size_t>(last) * e;
   };
-  const std::size_t ei = v2_elem(a->qkv_dtype), eo = v2_elem(a->out_dtype);
+  const std::size_t ei = elem(a->qkv_dtype), eo = elem(a->out_dtype);
   sa_attention_v2_args g = *a;
   auto guard_in = [&](const char* name, const sa_tensor& t, std::int64_t heads, std::int64_t seqlen,
                       std::int64_t total, std::int64_t dim) {
     sa_tensor r = t;
-    const std::size_t bytes = reach(t.stride_b, t.stride_h, t.stride_s, heads, seqlen, total, dim, ei);
+    const std::size_t bytes =
+        reach(t.stride_b, t.stride_h, t.stride_s, heads, seqlen, total, dim, ei);
     if (bytes) r.data = c.in(name, t.data, bytes);
     return r;
   };
@@ -599,7 +595,8 @@ sa_status t_attention_v2(void* ctx, const sa_attention_v2_args* a) {
   if (const std::size_t ob = reach(a->out_stride_b, a->out_stride_h, a->out_stride_s, a->heads_q,
                                    a->seqlen_q, tq, a->head_dim_v, eo))
     g.out = c.out("out", a->out, ob);
-  const std::size_t per_query = static_cast<std::size_t>(a->heads_q * (varlen ? tq : a->batch * a->seqlen_q));
+  const std::size_t per_query =
+      static_cast<std::size_t>(a->heads_q * (varlen ? tq : a->batch * a->seqlen_q));
   if (per_query) {
     g.lse = static_cast<float*>(c.out("lse", a->lse, per_query * 4));
     g.entropy = static_cast<float*>(c.out("entropy", a->entropy, per_query * 4));
@@ -616,8 +613,8 @@ sa_status t_attention_v2(void* ctx, const sa_attention_v2_args* a) {
         c.in("key_padding_mask", a->key_padding_mask, static_cast<std::size_t>(tk)));
   g.alibi_slopes = static_cast<const float*>(
       c.in("alibi_slopes", a->alibi_slopes, static_cast<std::size_t>(a->heads_q) * 4));
-  g.sinks = static_cast<const float*>(
-      c.in("sinks", a->sinks, static_cast<std::size_t>(a->heads_q) * 4));
+  g.sinks =
+      static_cast<const float*>(c.in("sinks", a->sinks, static_cast<std::size_t>(a->heads_q) * 4));
   const sa_status r = s->inner->attention_v2(s->inner->ctx, &g);
   c.finish();
   return r;
@@ -725,10 +722,9 @@ GuardedKernel::GuardedKernel(const Kernel& inner, GuardOptions options, Report r
     state_->outer.log_softmax_backward = nullptr;
     state_->outer.attention_backward = nullptr;
     state_->outer.merge_attention_states_n = nullptr;
-    state_->outer.ops &= ~static_cast<std::uint32_t>(SA_OP_SOFTMAX_BACKWARD |
-                                                      SA_OP_LOG_SOFTMAX_BACKWARD |
-                                                      SA_OP_ATTENTION_BACKWARD |
-                                                      SA_OP_MERGE_ATTENTION_STATES_N);
+    state_->outer.ops &=
+        ~static_cast<std::uint32_t>(SA_OP_SOFTMAX_BACKWARD | SA_OP_LOG_SOFTMAX_BACKWARD |
+                                    SA_OP_ATTENTION_BACKWARD | SA_OP_MERGE_ATTENTION_STATES_N);
   }
   state_->outer.ctx = state_.get();
   state_->outer.last_error = t_last_error;

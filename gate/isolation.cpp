@@ -46,7 +46,9 @@ struct Unit {
   std::vector<Op> refuse;  // ops this unit must not call (the one that crashed in it)
 };
 
-std::vector<Op> all_op_list() { return std::vector<Op>(std::begin(checked_ops), std::end(checked_ops)); }
+std::vector<Op> all_op_list() {
+  return std::vector<Op>(std::begin(checked_ops), std::end(checked_ops));
+}
 
 // The ops a unit checks: its own list, else the config's, else every op.
 std::vector<Op> effective_ops(const Unit& u, const props::SuiteConfig& config) {

@@ -78,8 +78,8 @@ struct Buffer {
         const std::uint8_t b = fp8_from_float(x, f, false);
         if (!std::isnan(x) && fp8_to_float(b, f) != x)
           throw std::invalid_argument(std::string("attention call: ") + what + " element " +
-                                      std::to_string(i) + " = " + std::to_string(x) +
-                                      " is not a " + name_of(t) + " value");
+                                      std::to_string(i) + " = " + std::to_string(x) + " is not a " +
+                                      name_of(t) + " value");
         bytes[i] = b;
         return;
       }
@@ -171,10 +171,10 @@ std::string Kernel::why_not_applicable(const AttentionCase& c) const {
   if (abi_ < 2 || k_->attention_v2 == nullptr)
     return "the kernel implements no attention_v2 (interface v1 kernel, or op not claimed)";
   const sa_capabilities* cap = k_->capabilities;
-  const std::uint32_t in_types =
-      cap && cap->op_dtypes[8] ? cap->op_dtypes[8] : k_->dtypes;
+  const std::uint32_t in_types = cap && cap->op_dtypes[8] ? cap->op_dtypes[8] : k_->dtypes;
   if ((in_types & bit_of(c.qkv)) == 0)
-    return std::string("input type ") + name_of(c.qkv) + " is not among the kernel's declared types";
+    return std::string("input type ") + name_of(c.qkv) +
+           " is not among the kernel's declared types";
   if (c.out_type != c.qkv || is_fp8(c.qkv)) {
     const std::uint32_t outs = cap ? cap->op_out_dtypes[8] : 0;
     if (c.out_type != c.qkv && (outs & bit_of(c.out_type)) == 0)
@@ -186,8 +186,6 @@ std::string Kernel::why_not_applicable(const AttentionCase& c) const {
   auto need = [&](bool used, std::uint32_t bit, const char* what) -> std::string {
     return used && (f & bit) == 0 ? std::string("feature not declared: ") + what : std::string();
   };
-  const Strides def = layout_of(c, c.heads_q, c.seqlen_q, c.total_q(), c.d);
-  (void)def;
   for (const std::string& why :
        {need(c.batch > 1 || c.heads_q > 1, SA_ATTN_BATCHED, "batch or heads > 1"),
         need(c.heads_kv < c.heads_q, SA_ATTN_GQA, "GQA/MQA"),
@@ -215,7 +213,8 @@ std::string Kernel::why_not_applicable(const AttentionCase& c) const {
   if (!dim_ok(c.d) || !dim_ok(c.dv))
     return "head dim " + std::to_string(c.d) + "/" + std::to_string(c.dv) + " is not supported";
   std::int64_t mq = 0, mk = 0;
-  for (std::int64_t b = 0; b < c.batch; ++b) mq = std::max(mq, c.len_q(b)), mk = std::max(mk, c.len_k(b));
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    mq = std::max(mq, c.len_q(b)), mk = std::max(mk, c.len_k(b));
   if (cap->max_seqlen_q > 0 && mq > cap->max_seqlen_q)
     return "query length " + std::to_string(mq) + " > max_seqlen_q " +
            std::to_string(cap->max_seqlen_q);
@@ -314,12 +313,12 @@ AttentionResultV2 Kernel::attention_v2(const AttentionCase& c) const {
   a.window_left = c.window_left;
   a.window_right = c.window_right;
   a.softcap = c.softcap;
-  a.alibi_slopes = c.alibi_slopes.empty() ? nullptr
-                                          : static_cast<const float*>(st.in(
-                                                c.alibi_slopes.data(), c.alibi_slopes.size() * 4));
-  a.sinks = c.sinks.empty()
-                ? nullptr
-                : static_cast<const float*>(st.in(c.sinks.data(), c.sinks.size() * 4));
+  a.alibi_slopes =
+      c.alibi_slopes.empty()
+          ? nullptr
+          : static_cast<const float*>(st.in(c.alibi_slopes.data(), c.alibi_slopes.size() * 4));
+  a.sinks = c.sinks.empty() ? nullptr
+                            : static_cast<const float*>(st.in(c.sinks.data(), c.sinks.size() * 4));
   a.q_descale = c.q_descale;
   a.k_descale = c.k_descale;
   a.v_descale = c.v_descale;

@@ -178,7 +178,9 @@ std::int64_t out_stride_of(const RowBatch& in) {
   return in.in_place ? in.stride : in.out_stride > 0 ? in.out_stride : in.stride;
 }
 
-sa_rows shape_of(const RowBatch& in, double temperature) {
+// The call's shape; out_dtype (ABI version 2) is the input's type: the suite
+// does not ask for mixed-precision row outputs yet.
+sa_rows shape_of(const RowBatch& in, double temperature, DType t) {
   if (in.stride < in.n || static_cast<std::int64_t>(in.data.size()) < in.rows * in.stride)
     throw std::invalid_argument("kernel call: row batch of " + std::to_string(in.rows) + " x " +
                                 std::to_string(in.n) + " with stride " + std::to_string(in.stride) +
@@ -187,7 +189,7 @@ sa_rows shape_of(const RowBatch& in, double temperature) {
   if (out_stride_of(in) < in.n)
     throw std::invalid_argument("kernel call: output stride " + std::to_string(in.out_stride) +
                                 " < n = " + std::to_string(in.n));
-  return sa_rows{in.rows, in.n, in.stride, out_stride_of(in), temperature};
+  return sa_rows{in.rows, in.n, in.stride, out_stride_of(in), temperature, to_abi(t)};
 }
 
 // Rows of `v` (row stride `from`) in a vector of row stride `to`, NaN between rows.
@@ -360,7 +362,7 @@ using RowsToRows = sa_status (*)(void*, sa_dtype, const sa_rows*, const void*, v
 std::vector<float> rows_to_rows(const Kernel& k, Op op, RowsToRows fn, DType t, const RowBatch& in,
                                 double temperature) {
   require(k, op, t);
-  const sa_rows shape = shape_of(in, temperature);
+  const sa_rows shape = shape_of(in, temperature, t);
   Packed x = pack(t, in.data, "logits");
   Packed y = in.in_place ? x : blank(t, static_cast<std::size_t>(in.rows * shape.out_stride));
   const Packed y0 = y;
@@ -385,7 +387,7 @@ std::vector<float> Kernel::log_softmax(DType t, const RowBatch& in, double tempe
 
 std::vector<float> Kernel::logsumexp(DType t, const RowBatch& in, double temperature) const {
   require(*this, Op::logsumexp, t);
-  const sa_rows shape = shape_of(in, temperature);
+  const sa_rows shape = shape_of(in, temperature, t);
   Packed x = pack(t, in.data, "logits");
   std::vector<float> lse(static_cast<std::size_t>(in.rows), NAN);
   Stage st(memory());
@@ -399,7 +401,7 @@ std::vector<float> Kernel::logsumexp(DType t, const RowBatch& in, double tempera
 std::vector<float> Kernel::entropy(DType t, const RowBatch& in, double temperature,
                                    std::vector<sa_entropy_state>* states) const {
   require(*this, Op::entropy, t);
-  const sa_rows shape = shape_of(in, temperature);
+  const sa_rows shape = shape_of(in, temperature, t);
   Packed x = pack(t, in.data, "logits");
   std::vector<float> H(static_cast<std::size_t>(in.rows), NAN);
   if (states) states->assign(static_cast<std::size_t>(in.rows), sa_entropy_state{NAN, NAN, NAN});
@@ -416,7 +418,7 @@ std::vector<float> Kernel::entropy(DType t, const RowBatch& in, double temperatu
 
 AdaptiveOutput Kernel::adaptive_softmax(DType t, const RowBatch& in, double temperature) const {
   require(*this, Op::adaptive_softmax, t);
-  const sa_rows shape = shape_of(in, temperature);
+  const sa_rows shape = shape_of(in, temperature, t);
   Packed x = pack(t, in.data, "logits");
   Packed y = in.in_place ? x : blank(t, static_cast<std::size_t>(in.rows * shape.out_stride));
   const Packed y0 = y;

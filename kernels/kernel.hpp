@@ -66,12 +66,19 @@ constexpr Op checked_ops[] = {Op::softmax,
                               Op::merge_attention_states,
                               Op::attention_v2};
 // Every operation kernel.h defines (bit k of sa_kernel.ops is the k-th).
-constexpr Op all_interface_ops[] = {
-    Op::softmax,          Op::log_softmax,          Op::logsumexp,
-    Op::entropy,          Op::adaptive_softmax,     Op::attention,
-    Op::merge_entropy_states, Op::merge_attention_states, Op::attention_v2,
-    Op::softmax_backward, Op::log_softmax_backward, Op::attention_backward,
-    Op::merge_attention_states_n};
+constexpr Op all_interface_ops[] = {Op::softmax,
+                                    Op::log_softmax,
+                                    Op::logsumexp,
+                                    Op::entropy,
+                                    Op::adaptive_softmax,
+                                    Op::attention,
+                                    Op::merge_entropy_states,
+                                    Op::merge_attention_states,
+                                    Op::attention_v2,
+                                    Op::softmax_backward,
+                                    Op::log_softmax_backward,
+                                    Op::attention_backward,
+                                    Op::merge_attention_states_n};
 const char* name_of(Op op);
 std::optional<Op> parse_op(std::string_view s);
 std::uint32_t op_bit(Op op);

@@ -83,9 +83,9 @@ constexpr std::int64_t kSmallDims[] = {1, 3, 8, 16};
 // Ordered from small to large, so shrinking (towards index 0) moves to
 // shorter sequences while the failure holds.
 constexpr std::int64_t kLengths[][2] = {
-    {1, 1},     {7, 5},      {17, 40},    {40, 17},    {64, 65},     {65, 64},     {1, 239},
-    {239, 1},   {128, 129},  {113, 203},  {127, 255},  {257, 256},   {799, 3},     {200, 1000},
-    {1023, 1024}, {1024, 1023}, {33, 2049}, {2, 4097},  {3, 8191},    {1, 8192}};
+    {1, 1},       {7, 5},       {17, 40},   {40, 17},   {64, 65},   {65, 64}, {1, 239},
+    {239, 1},     {128, 129},   {113, 203}, {127, 255}, {257, 256}, {799, 3}, {200, 1000},
+    {1023, 1024}, {1024, 1023}, {33, 2049}, {2, 4097},  {3, 8191},  {1, 8192}};
 constexpr std::int64_t kGroups[] = {1, 4, 8};
 
 // Multiply-adds a case may cost the reference (keeps the default run short).
@@ -116,8 +116,7 @@ rc::Gen<V2Params> gen_v2(bool fp8) {
              static_cast<double>(p.sk) * static_cast<double>(p.d + p.dv) / (p.varlen ? 4.0 : 1.0);
     };
     while (work() > kWorkCap && p.batch > 1) --p.batch;
-    while (work() > kWorkCap && p.heads_kv * p.group > 1)
-      p.group > 1 ? p.group /= 2 : --p.heads_kv;
+    while (work() > kWorkCap && p.heads_kv * p.group > 1) p.group > 1 ? p.group /= 2 : --p.heads_kv;
     while (work() > kWorkCap && p.d > 64) p.d = 64;
     while (work() > kWorkCap && p.dv > 64) p.dv = 64;
     while (work() > kWorkCap && p.d > 8) p.d = 8, p.dv = std::min<std::int64_t>(p.dv, 8);
@@ -220,8 +219,7 @@ AttentionCase materialise(const V2Params& p, AttnType t) {
     for (std::int64_t h = 0; h < c.heads_q; ++h)
       c.alibi_slopes.push_back(std::ldexp(1.0f, -static_cast<int>(1 + (8 * (h + 1)) / c.heads_q)));
   if (p.sinks)
-    for (std::int64_t h = 0; h < c.heads_q; ++h)
-      c.sinks.push_back(static_cast<float>(n01(g)));
+    for (std::int64_t h = 0; h < c.heads_q; ++h) c.sinks.push_back(static_cast<float>(n01(g)));
   if (p.key_pad) {
     c.key_padding_mask.assign(static_cast<std::size_t>(c.total_k()), 1);
     for (auto& m : c.key_padding_mask) m = g() % 5 == 0 ? 0 : 1;
@@ -249,18 +247,11 @@ double unit_of(AttnType t) {
   return 1;
 }
 
-// The spacing of type t at x (its subnormal spacing near 0).
-double ulp_of(AttnType t, double x) {
-  switch (t) {
-    case AttnType::float32:
-      return budget::ulp(DType::float32, x);
-    case AttnType::bfloat16:
-      return budget::ulp(DType::bfloat16, x);
-    case AttnType::float16:
-      return budget::ulp(DType::float16, x);
-    default:
-      return 2.0 * unit_of(t) * std::abs(x);
-  }
+// The output types (fp8 is never one) as the budgets' storage types.
+DType dtype_of_output(AttnType t) {
+  return t == AttnType::bfloat16  ? DType::bfloat16
+         : t == AttnType::float16 ? DType::float16
+                                  : DType::float32;
 }
 
 // The a-priori budget of one query row (rule attention_rounding). A kernel
@@ -341,11 +332,9 @@ std::vector<RowBudget> budgets_v2(const AttentionCase& c, const ref::AttentionV2
             P += p[y] / S * std::abs(c.v[(c.row_k(b, js[y]) * c.heads_kv + hk) * c.dv + x]);
           P *= std::abs(c.v_descale);
           const double ex = r.out[o * c.dv + x];
-          const double internal = P * (rel_w + u * (live + 1));
-          rb.out_abs[x] = internal + (c.out_type == AttnType::float32 ? 1.0 : 0.5) *
-                                         ulp_of(c.out_type, ex) +
-                          (c.out_type == AttnType::float32 ? 0 : ulp_of(AttnType::float32, ex));
-          if (ex == 0.0) rb.out_abs[x] = std::max(internal, 1e-300);
+          // The output's own rounding as the row operations count it (budgets.hpp).
+          rb.out_abs[x] =
+              budget::output_abs(dtype_of_output(c.out_type), ex, P * (rel_w + u * (live + 1)));
         }
         rb.lse_abs = u * (live + 3 + delta) + Es + u * std::abs(r.lse[o]) +
                      budget::ulp(DType::float32, r.lse[o]);
@@ -402,16 +391,15 @@ struct NotApplicableLog {
 };
 
 AttnType attn_type_of(DType t) {
-  return t == DType::bfloat16 ? AttnType::bfloat16
+  return t == DType::bfloat16  ? AttnType::bfloat16
          : t == DType::float16 ? AttnType::float16
                                : AttnType::float32;
 }
 
 Verdict v2_verdict(const Run& run, const std::string& id, const Rule& rule, AttnType t,
                    const SlotResult<V2Params>& r, const NotApplicableLog& na) {
-  Verdict v = slot_verdict<V2Params>(run, id, claim_of(id), rule, Op::attention_v2,
-                                     DType::float32, r,
-                                     [](const V2Params& p) { return describe(p); });
+  Verdict v = slot_verdict<V2Params>(run, id, claim_of(id), rule, Op::attention_v2, DType::float32,
+                                     r, [](const V2Params& p) { return describe(p); });
   v.dtype = name_of(t);
   if (r.cases_applicable == 0 && v.outcome == Outcome::skip)
     v.note = "not applicable: " + (na.count ? na.text() : std::string("no case applied"));
@@ -498,7 +486,7 @@ void run_attention_v2(const Run& run) {
           berr = std::max(berr, std::abs(base[e] - r.out[e]));
           emax = std::max(emax, std::abs(r.out[e]));
         }
-        const double atol = 2.0 * ulp_of(c.out_type, emax + 0.3);
+        const double atol = 2.0 * budget::ulp(dtype_of_output(c.out_type), emax + 0.3);
         cs[kFa] = make_check(err, 2.0 * berr + atol,
                              "max|out-ref| vs 2 x same-dtype baseline error " + fmt(berr) +
                                  " + fwd_atol " + fmt(atol));
@@ -508,10 +496,10 @@ void run_attention_v2(const Run& run) {
         AttentionCase pc = c;
         bool poisoned = false;
         // The largest finite value of the input type (fp8 has nothing near 1e30).
-        const float huge = is_fp8(t) ? fp8_layout(t == AttnType::fp8_e4m3 ? Fp8Format::e4m3
-                                                                          : Fp8Format::e5m2)
-                                           .max_finite
-                                     : round_to(t, 1e30);
+        const float huge =
+            is_fp8(t)
+                ? fp8_layout(t == AttnType::fp8_e4m3 ? Fp8Format::e4m3 : Fp8Format::e5m2).max_finite
+                : round_to(t, 1e30);
         for (std::int64_t b = 0; b < c.batch; ++b)
           for (std::int64_t j = 0; j < c.len_k(b); ++j) {
             bool hidden = true;  // hidden from every query of the sequence
@@ -523,8 +511,7 @@ void run_attention_v2(const Run& run) {
             for (std::int64_t h = 0; h < c.heads_kv; ++h) {
               for (std::int64_t x = 0; x < c.d; ++x)
                 pc.k[(r0 * c.heads_kv + h) * c.d + x] = x % 2 ? NAN : huge;
-              for (std::int64_t x = 0; x < c.dv; ++x)
-                pc.v[(r0 * c.heads_kv + h) * c.dv + x] = NAN;
+              for (std::int64_t x = 0; x < c.dv; ++x) pc.v[(r0 * c.heads_kv + h) * c.dv + x] = NAN;
             }
           }
         if (poisoned) {
@@ -537,8 +524,8 @@ void run_attention_v2(const Run& run) {
                       fmt(po.out[e]);
           for (std::size_t e = 0; e < o.lse.size(); ++e)
             if (std::memcmp(&o.lse[e], &po.lse[e], 4) != 0 && diff++ == 0)
-              first = "lse " + std::to_string(e) + ": " + fmt(o.lse[e]) + " became " +
-                      fmt(po.lse[e]);
+              first =
+                  "lse " + std::to_string(e) + ": " + fmt(o.lse[e]) + " became " + fmt(po.lse[e]);
           Check ch = make_check(static_cast<double>(diff), 0.0,
                                 diff ? first + " after NaN/huge values were put under the masks"
                                      : "masked keys poisoned, no output changed");
@@ -629,8 +616,8 @@ void run_attention_v2(const Run& run) {
         run.emit(v);
         continue;
       }
-      run.emit(v2_verdict(run, ids[s], rule_by_id(rule_ids[s]), t,
-                          res[static_cast<std::size_t>(s)], na));
+      run.emit(v2_verdict(run, ids[s], rule_by_id(rule_ids[s]), t, res[static_cast<std::size_t>(s)],
+                          na));
     }
   }
 }

@@ -21,14 +21,13 @@
 //   p_j = fl(e_j / S), rounded once more to bfloat16 / float16 for those outputs.
 // E(baseline) is the LARGEST max-norm error of this over L in kLaneCounts =
 // {8, 16, 32, 64}, and, for rows of fewer than kSequentialBelow = 2^13
-// unmasked items, also L = 1 (one sequential float32 sum; see below): the accumulator layouts of the calibrated peers (PyTorch's
-// CPU softmax on AVX2 and Eigen's two SSE packets sum in 8 float lanes,
-// oneDNN's AVX-512 kernel in 16) and their 2x/4x unrolled forms. One layout
-// alone is not enough: on rows of many equal terms the error of an L-lane sum
-// is not monotone in L (measured on a spike row of 2^13: 8 lanes 3.4u, 16
-// lanes 51u; oneDNN 53u), so a peer with another layout would fail a
-// single-layout baseline by chance. Sums in double (the built-in cpu kernel),
-// pairwise or compensated sums are more accurate than any of them.
+// unmasked items, also L = 1 (one sequential float32 sum; see below): the accumulator layouts of
+// the calibrated peers (PyTorch's CPU softmax on AVX2 and Eigen's two SSE packets sum in 8 float
+// lanes, oneDNN's AVX-512 kernel in 16) and their 2x/4x unrolled forms. One layout alone is not
+// enough: on rows of many equal terms the error of an L-lane sum is not monotone in L (measured on
+// a spike row of 2^13: 8 lanes 3.4u, 16 lanes 51u; oneDNN 53u), so a peer with another layout would
+// fail a single-layout baseline by chance. Sums in double (the built-in cpu kernel), pairwise or
+// compensated sums are more accurate than any of them.
 //
 // The rule (vectorised_threshold): with E(q) = max_j |q_j - p_j| / max_j p_j
 // (the max-norm relative error T7 bounds, p the exact weights) and n the
@@ -96,9 +95,10 @@ constexpr double kLambda = 3.0;
 // the baselines. Why: the sqrt(n) term assumes independent rounding errors,
 // and rows of many equal terms break that assumption at any size: the
 // property search, which shrinks towards such rows, found the naive kernel's
-// sequential sum 1.002-1.03x over the threshold at n = 212 .. 3713 on spike
+// sequential sum 1.006-1.03x over the threshold at n = 212 .. 2754 on spike
 // rows (`check --builtin naive` with only differential.vectorised_2x, seeds
-// 2, 4, 5, 6, 7, 8 at 300 cases; still at n = 752 .. 3713 with kLambda = 6),
+// 2, 4, 5, 6, 7, 8 of 1-8 at 300 cases; still seeds 4, 5, 8 at n = 752 ..
+// 3713 with kLambda = 6),
 // so sqrt(n) alone cannot separate "summed in another order" from "far
 // worse". Below 2^13 a textbook loop is an accepted implementation (its
 // rigorous bound, (n - 1) u, is below 2^-11 relative there, and every size the

@@ -98,10 +98,10 @@ enum {
   SA_OP_MERGE_ENTROPY_STATES = 1u << 6,
   SA_OP_MERGE_ATTENTION_STATES = 1u << 7,
   /* ABI version 2 */
-  SA_OP_ATTENTION_V2 = 1u << 8,           /* attention_v2 (batched, every feature) */
-  SA_OP_SOFTMAX_BACKWARD = 1u << 9,       /* softmax_backward */
-  SA_OP_LOG_SOFTMAX_BACKWARD = 1u << 10,  /* log_softmax_backward */
-  SA_OP_ATTENTION_BACKWARD = 1u << 11,    /* attention_backward */
+  SA_OP_ATTENTION_V2 = 1u << 8,             /* attention_v2 (batched, every feature) */
+  SA_OP_SOFTMAX_BACKWARD = 1u << 9,         /* softmax_backward */
+  SA_OP_LOG_SOFTMAX_BACKWARD = 1u << 10,    /* log_softmax_backward */
+  SA_OP_ATTENTION_BACKWARD = 1u << 11,      /* attention_backward */
   SA_OP_MERGE_ATTENTION_STATES_N = 1u << 12 /* merge_attention_states_n */
 };
 #define SA_OP_COUNT 13
@@ -247,10 +247,10 @@ typedef struct sa_attention_v2_args {
   double scale;
   int causal; /* nonzero: window_right is 0 whatever it says */
   sa_alignment alignment;
-  int64_t window_left, window_right; /* -1: unbounded */
-  double softcap;                    /* 0: none */
-  const float* alibi_slopes;         /* NULL or heads_q slopes */
-  const float* sinks;                /* NULL or heads_q logits */
+  int64_t window_left, window_right;     /* -1: unbounded */
+  double softcap;                        /* 0: none */
+  const float* alibi_slopes;             /* NULL or heads_q slopes */
+  const float* sinks;                    /* NULL or heads_q logits */
   float q_descale, k_descale, v_descale; /* 1 unless fp8 */
   int adaptive;
   int64_t num_splits; /* split-KV partitions; 0 or 1 = none; a kernel may ignore it */
@@ -276,27 +276,27 @@ typedef struct sa_attention_backward_args {
 
 /* Bits of sa_capabilities.attention_features */
 enum {
-  SA_ATTN_BATCHED = 1u << 0,    /* batch > 1 or heads_q > 1 */
-  SA_ATTN_GQA = 1u << 1,        /* heads_kv < heads_q */
-  SA_ATTN_VARLEN = 1u << 2,     /* cu_seqlens */
-  SA_ATTN_STRIDED = 1u << 3,    /* any strides (else only contiguous BSHD) */
-  SA_ATTN_CAUSAL = 1u << 4,     /* both alignments */
-  SA_ATTN_WINDOW = 1u << 5,     /* window_left / window_right */
-  SA_ATTN_SOFTCAP = 1u << 6,    /* softcap */
-  SA_ATTN_ALIBI = 1u << 7,      /* alibi_slopes */
-  SA_ATTN_SINKS = 1u << 8,      /* sinks */
-  SA_ATTN_KEY_PADDING = 1u << 9, /* key_padding_mask */
-  SA_ATTN_LSE = 1u << 10,       /* lse output */
-  SA_ATTN_ENTROPY = 1u << 11,   /* entropy output */
-  SA_ATTN_ADAPTIVE = 1u << 12,  /* adaptive */
-  SA_ATTN_SPLIT_KV = 1u << 13,  /* num_splits > 1 honoured */
+  SA_ATTN_BATCHED = 1u << 0,           /* batch > 1 or heads_q > 1 */
+  SA_ATTN_GQA = 1u << 1,               /* heads_kv < heads_q */
+  SA_ATTN_VARLEN = 1u << 2,            /* cu_seqlens */
+  SA_ATTN_STRIDED = 1u << 3,           /* any strides (else only contiguous BSHD) */
+  SA_ATTN_CAUSAL = 1u << 4,            /* both alignments */
+  SA_ATTN_WINDOW = 1u << 5,            /* window_left / window_right */
+  SA_ATTN_SOFTCAP = 1u << 6,           /* softcap */
+  SA_ATTN_ALIBI = 1u << 7,             /* alibi_slopes */
+  SA_ATTN_SINKS = 1u << 8,             /* sinks */
+  SA_ATTN_KEY_PADDING = 1u << 9,       /* key_padding_mask */
+  SA_ATTN_LSE = 1u << 10,              /* lse output */
+  SA_ATTN_ENTROPY = 1u << 11,          /* entropy output */
+  SA_ATTN_ADAPTIVE = 1u << 12,         /* adaptive */
+  SA_ATTN_SPLIT_KV = 1u << 13,         /* num_splits > 1 honoured */
   SA_ATTN_UNEQUAL_HEAD_DIMS = 1u << 14 /* head_dim_v != head_dim */
 };
 
 /* Bits of sa_capabilities.flags */
 enum {
-  SA_CAP_DETERMINISTIC = 1u << 0,   /* identical calls give identical bits (all ops) */
-  SA_CAP_BATCH_INVARIANT = 1u << 1  /* a row's result does not depend on its batch or splits */
+  SA_CAP_DETERMINISTIC = 1u << 0,  /* identical calls give identical bits (all ops) */
+  SA_CAP_BATCH_INVARIANT = 1u << 1 /* a row's result does not depend on its batch or splits */
 };
 
 /* What a kernel supports. Cases outside it are "not applicable": reported as
@@ -309,7 +309,7 @@ typedef struct sa_capabilities {
    * besides the input's own (mixed precision; 0: none). */
   uint32_t op_dtypes[SA_OP_COUNT];
   uint32_t op_out_dtypes[SA_OP_COUNT];
-  int64_t max_n; /* row operations: the largest n */
+  int64_t max_n;               /* row operations: the largest n */
   uint32_t attention_features; /* SA_ATTN_* */
   const int32_t* head_dims;    /* supported head dims (head_dim and head_dim_v) */
   int32_t num_head_dims;
@@ -372,15 +372,15 @@ typedef struct sa_kernel {
   sa_status (*softmax_backward)(void* ctx, sa_dtype dtype, const sa_rows* shape, const void* y,
                                 const void* dy, void* dx);
   /* dx = (dy - exp(y) sum(dy)) / theta per row, y = log_softmax(x / theta). */
-  sa_status (*log_softmax_backward)(void* ctx, sa_dtype dtype, const sa_rows* shape,
-                                    const void* y, const void* dy, void* dx);
+  sa_status (*log_softmax_backward)(void* ctx, sa_dtype dtype, const sa_rows* shape, const void* y,
+                                    const void* dy, void* dx);
   sa_status (*attention_backward)(void* ctx, const sa_attention_backward_args* args);
   /* Split-KV merge of `parts` partial results over disjoint key sets, each
    * rows x dv (float32, normalised within the part) with its lse; parts with
    * lse -inf (empty) contribute nothing. o[p], lse[p] are the parts. */
   sa_status (*merge_attention_states_n)(void* ctx, int64_t parts, int64_t rows, int64_t dv,
-                                        const float* const* o, const float* const* lse,
-                                        float* out, float* out_lse);
+                                        const float* const* o, const float* const* lse, float* out,
+                                        float* out_lse);
 } sa_kernel;
 
 /* The size of a version 1 sa_kernel: what a version 1 kernel sets struct_size to. */

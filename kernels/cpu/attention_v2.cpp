@@ -27,8 +27,8 @@ sa_status fail(sa_status s, std::string what) {
 
 // Rows of a query slice with no visible key (an empty key sequence): kernel.h's
 // fully masked row.
-void write_empty_rows(const sa_attention_v2_args* a, char* out, std::int64_t rows,
-                      std::size_t e, float* lse, float* ent, float* beta) {
+void write_empty_rows(const sa_attention_v2_args* a, char* out, std::int64_t rows, std::size_t e,
+                      float* lse, float* ent, float* beta) {
   for (std::int64_t i = 0; i < rows; ++i) {
     char* o = out + static_cast<std::size_t>(i * a->out_stride_s) * e;
     std::memset(o, 0, static_cast<std::size_t>(a->head_dim_v) * e);  // +0 in f32 and bf16
@@ -85,8 +85,8 @@ sa_status cpu_attention_v2(void* ctx, const sa_attention_v2_args* a) {
       const char* q = at(a->q.data, a->q.stride_b, a->q.stride_h, a->q.stride_s, h, q0);
       const char* k = at(a->k.data, a->k.stride_b, a->k.stride_h, a->k.stride_s, hk, k0);
       const char* v = at(a->v.data, a->v.stride_b, a->v.stride_h, a->v.stride_s, hk, k0);
-      char* out = const_cast<char*>(
-          at(a->out, a->out_stride_b, a->out_stride_h, a->out_stride_s, h, q0));
+      char* out =
+          const_cast<char*>(at(a->out, a->out_stride_b, a->out_stride_h, a->out_stride_s, h, q0));
       // Per-query outputs: [batch][heads_q][seqlen_q], or [heads_q][total_q] (varlen).
       const std::int64_t r0 = varlen ? h * total_q + q0 : (b * a->heads_q + h) * a->seqlen_q;
       float* lse = a->lse ? a->lse + r0 : nullptr;

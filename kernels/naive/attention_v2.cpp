@@ -10,7 +10,7 @@
 
 #include "core/bfloat16.hpp"
 #include "core/float16.hpp"
-#include "core/fp8.hpp"
+#include "kernels/naive/elements.hpp"
 #include "theory/adaptive_temperature.hpp"
 
 namespace sa::kernels {
@@ -23,29 +23,8 @@ sa_status fail(sa_status s, std::string what) {
   return s;
 }
 
-float load(sa_dtype t, const void* p, std::int64_t i) {
-  switch (t) {
-    case SA_BF16:
-      return float_from_bf16(static_cast<const std::uint16_t*>(p)[i]);
-    case SA_F16:
-      return float_from_f16(static_cast<const std::uint16_t*>(p)[i]);
-    case SA_FP8_E4M3:
-      return fp8_to_float(static_cast<const std::uint8_t*>(p)[i], Fp8Format::e4m3);
-    case SA_FP8_E5M2:
-      return fp8_to_float(static_cast<const std::uint8_t*>(p)[i], Fp8Format::e5m2);
-    default:
-      return static_cast<const float*>(p)[i];
-  }
-}
-
-void store(sa_dtype t, void* p, std::int64_t i, float v) {
-  if (t == SA_BF16)
-    static_cast<std::uint16_t*>(p)[i] = bf16_from_float(v);
-  else if (t == SA_F16)
-    static_cast<std::uint16_t*>(p)[i] = f16_from_float(v);
-  else
-    static_cast<float*>(p)[i] = v;
-}
+using naive::load;
+using naive::store;
 
 // Where the inputs of one call are: element loaders over a call's arguments
 // or over a suite-side AttentionCase (for the same-dtype baseline).
@@ -76,9 +55,9 @@ struct Features {
 // rounds an intermediate (identity for the kernel, the output type's rounding
 // for the same-dtype baseline). Writes out[c] (dv floats) and the scalars.
 template <class Q, class K, class V, class R>
-void attend_row(const Shape& sh, const Features& f, std::int64_t b, std::int64_t h,
-                std::int64_t i, Q q, K k, V v, R rnd, std::vector<float>& s,
-                std::vector<float>& w, float* out, float* lse, float* H, float* beta) {
+void attend_row(const Shape& sh, const Features& f, std::int64_t b, std::int64_t h, std::int64_t i,
+                Q q, K k, V v, R rnd, std::vector<float>& s, std::vector<float>& w, float* out,
+                float* lse, float* H, float* beta) {
   const std::int64_t Lq = sh.len_q(b), Lk = sh.len_k(b);
   const std::int64_t off = f.top_left ? 0 : Lk - Lq;
   const std::int64_t diag = i + off;
@@ -194,14 +173,16 @@ sa_status naive_attention_v2(void*, const sa_attention_v2_args* a) {
     return fail(SA_INVALID_ARGUMENT, "struct_size " + std::to_string(a->struct_size) +
                                          " is smaller than this kernel's sa_attention_v2_args");
   if (!dtype_ok(a->qkv_dtype, true) || !dtype_ok(a->out_dtype, false))
-    return fail(SA_UNSUPPORTED, "qkv_dtype must be F32, BF16, F16 or FP8, out_dtype F32, BF16 or F16");
+    return fail(SA_UNSUPPORTED,
+                "qkv_dtype must be F32, BF16, F16 or FP8, out_dtype F32, BF16 or F16");
   const bool fp8 = a->qkv_dtype == SA_FP8_E4M3 || a->qkv_dtype == SA_FP8_E5M2;
   if (!fp8 && a->out_dtype != a->qkv_dtype)
     return fail(SA_UNSUPPORTED, "out_dtype must equal qkv_dtype for non-fp8 inputs");
   if (a->batch < 0 || a->heads_q < 1 || a->heads_kv < 1 || a->heads_q % a->heads_kv != 0 ||
       a->head_dim < 1 || a->head_dim_v < 1)
-    return fail(SA_INVALID_ARGUMENT, "need batch >= 0, heads_q a multiple of heads_kv >= 1, "
-                                     "head dims >= 1");
+    return fail(SA_INVALID_ARGUMENT,
+                "need batch >= 0, heads_q a multiple of heads_kv >= 1, "
+                "head dims >= 1");
   if ((a->cu_seqlens_q == nullptr) != (a->cu_seqlens_k == nullptr))
     return fail(SA_INVALID_ARGUMENT, "cu_seqlens_q and cu_seqlens_k must both be set or NULL");
   if (!a->q.data || !a->k.data || !a->v.data || !a->out)
@@ -211,25 +192,17 @@ sa_status naive_attention_v2(void*, const sa_attention_v2_args* a) {
   if (a->window_left < -1 || a->window_right < -1 || !(a->softcap >= 0.0) ||
       !std::isfinite(a->softcap) || !std::isfinite(a->scale) ||
       (align != SA_ALIGN_BOTTOM_RIGHT && align != SA_ALIGN_TOP_LEFT))
-    return fail(SA_INVALID_ARGUMENT, "window bounds >= -1, softcap >= 0, finite scale, "
-                                     "alignment 0 or 1 expected");
-  Shape sh{a->batch,        a->heads_q,     a->heads_kv, a->head_dim, a->head_dim_v,
+    return fail(SA_INVALID_ARGUMENT,
+                "window bounds >= -1, softcap >= 0, finite scale, "
+                "alignment 0 or 1 expected");
+  Shape sh{a->batch,        a->heads_q,      a->heads_kv, a->head_dim, a->head_dim_v,
            a->cu_seqlens_q, a->cu_seqlens_k, a->seqlen_q, a->seqlen_k};
   const bool varlen = a->cu_seqlens_q != nullptr;
-  Features f{a->scale,
-             a->softcap,
-             a->causal != 0,
-             false,
-             a->adaptive != 0,
-             a->window_left,
-             a->window_right,
-             a->alibi_slopes,
-             a->sinks,
-             a->key_padding_mask,
-             fp8 ? a->v_descale : 1.0f};
-  f.top_left = align == SA_ALIGN_TOP_LEFT;
   const float qk = fp8 ? a->q_descale * a->k_descale : 1.0f;
-  f.scale = a->scale * qk;
+  Features f{a->scale * qk,    a->softcap,          a->causal != 0,           false,
+             a->adaptive != 0, a->window_left,      a->window_right,          a->alibi_slopes,
+             a->sinks,         a->key_padding_mask, fp8 ? a->v_descale : 1.0f};
+  f.top_left = align == SA_ALIGN_TOP_LEFT;
   const std::int64_t total_q = varlen ? a->cu_seqlens_q[a->batch] : a->batch * a->seqlen_q;
   std::int64_t max_k = 0;
   for (std::int64_t b = 0; b < a->batch; ++b) max_k = std::max(max_k, sh.len_k(b));
@@ -239,8 +212,7 @@ sa_status naive_attention_v2(void*, const sa_attention_v2_args* a) {
   const sa_dtype t = a->qkv_dtype;
   for (std::int64_t b = 0; b < a->batch; ++b) {
     const std::int64_t qb = varlen ? 0 : b * a->q.stride_b, kb = varlen ? 0 : b * a->k.stride_b,
-                       vb = varlen ? 0 : b * a->v.stride_b,
-                       ob = varlen ? 0 : b * a->out_stride_b;
+                       vb = varlen ? 0 : b * a->v.stride_b, ob = varlen ? 0 : b * a->out_stride_b;
     const std::int64_t q0 = varlen ? a->cu_seqlens_q[b] : 0, k0 = varlen ? a->cu_seqlens_k[b] : 0;
     for (std::int64_t h = 0; h < a->heads_q; ++h) {
       const std::int64_t hk = h / (a->heads_q / a->heads_kv);
@@ -256,7 +228,8 @@ sa_status naive_attention_v2(void*, const sa_attention_v2_args* a) {
         float L, H, bt;
         attend_row(sh, f, b, h, i, q, k, v, ident, s, w, o.data(), &L, &H, &bt);
         const std::int64_t ooff = ob + h * a->out_stride_h + (q0 + i) * a->out_stride_s;
-        for (std::int64_t c = 0; c < a->head_dim_v; ++c) store(a->out_dtype, a->out, ooff + c, o[c]);
+        for (std::int64_t c = 0; c < a->head_dim_v; ++c)
+          store(a->out_dtype, a->out, ooff + c, o[c]);
         // Per-query outputs: [batch][heads_q][seqlen_q], or [heads_q][total_q] (varlen).
         const std::int64_t r =
             varlen ? h * total_q + q0 + i : (b * a->heads_q + h) * a->seqlen_q + i;
@@ -294,7 +267,9 @@ std::vector<float> attention_v2(const AttentionCase& c) {
              c.v_descale};
   const AttnType ot = c.out_type;
   auto rnd = [ot](float x) {
-    return ot == AttnType::bfloat16 ? round_to_bf16(x) : ot == AttnType::float16 ? round_to_f16(x) : x;
+    return ot == AttnType::bfloat16  ? round_to_bf16(x)
+           : ot == AttnType::float16 ? round_to_f16(x)
+                                     : x;
   };
   std::vector<float> out(static_cast<std::size_t>(c.total_q() * c.heads_q * c.dv));
   std::int64_t max_k = 0;

@@ -1,6 +1,7 @@
 #include "kernels/naive/naive_kernel.hpp"
 
 #include "kernels/naive/attention_v2.hpp"
+#include "kernels/naive/elements.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -25,19 +26,8 @@ sa_status fail(sa_status s, std::string what) {
   return s;
 }
 
-float load(sa_dtype t, const void* p, std::int64_t i) {
-  if (t == SA_BF16) return float_from_bf16(static_cast<const std::uint16_t*>(p)[i]);
-  if (t == SA_F16) return float_from_f16(static_cast<const std::uint16_t*>(p)[i]);
-  return static_cast<const float*>(p)[i];
-}
-void store(sa_dtype t, void* p, std::int64_t i, float v) {
-  if (t == SA_BF16)
-    static_cast<std::uint16_t*>(p)[i] = bf16_from_float(v);
-  else if (t == SA_F16)
-    static_cast<std::uint16_t*>(p)[i] = f16_from_float(v);
-  else
-    static_cast<float*>(p)[i] = v;
-}
+using naive::load;
+using naive::store;
 
 sa_status check_rows(sa_dtype t, const sa_rows* s, const void* in, const void* out) {
   if (t != SA_F32 && t != SA_BF16 && t != SA_F16)
