@@ -107,6 +107,20 @@ int list_names() {
   std::cout << "ops:\n";
   for (Op op : checked_ops) std::cout << "  " << name_of(op) << "\n";
   std::cout << "dtypes:\n  float32\n  bfloat16\n  float16\n";
+  std::cout << "attention (spec table [attention], for op attention_v2):\n"
+               "  dtypes      float32, bfloat16, float16, fp8_e4m3, fp8_e5m2\n"
+               "  head_dims   integers in [1, "
+            << gate::SpecLimits::max_head_dim
+            << "]\n"
+               "  lengths     [queries, keys] pairs, each in [1, "
+            << gate::SpecLimits::max_attention_length
+            << "]\n"
+               "  gqa_ratios  integers in [1, "
+            << gate::SpecLimits::max_gqa_ratio
+            << "]\n"
+               "  features   ";
+  for (const auto& f : props::attention_features()) std::cout << " " << f;
+  std::cout << "\n  max_work    multiply-adds per case (default 8e6)\n";
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <cfenv>
 #include <atomic>
 #include <cmath>
+#include <deque>
 #include <cstdint>
 #include <cstring>
 #include <set>
@@ -667,6 +668,62 @@ sa_status t_merge_attention(void* ctx, std::int64_t rows, std::int64_t dv, const
   return r;
 }
 
+// The names of the n-way merge's part buffers: stable storage, since a guarded
+// buffer keeps its name's pointer for the fault handler.
+const char* part_name(bool is_lse, std::int64_t p) {
+  static std::deque<std::string> names[2];
+  auto& v = names[is_lse ? 1 : 0];
+  while (static_cast<std::int64_t>(v.size()) <= p)
+    v.push_back((is_lse ? "lse[" : "o[") + std::to_string(v.size()) + "]");
+  return v[static_cast<std::size_t>(p)].c_str();
+}
+
+sa_status t_merge_attention_n(void* ctx, std::int64_t parts, std::int64_t rows, std::int64_t dv,
+                              const float* const* o, const float* const* lse, float* out,
+                              float* out_lse) {
+  State* s = st(ctx);
+  if (parts < 1 || parts > 4096 || rows <= 0 || dv <= 0 || !o || !lse)
+    return s->inner->merge_attention_states_n(s->inner->ctx, parts, rows, dv, o, lse, out, out_lse);
+  State::Call c(s, "merge_attention_states_n", "float32");
+  const std::size_t ob = static_cast<std::size_t>(rows * dv) * 4,
+                    lb = static_cast<std::size_t>(rows) * 4;
+  // Every part in its own guarded mapping, and the two pointer arrays too.
+  std::vector<const float*> go(static_cast<std::size_t>(parts)), gl(go.size());
+  for (std::int64_t p = 0; p < parts; ++p) {
+    go[static_cast<std::size_t>(p)] =
+        static_cast<const float*>(c.in(part_name(false, p), o[p], ob));
+    gl[static_cast<std::size_t>(p)] =
+        static_cast<const float*>(c.in(part_name(true, p), lse[p], lb));
+  }
+  auto* gpo = static_cast<const float* const*>(
+      c.in("o (part pointers)", go.data(), go.size() * sizeof(float*)));
+  auto* gpl = static_cast<const float* const*>(
+      c.in("lse (part pointers)", gl.data(), gl.size() * sizeof(float*)));
+  auto* gout = static_cast<float*>(c.out("out", out, ob));
+  auto* glse = static_cast<float*>(c.out("out_lse", out_lse, lb));
+  const sa_status r =
+      s->inner->merge_attention_states_n(s->inner->ctx, parts, rows, dv, gpo, gpl, gout, glse);
+  c.finish();
+  if (r == SA_OK && s->options.check_nan && out && out_lse)
+    for (std::int64_t i = 0; i < rows; ++i) {
+      bool ok_in = true;
+      for (std::int64_t p = 0; p < parts && ok_in; ++p)
+        ok_in = o[p] && lse[p] && all_finite(SA_F32, o[p] + i * dv, 1, dv, dv) &&
+                !std::isnan(lse[p][i]) && lse[p][i] != INFINITY;
+      if (!ok_in) continue;
+      bool nan = std::isnan(out_lse[i]);
+      for (std::int64_t j = 0; j < dv && !nan; ++j) nan = std::isnan(out[i * dv + j]);
+      if (nan) {
+        s->incident("nan_output", "merge_attention_states_n", "float32",
+                    "row " + std::to_string(i) +
+                        ": merged output is NaN although every part is finite (lse may be -inf: "
+                        "kernel.h says such a part contributes nothing)");
+        break;
+      }
+    }
+  return r;
+}
+
 // A call of an op the gate no longer makes (it hung): answered without the kernel.
 template <class... A>
 sa_status t_refused(void* ctx, A...) {
@@ -721,10 +778,8 @@ GuardedKernel::GuardedKernel(const Kernel& inner, GuardOptions options, Report r
     state_->outer.softmax_backward = nullptr;
     state_->outer.log_softmax_backward = nullptr;
     state_->outer.attention_backward = nullptr;
-    state_->outer.merge_attention_states_n = nullptr;
-    state_->outer.ops &=
-        ~static_cast<std::uint32_t>(SA_OP_SOFTMAX_BACKWARD | SA_OP_LOG_SOFTMAX_BACKWARD |
-                                    SA_OP_ATTENTION_BACKWARD | SA_OP_MERGE_ATTENTION_STATES_N);
+    state_->outer.ops &= ~static_cast<std::uint32_t>(
+        SA_OP_SOFTMAX_BACKWARD | SA_OP_LOG_SOFTMAX_BACKWARD | SA_OP_ATTENTION_BACKWARD);
   }
   state_->outer.ctx = state_.get();
   state_->outer.last_error = t_last_error;
@@ -756,7 +811,11 @@ void GuardedKernel::refuse(const std::set<Op>& ops) {
   pick(Op::merge_entropy_states, k.merge_entropy_states, t_merge_entropy, o.merge_entropy_states);
   pick(Op::merge_attention_states, k.merge_attention_states, t_merge_attention,
        o.merge_attention_states);
-  if (k.abi_version >= 2) pick(Op::attention_v2, k.attention_v2, t_attention_v2, o.attention_v2);
+  if (k.abi_version >= 2) {
+    pick(Op::attention_v2, k.attention_v2, t_attention_v2, o.attention_v2);
+    pick(Op::merge_attention_states_n, k.merge_attention_states_n, t_merge_attention_n,
+         o.merge_attention_states_n);
+  }
 }
 
 GuardedKernel::~GuardedKernel() = default;

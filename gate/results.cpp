@@ -58,6 +58,18 @@ json config_to_json(const GateSpec& spec) {
   j["required"] = spec.required;
   j["timeout"] = spec.timeout_s;
   j["deadline"] = spec.deadline_s;
+  // The [attention] table as it applied (empty lists: the suite's defaults).
+  const auto& a = c.attention;
+  json att;
+  att["dtypes"] = json::array();
+  for (AttnType t : a.types) att["dtypes"].push_back(name_of(t));
+  att["head_dims"] = a.head_dims;
+  att["lengths"] = json::array();
+  for (const auto& [q, k] : a.lengths) att["lengths"].push_back({q, k});
+  att["gqa_ratios"] = a.gqa_ratios;
+  att["features"] = a.features ? json(*a.features) : json("all");
+  att["max_work"] = a.max_work;
+  j["attention"] = att;
   return j;
 }
 

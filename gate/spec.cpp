@@ -288,6 +288,82 @@ void screen_toml(const std::string& text, const std::string& origin) {
     refuse("the file ends where a key or a value was expected");
 }
 
+// The [attention] table: shapes and features of the attention_v2 cases.
+void parse_attention(const std::string& origin, const toml::node& node, props::SuiteConfig& cfg) {
+  const toml::table* tab = node.as_table();
+  if (!tab)
+    fail(where(origin, node), "attention",
+         "expected a table ([attention] with keys dtypes, head_dims, lengths, gqa_ratios, "
+         "features, max_work)");
+  static const std::vector<std::string> keys = {"dtypes",     "head_dims", "lengths",
+                                                "gqa_ratios", "features",  "max_work"};
+  for (auto&& [k, n] : *tab) {
+    const std::string key(k.str());
+    if (std::find(keys.begin(), keys.end(), key) == keys.end())
+      fail(where(origin, n), "attention." + key, "unknown key; expected one of: " + join(keys));
+  }
+  // The table shapes attention_v2 cases: refused where none would run.
+  if (!cfg.ops.empty() &&
+      std::find(cfg.ops.begin(), cfg.ops.end(), Op::attention_v2) == cfg.ops.end())
+    fail(where(origin, node), "attention",
+         "the table shapes attention_v2 cases, but 'ops' does not name attention_v2; add it "
+         "there or remove the table");
+  props::AttentionShapes& a = cfg.attention;
+  auto ints = [&](const char* key, std::int64_t lo, std::int64_t hi) {
+    std::vector<std::int64_t> out;
+    const toml::node* n = tab->get(key);
+    if (!n) return out;
+    const toml::array* arr = n->as_array();
+    const std::string k = std::string("attention.") + key;
+    if (!arr || arr->empty())
+      fail(where(origin, *n), k, "expected a non-empty array of integers, e.g. [64, 128]");
+    if (static_cast<std::int64_t>(arr->size()) > SpecLimits::max_sizes)
+      fail(where(origin, *n), k,
+           "expected at most " + std::to_string(SpecLimits::max_sizes) + " entries, got " +
+               std::to_string(arr->size()));
+    for (const auto& e : *arr) out.push_back(integer(origin, k, e, lo, hi));
+    return out;
+  };
+  if (auto n = tab->get("dtypes")) {
+    static const std::vector<std::string> known = {"float32", "bfloat16", "float16", "fp8_e4m3",
+                                                   "fp8_e5m2"};
+    auto names = strings(origin, "attention.dtypes", *n);
+    check_names(where(origin, *n), "attention.dtypes", names, known);
+    for (const auto& s : names) {
+      const auto i = std::find(known.begin(), known.end(), s) - known.begin();
+      const AttnType ty = static_cast<AttnType>(i);  // known[] is in AttnType's order
+      if (std::find(a.types.begin(), a.types.end(), ty) == a.types.end()) a.types.push_back(ty);
+    }
+  }
+  a.head_dims = ints("head_dims", 1, SpecLimits::max_head_dim);
+  a.gqa_ratios = ints("gqa_ratios", 1, SpecLimits::max_gqa_ratio);
+  if (auto n = tab->get("lengths")) {
+    const toml::array* arr = n->as_array();
+    const char* expected =
+        "expected a non-empty array of [queries, keys] pairs, e.g. [[1, 239], [1023, 1024]]";
+    if (!arr || arr->empty()) fail(where(origin, *n), "attention.lengths", expected);
+    if (static_cast<std::int64_t>(arr->size()) > SpecLimits::max_sizes)
+      fail(where(origin, *n), "attention.lengths",
+           "expected at most " + std::to_string(SpecLimits::max_sizes) + " pairs, got " +
+               std::to_string(arr->size()));
+    for (const auto& e : *arr) {
+      const toml::array* pair = e.as_array();
+      if (!pair || pair->size() != 2) fail(where(origin, e), "attention.lengths", expected);
+      a.lengths.emplace_back(
+          integer(origin, "attention.lengths", *pair->get(0), 1, SpecLimits::max_attention_length),
+          integer(origin, "attention.lengths", *pair->get(1), 1, SpecLimits::max_attention_length));
+    }
+  }
+  if (auto n = tab->get("features")) {
+    // [] (no feature) means plain dense attention.
+    const auto names = strings(origin, "attention.features", *n);
+    check_names(where(origin, *n), "attention.features", names, props::attention_features());
+    a.features = names;
+  }
+  if (auto n = tab->get("max_work"))
+    a.max_work = positive_real(origin, "attention.max_work", *n, SpecLimits::max_attention_work);
+}
+
 }  // namespace
 
 std::vector<std::string> select_properties(const std::string& pattern) {
@@ -313,8 +389,8 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
   GateSpec spec;
   spec.source = origin;
   static const std::vector<std::string> keys = {
-      "ops",   "dtypes", "sizes",   "distributions", "rules",    "properties",
-      "cases", "seed",   "timeout", "temperature",   "deadline", "required"};
+      "ops",  "dtypes",  "sizes",       "distributions", "rules",    "properties", "cases",
+      "seed", "timeout", "temperature", "deadline",      "required", "attention"};
   for (auto&& [k, node] : t) {
     const std::string key(k.str());
     if (std::find(keys.begin(), keys.end(), key) == keys.end())
@@ -404,6 +480,7 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
     cfg.temperature = positive_real(origin, "temperature", *n, SpecLimits::max_temperature);
     cfg.temperature_only = true;  // the spec's theta restricts every random case to it
   }
+  if (auto n = t.get("attention")) parse_attention(origin, *n, cfg);
   return spec;
 }
 

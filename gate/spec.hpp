@@ -35,6 +35,12 @@ struct SpecLimits {
   static constexpr double max_timeout_s = 86400;
   static constexpr double max_deadline_s = 7 * 86400;
   static constexpr double max_temperature = 1e6;
+  // [attention]: head dims and sequence lengths a case may have, GQA ratios,
+  // and the multiply-adds one case may cost the reference.
+  static constexpr std::int64_t max_head_dim = 512;
+  static constexpr std::int64_t max_attention_length = std::int64_t(1) << 17;
+  static constexpr std::int64_t max_gqa_ratio = 64;
+  static constexpr double max_attention_work = 1e12;
 };
 
 class SpecError : public std::runtime_error {

@@ -53,9 +53,9 @@ constexpr Op all_ops[] = {Op::softmax,
                           Op::attention,
                           Op::merge_entropy_states,
                           Op::merge_attention_states};
-// Every operation the suite checks: all_ops and batched attention (v2), which
-// carries its own element types. Backward passes and the n-way merge are in
-// the interface (all_interface_ops) but not yet checked.
+// Every operation the suite checks: all_ops, batched attention (v2), which
+// carries its own element types, and the n-way split-KV merge. Backward
+// passes are in the interface (all_interface_ops) but not yet checked.
 constexpr Op checked_ops[] = {Op::softmax,
                               Op::log_softmax,
                               Op::logsumexp,
@@ -64,7 +64,8 @@ constexpr Op checked_ops[] = {Op::softmax,
                               Op::attention,
                               Op::merge_entropy_states,
                               Op::merge_attention_states,
-                              Op::attention_v2};
+                              Op::attention_v2,
+                              Op::merge_attention_states_n};
 // Every operation kernel.h defines (bit k of sa_kernel.ops is the k-th).
 constexpr Op all_interface_ops[] = {Op::softmax,
                                     Op::log_softmax,
@@ -206,6 +207,13 @@ class Kernel {
       std::int64_t rows, std::int64_t dv, std::span<const float> o_a, std::span<const float> lse_a,
       std::span<const float> o_b, std::span<const float> lse_b, std::vector<float>* out_lse,
       bool alias_a = false) const;
+  // The n-way split-KV merge (interface v2): o[p] (rows x dv) and lse[p]
+  // (rows) are the parts; returns out (rows x dv) and writes the merged lse
+  // into *out_lse. kernels/merge_n_call.cpp.
+  std::vector<float> merge_attention_states_n(std::int64_t rows, std::int64_t dv,
+                                              const std::vector<std::vector<float>>& o,
+                                              const std::vector<std::vector<float>>& lse,
+                                              std::vector<float>* out_lse) const;
 
  private:
   const sa_kernel* k_;

@@ -3,6 +3,7 @@
 // the two merge operations.
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <sstream>
 
 #include "kernels/naive/same_dtype.hpp"
@@ -338,6 +339,114 @@ void run_attention_differential(const Run& run, DType t) {
                           "kernel does not implement merge_attention_states"));
 }
 
+// differential.ulp[merge_attention_states_n]: the reference's partial results
+// over P in 1..8 disjoint key sets (each key in a random part, some parts
+// empty), rounded to float32, merged by the kernel in one call, against the
+// reference attention over all keys.
+//
+// Bound, per output element (u = 2^-24, w_p = exp(lse_p - L) with L the exact
+// merged lse, x_p = L - lse_p >= 0, mag_p = w_p |o_p|):
+//   the inputs are float32 roundings of the exact parts: lse_p within
+//   ulp(lse_p)/2 and o_p within ulp(o_p)/2, which moves the exact merge of the
+//   given parts by at most 2 dl sum_p mag_p + sum_p w_p ulp(o_p)/2 (dl = the sum of
+//   the live parts' lse ulps: the weights' relative change is at most twice
+//   the largest lse error);
+//   the kernel's float32 arithmetic, in any order at most P - 1 two-part
+//   merges deep: each two-part merge (exp faithful, sum, product, division)
+//   moves a part's contribution by <= 8u relative, plus u x_p from rounding
+//   lse_p - max (w_p x_p <= 1/e keeps it small): <= max(P - 1, 1)(8 + x_p) u mag_p;
+//   then the output's own rounding (budgets.hpp's output_abs).
+// lse: max(P - 1, 1)(ulp(L) + 4u) + dl (one rounding of L and the log's error
+// per merge step).
+namespace {
+void run_merge_n_differential(const Run& run, const std::string& id, SearchOptions so) {
+  const Kernel& k = run.kernel;
+  constexpr Op op = Op::merge_attention_states_n;
+  AttnGenOptions go;
+  go.allow_adaptive = false;
+  go.allow_splits = false;
+  go.finite_only = false;
+  std::function<std::vector<Check>(const AttnParams&)> eval = [&](const AttnParams& p) {
+    AttentionInput in = materialise(p, DType::float32);
+    std::mt19937_64 g(p.seed ^ 0x6e77a9);
+    const std::int64_t parts = 1 + static_cast<std::int64_t>(p.seed % 8);
+    std::vector<std::int64_t> part_of(static_cast<std::size_t>(in.nk));
+    for (auto& x : part_of) x = static_cast<std::int64_t>(g() % static_cast<std::uint64_t>(parts));
+    run.before("differential.ulp[merge_attention_states_n]",
+               describe(p) + " parts=" + std::to_string(parts));
+    const auto full = ref::attention(problem_of(in));
+    std::vector<std::vector<float>> o, l;
+    for (std::int64_t q = 0; q < parts; ++q) {
+      AttentionInput r = in;
+      r.num_splits = 0;
+      r.key_mask.assign(static_cast<std::size_t>(in.nk), 0);
+      for (std::int64_t j = 0; j < in.nk; ++j)
+        if (part_of[static_cast<std::size_t>(j)] == q)
+          r.key_mask[static_cast<std::size_t>(j)] =
+              in.key_mask.empty() ? 1 : in.key_mask[static_cast<std::size_t>(j)];
+      const auto rp = ref::attention(problem_of(r));
+      std::vector<float> ov, lv;
+      for (const auto& x : rp.out)
+        ov.push_back(static_cast<float>(ref::round_to(DType::float32, x)));
+      for (const auto& x : rp.lse)
+        lv.push_back(static_cast<float>(ref::round_to(DType::float32, x)));
+      o.push_back(std::move(ov));
+      l.push_back(std::move(lv));
+    }
+    std::vector<float> ml;
+    const std::vector<float> m = k.merge_attention_states_n(in.nq, in.dv, o, l, &ml);
+    const double depth = static_cast<double>(std::max<std::int64_t>(parts - 1, 1));
+    std::vector<Check> cs(1);
+    for (std::int64_t i = 0; i < in.nq; ++i) {
+      const std::size_t qi = static_cast<std::size_t>(i);
+      const double L = d(full.lse[qi]);
+      double dl = 0;
+      std::string lses;
+      for (std::int64_t q = 0; q < parts; ++q) {
+        const float lq = l[static_cast<std::size_t>(q)][qi];
+        if (std::isfinite(lq)) dl += budget::ulp(DType::float32, lq);
+        lses += (q ? ", " : "") + fmt(lq);
+      }
+      for (std::int64_t c = 0; c < in.dv; ++c) {
+        const std::size_t x = static_cast<std::size_t>(i * in.dv + c);
+        double internal = 0, mag = 0;
+        for (std::int64_t q = 0; q < parts; ++q) {
+          const float lq = l[static_cast<std::size_t>(q)][qi];
+          if (!std::isfinite(lq) || !std::isfinite(L)) continue;
+          const double w = std::exp(static_cast<double>(lq) - L);
+          const float oq = o[static_cast<std::size_t>(q)][x];
+          const double mp = w * std::abs(oq);
+          mag += mp;
+          internal += depth * (8.0 + std::max(0.0, L - lq)) * u32 * mp +
+                      w * budget::ulp(DType::float32, oq);
+        }
+        internal += 2.0 * dl * mag;
+        const double e = d(full.out[x]);
+        const double b = mag == 0 ? 0.0 : budget::output_abs(DType::float32, e, internal);
+        cs[0].worst(elem(
+            DType::float32, m[x], e, b,
+            "query " + std::to_string(i) + " out[" + std::to_string(c) + "], parts lse " + lses));
+      }
+      cs[0].worst(
+          elem(DType::float32, ml[qi], L,
+               std::isfinite(L) ? depth * (budget::ulp(DType::float32, L) + 4 * u32) + dl : 0.0,
+               "query " + std::to_string(i) + " lse, parts " + lses));
+    }
+    return cs;
+  };
+  so.cases = std::max(8, run.config.cases / 3);
+  auto res = search<AttnParams>(gen_attention(go), 1, so, eval);
+  run.emit(slot_verdict<AttnParams>(
+      run, id,
+      claim_of(id) +
+          " (reference partial results over 1-8 disjoint key sets, some empty, merged in one call, "
+          "vs all keys)",
+      rule_by_id("ulp"), op, DType::float32, res[0], [](const AttnParams& p) {
+        return describe(p) + " parts=" + std::to_string(1 + p.seed % 8);
+      }));
+}
+}  // namespace
+
 void run_merge_differential(const Run& run, Op op, DType t) {
   const Kernel& k = run.kernel;
   const std::string id = "differential.ulp";
@@ -411,6 +520,10 @@ void run_merge_differential(const Run& run, Op op, DType t) {
         claim_of(id) + " (states of two generated rows, exact merge of the same float states)",
         rule_by_id("ulp"), op, t, res[0],
         [](const RowParams& p) { return describe(p, materialise(p, DType::float32)); }));
+    return;
+  }
+  if (op == Op::merge_attention_states_n) {
+    run_merge_n_differential(run, id, so);
     return;
   }
   // merge_attention_states: partial results of the reference on two key halves, rounded to float.

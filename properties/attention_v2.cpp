@@ -88,56 +88,94 @@ constexpr std::int64_t kLengths[][2] = {
     {1023, 1024}, {1024, 1023}, {33, 2049}, {2, 4097},  {3, 8191},  {1, 8192}};
 constexpr std::int64_t kGroups[] = {1, 4, 8};
 
-// Multiply-adds a case may cost the reference (keeps the default run short).
+// Multiply-adds a case may cost the reference by default (keeps the default
+// run short); a gate spec's [attention] max_work replaces it.
 constexpr double kWorkCap = 8.0e6;
 
-rc::Gen<V2Params> gen_v2(bool fp8) {
-  return rc::gen::exec([fp8] {
+bool allowed(const AttentionShapes& s, const char* feature) {
+  return !s.features ||
+         std::find(s.features->begin(), s.features->end(), feature) != s.features->end();
+}
+
+// Draws one case from the shapes `s` allows (the spec's [attention] table;
+// the defaults above where it names nothing).
+rc::Gen<V2Params> gen_v2(bool fp8, const AttentionShapes& s) {
+  // Length pairs ordered by work, so shrinking (towards index 0) moves to
+  // shorter sequences while the failure holds.
+  std::vector<std::pair<std::int64_t, std::int64_t>> lengths = s.lengths;
+  if (lengths.empty())
+    for (const auto& L : kLengths) lengths.emplace_back(L[0], L[1]);
+  std::stable_sort(lengths.begin(), lengths.end(), [](const auto& a, const auto& b) {
+    return a.first * a.second < b.first * b.second;
+  });
+  const std::vector<std::int64_t> groups =
+      s.gqa_ratios.empty() ? std::vector<std::int64_t>(std::begin(kGroups), std::end(kGroups))
+                           : s.gqa_ratios;
+  return rc::gen::exec([fp8, s, lengths, groups] {
     V2Params p;
     static const char* const dists[] = {"gaussian", "fa3_outliers", "small_int"};
     p.dist = dists[*rc::gen::inRange(0, 3)];
-    const auto& L = kLengths[*rc::gen::inRange<std::size_t>(0, std::size(kLengths))];
-    p.sq = L[0];
-    p.sk = L[1];
-    const bool real_dims = *rc::gen::inRange(0, 4) != 0;
-    p.d = real_dims ? kHeadDims[*rc::gen::inRange<std::size_t>(0, std::size(kHeadDims))]
-                    : kSmallDims[*rc::gen::inRange(0, 4)];
-    p.dv = *rc::gen::inRange(0, 5) == 4
-               ? kHeadDims[*rc::gen::inRange<std::size_t>(0, std::size(kHeadDims))]
-               : p.d;
-    p.group = kGroups[*rc::gen::inRange(0, 3)];
+    std::size_t li = *rc::gen::inRange<std::size_t>(0, lengths.size());
+    p.sq = lengths[li].first;
+    p.sk = lengths[li].second;
+    const bool own_dims = !s.head_dims.empty();
+    auto any_dim = [&] {
+      return own_dims ? s.head_dims[*rc::gen::inRange<std::size_t>(0, s.head_dims.size())]
+                      : kHeadDims[*rc::gen::inRange<std::size_t>(0, std::size(kHeadDims))];
+    };
+    const bool real_dims = own_dims || *rc::gen::inRange(0, 4) != 0;
+    p.d = real_dims ? any_dim() : kSmallDims[*rc::gen::inRange(0, 4)];
+    p.dv = allowed(s, "unequal_dv") && *rc::gen::inRange(0, 5) == 4 ? any_dim() : p.d;
+    p.group = groups[*rc::gen::inRange<std::size_t>(0, groups.size())];
     p.heads_kv = *rc::gen::inRange(1, 3);
     p.batch = *rc::gen::inRange(1, 4);
-    p.varlen = *rc::gen::inRange(0, 3) == 2;
-    // Shrink the batch, then the heads, then the dims until the case fits the cap.
+    p.varlen = allowed(s, "varlen") && *rc::gen::inRange(0, 3) == 2;
+    // Shrink the batch, then the heads, then what the spec does not name (the
+    // dims, else the lengths) until the case fits the cap.
     // Varlen sequences are drawn at 1..sq and 1..sk: a quarter of the work on average.
     auto work = [&] {
       return static_cast<double>(p.batch * p.heads_kv * p.group) * static_cast<double>(p.sq) *
              static_cast<double>(p.sk) * static_cast<double>(p.d + p.dv) / (p.varlen ? 4.0 : 1.0);
     };
-    while (work() > kWorkCap && p.batch > 1) --p.batch;
-    while (work() > kWorkCap && p.heads_kv * p.group > 1) p.group > 1 ? p.group /= 2 : --p.heads_kv;
-    while (work() > kWorkCap && p.d > 64) p.d = 64;
-    while (work() > kWorkCap && p.dv > 64) p.dv = 64;
-    while (work() > kWorkCap && p.d > 8) p.d = 8, p.dv = std::min<std::int64_t>(p.dv, 8);
+    const double cap = s.max_work;
+    while (work() > cap && p.batch > 1) --p.batch;
+    while (work() > cap) {  // named GQA ratios are kept
+      if (p.group > 1 && s.gqa_ratios.empty())
+        p.group /= 2;
+      else if (p.heads_kv > 1)
+        --p.heads_kv;
+      else
+        break;
+    }
+    if (!own_dims) {
+      while (work() > cap && p.d > 64) p.d = 64;
+      while (work() > cap && p.dv > 64) p.dv = 64;
+      while (work() > cap && p.d > 8) p.d = 8, p.dv = std::min<std::int64_t>(p.dv, 8);
+    } else if (s.lengths.empty()) {
+      while (work() > cap && li > 0) --li, p.sq = lengths[li].first, p.sk = lengths[li].second;
+    }
     // A packed call is about several sequences: at least two (one may be empty).
     if (p.varlen && p.batch < 2) p.batch = 2;
     const int mask_kind = *rc::gen::inRange(0, 6);
-    p.causal = mask_kind == 1 || mask_kind == 2;
+    p.causal = allowed(s, "causal") && (mask_kind == 1 || mask_kind == 2);
     p.top_left = mask_kind == 2 || (mask_kind == 4 && *rc::gen::inRange(0, 2) == 1);
-    if (mask_kind >= 3 && mask_kind <= 4) {
+    if (allowed(s, "window") && mask_kind >= 3 && mask_kind <= 4) {
       p.wl = *rc::gen::inRange<std::int64_t>(-1, std::max<std::int64_t>(2, p.sk));
       p.wr = *rc::gen::inRange<std::int64_t>(-1, std::max<std::int64_t>(2, p.sk / 4));
     }
+    if (!p.causal && p.wl < 0 && p.wr < 0) p.top_left = false;  // alignment of nothing
     // Every feature is drawn so that RapidCheck's shrinking (towards 0) turns
     // it off: a shrunk counterexample keeps only the features it needs.
-    p.key_pad = mask_kind == 5 || *rc::gen::inRange(0, 6) == 5;
-    p.softcap = *rc::gen::inRange(0, 4) == 3 ? 5.0 + *rc::gen::inRange(0, 46) : 0.0;
-    p.alibi = *rc::gen::inRange(0, 5) == 4;
-    p.sinks = *rc::gen::inRange(0, 4) == 3;
-    p.bhsd = *rc::gen::inRange(0, 2) == 1;
-    p.row_pad = *rc::gen::inRange(0, 3) == 2 ? *rc::gen::inRange(1, 9) : 0;
-    p.head_pad = *rc::gen::inRange(0, 3) == 2 ? *rc::gen::inRange(1, 5) : 0;
+    p.key_pad = allowed(s, "key_padding") && (mask_kind == 5 || *rc::gen::inRange(0, 6) == 5);
+    p.softcap = allowed(s, "softcap") && *rc::gen::inRange(0, 4) == 3
+                    ? 5.0 + *rc::gen::inRange(0, 46)
+                    : 0.0;
+    p.alibi = allowed(s, "alibi") && *rc::gen::inRange(0, 5) == 4;
+    p.sinks = allowed(s, "sinks") && *rc::gen::inRange(0, 4) == 3;
+    p.bhsd = allowed(s, "bhsd") && *rc::gen::inRange(0, 2) == 1;
+    const bool strided = allowed(s, "strided");
+    p.row_pad = strided && *rc::gen::inRange(0, 3) == 2 ? *rc::gen::inRange(1, 9) : 0;
+    p.head_pad = strided && *rc::gen::inRange(0, 3) == 2 ? *rc::gen::inRange(1, 5) : 0;
     p.descale = fp8 ? *rc::gen::inRange(0, 4) : 0;
     p.seed = *rc::gen::noShrink(rc::gen::inRange<std::uint64_t>(1, std::uint64_t(1) << 53));
     return p;
@@ -421,8 +459,9 @@ void run_attention_v2(const Run& run) {
   bool any = false;
   for (const char* id : ids) any = any || run.wants_property(id);
   if (!any) return;
-  std::vector<AttnType> types;
-  if (run.config.dtypes.empty())
+  std::vector<AttnType> types = run.config.attention.types;
+  if (!types.empty()) {
+  } else if (run.config.dtypes.empty())
     types = {AttnType::float32, AttnType::bfloat16, AttnType::float16, AttnType::fp8_e4m3,
              AttnType::fp8_e5m2};
   else
@@ -606,7 +645,7 @@ void run_attention_v2(const Run& run) {
     so.shrink_pool = &run.shrink_pool;
     so.cases = std::max(6, run.config.cases / 8);
     so.seed = run.seed ^ 0xa772 ^ (static_cast<std::uint64_t>(t) * 0x9e37);
-    auto res = search<V2Params>(gen_v2(is_fp8(t)), kSlots, so, eval);
+    auto res = search<V2Params>(gen_v2(is_fp8(t), run.config.attention), kSlots, so, eval);
     for (int s = 0; s < kSlots; ++s) {
       if (!run.wants_property(ids[s])) continue;
       if (s == kFa && !low) {
@@ -623,3 +662,14 @@ void run_attention_v2(const Run& run) {
 }
 
 }  // namespace sa::props::detail
+
+namespace sa::props {
+
+const std::vector<std::string>& attention_features() {
+  static const std::vector<std::string> names = {"varlen",  "causal",    "window",      "softcap",
+                                                 "alibi",   "sinks",     "key_padding", "bhsd",
+                                                 "strided", "unequal_dv"};
+  return names;
+}
+
+}  // namespace sa::props

@@ -347,7 +347,8 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
     }
     if (run.wants_op(Op::attention)) detail::run_attention_differential(run, t);
     tick();
-    for (Op op : {Op::merge_entropy_states, Op::merge_attention_states}) {
+    for (Op op :
+         {Op::merge_entropy_states, Op::merge_attention_states, Op::merge_attention_states_n}) {
       if (run.wants_op(op) && t == DType::float32) detail::run_merge_differential(run, op, t);
       tick();
     }

@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -15,6 +17,30 @@
 #include "kernels/kernel.hpp"
 
 namespace sa::props {
+
+// The shapes and features of the interface-v2 attention cases (gate spec
+// table [attention], docs/gate-spec.md; properties/attention_v2.cpp draws
+// them). An empty list means the suite's defaults there.
+struct AttentionShapes {
+  // Input types of the attention_v2 cases (fp8 included). Empty: the config's
+  // `dtypes`, or every type (fp8 too) when `dtypes` is empty as well.
+  std::vector<AttnType> types;
+  std::vector<std::int64_t> head_dims;  // d, and dv when a case draws dv != d
+  std::vector<std::pair<std::int64_t, std::int64_t>> lengths;  // (queries, keys) per sequence
+  std::vector<std::int64_t> gqa_ratios;                        // query heads per key/value head
+  // Features a case may draw (names: attention_features()); nullopt: all.
+  std::optional<std::vector<std::string>> features;
+  // Multiply-adds one case may cost the reference: larger cases lose batch
+  // entries and heads first, then (for dims and lengths the spec does not
+  // name) head dims and lengths. Dims and lengths the spec names are kept.
+  double max_work = 8.0e6;
+};
+
+// The feature names of AttentionShapes::features, each one switch of the
+// case generator: varlen, causal (both alignments), window, softcap, alibi,
+// sinks, key_padding, bhsd (layout), strided (padded rows and heads),
+// unequal_dv (value head dim != key head dim).
+const std::vector<std::string>& attention_features();
 
 // What to run. Empty lists mean "everything applicable".
 struct SuiteConfig {
@@ -38,6 +64,7 @@ struct SuiteConfig {
   // k = 0 .. max_log2_n (kernel.h allows any n >= 1; paths switch far above
   // the random properties' sizes). 16 by default; the `long` tests use 24.
   int max_log2_n = 16;
+  AttentionShapes attention;  // attention_v2 cases
 };
 
 // Called as the suite runs; every member may be empty.

@@ -3,6 +3,7 @@
 #include "kernels/cpu/cpu_kernel.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/attention_v2.hpp"
+#include "kernels/cpu/merge_n.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -630,6 +631,17 @@ sa_status k_attention_v2(void* ctx, const sa_attention_v2_args* args) {
   return s;
 }
 
+sa_status k_merge_n(void* ctx, std::int64_t parts, std::int64_t rows, std::int64_t dv,
+                    const float* const* o, const float* const* lse, float* out, float* out_lse) {
+  g_error.clear();
+  const sa_status s = cpu_merge_attention_states_n(ctx, parts, rows, dv, o, lse, out, out_lse);
+  if (s != SA_OK) {
+    const char* e = cpu_merge_n_last_error();
+    g_error = e ? e : "merge_attention_states_n: failed without a message";
+  }
+  return s;
+}
+
 const char* k_last_error(void*) { return g_error.empty() ? nullptr : g_error.c_str(); }
 
 sa_kernel make_kernel() {
@@ -644,7 +656,7 @@ sa_kernel make_kernel() {
       "one-pass streamed entropy (theory T6), tiled flash-style attention with split-KV";
   k.ops = SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP | SA_OP_ENTROPY |
           SA_OP_ADAPTIVE_SOFTMAX | SA_OP_ATTENTION | SA_OP_MERGE_ENTROPY_STATES |
-          SA_OP_MERGE_ATTENTION_STATES | SA_OP_ATTENTION_V2;
+          SA_OP_MERGE_ATTENTION_STATES | SA_OP_ATTENTION_V2 | SA_OP_MERGE_ATTENTION_STATES_N;
   k.dtypes = SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16;
   k.memory = SA_MEMORY_HOST;
   k.adaptive_entropy = SA_ENTROPY_SHANNON;
@@ -660,6 +672,7 @@ sa_kernel make_kernel() {
   k.last_error = k_last_error;
   k.capabilities = cpu_capabilities();
   k.attention_v2 = k_attention_v2;
+  k.merge_attention_states_n = k_merge_n;
   return k;
 }
 

@@ -253,6 +253,28 @@ sa_status n_merge_attention(void*, std::int64_t rows, std::int64_t dv, const flo
   return SA_OK;
 }
 
+// The n-way merge as a naive kernel writes it: a left fold of the two-part
+// merge (float32 arithmetic), so its error grows with the number of parts.
+sa_status n_merge_attention_n(void*, std::int64_t parts, std::int64_t rows, std::int64_t dv,
+                              const float* const* o, const float* const* lse, float* out,
+                              float* out_lse) {
+  if (parts < 1 || rows < 0 || dv < 1)
+    return fail(SA_INVALID_ARGUMENT, "merge_attention_states_n: parts >= 1, rows >= 0 and dv >= 1");
+  if (!o || !lse || !out || !out_lse) return fail(SA_INVALID_ARGUMENT, "null pointer");
+  for (std::int64_t p = 0; p < parts; ++p)
+    if (!o[p] || !lse[p]) return fail(SA_INVALID_ARGUMENT, "null part pointer");
+  std::vector<float> acc(static_cast<std::size_t>(dv));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float L = -kInf;
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (std::int64_t p = 0; p < parts; ++p)
+      merge_one(dv, acc.data(), L, o[p] + r * dv, lse[p][r], acc.data(), &L);
+    for (std::int64_t c = 0; c < dv; ++c) out[r * dv + c] = acc[static_cast<std::size_t>(c)];
+    out_lse[r] = L;
+  }
+  return SA_OK;
+}
+
 sa_status n_merge_entropy(void*, std::int64_t count, const sa_entropy_state* a,
                           const sa_entropy_state* b, sa_entropy_state* out) {
   if (count < 0) return fail(SA_INVALID_ARGUMENT, "count must be >= 0");
@@ -357,7 +379,7 @@ const sa_kernel kNaive = {
     "(m,S,T) entropy, real split-KV merge",
     SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP | SA_OP_ENTROPY | SA_OP_ADAPTIVE_SOFTMAX |
         SA_OP_ATTENTION | SA_OP_MERGE_ENTROPY_STATES | SA_OP_MERGE_ATTENTION_STATES |
-        SA_OP_ATTENTION_V2,
+        SA_OP_ATTENTION_V2 | SA_OP_MERGE_ATTENTION_STATES_N,
     SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16,
     SA_MEMORY_HOST,
     SA_ENTROPY_SHANNON,
@@ -376,7 +398,7 @@ const sa_kernel kNaive = {
     nullptr,
     nullptr,
     nullptr,
-    nullptr};
+    n_merge_attention_n};
 
 }  // namespace
 

@@ -65,6 +65,21 @@ TEST(GateCheck, CorrectOutsideKernelPasses) {
   EXPECT_EQ(c.junit.find("<failure"), std::string::npos);
   EXPECT_TRUE(c.any("gate.no_crash", "pass"));
   EXPECT_TRUE(c.any("gate.in_bounds", "pass"));
+  // Built against the version 2 header, the example declares float32
+  // attention_v2 with its features: checked (and passed) in float32, and
+  // every other input type is not applicable, never passed.
+  int v2_checked = 0;
+  for (const auto& v : c.verdicts()) {
+    if (v["op"] != "attention_v2") continue;
+    if (v["dtype"] == "float32" && v["property"] == "attention_v2.rounding") {
+      EXPECT_EQ(v["outcome"], "pass") << v.dump();
+      ++v2_checked;
+    } else if (v["dtype"] != "float32") {
+      EXPECT_EQ(v["outcome"], "skip") << v.dump();
+      EXPECT_NE(v["note"].get<std::string>().find("not applicable"), std::string::npos) << v.dump();
+    }
+  }
+  EXPECT_EQ(v2_checked, 1) << c.ran.output;
 }
 
 // Interface v2 keeps version 1 plugins working: the example kernel compiled

@@ -53,6 +53,60 @@ TEST(GateSpec, PrefixSelectsProperties) {
   for (const auto& p : s.suite.properties) EXPECT_EQ(p.rfind(stem + ".", 0), 0u) << p;
 }
 
+// The [attention] table (interface v2 cases): every key read as written.
+TEST(GateSpec, ReadsTheAttentionTable) {
+  const GateSpec s = parse_gate_spec(
+      "ops = [\"attention_v2\"]\n[attention]\ndtypes = [\"bfloat16\", \"fp8_e5m2\"]\n"
+      "head_dims = [59, 128]\nlengths = [[1, 239], [1023, 1024]]\ngqa_ratios = [1, 8]\n"
+      "features = [\"causal\", \"varlen\"]\nmax_work = 2e6\n",
+      "g.toml");
+  const auto& a = s.suite.attention;
+  EXPECT_EQ(a.types, (std::vector<AttnType>{AttnType::bfloat16, AttnType::fp8_e5m2}));
+  EXPECT_EQ(a.head_dims, (std::vector<std::int64_t>{59, 128}));
+  ASSERT_EQ(a.lengths.size(), 2u);
+  EXPECT_EQ(a.lengths[1], (std::pair<std::int64_t, std::int64_t>{1023, 1024}));
+  EXPECT_EQ(a.gqa_ratios, (std::vector<std::int64_t>{1, 8}));
+  ASSERT_TRUE(a.features.has_value());
+  EXPECT_EQ(*a.features, (std::vector<std::string>{"causal", "varlen"}));
+  EXPECT_DOUBLE_EQ(a.max_work, 2e6);
+  // No table: every default; features = []: no feature at all (not "all").
+  EXPECT_FALSE(parse_gate_spec("", "g.toml").suite.attention.features.has_value());
+  const GateSpec none = parse_gate_spec("[attention]\nfeatures = []\n", "g.toml");
+  ASSERT_TRUE(none.suite.attention.features.has_value());
+  EXPECT_TRUE(none.suite.attention.features->empty());
+}
+
+TEST(GateSpec, AttentionTableErrorsNameKeyAndExpectation) {
+  struct Bad {
+    const char* text;
+    const char* must_say;
+  };
+  for (const Bad& b : {
+           Bad{"attention = 3", "expected a table"},
+           Bad{"[attention]\nshape = 1", "key 'attention.shape': unknown key"},
+           Bad{"[attention]\nhead_dims = [0]", "in [1, 512]"},
+           Bad{"[attention]\nhead_dims = []", "non-empty array"},
+           Bad{"[attention]\nlengths = [[1, 2, 3]]", "[queries, keys] pairs"},
+           Bad{"[attention]\nlengths = [5]", "[queries, keys] pairs"},
+           Bad{"[attention]\nlengths = [[1, 999999]]", "in [1, 131072]"},
+           Bad{"[attention]\ngqa_ratios = [65]", "in [1, 64]"},
+           Bad{"[attention]\nfeatures = [\"dropout\"]", "expected one of: varlen"},
+           Bad{"[attention]\ndtypes = [\"fp4\"]", "fp8_e4m3"},
+           Bad{"[attention]\nmax_work = 0", "> 0"},
+           Bad{"ops = [\"softmax\"]\n[attention]\nhead_dims = [64]",
+               "'ops' does not name attention_v2"},
+       }) {
+    try {
+      parse_gate_spec(b.text, "bad.toml");
+      ADD_FAILURE() << "accepted: " << b.text;
+    } catch (const SpecError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("bad.toml"), std::string::npos) << m;
+      EXPECT_NE(m.find(b.must_say), std::string::npos) << b.text << " -> " << m;
+    }
+  }
+}
+
 // Each error names the file (with line), the key and what was expected.
 TEST(GateSpec, ErrorsNameFileKeyAndExpectation) {
   struct Bad {

@@ -59,3 +59,54 @@ TEST(NaiveSuite, ListsAreConsistent) {
 }
 
 }  // namespace
+
+// A gate spec's [attention] table decides the attention_v2 cases: every case
+// run has the named head dim, lengths and GQA ratio and no feature the table
+// leaves out; a property whose subject the table rules out (no masks: nothing
+// to leak) is skipped as not applicable, never passed.
+TEST(NaiveSuite, AttentionShapesFromTheSpecAreWhatRuns) {
+  const sa::Kernel k(sa::kernels::naive_kernel(), "built-in");
+  sa::props::SuiteConfig cfg;
+  cfg.cases = 48;  // 6 cases per type
+  cfg.seed = 7;
+  cfg.ops = {sa::Op::attention_v2};
+  cfg.dtypes = {sa::DType::float32};
+  cfg.properties = {"attention_v2.rounding", "attention_v2.masked_never_leak"};
+  cfg.attention.head_dims = {59};
+  cfg.attention.lengths = {{7, 5}, {64, 65}};
+  cfg.attention.gqa_ratios = {4};
+  cfg.attention.features = std::vector<std::string>{};
+  std::vector<std::string> inputs;
+  sa::props::SuiteObserver obs;
+  obs.before_case = [&](const std::string& prop, const std::string& in) {
+    if (prop.rfind("attention_v2", 0) == 0) inputs.push_back(in);
+  };
+  const auto verdicts = sa::props::run_suite(k, cfg, &obs);
+  ASSERT_GE(inputs.size(), 6u);
+  for (const auto& in : inputs) {
+    EXPECT_NE(in.find(" d=59 dv=59"), std::string::npos) << in;
+    EXPECT_TRUE(in.find("sq=7 sk=5") != std::string::npos ||
+                in.find("sq=64 sk=65") != std::string::npos)
+        << in;
+    EXPECT_TRUE(in.find("heads=4/1") != std::string::npos ||
+                in.find("heads=8/2") != std::string::npos)
+        << in;
+    for (const char* f :
+         {"varlen", "causal", "window", "softcap", "alibi", "sinks", "key_padding", "bhsd", "pad="})
+      EXPECT_EQ(in.find(f), std::string::npos) << f << " in " << in;
+  }
+  int rounding = 0, leak = 0;
+  for (const auto& v : verdicts) {
+    if (v.property == "attention_v2.rounding") {
+      ++rounding;
+      EXPECT_EQ(v.outcome, sa::Outcome::pass) << sa::describe(v);
+    }
+    if (v.property == "attention_v2.masked_never_leak") {
+      ++leak;
+      EXPECT_EQ(v.outcome, sa::Outcome::skip) << sa::describe(v);
+      EXPECT_NE(v.note.find("not applicable"), std::string::npos) << v.note;
+    }
+  }
+  EXPECT_EQ(rounding, 1);
+  EXPECT_EQ(leak, 1);
+}
