@@ -11,8 +11,17 @@
 // with S = sum e^(d_i), T = sum e^(d_i) d_i (d_i = z_i - max <= 0): both
 // terms are >= 0, so no cancellation; each is summed with a relative bound
 // (entropy_cr.cpp). H = 0 exactly (one live logit) and values within ~2^-49
-// / ~2^-70 of a rounding boundary go to MPFR. The paper's H = -sum p log(p +
-// 1e-9) is not on the fast path yet (use reference/softmax.hpp).
+// / ~2^-70 of a rounding boundary go to MPFR.
+//
+// paper_entropy_rounded: the paper's definition H = -sum p_i log(p_i + 1e-9)
+// (1e-9 the exact decimal, EntropyDefinition::paper_eps), bit-identical to
+// round_to(t, entropy(l, theta, EntropyDefinition::paper_eps)). Each term's
+// logarithm is formed with an absolute error bound (log(p + 1e-9) is in
+// [-20.8, 1e-9]), so the bound on H is absolute: ~2^-46 at the double level,
+// ~2^-90 at the double-double level. H is negative (down to -1e-9) when one
+// weight is within ~1e-9 of 1; values of H within the bound of a rounding
+// boundary, and H near its zero crossing (the top weight's negative term
+// cancelling the rest), go to MPFR.
 #pragma once
 
 #include <span>
@@ -23,5 +32,8 @@ namespace sa::ref {
 
 double shannon_entropy_rounded(DType t, std::span<const double> logits, double temperature = 1.0,
                                const CrOptions& options = {});
+
+double paper_entropy_rounded(DType t, std::span<const double> logits, double temperature = 1.0,
+                             const CrOptions& options = {});
 
 }  // namespace sa::ref
