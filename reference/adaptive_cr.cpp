@@ -67,7 +67,7 @@ Estimate beta_of(const Estimate& H) {
   const double err = 1.01 * (D * H.err + 34 * u * u * Pbar) * fast::kSafe;
   if (y.hi + 1.01 * (std::abs(y.lo) + err) + 0x1p-50 * (1 + std::abs(y.hi)) < 1)
     return {DD{1, 0}, 0.0};
-  if (y.hi < 1) return {DD{1, 0}, err};  // y = hi + lo < 1 too (hi = RN(y))
+  if (y.hi < 1 || (y.hi == 1 && y.lo < 0)) return {DD{1, 0}, err};  // y < 1: max(y, 1) = 1
   return {y, err};
 }
 
@@ -102,7 +102,7 @@ AdaptiveRounded adaptive_softmax_rounded(DType t, std::span<const double> l, dou
     st.mpfr = st.elements;
     return finish();
   };
-  if (o.path == RefPath::mpfr_only || t == DType::float64) return whole();
+  if (o.path == RefPath::mpfr_only) return whole();
   fast::RowSums row(l, theta, o);
   if (!row.fast_ok()) return whole();
 

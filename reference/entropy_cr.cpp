@@ -246,7 +246,7 @@ double entropy_rounded(DType t, std::span<const double> l, double theta, const C
     st.mpfr = 1;
     return finish(round_to(t, entropy(l, theta, def)));
   };
-  if (o.path == RefPath::mpfr_only || t == DType::float64) return mpfr();
+  if (o.path == RefPath::mpfr_only) return mpfr();
   fast::RowSums row(l, theta, o);
   if (!row.fast_ok()) return mpfr();
   for (int level = 1; level <= std::min(o.fast_levels, 2); ++level) {

@@ -6,8 +6,9 @@
 // softmax.hpp); RefPath::mpfr_only computes exactly that. Same semantics and
 // errors as softmax.hpp.
 //
-// Range: as softmax_cr.hpp (float32, bfloat16, float16 on the fast path;
-// float64 and NaN / +inf / fully masked rows through MPFR). H = log S - T/S
+// Range: as softmax_cr.hpp (float32, bfloat16, float16, and float64 from
+// the double-double level, on the fast path; NaN / +inf / fully masked rows
+// through MPFR). H = log S - T/S
 // with S = sum e^(d_i), T = sum e^(d_i) d_i (d_i = z_i - max <= 0): both
 // terms are >= 0, so no cancellation; each is summed with a relative bound
 // (entropy_cr.cpp). H = 0 exactly (one live logit) and values within ~2^-49

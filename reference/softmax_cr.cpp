@@ -45,7 +45,7 @@ std::vector<double> softmax_rounded(DType t, std::span<const double> l, double t
     if (o.stats) *o.stats += st;
     return out;
   };
-  if (o.path == RefPath::mpfr_only || t == DType::float64) {
+  if (o.path == RefPath::mpfr_only) {
     st.mpfr = st.elements;
     return finish(mpfr_softmax(t, l, theta));
   }
@@ -78,7 +78,9 @@ std::vector<double> softmax_levels(DType t, RowSums& row, const std::function<Ro
   } else {
     // Level 1. out holds e_i = exp1(d_i) until the test replaces it with the
     // rounded weight; masked and cut-off elements hold +0 throughout (their
-    // answer: weight < 2^-160 rounds to +0 in every target).
+    // answer: weight < 2^-160 rounds to +0 in float32, bfloat16 and float16;
+    // not in float64, where the cut-off ones stay open and reach MPFR: the
+    // exp levels are proven for d >= -111 only).
     row.level1(out.data());
     const double S1 = row.S1;
     // p^_i = RN(e_i / S1) = p_i (1 + a)(1 + c) / (1 + b), |a| <= eps_e, |b| <=
@@ -90,7 +92,7 @@ std::vector<double> softmax_levels(DType t, RowSums& row, const std::function<Ro
     // eps1 - 1.5u)(1 + u) <= p^ (1 - 2 eps1); likewise hi >= p^ (1 + 2 eps1).
     // So [lo, hi] holds p_i, and if lo and hi round alike, so does p_i.
     std::vector<std::vector<std::size_t>> open_parts(static_cast<std::size_t>(nt));
-    const bool test1 = eps1 < 0x1p-30;
+    const bool test1 = eps1 < 0x1p-30 && t != DType::float64;  // float64: level 2
     const double w = 2 * eps1 + 2 * u;
     const double f_lo = 1 - w, f_hi = 1 + w;
 #pragma omp parallel num_threads(nt) if (nt > 1)
@@ -98,7 +100,11 @@ std::vector<double> softmax_levels(DType t, RowSums& row, const std::function<Ro
       auto& mine = open_parts[static_cast<std::size_t>(omp_get_thread_num())];
 #pragma omp for schedule(static)
       for (std::size_t i = 0; i < n; ++i) {
-        if (out[i] == 0) continue;  // masked, or below e^-111: +0, exact
+        if (out[i] == 0) {  // masked, or below e^-111: +0, exact (float64: see below)
+          double dh, dl;
+          if (t == DType::float64 && row.arg(i, dh, dl, false)) mine.push_back(i);
+          continue;
+        }
         const double p = out[i] / S1;
         if (test1 && decided(t, p * f_lo, p * f_hi)) {
           out[i] = round_double(t, p);
@@ -117,7 +123,7 @@ std::vector<double> softmax_levels(DType t, RowSums& row, const std::function<Ro
   // a sharper beta): p2 = dd_div(exp2(d_i), S2); |exp2 - e^(d_i)| <= eps_e2
   // e^(d_i), |S2 - S| <= eps_S2 S, the quotient adds <= 64u^2: |p2 - p_i| <=
   // eps2 p_i <= 2 eps2 p2.hi, the error given to the test (round_dd). An
-  // item row2 cuts off (d_i < -111) has weight < 2^-160: +0.
+  // item row2 cuts off (d_i < -111) has weight < 2^-160: +0 (float64: open).
   RowSums* r2 = o.fast_levels >= 2 ? row2() : nullptr;
   if (r2 && r2->fast_ok()) {
     r2->level2();
@@ -128,7 +134,10 @@ std::vector<double> softmax_levels(DType t, RowSums& row, const std::function<Ro
       for (std::size_t i : open) {
         double dh, dl;
         if (!r2->arg(i, dh, dl)) {
-          out[i] = 0;
+          if (t == DType::float64 && r2->arg(i, dh, dl, false))
+            still.push_back(i);
+          else
+            out[i] = 0;
           continue;
         }
         const DD p = dd_div(exp2(T, dh, dl), r2->S2);

@@ -54,8 +54,8 @@ RowSums::RowSums(std::span<const double> l, double theta, const CrOptions& o, DD
   scaled_ = true;
   beta_ = b;
   beta_err_ = beta_err;
-  if (!(b.hi >= 1.0 && b.hi <= 4.0 && std::abs(b.lo) <= u * b.hi && beta_err >= 0 &&
-        beta_err < 0x1p-30))
+  if (!((b.hi > 1.0 || (b.hi == 1.0 && b.lo >= 0)) && b.hi <= 4.0 && std::abs(b.lo) <= u * b.hi &&
+        beta_err >= 0 && beta_err < 0x1p-30))
     ok_ = false;
   delta_ = (1.01 * (b.hi + beta_err) * delta_ + 112.2 * beta_err + 4.5 * u * u * 111.0) * kSafe;
 }
@@ -179,10 +179,33 @@ void RowSums::level2() {
 // x - M > 0 surely (and likewise for M - x). Exact midpoints do not occur for
 // the transcendental values these references produce; where a value is
 // rational (1/k) it is representable, and an exact 0 fails the test.
+//
+// float64: the boundaries r +- (half an ulp) have 54 bits, so the test works
+// on x - r instead. For a normal r > 0 with v.hi in {r, a neighbour of r},
+// a = v.hi - r is exact (Sterbenz) and s = RN(a + v.lo) is within u |s| of
+// v - r; so x - r lies within err + 1.01u |s| of s, and r is the answer iff
+// that interval lies strictly inside (-h_down, h_up), h_down and h_up the
+// half-spacings below and above r (powers of two, exact). r = 0 or
+// below 2^-960 fails the test (MPFR decides). The comparisons are made with
+// h (1 - 2^-50) (exact products) so that their own roundings (<= u of s +-
+// e) cannot turn them.
+static bool rounds_to_float64(const DD& v, double err, double r) {
+  if (!(r >= 0x1p-960) || std::isinf(r)) return false;
+  const double a = v.hi - r;
+  if (std::abs(a) > 2 * (std::nextafter(r, kInf) - r)) return false;  // not a neighbour
+  const double s = a + v.lo;
+  const double e = err + 1.01 * u * std::abs(s);
+  const double h_up = (std::nextafter(r, kInf) - r) / 2;
+  const double h_down = (r - std::nextafter(r, 0.0)) / 2;
+  constexpr double k = 1 - 0x1p-50;
+  return s + e < h_up * k && s - e > -h_down * k;
+}
+
 bool rounds_to(DType t, const DD& v0, double err, double r) {
   DD v = v0;
   if (v.hi < 0 || (v.hi == 0 && std::signbit(r))) v = {-v.hi, -v.lo}, r = -r;
   if (std::isnan(r) || r < 0 || std::isinf(r)) return false;
+  if (t == DType::float64) return rounds_to_float64(v, err, r);
   const FloatFormat f = format_of(t);
   auto beyond = [&](double M, double sign) {
     const DD a = two_sum(v.hi, -M);

@@ -60,6 +60,9 @@ long long first_difference(DType t, const std::vector<double>& l, double theta,
 }
 
 constexpr DType kTargets[] = {DType::float32, DType::bfloat16, DType::float16};
+// The generator properties check float64 too: the exact value rounded to
+// double, which the suite's properties compare kernels with.
+constexpr DType kAllTargets[] = {DType::float32, DType::bfloat16, DType::float16, DType::float64};
 
 // The real value half-way between x's neighbours in format t that bracket it:
 // the midpoint just above round_double(t, x) (a rounding boundary of t).
@@ -114,7 +117,7 @@ RC_GTEST_PROP(SoftmaxCorrectlyRounded, BitIdenticalToMpfrOnEveryGenerator, ()) {
       const auto row = b.row(r);
       const std::vector<double> l(row.begin(), row.end());
       const std::vector<Mp> exact = sa::ref::softmax(l, p.temperature);
-      for (DType t : kTargets) {
+      for (DType t : kAllTargets) {
         const auto fast_out = sa::ref::softmax_rounded(t, l, p.temperature);
         for (std::size_t i = 0; i < l.size(); ++i)
           RC_ASSERT(same(fast_out[i], sa::ref::round_to(t, exact[i])));
@@ -138,7 +141,7 @@ RC_GTEST_PROP(LogSoftmaxCorrectlyRounded, BitIdenticalToMpfrOnEveryGenerator, ()
       const std::vector<double> l(row.begin(), row.end());
       const std::vector<Mp> exact = sa::ref::log_softmax(l, p.temperature);
       const Mp lse = sa::ref::log_sum_exp(l, p.temperature);
-      for (DType t : kTargets) {
+      for (DType t : kAllTargets) {
         const auto fast_out = sa::ref::log_softmax_rounded(t, l, p.temperature);
         for (std::size_t i = 0; i < l.size(); ++i)
           RC_ASSERT(same(fast_out[i], sa::ref::round_to(t, exact[i])));
@@ -163,7 +166,7 @@ RC_GTEST_PROP(EntropyCorrectlyRounded, BitIdenticalToMpfrOnEveryGenerator, ()) {
       const auto row = b.row(r);
       const std::vector<double> l(row.begin(), row.end());
       const Mp H = sa::ref::entropy(l, p.temperature, sa::ref::EntropyDefinition::shannon);
-      for (DType t : kTargets)
+      for (DType t : kAllTargets)
         RC_ASSERT(
             same(sa::ref::shannon_entropy_rounded(t, l, p.temperature, {RefPath::fast, 0, &st}),
                  sa::ref::round_to(t, H)));
@@ -189,7 +192,7 @@ RC_GTEST_PROP(PaperEntropyCorrectlyRounded, BitIdenticalToMpfrOnEveryGenerator, 
       const auto row = b.row(r);
       const std::vector<double> l(row.begin(), row.end());
       const Mp H = sa::ref::entropy(l, p.temperature, sa::ref::EntropyDefinition::paper_eps);
-      for (DType t : kTargets)
+      for (DType t : kAllTargets)
         RC_ASSERT(same(sa::ref::paper_entropy_rounded(t, l, p.temperature, {RefPath::fast, 0, &st}),
                        sa::ref::round_to(t, H)));
     }
@@ -216,7 +219,7 @@ RC_GTEST_PROP(StreamedEntropyCorrectlyRounded, IsTheShannonEntropysOnEveryGenera
       const auto row = b.row(r);
       const std::vector<double> l(row.begin(), row.end());
       const Mp H = sa::ref::streamed_entropy(l, p.temperature);
-      for (DType t : kTargets)
+      for (DType t : kAllTargets)
         RC_ASSERT(
             same(sa::ref::shannon_entropy_rounded(t, l, p.temperature), sa::ref::round_to(t, H)));
     }
@@ -252,7 +255,7 @@ TEST(PaperEntropyCorrectlyRounded, HardRowsAreRight) {
   const auto zero = paper_entropy_zero_rows();
   rows.insert(rows.end(), zero.begin(), zero.end());
   for (std::size_t k = 0; k < rows.size(); ++k)
-    for (DType t : kTargets) {
+    for (DType t : kAllTargets) {
       const auto& l = rows[k];
       const double want = sa::ref::paper_entropy_rounded(t, l, 1.0, {RefPath::mpfr_only});
       CrStats s1, s2;
@@ -311,7 +314,7 @@ RC_GTEST_PROP(AdaptiveSoftmaxCorrectlyRounded, BitIdenticalToMpfrOnEveryGenerato
     for (std::int64_t r = 0; r < b.rows; ++r) {
       const auto row = b.row(r);
       const std::vector<double> l(row.begin(), row.end());
-      for (DType t : kTargets) RC_ASSERT(adaptive_matches(t, l, p.temperature, def, &st));
+      for (DType t : kAllTargets) RC_ASSERT(adaptive_matches(t, l, p.temperature, def, &st));
     }
   }
   RC_CLASSIFY(st.level2 > 0, "something reached the double-double level");
@@ -362,7 +365,7 @@ TEST(AdaptiveSoftmaxCorrectlyRounded, RowsWithBetaAtEdgesAndMidpointsAreRight) {
     const auto rows = adaptive_edge_rows(def);
     CrStats one, two;
     for (std::size_t k = 0; k < rows.size(); ++k)
-      for (DType t : kTargets)
+      for (DType t : kAllTargets)
         for (double theta : {1.0, 0.7}) {
           EXPECT_TRUE(adaptive_matches(t, rows[k], theta, def, &one, 1))
               << sa::ref::name_of(def) << " " << sa::name_of(t) << " row " << k;
@@ -387,7 +390,7 @@ TEST(LogSoftmaxCorrectlyRounded, HardRowsGoThroughMpfrAndAreRight) {
   const std::vector<std::vector<double>> rows = {
       {2.5}, {1.0, -INFINITY, -INFINITY}, {60.0, 0.0, 0.0}, {0x1p-23, 0.0}, {1e4 + 0x1p-20, 1e4}};
   for (const auto& l : rows)
-    for (DType t : kTargets) {
+    for (DType t : kAllTargets) {
       CrStats st;
       const auto a = sa::ref::log_softmax_rounded(t, l, 1.0, {RefPath::fast, 0, &st});
       const auto b = sa::ref::log_softmax_rounded(t, l, 1.0, {RefPath::mpfr_only});
