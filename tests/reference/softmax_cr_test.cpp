@@ -11,6 +11,8 @@
 #include <rapidcheck/gtest.h>
 
 #include <bit>
+#include <chrono>
+#include <limits>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "core/bfloat16.hpp"
+#include "core/float16.hpp"
 #include "properties/generators.hpp"
 #include "reference/fast_arith.hpp"
 #include "reference/rounding.hpp"
@@ -595,4 +598,166 @@ TEST(SoftmaxCorrectlyRounded, EveryBfloat16PairStrided) { check_pairs(97, 1021, 
 // every 257th y (16.8 million pairs, x 3 targets). The full 2^32 pair space
 // is out of reach of the MPFR-only side of the comparison (~6 us a pair).
 TEST(SoftmaxCorrectlyRoundedLong, EveryBfloat16XAgainstEvery257thY) { check_pairs(1, 257, 0); }
+#endif
+
+// Every pair of finite bfloat16 logits, without MPFR per pair: for n = 2 and
+// theta = 1, p_0 = 1 / (1 + e^-delta) with delta = x - y (exact in double as
+// two_sum(x, -y)), increasing in delta, and p_1 is p_0 at -delta. So in a
+// target t with values 0 = v_0 < v_1 < ... < v_K = 1 and midpoints m_k
+// between v_k and v_(k+1), p_0 rounds to v_k exactly when delta_(k-1) <
+// delta < delta_k, delta_k = log(m_k / (1 - m_k)). No delta hits a
+// threshold: delta_k is the log of a rational other than 1, irrational
+// (Lindemann), and delta is a binary fraction. The thresholds are
+// computed once in MPFR and kept as double-doubles (within u^2 |delta_k|);
+// a delta too close to one to compare is left to MPFR. That needs a table of
+// every value of t in [0, 1]: bfloat16 (16,257 values) and float16 (15,361);
+// float32 (2^30) is out of reach, and keeps the MPFR-compared pairs above.
+class PairOracle {
+ public:
+  explicit PairOracle(DType t) : t_(t) {
+    const std::uint32_t one = t == DType::bfloat16 ? 0x3F80u : 0x3C00u;
+    for (std::uint32_t b = 0; b <= one; ++b)
+      v_.push_back(t == DType::bfloat16 ? sa::float_from_bf16(static_cast<std::uint16_t>(b))
+                                        : sa::float_from_f16(static_cast<std::uint16_t>(b)));
+    for (std::size_t k = 0; k + 1 < v_.size(); ++k) {
+      const Mp m = (Mp(v_[k]) + Mp(v_[k + 1])) / 2;
+      const Mp th = log(m / (1 - m));
+      const double hi = th.convert_to<double>();
+      th_.push_back({hi, Mp(th - Mp(hi)).convert_to<double>()});
+    }
+  }
+  // The correctly rounded p_0 for delta = dh + dl exactly (|dl| <= u |dh|),
+  // or NaN when delta lies too close to a threshold to tell.
+  double p0(double dh, double dl) const {
+    std::size_t lo = 0, hi = th_.size();  // answer: k = #thresholds below delta
+    while (lo < hi) {
+      const std::size_t mid = (lo + hi) / 2;
+      const int c = compare(dh, dl, th_[mid]);
+      if (c == 0) return std::numeric_limits<double>::quiet_NaN();
+      if (c > 0)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    return v_[lo];
+  }
+  DType target() const { return t_; }
+
+ private:
+  // The sign of delta - delta_k: (a, e) = two_sum(dh, -th.hi) is exact, then
+  // r = a + RN(RN(e + dl) - th.lo) is within 2u (|e| + |dl| + |th.lo|) + u
+  // |r| of delta - (th.hi + th.lo), which is within u^2 |th.hi| of delta -
+  // delta_k. 0 when that cannot be told.
+  static int compare(double dh, double dl, const fast::DD& th) {
+    const fast::DD a = fast::two_sum(dh, -th.hi);
+    const double b = (a.lo + dl) - th.lo;
+    const double r = a.hi + b;
+    const double err = 2.1 * fast::u * (std::abs(a.lo) + std::abs(dl) + std::abs(th.lo)) +
+                       1.1 * fast::u * std::abs(r) + 1.1 * fast::u * fast::u * std::abs(th.hi);
+    if (r > err) return 1;
+    if (r < -err) return -1;
+    return 0;
+  }
+  DType t_;
+  std::vector<double> v_;
+  std::vector<fast::DD> th_;
+};
+
+// Every finite bfloat16 x (stepped by x_stride in bits) against every finite
+// y (y_stride) through softmax_rounded in both targets, compared with the
+// oracle; pairs the oracle leaves open and any disagreement are settled by
+// the MPFR-only path afterwards (a real disagreement fails the test).
+// Threads: the x loop is split over every core.
+void check_pairs_exhaustive(std::uint32_t x_stride, std::uint32_t y_stride) {
+  const PairOracle oracles[] = {PairOracle(DType::bfloat16), PairOracle(DType::float16)};
+  auto finite_bf16 = [](std::uint32_t b) { return (b & 0x7F80u) != 0x7F80u; };
+  long long pairs = 0, open = 0;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> to_mpfr;
+  const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel reduction(+ : pairs, open)
+  {
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> mine;
+    CrOptions o;
+    o.threads = 1;
+#pragma omp for schedule(dynamic, 16)
+    for (std::uint32_t xb = 0; xb < 0x10000; xb += x_stride) {
+      if (!finite_bf16(xb)) continue;
+      const double x = sa::float_from_bf16(static_cast<std::uint16_t>(xb));
+      for (std::uint32_t yb = 0; yb < 0x10000; yb += y_stride) {
+        if (!finite_bf16(yb)) continue;
+        const double y = sa::float_from_bf16(static_cast<std::uint16_t>(yb));
+        const fast::DD dxy = fast::two_sum(x, -y);
+        bool bad = false;
+        for (const PairOracle& orc : oracles) {
+          const double w0 = orc.p0(dxy.hi, dxy.lo), w1 = orc.p0(-dxy.hi, -dxy.lo);
+          if (std::isnan(w0) || std::isnan(w1)) {
+            ++open;
+            bad = true;
+            continue;
+          }
+          const auto got =
+              sa::ref::softmax_rounded(orc.target(), std::vector<double>{x, y}, 1.0, o);
+          bad = bad || !same(got[0], w0) || !same(got[1], w1);
+        }
+        if (bad) mine.emplace_back(xb, yb);
+        ++pairs;
+      }
+    }
+#pragma omp critical
+    to_mpfr.insert(to_mpfr.end(), mine.begin(), mine.end());
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Settled by MPFR, one thread: the fast path must equal the MPFR-only path.
+  long long settled = 0;
+  for (const auto& [xb, yb] : to_mpfr) {
+    const std::vector<double> l = {sa::float_from_bf16(static_cast<std::uint16_t>(xb)),
+                                   sa::float_from_bf16(static_cast<std::uint16_t>(yb))};
+    for (DType t : {DType::bfloat16, DType::float16})
+      ASSERT_EQ(first_difference(t, l, 1.0), -1)
+          << sa::name_of(t) << " logits " << l[0] << ", " << l[1];
+    ++settled;
+  }
+  std::printf(
+      "%lld finite bfloat16 pairs x 2 targets (bfloat16, float16) against the threshold oracle in "
+      "%.1f s: %lld answers left open by the oracle, %lld pairs settled by MPFR\n",
+      pairs, s, open, settled);
+  EXPECT_GT(pairs, 0);
+}
+
+#ifndef SA_CR_LONG
+// Default run: every 61st x against every 29th y (~2.5 million pairs).
+TEST(SoftmaxCorrectlyRounded, FiniteBfloat16PairsAgainstTheThresholdOracleStrided) {
+  check_pairs_exhaustive(61, 29);
+}
+
+// The oracle itself against the MPFR-only path on random finite pairs.
+TEST(SoftmaxCorrectlyRounded, ThresholdOracleAgreesWithMpfr) {
+  const PairOracle oracles[] = {PairOracle(DType::bfloat16), PairOracle(DType::float16)};
+  std::mt19937_64 rng(5);
+  int checked = 0;
+  while (checked < 3000) {
+    const auto xb = static_cast<std::uint16_t>(rng()), yb = static_cast<std::uint16_t>(rng());
+    if ((xb & 0x7F80u) == 0x7F80u || (yb & 0x7F80u) == 0x7F80u) continue;
+    const double x = sa::float_from_bf16(xb), y = sa::float_from_bf16(yb);
+    // Bring most pairs within reach of each other (|x - y| < ~100).
+    const double yv =
+        (checked % 2) ? y : sa::round_to_bf16(static_cast<float>(x + std::ldexp(y, -120)));
+    const std::vector<Mp> p = sa::ref::softmax(std::vector<double>{x, yv}, 1.0);
+    const fast::DD d = fast::two_sum(x, -yv);
+    for (const PairOracle& orc : oracles) {
+      const double w0 = orc.p0(d.hi, d.lo), w1 = orc.p0(-d.hi, -d.lo);
+      if (!std::isnan(w0))
+        ASSERT_TRUE(same(w0, sa::ref::round_to(orc.target(), p[0]))) << x << " " << yv;
+      if (!std::isnan(w1))
+        ASSERT_TRUE(same(w1, sa::ref::round_to(orc.target(), p[1]))) << x << " " << yv;
+    }
+    ++checked;
+  }
+}
+#else
+// Under the long label: every pair of finite bfloat16 logits (65,280^2 =
+// 4.26e9 pairs, x 2 targets), split over every core.
+TEST(SoftmaxCorrectlyRoundedLong, EveryFiniteBfloat16PairAgainstTheThresholdOracle) {
+  check_pairs_exhaustive(1, 1);
+}
 #endif
