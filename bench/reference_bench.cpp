@@ -6,6 +6,8 @@
 //
 //   build/bench/reference_bench          # ~1 min on an idle core
 //
+// Also the paper's entropy and adaptive softmax at n = 65536 (ratios printed).
+//
 // Inputs: N(0, 1) float32 logits (seeded), n = 65536 and 2^20. Times are
 // CPU times per call (robust on a shared machine). The MPFR-only path runs
 // once per size at 2^20 (a call takes seconds).
@@ -17,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "reference/adaptive_cr.hpp"
+#include "reference/entropy_cr.hpp"
 #include "reference/softmax_cr.hpp"
 
 namespace {
@@ -40,6 +44,39 @@ void bench(benchmark::State& st, DType t, sa::ref::RefPath path) {
   o.threads = 1;
   o.stats = &stats;
   for (auto _ : st) benchmark::DoNotOptimize(sa::ref::softmax_rounded(t, l, 1.0, o));
+  st.SetItemsProcessed(st.iterations() * n);
+  st.counters["fallback_fraction"] = stats.fallback_fraction();
+  st.counters["level2_fraction"] =
+      stats.elements ? static_cast<double>(stats.level2) / static_cast<double>(stats.elements) : 0;
+}
+
+// The paper's entropy (H = -sum p log(p + 1e-9)) and adaptive softmax
+// (paper's entropy, beta, softmax(beta l)) the same way, at n = 65536.
+void bench_paper_entropy(benchmark::State& st, DType t, sa::ref::RefPath path) {
+  const std::int64_t n = st.range(0);
+  const auto l = gaussian_row(n);
+  sa::ref::CrStats stats;
+  sa::ref::CrOptions o;
+  o.path = path;
+  o.threads = 1;
+  o.stats = &stats;
+  for (auto _ : st) benchmark::DoNotOptimize(sa::ref::paper_entropy_rounded(t, l, 1.0, o));
+  st.SetItemsProcessed(st.iterations() * n);
+  st.counters["fallback_fraction"] = stats.fallback_fraction();
+}
+
+void bench_adaptive(benchmark::State& st, DType t, sa::ref::RefPath path) {
+  const std::int64_t n = st.range(0);
+  auto l = gaussian_row(n);
+  for (double& x : l) x *= 4;  // N(0, 16): H ~ 3 at n = 65536, beta ~ 2.2 (log n - 8)
+  sa::ref::CrStats stats;
+  sa::ref::CrOptions o;
+  o.path = path;
+  o.threads = 1;
+  o.stats = &stats;
+  for (auto _ : st)
+    benchmark::DoNotOptimize(
+        sa::ref::adaptive_softmax_rounded(t, l, 1.0, sa::ref::EntropyDefinition::paper_eps, o));
   st.SetItemsProcessed(st.iterations() * n);
   st.counters["fallback_fraction"] = stats.fallback_fraction();
   st.counters["level2_fraction"] =
@@ -83,6 +120,22 @@ int main(int argc, char** argv) {
                   ->Unit(benchmark::kMillisecond);
     if (n > 65536) m->Iterations(1);
   }
+  benchmark::RegisterBenchmark("cr_paper_entropy_f32/fast", bench_paper_entropy, DType::float32,
+                               sa::ref::RefPath::fast)
+      ->Arg(65536)
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("cr_paper_entropy_f32/mpfr_only", bench_paper_entropy,
+                               DType::float32, sa::ref::RefPath::mpfr_only)
+      ->Arg(65536)
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("cr_adaptive_f32/fast", bench_adaptive, DType::float32,
+                               sa::ref::RefPath::fast)
+      ->Arg(65536)
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("cr_adaptive_f32/mpfr_only", bench_adaptive, DType::float32,
+                               sa::ref::RefPath::mpfr_only)
+      ->Arg(65536)
+      ->Unit(benchmark::kMillisecond);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   Collect c;
@@ -97,6 +150,13 @@ int main(int argc, char** argv) {
     std::printf("n = %-8lld fast %10.1f us  mpfr_only %12.1f us  ratio %8.1f  target >= 100: %s\n",
                 static_cast<long long>(n), a->second / 1e3, b->second / 1e3, r,
                 r >= 100 ? "met" : "MISSED");
+  }
+  for (const char* op : {"cr_paper_entropy_f32", "cr_adaptive_f32"}) {
+    const auto a = c.cpu_ns.find(std::string(op) + "/fast/65536"),
+               b = c.cpu_ns.find(std::string(op) + "/mpfr_only/65536");
+    if (a == c.cpu_ns.end() || b == c.cpu_ns.end()) continue;
+    std::printf("%s n = 65536: fast %10.1f us  mpfr_only %12.1f us  ratio %8.1f\n", op,
+                a->second / 1e3, b->second / 1e3, b->second / a->second);
   }
   benchmark::Shutdown();
   return 0;

@@ -14,6 +14,7 @@
 #include "reference/softmax.hpp"
 
 #include "properties/checks.hpp"
+#include "properties/reference_values.hpp"
 
 namespace sa::props::detail {
 namespace {
@@ -188,10 +189,9 @@ void run_differential(const Run& run, Op op, DType t) {
       };
       if (op == Op::softmax || op == Op::log_softmax) {
         const bool sm = op == Op::softmax;
-        const std::vector<ref::Mp> ex = sm ? ref::softmax(l, th) : ref::log_softmax(l, th);
-        std::vector<double> e(ex.size()), g(ex.size());
-        for (std::size_t j = 0; j < ex.size(); ++j)
-          e[j] = d(ex[j]), g[j] = g_at(static_cast<std::int64_t>(j));
+        const std::vector<double> e = sm ? ref_softmax(l, th) : ref_log_softmax(l, th);
+        std::vector<double> g(e.size());
+        for (std::size_t j = 0; j < e.size(); ++j) g[j] = g_at(static_cast<std::int64_t>(j));
         double bias_sum = 0;
         int bias_n = 0;
         for (std::size_t j = 0; j < e.size(); ++j) {
@@ -231,10 +231,11 @@ void run_differential(const Run& run, Op op, DType t) {
           const double eb = baseline::baseline_error(t, row, th, e);
           const double ek = baseline::max_norm_rel_error(
               std::span<const float>(got.data() + r * b.stride, e.size()), e);
-          cs[kVec].worst(make_check(ek, baseline::vectorised_threshold(t, eb, double(st.live), den),
-                                    where + ": max-norm relative error " + fmt(ek / u32) +
-                                        " u vs the float32 baselines' (8-64 lanes; 1 lane below n = 2^13) " +
-                                        fmt(eb / u32) + " u"));
+          cs[kVec].worst(
+              make_check(ek, baseline::vectorised_threshold(t, eb, double(st.live), den),
+                         where + ": max-norm relative error " + fmt(ek / u32) +
+                             " u vs the float32 baselines' (8-64 lanes; 1 lane below n = 2^13) " +
+                             fmt(eb / u32) + " u"));
         }
         if (finite_data) {
           const std::vector<float> nv = sm ? kernels::same_dtype::softmax(t, row, th)
@@ -270,9 +271,7 @@ void run_differential(const Run& run, Op op, DType t) {
           }
         }
       } else if (op == Op::logsumexp || op == Op::entropy) {
-        const double e = op == Op::logsumexp
-                             ? d(ref::log_sum_exp(l, th))
-                             : d(ref::entropy(l, th, ref::EntropyDefinition::shannon));
+        const double e = op == Op::logsumexp ? ref_log_sum_exp(l, th) : ref_shannon_entropy(l, th);
         const double g = got[static_cast<std::size_t>(r)];
         double bud;
         if (!st.finite)
@@ -288,8 +287,8 @@ void run_differential(const Run& run, Op op, DType t) {
           baseline_rules(DType::float32, gg, ee, nn, cs[kFa], cs[kPt], where);
         }
       } else if (op == Op::adaptive_softmax) {
-        const ref::AdaptiveResult ar = ref::adaptive_softmax(l, th, def);
-        const double He = d(ar.entropy), Be = d(ar.beta);
+        const ref::AdaptiveRounded ar = ref_adaptive(l, th, def);
+        const double He = ar.entropy, Be = ar.beta;
         const double dH = st.finite ? budget::entropy_abs(st, He) : 4 * u32 * (1 + std::abs(He));
         const double dB = budget::beta_abs(He, dH);
         cs[kUlp].worst(
@@ -305,7 +304,7 @@ void run_differential(const Run& run, Op op, DType t) {
         double bias_sum = 0;
         int bias_n = 0;
         for (std::size_t j = 0; j < l.size(); ++j) {
-          const double e = d(ar.weights[j]), g = g_at(static_cast<std::int64_t>(j));
+          const double e = ar.weights[j], g = g_at(static_cast<std::int64_t>(j));
           double bud;
           if (!st.finite)
             bud = e == 0 || !std::isfinite(e) ? 0.0 : budget::output_abs(t, e, 4 * u32 * e);

@@ -12,6 +12,7 @@
 #include "reference/softmax.hpp"
 
 #include "properties/checks.hpp"
+#include "properties/reference_values.hpp"
 
 namespace sa::props::detail {
 namespace {
@@ -154,9 +155,9 @@ void run_special(const Run& run, Op op, DType t) {
                          : budget::output_abs(out, e, internal_rel * std::abs(e));
             };
             if (op == Op::softmax || op == Op::log_softmax) {
-              const auto ex = op == Op::softmax ? ref::softmax(l) : ref::log_softmax(l);
+              const auto ex = op == Op::softmax ? ref_softmax(l) : ref_log_softmax(l);
               for (std::size_t j = 0; j < ex.size(); ++j) {
-                const double e = d(ex[j]);
+                const double e = ex[j];
                 double b2 = 0;
                 if (st.finite)
                   b2 = op == Op::softmax
@@ -169,15 +170,15 @@ void run_special(const Run& run, Op op, DType t) {
                        w);
               }
             } else if (op == Op::logsumexp || op == Op::entropy) {
-              const double e = op == Op::logsumexp ? d(ref::log_sum_exp(l)) : d(ref::entropy(l));
+              const double e = op == Op::logsumexp ? ref_log_sum_exp(l) : ref_shannon_entropy(l);
               const double b2 = !std::isfinite(e) ? 0.0
                                 : st.finite       ? (op == Op::logsumexp ? budget::lse_abs(st, e)
                                                                          : budget::entropy_abs(st, e))
                                                   : bud(DType::float32, e, 4 * u32);
               record(elem(DType::float32, got[static_cast<std::size_t>(r)], e, b2, w), w);
             } else {
-              const auto ar = ref::adaptive_softmax(l, 1.0, def);
-              const double He = d(ar.entropy), Be = d(ar.beta);
+              const auto ar = ref_adaptive(l, 1.0, def);
+              const double He = ar.entropy, Be = ar.beta;
               const double dH =
                   st.finite ? budget::entropy_abs(st, He) : bud(DType::float32, He, 4 * u32);
               record(elem(DType::float32, H[static_cast<std::size_t>(r)], He, dH, w + " entropy"),
@@ -189,7 +190,7 @@ void run_special(const Run& run, Op op, DType t) {
                           w + " beta"),
                      w);
               for (std::size_t j = 0; j < ar.weights.size(); ++j) {
-                const double e = d(ar.weights[j]);
+                const double e = ar.weights[j];
                 budget::RowStats sb = st;
                 sb.max *= Be, sb.spread *= Be, sb.max_abs *= Be, sb.theta_one = false;
                 const double b2 = e == 0 || !std::isfinite(e) ? 0.0

@@ -6,6 +6,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "properties/reference_values.hpp"
 #include "properties/suite_internal.hpp"
 #include "reference/mpfr.hpp"
 
@@ -302,6 +303,7 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
     throw std::invalid_argument("run_suite: max_log2_n must be in [0, 30]");
   if (!(config.temperature > 0) || !std::isfinite(config.temperature))
     throw std::invalid_argument("run_suite: temperature must be finite and > 0");
+  detail::reference_options();  // a bad SA_REFERENCE is refused before any work
   std::vector<Verdict> out;
   std::uint64_t seed = config.seed;
   if (seed == 0) seed = std::random_device{}() | (std::uint64_t(std::random_device{}()) << 32);

@@ -64,7 +64,8 @@ const ExpTables& exp_tables() {
 //  <= 2.03u, i.e. absolute <= 0.012u; RN(1 + p) adds <= 1.006u: 1 + p is
 //  within 1.03u e^r of e^r (e^r >= 0.9945).
 //  Table and product: T.t[j].hi = 2^(j/64)(1 + a), |a| <= u; the product is
-//  one RN (<= u); the scaling by 2^e is exact (result in [2^-161, 2^2]).
+//  one RN (<= u); the scaling by 2^e is exact (result in [2^-161, 2^161],
+//  normal). Every step above depends on |dh| only, not on its sign.
 //  Total: (1 + u)(1 + 1.031u)(1 + u)(1 + 0.0111u) - 1 <= 3.05u < 4u = 2^-51.
 
 // exp2: the same reduction in double-double, Taylor degree 11 by Horner in

@@ -12,8 +12,10 @@
 //                       bfloat16, float16; float64 returns x), gradual
 //                       underflow, overflow to +-inf: exact, every double x.
 //  exp1(dh, dl)         exp(dh + dl) in double, relative error <= 2^-51
-//                       (exp1_rel_error), for -111 <= dh <= 1 and |dl| <=
-//                       u |dh| (a double-double argument, as two_sum makes).
+//                       (exp1_rel_error), for -111 <= dh <= 111 and |dl| <=
+//                       u |dh| (a double-double argument, as two_sum makes;
+//                       the rows use dh <= 0, the logarithms of ziv_row.cpp
+//                       and entropy_cr.cpp exp(-y0) with -y0 <= 21).
 //  exp2(dh, dl)         the same as a double-double, relative error <= 2^-97
 //                       (exp2_rel_error), same range.
 //  dd_add, dd_mul,      double-double sum, product and quotient, relative

@@ -42,7 +42,7 @@ double log_sum_exp_rounded(DType t, std::span<const double> l, double theta, con
     st.mpfr = 1;
     return finish(round_to(t, log_sum_exp(l, theta)));
   };
-  if (o.path == RefPath::mpfr_only || t == DType::float64) return mpfr();
+  if (o.path == RefPath::mpfr_only) return mpfr();
   fast::RowSums row(l, theta, o);
   if (!row.fast_ok()) return mpfr();
   // lse = m + log S exactly (m is a double); v = dd_add(m, L^) adds <= 3.01
@@ -88,7 +88,7 @@ std::vector<double> log_softmax_rounded(DType t, std::span<const double> l, doub
     for (std::size_t i = 0; i < n; ++i) out[i] = round_to(t, p[i]);
     return finish(std::move(out));
   };
-  if (o.path == RefPath::mpfr_only || t == DType::float64) return whole_row_mpfr();
+  if (o.path == RefPath::mpfr_only) return whole_row_mpfr();
   fast::RowSums row(l, theta, o);
   if (!row.fast_ok()) return whole_row_mpfr();
 

@@ -9,8 +9,9 @@
 // round_to(t, log_sum_exp(l, theta)); RefPath::mpfr_only computes exactly
 // that. Same semantics and errors as softmax.hpp.
 //
-// Range: as softmax_cr.hpp (float32, bfloat16, float16 on the fast path;
-// float64 and NaN / +inf / fully masked rows through MPFR). log S comes from
+// Range: as softmax_cr.hpp (float32, bfloat16, float16, and float64 from
+// the double-double level, on the fast path; NaN / +inf / fully masked rows
+// through MPFR). log S comes from
 // std::log corrected by one Newton step on the proven exp2, so its error is
 // bounded a posteriori (log_softmax_cr.cpp). An output that is exactly 0
 // (the maximum of a row whose other logits are all masked) and outputs

@@ -13,8 +13,10 @@
 // float16 take the fast path (Ziv's strategy, ziv.hpp): a double level with
 // relative error <= ~2^-49.7, a double-double level (<= 2^-73 for n <= 2^30)
 // for the outputs the double level cannot certify, MPFR for what is left;
-// the error analysis is in softmax_cr.cpp next to each test. float64 and
-// rows with NaN or +inf, rows fully masked, and rows where logits / theta
+// the error analysis is in softmax_cr.cpp next to each test. float64 (the
+// exact value rounded to double, what the properties compare kernels with)
+// takes the double-double level directly (the double level cannot decide a
+// 53-bit rounding). Rows with NaN or +inf, rows fully masked, and rows where logits / theta
 // overflows or |max| > 2^50 with theta != 1 go to MPFR whole (exact or
 // rare). Time: ~10-20 ns per element per core at the double level.
 #pragma once

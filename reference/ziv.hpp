@@ -3,7 +3,7 @@
 //
 // A correctly rounded reference returns, for each output, the exact real
 // result rounded to nearest-even in the target format (float32, bfloat16,
-// float16; float64 goes to MPFR directly), bit-identical to rounding the
+// float16, float64), bit-identical to rounding the
 // MPFR reference (reference/softmax.hpp at 256 bits) with round_to()
 // (reference/rounding.hpp). It computes each output at fast levels with a
 // proven relative error bound eps (reference/fast_arith.hpp) and certifies

@@ -42,6 +42,24 @@ RowSums::RowSums(std::span<const double> l, double theta, const CrOptions& o)
   delta_ = unit ? 0.0 : 1.01 * u * u * (111.0 + 2.0 * (std::abs(m) + 111.0)) + 0x1p-1070;
 }
 
+// The scaled row: d_i = beta b_i with b_i = z_i - m as above (within
+// delta_b of the computed (bh, bl) for b_i >= -111). d^ = dd_mul((bh, bl),
+// b): |d^ - d_i| <= 4u^2 |b^ b| + |b^| |b - beta| + beta |b^ - b_i| <=
+// 4.01u^2 |d^| + |b^| beta_err + beta delta_b. Only items with d^ >= -111
+// are evaluated, and then |b^| <= 1.01 * 111 (beta >= 1): delta = 1.01
+// (b.hi + beta_err) delta_b + 112.2 beta_err + 4.5u^2 111. Items with b_i <
+// -111 have d_i < -111 too (beta >= 1) and are cut off as before.
+RowSums::RowSums(std::span<const double> l, double theta, const CrOptions& o, DD b, double beta_err)
+    : RowSums(l, theta, o) {
+  scaled_ = true;
+  beta_ = b;
+  beta_err_ = beta_err;
+  if (!((b.hi > 1.0 || (b.hi == 1.0 && b.lo >= 0)) && b.hi <= 4.0 && std::abs(b.lo) <= u * b.hi &&
+        beta_err >= 0 && beta_err < 0x1p-30))
+    ok_ = false;
+  delta_ = (1.01 * (b.hi + beta_err) * delta_ + 112.2 * beta_err + 4.5 * u * u * 111.0) * kSafe;
+}
+
 // theta = 1: z_i = l_i, and (dh, dl) = two_sum(l_i, -m) is exact.
 // theta != 1: q = RN(l/theta); l - q theta is a double (the remainder of a
 // correctly rounded quotient, no underflow) formed exactly by the fma, so lo
@@ -66,10 +84,16 @@ bool RowSums::arg(std::size_t i, double& dh, double& dl, bool cut) const {
     const DD d = two_sum(s.hi, s.lo + lo);
     dh = d.hi, dl = d.lo;
   }
+  if (scaled_) {
+    const DD d = dd_mul(DD{dh, dl}, beta_);
+    if (cut && !(d.hi >= exp_cutoff)) return false;
+    dh = d.hi, dl = d.lo;
+  }
   return true;
 }
 
 double RowSums::arg_error(std::size_t i, double dh) const {
+  if (scaled_) return delta_;  // used for d_i >= -111 only
   if (unit_) return 0.0;
   return 1.01 * u * u * (std::abs(dh) + 2.0 * std::abs(l_[i] / theta_)) + 0x1p-1070;
 }
@@ -155,10 +179,33 @@ void RowSums::level2() {
 // x - M > 0 surely (and likewise for M - x). Exact midpoints do not occur for
 // the transcendental values these references produce; where a value is
 // rational (1/k) it is representable, and an exact 0 fails the test.
+//
+// float64: the boundaries r +- (half an ulp) have 54 bits, so the test works
+// on x - r instead. For a normal r > 0 with v.hi in {r, a neighbour of r},
+// a = v.hi - r is exact (Sterbenz) and s = RN(a + v.lo) is within u |s| of
+// v - r; so x - r lies within err + 1.01u |s| of s, and r is the answer iff
+// that interval lies strictly inside (-h_down, h_up), h_down and h_up the
+// half-spacings below and above r (powers of two, exact). r = 0 or
+// below 2^-960 fails the test (MPFR decides). The comparisons are made with
+// h (1 - 2^-50) (exact products) so that their own roundings (<= u of s +-
+// e) cannot turn them.
+static bool rounds_to_float64(const DD& v, double err, double r) {
+  if (!(r >= 0x1p-960) || std::isinf(r)) return false;
+  const double a = v.hi - r;
+  if (std::abs(a) > 2 * (std::nextafter(r, kInf) - r)) return false;  // not a neighbour
+  const double s = a + v.lo;
+  const double e = err + 1.01 * u * std::abs(s);
+  const double h_up = (std::nextafter(r, kInf) - r) / 2;
+  const double h_down = (r - std::nextafter(r, 0.0)) / 2;
+  constexpr double k = 1 - 0x1p-50;
+  return s + e < h_up * k && s - e > -h_down * k;
+}
+
 bool rounds_to(DType t, const DD& v0, double err, double r) {
   DD v = v0;
   if (v.hi < 0 || (v.hi == 0 && std::signbit(r))) v = {-v.hi, -v.lo}, r = -r;
   if (std::isnan(r) || r < 0 || std::isinf(r)) return false;
+  if (t == DType::float64) return rounds_to_float64(v, err, r);
   const FloatFormat f = format_of(t);
   auto beyond = [&](double M, double sign) {
     const DD a = two_sum(v.hi, -M);
@@ -200,7 +247,9 @@ double round_dd(DType t, const DD& v, double err) {
 //  |e^delta - 1 - delta| <= 0.51 delta^2 with |delta| <= 1.01 |c| <= 1.02
 //  |c^.hi| + 1.01 kappa =: cm. So |L^ - log Sv| <= 0.51 cm^2 + kappa + 3.01
 //  u^2 |L^|, and |log S - log Sv| <= 1.01 eps_S (|log(1 + x)| <= 1.01 |x|).
-//  exp2's range: -y0 is in [-21, 2^-40] for n <= 2^30 (1 - 2^-40 <= S <= n).
+//  exp2's range: -y0 is in [-21, 2^-40] for a sum S (n <= 2^30, 1 - 2^-40
+//  <= S <= n) and in [-2^-29, 20.8] for p + 1e-9 (entropy_cr.cpp); |y0| > 21
+//  is refused.
 LogS log_of(const DD& Sv, double eps_S) {
   const double y0 = std::log(Sv.hi);
   const DD e = exp2(exp_tables(), -y0, 0.0);
@@ -208,10 +257,20 @@ LogS log_of(const DD& Sv, double eps_S) {
   const DD L = dd_add(DD{y0, 0.0}, c);
   constexpr double kappa = 0x1p-96;
   const double cm = 1.02 * std::abs(c.hi) + 1.01 * kappa;
-  if (!(cm <= 0.01) || !(y0 <= 21.0)) return {L, kInf};
+  if (!(cm <= 0.01) || !(std::abs(y0) <= 21.0)) return {L, kInf};
   const double eta =
       (0.51 * cm * cm + kappa + 3.01 * u * u * std::abs(L.hi) + 1.01 * eps_S) * kSafe;
   return {L, eta};
+}
+
+// log1: the error analysis is in ziv_row.hpp.
+bool log1(const ExpTables& T, double x, double& L) {
+  const double y0 = std::log(x);
+  if (!(std::abs(y0) <= 21.0)) return false;
+  const double c = x * exp1(T, -y0, 0.0) - 1.0;
+  if (!(std::abs(c) <= 0x1p-26)) return false;
+  L = y0 + c;
+  return true;
 }
 
 }  // namespace sa::ref::fast
