@@ -175,8 +175,8 @@ Verdict make(const Run& run, const char* id, Op op, const std::string& dtype, bo
   if (!enforced) {
     v.outcome = Outcome::skip;
     v.note = "reported, not required (the kernel does not claim it): " + std::to_string(differing) +
-             " of " + std::to_string(calls) + " " + what_was_run +
-             (differing ? " differed (" + where + ")" : " identical");
+             " of " + std::to_string(calls) + " " + what_was_run + " differed" +
+             (differing ? " (first: " + where + ")" : "");
     return v;
   }
   v.outcome = differing ? Outcome::fail : Outcome::pass;
