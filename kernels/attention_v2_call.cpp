@@ -385,8 +385,8 @@ void scatter(const AttentionCase& c, bool q_side, std::int64_t heads, std::int64
   }
 }
 
-std::vector<float> gather(const AttentionCase& c, bool q_side, std::int64_t heads,
-                          std::int64_t dim, const Strides& st, const Buffer& src) {
+std::vector<float> gather(const AttentionCase& c, bool q_side, std::int64_t heads, std::int64_t dim,
+                          const Strides& st, const Buffer& src) {
   std::vector<float> out(
       static_cast<std::size_t>((q_side ? c.total_q() : c.total_k()) * heads * dim));
   for (std::int64_t b = 0; b < c.batch; ++b) {
@@ -442,11 +442,11 @@ AttentionGradientsV2 Kernel::attention_backward(const AttentionCase& c, std::spa
     throw NotApplicable("kernel '" + name_ + "' attention_backward: " + why);
   const std::size_t rows = static_cast<std::size_t>(c.total_q() * c.heads_q);
   if (out.size() != rows * c.dv || dout.size() != rows * c.dv || lse.size() != rows)
-    throw std::invalid_argument("attention_backward call: out, dout need total_q x heads_q x dv = " +
-                                std::to_string(rows * c.dv) + " values and lse " +
-                                std::to_string(rows) + " (got " + std::to_string(out.size()) +
-                                ", " + std::to_string(dout.size()) + ", " +
-                                std::to_string(lse.size()) + ")");
+    throw std::invalid_argument(
+        "attention_backward call: out, dout need total_q x heads_q x dv = " +
+        std::to_string(rows * c.dv) + " values and lse " + std::to_string(rows) + " (got " +
+        std::to_string(out.size()) + ", " + std::to_string(dout.size()) + ", " +
+        std::to_string(lse.size()) + ")");
   const Strides sq = layout_of(c, c.heads_q, c.seqlen_q, c.total_q(), c.d),
                 sk = layout_of(c, c.heads_kv, c.seqlen_k, c.total_k(), c.d),
                 sv = layout_of(c, c.heads_kv, c.seqlen_k, c.total_k(), c.dv),
@@ -463,9 +463,8 @@ AttentionGradientsV2 Kernel::attention_backward(const AttentionCase& c, std::spa
   scatter(c, true, c.heads_q, c.dv, so, dout.data(), &go, nullptr, "dout");
   const Buffer dq0 = dq, dk0 = dk, dv0 = dv;
   // lse in the ABI's order: [batch][heads_q][seqlen_q], or [heads_q][total_q] with varlen.
-  std::vector<float> lse_abi(c.varlen() ? rows : static_cast<std::size_t>(c.batch * c.heads_q *
-                                                                          c.seqlen_q),
-                             NAN);
+  std::vector<float> lse_abi(
+      c.varlen() ? rows : static_cast<std::size_t>(c.batch * c.heads_q * c.seqlen_q), NAN);
   for (std::int64_t b = 0; b < c.batch; ++b)
     for (std::int64_t i = 0; i < c.len_q(b); ++i)
       for (std::int64_t h = 0; h < c.heads_q; ++h) {

@@ -399,10 +399,11 @@ std::vector<float> rows_backward(const Kernel& k, Op op, RowsBackward fn, DType 
   if (types != 0 && (types & (t == DType::float32    ? SA_DTYPE_F32
                               : t == DType::bfloat16 ? SA_DTYPE_BF16
                                                      : SA_DTYPE_F16)) == 0)
-    throw KernelError(SA_UNSUPPORTED, "kernel '" + k.name() + "' does not declare " +
-                                          name_of(t) + " for " + name_of(op));
+    throw KernelError(SA_UNSUPPORTED, "kernel '" + k.name() + "' does not declare " + name_of(t) +
+                                          " for " + name_of(op));
   if (in.in_place)
-    throw std::invalid_argument(std::string(name_of(op)) + " call: in_place is not a backward layout");
+    throw std::invalid_argument(std::string(name_of(op)) +
+                                " call: in_place is not a backward layout");
   const sa_rows shape = shape_of(in, temperature, t);
   if (dy.size() != in.data.size())
     throw std::invalid_argument(std::string(name_of(op)) + " call: dy has " +

@@ -639,8 +639,8 @@ sa_status backward_error(sa_status s) {
   }
   return s;
 }
-sa_status k_softmax_backward(void* ctx, sa_dtype t, const sa_rows* s, const void* y,
-                             const void* dy, void* dx) {
+sa_status k_softmax_backward(void* ctx, sa_dtype t, const sa_rows* s, const void* y, const void* dy,
+                             void* dx) {
   g_error.clear();
   return backward_error(cpu_softmax_backward(ctx, t, s, y, dy, dx));
 }
