@@ -621,6 +621,102 @@ sa_status t_attention_v2(void* ctx, const sa_attention_v2_args* a) {
   return r;
 }
 
+// Backward operations (interface v2): y, dy and dx guarded like softmax's rows.
+sa_status t_row_backward(void* ctx, sa_dtype t, const sa_rows* sh, const void* y, const void* dy,
+                         void* dx, bool log) {
+  State* s = st(ctx);
+  auto fn = log ? s->inner->log_softmax_backward : s->inner->softmax_backward;
+  // In place (dx == dy, which kernel.h allows) is passed through unguarded.
+  if (!valid(sh) || sh->out_stride < sh->n || dx == dy) return fn(s->inner->ctx, t, sh, y, dy, dx);
+  State::Call c(s, log ? "log_softmax_backward" : "softmax_backward", dtype_name(t));
+  const std::size_t in_bytes = row_bytes(sh, sh->in_stride, elem(t)),
+                    out_bytes = row_bytes(sh, sh->out_stride, elem(t));
+  const void* gy = c.in("y", y, in_bytes);
+  const void* gdy = c.in("dy", dy, in_bytes);
+  void* gdx = c.out("dx", dx, out_bytes);
+  const sa_status r = fn(s->inner->ctx, t, sh, gy, gdy, gdx);
+  c.finish();
+  return r;
+}
+sa_status t_softmax_backward(void* ctx, sa_dtype t, const sa_rows* sh, const void* y,
+                             const void* dy, void* dx) {
+  return t_row_backward(ctx, t, sh, y, dy, dx, false);
+}
+sa_status t_log_softmax_backward(void* ctx, sa_dtype t, const sa_rows* sh, const void* y,
+                                 const void* dy, void* dx) {
+  return t_row_backward(ctx, t, sh, y, dy, dx, true);
+}
+
+// Attention backward: every input of the forward, dout and the gradients
+// guarded at their exact reach, as t_attention_v2 does.
+sa_status t_attention_backward(void* ctx, const sa_attention_backward_args* b) {
+  State* s = st(ctx);
+  const sa_attention_v2_args* a = b ? b->forward : nullptr;
+  const bool varlen = a && a->cu_seqlens_q != nullptr && a->cu_seqlens_k != nullptr;
+  if (!b || b->struct_size < sizeof(sa_attention_backward_args) || !a ||
+      a->struct_size < sizeof(sa_attention_v2_args) || a->batch < 0 || a->heads_q < 1 ||
+      a->heads_kv < 1 || a->head_dim < 1 || a->head_dim_v < 1 || a->seqlen_q < 0 ||
+      a->seqlen_k < 0 ||
+      (varlen && (a->cu_seqlens_q[a->batch] < 0 || a->cu_seqlens_k[a->batch] < 0)))
+    return s->inner->attention_backward(s->inner->ctx, b);
+  State::Call c(s, "attention_backward", dtype_name(a->qkv_dtype));
+  const std::int64_t tq = varlen ? a->cu_seqlens_q[a->batch] : a->batch * a->seqlen_q,
+                     tk = varlen ? a->cu_seqlens_k[a->batch] : a->batch * a->seqlen_k;
+  auto reach = [&](std::int64_t sb, std::int64_t sh, std::int64_t ss, std::int64_t heads,
+                   std::int64_t seqlen, std::int64_t total, std::int64_t dim,
+                   std::size_t e) -> std::size_t {
+    const std::int64_t rows = varlen ? total : seqlen;
+    if (rows == 0 || (!varlen && a->batch == 0)) return 0;
+    const std::int64_t last =
+        (varlen ? 0 : (a->batch - 1) * sb) + (heads - 1) * sh + (rows - 1) * ss + dim;
+    return static_cast<std::size_t>(last) * e;
+  };
+  const std::size_t ei = elem(a->qkv_dtype), eo = elem(a->out_dtype);
+  sa_attention_v2_args g = *a;
+  sa_attention_backward_args gb = *b;
+  gb.forward = &g;
+  auto guard = [&](const char* name, const sa_tensor& t, std::int64_t heads, std::int64_t seqlen,
+                   std::int64_t total, std::int64_t dim, std::size_t e, bool out) {
+    sa_tensor r = t;
+    const std::size_t bytes =
+        reach(t.stride_b, t.stride_h, t.stride_s, heads, seqlen, total, dim, e);
+    if (bytes)
+      r.data = out ? c.out(name, const_cast<void*>(t.data), bytes) : c.in(name, t.data, bytes);
+    return r;
+  };
+  g.q = guard("q", a->q, a->heads_q, a->seqlen_q, tq, a->head_dim, ei, false);
+  g.k = guard("k", a->k, a->heads_kv, a->seqlen_k, tk, a->head_dim, ei, false);
+  g.v = guard("v", a->v, a->heads_kv, a->seqlen_k, tk, a->head_dim_v, ei, false);
+  if (const std::size_t ob = reach(a->out_stride_b, a->out_stride_h, a->out_stride_s, a->heads_q,
+                                   a->seqlen_q, tq, a->head_dim_v, eo))
+    g.out = const_cast<void*>(c.in("out", a->out, ob));
+  gb.dout = guard("dout", b->dout, a->heads_q, a->seqlen_q, tq, a->head_dim_v, eo, false);
+  gb.dq = guard("dq", b->dq, a->heads_q, a->seqlen_q, tq, a->head_dim, ei, true);
+  gb.dk = guard("dk", b->dk, a->heads_kv, a->seqlen_k, tk, a->head_dim, ei, true);
+  gb.dv = guard("dv", b->dv, a->heads_kv, a->seqlen_k, tk, a->head_dim_v, ei, true);
+  const std::size_t per_query =
+      static_cast<std::size_t>(a->heads_q * (varlen ? tq : a->batch * a->seqlen_q));
+  if (per_query) g.lse = static_cast<float*>(const_cast<void*>(c.in("lse", a->lse, per_query * 4)));
+  if (varlen) {
+    g.cu_seqlens_q = static_cast<const std::int32_t*>(
+        c.in("cu_seqlens_q", a->cu_seqlens_q, static_cast<std::size_t>(a->batch + 1) * 4));
+    g.cu_seqlens_k = static_cast<const std::int32_t*>(
+        c.in("cu_seqlens_k", a->cu_seqlens_k, static_cast<std::size_t>(a->batch + 1) * 4));
+  }
+  if (tk > 0)
+    g.key_padding_mask = static_cast<const std::uint8_t*>(
+        c.in("key_padding_mask", a->key_padding_mask, static_cast<std::size_t>(tk)));
+  g.alibi_slopes = static_cast<const float*>(
+      c.in("alibi_slopes", a->alibi_slopes, static_cast<std::size_t>(a->heads_q) * 4));
+  g.sinks =
+      static_cast<const float*>(c.in("sinks", a->sinks, static_cast<std::size_t>(a->heads_q) * 4));
+  gb.dsinks =
+      static_cast<float*>(c.out("dsinks", b->dsinks, static_cast<std::size_t>(a->heads_q) * 4));
+  const sa_status r = s->inner->attention_backward(s->inner->ctx, &gb);
+  c.finish();
+  return r;
+}
+
 sa_status t_merge_attention(void* ctx, std::int64_t rows, std::int64_t dv, const float* o_a,
                             const float* lse_a, const float* o_b, const float* lse_b, float* out,
                             float* out_lse) {
@@ -772,15 +868,6 @@ GuardedKernel::GuardedKernel(const Kernel& inner, GuardOptions options, Report r
   // that much (the version 2 fields stay zero and are never read).
   std::memset(&state_->outer, 0, sizeof state_->outer);
   std::memcpy(&state_->outer, &k, inner.abi_version() >= 2 ? sizeof(sa_kernel) : SA_KERNEL_V1_SIZE);
-  if (inner.abi_version() >= 2) {
-    // Operations the suite does not check yet are not offered through the
-    // wrapper (their ctx would be the wrapper's).
-    state_->outer.softmax_backward = nullptr;
-    state_->outer.log_softmax_backward = nullptr;
-    state_->outer.attention_backward = nullptr;
-    state_->outer.ops &= ~static_cast<std::uint32_t>(
-        SA_OP_SOFTMAX_BACKWARD | SA_OP_LOG_SOFTMAX_BACKWARD | SA_OP_ATTENTION_BACKWARD);
-  }
   state_->outer.ctx = state_.get();
   state_->outer.last_error = t_last_error;
   refuse({});
@@ -815,6 +902,10 @@ void GuardedKernel::refuse(const std::set<Op>& ops) {
     pick(Op::attention_v2, k.attention_v2, t_attention_v2, o.attention_v2);
     pick(Op::merge_attention_states_n, k.merge_attention_states_n, t_merge_attention_n,
          o.merge_attention_states_n);
+    pick(Op::softmax_backward, k.softmax_backward, t_softmax_backward, o.softmax_backward);
+    pick(Op::log_softmax_backward, k.log_softmax_backward, t_log_softmax_backward,
+         o.log_softmax_backward);
+    pick(Op::attention_backward, k.attention_backward, t_attention_backward, o.attention_backward);
   }
 }
 

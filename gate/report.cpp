@@ -447,6 +447,16 @@ std::string unit_of(const Verdict& v) {
       {"attention_v2.masked_never_leak", "outputs changed"},
       {"attention_v2.gqa_equals_repeated", "ulps of float32"},
       {"attention_v2.varlen_equals_separate", "ulps of float32"},
+      {"backward.rounding", "ulps"},
+      {"backward.rows_sum_zero", "absolute"},
+      {"backward.directional_derivative", "absolute"},
+      {"attention_backward.rounding", "ulps"},
+      {"attention_backward.flash_attention_3x", "absolute"},
+      {"attention_backward.gqa_group_sum", "absolute"},
+      {"attention_backward.masked_zero", "gradients wrong or changed"},
+      {"attention_backward.no_nan", "non-finite gradients"},
+      {"determinism.bitwise", "calls that differed"},
+      {"determinism.batch_invariance", "calls that differed"},
   };
   if (const auto it = by_property.find(p); it != by_property.end()) return it->second;
   if (p == "differential.onednn_10eps")

@@ -360,3 +360,189 @@ AttentionResultV2 Kernel::attention_v2(const AttentionCase& c) const {
 }
 
 }  // namespace sa
+
+// ---- attention_backward (interface v2) ----
+namespace sa {
+namespace {
+
+// Copies packed-BSHD values into a call-layout buffer (query side: q_side,
+// else key side), marking the elements of live rows.
+void scatter(const AttentionCase& c, bool q_side, std::int64_t heads, std::int64_t dim,
+             const Strides& st, const float* src, Buffer* dst, std::vector<unsigned char>* live,
+             const char* what) {
+  for (std::int64_t b = 0; b < c.batch; ++b) {
+    const std::int64_t r0 = q_side ? c.row_q(b, 0) : c.row_k(b, 0);
+    const std::int64_t len = q_side ? c.len_q(b) : c.len_k(b);
+    for (std::int64_t i = 0; i < len; ++i)
+      for (std::int64_t h = 0; h < heads; ++h) {
+        const std::int64_t o = offset(c, st, b, r0 + i, r0, h);
+        for (std::int64_t x = 0; x < dim; ++x) {
+          if (dst && src)
+            dst->set(static_cast<std::size_t>(o + x), src[((r0 + i) * heads + h) * dim + x], what);
+          if (live) (*live)[static_cast<std::size_t>(o + x)] = 1;
+        }
+      }
+  }
+}
+
+std::vector<float> gather(const AttentionCase& c, bool q_side, std::int64_t heads, std::int64_t dim,
+                          const Strides& st, const Buffer& src) {
+  std::vector<float> out(
+      static_cast<std::size_t>((q_side ? c.total_q() : c.total_k()) * heads * dim));
+  for (std::int64_t b = 0; b < c.batch; ++b) {
+    const std::int64_t r0 = q_side ? c.row_q(b, 0) : c.row_k(b, 0);
+    const std::int64_t len = q_side ? c.len_q(b) : c.len_k(b);
+    for (std::int64_t i = 0; i < len; ++i)
+      for (std::int64_t h = 0; h < heads; ++h) {
+        const std::int64_t o = offset(c, st, b, r0 + i, r0, h);
+        for (std::int64_t x = 0; x < dim; ++x)
+          out[static_cast<std::size_t>(((r0 + i) * heads + h) * dim + x)] =
+              src.get(static_cast<std::size_t>(o + x));
+      }
+  }
+  return out;
+}
+
+void check_padding(const Kernel& k, const AttentionCase& c, const char* what, const Buffer& before,
+                   const Buffer& after, const std::vector<unsigned char>& live) {
+  const std::size_t es = size_of(after.t);
+  for (std::size_t i = 0; i < live.size(); ++i)
+    if (!live[i] && std::memcmp(&after.bytes[i * es], &before.bytes[i * es], es) != 0)
+      throw KernelError(SA_INTERNAL_ERROR, "kernel '" + k.name() + "' attention_backward wrote " +
+                                               what + " element " + std::to_string(i) +
+                                               ", which is padding outside every row (" +
+                                               c.describe() + ")");
+}
+
+}  // namespace
+
+std::string Kernel::why_not_applicable_backward(const AttentionCase& c) const {
+  if (abi_ < 2 || k_->attention_backward == nullptr)
+    return "the kernel implements no attention_backward (interface v1 kernel, or op not claimed)";
+  if (c.adaptive) return "adaptive attention has no backward (kernel.h)";
+  if (is_fp8(c.qkv)) return "fp8 inputs: the backward is checked for float32/bfloat16/float16";
+  const sa_capabilities* cap = k_->capabilities;
+  const std::uint32_t types = cap && cap->op_dtypes[11] ? cap->op_dtypes[11] : k_->dtypes;
+  if ((types & bit_of(c.qkv)) == 0)
+    return std::string("input type ") + name_of(c.qkv) +
+           " is not among the types declared for attention_backward";
+  // The forward's conditions (attention_features, head dims, limits) cover
+  // both directions: a backward needs its forward's out and lse anyway.
+  if (k_->attention_v2 == nullptr)
+    return "the kernel implements no attention_v2 (the backward reads its forward's out and lse)";
+  return why_not_applicable(c);
+}
+
+AttentionGradientsV2 Kernel::attention_backward(const AttentionCase& c, std::span<const float> out,
+                                                std::span<const float> lse,
+                                                std::span<const float> dout,
+                                                bool deterministic) const {
+  c.validate();
+  if (const std::string why = why_not_applicable_backward(c); !why.empty())
+    throw NotApplicable("kernel '" + name_ + "' attention_backward: " + why);
+  const std::size_t rows = static_cast<std::size_t>(c.total_q() * c.heads_q);
+  if (out.size() != rows * c.dv || dout.size() != rows * c.dv || lse.size() != rows)
+    throw std::invalid_argument(
+        "attention_backward call: out, dout need total_q x heads_q x dv = " +
+        std::to_string(rows * c.dv) + " values and lse " + std::to_string(rows) + " (got " +
+        std::to_string(out.size()) + ", " + std::to_string(dout.size()) + ", " +
+        std::to_string(lse.size()) + ")");
+  const Strides sq = layout_of(c, c.heads_q, c.seqlen_q, c.total_q(), c.d),
+                sk = layout_of(c, c.heads_kv, c.seqlen_k, c.total_k(), c.d),
+                sv = layout_of(c, c.heads_kv, c.seqlen_k, c.total_k(), c.dv),
+                so = layout_of(c, c.heads_q, c.seqlen_q, c.total_q(), c.dv);
+  Buffer q(c.qkv, sq.count), k(c.qkv, sk.count), v(c.qkv, sv.count), o(c.out_type, so.count),
+      go(c.out_type, so.count), dq(c.qkv, sq.count), dk(c.qkv, sk.count), dv(c.qkv, sv.count);
+  for (Buffer* b : {&q, &k, &v, &o, &go, &dq, &dk, &dv}) b->fill_nan();
+  std::vector<unsigned char> live_q(static_cast<std::size_t>(sq.count), 0),
+      live_k(static_cast<std::size_t>(sk.count), 0), live_v(static_cast<std::size_t>(sv.count), 0);
+  scatter(c, true, c.heads_q, c.d, sq, c.q.data(), &q, &live_q, "q");
+  scatter(c, false, c.heads_kv, c.d, sk, c.k.data(), &k, &live_k, "k");
+  scatter(c, false, c.heads_kv, c.dv, sv, c.v.data(), &v, &live_v, "v");
+  scatter(c, true, c.heads_q, c.dv, so, out.data(), &o, nullptr, "out");
+  scatter(c, true, c.heads_q, c.dv, so, dout.data(), &go, nullptr, "dout");
+  const Buffer dq0 = dq, dk0 = dk, dv0 = dv;
+  // lse in the ABI's order: [batch][heads_q][seqlen_q], or [heads_q][total_q] with varlen.
+  std::vector<float> lse_abi(
+      c.varlen() ? rows : static_cast<std::size_t>(c.batch * c.heads_q * c.seqlen_q), NAN);
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t i = 0; i < c.len_q(b); ++i)
+      for (std::int64_t h = 0; h < c.heads_q; ++h) {
+        const std::int64_t row = c.row_q(b, i);
+        lse_abi[static_cast<std::size_t>(c.varlen() ? h * c.total_q() + row
+                                                    : (b * c.heads_q + h) * c.seqlen_q + i)] =
+            lse[static_cast<std::size_t>(row * c.heads_q + h)];
+      }
+  std::vector<float> dsinks(c.sinks.size(), NAN);
+  detail::Stage st(memory());
+  sa_attention_v2_args a{};
+  a.struct_size = sizeof a;
+  a.qkv_dtype = abi_of(c.qkv);
+  a.out_dtype = abi_of(c.out_type);
+  a.batch = c.batch;
+  a.heads_q = c.heads_q;
+  a.heads_kv = c.heads_kv;
+  std::int64_t mq = c.seqlen_q, mk = c.seqlen_k;
+  if (c.varlen()) {
+    mq = mk = 0;
+    for (std::int64_t b = 0; b < c.batch; ++b)
+      mq = std::max(mq, c.len_q(b)), mk = std::max(mk, c.len_k(b));
+    a.cu_seqlens_q = static_cast<const std::int32_t*>(st.in(c.cu_q.data(), c.cu_q.size() * 4));
+    a.cu_seqlens_k = static_cast<const std::int32_t*>(st.in(c.cu_k.data(), c.cu_k.size() * 4));
+  }
+  a.seqlen_q = mq;
+  a.seqlen_k = mk;
+  a.head_dim = c.d;
+  a.head_dim_v = c.dv;
+  a.q = {st.in(q.bytes.data(), q.bytes.size()), sq.b, sq.h, sq.s};
+  a.k = {st.in(k.bytes.data(), k.bytes.size()), sk.b, sk.h, sk.s};
+  a.v = {st.in(v.bytes.data(), v.bytes.size()), sv.b, sv.h, sv.s};
+  a.out = st.in(o.bytes.data(), o.bytes.size());
+  a.out_stride_b = so.b;
+  a.out_stride_h = so.h;
+  a.out_stride_s = so.s;
+  a.lse = static_cast<float*>(st.in(lse_abi.data(), lse_abi.size() * 4));
+  a.key_padding_mask = c.key_padding_mask.empty()
+                           ? nullptr
+                           : static_cast<const std::uint8_t*>(
+                                 st.in(c.key_padding_mask.data(), c.key_padding_mask.size()));
+  a.scale = c.scale;
+  a.causal = c.causal ? 1 : 0;
+  a.alignment = c.top_left ? SA_ALIGN_TOP_LEFT : SA_ALIGN_BOTTOM_RIGHT;
+  a.window_left = c.window_left;
+  a.window_right = c.window_right;
+  a.softcap = c.softcap;
+  a.alibi_slopes =
+      c.alibi_slopes.empty()
+          ? nullptr
+          : static_cast<const float*>(st.in(c.alibi_slopes.data(), c.alibi_slopes.size() * 4));
+  a.sinks = c.sinks.empty() ? nullptr
+                            : static_cast<const float*>(st.in(c.sinks.data(), c.sinks.size() * 4));
+  a.q_descale = c.q_descale;
+  a.k_descale = c.k_descale;
+  a.v_descale = c.v_descale;
+  a.num_splits = c.num_splits;
+  sa_attention_backward_args ba{};
+  ba.struct_size = sizeof ba;
+  ba.forward = &a;
+  ba.dout = {st.in(go.bytes.data(), go.bytes.size()), so.b, so.h, so.s};
+  ba.dq = {st.out(dq.bytes.data(), dq.bytes.size()), sq.b, sq.h, sq.s};
+  ba.dk = {st.out(dk.bytes.data(), dk.bytes.size()), sk.b, sk.h, sk.s};
+  ba.dv = {st.out(dv.bytes.data(), dv.bytes.size()), sv.b, sv.h, sv.s};
+  ba.dsinks =
+      c.sinks.empty() ? nullptr : static_cast<float*>(st.out(dsinks.data(), dsinks.size() * 4));
+  ba.deterministic = deterministic ? 1 : 0;
+  detail::check_status(*this, k_->attention_backward(k_->ctx, &ba), Op::attention_backward);
+  st.fetch();
+  check_padding(*this, c, "dq", dq0, dq, live_q);
+  check_padding(*this, c, "dk", dk0, dk, live_k);
+  check_padding(*this, c, "dv", dv0, dv, live_v);
+  AttentionGradientsV2 g;
+  g.dq = gather(c, true, c.heads_q, c.d, sq, dq);
+  g.dk = gather(c, false, c.heads_kv, c.d, sk, dk);
+  g.dv = gather(c, false, c.heads_kv, c.dv, sv, dv);
+  g.dsinks = dsinks;
+  return g;
+}
+
+}  // namespace sa

@@ -385,6 +385,61 @@ std::vector<float> Kernel::log_softmax(DType t, const RowBatch& in, double tempe
   return rows_to_rows(*this, Op::log_softmax, k_->log_softmax, t, in, temperature);
 }
 
+namespace {
+using RowsBackward = sa_status (*)(void*, sa_dtype, const sa_rows*, const void*, const void*,
+                                   void*);
+
+// softmax_backward and log_softmax_backward: y and dy in the batch's layout, dx out.
+std::vector<float> rows_backward(const Kernel& k, Op op, RowsBackward fn, DType t,
+                                 const RowBatch& in, std::span<const float> dy,
+                                 double temperature) {
+  require(k, op, t);
+  const sa_capabilities* cap = k.raw().capabilities;
+  const std::uint32_t types = cap ? cap->op_dtypes[static_cast<int>(op)] : 0;
+  if (types != 0 && (types & (t == DType::float32    ? SA_DTYPE_F32
+                              : t == DType::bfloat16 ? SA_DTYPE_BF16
+                                                     : SA_DTYPE_F16)) == 0)
+    throw KernelError(SA_UNSUPPORTED, "kernel '" + k.name() + "' does not declare " + name_of(t) +
+                                          " for " + name_of(op));
+  if (in.in_place)
+    throw std::invalid_argument(std::string(name_of(op)) +
+                                " call: in_place is not a backward layout");
+  const sa_rows shape = shape_of(in, temperature, t);
+  if (dy.size() != in.data.size())
+    throw std::invalid_argument(std::string(name_of(op)) + " call: dy has " +
+                                std::to_string(dy.size()) + " values, expected " +
+                                std::to_string(in.data.size()) + " (the layout of y)");
+  Packed y = pack(t, in.data, "y");
+  Packed g = pack(t, dy, "dy");
+  Packed x = blank(t, static_cast<std::size_t>(in.rows * shape.out_stride));
+  const Packed x0 = x;
+  Stage st(k.memory());
+  void* py = st.in(y.data(), y.bytes());
+  void* pg = st.in(g.data(), g.bytes());
+  void* px = st.out(x.data(), x.bytes());
+  check_status(k, fn(k.raw().ctx, to_abi(t), &shape, py, pg, px), op);
+  st.fetch();
+  check_gaps(k.name(), name_of(op), x0, x, in.rows, in.n, shape.out_stride);
+  return relayout(unpack(x), in.rows, in.n, shape.out_stride, in.stride);
+}
+}  // namespace
+
+std::vector<float> Kernel::softmax_backward(DType t, const RowBatch& y, std::span<const float> dy,
+                                            double temperature) const {
+  return rows_backward(*this, Op::softmax_backward, k_->softmax_backward, t, y, dy, temperature);
+}
+
+std::vector<float> Kernel::log_softmax_backward(DType t, const RowBatch& y,
+                                                std::span<const float> dy,
+                                                double temperature) const {
+  return rows_backward(*this, Op::log_softmax_backward, k_->log_softmax_backward, t, y, dy,
+                       temperature);
+}
+
+bool Kernel::claims(std::uint32_t cap_flag) const {
+  return abi_ >= 2 && k_->capabilities && (k_->capabilities->flags & cap_flag) != 0;
+}
+
 std::vector<float> Kernel::logsumexp(DType t, const RowBatch& in, double temperature) const {
   require(*this, Op::logsumexp, t);
   const sa_rows shape = shape_of(in, temperature, t);

@@ -54,8 +54,8 @@ constexpr Op all_ops[] = {Op::softmax,
                           Op::merge_entropy_states,
                           Op::merge_attention_states};
 // Every operation the suite checks: all_ops, batched attention (v2), which
-// carries its own element types, and the n-way split-KV merge. Backward
-// passes are in the interface (all_interface_ops) but not yet checked.
+// carries its own element types, the n-way split-KV merge and the
+// backward operations.
 constexpr Op checked_ops[] = {Op::softmax,
                               Op::log_softmax,
                               Op::logsumexp,
@@ -65,7 +65,10 @@ constexpr Op checked_ops[] = {Op::softmax,
                               Op::merge_entropy_states,
                               Op::merge_attention_states,
                               Op::attention_v2,
-                              Op::merge_attention_states_n};
+                              Op::merge_attention_states_n,
+                              Op::softmax_backward,
+                              Op::log_softmax_backward,
+                              Op::attention_backward};
 // Every operation kernel.h defines (bit k of sa_kernel.ops is the k-th).
 constexpr Op all_interface_ops[] = {Op::softmax,
                                     Op::log_softmax,
@@ -163,6 +166,13 @@ struct AttentionOutput {
   std::vector<float> lse, entropy, beta;
 };
 
+// Gradients of one attention_backward call (interface v2), packed BSHD as
+// core/attention_case.hpp: dq like q, dk like k, dv like v; dsinks per query
+// head (empty without sinks).
+struct AttentionGradientsV2 {
+  std::vector<float> dq, dk, dv, dsinks;
+};
+
 class Kernel {
  public:
   // Validates the descriptor (ABI version, struct size, name, that ops and
@@ -199,6 +209,29 @@ class Kernel {
   std::string why_not_applicable(const AttentionCase& c) const;
   // Whether the kernel's attention_v2 declares an SA_ATTN_* feature.
   bool declares(std::uint32_t attention_feature) const;
+  // Backward of softmax / log_softmax (interface v2): y is the forward's
+  // output in `y`'s layout (values of type t), dy the incoming gradient in the
+  // same layout (rows * stride values); returns dx in that layout. Throws
+  // KernelError when the op or type is not implemented (capabilities'
+  // op_dtypes), or for a write outside dx's rows.
+  std::vector<float> softmax_backward(DType t, const RowBatch& y, std::span<const float> dy,
+                                      double temperature = 1.0) const;
+  std::vector<float> log_softmax_backward(DType t, const RowBatch& y, std::span<const float> dy,
+                                          double temperature = 1.0) const;
+  // Attention backward (interface v2): `out` and `lse` are the forward's
+  // (packed BSHD, total_q x heads_q x dv and total_q x heads_q), `dout` like
+  // out. Throws NotApplicable outside the capabilities
+  // (why_not_applicable_backward), KernelError for a failed call or a write
+  // outside the gradients' rows.
+  AttentionGradientsV2 attention_backward(const AttentionCase& c, std::span<const float> out,
+                                          std::span<const float> lse, std::span<const float> dout,
+                                          bool deterministic = false) const;
+  // Empty when the kernel's attention_backward can run the case: the forward's
+  // conditions (attention_features cover both directions) plus the op and its
+  // element types; adaptive attention and fp8 inputs have no backward here.
+  std::string why_not_applicable_backward(const AttentionCase& c) const;
+  // Whether the kernel declares an SA_CAP_* flag (v2 capabilities).
+  bool claims(std::uint32_t cap_flag) const;
   std::vector<sa_entropy_state> merge_entropy_states(std::span<const sa_entropy_state> a,
                                                      std::span<const sa_entropy_state> b) const;
   // Returns out (rows x dv) and writes the merged lse into *out_lse.

@@ -200,6 +200,49 @@ std::vector<PropertyInfo> properties() {
        "a packed variable-length call equals one call per sequence (within twice the rounding "
        "budget)",
        "attention_rounding"},
+      {"backward.rounding",
+       "softmax / log-softmax backward: every dx is within its rounding budget of the correctly "
+       "rounded MPFR reference",
+       "backward_rounding"},
+      {"backward.rows_sum_zero",
+       "softmax / log-softmax backward: each row of dx sums to (1 - sum p) c / theta (zero for "
+       "weights summing to one), within the row's budgets",
+       "backward_rounding"},
+      {"backward.directional_derivative",
+       "softmax / log-softmax backward: <dx, v> equals the directional derivative of <dy, f(x)> "
+       "along a random v, taken by a 320-bit MPFR central difference, within the budgets plus "
+       "the effect of y's rounding",
+       "backward_rounding"},
+      {"attention_backward.rounding",
+       "attention backward (every v2 feature): every dq, dk, dv and d(sink) is within its "
+       "a-priori rounding budget of the extended-precision reference",
+       "attention_backward_rounding"},
+      {"attention_backward.flash_attention_3x",
+       "attention backward, low-precision types: per gradient, max|g - ref| <= 3 max|same-dtype "
+       "baseline - ref| + 2 ulp of the type at max|ref| + 0.3",
+       "flash_attention_3x"},
+      {"attention_backward.gqa_group_sum",
+       "GQA/MQA: dk and dv of a key/value head equal the sum over its query heads of the call "
+       "with the heads repeated (within both calls' budgets)",
+       "attention_backward_rounding"},
+      {"attention_backward.masked_zero",
+       "keys no query sees get dk = dv = 0 exactly, and NaN in their k and v changes no "
+       "gradient bit",
+       "kernel_h"},
+      {"attention_backward.no_nan",
+       "finite inputs give finite gradients, including fully masked rows and lengths that do "
+       "not fill a 64- or 128-wide tile",
+       "kernel_h"},
+      {"determinism.bitwise",
+       "repeated calls with identical inputs return identical bits for every output (checked "
+       "when the kernel claims SA_CAP_DETERMINISTIC, and for attention_backward called with "
+       "deterministic = 1; reported otherwise)",
+       "bitwise"},
+      {"determinism.batch_invariance",
+       "a row, or an attention sequence, computed alone gives the same bits as inside a batch "
+       "(and under any split count) (checked when the kernel claims SA_CAP_BATCH_INVARIANT; "
+       "reported otherwise)",
+       "bitwise"},
       {"special.values",
        "masks, fully masked rows, +inf, NaN and n = 1 follow include/softmax_audit/kernel.h "
        "exactly",
@@ -259,6 +302,25 @@ std::vector<Rule> rules() {
        "(+ softcap, ALiBi terms), weights u (4 + (n - 1) + 3 delta) + 2 E_s (docs/theory.md T7), "
        "fp8 inputs + the fp8 unit roundoff (P quantised), P V accumulation (n + 1) u, plus the "
        "output's rounding"},
+      {"backward_rounding",
+       "a-priori rounding analysis of float32-internal softmax / log-softmax backward "
+       "(properties/backward.cpp, row_budgets): softmax |y_i| / theta ((n + 1) u sum|y dy| + u "
+       "|dy_i - <dy, y>|) + 3u |dx_i|; log-softmax (e^y_i (n + 2) u sum|dy| + u |dy_i - e^y_i "
+       "sum dy|) / theta + 2u |dx_i|; plus the output's rounding (budgets.hpp output_abs)"},
+      {"attention_backward_rounding",
+       "a-priori first-order rounding analysis of float32-internal attention backward from the "
+       "given out and lse (properties/backward.cpp, grad_budgets): score error as "
+       "attention_rounding, P = exp(s - lse) relative E_s + u(|s| + 2|lse|) + 2u + lse's "
+       "rounding, dP and D = dout . out dot-product errors (dv + 1) u (D also out's rounding), "
+       "dS, then dq, dk (N terms: (N + 2) u) and dv, plus the output's rounding"},
+      {"flash_attention_3x",
+       "FlashAttention's backward tests (docs/theory.md T8): per gradient max|g - ref| <= 3 "
+       "max|naive same-dtype - ref| + 2 ulp of the type at max|ref| + 0.3 (FA3's absolute "
+       "floor), the baseline PyTorch-style autograd in the output type with float32 "
+       "accumulation (kernels/naive/backward.hpp); bfloat16 and float16 only"},
+      {"bitwise",
+       "bit-for-bit equality (kernel.h SA_CAP_DETERMINISTIC, SA_CAP_BATCH_INVARIANT, "
+       "sa_attention_backward_args.deterministic)"},
       {"rounding_analysis",
        "metamorphic bound: the sum of the ulp-rule budgets of the runs compared "
        "(properties/budgets.hpp)"},
@@ -299,6 +361,8 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
   for (auto n : config.sizes)
     if (n < 1) throw std::invalid_argument("run_suite: size " + std::to_string(n) + " is not >= 1");
   if (config.cases < 1) throw std::invalid_argument("run_suite: cases must be >= 1");
+  if (config.determinism_repeats < 2)
+    throw std::invalid_argument("run_suite: determinism_repeats must be >= 2");
   if (config.max_log2_n < 0 || config.max_log2_n > 30)
     throw std::invalid_argument("run_suite: max_log2_n must be in [0, 30]");
   if (!(config.temperature > 0) || !std::isfinite(config.temperature))
@@ -360,6 +424,7 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
       if (run.wants_op(op)) detail::run_interface_sizes(run, op, t);
       tick();
     }
+    detail::run_backward(run, t);
     for (Op op : all_ops) {
       if (run.wants_op(op) && (t == DType::float32 || (op != Op::merge_entropy_states &&
                                                        op != Op::merge_attention_states)))
@@ -368,6 +433,8 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
     }
   }
   detail::run_attention_v2(run);
+  detail::run_attention_backward(run);
+  detail::run_determinism(run);
   return out;
 }
 

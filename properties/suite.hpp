@@ -65,6 +65,10 @@ struct SuiteConfig {
   // the random properties' sizes). 16 by default; the `long` tests use 24.
   int max_log2_n = 16;
   AttentionShapes attention;  // attention_v2 cases
+  // determinism.bitwise: calls per input of a row operation (attention: a
+  // fifth of it, at least 10). FlashAttention's tests run 250 to expose
+  // atomics races on a GPU.
+  int determinism_repeats = 250;
 };
 
 // Called as the suite runs; every member may be empty.

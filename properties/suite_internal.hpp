@@ -94,6 +94,11 @@ void run_differential(const Run& run, Op op, DType t);
 void run_attention_differential(const Run& run, DType t);
 // Batched attention (interface v2): once per suite, over its own element types.
 void run_attention_v2(const Run& run);
+// Backward operations (interface v2): properties/backward.cpp.
+void run_backward(const Run& run, DType t);
+void run_attention_backward(const Run& run);
+// Determinism (properties/determinism.cpp): once per suite.
+void run_determinism(const Run& run);
 void run_merge_differential(const Run& run, Op op, DType t);
 void run_metamorphic(const Run& run, DType t);
 void run_special(const Run& run, Op op, DType t);

@@ -258,13 +258,25 @@ typedef struct sa_attention_v2_args {
 
 /* Attention backward (FlashAttention's formulation): from the forward
  * arguments (with out, lse as the forward produced them), dout, compute
+ *   p_ij = exp(s_ij - lse_i) (0 for masked keys),
  *   dv_j = sum_i p_ij dout_i,  dp_ij = dout_i . v_j,  D_i = dout_i . out_i,
- *   ds_ij = p_ij (dp_ij - D_i) times the softcap's derivative, and
+ *   ds_ij = p_ij (dp_ij - D_i) times the softcap's derivative
+ *           1 - tanh^2(t_ij / softcap) (t_ij the uncapped score), and
  *   dq_i = scale sum_j ds_ij k_j,  dk_j = scale sum_i ds_ij q_i
  * (GQA: dk, dv of a key/value head sum over its query heads), and
- * dsinks[h] = -sum_i p_sink,i D_i when sinks are used. Adaptive attention has
- * no backward here (SA_UNSUPPORTED). dq has q's layout, dk k's, dv v's;
- * gradients are in out_dtype's width for fp8 inputs, else qkv_dtype. */
+ * dsinks[h] = -sum_i p_sink,i D_i (over every query row of every sequence,
+ * p_sink,i = exp(sink_h - lse_i)) when sinks are used. lse is required (not
+ * NULL); dout has out's element type and its own strides. A query row with
+ * lse = -inf (fully masked, no sink) contributes nothing (no NaN); keys no
+ * query sees get dk = dv = 0; masked keys and values are never read.
+ * Adaptive attention has no backward here (SA_UNSUPPORTED). dq has q's
+ * layout, dk k's, dv v's; gradients are in out_dtype's width for fp8 inputs,
+ * else qkv_dtype. sa_capabilities.attention_features, head dims and limits
+ * describe both attention_v2 and attention_backward: a kernel that sets
+ * attention_backward implements every declared feature in both directions.
+ * `deterministic` asks for bitwise reproducible results even from a kernel
+ * that does not claim SA_CAP_DETERMINISTIC (a kernel that cannot may return
+ * SA_UNSUPPORTED). */
 typedef struct sa_attention_backward_args {
   uint32_t struct_size;
   const sa_attention_v2_args* forward; /* its out and lse are read, not written */
@@ -367,11 +379,17 @@ typedef struct sa_kernel {
   const sa_capabilities* capabilities; /* NULL: everything in ops x dtypes, no limits */
   /* Batched attention forward (sa_attention_v2_args above). */
   sa_status (*attention_v2)(void* ctx, const sa_attention_v2_args* args);
-  /* dx = y o (dy - <dy, y>) per row, y = softmax(x / theta) as the forward
-   * returned it; the 1/theta factor is applied: dx is the gradient wrt x. */
+  /* Backward of the row operations: y and dy are read with in_stride, dx is
+   * written with out_stride (dx may equal dy, in place; no other overlap).
+   * dx = y o (dy - <dy, y>) / theta per row, y = softmax(x / theta) as the
+   * forward returned it (the rounded weights, not recomputed): dx is the
+   * gradient wrt the logits x. NaN anywhere in a row's y or dy makes the
+   * whole row of dx NaN; masked items (y = 0) get dx = 0 otherwise. */
   sa_status (*softmax_backward)(void* ctx, sa_dtype dtype, const sa_rows* shape, const void* y,
                                 const void* dy, void* dx);
-  /* dx = (dy - exp(y) sum(dy)) / theta per row, y = log_softmax(x / theta). */
+  /* dx = (dy - exp(y) sum(dy)) / theta per row, y = log_softmax(x / theta) as
+   * the forward returned it; layout and NaN rule as softmax_backward; masked
+   * items (y = -inf) get dx = dy / theta. */
   sa_status (*log_softmax_backward)(void* ctx, sa_dtype dtype, const sa_rows* shape, const void* y,
                                     const void* dy, void* dx);
   sa_status (*attention_backward)(void* ctx, const sa_attention_backward_args* args);

@@ -4,6 +4,7 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/attention_v2.hpp"
 #include "kernels/cpu/merge_n.hpp"
+#include "kernels/cpu/backward.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -641,6 +642,28 @@ sa_status k_merge_n(void* ctx, std::int64_t parts, std::int64_t rows, std::int64
   }
   return s;
 }
+// The backward operations live in kernels/cpu/backward.cpp.
+sa_status backward_error(sa_status s) {
+  if (s != SA_OK) {
+    const char* e = cpu_backward_last_error();
+    g_error = e ? e : "backward: failed without a message";
+  }
+  return s;
+}
+sa_status k_softmax_backward(void* ctx, sa_dtype t, const sa_rows* s, const void* y, const void* dy,
+                             void* dx) {
+  g_error.clear();
+  return backward_error(cpu_softmax_backward(ctx, t, s, y, dy, dx));
+}
+sa_status k_log_softmax_backward(void* ctx, sa_dtype t, const sa_rows* s, const void* y,
+                                 const void* dy, void* dx) {
+  g_error.clear();
+  return backward_error(cpu_log_softmax_backward(ctx, t, s, y, dy, dx));
+}
+sa_status k_attention_backward(void* ctx, const sa_attention_backward_args* args) {
+  g_error.clear();
+  return backward_error(cpu_attention_backward(ctx, args));
+}
 
 const char* k_last_error(void*) { return g_error.empty() ? nullptr : g_error.c_str(); }
 
@@ -656,7 +679,8 @@ sa_kernel make_kernel() {
       "one-pass streamed entropy (theory T6), tiled flash-style attention with split-KV";
   k.ops = SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP | SA_OP_ENTROPY |
           SA_OP_ADAPTIVE_SOFTMAX | SA_OP_ATTENTION | SA_OP_MERGE_ENTROPY_STATES |
-          SA_OP_MERGE_ATTENTION_STATES | SA_OP_ATTENTION_V2 | SA_OP_MERGE_ATTENTION_STATES_N;
+          SA_OP_MERGE_ATTENTION_STATES | SA_OP_ATTENTION_V2 | SA_OP_MERGE_ATTENTION_STATES_N |
+          SA_OP_SOFTMAX_BACKWARD | SA_OP_LOG_SOFTMAX_BACKWARD | SA_OP_ATTENTION_BACKWARD;
   k.dtypes = SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16;
   k.memory = SA_MEMORY_HOST;
   k.adaptive_entropy = SA_ENTROPY_SHANNON;
@@ -670,9 +694,12 @@ sa_kernel make_kernel() {
   k.merge_entropy_states = k_merge_entropy;
   k.merge_attention_states = k_merge_attention;
   k.last_error = k_last_error;
-  k.capabilities = cpu_capabilities();
+  k.capabilities = cpu_capabilities_with_backward();
   k.attention_v2 = k_attention_v2;
   k.merge_attention_states_n = k_merge_n;
+  k.softmax_backward = k_softmax_backward;
+  k.log_softmax_backward = k_log_softmax_backward;
+  k.attention_backward = k_attention_backward;
   return k;
 }
 

@@ -1,6 +1,7 @@
 #include "kernels/naive/naive_kernel.hpp"
 
 #include "kernels/naive/attention_v2.hpp"
+#include "kernels/naive/backward.hpp"
 #include "kernels/naive/elements.hpp"
 
 #include <cmath>
@@ -379,7 +380,8 @@ const sa_kernel kNaive = {
     "(m,S,T) entropy, real split-KV merge",
     SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP | SA_OP_ENTROPY | SA_OP_ADAPTIVE_SOFTMAX |
         SA_OP_ATTENTION | SA_OP_MERGE_ENTROPY_STATES | SA_OP_MERGE_ATTENTION_STATES |
-        SA_OP_ATTENTION_V2 | SA_OP_MERGE_ATTENTION_STATES_N,
+        SA_OP_ATTENTION_V2 | SA_OP_MERGE_ATTENTION_STATES_N | SA_OP_SOFTMAX_BACKWARD |
+        SA_OP_LOG_SOFTMAX_BACKWARD | SA_OP_ATTENTION_BACKWARD,
     SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16,
     SA_MEMORY_HOST,
     SA_ENTROPY_SHANNON,
@@ -395,9 +397,9 @@ const sa_kernel kNaive = {
     n_last_error,
     naive_capabilities(),
     naive_attention_v2,
-    nullptr,
-    nullptr,
-    nullptr,
+    naive_softmax_backward,
+    naive_log_softmax_backward,
+    naive_attention_backward,
     n_merge_attention_n};
 
 }  // namespace

@@ -14,6 +14,7 @@ namespace {
 sa::props::SuiteConfig v2_config() {
   sa::props::SuiteConfig c;
   c.ops = {sa::Op::attention_v2};
+  c.properties = {"attention_v2"};  // the determinism family has its own mutant test
   c.dtypes = {sa::DType::float32};
   c.cases = 160;  // 20 batched-attention cases
   c.seed = 424242;

@@ -18,6 +18,9 @@ TEST(SuiteSkips, KernelWithOnlyFloat32Softmax) {
   k.merge_entropy_states = nullptr;
   k.merge_attention_states = nullptr;
   k.attention_v2 = nullptr;
+  k.softmax_backward = nullptr;
+  k.log_softmax_backward = nullptr;
+  k.attention_backward = nullptr;
   const sa::Kernel kernel(&k, "test");
   sa::props::SuiteConfig c;
   c.cases = 10;

@@ -1,0 +1,389 @@
+#include "kernels/cpu/backward.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/bfloat16.hpp"
+#include "core/float16.hpp"
+#include "kernels/cpu/attention_v2.hpp"
+
+namespace sa::kernels {
+namespace {
+
+thread_local std::string g_error;
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr std::int64_t kTile = 64;
+
+sa_status fail(sa_status s, std::string what) {
+  g_error = std::move(what);
+  return s;
+}
+
+inline float load(sa_dtype t, const void* p, std::int64_t i) {
+  if (t == SA_BF16) return float_from_bf16(static_cast<const std::uint16_t*>(p)[i]);
+  if (t == SA_F16) return float_from_f16(static_cast<const std::uint16_t*>(p)[i]);
+  return static_cast<const float*>(p)[i];
+}
+inline void store(sa_dtype t, void* p, std::int64_t i, float v) {
+  if (t == SA_BF16)
+    static_cast<std::uint16_t*>(p)[i] = bf16_from_float(v);
+  else if (t == SA_F16)
+    static_cast<std::uint16_t*>(p)[i] = f16_from_float(v);
+  else
+    static_cast<float*>(p)[i] = v;
+}
+
+sa_status check_rows(const char* op, sa_dtype t, const sa_rows* s, const void* y, const void* dy,
+                     const void* dx) {
+  std::int32_t ti;
+  std::memcpy(&ti, &t, sizeof ti);
+  if (ti != SA_F32 && ti != SA_BF16 && ti != SA_F16)
+    return fail(SA_UNSUPPORTED, std::string(op) + ": dtype must be SA_F32, SA_BF16 or SA_F16");
+  if (!s || !y || !dy || !dx) return fail(SA_INVALID_ARGUMENT, std::string(op) + ": null pointer");
+  std::int32_t ot;
+  std::memcpy(&ot, &s->out_dtype, sizeof ot);
+  if (ot != ti) return fail(SA_UNSUPPORTED, std::string(op) + ": out_dtype must equal dtype");
+  if (s->n <= 0 || s->rows < 0 || s->in_stride < s->n || s->out_stride < s->n)
+    return fail(SA_INVALID_ARGUMENT, std::string(op) + ": need n >= 1, rows >= 0, strides >= n");
+  if (!(s->temperature > 0.0) || !std::isfinite(s->temperature))
+    return fail(SA_INVALID_ARGUMENT, std::string(op) + ": temperature must be finite and > 0");
+  return SA_OK;
+}
+
+// One row of either backward; `log` selects log-softmax's.
+void row_backward(bool log, sa_dtype t, const sa_rows* s, const void* y, const void* dy, void* dx,
+                  std::int64_t r, std::vector<float>& g) {
+  const std::int64_t n = s->n, io = r * s->in_stride, oo = r * s->out_stride;
+  const float inv = static_cast<float>(1.0 / s->temperature);
+  const bool unit = s->temperature == 1.0;
+  double S = 0.0;
+  bool nan = false;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float yi = load(t, y, io + i), gi = load(t, dy, io + i);
+    S += log ? static_cast<double>(gi) : static_cast<double>(yi) * gi;
+    nan = nan || std::isnan(yi);
+  }
+  const float Sf = nan ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(S);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float yi = load(t, y, io + i), gi = load(t, dy, io + i);
+    const float v = log ? gi - std::exp(yi) * Sf : yi * (gi - Sf);
+    g[static_cast<std::size_t>(i)] = unit ? v : v * inv;
+  }
+  for (std::int64_t i = 0; i < n; ++i) store(t, dx, oo + i, g[static_cast<std::size_t>(i)]);
+}
+
+sa_status rows_backward(bool log, sa_dtype t, const sa_rows* s, const void* y, const void* dy,
+                        void* dx) {
+  g_error.clear();
+  if (sa_status st = check_rows(log ? "log_softmax_backward" : "softmax_backward", t, s, y, dy, dx);
+      st != SA_OK)
+    return st;
+#pragma omp parallel if (s->rows * s->n > 65536)
+  {
+    std::vector<float> g(static_cast<std::size_t>(s->n));
+#pragma omp for schedule(static)
+    for (std::int64_t r = 0; r < s->rows; ++r) row_backward(log, t, s, y, dy, dx, r, g);
+  }
+  return SA_OK;
+}
+
+// Dot product in a fixed order (8 interleaved partial sums, then pairwise).
+inline float dot(const float* a, const float* b, std::int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  std::int64_t c = 0;
+  for (; c + 8 <= n; c += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += a[c + l] * b[c + l];
+  for (int l = 0; c < n; ++c, ++l) acc[l] += a[c] * b[c];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+inline void axpy(float a, const float* x, float* y, std::int64_t n) {
+  for (std::int64_t c = 0; c < n; ++c) y[c] += a * x[c];
+}
+
+// The call's inputs converted to packed float32: rows of [packed row][head][dim].
+struct Packed {
+  std::int64_t HQ, HK, d, dv, total_q, total_k;
+  std::vector<float> q, k, v, dout, D, lse;  // D, lse: [row][HQ]
+};
+
+struct Geometry {
+  const sa_attention_v2_args* f;
+  bool varlen, top_left;
+  std::int64_t len_q(std::int64_t b) const {
+    return varlen ? f->cu_seqlens_q[b + 1] - f->cu_seqlens_q[b] : f->seqlen_q;
+  }
+  std::int64_t len_k(std::int64_t b) const {
+    return varlen ? f->cu_seqlens_k[b + 1] - f->cu_seqlens_k[b] : f->seqlen_k;
+  }
+  std::int64_t q0(std::int64_t b) const { return varlen ? f->cu_seqlens_q[b] : b * f->seqlen_q; }
+  std::int64_t k0(std::int64_t b) const { return varlen ? f->cu_seqlens_k[b] : b * f->seqlen_k; }
+  // Element offset of (sequence b, packed row r, head h) in a tensor.
+  std::int64_t at(std::int64_t sb, std::int64_t sh, std::int64_t ss, std::int64_t b,
+                  std::int64_t r_in_seq, std::int64_t packed, std::int64_t h) const {
+    return varlen ? h * sh + packed * ss : b * sb + h * sh + r_in_seq * ss;
+  }
+  // Visible key range [lo, hi) of query i by causal and window (key padding aside).
+  void range(std::int64_t b, std::int64_t i, std::int64_t* lo, std::int64_t* hi) const {
+    const std::int64_t Lk = len_k(b), off = top_left ? 0 : Lk - len_q(b);
+    const std::int64_t diag = i + off, right = f->causal ? 0 : f->window_right;
+    *lo = f->window_left >= 0 ? std::max<std::int64_t>(0, diag - f->window_left) : 0;
+    *hi = right >= 0 ? std::min<std::int64_t>(Lk, diag + right + 1) : Lk;
+    if (*hi < *lo) *hi = *lo;
+  }
+};
+
+// Score of query row (b, i, h) and key j: the softcapped, ALiBi-shifted
+// s and the softcap's derivative.
+struct Scorer {
+  const sa_attention_v2_args* f;
+  const Geometry& g;
+  float scale, cap;
+  inline float operator()(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t j,
+                          const float* q, const float* k, std::int64_t d, float* dcap) const {
+    float x = dot(q, k, d) * scale;
+    *dcap = 1.0f;
+    if (cap > 0.0f) {
+      const float th = std::tanh(x / cap);
+      x = cap * th;
+      *dcap = 1.0f - th * th;
+    }
+    if (f->alibi_slopes) {
+      const std::int64_t off = g.top_left ? 0 : g.len_k(b) - g.len_q(b);
+      x -= f->alibi_slopes[h] * static_cast<float>(std::llabs(i + off - j));
+    }
+    return x;
+  }
+};
+
+}  // namespace
+
+const char* cpu_backward_last_error() { return g_error.empty() ? nullptr : g_error.c_str(); }
+
+sa_status cpu_softmax_backward(void*, sa_dtype t, const sa_rows* s, const void* y, const void* dy,
+                               void* dx) {
+  return rows_backward(false, t, s, y, dy, dx);
+}
+sa_status cpu_log_softmax_backward(void*, sa_dtype t, const sa_rows* s, const void* y,
+                                   const void* dy, void* dx) {
+  return rows_backward(true, t, s, y, dy, dx);
+}
+
+sa_status cpu_attention_backward(void*, const sa_attention_backward_args* a) {
+  g_error.clear();
+  if (!a || !a->forward) return fail(SA_INVALID_ARGUMENT, "attention_backward: args is NULL");
+  if (a->struct_size < sizeof(sa_attention_backward_args) ||
+      a->forward->struct_size < sizeof(sa_attention_v2_args))
+    return fail(SA_INVALID_ARGUMENT, "attention_backward: struct_size smaller than this kernel's");
+  const sa_attention_v2_args* f = a->forward;
+  std::int32_t qt, ot, align;
+  std::memcpy(&qt, &f->qkv_dtype, 4);
+  std::memcpy(&ot, &f->out_dtype, 4);
+  std::memcpy(&align, &f->alignment, 4);
+  if ((qt != SA_F32 && qt != SA_BF16) || ot != qt)
+    return fail(SA_UNSUPPORTED, "attention_backward: float32 or bfloat16 in, the same type out");
+  if (f->adaptive)
+    return fail(SA_UNSUPPORTED, "attention_backward: adaptive attention has no backward");
+  if (f->batch < 0 || f->heads_q < 1 || f->heads_kv < 1 || f->heads_q % f->heads_kv != 0 ||
+      f->head_dim < 1 || f->head_dim_v < 1)
+    return fail(SA_INVALID_ARGUMENT,
+                "attention_backward: need batch >= 0, heads_q a multiple of heads_kv >= 1, head "
+                "dims >= 1");
+  const bool varlen = f->cu_seqlens_q != nullptr;
+  if (varlen != (f->cu_seqlens_k != nullptr))
+    return fail(SA_INVALID_ARGUMENT, "attention_backward: cu_seqlens_q and _k both or neither");
+  if (!f->q.data || !f->k.data || !f->v.data || !f->out || !f->lse || !a->dout.data ||
+      !a->dq.data || !a->dk.data || !a->dv.data || (f->sinks && !a->dsinks))
+    return fail(SA_INVALID_ARGUMENT,
+                "attention_backward: q, k, v, out, lse, dout, dq, dk, dv (and dsinks with sinks) "
+                "must not be NULL");
+  if (f->window_left < -1 || f->window_right < -1 || !(f->softcap >= 0.0) ||
+      !std::isfinite(f->softcap) || !std::isfinite(f->scale) ||
+      (align != SA_ALIGN_BOTTOM_RIGHT && align != SA_ALIGN_TOP_LEFT))
+    return fail(SA_INVALID_ARGUMENT,
+                "attention_backward: window bounds >= -1, softcap >= 0, finite scale, alignment 0 "
+                "or 1 expected");
+  const sa_dtype t = f->qkv_dtype;
+  const Geometry geo{f, varlen, align == SA_ALIGN_TOP_LEFT};
+  const std::int64_t B = f->batch, HQ = f->heads_q, HK = f->heads_kv, d = f->head_dim,
+                     dv = f->head_dim_v, G = HQ / HK;
+  for (std::int64_t b = 0; b < B; ++b)
+    if (geo.len_q(b) < 0 || geo.len_k(b) < 0)
+      return fail(SA_INVALID_ARGUMENT, "attention_backward: cu_seqlens decrease");
+  Packed P{HQ,
+           HK,
+           d,
+           dv,
+           varlen ? f->cu_seqlens_q[B] : B * f->seqlen_q,
+           varlen ? f->cu_seqlens_k[B] : B * f->seqlen_k,
+           {},
+           {},
+           {},
+           {},
+           {},
+           {}};
+  P.q.resize(static_cast<std::size_t>(P.total_q * HQ * d));
+  P.dout.resize(static_cast<std::size_t>(P.total_q * HQ * dv));
+  P.D.resize(static_cast<std::size_t>(P.total_q * HQ));
+  P.lse.resize(P.D.size());
+  P.k.resize(static_cast<std::size_t>(P.total_k * HK * d));
+  P.v.resize(static_cast<std::size_t>(P.total_k * HK * dv));
+  // Convert the inputs (and D_i = dout_i . out_i, lse) once.
+  for (std::int64_t b = 0; b < B; ++b) {
+    const std::int64_t Lq = geo.len_q(b), Lk = geo.len_k(b), q0 = geo.q0(b), k0 = geo.k0(b);
+#pragma omp parallel for schedule(static) if (Lq * HQ * (d + dv) > 65536)
+    for (std::int64_t i = 0; i < Lq; ++i)
+      for (std::int64_t h = 0; h < HQ; ++h) {
+        const std::int64_t row = (q0 + i) * HQ + h;
+        const std::int64_t oq =
+            geo.at(f->q.stride_b, f->q.stride_h, f->q.stride_s, b, i, q0 + i, h);
+        for (std::int64_t c = 0; c < d; ++c) P.q[row * d + c] = load(t, f->q.data, oq + c);
+        const std::int64_t og = geo.at(a->dout.stride_b, a->dout.stride_h, a->dout.stride_s, b, i,
+                                       q0 + i, h),
+                           oo = geo.at(f->out_stride_b, f->out_stride_h, f->out_stride_s, b, i,
+                                       q0 + i, h);
+        float D = 0.0f;
+        for (std::int64_t c = 0; c < dv; ++c) {
+          const float g = load(t, a->dout.data, og + c);
+          P.dout[row * dv + c] = g;
+          D += g * load(t, f->out, oo + c);
+        }
+        P.D[row] = D;
+        P.lse[row] = f->lse[varlen ? h * P.total_q + q0 + i : (b * HQ + h) * f->seqlen_q + i];
+      }
+#pragma omp parallel for schedule(static) if (Lk * HK * (d + dv) > 65536)
+    for (std::int64_t j = 0; j < Lk; ++j)
+      for (std::int64_t h = 0; h < HK; ++h) {
+        const std::int64_t row = (k0 + j) * HK + h;
+        const std::int64_t ok =
+                               geo.at(f->k.stride_b, f->k.stride_h, f->k.stride_s, b, j, k0 + j, h),
+                           ov =
+                               geo.at(f->v.stride_b, f->v.stride_h, f->v.stride_s, b, j, k0 + j, h);
+        for (std::int64_t c = 0; c < d; ++c) P.k[row * d + c] = load(t, f->k.data, ok + c);
+        for (std::int64_t c = 0; c < dv; ++c) P.v[row * dv + c] = load(t, f->v.data, ov + c);
+      }
+  }
+  const Scorer score{f, geo, static_cast<float>(f->scale), static_cast<float>(f->softcap)};
+  const std::uint8_t* kpm = f->key_padding_mask;
+  auto visible = [&](std::int64_t b, std::int64_t j) {
+    return !kpm || kpm[varlen ? geo.k0(b) + j : b * f->seqlen_k + j] != 0;
+  };
+  // Units of pass 1: (b, h, query tile); of pass 2: (b, kv head, key tile).
+  struct Unit {
+    std::int64_t b, h, t;
+  };
+  std::vector<Unit> u1, u2;
+  for (std::int64_t b = 0; b < B; ++b) {
+    for (std::int64_t h = 0; h < HQ; ++h)
+      for (std::int64_t q = 0; q < geo.len_q(b); q += kTile) u1.push_back({b, h, q});
+    for (std::int64_t h = 0; h < HK; ++h)
+      for (std::int64_t k = 0; k < geo.len_k(b); k += kTile) u2.push_back({b, h, k});
+  }
+  // d(sink) partials, one per pass-1 unit, summed in unit order afterwards.
+  std::vector<float> sink_part(f->sinks ? u1.size() : 0, 0.0f);
+  // Pass 1: dq.
+#pragma omp parallel
+  {
+    std::vector<float> acc(static_cast<std::size_t>(d));
+#pragma omp for schedule(dynamic)
+    for (std::size_t x = 0; x < u1.size(); ++x) {
+      const Unit un = u1[x];
+      const std::int64_t b = un.b, h = un.h, hk = h / G, Lq = geo.len_q(b), q0 = geo.q0(b),
+                         k0 = geo.k0(b);
+      for (std::int64_t i = un.t; i < std::min(Lq, un.t + kTile); ++i) {
+        const std::int64_t row = (q0 + i) * HQ + h;
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        const float L = P.lse[row], D = P.D[row];
+        if (L != -kInf) {
+          if (f->sinks) sink_part[x] -= std::exp(f->sinks[h] - L) * D;
+          std::int64_t lo, hi;
+          geo.range(b, i, &lo, &hi);
+          const float* q = &P.q[row * d];
+          const float* go = &P.dout[row * dv];
+          for (std::int64_t j = lo; j < hi; ++j) {
+            if (!visible(b, j)) continue;
+            const std::int64_t kr = (k0 + j) * HK + hk;
+            float dcap;
+            const float s = score(b, i, h, j, q, &P.k[kr * d], d, &dcap);
+            const float p = std::exp(s - L);
+            const float ds = p * (dot(go, &P.v[kr * dv], dv) - D) * dcap;
+            axpy(ds, &P.k[kr * d], acc.data(), d);
+          }
+        }
+        const std::int64_t o =
+            geo.at(a->dq.stride_b, a->dq.stride_h, a->dq.stride_s, b, i, q0 + i, h);
+        for (std::int64_t c = 0; c < d; ++c)
+          store(t, const_cast<void*>(a->dq.data), o + c, acc[c] * score.scale);
+      }
+    }
+  }
+  // Pass 2: dk, dv (every query head of the group, every query row, in order).
+#pragma omp parallel
+  {
+    std::vector<float> ak(static_cast<std::size_t>(kTile * d)),
+        av(static_cast<std::size_t>(kTile * dv));
+#pragma omp for schedule(dynamic)
+    for (std::size_t x = 0; x < u2.size(); ++x) {
+      const Unit un = u2[x];
+      const std::int64_t b = un.b, hk = un.h, Lq = geo.len_q(b), Lk = geo.len_k(b), q0 = geo.q0(b),
+                         k0 = geo.k0(b);
+      const std::int64_t j0 = un.t, j1 = std::min(Lk, un.t + kTile);
+      std::fill(ak.begin(), ak.end(), 0.0f);
+      std::fill(av.begin(), av.end(), 0.0f);
+      for (std::int64_t h = hk * G; h < (hk + 1) * G; ++h)
+        for (std::int64_t i = 0; i < Lq; ++i) {
+          const std::int64_t row = (q0 + i) * HQ + h;
+          const float L = P.lse[row], D = P.D[row];
+          if (L == -kInf) continue;
+          std::int64_t lo, hi;
+          geo.range(b, i, &lo, &hi);
+          lo = std::max(lo, j0);
+          hi = std::min(hi, j1);
+          const float* q = &P.q[row * d];
+          const float* go = &P.dout[row * dv];
+          for (std::int64_t j = lo; j < hi; ++j) {
+            if (!visible(b, j)) continue;
+            const std::int64_t kr = (k0 + j) * HK + hk;
+            float dcap;
+            const float s = score(b, i, h, j, q, &P.k[kr * d], d, &dcap);
+            const float p = std::exp(s - L);
+            const float ds = p * (dot(go, &P.v[kr * dv], dv) - D) * dcap;
+            axpy(ds, q, &ak[(j - j0) * d], d);
+            axpy(p, go, &av[(j - j0) * dv], dv);
+          }
+        }
+      for (std::int64_t j = j0; j < j1; ++j) {
+        const std::int64_t ok =
+            geo.at(a->dk.stride_b, a->dk.stride_h, a->dk.stride_s, b, j, k0 + j, hk);
+        const std::int64_t ov =
+            geo.at(a->dv.stride_b, a->dv.stride_h, a->dv.stride_s, b, j, k0 + j, hk);
+        for (std::int64_t c = 0; c < d; ++c)
+          store(t, const_cast<void*>(a->dk.data), ok + c, ak[(j - j0) * d + c] * score.scale);
+        for (std::int64_t c = 0; c < dv; ++c)
+          store(t, const_cast<void*>(a->dv.data), ov + c, av[(j - j0) * dv + c]);
+      }
+    }
+  }
+  if (f->sinks) {
+    for (std::int64_t h = 0; h < HQ; ++h) a->dsinks[h] = 0.0f;
+    for (std::size_t x = 0; x < u1.size(); ++x) a->dsinks[u1[x].h] += sink_part[x];
+  }
+  return SA_OK;
+}
+
+const sa_capabilities* cpu_capabilities_with_backward() {
+  static const sa_capabilities caps = [] {
+    sa_capabilities c = *cpu_capabilities();
+    c.op_dtypes[9] = SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16;   // softmax_backward
+    c.op_dtypes[10] = SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16;  // log_softmax_backward
+    c.op_dtypes[11] = SA_DTYPE_F32 | SA_DTYPE_BF16;                 // attention_backward
+    return c;
+  }();
+  return &caps;
+}
+
+}  // namespace sa::kernels

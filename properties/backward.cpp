@@ -1,0 +1,808 @@
+// Properties of the backward operations (interface v2): softmax and
+// log-softmax backward per row, and attention backward (FlashAttention's
+// formulation), held against reference/backward.hpp.
+//
+//   backward.rounding               every dx within its rounding budget of the
+//                                   correctly rounded reference (rule
+//                                   backward_rounding, below)
+//   backward.rows_sum_zero          sum_i dx_i = (1 - sum_i p_i) c / theta
+//                                   (c = <dy, y>, or sum dy for log-softmax):
+//                                   zero for weights that sum to one; within
+//                                   that plus the row's budgets
+//   backward.directional_derivative <dx, v> equals d/de <dy, f(x + e v)> taken
+//                                   by a 320-bit MPFR central difference (not
+//                                   the backward formula), within the budgets
+//                                   plus the effect of y being rounded weights
+//   attention_backward.rounding     every dq, dk, dv, d(sink) within its
+//                                   a-priori budget (rule
+//                                   attention_backward_rounding)
+//   attention_backward.flash_attention_3x  low-precision types: per gradient,
+//                                   max|g - ref| <= 3 max|baseline - ref| +
+//                                   2 ulp at max|ref| + 0.3 (FlashAttention's
+//                                   backward rule, FA3's absolute floor)
+//   attention_backward.gqa_group_sum  GQA/MQA dk, dv equal the sum over the
+//                                   query heads of the repeated-heads call
+//   attention_backward.masked_zero  keys no query sees get dk = dv = 0
+//                                   exactly, and NaN put in their k and v
+//                                   changes no gradient bit
+//   attention_backward.no_nan       finite inputs give finite gradients,
+//                                   including fully masked rows and lengths
+//                                   that do not fill a 64/128-wide tile
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+
+#include "core/bfloat16.hpp"
+#include "core/float16.hpp"
+#include "kernels/naive/backward.hpp"
+#include "properties/budgets.hpp"
+#include "properties/checks.hpp"
+#include "properties/suite_internal.hpp"
+#include "reference/attention_v2.hpp"
+#include "reference/backward.hpp"
+
+namespace sa::props::detail {
+namespace {
+
+using budget::u32;
+
+std::string claim_of(const std::string& id) {
+  for (const auto& i : properties())
+    if (i.id == id) return i.claim;
+  return {};
+}
+
+// ---------------------------------------------------------------- rows
+
+struct RowCase {
+  RowBatch y;                  // the forward's output (rounded to the type), in the logits' layout
+  std::vector<float> dy;       // same layout
+  std::vector<long double> p;  // exact weights of the logits (rows x n)
+  RowBatch x;                  // the logits
+};
+
+// y = softmax / log-softmax of the logits (exact, then rounded to t), dy ~ N(0, 1) in t.
+RowCase make_row_case(const RowParams& rp, DType t, bool log) {
+  RowCase c;
+  RowParams p = rp;
+  p.in_place = false;
+  c.x = materialise(p, t);
+  c.y = c.x;
+  c.dy.assign(c.x.data.size(), NAN);
+  c.p.assign(static_cast<std::size_t>(c.x.rows * c.x.n), 0.0L);
+  std::mt19937_64 g(p.seed * 0x9e3779b97f4a7c15ULL + 17);
+  std::normal_distribution<double> n01(0.0, 1.0);
+  const long double th = p.temperature;
+  for (std::int64_t r = 0; r < c.x.rows; ++r) {
+    const float* l = c.x.data.data() + r * c.x.stride;
+    long double m = -INFINITY;
+    for (std::int64_t i = 0; i < c.x.n; ++i) m = std::max(m, l[i] / th);
+    long double S = 0;
+    if (m != -INFINITY)
+      for (std::int64_t i = 0; i < c.x.n; ++i) S += std::exp(l[i] / th - m);
+    for (std::int64_t i = 0; i < c.x.n; ++i) {
+      const long double z = l[i] / th;
+      const long double pi = m == -INFINITY ? 0.0L : std::exp(z - m) / S;
+      c.p[static_cast<std::size_t>(r * c.x.n + i)] = pi;
+      const double yi =
+          log ? (m == -INFINITY || z == -INFINITY ? -INFINITY
+                                                  : static_cast<double>(z - m - std::log(S)))
+              : static_cast<double>(pi);
+      c.y.data[static_cast<std::size_t>(r * c.x.stride + i)] = to_dtype(t, yi);
+      c.dy[static_cast<std::size_t>(r * c.x.stride + i)] = to_dtype(t, n01(g));
+    }
+  }
+  return c;
+}
+
+// Per-element budget of a float32-internal backward (rule backward_rounding).
+std::vector<double> row_budgets(DType t, bool log, std::span<const float> y,
+                                std::span<const float> dy, double theta,
+                                const std::vector<double>& exact) {
+  const std::size_t n = y.size();
+  const double u = u32;
+  long double A = 0, S = 0;
+  for (std::size_t j = 0; j < n; ++j) {
+    const long double term =
+        log ? static_cast<long double>(dy[j]) : static_cast<long double>(y[j]) * dy[j];
+    A += std::abs(term);
+    S += term;
+  }
+  std::vector<double> b(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    double internal;
+    if (log) {
+      const double e = std::exp(static_cast<double>(y[i]));
+      internal = (e * (static_cast<double>(n) + 2) * u * static_cast<double>(A) +
+                  u * std::abs(dy[i] - e * static_cast<double>(S))) /
+                     theta +
+                 2 * u * std::abs(exact[i]);
+    } else {
+      internal = std::abs(y[i]) / theta *
+                     ((static_cast<double>(n) + 1) * u * static_cast<double>(A) +
+                      u * std::abs(dy[i] - static_cast<double>(S))) +
+                 3 * u * std::abs(exact[i]);
+    }
+    b[i] = budget::output_abs(t, exact[i], internal);
+  }
+  return b;
+}
+
+std::string row_describe(const RowParams& p, DType t) {
+  RowParams q = p;
+  q.in_place = false;
+  return describe(q, materialise(q, t), 16) + " (dy: N(0,1) from the seed)";
+}
+
+void run_row_backward(const Run& run, Op op, DType t) {
+  const Kernel& k = run.kernel;
+  const bool log = op == Op::log_softmax_backward;
+  const char* const ids[] = {"backward.rounding", "backward.rows_sum_zero",
+                             "backward.directional_derivative"};
+  bool any = false;
+  for (const char* id : ids) any = any || run.wants_property(id);
+  if (!any) return;
+  std::string why = why_unsupported(k, op, t);
+  if (why.empty() && k.raw().capabilities) {
+    const std::uint32_t types = k.raw().capabilities->op_dtypes[static_cast<int>(op)];
+    const std::uint32_t bit = t == DType::float32    ? SA_DTYPE_F32
+                              : t == DType::bfloat16 ? SA_DTYPE_BF16
+                                                     : SA_DTYPE_F16;
+    if (types && !(types & bit)) why = "kernel does not declare " + std::string(name_of(t));
+  }
+  if (!why.empty()) {
+    for (const char* id : ids)
+      if (run.wants_property(id))
+        run.emit(skip_verdict(run, id, claim_of(id), rule_by_id("backward_rounding"), op, t, why));
+    return;
+  }
+  RowGenOptions go;
+  for (const auto& d : run.dists.empty() ? distribution_names() : run.dists)
+    if (d != "special") go.distributions.push_back(d);  // NaN/+inf rows: no derivative
+  if (go.distributions.empty()) go.distributions = {"gaussian"};
+  go.sizes = run.sizes;
+  go.temperatures = run.temperatures({0.5, 3.0});
+  go.max_rows = 3;
+  enum { kRound, kSum, kDir, kSlots };
+  const std::string prop = std::string(name_of(op)) + "[" + name_of(t) + "]";
+  std::function<std::vector<Check>(const RowParams&)> eval = [&](const RowParams& p) {
+    std::vector<Check> cs(kSlots);
+    const RowCase c = make_row_case(p, t, log);
+    run.before(prop, row_describe(p, t));
+    const std::vector<float> dx = log ? k.log_softmax_backward(t, c.y, c.dy, p.temperature)
+                                      : k.softmax_backward(t, c.y, c.dy, p.temperature);
+    std::mt19937_64 g(p.seed ^ 0xd1f);
+    std::normal_distribution<double> n01(0.0, 1.0);
+    for (std::int64_t r = 0; r < c.y.rows; ++r) {
+      const std::span<const float> y = c.y.row(r);
+      const std::span<const float> dy(c.dy.data() + r * c.y.stride,
+                                      static_cast<std::size_t>(c.y.n));
+      const ref::RowGradient ref = log ? ref::log_softmax_backward(t, y, dy, p.temperature)
+                                       : ref::softmax_backward(t, y, dy, p.temperature);
+      const auto b = row_budgets(t, log, y, dy, p.temperature, ref.exact);
+      long double sum = 0, exact_sum = 0, budget_sum = 0;
+      for (std::int64_t i = 0; i < c.y.n; ++i) {
+        const float got = dx[static_cast<std::size_t>(r * c.y.stride + i)];
+        cs[kRound].worst(elem(t, got, ref.exact[i], b[i],
+                              "row " + std::to_string(r) + " dx[" + std::to_string(i) + "]"));
+        sum += got;
+        exact_sum += ref.exact[i];
+        budget_sum += b[i];
+      }
+      Check sc = make_check(
+          static_cast<double>(std::abs(sum)), static_cast<double>(std::abs(exact_sum) + budget_sum),
+          "row " + std::to_string(r) + ": sum dx = " + fmt(static_cast<double>(sum)) +
+              " (exact for the given y: " + fmt(static_cast<double>(exact_sum)) + ")");
+      sc.unit = "absolute";
+      cs[kSum].worst(sc);
+      // Directional derivative, for rows with a live item.
+      bool live = false;
+      for (std::int64_t i = 0; i < c.y.n; ++i)
+        live = live || c.x.data[static_cast<std::size_t>(r * c.x.stride + i)] != -INFINITY;
+      if (!live) continue;
+      std::vector<double> v(static_cast<std::size_t>(c.y.n));
+      for (std::int64_t i = 0; i < c.y.n; ++i)
+        v[i] = std::isinf(c.x.data[static_cast<std::size_t>(r * c.x.stride + i)]) ? 0.0 : n01(g);
+      const double dd = ref::softmax_directional_derivative(c.x.row(r), dy, v, p.temperature, log);
+      // The gradient at the exact weights p, and what y's rounding moves it by.
+      const long double* pr = c.p.data() + r * c.y.n;
+      long double cp = 0, sdy = 0;
+      for (std::int64_t i = 0; i < c.y.n; ++i) cp += pr[i] * dy[i], sdy += dy[i];
+      long double got_dd = 0, shift = 0, bud = 0, mag = 0;
+      for (std::int64_t i = 0; i < c.y.n; ++i) {
+        const long double gp = (log ? dy[i] - pr[i] * sdy : pr[i] * (dy[i] - cp)) / p.temperature;
+        got_dd += v[i] * dx[static_cast<std::size_t>(r * c.y.stride + i)];
+        shift += v[i] * (ref.exact[i] - gp);
+        bud += std::abs(v[i]) * b[i];
+        mag += std::abs(v[i]) * (std::abs(gp) + std::abs(ref.exact[i]));
+      }
+      const double bound = static_cast<double>(std::abs(shift) + bud) +
+                           static_cast<double>(c.y.n + 4) * 0x1p-60 * static_cast<double>(mag);
+      Check dc = make_check(static_cast<double>(std::abs(got_dd - dd)), bound,
+                            "row " + std::to_string(r) +
+                                ": <dx, v> = " + fmt(static_cast<double>(got_dd)) +
+                                ", MPFR derivative " + fmt(dd) + " (y's rounding accounts for " +
+                                fmt(static_cast<double>(shift)) + ")");
+      dc.unit = "absolute";
+      cs[kDir].worst(dc);
+    }
+    return cs;
+  };
+  SearchOptions so;
+  so.shrink_pool = &run.shrink_pool;
+  so.cases = std::max(8, run.config.cases / 4);
+  so.seed = run.seed ^ (log ? 0xb0c1 : 0xb0c0) ^ (static_cast<std::uint64_t>(t) * 0x51);
+  auto res = search<RowParams>(gen_rows(go), kSlots, so, eval);
+  for (int s = 0; s < kSlots; ++s) {
+    if (!run.wants_property(ids[s])) continue;
+    run.emit(slot_verdict<RowParams>(run, ids[s], claim_of(ids[s]), rule_by_id("backward_rounding"),
+                                     op, t, res[static_cast<std::size_t>(s)],
+                                     [t](const RowParams& p) { return row_describe(p, t); }));
+  }
+}
+
+// ---------------------------------------------------------------- attention
+
+struct BwdParams {
+  std::int64_t batch = 1, heads_kv = 1, group = 1, d = 1, dv = 1, sq = 1, sk = 1;
+  bool varlen = false, causal = false, top_left = false, alibi = false, sinks = false,
+       key_pad = false, bhsd = false;
+  std::int64_t wl = -1, wr = -1, row_pad = 0;
+  double softcap = 0;
+  std::uint64_t seed = 1;
+};
+
+std::string describe(const BwdParams& p) {
+  std::string r =
+      "batch=" + std::to_string(p.batch) + " heads=" + std::to_string(p.heads_kv * p.group) + "/" +
+      std::to_string(p.heads_kv) + " sq=" + std::to_string(p.sq) + " sk=" + std::to_string(p.sk) +
+      " d=" + std::to_string(p.d) + " dv=" + std::to_string(p.dv);
+  if (p.varlen) r += " varlen";
+  if (p.causal) r += p.top_left ? " causal(top-left)" : " causal(bottom-right)";
+  if (p.wl >= 0 || p.wr >= 0)
+    r += " window=(" + std::to_string(p.wl) + "," + std::to_string(p.wr) + ")" +
+         (p.top_left ? "tl" : "br");
+  if (p.softcap > 0) r += " softcap=" + fmt(p.softcap);
+  if (p.alibi) r += " alibi";
+  if (p.sinks) r += " sinks";
+  if (p.key_pad) r += " key_padding";
+  if (p.bhsd) r += " bhsd";
+  if (p.row_pad) r += " pad=" + std::to_string(p.row_pad);
+  return r + " seed=" + std::to_string(p.seed) + " (dout: N(0,1) from the seed)";
+}
+
+// Lengths at and around 64- and 128-wide tiles (tails that do not fill one),
+// both orders; shrinking moves towards the first.
+constexpr std::int64_t kBwdLengths[][2] = {{1, 1},     {7, 5},     {5, 7},     {17, 40},
+                                           {65, 64},   {64, 65},   {80, 33},   {129, 127},
+                                           {127, 129}, {100, 200}, {200, 100}, {255, 257}};
+constexpr std::int64_t kBwdDims[] = {1, 3, 8, 16, 32, 40, 64, 80, 128};
+constexpr double kBwdWorkCap = 1.5e6;
+
+rc::Gen<BwdParams> gen_bwd() {
+  return rc::gen::exec([] {
+    BwdParams p;
+    const auto& L = kBwdLengths[*rc::gen::inRange<std::size_t>(0, std::size(kBwdLengths))];
+    p.sq = L[0];
+    p.sk = L[1];
+    p.d = kBwdDims[*rc::gen::inRange<std::size_t>(0, std::size(kBwdDims))];
+    p.dv = *rc::gen::inRange(0, 4) == 3
+               ? kBwdDims[*rc::gen::inRange<std::size_t>(0, std::size(kBwdDims))]
+               : p.d;
+    p.group = *rc::gen::inRange(0, 3) == 0 ? 1 : *rc::gen::inRange(2, 5);
+    p.heads_kv = *rc::gen::inRange(1, 3);
+    p.batch = *rc::gen::inRange(1, 4);
+    p.varlen = *rc::gen::inRange(0, 3) == 2;
+    auto work = [&] {
+      return static_cast<double>(p.batch * p.heads_kv * p.group) * static_cast<double>(p.sq) *
+             static_cast<double>(p.sk) * static_cast<double>(p.d + p.dv) / (p.varlen ? 4.0 : 1.0);
+    };
+    while (work() > kBwdWorkCap && p.batch > 1) --p.batch;
+    while (work() > kBwdWorkCap && p.heads_kv * p.group > 1) p.group > 1 ? --p.group : --p.heads_kv;
+    while (work() > kBwdWorkCap && (p.d > 8 || p.dv > 8))
+      p.d = std::min<std::int64_t>(p.d, 8), p.dv = std::min<std::int64_t>(p.dv, 8);
+    if (p.varlen && p.batch < 2) p.batch = 2;
+    const int mask_kind = *rc::gen::inRange(0, 6);
+    p.causal = mask_kind == 1 || mask_kind == 2;
+    p.top_left = mask_kind == 2 || (mask_kind == 4 && *rc::gen::inRange(0, 2) == 1);
+    if (mask_kind >= 3 && mask_kind <= 4) {
+      p.wl = *rc::gen::inRange<std::int64_t>(-1, std::max<std::int64_t>(2, p.sk));
+      p.wr = *rc::gen::inRange<std::int64_t>(-1, std::max<std::int64_t>(2, p.sk / 4));
+    }
+    p.key_pad = mask_kind == 5 || *rc::gen::inRange(0, 6) == 5;
+    p.softcap = *rc::gen::inRange(0, 4) == 3 ? 5.0 + *rc::gen::inRange(0, 46) : 0.0;
+    p.alibi = *rc::gen::inRange(0, 5) == 4;
+    p.sinks = *rc::gen::inRange(0, 4) == 3;
+    p.bhsd = *rc::gen::inRange(0, 2) == 1;
+    p.row_pad = *rc::gen::inRange(0, 3) == 2 ? *rc::gen::inRange(1, 9) : 0;
+    p.seed = *rc::gen::noShrink(rc::gen::inRange<std::uint64_t>(1, std::uint64_t(1) << 53));
+    return p;
+  });
+}
+
+float round_attn(AttnType t, double x) {
+  const float f = static_cast<float>(x);
+  return t == AttnType::bfloat16 ? round_to_bf16(f) : t == AttnType::float16 ? round_to_f16(f) : f;
+}
+
+DType dtype_of(AttnType t) {
+  return t == AttnType::bfloat16  ? DType::bfloat16
+         : t == AttnType::float16 ? DType::float16
+                                  : DType::float32;
+}
+
+AttentionCase make_case(const BwdParams& p, AttnType t, std::vector<float>* dout) {
+  AttentionCase c;
+  c.qkv = c.out_type = t;
+  c.batch = p.batch;
+  c.heads_kv = p.heads_kv;
+  c.heads_q = p.heads_kv * p.group;
+  c.d = p.d;
+  c.dv = p.dv;
+  std::mt19937_64 g(p.seed);
+  if (p.varlen) {
+    c.cu_q = {0};
+    c.cu_k = {0};
+    for (std::int64_t b = 0; b < p.batch; ++b) {
+      const bool empty = b > 0 && g() % 4 == 0;
+      const std::int64_t lq = empty ? 0 : 1 + static_cast<std::int64_t>(g() % p.sq);
+      const std::int64_t lk = empty && g() % 2 ? 0 : 1 + static_cast<std::int64_t>(g() % p.sk);
+      c.cu_q.push_back(c.cu_q.back() + static_cast<std::int32_t>(lq));
+      c.cu_k.push_back(c.cu_k.back() + static_cast<std::int32_t>(lk));
+    }
+  } else {
+    c.seqlen_q = p.sq;
+    c.seqlen_k = p.sk;
+  }
+  std::normal_distribution<double> n01(0.0, 1.0);
+  for (std::int64_t i = 0; i < c.total_q() * c.heads_q * c.d; ++i)
+    c.q.push_back(round_attn(t, n01(g)));
+  for (std::int64_t i = 0; i < c.total_k() * c.heads_kv * c.d; ++i)
+    c.k.push_back(round_attn(t, n01(g)));
+  for (std::int64_t i = 0; i < c.total_k() * c.heads_kv * c.dv; ++i)
+    c.v.push_back(round_attn(t, n01(g)));
+  c.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.d)));
+  c.causal = p.causal;
+  c.top_left = p.top_left;
+  c.window_left = p.wl;
+  c.window_right = p.wr;
+  c.softcap = p.softcap;
+  if (p.alibi)
+    for (std::int64_t h = 0; h < c.heads_q; ++h)
+      c.alibi_slopes.push_back(std::ldexp(1.0f, -static_cast<int>(1 + (8 * (h + 1)) / c.heads_q)));
+  if (p.sinks)
+    for (std::int64_t h = 0; h < c.heads_q; ++h) c.sinks.push_back(static_cast<float>(n01(g)));
+  if (p.key_pad) {
+    c.key_padding_mask.assign(static_cast<std::size_t>(c.total_k()), 1);
+    for (auto& m : c.key_padding_mask) m = g() % 5 == 0 ? 0 : 1;
+    // Some sequences lose every key: fully masked query rows.
+    for (std::int64_t b = 0; b < c.batch; ++b)
+      if (g() % 4 == 0)
+        for (std::int64_t j = 0; j < c.len_k(b); ++j) c.key_padding_mask[c.row_k(b, j)] = 0;
+  }
+  c.layout = p.bhsd ? AttnLayout::bhsd : AttnLayout::bshd;
+  c.row_pad = p.row_pad;
+  dout->clear();
+  for (std::int64_t i = 0; i < c.total_q() * c.heads_q * c.dv; ++i)
+    dout->push_back(round_attn(t, n01(g)));
+  return c;
+}
+
+// The forward's out (rounded to the output type) and lse (float32) the backward is handed.
+void given_forward(const AttentionCase& c, const ref::AttentionGradients& r,
+                   std::vector<float>* out, std::vector<float>* lse) {
+  out->resize(r.out.size());
+  lse->resize(r.lse.size());
+  for (std::size_t i = 0; i < r.out.size(); ++i) (*out)[i] = round_attn(c.out_type, r.out[i]);
+  for (std::size_t i = 0; i < r.lse.size(); ++i) (*lse)[i] = static_cast<float>(r.lse[i]);
+}
+
+struct GradBudgets {
+  std::vector<double> dq, dk, dv, dsinks;
+};
+
+// The a-priori budget of every gradient (rule attention_backward_rounding): a
+// kernel computing in float32 from the given out (rounded) and lse (float32).
+// Per visible (i, j), first order in u = 2^-24:
+//   score        E_s = (d + 2) u |scale| sum|q k| + 3u |s| [+ 4u c softcap] [+ 2u (|alibi| + |s|)]
+//   P = exp(s - lse)   relative rel_P = E_s + u (|lse| + |s| + |lse|) + 2u (faithful exp)
+//   dP = dout . v      E_dp = (dv + 1) u sum |dout v|
+//   D = dout . out     E_D = sum |dout| |out_given - out| + (dv + 1) u sum |dout out|
+//   softcap' g         E_g = 2 |tanh| g E_t / c + 4u (E_t the uncapped score's error)
+//   dS = P (dP - D) g  E_ds = |dS| (rel_P + 3u) + P g (E_dp + E_D + u |dP - D|) + P |dP - D| E_g
+//   dq_i = scale sum_j dS_ij k_j: |scale| sum_j (E_ds |k| + (n_i + 2) u |dS k|) + u |dq|
+//   dk_j (over every row and head of the group, N_j terms) alike; dv_j = sum P dout:
+//   sum (rel_P P |dout|) + (N_j + 1) u sum P |dout|; d(sink) = -sum p_sink D alike;
+//   then the output's rounding (budgets.hpp output_abs).
+GradBudgets grad_budgets(const AttentionCase& c, std::span<const float> dout,
+                         const ref::AttentionGradients& r, std::span<const float> out_given,
+                         std::span<const float> lse_given) {
+  const double u = u32;
+  const std::int64_t HQ = c.heads_q, HK = c.heads_kv, d = c.d, dvv = c.dv;
+  const double scale = std::abs(c.scale);
+  std::vector<double> eq(r.dq.size(), 0), aq(r.dq.size(), 0), ek(r.dk.size(), 0),
+      ak(r.dk.size(), 0), ev(r.dv.size(), 0), av(r.dv.size(), 0), es(r.dsinks.size(), 0),
+      as(r.dsinks.size(), 0);
+  std::vector<double> nk(static_cast<std::size_t>(c.total_k() * HK), 0), ns(r.dsinks.size(), 0);
+  std::vector<double> nq(static_cast<std::size_t>(c.total_q() * HQ), 0);
+  for (std::int64_t b = 0; b < c.batch; ++b) {
+    const std::int64_t Lq = c.len_q(b), Lk = c.len_k(b), off = c.top_left ? 0 : Lk - Lq;
+    for (std::int64_t h = 0; h < HQ; ++h) {
+      const std::int64_t hk = c.kv_head(h);
+      for (std::int64_t i = 0; i < Lq; ++i) {
+        const std::int64_t row = c.row_q(b, i);
+        const std::size_t ro = static_cast<std::size_t>(row * HQ + h);
+        const double L = r.lse[ro], Lg = lse_given[ro];
+        if (L == -INFINITY) continue;
+        const double eL = std::abs(Lg - L);
+        const float* q = c.q.data() + ro * d;
+        const float* go = dout.data() + ro * dvv;
+        double D = 0, ED = 0, sDO = 0;
+        for (std::int64_t x = 0; x < dvv; ++x) {
+          const double o = r.out[ro * dvv + x];
+          D += go[x] * o;
+          ED += std::abs(go[x]) * std::abs(out_given[ro * dvv + x] - o) +
+                (dvv + 1) * u * std::abs(go[x] * o);
+          sDO += std::abs(go[x]);
+        }
+        if (!c.sinks.empty()) {
+          const double ps = std::exp(c.sinks[h] - L);
+          const double rel = eL + u * (std::abs(c.sinks[h]) + std::abs(L)) + 2 * u;
+          es[h] += ps * (std::abs(D) * rel + ED);
+          as[h] += ps * std::abs(D);
+          ns[h] += 1;
+        }
+        for (std::int64_t j = 0; j < Lk; ++j) {
+          if (!ref::visible_v2(c, b, i, j)) continue;
+          const std::size_t kr = static_cast<std::size_t>(c.row_k(b, j) * HK + hk);
+          const float* kj = c.k.data() + kr * d;
+          const float* vj = c.v.data() + kr * dvv;
+          long double dot = 0, mag = 0;
+          for (std::int64_t x = 0; x < d; ++x) {
+            dot += static_cast<long double>(q[x]) * kj[x];
+            mag += std::abs(static_cast<long double>(q[x]) * kj[x]);
+          }
+          double t = static_cast<double>(dot) * c.scale;
+          const double Et = (d + 2) * u * scale * static_cast<double>(mag) + 3 * u * std::abs(t);
+          double s = t, Es = Et, gcap = 1, Eg = 0;
+          if (c.softcap > 0) {
+            const double th = std::tanh(t / c.softcap);
+            s = c.softcap * th;
+            gcap = 1 - th * th;
+            Es = Et + 4 * u * c.softcap;
+            Eg = 2 * std::abs(th) * gcap * Et / c.softcap + 4 * u;
+          }
+          if (!c.alibi_slopes.empty()) {
+            const double a = c.alibi_slopes[h] * std::abs(static_cast<double>(i + off - j));
+            s -= a;
+            Es += 2 * u * (a + std::abs(s));
+          }
+          const double P = std::exp(s - L);
+          const double relP = Es + eL + u * (std::abs(s) + 2 * std::abs(L)) + 2 * u;
+          double dp = 0, Edp = 0;
+          for (std::int64_t x = 0; x < dvv; ++x) {
+            dp += static_cast<double>(go[x]) * vj[x];
+            Edp += std::abs(static_cast<double>(go[x]) * vj[x]);
+          }
+          Edp *= (dvv + 1) * u;
+          const double ds = P * (dp - D) * gcap;
+          const double Eds = std::abs(ds) * (relP + 3 * u) +
+                             P * gcap * (Edp + ED + u * std::abs(dp - D)) +
+                             P * std::abs(dp - D) * Eg;
+          nq[ro] += 1;
+          nk[kr] += 1;
+          for (std::int64_t x = 0; x < d; ++x) {
+            eq[ro * d + x] += Eds * std::abs(kj[x]);
+            aq[ro * d + x] += std::abs(ds * kj[x]);
+            ek[kr * d + x] += Eds * std::abs(q[x]);
+            ak[kr * d + x] += std::abs(ds * q[x]);
+          }
+          for (std::int64_t x = 0; x < dvv; ++x) {
+            ev[kr * dvv + x] += relP * P * std::abs(go[x]);
+            av[kr * dvv + x] += P * std::abs(go[x]);
+          }
+        }
+      }
+    }
+  }
+  const DType t = dtype_of(c.out_type);
+  GradBudgets g;
+  g.dq.resize(r.dq.size());
+  for (std::size_t e = 0; e < r.dq.size(); ++e) {
+    const double n = nq[e / static_cast<std::size_t>(d)];
+    g.dq[e] = budget::output_abs(t, r.dq[e],
+                                 scale * (eq[e] + (n + 2) * u * aq[e]) + u * std::abs(r.dq[e]));
+  }
+  g.dk.resize(r.dk.size());
+  for (std::size_t e = 0; e < r.dk.size(); ++e) {
+    const double n = nk[e / static_cast<std::size_t>(d)];
+    g.dk[e] = budget::output_abs(t, r.dk[e],
+                                 scale * (ek[e] + (n + 2) * u * ak[e]) + u * std::abs(r.dk[e]));
+  }
+  g.dv.resize(r.dv.size());
+  for (std::size_t e = 0; e < r.dv.size(); ++e) {
+    const double n = nk[e / static_cast<std::size_t>(dvv)];
+    g.dv[e] = budget::output_abs(t, r.dv[e], ev[e] + (n + 1) * u * av[e]);
+  }
+  g.dsinks.resize(r.dsinks.size());
+  for (std::size_t h = 0; h < r.dsinks.size(); ++h)
+    g.dsinks[h] = budget::output_abs(DType::float32, r.dsinks[h], es[h] + (ns[h] + 1) * u * as[h]);
+  return g;
+}
+
+template <class Where>
+void consider(Check& worst, DType t, double got, double exact, double budget, Where where) {
+  if (std::isfinite(got) && std::isfinite(exact) && exact != 0.0 && worst.applicable &&
+      !worst.fails()) {
+    const double r = std::abs(got - exact) / budget;
+    if (r <= worst.ratio) return;
+  }
+  worst.worst(elem(t, got, exact, budget, where()));
+}
+
+struct NaLog {
+  std::map<std::string, int> reasons;
+  int count = 0;
+  void add(const std::string& w) { ++count, ++reasons[w]; }
+  std::string text() const {
+    if (!count) return {};
+    std::string r = std::to_string(count) + " case(s) not applicable (";
+    bool first = true;
+    for (const auto& [w, n] : reasons)
+      r += (first ? "" : "; ") + w + " x" + std::to_string(n), first = false;
+    return r + ")";
+  }
+};
+
+// Where element e of a packed gradient lives.
+std::string at_of(const char* what, std::size_t e, std::int64_t heads, std::int64_t dim) {
+  const std::size_t per_row = static_cast<std::size_t>(heads * dim);
+  return std::string(what) + " row " + std::to_string(e / per_row) + " head " +
+         std::to_string((e % per_row) / static_cast<std::size_t>(dim)) + " [" +
+         std::to_string(e % static_cast<std::size_t>(dim)) + "]";
+}
+
+}  // namespace
+
+void run_backward(const Run& run, DType t) {
+  for (Op op : {Op::softmax_backward, Op::log_softmax_backward})
+    if (run.wants_op(op)) run_row_backward(run, op, t);
+}
+
+void run_attention_backward(const Run& run) {
+  const Kernel& k = run.kernel;
+  if (!run.wants_op(Op::attention_backward)) return;
+  const char* const ids[] = {"attention_backward.rounding", "attention_backward.flash_attention_3x",
+                             "attention_backward.gqa_group_sum", "attention_backward.masked_zero",
+                             "attention_backward.no_nan"};
+  const char* const rule_ids[] = {"attention_backward_rounding", "flash_attention_3x",
+                                  "attention_backward_rounding", "kernel_h", "kernel_h"};
+  bool any = false;
+  for (const char* id : ids) any = any || run.wants_property(id);
+  if (!any) return;
+  std::vector<AttnType> types;
+  if (run.config.dtypes.empty())
+    types = {AttnType::float32, AttnType::bfloat16, AttnType::float16};
+  else
+    for (DType t : run.config.dtypes)
+      if (t != DType::float64)
+        types.push_back(t == DType::bfloat16  ? AttnType::bfloat16
+                        : t == DType::float16 ? AttnType::float16
+                                              : AttnType::float32);
+  if (k.abi_version() < 2 || !k.supports(Op::attention_backward)) {
+    for (AttnType t : types)
+      for (int s = 0; s < 5; ++s) {
+        if (!run.wants_property(ids[s])) continue;
+        Verdict v = skip_verdict(run, ids[s], claim_of(ids[s]), rule_by_id(rule_ids[s]),
+                                 Op::attention_backward, dtype_of(t),
+                                 "not applicable: the kernel implements no attention_backward");
+        run.emit(v);
+      }
+    return;
+  }
+  for (AttnType t : types) {
+    enum { kRound, kFa, kGqa, kMask, kNan, kSlots };
+    NaLog na;
+    const bool low = t != AttnType::float32;
+    const DType dt = dtype_of(t);
+    const std::string prop = std::string("attention_backward[") + name_of(t) + "]";
+    std::function<std::vector<Check>(const BwdParams&)> eval = [&](const BwdParams& p) {
+      std::vector<Check> cs(kSlots);
+      std::vector<float> dout;
+      const AttentionCase c = make_case(p, t, &dout);
+      if (const std::string why = k.why_not_applicable_backward(c); !why.empty()) {
+        na.add(why);
+        return cs;
+      }
+      run.before(prop, describe(p));
+      const ref::AttentionGradients r = ref::attention_backward(c, dout);
+      std::vector<float> out, lse;
+      given_forward(c, r, &out, &lse);
+      const AttentionGradientsV2 g = k.attention_backward(c, out, lse, dout);
+      const GradBudgets gb = grad_budgets(c, dout, r, out, lse);
+      // rounding
+      for (std::size_t e = 0; e < r.dq.size(); ++e)
+        consider(cs[kRound], dt, g.dq[e], r.dq[e], gb.dq[e],
+                 [&] { return at_of("dq", e, c.heads_q, c.d); });
+      for (std::size_t e = 0; e < r.dk.size(); ++e)
+        consider(cs[kRound], dt, g.dk[e], r.dk[e], gb.dk[e],
+                 [&] { return at_of("dk", e, c.heads_kv, c.d); });
+      for (std::size_t e = 0; e < r.dv.size(); ++e)
+        consider(cs[kRound], dt, g.dv[e], r.dv[e], gb.dv[e],
+                 [&] { return at_of("dv", e, c.heads_kv, c.dv); });
+      for (std::size_t h = 0; h < r.dsinks.size(); ++h)
+        consider(cs[kRound], DType::float32, g.dsinks[h], r.dsinks[h], gb.dsinks[h],
+                 [&] { return "dsinks[" + std::to_string(h) + "]"; });
+      // no_nan (every input is finite)
+      {
+        std::size_t bad = 0;
+        std::string first;
+        auto scan = [&](const std::vector<float>& v, const char* what, std::int64_t heads,
+                        std::int64_t dim) {
+          for (std::size_t e = 0; e < v.size(); ++e)
+            if (!std::isfinite(v[e]) && bad++ == 0)
+              first = at_of(what, e, heads, dim) + " = " + fmt(v[e]);
+        };
+        scan(g.dq, "dq", c.heads_q, c.d);
+        scan(g.dk, "dk", c.heads_kv, c.d);
+        scan(g.dv, "dv", c.heads_kv, c.dv);
+        for (std::size_t h = 0; h < g.dsinks.size(); ++h)
+          if (!std::isfinite(g.dsinks[h]) && bad++ == 0)
+            first = "dsinks[" + std::to_string(h) + "] = " + fmt(g.dsinks[h]);
+        Check ch = make_check(static_cast<double>(bad), 0.0,
+                              bad ? first + " from finite inputs" : "every gradient finite");
+        ch.unit = "non-finite gradients";
+        cs[kNan] = ch;
+      }
+      // flash_attention_3x
+      if (low) {
+        const auto base = kernels::same_dtype::attention_backward(c, dout);
+        Check worst;
+        auto rule3 = [&](const char* what, const std::vector<float>& got,
+                         const std::vector<float>& bl, const std::vector<double>& ex) {
+          if (ex.empty()) return;
+          double err = 0, berr = 0, emax = 0;
+          for (std::size_t e = 0; e < ex.size(); ++e) {
+            err = std::isnan(got[e]) ? NAN : std::max(err, std::abs(got[e] - ex[e]));
+            if (std::isnan(err)) break;
+            berr = std::max(berr, std::abs(bl[e] - ex[e]));
+            emax = std::max(emax, std::abs(ex[e]));
+          }
+          const double atol = 2.0 * budget::ulp(dt, emax + 0.3);
+          worst.worst(make_check(err, 3.0 * berr + atol,
+                                 std::string(what) + ": max|g - ref| vs 3 x same-dtype baseline " +
+                                     fmt(berr) + " + atol " + fmt(atol)));
+        };
+        rule3("dq", g.dq, base.dq, r.dq);
+        rule3("dk", g.dk, base.dk, r.dk);
+        rule3("dv", g.dv, base.dv, r.dv);
+        worst.unit = "absolute";
+        cs[kFa] = worst;
+      }
+      // gqa_group_sum
+      if (c.heads_kv < c.heads_q) {
+        AttentionCase mc = c;
+        mc.heads_kv = c.heads_q;
+        mc.k.clear();
+        mc.v.clear();
+        for (std::int64_t row = 0; row < c.total_k(); ++row)
+          for (std::int64_t h = 0; h < c.heads_q; ++h) {
+            const std::int64_t hk = c.kv_head(h);
+            mc.k.insert(mc.k.end(), c.k.begin() + (row * c.heads_kv + hk) * c.d,
+                        c.k.begin() + (row * c.heads_kv + hk + 1) * c.d);
+            mc.v.insert(mc.v.end(), c.v.begin() + (row * c.heads_kv + hk) * c.dv,
+                        c.v.begin() + (row * c.heads_kv + hk + 1) * c.dv);
+          }
+        if (k.why_not_applicable_backward(mc).empty()) {
+          const AttentionGradientsV2 mg = k.attention_backward(mc, out, lse, dout);
+          const ref::AttentionGradients mr = ref::attention_backward(mc, dout);
+          const GradBudgets mb = grad_budgets(mc, dout, mr, out, lse);
+          const std::int64_t G = c.heads_q / c.heads_kv;
+          auto group = [&](const char* what, const std::vector<float>& gq,
+                           const std::vector<float>& gm, const std::vector<double>& bq,
+                           const std::vector<double>& bm, std::int64_t dim) {
+            for (std::int64_t row = 0; row < c.total_k(); ++row)
+              for (std::int64_t hk = 0; hk < c.heads_kv; ++hk)
+                for (std::int64_t x = 0; x < dim; ++x) {
+                  long double sum = 0, bsum = 0;
+                  for (std::int64_t h = hk * G; h < (hk + 1) * G; ++h) {
+                    const std::size_t e = static_cast<std::size_t>((row * c.heads_q + h) * dim + x);
+                    sum += gm[e];
+                    bsum += bm[e];
+                  }
+                  const std::size_t e = static_cast<std::size_t>((row * c.heads_kv + hk) * dim + x);
+                  Check ch = make_check(
+                      std::abs(gq[e] - static_cast<double>(sum)), bq[e] + static_cast<double>(bsum),
+                      std::string(what) + " key row " + std::to_string(row) + " kv head " +
+                          std::to_string(hk) + " [" + std::to_string(x) + "]: " + fmt(gq[e]) +
+                          ", sum over the repeated heads " + fmt(static_cast<double>(sum)));
+                  ch.unit = "absolute";
+                  cs[kGqa].worst(ch);
+                }
+          };
+          group("dk", g.dk, mg.dk, gb.dk, mb.dk, c.d);
+          group("dv", g.dv, mg.dv, gb.dv, mb.dv, c.dv);
+        }
+      }
+      // masked_zero: keys hidden from every query of their sequence.
+      {
+        AttentionCase pc = c;
+        std::vector<std::int64_t> hidden;
+        for (std::int64_t b = 0; b < c.batch; ++b)
+          for (std::int64_t j = 0; j < c.len_k(b); ++j) {
+            bool h = true;
+            for (std::int64_t i = 0; i < c.len_q(b) && h; ++i) h = !ref::visible_v2(c, b, i, j);
+            if (!h) continue;
+            const std::int64_t r0 = c.row_k(b, j);
+            hidden.push_back(r0);
+            for (std::int64_t hk = 0; hk < c.heads_kv; ++hk) {
+              for (std::int64_t x = 0; x < c.d; ++x) pc.k[(r0 * c.heads_kv + hk) * c.d + x] = NAN;
+              for (std::int64_t x = 0; x < c.dv; ++x) pc.v[(r0 * c.heads_kv + hk) * c.dv + x] = NAN;
+            }
+          }
+        if (!hidden.empty()) {
+          const AttentionGradientsV2 pg = k.attention_backward(pc, out, lse, dout);
+          std::size_t diff = 0;
+          std::string first;
+          for (std::int64_t r0 : hidden)
+            for (std::int64_t hk = 0; hk < c.heads_kv; ++hk) {
+              for (std::int64_t x = 0; x < c.d; ++x) {
+                const std::size_t e = static_cast<std::size_t>((r0 * c.heads_kv + hk) * c.d + x);
+                if (g.dk[e] != 0.0f && diff++ == 0)
+                  first = at_of("dk", e, c.heads_kv, c.d) + " = " + fmt(g.dk[e]) +
+                          " for a key no query sees";
+              }
+              for (std::int64_t x = 0; x < c.dv; ++x) {
+                const std::size_t e = static_cast<std::size_t>((r0 * c.heads_kv + hk) * c.dv + x);
+                if (g.dv[e] != 0.0f && diff++ == 0)
+                  first = at_of("dv", e, c.heads_kv, c.dv) + " = " + fmt(g.dv[e]) +
+                          " for a key no query sees";
+              }
+            }
+          auto same = [&](const std::vector<float>& a, const std::vector<float>& b,
+                          const char* what, std::int64_t heads, std::int64_t dim) {
+            for (std::size_t e = 0; e < a.size(); ++e)
+              if (std::memcmp(&a[e], &b[e], 4) != 0 && diff++ == 0)
+                first = at_of(what, e, heads, dim) + ": " + fmt(a[e]) + " became " + fmt(b[e]) +
+                        " after NaN was put in hidden keys and values";
+          };
+          same(g.dq, pg.dq, "dq", c.heads_q, c.d);
+          same(g.dk, pg.dk, "dk", c.heads_kv, c.d);
+          same(g.dv, pg.dv, "dv", c.heads_kv, c.dv);
+          Check ch = make_check(static_cast<double>(diff), 0.0,
+                                diff ? first : "hidden keys: zero gradients, no leak");
+          ch.unit = "gradients wrong or changed";
+          cs[kMask] = ch;
+        }
+      }
+      return cs;
+    };
+    SearchOptions so;
+    so.shrink_pool = &run.shrink_pool;
+    so.cases = std::max(6, run.config.cases / 8);
+    so.seed = run.seed ^ 0xbac4 ^ (static_cast<std::uint64_t>(t) * 0x9e37);
+    auto res = search<BwdParams>(gen_bwd(), kSlots, so, eval);
+    for (int s = 0; s < kSlots; ++s) {
+      if (!run.wants_property(ids[s])) continue;
+      if (s == kFa && !low) {
+        run.emit(skip_verdict(run, ids[s], claim_of(ids[s]), rule_by_id(rule_ids[s]),
+                              Op::attention_backward, dt,
+                              "not applicable: FlashAttention's rule is stated for bfloat16 and "
+                              "float16 (float32 is held to attention_backward.rounding)"));
+        continue;
+      }
+      Verdict v = slot_verdict<BwdParams>(
+          run, ids[s], claim_of(ids[s]), rule_by_id(rule_ids[s]), Op::attention_backward, dt,
+          res[static_cast<std::size_t>(s)], [](const BwdParams& p) { return describe(p); });
+      if (res[static_cast<std::size_t>(s)].cases_applicable == 0 && v.outcome == Outcome::skip)
+        v.note = "not applicable: " + (na.count ? na.text() : std::string("no case applied"));
+      else if (na.count)
+        v.note += (v.note.empty() ? "" : "; ") + na.text();
+      run.emit(v);
+    }
+  }
+}
+
+}  // namespace sa::props::detail

@@ -1,0 +1,419 @@
+// Determinism properties (every operation the kernel implements):
+//
+//   determinism.bitwise           `determinism_repeats` calls with identical
+//                                 inputs return identical bits for every
+//                                 output (forward and backward). Failed when
+//                                 the kernel claims SA_CAP_DETERMINISTIC, and
+//                                 for attention_backward always (the property
+//                                 passes deterministic = 1, which kernel.h
+//                                 makes a request); reported as a skip with
+//                                 the measurement otherwise.
+//   determinism.batch_invariance  a row (softmax family) or a sequence
+//                                 (attention, forward and backward) computed
+//                                 alone gives the same bits as inside a batch
+//                                 (and, for attention_v2 with split-KV, under
+//                                 num_splits 1, 2 and 3). Failed when the
+//                                 kernel claims SA_CAP_BATCH_INVARIANT,
+//                                 reported (skip, with what differed)
+//                                 otherwise: many correct kernels are not.
+//
+// Inputs are fixed per op (no search: the property is about repetition, not
+// values): rows of every length class the row kernels split on, and an
+// attention case with GQA, causal masking, varlen and a tail past a 64-wide
+// tile.
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "core/bfloat16.hpp"
+#include "core/float16.hpp"
+#include "properties/checks.hpp"
+#include "properties/suite_internal.hpp"
+#include "reference/attention_v2.hpp"
+
+namespace sa::props::detail {
+namespace {
+
+std::string claim_of(const std::string& id) {
+  for (const auto& i : properties())
+    if (i.id == id) return i.claim;
+  return {};
+}
+
+// Index of the first element whose bits differ, or -1.
+std::int64_t first_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], 4) != 0) return static_cast<std::int64_t>(i);
+  return -1;
+}
+
+RowBatch det_rows(DType t, std::int64_t rows, std::int64_t n, std::uint64_t seed) {
+  RowBatch b;
+  b.rows = rows;
+  b.n = n;
+  b.stride = n;
+  std::mt19937_64 g(seed);
+  std::normal_distribution<double> n01(0.0, 3.0);
+  for (std::int64_t i = 0; i < rows * n; ++i) b.data.push_back(to_dtype(t, n01(g)));
+  return b;
+}
+
+// The forward's output of each row (softmax or log-softmax, exact then
+// rounded to t): the backward's y, without calling the kernel's forward.
+std::vector<float> y_of(DType t, const RowBatch& b, bool log) {
+  std::vector<float> y(b.data.size());
+  for (std::int64_t r = 0; r < b.rows; ++r) {
+    const float* l = b.data.data() + r * b.stride;
+    long double m = -INFINITY, S = 0;
+    for (std::int64_t i = 0; i < b.n; ++i) m = std::max<long double>(m, l[i]);
+    for (std::int64_t i = 0; i < b.n; ++i) S += std::exp(l[i] - m);
+    for (std::int64_t i = 0; i < b.n; ++i)
+      y[r * b.stride + i] =
+          to_dtype(t, static_cast<double>(log ? l[i] - m - std::log(S) : std::exp(l[i] - m) / S));
+  }
+  return y;
+}
+
+// A dy for the row backward ops.
+std::vector<float> det_dy(DType t, std::size_t count, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::normal_distribution<double> n01(0.0, 1.0);
+  std::vector<float> v(count);
+  for (auto& x : v) x = to_dtype(t, n01(g));
+  return v;
+}
+
+AttentionCase det_case(AttnType t, bool varlen) {
+  AttentionCase c;
+  c.qkv = c.out_type = t;
+  c.batch = 3;
+  c.heads_q = 4;
+  c.heads_kv = 2;
+  c.d = c.dv = 32;
+  if (varlen) {
+    c.cu_q = {0, 70, 71, 141};
+    c.cu_k = {0, 97, 130, 200};
+  } else {
+    c.seqlen_q = 70;
+    c.seqlen_k = 97;
+  }
+  std::mt19937_64 g(20261123);
+  std::normal_distribution<double> n01(0.0, 1.0);
+  auto r = [&](double x) {
+    const float f = static_cast<float>(x);
+    return t == AttnType::bfloat16  ? round_to_bf16(f)
+           : t == AttnType::float16 ? round_to_f16(f)
+                                    : f;
+  };
+  for (std::int64_t i = 0; i < c.total_q() * c.heads_q * c.d; ++i) c.q.push_back(r(n01(g)));
+  for (std::int64_t i = 0; i < c.total_k() * c.heads_kv * c.d; ++i) c.k.push_back(r(n01(g)));
+  for (std::int64_t i = 0; i < c.total_k() * c.heads_kv * c.dv; ++i) c.v.push_back(r(n01(g)));
+  c.scale = static_cast<float>(1.0 / std::sqrt(32.0));
+  c.causal = true;
+  return c;
+}
+
+// Sequence b of a case as a case of its own.
+AttentionCase alone(const AttentionCase& c, std::int64_t b) {
+  AttentionCase s = c;
+  s.batch = 1;
+  const std::int64_t q0 = c.row_q(b, 0), k0 = c.row_k(b, 0), lq = c.len_q(b), lk = c.len_k(b);
+  if (c.varlen()) {
+    s.cu_q = {0, static_cast<std::int32_t>(lq)};
+    s.cu_k = {0, static_cast<std::int32_t>(lk)};
+  }
+  s.q.assign(c.q.begin() + q0 * c.heads_q * c.d, c.q.begin() + (q0 + lq) * c.heads_q * c.d);
+  s.k.assign(c.k.begin() + k0 * c.heads_kv * c.d, c.k.begin() + (k0 + lk) * c.heads_kv * c.d);
+  s.v.assign(c.v.begin() + k0 * c.heads_kv * c.dv, c.v.begin() + (k0 + lk) * c.heads_kv * c.dv);
+  return s;
+}
+
+template <class T>
+std::vector<T> slice(const std::vector<T>& v, std::int64_t from, std::int64_t count) {
+  return std::vector<T>(v.begin() + from, v.begin() + from + count);
+}
+
+// All outputs of one call, concatenated (so one comparison covers them all).
+using Outputs = std::vector<float>;
+
+void append(Outputs& o, const std::vector<float>& v) { o.insert(o.end(), v.begin(), v.end()); }
+
+struct Backward {
+  std::vector<float> out, lse, dout;
+};
+Backward backward_inputs(const AttentionCase& c) {
+  Backward b;
+  const ref::AttentionV2Values r = ref::attention_v2(c);
+  for (double x : r.out) {
+    const float f = static_cast<float>(x);
+    b.out.push_back(c.out_type == AttnType::bfloat16  ? round_to_bf16(f)
+                    : c.out_type == AttnType::float16 ? round_to_f16(f)
+                                                      : f);
+  }
+  for (double x : r.lse) b.lse.push_back(static_cast<float>(x));
+  b.dout = det_dy(DType::float32, b.out.size(), 99);
+  for (auto& x : b.dout)
+    x = c.out_type == AttnType::bfloat16  ? round_to_bf16(x)
+        : c.out_type == AttnType::float16 ? round_to_f16(x)
+                                          : x;
+  return b;
+}
+
+Verdict make(const Run& run, const char* id, Op op, const std::string& dtype, bool enforced,
+             std::int64_t calls, std::int64_t differing, const std::string& where,
+             const std::string& what_was_run) {
+  Verdict v;
+  v.property = id;
+  v.claim = claim_of(id);
+  v.rule = rule_by_id("bitwise");
+  v.kernel = run.kernel.name();
+  v.op = name_of(op);
+  v.dtype = dtype;
+  v.measured = static_cast<double>(differing);
+  v.bound = 0;
+  if (!enforced) {
+    v.outcome = Outcome::skip;
+    v.note = "reported, not required (the kernel does not claim it): " + std::to_string(differing) +
+             " of " + std::to_string(calls) + " " + what_was_run + " differed" +
+             (differing ? " (first: " + where + ")" : "");
+    return v;
+  }
+  v.outcome = differing ? Outcome::fail : Outcome::pass;
+  if (differing) {
+    v.counterexample = what_was_run + ": " + where;
+    v.worst_case = v.counterexample;
+  }
+  v.note = std::to_string(calls) + " " + what_was_run + "; " + std::to_string(differing) +
+           " differed; measured and bound in calls that differed";
+  return v;
+}
+
+std::string dtype_name(AttnType t) { return name_of(t); }
+
+}  // namespace
+
+void run_determinism(const Run& run) {
+  const Kernel& k = run.kernel;
+  const bool want_bits = run.wants_property("determinism.bitwise");
+  const bool want_batch = run.wants_property("determinism.batch_invariance");
+  if (!want_bits && !want_batch) return;
+  const int repeats = std::max(2, run.config.determinism_repeats);
+  const bool det = k.claims(SA_CAP_DETERMINISTIC);
+  const bool inv = k.claims(SA_CAP_BATCH_INVARIANT);
+  std::vector<DType> dtypes = run.config.dtypes;
+  if (dtypes.empty()) dtypes = {DType::float32, DType::bfloat16};
+  // Row operations.
+  for (Op op : {Op::softmax, Op::log_softmax, Op::softmax_backward, Op::log_softmax_backward}) {
+    if (!run.wants_op(op) || !k.supports(op)) continue;
+    for (DType t : dtypes) {
+      if (t == DType::float64 || !k.supports(t)) continue;
+      auto call = [&](const RowBatch& b) -> std::vector<float> {
+        if (op == Op::softmax) return k.softmax(t, b);
+        if (op == Op::log_softmax) return k.log_softmax(t, b);
+        const auto dy = det_dy(t, b.data.size(), 7 + b.rows);
+        RowBatch yb = b;
+        yb.data = y_of(t, b, op == Op::log_softmax_backward);
+        return op == Op::softmax_backward ? k.softmax_backward(t, yb, dy)
+                                          : k.log_softmax_backward(t, yb, dy);
+      };
+      const std::int64_t sizes[] = {7, 64, 1000, 4097};
+      try {
+        if (want_bits) {
+          std::int64_t differing = 0, calls = 0;
+          std::string where;
+          for (std::int64_t n : sizes) {
+            RowBatch b = det_rows(t, 4, n, 31 + n);
+            std::vector<float> y0;
+            if (op == Op::softmax_backward || op == Op::log_softmax_backward) {
+              // keep the forward fixed: only the backward call repeats
+              const auto dy = det_dy(t, b.data.size(), 7 + b.rows);
+              RowBatch yb = b;
+              yb.data = y_of(t, b, op == Op::log_softmax_backward);
+              y0 = op == Op::softmax_backward ? k.softmax_backward(t, yb, dy)
+                                              : k.log_softmax_backward(t, yb, dy);
+              for (int rpt = 1; rpt < repeats; ++rpt, ++calls) {
+                const auto y1 = op == Op::softmax_backward ? k.softmax_backward(t, yb, dy)
+                                                           : k.log_softmax_backward(t, yb, dy);
+                if (const auto e = first_diff(y0, y1); e >= 0 && differing++ == 0)
+                  where = "n=" + std::to_string(n) + " element " + std::to_string(e) + ": " +
+                          fmt(y0[e]) + " then " + fmt(y1[e]) + " (call " + std::to_string(rpt + 1) +
+                          ")";
+              }
+            } else {
+              y0 = call(b);
+              for (int rpt = 1; rpt < repeats; ++rpt, ++calls) {
+                const auto y1 = call(b);
+                if (const auto e = first_diff(y0, y1); e >= 0 && differing++ == 0)
+                  where = "n=" + std::to_string(n) + " element " + std::to_string(e) + ": " +
+                          fmt(y0[e]) + " then " + fmt(y1[e]) + " (call " + std::to_string(rpt + 1) +
+                          ")";
+              }
+            }
+          }
+          run.emit(make(run, "determinism.bitwise", op, name_of(t), det, calls, differing, where,
+                        "repeated calls (4 rows at n = 7, 64, 1000, 4097)"));
+        }
+        if (want_batch) {
+          std::int64_t differing = 0, calls = 0;
+          std::string where;
+          const bool bwd = op == Op::softmax_backward || op == Op::log_softmax_backward;
+          for (std::int64_t n : sizes) {
+            const RowBatch b = det_rows(t, 8, n, 77 + n);
+            // The backward's y is the batch's forward output, sliced for a row alone.
+            RowBatch yb = b;
+            const auto dy = det_dy(t, b.data.size(), 5 + n);
+            if (bwd) yb.data = y_of(t, b, op == Op::log_softmax_backward);
+            auto run_rows = [&](const RowBatch& x, const std::vector<float>& g) {
+              if (!bwd) return op == Op::softmax ? k.softmax(t, x) : k.log_softmax(t, x);
+              return op == Op::softmax_backward ? k.softmax_backward(t, x, g)
+                                                : k.log_softmax_backward(t, x, g);
+            };
+            const auto all = run_rows(bwd ? yb : b, dy);
+            for (std::int64_t r = 0; r < b.rows; ++r, ++calls) {
+              RowBatch one = bwd ? yb : b;
+              one.rows = 1;
+              one.data = slice(one.data, r * n, n);
+              const auto got = run_rows(one, slice(dy, r * n, n));
+              const auto want = slice(all, r * n, n);
+              if (const auto e = first_diff(want, got); e >= 0 && differing++ == 0)
+                where = "n=" + std::to_string(n) + " row " + std::to_string(r) + " element " +
+                        std::to_string(e) + ": " + fmt(want[e]) + " in the batch, " + fmt(got[e]) +
+                        " alone";
+            }
+          }
+          run.emit(make(run, "determinism.batch_invariance", op, name_of(t), inv, calls, differing,
+                        where, "rows computed alone vs in a batch of 8"));
+        }
+      } catch (const NotApplicable&) {
+      } catch (const std::exception& e) {
+        Verdict v = skip_verdict(run, "determinism.bitwise", claim_of("determinism.bitwise"),
+                                 rule_by_id("bitwise"), op, t, "");
+        v.outcome = Outcome::error;
+        v.note = std::string("kernel call failed: ") + e.what();
+        run.emit(v);
+      }
+    }
+  }
+  // Attention forward (v2) and backward.
+  for (Op op : {Op::attention_v2, Op::attention_backward}) {
+    if (!run.wants_op(op) || !k.supports(op)) continue;
+    for (DType dt : dtypes) {
+      if (dt == DType::float64) continue;
+      const AttnType t = dt == DType::bfloat16  ? AttnType::bfloat16
+                         : dt == DType::float16 ? AttnType::float16
+                                                : AttnType::float32;
+      const AttentionCase c = det_case(t, false), cv = det_case(t, true);
+      const bool bwd = op == Op::attention_backward;
+      auto run_case = [&](const AttentionCase& x, const Backward* in) -> Outputs {
+        Outputs o;
+        if (!bwd) {
+          const auto r = k.attention_v2(x);
+          append(o, r.out);
+          append(o, r.lse);
+          return o;
+        }
+        const auto g = k.attention_backward(x, in->out, in->lse, in->dout, true);
+        append(o, g.dq);
+        append(o, g.dk);
+        append(o, g.dv);
+        append(o, g.dsinks);
+        return o;
+      };
+      const std::string why = bwd ? k.why_not_applicable_backward(c) : k.why_not_applicable(c);
+      if (!why.empty()) {
+        for (const char* id : {"determinism.bitwise", "determinism.batch_invariance"})
+          if (run.wants_property(id))
+            run.emit(skip_verdict(run, id, claim_of(id), rule_by_id("bitwise"), op, dt,
+                                  "not applicable: " + why));
+        continue;
+      }
+      try {
+        const Backward in = bwd ? backward_inputs(c) : Backward{};
+        if (want_bits) {
+          // Attention is costlier than a row: a fifth of the repeats, at least 10.
+          const int reps = std::max(10, repeats / 5);
+          const Outputs o0 = run_case(c, &in);
+          std::int64_t differing = 0;
+          std::string where;
+          for (int rpt = 1; rpt < reps; ++rpt) {
+            const Outputs o1 = run_case(c, &in);
+            if (const auto e = first_diff(o0, o1); e >= 0 && differing++ == 0)
+              where = "output element " + std::to_string(e) + " (of out|lse or dq|dk|dv|dsinks " +
+                      "concatenated): " + fmt(o0[e]) + " then " + fmt(o1[e]) + " (call " +
+                      std::to_string(rpt + 1) + ")";
+          }
+          run.emit(make(run, "determinism.bitwise", op, dtype_name(t), det || bwd, reps - 1,
+                        differing, where,
+                        "repeated calls (" + c.describe() + (bwd ? ", deterministic=1)" : ")")));
+        }
+        if (want_batch) {
+          std::int64_t differing = 0, calls = 0;
+          std::string where;
+          for (const AttentionCase* x : {&c, &cv}) {
+            const Backward xin = bwd ? backward_inputs(*x) : Backward{};
+            const Outputs whole = run_case(*x, &xin);
+            // Offsets of each sequence's part in the concatenated outputs.
+            for (std::int64_t b = 0; b < x->batch; ++b) {
+              if (x->len_q(b) == 0) continue;
+              const AttentionCase s = alone(*x, b);
+              Backward sin;
+              const std::int64_t q0 = x->row_q(b, 0), k0 = x->row_k(b, 0);
+              const std::int64_t lq = x->len_q(b), lk = x->len_k(b);
+              if (bwd) {
+                sin.out = slice(xin.out, q0 * x->heads_q * x->dv, lq * x->heads_q * x->dv);
+                sin.lse = slice(xin.lse, q0 * x->heads_q, lq * x->heads_q);
+                sin.dout = slice(xin.dout, q0 * x->heads_q * x->dv, lq * x->heads_q * x->dv);
+              }
+              const Outputs part = run_case(s, &sin);
+              Outputs want;
+              if (!bwd) {
+                const std::int64_t tq = x->total_q() * x->heads_q;
+                append(want, slice(whole, q0 * x->heads_q * x->dv, lq * x->heads_q * x->dv));
+                append(want, slice(whole, tq * x->dv + q0 * x->heads_q, lq * x->heads_q));
+              } else {
+                const std::int64_t nq = x->total_q() * x->heads_q * x->d,
+                                   nk = x->total_k() * x->heads_kv * x->d;
+                append(want, slice(whole, q0 * x->heads_q * x->d, lq * x->heads_q * x->d));
+                append(want, slice(whole, nq + k0 * x->heads_kv * x->d, lk * x->heads_kv * x->d));
+                append(want,
+                       slice(whole, nq + nk + k0 * x->heads_kv * x->dv, lk * x->heads_kv * x->dv));
+              }
+              ++calls;
+              if (const auto e = first_diff(want, part); e >= 0 && differing++ == 0)
+                where = "sequence " + std::to_string(b) + " of " + x->describe() + ", element " +
+                        std::to_string(e) + ": " + fmt(want[e]) + " in the batch, " + fmt(part[e]) +
+                        " alone";
+            }
+            // Split counts (forward, where split-KV is declared).
+            if (!bwd && k.declares(SA_ATTN_SPLIT_KV))
+              for (std::int64_t splits : {2, 3}) {
+                AttentionCase y = *x;
+                y.num_splits = splits;
+                const Outputs o = run_case(y, nullptr);
+                ++calls;
+                if (const auto e = first_diff(whole, o); e >= 0 && differing++ == 0)
+                  where = "num_splits=" + std::to_string(splits) + " element " + std::to_string(e) +
+                          ": " + fmt(whole[e]) + " unsplit, " + fmt(o[e]);
+              }
+          }
+          run.emit(make(run, "determinism.batch_invariance", op, dtype_name(t), inv, calls,
+                        differing, where, "sequences computed alone vs in their batch"));
+        }
+      } catch (const NotApplicable& e) {
+        for (const char* id : {"determinism.bitwise", "determinism.batch_invariance"})
+          if (run.wants_property(id))
+            run.emit(skip_verdict(run, id, claim_of(id), rule_by_id("bitwise"), op, dt,
+                                  std::string("not applicable: ") + e.what()));
+      } catch (const std::exception& e) {
+        Verdict v = skip_verdict(run, "determinism.bitwise", claim_of("determinism.bitwise"),
+                                 rule_by_id("bitwise"), op, dt, "");
+        v.outcome = Outcome::error;
+        v.note = std::string("kernel call failed: ") + e.what();
+        run.emit(v);
+      }
+    }
+  }
+}
+
+}  // namespace sa::props::detail
