@@ -19,10 +19,11 @@
 //           a masked key's q.k is never formed;
 //        c. online softmax, FlashAttention-2 style: the row's tile max over
 //           its 8 threads (NaN-propagating butterfly), m' = max(m, tile max),
-//           p_j = exp(s_j - m'), the row's running S and T (T6's entropy sum,
-//           theory.md) rescaled by alpha = exp(m - m') and the tile's sums
-//           added (butterflies again); P and the visibility of each key go to
-//           shared memory;
+//           p_j = exp(s_j - m'); each thread's part of the running S and T
+//           (T6's entropy sum, theory.md) is rescaled by alpha = exp(m - m')
+//           and gets its keys' terms (the eight parts are added once, after
+//           the last tile, as FlashAttention-2 adds its row sums); P and the
+//           visibility of each key go to shared memory;
 //        d. the V tile replaces K in the same shared buffer;
 //        e. every accumulator is rescaled by alpha and gets p_j v_j for the
 //           visible keys j in key order (one fma each); masked keys' values
@@ -174,7 +175,9 @@ __global__ void __launch_bounds__(kV2Threads) attention_v2_kernel(V2Args a) {
     const std::int64_t i = i0 + r;
     const bool live = i < Lq;
     const std::int64_t diag = i + off;
-    // Running state of row i: max m, S = sum exp(s - m), T = sum exp(s - m)(s - m).
+    // Running state of row i: max m (the same in the row's eight threads) and
+    // this thread's part of S = sum exp(s - m) and T = sum exp(s - m)(s - m)
+    // over its keys; the parts are added after the last tile.
     float m = neg_inf(), S = 0.f, T = 0.f;
     bool nan = false;
     if (a.sinks) {
@@ -182,7 +185,7 @@ __global__ void __launch_bounds__(kV2Threads) attention_v2_kernel(V2Args a) {
       if (sink != sink)
         nan = true;
       else if (sink != neg_inf())
-        m = sink, S = 1.f;
+        m = sink, S = g == 0 ? 1.f : 0.f;
     }
     float acc[kMaxCols];
 #pragma unroll
@@ -246,13 +249,11 @@ __global__ void __launch_bounds__(kV2Threads) attention_v2_kernel(V2Args a) {
         Ps[r * Bc + j] = p;
         Vis[r * Bc + j] = on ? 1 : 0;
       }
-      ps = row_sum(ps);
-      ts = row_sum(ts);
       float alpha = 1.f;  // the factor of everything accumulated before this tile
       if (!nan && mn != neg_inf()) {
         alpha = merge_factor(m, mn);  // 0 (nothing yet, or underflow), 1, or exp(m - mn)
         if (mn == pos_inf()) {
-          S = alpha * S + ps;  // counts of +inf scores; alpha is 0 or 1
+          S = fmaf(alpha, S, ps);  // counts of +inf scores; alpha is 0 or 1
           T = 0.f;
         } else if (alpha == 0.f) {
           S = ps;
@@ -289,7 +290,9 @@ __global__ void __launch_bounds__(kV2Threads) attention_v2_kernel(V2Args a) {
       }
     }
 
-    // 3. outputs of row i
+    // 3. outputs of row i (every thread takes part in the butterflies)
+    S = row_sum(S);
+    T = row_sum(T);
     if (!live) continue;  // no barrier follows before the next item's first one
     const std::int64_t obase = (a.cu_q ? q0 * a.o_s : b * a.o_b) + h * a.o_h + i * a.o_s;
 #pragma unroll
