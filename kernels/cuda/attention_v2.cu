@@ -36,8 +36,9 @@
 // entropy 0; +inf scores share the weight (S counts them).
 //
 // Everything a rounding depends on is explicit (fmaf where a fused
-// multiply-add is meant, plain products and sums elsewhere, conversions by
-// core/*16.hpp and core/fp8.hpp's integer code), so that the host SIMT
+// multiply-add is meant, and no a * b + c left for nvcc to contract;
+// conversions by core/bfloat16.hpp and core/float16.hpp's integer code and
+// core/fp8.hpp's exact decoding), so that the host SIMT
 // emulator (emulation.hpp) runs the same rounding steps; only expf, logf and
 // tanhf differ (CUDA's vs the host's, each within a few ulp).
 #include <algorithm>
