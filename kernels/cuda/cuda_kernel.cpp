@@ -93,6 +93,15 @@ sa_status c_attention(void*, const sa_attention_args* args) {
   return finish(cuda::launch_attention(*args, err), err);
 }
 
+sa_status c_attention_v2(void*, const sa_attention_v2_args* args) {
+  if (std::string err = cuda::validate_attention_v2(args); !err.empty())
+    return fail(SA_INVALID_ARGUMENT, err);
+  if (std::string err = cuda::unsupported_attention_v2(*args); !err.empty())
+    return fail(SA_UNSUPPORTED, err);
+  std::string err;
+  return finish(cuda::launch_attention_v2(*args, err), err);
+}
+
 sa_status c_merge_entropy(void*, std::int64_t count, const sa_entropy_state* a,
                           const sa_entropy_state* b, sa_entropy_state* out) {
   std::string err = cuda::validate_merge_entropy(count, a, b, out);
@@ -124,10 +133,14 @@ const sa_kernel descriptor = [] {
       "Built-in CUDA kernel: float32 and bfloat16 storage with float32 arithmetic (expf/logf, "
       "IEEE division); rows by a warp (n <= 1024), a block (n <= 8192) or a multi-block split "
       "merging (m, S, T) states (docs/theory.md T6); flash-style attention with online softmax, "
-      "split-KV and the two-pass adaptive temperature; temperature and scale rounded to float32";
+      "split-KV and the two-pass adaptive temperature; batched attention (interface v2: GQA, "
+      "varlen, "
+      "strides, causal both alignments, window, softcap, ALiBi, sinks, key padding, lse and "
+      "entropy; float32, bfloat16, float16 and fp8 inputs) in FlashAttention-2's structure with "
+      "64- or 128-key tiles; temperature and scale rounded to float32";
   k.ops = SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP | SA_OP_ENTROPY |
           SA_OP_ADAPTIVE_SOFTMAX | SA_OP_ATTENTION | SA_OP_MERGE_ENTROPY_STATES |
-          SA_OP_MERGE_ATTENTION_STATES;
+          SA_OP_MERGE_ATTENTION_STATES | SA_OP_ATTENTION_V2;
   k.dtypes = SA_DTYPE_F32 | SA_DTYPE_BF16;
   k.memory = SA_MEMORY_CUDA;
 #if defined(SA_CUDA_EMULATION)  // tests only: the same code run by the host emulator
@@ -145,6 +158,8 @@ const sa_kernel descriptor = [] {
   k.merge_entropy_states = c_merge_entropy;
   k.merge_attention_states = c_merge_attention;
   k.last_error = c_last_error;
+  k.capabilities = cuda::capabilities();
+  k.attention_v2 = c_attention_v2;
   return k;
 }();
 

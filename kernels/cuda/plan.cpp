@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <utility>
 
 namespace sa::kernels::cuda {
 
@@ -154,6 +156,147 @@ std::string validate_attention(const sa_attention_args* a) {
   if (a->v == nullptr) return field(op, "args->v is NULL; expected a device pointer");
   if (a->out == nullptr) return field(op, "args->out is NULL; expected a device pointer");
   return {};
+}
+
+AttentionV2Plan plan_attention_v2(const sa_attention_v2_args& a, std::int64_t max_len_q) {
+  AttentionV2Plan p;
+  // FlashAttention-2's forward uses 128-key tiles for small heads and 64 above.
+  p.key_tile = std::max(a.head_dim, a.head_dim_v) <= 64 ? kV2LargeTile : kV2SmallTile;
+  // Odd: the eight threads of a row read keys g, g + 8, ... at one column, in
+  // eight different banks.
+  p.k_stride_smem = a.head_dim | 1;
+  p.kv_floats = p.key_tile * std::max(p.k_stride_smem, a.head_dim_v);
+  p.q_tiles = (max_len_q + kV2Rows - 1) / kV2Rows;
+  p.work_items = a.batch * a.heads_q * p.q_tiles;
+  p.grid = grid_for(p.work_items, 1);
+  p.shared_bytes =
+      static_cast<std::size_t>(kV2Rows * a.head_dim + p.kv_floats + kV2Rows * p.key_tile) *
+          sizeof(float) +
+      static_cast<std::size_t>(kV2Rows * p.key_tile);
+  return p;
+}
+
+namespace {
+bool known_dtype(int t) { return t >= SA_F32 && t <= SA_FP8_E5M2; }
+bool is_fp8(int t) { return t == SA_FP8_E4M3 || t == SA_FP8_E5M2; }
+std::string num(std::int64_t x) { return std::to_string(x); }
+}  // namespace
+
+std::string validate_attention_v2(const sa_attention_v2_args* a) {
+  const char* op = "attention_v2";
+  if (a == nullptr) return field(op, "args is NULL; expected a pointer to sa_attention_v2_args");
+  if (a->struct_size < sizeof(sa_attention_v2_args))
+    return field(op, "args->struct_size = " + num(a->struct_size) + "; expected >= " +
+                         num(sizeof(sa_attention_v2_args)) + " (sizeof(sa_attention_v2_args))");
+  // Enums are read as integers: a value outside them is an error, not UB.
+  std::int32_t qkv, out, align;
+  std::memcpy(&qkv, &a->qkv_dtype, sizeof qkv);
+  std::memcpy(&out, &a->out_dtype, sizeof out);
+  std::memcpy(&align, &a->alignment, sizeof align);
+  if (!known_dtype(qkv))
+    return field(op, "args->qkv_dtype = " + num(qkv) +
+                         "; expected SA_F32 (1), SA_BF16 (2), SA_F16 (3), SA_FP8_E4M3 (4) or "
+                         "SA_FP8_E5M2 (5)");
+  if (!known_dtype(out) || is_fp8(out))
+    return field(op, "args->out_dtype = " + num(out) +
+                         "; expected SA_F32 (1), SA_BF16 (2) or SA_F16 (3) (fp8 is an input type "
+                         "only)");
+  if (a->batch < 0) return field(op, "args->batch = " + num(a->batch) + "; expected >= 0");
+  if (a->heads_q < 1) return field(op, "args->heads_q = " + num(a->heads_q) + "; expected >= 1");
+  if (a->heads_kv < 1 || a->heads_q % a->heads_kv != 0)
+    return field(op, "args->heads_kv = " + num(a->heads_kv) +
+                         "; expected >= 1 and dividing heads_q = " + num(a->heads_q));
+  if (a->seqlen_q < 0 || a->seqlen_k < 0)
+    return field(op, "args->seqlen_q = " + num(a->seqlen_q) + ", seqlen_k = " + num(a->seqlen_k) +
+                         "; expected >= 0");
+  if (a->head_dim < 1 || a->head_dim_v < 1)
+    return field(op, "args->head_dim = " + num(a->head_dim) +
+                         ", head_dim_v = " + num(a->head_dim_v) + "; expected >= 1");
+  if ((a->cu_seqlens_q == nullptr) != (a->cu_seqlens_k == nullptr))
+    return field(op,
+                 "args->cu_seqlens_q and cu_seqlens_k: expected both set (varlen) or both NULL");
+  const std::pair<const sa_tensor*, const char*> ts[] = {{&a->q, "q"}, {&a->k, "k"}, {&a->v, "v"}};
+  for (auto [t, name] : ts) {
+    if (t->data == nullptr)
+      return field(op, std::string("args->") + name + ".data is NULL; expected a device pointer");
+    if (t->stride_b < 0 || t->stride_h < 0 || t->stride_s < 0)
+      return field(op, std::string("args->") + name + " strides (" + num(t->stride_b) + ", " +
+                           num(t->stride_h) + ", " + num(t->stride_s) + "); expected >= 0");
+  }
+  if (a->out == nullptr) return field(op, "args->out is NULL; expected a device pointer");
+  if (a->out_stride_b < 0 || a->out_stride_h < 0 || a->out_stride_s < 0)
+    return field(op, "args->out strides (" + num(a->out_stride_b) + ", " + num(a->out_stride_h) +
+                         ", " + num(a->out_stride_s) + "); expected >= 0");
+  if (!std::isfinite(a->scale))
+    return field(op, "args->scale = " + std::to_string(a->scale) + "; expected a finite value");
+  if (align != SA_ALIGN_BOTTOM_RIGHT && align != SA_ALIGN_TOP_LEFT)
+    return field(op, "args->alignment = " + num(align) +
+                         "; expected SA_ALIGN_BOTTOM_RIGHT (0) or SA_ALIGN_TOP_LEFT (1)");
+  if (a->window_left < -1 || a->window_right < -1)
+    return field(op, "args->window_left = " + num(a->window_left) + ", window_right = " +
+                         num(a->window_right) + "; expected >= -1 (-1: unbounded)");
+  if (!(a->softcap >= 0.0) || !std::isfinite(a->softcap))
+    return field(op, "args->softcap = " + std::to_string(a->softcap) +
+                         "; expected a finite value >= 0 (0: none)");
+  if (is_fp8(qkv) &&
+      !(std::isfinite(a->q_descale) && std::isfinite(a->k_descale) && std::isfinite(a->v_descale)))
+    return field(op, "args->q_descale, k_descale, v_descale: expected finite values");
+  if (a->num_splits < 0)
+    return field(op, "args->num_splits = " + num(a->num_splits) + "; expected >= 0");
+  return {};
+}
+
+std::string unsupported_attention_v2(const sa_attention_v2_args& a) {
+  const char* op = "attention_v2";
+  if (a.head_dim > kV2MaxHead || a.head_dim_v > kV2MaxHead)
+    return field(op, "head_dim = " + num(a.head_dim) + ", head_dim_v = " + num(a.head_dim_v) +
+                         "; this kernel supports head dims <= " + num(kV2MaxHead));
+  if (a.adaptive != 0)
+    return field(op,
+                 "adaptive temperature is not implemented by the CUDA kernel's attention_v2 "
+                 "(SA_ATTN_ADAPTIVE is not declared; the single-head attention has it)");
+  return {};
+}
+
+std::string validate_cu_seqlens(const std::int32_t* cu_q, const std::int32_t* cu_k,
+                                std::int64_t batch, std::int64_t seqlen_q, std::int64_t seqlen_k) {
+  const char* op = "attention_v2";
+  if (cu_q[0] != 0 || cu_k[0] != 0)
+    return field(op, "args->cu_seqlens_q[0] = " + num(cu_q[0]) +
+                         ", cu_seqlens_k[0] = " + num(cu_k[0]) + "; expected 0");
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t lq = std::int64_t{cu_q[b + 1]} - cu_q[b];
+    const std::int64_t lk = std::int64_t{cu_k[b + 1]} - cu_k[b];
+    if (lq < 0 || lk < 0)
+      return field(op, "args->cu_seqlens_q/k decrease at sequence " + num(b) +
+                           "; expected nondecreasing offsets");
+    if (lq > seqlen_q || lk > seqlen_k)
+      return field(op, "sequence " + num(b) + " has " + num(lq) + " queries and " + num(lk) +
+                           " keys; expected <= seqlen_q = " + num(seqlen_q) +
+                           " and seqlen_k = " + num(seqlen_k) + " (the largest lengths)");
+  }
+  return {};
+}
+
+const sa_capabilities* capabilities() {
+  static const sa_capabilities caps = [] {
+    sa_capabilities c{};
+    c.struct_size = sizeof(sa_capabilities);
+    // 0: the kernel-wide dtypes (float32, bfloat16) for every other operation.
+    constexpr int kV2 = 8;  // bit index of SA_OP_ATTENTION_V2
+    c.op_dtypes[kV2] =
+        SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16 | SA_DTYPE_FP8_E4M3 | SA_DTYPE_FP8_E5M2;
+    c.op_out_dtypes[kV2] = SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16;
+    c.attention_features = SA_ATTN_BATCHED | SA_ATTN_GQA | SA_ATTN_VARLEN | SA_ATTN_STRIDED |
+                           SA_ATTN_CAUSAL | SA_ATTN_WINDOW | SA_ATTN_SOFTCAP | SA_ATTN_ALIBI |
+                           SA_ATTN_SINKS | SA_ATTN_KEY_PADDING | SA_ATTN_LSE | SA_ATTN_ENTROPY |
+                           SA_ATTN_UNEQUAL_HEAD_DIMS;
+    c.max_head_dim = static_cast<std::int32_t>(kV2MaxHead);
+    // Fixed reduction orders, no atomics: identical calls give identical bits.
+    c.flags = SA_CAP_DETERMINISTIC;
+    return c;
+  }();
+  return &caps;
 }
 
 std::string validate_merge_entropy(std::int64_t count, const void* a, const void* b,

@@ -84,6 +84,46 @@ struct AttentionPlan {
 AttentionPlan plan_attention(const sa_attention_args& a);
 std::string validate_attention(const sa_attention_args* a);
 
+// --- Attention, interface v2 (attention_v2.cu) ---
+//
+// FlashAttention-2's structure on CUDA cores: a block of kV2Threads threads
+// takes kV2Rows query rows of one (sequence, query head) and walks the keys
+// in tiles of key_tile (64, or 128 when both head dims are <= 64), staged as
+// float32 in shared memory. Eight threads own a query row (kV2ThreadsPerRow);
+// thread g of a row scores keys g, g + 8, ... of the tile and accumulates
+// output columns g, g + 8, ... (so at most kV2MaxHead / 8 accumulators).
+inline constexpr int kV2Threads = 128;
+inline constexpr int kV2ThreadsPerRow = 8;
+inline constexpr int kV2Rows = kV2Threads / kV2ThreadsPerRow;  // 16 query rows per block
+inline constexpr std::int64_t kV2MaxHead = 256;                // largest head_dim, head_dim_v
+inline constexpr std::int64_t kV2SmallTile = 64, kV2LargeTile = 128;
+
+struct AttentionV2Plan {
+  std::int64_t key_tile = kV2SmallTile;
+  std::int64_t k_stride_smem = 0;  // padded row length of the staged key tile (odd)
+  std::int64_t kv_floats = 0;      // key_tile * max(k_stride_smem, head_dim_v): K, then V
+  std::int64_t q_tiles = 0;        // query tiles per (sequence, head): ceil(max_len_q / kV2Rows)
+  std::int64_t work_items = 0;     // batch * heads_q * q_tiles
+  std::int64_t grid = 0;
+  int threads = kV2Threads;
+  std::size_t shared_bytes = 0;  // Q tile, K/V tile, P tile (float) and visibility (bytes)
+};
+
+// max_len_q: the longest query sequence (seqlen_q, or the largest varlen length).
+AttentionV2Plan plan_attention_v2(const sa_attention_v2_args& a, std::int64_t max_len_q);
+
+// SA_INVALID_ARGUMENT cases of attention_v2 (a message naming the field), or "".
+std::string validate_attention_v2(const sa_attention_v2_args* a);
+// SA_UNSUPPORTED cases (valid arguments this kernel does not implement), or "".
+std::string unsupported_attention_v2(const sa_attention_v2_args& a);
+// Checks varlen offsets copied to the host: batch + 1 nondecreasing values
+// from 0, each length within seqlen_q / seqlen_k (the largest lengths).
+std::string validate_cu_seqlens(const std::int32_t* cu_q, const std::int32_t* cu_k,
+                                std::int64_t batch, std::int64_t seqlen_q, std::int64_t seqlen_k);
+
+// The CUDA kernel's capabilities (sa_kernel.capabilities).
+const sa_capabilities* capabilities();
+
 // --- Merges ---
 std::string validate_merge_entropy(std::int64_t count, const void* a, const void* b,
                                    const void* out);

@@ -286,6 +286,153 @@ TEST(CudaPlan, AttentionSplitsAndSharedMemory) {
   EXPECT_LE(cu::plan_attention(a).grid, cu::kMaxGridX);
 }
 
+// A valid batched attention call (fake device pointers: never dereferenced
+// by the checks below).
+sa_attention_v2_args good_attention_v2() {
+  sa_attention_v2_args a{};
+  a.struct_size = sizeof a;
+  a.qkv_dtype = a.out_dtype = SA_BF16;
+  a.batch = 2, a.heads_q = 8, a.heads_kv = 2;
+  a.seqlen_q = 100, a.seqlen_k = 300;
+  a.head_dim = a.head_dim_v = 64;
+  a.q = {fake(), 100 * 8 * 64, 64, 8 * 64};
+  a.k = {fake(), 300 * 2 * 64, 64, 2 * 64};
+  a.v = a.k;
+  a.out = fake();
+  a.out_stride_b = 100 * 8 * 64, a.out_stride_h = 64, a.out_stride_s = 8 * 64;
+  a.scale = 0.125;
+  a.window_left = a.window_right = -1;
+  a.q_descale = a.k_descale = a.v_descale = 1.f;
+  return a;
+}
+
+TEST(CudaValidation, AttentionV2NamesTheBadField) {
+  // Claim: every bad argument is SA_INVALID_ARGUMENT before any CUDA call
+  // (no GPU here), naming the field; valid calls the kernel does not
+  // implement are SA_UNSUPPORTED, naming why.
+  auto call = [](const sa_attention_v2_args& a) { return K().attention_v2(K().ctx, &a); };
+  EXPECT_INVALID(K().attention_v2(K().ctx, nullptr), "args is NULL");
+  sa_attention_v2_args a = good_attention_v2();
+  a.struct_size = 8;
+  EXPECT_INVALID(call(a), "struct_size");
+  a = good_attention_v2();
+  a.qkv_dtype = static_cast<sa_dtype>(9);
+  EXPECT_INVALID(call(a), "qkv_dtype = 9");
+  a = good_attention_v2();
+  a.out_dtype = SA_FP8_E4M3;
+  EXPECT_INVALID(call(a), "out_dtype", "input type only");
+  a = good_attention_v2();
+  a.heads_kv = 3;
+  EXPECT_INVALID(call(a), "heads_kv = 3", "dividing heads_q = 8");
+  a = good_attention_v2();
+  a.batch = -1;
+  EXPECT_INVALID(call(a), "batch = -1");
+  a = good_attention_v2();
+  a.head_dim_v = 0;
+  EXPECT_INVALID(call(a), "head_dim_v = 0");
+  a = good_attention_v2();
+  a.cu_seqlens_q = static_cast<const std::int32_t*>(fake());
+  EXPECT_INVALID(call(a), "cu_seqlens_q and cu_seqlens_k");
+  a = good_attention_v2();
+  a.k.data = nullptr;
+  EXPECT_INVALID(call(a), "k.data is NULL");
+  a = good_attention_v2();
+  a.v.stride_s = -1;
+  EXPECT_INVALID(call(a), "v strides");
+  a = good_attention_v2();
+  a.window_left = -2;
+  EXPECT_INVALID(call(a), "window_left = -2");
+  a = good_attention_v2();
+  a.softcap = -1;
+  EXPECT_INVALID(call(a), "softcap");
+  a = good_attention_v2();
+  a.scale = std::numeric_limits<double>::infinity();
+  EXPECT_INVALID(call(a), "scale");
+  a = good_attention_v2();
+  std::int32_t bad_align = 7;
+  std::memcpy(&a.alignment, &bad_align, sizeof bad_align);
+  EXPECT_INVALID(call(a), "alignment = 7");
+  a = good_attention_v2();
+  a.qkv_dtype = SA_FP8_E5M2;
+  a.k_descale = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_INVALID(call(a), "descale");
+
+  a = good_attention_v2();
+  a.head_dim = 257;
+  EXPECT_EQ(call(a), SA_UNSUPPORTED);
+  EXPECT_NE(last_error().find("head dims <= 256"), std::string::npos) << last_error();
+  a = good_attention_v2();
+  a.adaptive = 1;
+  EXPECT_EQ(call(a), SA_UNSUPPORTED);
+  EXPECT_NE(last_error().find("SA_ATTN_ADAPTIVE"), std::string::npos) << last_error();
+}
+
+TEST(CudaValidation, AttentionV2VarlenOffsets) {
+  // Claim: varlen offsets (read back to the host before the launch) must
+  // start at 0, not decrease, and stay within the declared largest lengths.
+  const std::int32_t q_ok[] = {0, 3, 3, 10}, k_ok[] = {0, 0, 5, 9};
+  EXPECT_EQ(cu::validate_cu_seqlens(q_ok, k_ok, 3, 7, 5), "");
+  const std::int32_t q_start[] = {1, 3, 3, 10};
+  EXPECT_NE(cu::validate_cu_seqlens(q_start, k_ok, 3, 7, 5).find("expected 0"), std::string::npos);
+  const std::int32_t q_down[] = {0, 3, 2, 10};
+  EXPECT_NE(cu::validate_cu_seqlens(q_down, k_ok, 3, 8, 5).find("decrease at sequence 1"),
+            std::string::npos);
+  EXPECT_NE(cu::validate_cu_seqlens(q_ok, k_ok, 3, 6, 5).find("sequence 2 has 7 queries"),
+            std::string::npos);
+}
+
+TEST(CudaPlan, AttentionV2TilesAndSharedMemory) {
+  // Claim: 128-key tiles when both head dims are <= 64, else 64 (the tile
+  // sizes FlashAttention-2's forward uses); the shared memory of the largest
+  // head (256) fits the 99 KB opt-in limit of compute capabilities 8.6 and
+  // 8.9 (CUDA C++ Programming Guide, "Technical Specifications per Compute
+  // Capability"), and small heads fit the 48 KB every launch may use.
+  sa_attention_v2_args a = good_attention_v2();
+  cu::AttentionV2Plan p = cu::plan_attention_v2(a, a.seqlen_q);
+  EXPECT_EQ(p.key_tile, 128);
+  EXPECT_EQ(p.q_tiles, 7);  // ceil(100 / 16)
+  EXPECT_EQ(p.work_items, 2 * 8 * 7);
+  EXPECT_EQ(p.k_stride_smem % 2, 1);
+  EXPECT_LE(p.shared_bytes, 48u * 1024u);
+  a.head_dim_v = 65;
+  EXPECT_EQ(cu::plan_attention_v2(a, 1).key_tile, 64);
+  a.head_dim = a.head_dim_v = cu::kV2MaxHead;
+  p = cu::plan_attention_v2(a, 1);
+  EXPECT_EQ(p.key_tile, 64);
+  EXPECT_GT(p.shared_bytes, 48u * 1024u);
+  EXPECT_LE(p.shared_bytes, 99u * 1024u);
+  // Many rows: a 1-D capped grid, 64-bit work count.
+  a.batch = std::int64_t{1} << 20;
+  p = cu::plan_attention_v2(a, 1 << 20);
+  EXPECT_EQ(p.work_items, (std::int64_t{1} << 20) * 8 * (1 << 16));
+  EXPECT_LE(p.grid, cu::kMaxGridX);
+}
+
+TEST(CudaDescriptor, AttentionV2CapabilitiesAreWhatIsImplemented) {
+  // Claim: attention_v2 declares the features attention_v2.cu implements and
+  // nothing else: no adaptive temperature, no split-KV (num_splits is
+  // ignored, as kernel.h allows); every input type, float outputs.
+  const sa_capabilities* c = K().capabilities;
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->struct_size, sizeof(sa_capabilities));
+  EXPECT_TRUE(K().ops & SA_OP_ATTENTION_V2);
+  EXPECT_NE(K().attention_v2, nullptr);
+  const std::uint32_t want = SA_ATTN_BATCHED | SA_ATTN_GQA | SA_ATTN_VARLEN | SA_ATTN_STRIDED |
+                             SA_ATTN_CAUSAL | SA_ATTN_WINDOW | SA_ATTN_SOFTCAP | SA_ATTN_ALIBI |
+                             SA_ATTN_SINKS | SA_ATTN_KEY_PADDING | SA_ATTN_LSE | SA_ATTN_ENTROPY |
+                             SA_ATTN_UNEQUAL_HEAD_DIMS;
+  EXPECT_EQ(c->attention_features, want);
+  EXPECT_EQ(c->op_dtypes[8],
+            static_cast<std::uint32_t>(SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16 |
+                                       SA_DTYPE_FP8_E4M3 | SA_DTYPE_FP8_E5M2));
+  EXPECT_EQ(c->op_out_dtypes[8],
+            static_cast<std::uint32_t>(SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16));
+  EXPECT_EQ(c->max_head_dim, 256);
+  // Row operations stay float32 and bfloat16 (op_dtypes 0: the kernel-wide dtypes).
+  EXPECT_EQ(c->op_dtypes[0], 0u);
+  EXPECT_EQ(K().dtypes, static_cast<std::uint32_t>(SA_DTYPE_F32 | SA_DTYPE_BF16));
+}
+
 TEST(CudaDeviceMemory, AgreesWithTheRuntime) {
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
