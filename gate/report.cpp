@@ -447,6 +447,11 @@ std::string unit_of(const Verdict& v) {
       {"attention_v2.masked_never_leak", "outputs changed"},
       {"attention_v2.gqa_equals_repeated", "ulps of float32"},
       {"attention_v2.varlen_equals_separate", "ulps of float32"},
+      {"attention_v2.key_permutation", "ulps of float32"},
+      {"attention_v2.head_independence", "ulps of float32"},
+      {"attention_v2.sink_equals_extra_key", "ulps of float32"},
+      {"attention_v2.window_within_causal", "ulps of float32"},
+      {"attention_v2.fp8_saturation", "absolute"},
   };
   if (const auto it = by_property.find(p); it != by_property.end()) return it->second;
   if (p == "differential.onednn_10eps")
