@@ -16,12 +16,12 @@
 namespace {
 
 // all_types: every input type (fp8 included: the suite's dtypes cannot name
-// fp8, an empty list runs all five); else float32 only.
+// fp8, an empty list runs all five), 6 cases each; else float32 only, 20 cases.
 sa::props::SuiteConfig v2_config(bool all_types = false) {
   sa::props::SuiteConfig c;
   c.ops = {sa::Op::attention_v2};
   if (!all_types) c.dtypes = {sa::DType::float32};
-  c.cases = 160;  // 20 batched-attention cases per type
+  c.cases = all_types ? 48 : 160;  // 6 batched-attention cases per type, or 20 of float32
   c.seed = 424242;
   return c;
 }
@@ -87,18 +87,18 @@ void expect_passes(const sa::Kernel& k, bool all_types, int min_passed) {
 
 TEST(AttentionV2MutantControl, NaiveKernelPassesTheSameRun) {
   const sa::Kernel k(sa::kernels::naive_kernel(), "built-in");
-  expect_passes(k, false, 9);
+  expect_passes(k, false, 7);
 }
 
 TEST(AttentionV2MutantControl, NaiveKernelPassesTheAllTypesRun) {
   const sa::Kernel k(sa::kernels::naive_kernel(), "built-in");
-  expect_passes(k, true, 40);
+  expect_passes(k, true, 35);
 }
 
 TEST(AttentionV2MutantControl, CpuKernelPassesTheSameRuns) {
   const sa::Kernel k(sa::kernels::cpu_kernel(), "built-in");
-  expect_passes(k, false, 9);
-  expect_passes(k, true, 40);
+  expect_passes(k, false, 7);
+  expect_passes(k, true, 35);
 }
 
 }  // namespace
