@@ -16,6 +16,20 @@
 //   adaptive call on the same input; counters ratio = total adaptive / total plain
 //   wall time, ratio_cpu = the same in process CPU time.
 //
+// BM_AttentionV2/<layout>/<dtype>/<d>: the interface-v2 entry (cpu_attention_v2)
+//   on batched layouts, beside the single-head numbers above. Flops = 4 d per
+//   visible (query, key) pair summed over sequences and query heads (masked
+//   pairs are not credited), so a layout's G/s compares with BM_Attention's:
+//   layout 0 "mha":    batch 1, 8/8 heads, 4096 queries and keys, BSHD
+//   layout 1 "gqa":    batch 1, 32 query heads on 4 key/value heads (GQA 8),
+//                      1024 queries and keys, BSHD
+//   layout 2 "varlen": 8 packed sequences of 256..3840 queries and keys
+//                      (sum 16384), 4/4 heads
+//   layout 3 "window": 8/8 heads, 4096 queries and keys, causal, window_left
+//                      = 1023 (Mistral's sliding window)
+//   layout 4 "decode": 64 sequences, 1 query each, 4096 keys, 32 query heads
+//                      on 8 key/value heads (GQA decoding)
+//
 // The kernel's raw entry point is called directly (benchmarks may bypass sa::Kernel).
 #include <benchmark/benchmark.h>
 
@@ -33,7 +47,9 @@
 #endif
 
 #include "core/bfloat16.hpp"
+#include "core/float16.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/attention_v2.hpp"
 
 namespace {
 
@@ -176,7 +192,134 @@ void sizes(benchmark::internal::Benchmark* b, bool with_mode) {
       }
 }
 
+// One batched (interface v2) problem: contiguous BSHD (or packed varlen) tensors.
+struct ProblemV2 {
+  sa_attention_v2_args a{};
+  std::vector<unsigned char> q, k, v, out;
+  std::vector<float> lse;
+  std::vector<std::int32_t> cu_q, cu_k;
+  double flops = 0;
+
+  ProblemV2(int layout, sa_dtype t, std::int64_t d) {
+    std::int64_t batch = 1, hq = 8, hk = 8, sq = 4096, sk = 4096;
+    bool varlen = false;
+    a.struct_size = sizeof(sa_attention_v2_args);
+    a.window_left = a.window_right = -1;
+    switch (layout) {
+      case 1:
+        hq = 32, hk = 4, sq = sk = 1024;
+        break;
+      case 2: {
+        varlen = true;
+        batch = 8, hq = hk = 4;
+        cu_q = {0};
+        for (std::int64_t b = 0; b < batch; ++b)
+          cu_q.push_back(cu_q.back() + static_cast<std::int32_t>(256 + 512 * b));  // 256..3840
+        cu_k = cu_q;
+        sq = sk = 3840;
+        break;
+      }
+      case 3:
+        a.causal = 1;
+        a.window_left = 1023;
+        break;
+      case 4:
+        batch = 64, hq = 32, hk = 8, sq = 1, sk = 4096;
+        break;
+      default:
+        break;
+    }
+    const std::int64_t tq = varlen ? cu_q.back() : batch * sq,
+                       tk = varlen ? cu_k.back() : batch * sk;
+    const std::size_t e = t == SA_F32 ? 4 : 2;
+    std::mt19937_64 rng(42);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    auto fill = [&](std::vector<unsigned char>& buf, std::int64_t count) {
+      buf.resize(static_cast<std::size_t>(count) * e);
+      for (std::int64_t i = 0; i < count; ++i) {
+        const float x = nd(rng);
+        if (t == SA_F32) {
+          std::memcpy(&buf[static_cast<std::size_t>(i) * 4], &x, 4);
+        } else {
+          const std::uint16_t h = t == SA_BF16 ? sa::bf16_from_float(x) : sa::f16_from_float(x);
+          std::memcpy(&buf[static_cast<std::size_t>(i) * 2], &h, 2);
+        }
+      }
+    };
+    fill(q, tq * hq * d);
+    fill(k, tk * hk * d);
+    fill(v, tk * hk * d);
+    out.resize(static_cast<std::size_t>(tq * hq * d) * e);
+    lse.resize(static_cast<std::size_t>(tq * hq));
+    a.qkv_dtype = a.out_dtype = t;
+    a.batch = batch;
+    a.heads_q = hq;
+    a.heads_kv = hk;
+    a.seqlen_q = sq;
+    a.seqlen_k = sk;
+    a.head_dim = a.head_dim_v = d;
+    if (varlen) {
+      a.cu_seqlens_q = cu_q.data();
+      a.cu_seqlens_k = cu_k.data();
+    }
+    a.q = {q.data(), sq * hq * d, d, hq * d};
+    a.k = {k.data(), sk * hk * d, d, hk * d};
+    a.v = {v.data(), sk * hk * d, d, hk * d};
+    a.out = out.data();
+    a.out_stride_b = sq * hq * d;
+    a.out_stride_h = d;
+    a.out_stride_s = hq * d;
+    a.lse = lse.data();
+    a.scale = 1.0 / std::sqrt(static_cast<double>(d));
+    a.q_descale = a.k_descale = a.v_descale = 1.0f;
+    // Visible pairs: causal with window_left w sees min(i + 1, w + 1) keys (sq = sk).
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const std::int64_t lq = varlen ? cu_q[b + 1] - cu_q[b] : sq;
+      const std::int64_t lk = varlen ? cu_k[b + 1] - cu_k[b] : sk;
+      double pairs = static_cast<double>(lq) * static_cast<double>(lk);
+      if (a.causal) {
+        pairs = 0;
+        for (std::int64_t i = 0; i < lq; ++i)
+          pairs += static_cast<double>(std::min(i + 1, a.window_left + 1));
+      }
+      flops += 4.0 * static_cast<double>(d) * static_cast<double>(hq) * pairs;
+    }
+  }
+};
+
+const char* const kLayoutNames[] = {"mha", "gqa", "varlen", "window", "decode"};
+
+void BM_AttentionV2(benchmark::State& st) {
+  const auto t = static_cast<sa_dtype>(st.range(1));
+  ProblemV2 p(static_cast<int>(st.range(0)), t, st.range(2));
+  const double c0 = cpu_seconds();
+  for (auto _ : st) {
+    if (sa::kernels::cpu_attention_v2(nullptr, &p.a) != SA_OK)
+      throw std::runtime_error(sa::kernels::cpu_attention_v2_last_error());
+    benchmark::DoNotOptimize(p.lse.data());
+  }
+  const double cpu = cpu_seconds() - c0;
+  st.counters["flops"] = benchmark::Counter(p.flops, benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["GFLOP_per_cpu_s"] = p.flops * 1e-9 * static_cast<double>(st.iterations()) / cpu;
+  st.counters["threads"] = threads();
+  st.SetLabel(std::string(kLayoutNames[st.range(0)]) + " " +
+              (t == SA_F32    ? "f32"
+               : t == SA_BF16 ? "bf16"
+                              : "f16"));
+}
+
 }  // namespace
+
+BENCHMARK(BM_AttentionV2)
+    ->ArgNames({"layout", "dtype", "d"})
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (std::int64_t layout = 0; layout < 5; ++layout)
+        for (std::int64_t t : {std::int64_t{SA_F32}, std::int64_t{SA_BF16}, std::int64_t{SA_F16}})
+          b->Args({layout, t, 128});
+    })
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(0.5);
 
 BENCHMARK(BM_Attention)
     ->ArgNames({"dtype", "n", "d", "adaptive"})

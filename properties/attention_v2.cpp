@@ -18,6 +18,24 @@
 //                                    within twice the rounding budget)
 //   attention_v2.varlen_equals_separate  a packed varlen call equals one call
 //                                    per sequence (same tolerance)
+//   attention_v2.key_permutation     permuting the keys together with their
+//                                    values (and key-padding bytes) changes
+//                                    no output beyond twice the rounding budget
+//                                    (position-dependent features off)
+//   attention_v2.head_independence   a head's outputs do not move when every
+//                                    other head's inputs change (same tolerance)
+//   attention_v2.sink_equals_extra_key  a sink equals one more key with score
+//                                    exactly the sink and value 0 (same
+//                                    tolerance; sinks raised far above every
+//                                    score included)
+//   attention_v2.window_within_causal   causal with window_left = L equals the
+//                                    window (L, 0) without causal (L = -1:
+//                                    infinite), whatever window_right a causal
+//                                    call carries (same tolerance)
+//   attention_v2.fp8_saturation      fp8 inputs at the format's largest value:
+//                                    every output finite and within the
+//                                    largest |v| of its sequence times
+//                                    v_descale (convex combination)
 //
 // Cases outside the kernel's declared capabilities are not applicable: they
 // are never run, never errors, never passes, and each verdict names them.
@@ -446,16 +464,78 @@ Verdict v2_verdict(const Run& run, const std::string& id, const Rule& rule, Attn
   return v;
 }
 
+// The kernel's own results as reference-shaped values, for the budgets of a
+// derived case (budgets_v2 uses them only for the output's own rounding and
+// the lse/entropy magnitudes; the error terms come from the case itself).
+ref::AttentionV2Values as_values(const AttentionCase& c, const AttentionResultV2& o) {
+  ref::AttentionV2Values r;
+  const std::size_t rows = static_cast<std::size_t>(c.total_q() * c.heads_q);
+  r.out.assign(o.out.begin(), o.out.end());
+  for (double& x : r.out)
+    if (!std::isfinite(x)) x = 0;
+  r.lse.assign(rows, 0.0);
+  r.entropy.assign(rows, 0.0);
+  for (std::size_t i = 0; i < rows && i < o.lse.size(); ++i)
+    r.lse[i] = std::isfinite(o.lse[i]) ? o.lse[i] : 0.0;
+  for (std::size_t i = 0; i < rows && i < o.entropy.size(); ++i)
+    r.entropy[i] = std::isfinite(o.entropy[i]) ? o.entropy[i] : 0.0;
+  return r;
+}
+
+// The case without its position-dependent features (causal, window, ALiBi).
+AttentionCase without_positions(const AttentionCase& c) {
+  AttentionCase r = c;
+  r.causal = false;
+  r.window_left = r.window_right = -1;
+  r.alibi_slopes.clear();
+  return r;
+}
+
+// What compare_results holds of one row.
+enum class Compare { all, lse_only, nothing };
+
+// Holds `a` against `b` (two results of equivalent cases) under twice the
+// rounding budget `rb` of one of them, out and lse, into `ch` (the worst
+// element); `which(row)` says what of a row is compared.
+template <class Where, class Which>
+void compare_results(Check& ch, const AttentionCase& c, const std::vector<RowBudget>& rb,
+                     const AttentionResultV2& a, const AttentionResultV2& b, const char* word,
+                     Where where, Which which) {
+  for (std::size_t row = 0; row < rb.size(); ++row) {
+    if (rb[row].out_abs.empty() || which(row) == Compare::nothing) continue;
+    if (which(row) == Compare::all)
+      for (std::int64_t x = 0; x < c.dv; ++x) {
+        const std::size_t e = row * c.dv + x;
+        consider(
+            ch, a.out[e], b.out[e], 2 * rb[row].out_abs[x],
+            [&] { return where(row) + " out[" + std::to_string(x) + "]"; }, word);
+      }
+    if (row < a.lse.size() && row < b.lse.size())
+      ch.worst(elem(DType::float32, a.lse[row], b.lse[row], 2 * rb[row].lse_abs,
+                    where(row) + " lse", word));
+  }
+}
+
 }  // namespace
 
 void run_attention_v2(const Run& run) {
   const Kernel& k = run.kernel;
   if (!run.wants_op(Op::attention_v2)) return;
-  const char* const ids[] = {"attention_v2.rounding", "attention_v2.flash_attention_2x",
-                             "attention_v2.masked_never_leak", "attention_v2.gqa_equals_repeated",
-                             "attention_v2.varlen_equals_separate"};
+  const char* const ids[] = {"attention_v2.rounding",
+                             "attention_v2.flash_attention_2x",
+                             "attention_v2.masked_never_leak",
+                             "attention_v2.gqa_equals_repeated",
+                             "attention_v2.varlen_equals_separate",
+                             "attention_v2.key_permutation",
+                             "attention_v2.head_independence",
+                             "attention_v2.sink_equals_extra_key",
+                             "attention_v2.window_within_causal",
+                             "attention_v2.fp8_saturation"};
   const char* const rule_ids[] = {"attention_rounding", "flash_attention_2x", "kernel_h",
-                                  "attention_rounding", "attention_rounding"};
+                                  "attention_rounding", "attention_rounding", "attention_rounding",
+                                  "attention_rounding", "attention_rounding", "attention_rounding",
+                                  "attention_rounding"};
+  constexpr int kIds = static_cast<int>(std::size(ids));
   bool any = false;
   for (const char* id : ids) any = any || run.wants_property(id);
   if (!any) return;
@@ -469,7 +549,7 @@ void run_attention_v2(const Run& run) {
       if (t != DType::float64) types.push_back(attn_type_of(t));
   if (k.abi_version() < 2 || !k.supports(Op::attention_v2)) {
     for (AttnType t : types)
-      for (int s = 0; s < 5; ++s) {
+      for (int s = 0; s < kIds; ++s) {
         if (!run.wants_property(ids[s])) continue;
         Verdict v = skip_verdict(run, ids[s], claim_of(ids[s]), rule_by_id(rule_ids[s]),
                                  Op::attention_v2, DType::float32,
@@ -481,7 +561,7 @@ void run_attention_v2(const Run& run) {
     return;
   }
   for (AttnType t : types) {
-    enum { kRound, kFa, kLeak, kGqa, kVarlen, kSlots };
+    enum { kRound, kFa, kLeak, kGqa, kVarlen, kPerm, kHeads, kSink, kWinCausal, kFp8Sat, kSlots };
     NotApplicableLog na;
     const bool low = t != AttnType::float32;
     const std::string prop = std::string("attention_v2[") + name_of(t) + "]";
@@ -639,6 +719,222 @@ void run_attention_v2(const Run& run) {
             }
         }
       }
+      // attention_v2.key_permutation: keys permuted with their values and
+      // padding bytes, per sequence, on the case without position features.
+      if (run.wants_property(ids[kPerm])) {
+        const AttentionCase c0 = without_positions(c);
+        if (k.why_not_applicable(c0).empty()) {
+          AttentionCase pc = c0;
+          std::mt19937_64 g(p.seed ^ 0x9e3779b97f4a7c15ull);
+          for (std::int64_t b = 0; b < c.batch; ++b) {
+            std::vector<std::int64_t> perm(static_cast<std::size_t>(c.len_k(b)));
+            for (std::size_t j = 0; j < perm.size(); ++j) perm[j] = static_cast<std::int64_t>(j);
+            std::shuffle(perm.begin(), perm.end(), g);
+            for (std::int64_t j = 0; j < c.len_k(b); ++j) {
+              const std::int64_t to = c.row_k(b, j), from = c.row_k(b, perm[j]);
+              std::copy_n(c.k.begin() + from * c.heads_kv * c.d, c.heads_kv * c.d,
+                          pc.k.begin() + to * c.heads_kv * c.d);
+              std::copy_n(c.v.begin() + from * c.heads_kv * c.dv, c.heads_kv * c.dv,
+                          pc.v.begin() + to * c.heads_kv * c.dv);
+              if (!c.key_padding_mask.empty()) pc.key_padding_mask[to] = c.key_padding_mask[from];
+            }
+          }
+          const AttentionResultV2 o0 = k.attention_v2(c0), po = k.attention_v2(pc);
+          compare_results(
+              cs[kPerm], c0, budgets_v2(c0, as_values(c0, o0)), po, o0, "unpermuted",
+              [&](std::size_t row) {
+                return "row " + std::to_string(row / c.heads_q) + " head " +
+                       std::to_string(row % c.heads_q) + " (keys permuted)";
+              },
+              [](std::size_t) { return Compare::all; });
+        }
+      }
+      // attention_v2.head_independence: every input of the other heads
+      // (queries of heads outside the checked group, keys and values of the
+      // other key/value heads, their ALiBi slopes and sinks) redrawn.
+      if (run.wants_property(ids[kHeads]) && c.heads_q > 1) {
+        std::mt19937_64 g(p.seed ^ 0x4ead);
+        std::normal_distribution<double> n01(0.0, 1.0);
+        const double spread = is_fp8(t) ? 4.0 : 1.0;
+        // Checked: the query heads of one key/value head (MHA/GQA), or one
+        // query head (MQA: a single key/value head is shared by all).
+        const std::int64_t hk_star = static_cast<std::int64_t>(g() % c.heads_kv);
+        const std::int64_t h_star = static_cast<std::int64_t>(g() % c.heads_q);
+        auto checked = [&](std::int64_t h) {
+          return c.heads_kv > 1 ? c.kv_head(h) == hk_star : h == h_star;
+        };
+        AttentionCase hc = c;
+        for (std::int64_t row = 0; row < c.total_q(); ++row)
+          for (std::int64_t h = 0; h < c.heads_q; ++h)
+            if (!checked(h))
+              for (std::int64_t x = 0; x < c.d; ++x)
+                hc.q[(row * c.heads_q + h) * c.d + x] = round_to(t, n01(g) * spread);
+        if (c.heads_kv > 1)
+          for (std::int64_t row = 0; row < c.total_k(); ++row)
+            for (std::int64_t h = 0; h < c.heads_kv; ++h) {
+              if (h == hk_star) continue;
+              for (std::int64_t x = 0; x < c.d; ++x)
+                hc.k[(row * c.heads_kv + h) * c.d + x] = round_to(t, n01(g) * spread);
+              for (std::int64_t x = 0; x < c.dv; ++x)
+                hc.v[(row * c.heads_kv + h) * c.dv + x] = round_to(t, n01(g));
+            }
+        for (std::int64_t h = 0; h < c.heads_q; ++h) {
+          if (checked(h)) continue;
+          if (!hc.alibi_slopes.empty()) hc.alibi_slopes[h] *= 2.0f;
+          if (!hc.sinks.empty()) hc.sinks[h] += 1.0f;
+        }
+        const AttentionResultV2 ho = k.attention_v2(hc);
+        compare_results(
+            cs[kHeads], c, rb, ho, o, "unchanged-heads",
+            [&](std::size_t row) {
+              return "row " + std::to_string(row / c.heads_q) + " head " +
+                     std::to_string(row % c.heads_q) + " (other heads redrawn)";
+            },
+            [&](std::size_t row) {
+              return checked(static_cast<std::int64_t>(row % c.heads_q)) ? Compare::all
+                                                                         : Compare::nothing;
+            });
+      }
+      // attention_v2.sink_equals_extra_key: sinks against one more key per
+      // sequence (the last), head dim d + 1: q' = (q, 1), k' = (k, 0), the extra
+      // key (0, t_h) with t_h the sink over the scale, value 0; key/value heads
+      // repeated per query head (each head has its own sink). The sink is then
+      // scale * t_h exactly as the kernel forms the extra key's score. Without
+      // the position features and softcap (the sink has none of them).
+      if (run.wants_property(ids[kSink])) {
+        AttentionCase sc = without_positions(c);
+        sc.softcap = 0.0;
+        std::mt19937_64 g(p.seed ^ 0x51c);
+        std::normal_distribution<double> n01(0.0, 1.0);
+        const double se = static_cast<double>(sc.scale) * sc.q_descale * sc.k_descale;
+        std::vector<float> tk(static_cast<std::size_t>(c.heads_q));
+        sc.sinks.resize(static_cast<std::size_t>(c.heads_q));
+        // Head 0's sink 100 above the scores (not for fp8: t_h would pass the
+        // format's range): a sink that must join the running max.
+        for (std::int64_t h = 0; h < c.heads_q; ++h) {
+          const double want =
+              (c.sinks.empty() ? n01(g) : c.sinks[h]) + (h == 0 && !is_fp8(t) ? 100.0 : 0.0);
+          tk[h] = round_to(t, want / se);
+          sc.sinks[h] = static_cast<float>(se * tk[h]);
+        }
+        AttentionCase ec = sc;
+        ec.sinks.clear();
+        ec.d = c.d + 1;
+        ec.heads_kv = c.heads_q;
+        ec.q.clear();
+        for (std::int64_t row = 0; row < c.total_q(); ++row)
+          for (std::int64_t h = 0; h < c.heads_q; ++h) {
+            ec.q.insert(ec.q.end(), c.q.begin() + (row * c.heads_q + h) * c.d,
+                        c.q.begin() + (row * c.heads_q + h + 1) * c.d);
+            ec.q.push_back(1.0f);
+          }
+        ec.k.clear();
+        ec.v.clear();
+        ec.key_padding_mask.clear();
+        if (c.varlen())
+          ec.cu_k = {0};
+        else
+          ec.seqlen_k = c.seqlen_k + 1;
+        for (std::int64_t b = 0; b < c.batch; ++b) {
+          for (std::int64_t j = 0; j <= c.len_k(b); ++j) {
+            const bool extra = j == c.len_k(b);
+            const std::int64_t row = extra ? 0 : c.row_k(b, j);
+            for (std::int64_t h = 0; h < c.heads_q; ++h) {
+              const std::int64_t hk = c.kv_head(h);
+              for (std::int64_t x = 0; x < c.d; ++x)
+                ec.k.push_back(extra ? 0.0f : c.k[(row * c.heads_kv + hk) * c.d + x]);
+              ec.k.push_back(extra ? tk[h] : 0.0f);
+              for (std::int64_t x = 0; x < c.dv; ++x)
+                ec.v.push_back(extra ? 0.0f : c.v[(row * c.heads_kv + hk) * c.dv + x]);
+            }
+            if (!c.key_padding_mask.empty())
+              ec.key_padding_mask.push_back(extra ? 1 : c.key_padding_mask[row]);
+          }
+          if (c.varlen())
+            ec.cu_k.push_back(ec.cu_k.back() + static_cast<std::int32_t>(c.len_k(b) + 1));
+        }
+        if (k.why_not_applicable(sc).empty() && k.why_not_applicable(ec).empty()) {
+          const AttentionResultV2 so = k.attention_v2(sc), eo = k.attention_v2(ec);
+          // Head 0's raised sink leaves its outputs below 2^-100 (weights
+          // exp(-100)): subnormal arithmetic no rounding budget bounds, so
+          // only its lse is compared.
+          compare_results(
+              cs[kSink], sc, budgets_v2(sc, as_values(sc, so)), so, eo, "extra-key",
+              [&](std::size_t row) {
+                return "row " + std::to_string(row / c.heads_q) + " head " +
+                       std::to_string(row % c.heads_q) + " (sink vs extra key)";
+              },
+              [&](std::size_t row) {
+                return row % c.heads_q == 0 && !is_fp8(t) ? Compare::lse_only : Compare::all;
+              });
+        }
+      }
+      // attention_v2.window_within_causal: causal with the case's left window
+      // (and its window_right, which causal overrides) against the window
+      // (window_left, 0) without causal.
+      if (run.wants_property(ids[kWinCausal])) {
+        AttentionCase cc = c, wc = c;
+        cc.causal = true;
+        cc.window_right = c.window_right >= 0 ? c.window_right : 3;  // ignored under causal
+        wc.causal = false;
+        wc.window_right = 0;
+        if (k.why_not_applicable(cc).empty() && k.why_not_applicable(wc).empty()) {
+          const AttentionResultV2 co = k.attention_v2(cc), wo = k.attention_v2(wc);
+          compare_results(
+              cs[kWinCausal], cc, budgets_v2(cc, as_values(cc, co)), wo, co, "causal",
+              [&](std::size_t row) {
+                return "row " + std::to_string(row / c.heads_q) + " head " +
+                       std::to_string(row % c.heads_q) + " (window (" +
+                       std::to_string(c.window_left) + ", 0) vs causal)";
+              },
+              [](std::size_t) { return Compare::all; });
+        }
+      }
+      // attention_v2.fp8_saturation: with fp8 inputs, values at +-the format's
+      // largest finite value (about 1 in 8 of v, 1 in 16 of q and k): every
+      // output is finite and |out| <= V (1 + u_fp8 + (n + 5) u) + ulp(V) with
+      // V = |v_descale| max |v| over the sequence's keys (out is a convex
+      // combination of v_descale v_j: the weights sum to at most 1; u_fp8 the
+      // P quantisation the rounding rule allows, (n + 5) u the float32 sums,
+      // ulp(V) the output's rounding up).
+      if (is_fp8(t) && run.wants_property(ids[kFp8Sat])) {
+        AttentionCase fc = c;
+        const float mx =
+            fp8_layout(t == AttnType::fp8_e4m3 ? Fp8Format::e4m3 : Fp8Format::e5m2).max_finite;
+        std::mt19937_64 g(p.seed ^ 0xf8);
+        for (float& x : fc.v)
+          if (g() % 8 == 0) x = g() % 2 ? mx : -mx;
+        for (auto* vec : {&fc.q, &fc.k})
+          for (float& x : *vec)
+            if (g() % 16 == 0) x = g() % 2 ? mx : -mx;
+        const AttentionResultV2 fo = k.attention_v2(fc);
+        const DType ot = dtype_of_output(fc.out_type);
+        for (std::int64_t b = 0; b < c.batch; ++b) {
+          std::vector<double> vmax(static_cast<std::size_t>(c.heads_kv * c.dv), 0.0);
+          for (std::int64_t j = 0; j < c.len_k(b); ++j)
+            for (std::int64_t e = 0; e < c.heads_kv * c.dv; ++e)
+              vmax[e] =
+                  std::max<double>(vmax[e], std::abs(fc.v[c.row_k(b, j) * c.heads_kv * c.dv + e]));
+          for (std::int64_t i = 0; i < c.len_q(b); ++i)
+            for (std::int64_t h = 0; h < c.heads_q; ++h)
+              for (std::int64_t x = 0; x < c.dv; ++x) {
+                const double V = std::abs(fc.v_descale) * vmax[c.kv_head(h) * c.dv + x];
+                const double bound =
+                    V * (1 + unit_of(t) + static_cast<double>(c.len_k(b) + 5) * u32) +
+                    budget::ulp(ot, V);
+                const std::size_t e = (c.row_q(b, i) * c.heads_q + h) * c.dv + x;
+                const double got = std::abs(static_cast<double>(fo.out[e]));
+                Check ch = make_check(std::isfinite(got) ? got : INFINITY, bound,
+                                      "sequence " + std::to_string(b) + " query " +
+                                          std::to_string(i) + " head " + std::to_string(h) +
+                                          " out[" + std::to_string(x) + "] = " + fmt(fo.out[e]) +
+                                          " against |v_descale| max|v| = " + fmt(V) +
+                                          " (inputs at +-" + fmt(mx) + ")");
+                ch.unit = "absolute";
+                if (ch.ratio > cs[kFp8Sat].ratio || !cs[kFp8Sat].applicable) cs[kFp8Sat] = ch;
+              }
+        }
+      }
       return cs;
     };
     SearchOptions so;
@@ -647,6 +943,7 @@ void run_attention_v2(const Run& run) {
     so.seed = run.seed ^ 0xa772 ^ (static_cast<std::uint64_t>(t) * 0x9e37);
     auto res = search<V2Params>(gen_v2(is_fp8(t), run.config.attention), kSlots, so, eval);
     for (int s = 0; s < kSlots; ++s) {
+      if (s == kFp8Sat && !is_fp8(t)) continue;  // fp8 inputs only
       if (!run.wants_property(ids[s])) continue;
       if (s == kFa && !low) {
         Verdict v = skip_verdict(run, ids[s], claim_of(ids[s]), rule_by_id(rule_ids[s]),

@@ -200,6 +200,27 @@ std::vector<PropertyInfo> properties() {
        "a packed variable-length call equals one call per sequence (within twice the rounding "
        "budget)",
        "attention_rounding"},
+      {"attention_v2.key_permutation",
+       "permuting the keys together with their values and key-padding bytes changes no output or "
+       "lse beyond twice the rounding budget (causal, window and ALiBi off)",
+       "attention_rounding"},
+      {"attention_v2.head_independence",
+       "a head's outputs and lse do not move beyond twice the rounding budget when every other "
+       "head's inputs (queries, keys, values, ALiBi slopes, sinks) are redrawn",
+       "attention_rounding"},
+      {"attention_v2.sink_equals_extra_key",
+       "an attention sink equals one more key whose score is exactly the sink and whose value is "
+       "0 (within twice the rounding budget; a sink 100 above every score included, its lse "
+       "compared)",
+       "attention_rounding"},
+      {"attention_v2.window_within_causal",
+       "causal with window_left L equals the window (L, 0) without causal (L = -1: unbounded), "
+       "whatever window_right the causal call carries (within twice the rounding budget)",
+       "attention_rounding"},
+      {"attention_v2.fp8_saturation",
+       "fp8 inputs at the format's largest finite value: every output is finite and |out| <= "
+       "|v_descale| max|v| (1 + u_fp8 + (n + 5) u) + 1 ulp of the output type",
+       "attention_rounding"},
       {"backward.rounding",
        "softmax / log-softmax backward: every dx is within its rounding budget of the correctly "
        "rounded MPFR reference",

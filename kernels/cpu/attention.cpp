@@ -23,6 +23,8 @@
 #endif
 
 #include "core/bfloat16.hpp"
+#include "core/float16.hpp"
+#include "core/fp8.hpp"
 #include "theory/adaptive_temperature.hpp"
 #include "theory/streamed_entropy.hpp"
 
@@ -40,8 +42,15 @@ constexpr float kExpFloor = -200.0f;
 // Everything one call needs, shared read-only by the work items, plus the
 // per-(part, query) partial results they write (disjoint entries).
 struct Plan {
-  sa_dtype dtype = SA_F32;
-  std::int64_t nq = 0, nk = 0, d = 0, dv = 0, dvp = 0, off = 0;
+  sa_dtype dtype = SA_F32;  // of q, k and v
+  std::int64_t nq = 0, nk = 0, d = 0, dv = 0, dvp = 0;
+  std::int64_t off = 0;           // query i's diagonal key is i + off
+  std::int64_t wl = -1, wr = -1;  // window bounds (-1 unbounded; causal is wr = 0)
+  float softcap = 0.0f;           // 0: none
+  bool alibi = false;
+  float alibi_slope = 0.0f;
+  bool sink = false;  // a finite sink logit (part 0 starts from it)
+  float sink_logit = 0.0f;
   const void* q = nullptr;
   std::int64_t q_stride = 0;
   const void* k = nullptr;
@@ -50,7 +59,6 @@ struct Plan {
   std::int64_t v_stride = 0;
   const std::uint8_t* key_mask = nullptr;
   double scale = 1.0;
-  bool causal = false;
   std::int64_t ntiles = 0, ns = 1;
   std::int64_t bq = kMaxBq;   // query rows per work item (<= kMaxBq, multiple of 4)
   const float* kp = nullptr;  // ntiles x d x Bk (transposed, zero padded)
@@ -81,9 +89,57 @@ struct Scratch {
   }
 };
 
+// Exact float values of the 256 patterns of an fp8 format.
+struct Fp8Table {
+  float v[256];
+  explicit Fp8Table(Fp8Format f) {
+    for (int b = 0; b < 256; ++b) v[b] = fp8_to_float(static_cast<std::uint8_t>(b), f);
+  }
+};
+inline const float* fp8_table(sa_dtype t) {
+  static const Fp8Table e4m3(Fp8Format::e4m3), e5m2(Fp8Format::e5m2);
+  return t == SA_FP8_E4M3 ? e4m3.v : e5m2.v;
+}
+
+// Element idx of a q/k/v buffer of type t, exactly as float.
 inline float load_elem(const void* base, sa_dtype t, std::int64_t idx) {
-  if (t == SA_F32) return static_cast<const float*>(base)[idx];
-  return float_from_bf16(static_cast<const std::uint16_t*>(base)[idx]);
+  switch (t) {
+    case SA_F32:
+      return static_cast<const float*>(base)[idx];
+    case SA_BF16:
+      return float_from_bf16(static_cast<const std::uint16_t*>(base)[idx]);
+    case SA_F16:
+      return float_from_f16(static_cast<const std::uint16_t*>(base)[idx]);
+    default:
+      return fp8_table(t)[static_cast<const std::uint8_t*>(base)[idx]];
+  }
+}
+
+// n consecutive elements from idx, exactly as float (the type switch outside the loop).
+inline void load_row(const void* base, sa_dtype t, std::int64_t idx, std::int64_t n, float* dst,
+                     std::int64_t dst_stride = 1) {
+  switch (t) {
+    case SA_F32: {
+      const float* p = static_cast<const float*>(base) + idx;
+      for (std::int64_t c = 0; c < n; ++c) dst[c * dst_stride] = p[c];
+      break;
+    }
+    case SA_BF16: {
+      const std::uint16_t* p = static_cast<const std::uint16_t*>(base) + idx;
+      for (std::int64_t c = 0; c < n; ++c) dst[c * dst_stride] = float_from_bf16(p[c]);
+      break;
+    }
+    case SA_F16: {
+      const std::uint16_t* p = static_cast<const std::uint16_t*>(base) + idx;
+      for (std::int64_t c = 0; c < n; ++c) dst[c * dst_stride] = float_from_f16(p[c]);
+      break;
+    }
+    default: {
+      const float* tab = fp8_table(t);
+      const std::uint8_t* p = static_cast<const std::uint8_t*>(base) + idx;
+      for (std::int64_t c = 0; c < n; ++c) dst[c * dst_stride] = tab[p[c]];
+    }
+  }
 }
 
 }  // namespace sa::kernels::attn_detail
@@ -202,46 +258,80 @@ void RunItem(const Plan& pl, std::int64_t qb, std::int64_t part, bool with_outpu
   // Query block in float (exact widening), padded rows zero.
   std::fill(sc.qb.begin(), sc.qb.end(), 0.0f);
   for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < d; ++c)
-      sc.qb[r * d + c] = load_elem(pl.q, pl.dtype, (i0 + r) * pl.q_stride + c);
-  float coef[kMaxBq];
+    load_row(pl.q, pl.dtype, (i0 + r) * pl.q_stride, d, sc.qb.data() + r * d);
+  // Scores: s = coef q.k, then softcap, ALiBi and the factor post (kernel.h's
+  // order; beta multiplies the finished score). Without softcap and ALiBi
+  // beta joins the scale in one rounding.
+  const bool post_ops = pl.softcap > 0.0f || pl.alibi;
+  float coef[kMaxBq], post[kMaxBq];
   for (std::int64_t r = 0; r < Bq; ++r) {
     const double beta = (pl.beta && r < rows) ? static_cast<double>(pl.beta[i0 + r]) : 1.0;
-    coef[r] = static_cast<float>(pl.scale * beta);
+    coef[r] = static_cast<float>(post_ops ? pl.scale : pl.scale * beta);
+    post[r] = post_ops ? static_cast<float>(beta) : 1.0f;
     sc.m[r] = kNegInf;
     sc.S[r] = 0.0f;
     sc.T[r] = 0.0f;
     sc.a[r] = 1.0f;
     sc.special[r] = 0;
+    // The sink is one more item with value 0: part 0 starts from it (m = sink,
+    // S = exp(0) = 1, T = 0, O = 0), so it joins the max, S, T and the lse.
+    if (pl.sink && part == 0) {
+      sc.m[r] = static_cast<float>(beta) * pl.sink_logit;
+      sc.S[r] = 1.0f;
+    }
   }
   if (with_output) std::fill(sc.o.begin(), sc.o.end(), 0.0f);
 
+  // Keys [kbeg, kend) of this part can be visible to some row of the block.
   const std::int64_t k0 = pl.part_begin(part), k1 = pl.part_begin(part + 1);
-  std::int64_t kend = k1;
-  if (pl.causal) kend = std::min(kend, (i1 - 1) + pl.off + 1);  // last row's last visible key + 1
-  const std::int64_t min_lim = i0 + pl.off;                     // first row's last visible key
-  if (kend > k0) {
-    const std::int64_t t0 = k0 / Bk, t1 = (kend + Bk - 1) / Bk;
+  std::int64_t kbeg = k0, kend = k1;
+  if (pl.wr >= 0) kend = std::min(kend, (i1 - 1) + pl.off + pl.wr + 1);  // last row's bound + 1
+  if (pl.wl >= 0) kbeg = std::max(kbeg, i0 + pl.off - pl.wl);            // first row's bound
+  const std::int64_t min_hi = i0 + pl.off + pl.wr;        // smallest last visible key of a row
+  const std::int64_t max_lo = (i1 - 1) + pl.off - pl.wl;  // largest first visible key of a row
+  if (kend > kbeg) {
+    const std::int64_t t0 = kbeg / Bk, t1 = (kend + Bk - 1) / Bk;
     const V vneg = hn::Set(df, kNegInf);
     const V vfloor = hn::Set(df, kExpFloor);
+    const V vcap = hn::Set(df, pl.softcap);
+    const V vslope = hn::Set(df, pl.alibi_slope);
+    const hn::RebindToSigned<decltype(df)> di;
+    const V viota = hn::ConvertTo(df, hn::Iota(di, 0));
     for (std::int64_t t = t0; t < t1; ++t) {
       if (pl.tile_unmasked[t] == 0) continue;  // every key of the tile masked out
       const std::int64_t j0 = t * Bk;
-      const std::int64_t lo = std::max(j0, k0) - j0, hi = std::min(j0 + Bk, kend) - j0;
+      const std::int64_t lo = std::max(j0, kbeg) - j0, hi = std::min(j0 + Bk, kend) - j0;
       LogitsTile(sc.qb.data(), d, pl.kp + t * d * Bk, sc.sb.data(), rows_pad);
-      const bool need_mask =
-          lo > 0 || hi < Bk || pl.tile_unmasked[t] < Bk || (pl.causal && j0 + Bk - 1 > min_lim);
+      const bool need_mask = lo > 0 || hi < Bk || pl.tile_unmasked[t] < Bk ||
+                             (pl.wr >= 0 && j0 + Bk - 1 > min_hi) || (pl.wl >= 0 && j0 < max_lo);
       for (std::int64_t r = 0; r < rows; ++r) {
         float* srow = sc.sb.data() + r * Bk;
         const V cr = hn::Set(df, coef[r]);
-        for (std::int64_t j = 0; j < Bk; j += L)
-          hn::StoreU(hn::Mul(hn::LoadU(df, srow + j), cr), df, srow + j);
+        if (!post_ops) {
+          for (std::int64_t j = 0; j < Bk; j += L)
+            hn::StoreU(hn::Mul(hn::LoadU(df, srow + j), cr), df, srow + j);
+        } else {
+          const V pr = hn::Set(df, post[r]);
+          // |diag - (j0 + j)| = |(diag - j0) - j|: exact in float below 2^24 keys.
+          const V vdiag = hn::Set(df, static_cast<float>(i0 + r + pl.off - j0));
+          for (std::int64_t j = 0; j < Bk; j += L) {
+            V x = hn::Mul(hn::LoadU(df, srow + j), cr);
+            if (pl.softcap > 0.0f) x = hn::Mul(vcap, hn::Tanh(df, hn::Div(x, vcap)));
+            if (pl.alibi) {
+              const V dist =
+                  hn::Abs(hn::Sub(vdiag, hn::Add(viota, hn::Set(df, static_cast<float>(j)))));
+              x = hn::Sub(x, hn::Mul(vslope, dist));
+            }
+            hn::StoreU(hn::Mul(x, pr), df, srow + j);
+          }
+        }
         if (need_mask) {
-          const std::int64_t lim =
-              pl.causal ? (i0 + r + pl.off) - j0 : Bk - 1;  // last visible column
-          const std::int64_t jh = std::min(hi, lim + 1);
+          const std::int64_t diag = i0 + r + pl.off - j0;  // the row's diagonal column
+          std::int64_t jl = lo, jh = hi;                   // visible columns [jl, jh)
+          if (pl.wr >= 0) jh = std::min(jh, diag + pl.wr + 1);
+          if (pl.wl >= 0) jl = std::max(jl, diag - pl.wl);
           for (std::int64_t j = 0; j < Bk; ++j) {
-            const bool vis = j >= lo && j < jh && (!pl.key_mask || pl.key_mask[j0 + j] != 0);
+            const bool vis = j >= jl && j < jh && (!pl.key_mask || pl.key_mask[j0 + j] != 0);
             if (!vis) srow[j] = kNegInf;
           }
         }
@@ -496,37 +586,50 @@ bool run_items(const Plan& pl, std::int64_t nqb, bool with_output) {
   return ok;
 }
 
-// The exact scalar path for a row with NaN or +inf logits (or anything the
-// vector path flagged): the header's special-value semantics, else a double
-// precision two-pass softmax.
-void special_row(const sa_attention_args& a, std::int64_t i, bool adaptive, float* out, float* lse,
-                 float* H, float* beta) {
+// Whether key j is visible to query i (kernel.h's masks).
+bool visible(const AttentionHeadArgs& a, std::int64_t i, std::int64_t j) {
+  if (a.key_mask && a.key_mask[j] == 0) return false;
+  const std::int64_t diag = i + a.diag_offset;
+  if (a.window_right >= 0 && j > diag + a.window_right) return false;
+  if (a.window_left >= 0 && j < diag - a.window_left) return false;
+  return true;
+}
+
+// The exact scalar path for a row with NaN or +inf scores or sink (or anything
+// the vector path flagged): the header's special-value semantics, else a
+// double precision two-pass softmax of the float32 scores.
+void special_row(const AttentionHeadArgs& a, std::int64_t i, float* out, float* lse, float* H,
+                 float* beta) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float finf = std::numeric_limits<float>::infinity();
+  const double dinf = std::numeric_limits<double>::infinity();
   const float fscale = static_cast<float>(a.scale);
-  std::vector<double> s(static_cast<std::size_t>(a.nk), -std::numeric_limits<double>::infinity());
-  bool any_nan = false;
-  std::int64_t n_pinf = 0;
+  const float cap = static_cast<float>(a.softcap);
+  std::vector<double> s(static_cast<std::size_t>(a.nk), -dinf);
+  std::vector<float> qrow(static_cast<std::size_t>(a.d)), krow(qrow.size());
+  load_row(a.q, a.qkv_dtype, i * a.q_stride, a.d, qrow.data());
+  bool any_nan = a.has_sink && std::isnan(a.sink);
+  std::int64_t n_pinf = a.has_sink && a.sink == finf ? 1 : 0;  // the sink counts, has no value
   for (std::int64_t j = 0; j < a.nk; ++j) {
-    if (a.key_mask && a.key_mask[j] == 0) continue;
-    if (a.causal && j > i + (a.nk - a.nq)) continue;
+    if (!visible(a, i, j)) continue;
+    load_row(a.k, a.qkv_dtype, j * a.k_stride, a.d, krow.data());
     float dot = 0.0f;
-    for (std::int64_t c = 0; c < a.d; ++c)
-      dot = std::fma(load_elem(a.q, a.dtype, i * a.q_stride + c),
-                     load_elem(a.k, a.dtype, j * a.k_stride + c), dot);
-    const float x = fscale * dot;
+    for (std::int64_t c = 0; c < a.d; ++c) dot = std::fma(qrow[c], krow[c], dot);
+    float x = fscale * dot;
+    if (cap > 0.0f) x = cap * std::tanh(x / cap);
+    if (a.has_alibi) x -= a.alibi_slope * static_cast<float>(std::llabs(i + a.diag_offset - j));
     if (std::isnan(x)) any_nan = true;
     if (x == finf) ++n_pinf;
     s[j] = x;
   }
   auto vval = [&](std::int64_t j, std::int64_t c) {
-    return static_cast<double>(load_elem(a.v, a.dtype, j * a.v_stride + c));
+    return static_cast<double>(load_elem(a.v, a.qkv_dtype, j * a.v_stride + c));
   };
   if (any_nan) {
     for (std::int64_t c = 0; c < a.dv; ++c) out[c] = nan;
     *lse = nan;
     *H = nan;
-    *beta = adaptive ? nan : 1.0f;
+    *beta = a.adaptive ? nan : 1.0f;
     return;
   }
   if (n_pinf > 0) {
@@ -538,14 +641,15 @@ void special_row(const sa_attention_args& a, std::int64_t i, bool adaptive, floa
     }
     *lse = finf;
     *H = static_cast<float>(std::log(static_cast<double>(n_pinf)));
-    *beta = adaptive
+    *beta = a.adaptive
                 ? static_cast<float>(theory::adaptive_beta(std::log(static_cast<double>(n_pinf))))
                 : 1.0f;
     return;
   }
-  double m = -std::numeric_limits<double>::infinity();
+  const double sink = a.has_sink ? static_cast<double>(a.sink) : -dinf;  // -inf: no sink
+  double m = sink;
   for (double x : s) m = std::max(m, x);
-  if (m == -std::numeric_limits<double>::infinity()) {
+  if (m == -dinf) {
     for (std::int64_t c = 0; c < a.dv; ++c) out[c] = 0.0f;
     *lse = -finf;
     *H = 0.0f;
@@ -553,18 +657,20 @@ void special_row(const sa_attention_args& a, std::int64_t i, bool adaptive, floa
     return;
   }
   double S = 0, T = 0;
-  for (double x : s)
-    if (x != -std::numeric_limits<double>::infinity()) {
-      const double e = std::exp(x - m);
-      S += e;
-      T += e * (x - m);
-    }
+  auto add = [&](double x) {
+    if (x == -dinf) return;
+    const double e = std::exp(x - m);
+    S += e;
+    T += e * (x - m);
+  };
+  for (double x : s) add(x);
+  add(sink);
   const double h = std::log(S) - T / S;
-  const double b = adaptive ? theory::adaptive_beta(h) : 1.0;
-  double S2 = 0;
+  const double b = a.adaptive ? theory::adaptive_beta(h) : 1.0;
+  double S2 = sink == -dinf ? 0.0 : std::exp(b * (sink - m));
   std::vector<double> o(static_cast<std::size_t>(a.dv), 0.0);
   for (std::int64_t j = 0; j < a.nk; ++j) {
-    if (s[j] == -std::numeric_limits<double>::infinity()) continue;
+    if (s[j] == -dinf) continue;
     const double e = std::exp(b * (s[j] - m));
     S2 += e;
     for (std::int64_t c = 0; c < a.dv; ++c) o[c] += e * vval(j, c);
@@ -575,15 +681,22 @@ void special_row(const sa_attention_args& a, std::int64_t i, bool adaptive, floa
   *beta = static_cast<float>(b);
 }
 
-sa_status run(const sa_attention_args& a) {
+sa_status run(const AttentionHeadArgs& a) {
   Plan pl;
-  pl.dtype = a.dtype;
+  pl.dtype = a.qkv_dtype;
   pl.nq = a.nq;
   pl.nk = a.nk;
   pl.d = a.d;
   pl.dv = a.dv;
   pl.dvp = (a.dv + kVecPad - 1) / kVecPad * kVecPad;
-  pl.off = a.nk - a.nq;
+  pl.off = a.diag_offset;
+  pl.wl = a.window_left;
+  pl.wr = a.window_right;
+  pl.softcap = static_cast<float>(a.softcap);
+  pl.alibi = a.has_alibi;
+  pl.alibi_slope = a.alibi_slope;
+  pl.sink = a.has_sink && std::isfinite(a.sink);
+  pl.sink_logit = a.sink;
   pl.q = a.q;
   pl.q_stride = a.q_stride;
   pl.k = a.k;
@@ -592,10 +705,11 @@ sa_status run(const sa_attention_args& a) {
   pl.v_stride = a.v_stride;
   pl.key_mask = a.key_mask;
   pl.scale = a.scale;
-  pl.causal = a.causal != 0;
   pl.ntiles = (a.nk + Bk - 1) / Bk;
   pl.ns = std::clamp<std::int64_t>(a.num_splits, 1, std::min(a.nk, cpu_attention_max_splits));
-  const bool adaptive = a.adaptive != 0;
+  const bool adaptive = a.adaptive;
+  // A NaN or +inf sink decides every row: the exact scalar path.
+  const bool all_special = a.has_sink && (std::isnan(a.sink) || a.sink > 0 && std::isinf(a.sink));
 
   // Pack K (transposed per tile) and V (rows padded to dvp), widening bf16 exactly.
   std::vector<float> kp(static_cast<std::size_t>(pl.ntiles * pl.d * Bk), 0.0f);
@@ -611,13 +725,10 @@ sa_status run(const sa_attention_args& a) {
       const std::int64_t j = t * Bk + jj;
       if (j >= pl.nk) break;
       if (!pl.key_mask || pl.key_mask[j] != 0) ++count;
-      for (std::int64_t c = 0; c < pl.d; ++c)
-        kt[c * Bk + jj] = load_elem(pl.k, pl.dtype, j * pl.k_stride + c);
-      for (std::int64_t c = 0; c < pl.dv; ++c) {
-        const float x = load_elem(pl.v, pl.dtype, j * pl.v_stride + c);
-        bad = bad || !std::isfinite(x);
-        vt[jj * pl.dvp + c] = x;
-      }
+      load_row(pl.k, pl.dtype, j * pl.k_stride, pl.d, kt + jj, Bk);
+      float* vrow = vt + jj * pl.dvp;
+      load_row(pl.v, pl.dtype, j * pl.v_stride, pl.dv, vrow);
+      for (std::int64_t c = 0; c < pl.dv; ++c) bad = bad || !std::isfinite(vrow[c]);
     }
     // A tail tile's missing keys count as masked (count < Bk), so the tail
     // always takes the masked path in RunItem.
@@ -666,7 +777,7 @@ sa_status run(const sa_attention_args& a) {
   // Pass 1 (adaptive only): (m, S, T) at beta = 1 -> H, beta(H).
   std::vector<float> H1, beta1;
   std::vector<std::uint8_t> special1;
-  if (adaptive) {
+  if (adaptive && !all_special) {
     if (!run_items(pl, nqb, false))
       return fail(SA_INTERNAL_ERROR, "attention: out of memory in pass 1");
     H1.resize(static_cast<std::size_t>(pl.nq));
@@ -682,7 +793,7 @@ sa_status run(const sa_attention_args& a) {
     pl.beta = beta1.data();
   }
   // Pass 2: the output pass.
-  if (!run_items(pl, nqb, true))
+  if (!all_special && !run_items(pl, nqb, true))
     return fail(SA_INTERNAL_ERROR, "attention: out of memory in pass 2");
 
   // Merge the parts and write the outputs.
@@ -691,9 +802,9 @@ sa_status run(const sa_attention_args& a) {
     float lse = kNegInf, H = 0.0f, beta = 1.0f;
     bool sp = false;
     const auto st = merged_state(i, &sp);
-    if (adaptive && special1[i]) sp = true;
+    if (all_special || (adaptive && special1[i])) sp = true;
     if (sp) {
-      special_row(a, i, adaptive, row.data(), &lse, &H, &beta);
+      special_row(a, i, row.data(), &lse, &H, &beta);
     } else {
       std::copy_n(po.data() + i * pl.dv, pl.dv, row.data());
       lse = plse[static_cast<std::size_t>(i)];
@@ -704,12 +815,16 @@ sa_status run(const sa_attention_args& a) {
       H = adaptive ? H1[i] : theory::entropy_of(st);
       beta = adaptive ? beta1[i] : 1.0f;
     }
-    if (a.dtype == SA_F32) {
+    if (a.v_descale != 1.0f)
+      for (float& x : row) x *= a.v_descale;
+    if (a.out_dtype == SA_F32) {
       float* o = static_cast<float*>(a.out) + i * a.out_stride;
       std::copy(row.begin(), row.end(), o);
     } else {
+      const bool bf = a.out_dtype == SA_BF16;
       std::uint16_t* o = static_cast<std::uint16_t*>(a.out) + i * a.out_stride;
-      for (std::int64_t c = 0; c < pl.dv; ++c) o[c] = bf16_from_float(row[c]);
+      for (std::int64_t c = 0; c < pl.dv; ++c)
+        o[c] = bf ? bf16_from_float(row[c]) : f16_from_float(row[c]);
     }
     if (a.lse) a.lse[i] = lse;
     if (a.entropy) a.entropy[i] = H;
@@ -721,11 +836,46 @@ sa_status run(const sa_attention_args& a) {
 
 }  // namespace
 
+sa_status cpu_attention_head(const AttentionHeadArgs& args) {
+  try {
+    return run(args);
+  } catch (const std::bad_alloc&) {
+    return fail(SA_INTERNAL_ERROR, "attention: out of memory (nk = " + num(args.nk) +
+                                       ", nq = " + num(args.nq) +
+                                       ", num_splits = " + num(args.num_splits) + ")");
+  } catch (const std::exception& e) {
+    return fail(SA_INTERNAL_ERROR, std::string("attention: ") + e.what());
+  }
+}
+
 sa_status cpu_attention(void* /*ctx*/, const sa_attention_args* args) {
   const sa_status s = validate(args);
   if (s != SA_OK) return s;
+  AttentionHeadArgs h;
+  h.qkv_dtype = h.out_dtype = args->dtype;
+  h.nq = args->nq;
+  h.nk = args->nk;
+  h.d = args->d;
+  h.dv = args->dv;
+  h.q = args->q;
+  h.q_stride = args->q_stride;
+  h.k = args->k;
+  h.k_stride = args->k_stride;
+  h.v = args->v;
+  h.v_stride = args->v_stride;
+  h.out = args->out;
+  h.out_stride = args->out_stride;
+  h.lse = args->lse;
+  h.entropy = args->entropy;
+  h.beta = args->beta;
+  h.key_mask = args->key_mask;
+  h.scale = args->scale;
+  h.diag_offset = args->nk - args->nq;
+  h.window_right = args->causal ? 0 : -1;
+  h.adaptive = args->adaptive != 0;
+  h.num_splits = args->num_splits;
   try {
-    return run(*args);
+    return run(h);
   } catch (const std::bad_alloc&) {
     return fail(SA_INTERNAL_ERROR, "attention: out of memory (nk = " + num(args->nk) +
                                        ", nq = " + num(args->nq) +

@@ -1,18 +1,26 @@
-// Production CPU single-head attention forward (float32 and bfloat16 storage,
-// float32 accumulation) behind the ABI's `attention` and
-// `merge_attention_states` pointers (include/softmax_audit/kernel.h).
+// Production CPU single-head attention forward (float32 and bfloat16 storage
+// for the ABI's `attention`; float16 and fp8 inputs and float16 outputs for
+// interface v2 through cpu_attention_head; float32 accumulation) behind the
+// ABI's `attention` and `merge_attention_states` pointers, and per (sequence,
+// head) behind `attention_v2` (kernels/cpu/attention_v2.cpp).
 //
 // Algorithm (flash-style; the nq x nk coefficient matrix is never formed):
 // - K is packed once per call into float tiles of cpu_attention_key_tile keys
 //   (transposed, d x tile), V into float tiles (tile x dv rounded up to the
-//   vector width); bfloat16 is widened exactly.
+//   vector width); bfloat16, float16 and fp8 (table lookup) are widened exactly.
 // - Queries are processed in blocks of up to cpu_attention_query_block rows; per key
 //   tile a block computes its logits (Highway broadcast-FMA micro-kernel,
-//   float32 accumulation over d), applies scale (times beta), the causal
-//   bound j <= i + (nk - nq), the key mask and the tile tail, then updates the
+//   float32 accumulation over d), applies scale (times beta), then softcap
+//   c tanh(s/c) and ALiBi -slope |i + off - j| (Highway Tanh, within 4 ulp;
+//   with either, beta multiplies the finished score), the window / causal
+//   bounds i + off - window_left <= j <= i + off + window_right (causal:
+//   window_right = 0, off = nk - nq), the key mask and the tile tail (tiles
+//   outside every row's window are skipped), then updates the
 //   per-row online-softmax state (m running max, S = sum exp(s - m),
 //   T = sum exp(s - m)(s - m), O = sum exp(s - m) v) against the running max,
-//   rescaling S, T and O by exp(m_old - m_new). Tiles that are -inf for a row
+//   rescaling S, T and O by exp(m_old - m_new). A sink starts key part 0's
+//   state at m = beta sink, S = 1, T = 0, O = 0: an item with value 0 that
+//   joins the max, S, T and the lse. Tiles that are -inf for a row
 //   (masked) leave that row untouched: no -inf - -inf is ever evaluated.
 // - entropy = log S - T / S (theory.md T6) of the logits at beta = 1.
 // - adaptive: pass 1 streams (m, S, T) only, gives H and beta(H) (T5);
@@ -21,7 +29,7 @@
 //   [p nk / ns, (p+1) nk / ns); each part yields a normalised output and its
 //   lse, merged with merge_attention_partials (empty / masked parts are the
 //   identity); the parts' (m, S, T) are merged with theory::entropy_merge.
-// - Rows containing NaN or +inf logits are finished by an exact scalar path
+// - Rows containing NaN or +inf logits (or a NaN / +inf sink) are finished by an exact scalar path
 //   with the header's semantics (NaN row: all outputs NaN, beta NaN when
 //   adaptive else 1; k logits at +inf: out = mean of their v, lse +inf,
 //   entropy log k). Keys whose logit is -inf (masked) never touch v, so a NaN
@@ -63,6 +71,47 @@ inline constexpr std::int64_t cpu_attention_max_splits = 256;
 // SA_INTERNAL_ERROR (allocation); the message names the field and is
 // available from cpu_attention_last_error() on the calling thread.
 sa_status cpu_attention(void* ctx, const sa_attention_args* args);
+
+// One (sequence, head) of interface v2 (kernels/cpu/attention_v2.cpp calls it
+// per pair): the single-head call with every v2 feature, in kernel.h's order
+// (score = scale * q.k, softcap, ALiBi, masks; sink). Element types: q, k, v
+// in qkv_dtype (F32, BF16, F16, FP8_E4M3, FP8_E5M2; read exactly as float),
+// out in out_dtype (F32, BF16, F16; rounded once, RNE). Query i's diagonal key
+// is i + diag_offset; key j is visible iff key_mask[j] != 0 (mask NULL: all),
+// j >= i + diag_offset - window_left (window_left >= 0) and
+// j <= i + diag_offset + window_right (window_right >= 0). `scale` already
+// holds the fp8 q/k descales, v_descale multiplies the output. The caller has
+// validated every field; the v1 entry is this call with diag_offset = nk - nq,
+// window_right = causal ? 0 : -1 and nothing else.
+struct AttentionHeadArgs {
+  sa_dtype qkv_dtype = SA_F32, out_dtype = SA_F32;
+  std::int64_t nq = 0, nk = 0, d = 0, dv = 0;
+  const void* q = nullptr;
+  std::int64_t q_stride = 0;
+  const void* k = nullptr;
+  std::int64_t k_stride = 0;
+  const void* v = nullptr;
+  std::int64_t v_stride = 0;
+  void* out = nullptr;
+  std::int64_t out_stride = 0;
+  float* lse = nullptr;
+  float* entropy = nullptr;
+  float* beta = nullptr;
+  const std::uint8_t* key_mask = nullptr;
+  double scale = 1.0;
+  std::int64_t diag_offset = 0;
+  std::int64_t window_left = -1, window_right = -1;  // -1: unbounded
+  double softcap = 0.0;                              // 0: none
+  bool has_alibi = false;
+  float alibi_slope = 0.0f;
+  bool has_sink = false;
+  float sink = 0.0f;
+  float v_descale = 1.0f;
+  bool adaptive = false;
+  std::int64_t num_splits = 0;
+};
+// Errors as cpu_attention (SA_INTERNAL_ERROR only: the arguments are trusted).
+sa_status cpu_attention_head(const AttentionHeadArgs& args);
 
 // The ABI's `merge_attention_states`: out = exp(lse_a - L) o_a + exp(lse_b - L) o_b,
 // L = log(exp lse_a + exp lse_b), computed in double and rounded once.

@@ -3,16 +3,192 @@
 // what the naive kernel is handed (so each bug is exactly the one named).
 #include "attention_v2_mutants.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
+#include "core/fp8.hpp"
 #include "kernels/naive/attention_v2.hpp"
+#include "kernels/naive/elements.hpp"
 
 namespace sa::mutants {
 namespace {
 
-enum class Bug { window_edge, gqa_mapping, varlen_offset, past_128_tile };
+enum class Bug {
+  window_edge,
+  gqa_mapping,
+  varlen_offset,
+  past_128_tile,
+  // The bugs below change the arithmetic, not the inputs: a scalar attention
+  // (one query row at a time, float32, kernel.h's order of steps) with the bug.
+  softcap_after_mask,      // masked scores -inf pass through the softcap: -c, not -inf
+  sink_not_in_max,         // the running max leaves the sink out (exp(sink - m) overflows)
+  fp8_p_saturating,        // fp8 inputs: P scaled by 2^9 (e4m3) / 2^16 (e5m2), saturated
+  fp8_p_overflowing,       // the same scaling, converted without saturation
+  window_right_exclusive,  // the window's right edge exclusive (causal itself correct)
+};
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// One (sequence, head, query) row of the scalar attention with `bug`: the
+// naive kernel's algorithm (kernel.h's semantics) except for the bug.
+struct RowIn {
+  std::int64_t Lk, diag, d, dv;
+  const float* q;           // d values
+  std::vector<float>* k;    // Lk x d
+  std::vector<float>* v;    // Lk x dv
+  const std::uint8_t* pad;  // Lk or NULL
+  float scale, cap, slope, sink, vdesc;
+  bool alibi, has_sink, causal;
+  std::int64_t wl, wr;
+  sa_dtype qkv;
+};
+
+void buggy_row(Bug bug, const RowIn& r, float* out, float* lse, float* H) {
+  std::vector<float> s(static_cast<std::size_t>(r.Lk));
+  const std::int64_t right = r.causal ? 0 : r.wr;
+  float m = -kInf;
+  bool nan = r.has_sink && std::isnan(r.sink);
+  for (std::int64_t j = 0; j < r.Lk; ++j) {
+    bool vis = !(r.pad && r.pad[j] == 0);
+    if (right >= 0 && (bug == Bug::window_right_exclusive && !r.causal ? j >= r.diag + right
+                                                                       : j > r.diag + right))
+      vis = false;
+    if (r.wl >= 0 && j < r.diag - r.wl) vis = false;
+    float x = -kInf;
+    if (vis || bug == Bug::softcap_after_mask) {
+      float dot = 0.0f;
+      for (std::int64_t c = 0; c < r.d; ++c) dot += r.q[c] * (*r.k)[j * r.d + c];
+      x = vis ? dot * r.scale : -kInf;                     // the mask first (the bug's order) ...
+      if (r.cap > 0.0f) x = r.cap * std::tanh(x / r.cap);  // ... then -inf becomes -c
+      if (r.alibi) x -= r.slope * static_cast<float>(std::llabs(r.diag - j));
+    }
+    if (std::isnan(x)) nan = true;
+    s[j] = x;
+    m = std::max(m, x);
+  }
+  const float sink = r.has_sink ? r.sink : -kInf;
+  if (nan) {
+    std::fill(out, out + r.dv, std::numeric_limits<float>::quiet_NaN());
+    *lse = *H = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  if (bug == Bug::sink_not_in_max) {
+    if (m == -kInf) m = 0.0f;  // FlashAttention's guard for a row with nothing visible
+  } else {
+    m = std::max(m, sink);
+  }
+  if (m == -kInf) {
+    std::fill(out, out + r.dv, 0.0f);
+    *lse = -kInf;
+    *H = 0.0f;
+    return;
+  }
+  float S = 0.0f, T = 0.0f;
+  std::vector<float> e(s.size());
+  for (std::size_t j = 0; j < s.size(); ++j) {
+    if (s[j] == -kInf) continue;
+    e[j] = std::exp(s[j] - m);
+    S += e[j];
+    T += e[j] * (s[j] - m);
+  }
+  if (sink != -kInf) {
+    const float es = std::exp(sink - m);
+    S += es;
+    T += es * (sink - m);
+  }
+  const bool fp8 = r.qkv == SA_FP8_E4M3 || r.qkv == SA_FP8_E5M2;
+  if (fp8 && (bug == Bug::fp8_p_saturating || bug == Bug::fp8_p_overflowing)) {
+    // P (in [0, 1]) quantised to the input format for P V, scaled first by the
+    // power of two above the format's largest finite value.
+    const Fp8Format f = r.qkv == SA_FP8_E4M3 ? Fp8Format::e4m3 : Fp8Format::e5m2;
+    const float up = f == Fp8Format::e4m3 ? 0x1p9f : 0x1p16f;
+    for (float& x : e)
+      x = fp8_to_float(fp8_from_float(x * up, f, bug == Bug::fp8_p_saturating), f) / up;
+  }
+  for (std::int64_t c = 0; c < r.dv; ++c) {
+    float acc = 0.0f;
+    for (std::size_t j = 0; j < s.size(); ++j)
+      if (s[j] != -kInf) acc += e[j] * (*r.v)[j * r.dv + c];
+    out[c] = acc / S * r.vdesc;
+  }
+  *lse = m + std::log(S);
+  *H = std::log(S) - T / S;
+}
+
+// The scalar attention with `bug` over a whole call (adaptive: unsupported).
+sa_status buggy_call(Bug bug, const sa_attention_v2_args* a) {
+  if (a->adaptive) return SA_UNSUPPORTED;
+  const sa_dtype t = a->qkv_dtype;
+  const bool fp8 = t == SA_FP8_E4M3 || t == SA_FP8_E5M2;
+  const bool varlen = a->cu_seqlens_q != nullptr;
+  const std::int64_t total_q = varlen ? a->cu_seqlens_q[a->batch] : a->batch * a->seqlen_q;
+  const std::int64_t group = a->heads_q / a->heads_kv;
+  std::vector<float> q(static_cast<std::size_t>(a->head_dim)), k, v,
+      o(static_cast<std::size_t>(a->head_dim_v));
+  for (std::int64_t b = 0; b < a->batch; ++b) {
+    const std::int64_t q0 = varlen ? a->cu_seqlens_q[b] : 0, k0 = varlen ? a->cu_seqlens_k[b] : 0;
+    const std::int64_t Lq = varlen ? a->cu_seqlens_q[b + 1] - q0 : a->seqlen_q;
+    const std::int64_t Lk = varlen ? a->cu_seqlens_k[b + 1] - k0 : a->seqlen_k;
+    for (std::int64_t h = 0; h < a->heads_q; ++h) {
+      const std::int64_t hk = h / group;
+      k.resize(static_cast<std::size_t>(Lk * a->head_dim));
+      v.resize(static_cast<std::size_t>(Lk * a->head_dim_v));
+      for (std::int64_t j = 0; j < Lk; ++j) {
+        const std::int64_t kb =
+            (varlen ? 0 : b * a->k.stride_b) + hk * a->k.stride_h + (k0 + j) * a->k.stride_s;
+        const std::int64_t vb =
+            (varlen ? 0 : b * a->v.stride_b) + hk * a->v.stride_h + (k0 + j) * a->v.stride_s;
+        for (std::int64_t c = 0; c < a->head_dim; ++c)
+          k[j * a->head_dim + c] = kernels::naive::load(t, a->k.data, kb + c);
+        for (std::int64_t c = 0; c < a->head_dim_v; ++c)
+          v[j * a->head_dim_v + c] = kernels::naive::load(t, a->v.data, vb + c);
+      }
+      for (std::int64_t i = 0; i < Lq; ++i) {
+        const std::int64_t qb =
+            (varlen ? 0 : b * a->q.stride_b) + h * a->q.stride_h + (q0 + i) * a->q.stride_s;
+        for (std::int64_t c = 0; c < a->head_dim; ++c)
+          q[c] = kernels::naive::load(t, a->q.data, qb + c);
+        RowIn r{};
+        r.Lk = Lk;
+        r.diag = i + (a->alignment == SA_ALIGN_TOP_LEFT ? 0 : Lk - Lq);
+        r.d = a->head_dim;
+        r.dv = a->head_dim_v;
+        r.q = q.data();
+        r.k = &k;
+        r.v = &v;
+        r.pad =
+            a->key_padding_mask ? a->key_padding_mask + (varlen ? k0 : b * a->seqlen_k) : nullptr;
+        r.scale = static_cast<float>(a->scale * (fp8 ? a->q_descale * a->k_descale : 1.0f));
+        r.cap = static_cast<float>(a->softcap);
+        r.alibi = a->alibi_slopes != nullptr;
+        r.slope = r.alibi ? a->alibi_slopes[h] : 0.0f;
+        r.has_sink = a->sinks != nullptr;
+        r.sink = r.has_sink ? a->sinks[h] : 0.0f;
+        r.vdesc = fp8 ? a->v_descale : 1.0f;
+        r.causal = a->causal != 0;
+        r.wl = a->window_left;
+        r.wr = a->window_right;
+        r.qkv = t;
+        float L, H;
+        buggy_row(bug, r, o.data(), &L, &H);
+        const std::int64_t ob =
+            (varlen ? 0 : b * a->out_stride_b) + h * a->out_stride_h + (q0 + i) * a->out_stride_s;
+        for (std::int64_t c = 0; c < a->head_dim_v; ++c)
+          kernels::naive::store(a->out_dtype, a->out, ob + c, o[c]);
+        const std::int64_t row =
+            varlen ? h * total_q + q0 + i : (b * a->heads_q + h) * a->seqlen_q + i;
+        if (a->lse) a->lse[row] = L;
+        if (a->entropy) a->entropy[row] = H;
+        if (a->beta) a->beta[row] = 1.0f;
+      }
+    }
+  }
+  return SA_OK;
+}
 
 std::size_t elem_size(sa_dtype t) {
   return t == SA_F32 ? 4 : (t == SA_BF16 || t == SA_F16) ? 2 : 1;
@@ -42,6 +218,7 @@ std::vector<unsigned char> regather(const sa_attention_v2_args* a, const sa_tens
 }
 
 sa_status mutant_call(const Bug bug, const sa_attention_v2_args* a) {
+  if (bug >= Bug::softcap_after_mask) return buggy_call(bug, a);
   sa_attention_v2_args m = *a;
   std::vector<std::int32_t> cu_k;
   std::vector<unsigned char> k, v;
@@ -69,6 +246,8 @@ sa_status mutant_call(const Bug bug, const sa_attention_v2_args* a) {
           if (cu_k[b] + 1 <= cu_k[b + 1]) ++cu_k[b];
         m.cu_seqlens_k = cu_k.data();
       }
+      break;
+    default:
       break;
     case Bug::past_128_tile: {  // keys past the first 128 of a sequence are read scaled by 1 + 2^-7
       if (a->qkv_dtype != SA_F32) break;
@@ -119,14 +298,28 @@ sa_kernel make(const char* name, const char* what,
 
 std::vector<Mutant> attention_v2_mutants() {
   static const sa_kernel ks[] = {
-      make("mutant_v2_window_edge", "sliding window: left edge off by one",
-           call<Bug::window_edge>),
+      make("mutant_v2_window_edge", "sliding window: left edge off by one", call<Bug::window_edge>),
       make("mutant_v2_gqa_mapping", "GQA head mapping h % heads_kv instead of h / group",
            call<Bug::gqa_mapping>),
       make("mutant_v2_varlen_offset", "varlen: key offsets of later sequences off by one",
            call<Bug::varlen_offset>),
       make("mutant_v2_past_128_tile", "a bug only past a 128-wide key tile (keys scaled)",
            call<Bug::past_128_tile>),
+      make("mutant_v2_softcap_after_mask",
+           "softcap applied after the mask (masked -inf scores become -softcap)",
+           call<Bug::softcap_after_mask>),
+      make("mutant_v2_sink_not_in_max",
+           "attention sink left out of the running max (exp(sink - max) overflows)",
+           call<Bug::sink_not_in_max>),
+      make("mutant_v2_fp8_p_saturating",
+           "fp8: P scaled by the power of two above the format's max and saturated",
+           call<Bug::fp8_p_saturating>),
+      make("mutant_v2_fp8_p_overflowing",
+           "fp8: P scaled by the power of two above the format's max, no saturation",
+           call<Bug::fp8_p_overflowing>),
+      make("mutant_v2_window_right_exclusive",
+           "sliding window: right edge exclusive (causal itself correct)",
+           call<Bug::window_right_exclusive>),
   };
   std::vector<Mutant> out;
   for (const auto& k : ks) out.push_back({k.description, &k});
