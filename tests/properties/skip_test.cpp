@@ -21,6 +21,7 @@ TEST(SuiteSkips, KernelWithOnlyFloat32Softmax) {
   k.softmax_backward = nullptr;
   k.log_softmax_backward = nullptr;
   k.attention_backward = nullptr;
+  k.merge_attention_states_n = nullptr;
   const sa::Kernel kernel(&k, "test");
   sa::props::SuiteConfig c;
   c.cases = 10;
