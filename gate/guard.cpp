@@ -559,26 +559,38 @@ sa_status t_merge_entropy(void* ctx, std::int64_t count, const sa_entropy_state*
 // Batched attention (interface v2): every buffer guarded at its exact reach
 // (the largest offset its strides and lengths address, plus one head vector).
 
+// Whether the guard can size every buffer of these arguments; otherwise the
+// call goes to the kernel unguarded, whose own checks answer it.
+bool guardable(const sa_attention_v2_args* a) {
+  if (!a || a->struct_size < sizeof(sa_attention_v2_args) || a->batch < 0 || a->heads_q < 1 ||
+      a->heads_kv < 1 || a->head_dim < 1 || a->head_dim_v < 1 || a->seqlen_q < 0 || a->seqlen_k < 0)
+    return false;
+  const bool varlen = a->cu_seqlens_q != nullptr && a->cu_seqlens_k != nullptr;
+  return !varlen || (a->cu_seqlens_q[a->batch] >= 0 && a->cu_seqlens_k[a->batch] >= 0);
+}
+
+// Bytes from a tensor's base pointer to the end of the last element its
+// strides and lengths address (0 when it addresses none).
+std::size_t tensor_reach(const sa_attention_v2_args& a, bool varlen, std::int64_t sb,
+                         std::int64_t sh, std::int64_t ss, std::int64_t heads, std::int64_t seqlen,
+                         std::int64_t total, std::int64_t dim, std::size_t e) {
+  const std::int64_t rows = varlen ? total : seqlen;
+  if (rows == 0 || (!varlen && a.batch == 0)) return 0;
+  const std::int64_t last =
+      (varlen ? 0 : (a.batch - 1) * sb) + (heads - 1) * sh + (rows - 1) * ss + dim;
+  return static_cast<std::size_t>(last) * e;
+}
+
 sa_status t_attention_v2(void* ctx, const sa_attention_v2_args* a) {
   State* s = st(ctx);
   const bool varlen = a && a->cu_seqlens_q != nullptr && a->cu_seqlens_k != nullptr;
-  if (!a || a->struct_size < sizeof(sa_attention_v2_args) || a->batch < 0 || a->heads_q < 1 ||
-      a->heads_kv < 1 || a->head_dim < 1 || a->head_dim_v < 1 || a->seqlen_q < 0 ||
-      a->seqlen_k < 0 ||
-      (varlen && (a->cu_seqlens_q[a->batch] < 0 || a->cu_seqlens_k[a->batch] < 0)))
-    return s->inner->attention_v2(s->inner->ctx, a);
+  if (!guardable(a)) return s->inner->attention_v2(s->inner->ctx, a);
   State::Call c(s, "attention_v2", dtype_name(a->qkv_dtype));
   const std::int64_t tq = varlen ? a->cu_seqlens_q[a->batch] : a->batch * a->seqlen_q,
                      tk = varlen ? a->cu_seqlens_k[a->batch] : a->batch * a->seqlen_k;
-  // Bytes from the base pointer to the end of the last element addressed.
   auto reach = [&](std::int64_t sb, std::int64_t sh, std::int64_t ss, std::int64_t heads,
-                   std::int64_t seqlen, std::int64_t total, std::int64_t dim,
-                   std::size_t e) -> std::size_t {
-    const std::int64_t rows = varlen ? total : seqlen;
-    if (rows == 0 || (!varlen && a->batch == 0)) return 0;
-    const std::int64_t last =
-        (varlen ? 0 : (a->batch - 1) * sb) + (heads - 1) * sh + (rows - 1) * ss + dim;
-    return static_cast<std::size_t>(last) * e;
+                   std::int64_t seqlen, std::int64_t total, std::int64_t dim, std::size_t e) {
+    return tensor_reach(*a, varlen, sb, sh, ss, heads, seqlen, total, dim, e);
   };
   const std::size_t ei = elem(a->qkv_dtype), eo = elem(a->out_dtype);
   sa_attention_v2_args g = *a;
@@ -653,23 +665,14 @@ sa_status t_attention_backward(void* ctx, const sa_attention_backward_args* b) {
   State* s = st(ctx);
   const sa_attention_v2_args* a = b ? b->forward : nullptr;
   const bool varlen = a && a->cu_seqlens_q != nullptr && a->cu_seqlens_k != nullptr;
-  if (!b || b->struct_size < sizeof(sa_attention_backward_args) || !a ||
-      a->struct_size < sizeof(sa_attention_v2_args) || a->batch < 0 || a->heads_q < 1 ||
-      a->heads_kv < 1 || a->head_dim < 1 || a->head_dim_v < 1 || a->seqlen_q < 0 ||
-      a->seqlen_k < 0 ||
-      (varlen && (a->cu_seqlens_q[a->batch] < 0 || a->cu_seqlens_k[a->batch] < 0)))
+  if (!b || b->struct_size < sizeof(sa_attention_backward_args) || !guardable(a))
     return s->inner->attention_backward(s->inner->ctx, b);
   State::Call c(s, "attention_backward", dtype_name(a->qkv_dtype));
   const std::int64_t tq = varlen ? a->cu_seqlens_q[a->batch] : a->batch * a->seqlen_q,
                      tk = varlen ? a->cu_seqlens_k[a->batch] : a->batch * a->seqlen_k;
   auto reach = [&](std::int64_t sb, std::int64_t sh, std::int64_t ss, std::int64_t heads,
-                   std::int64_t seqlen, std::int64_t total, std::int64_t dim,
-                   std::size_t e) -> std::size_t {
-    const std::int64_t rows = varlen ? total : seqlen;
-    if (rows == 0 || (!varlen && a->batch == 0)) return 0;
-    const std::int64_t last =
-        (varlen ? 0 : (a->batch - 1) * sb) + (heads - 1) * sh + (rows - 1) * ss + dim;
-    return static_cast<std::size_t>(last) * e;
+                   std::int64_t seqlen, std::int64_t total, std::int64_t dim, std::size_t e) {
+    return tensor_reach(*a, varlen, sb, sh, ss, heads, seqlen, total, dim, e);
   };
   const std::size_t ei = elem(a->qkv_dtype), eo = elem(a->out_dtype);
   sa_attention_v2_args g = *a;

@@ -133,10 +133,11 @@ TEST(GateReportContent, SaysWhatWasNotAuditedAndNeverCallsAGivenSweepMissing) {
   std::ofstream(dir + "/sweep.json")
       << R"({"series":[{"kernel":"k","dtype":"float32","metric":"softmax_max_rel_error","x":"n",
              "points":[[16,1e-8],[256,2e-8]],"bound":[[16,1e-6],[256,1.6e-5]]}]})";
-  const Ran r = run(kCli + " report --no-plots --results " + q(good_results()) + " --sweep " +
-                    q(dir + "/sweep.json") +
-                    " --not-audited 'cuda:no CUDA device' --not-audited '<b>x</b>:why <i>' --html " +
-                    q(dir + "/r.html"));
+  const Ran r =
+      run(kCli + " report --no-plots --results " + q(good_results()) + " --sweep " +
+          q(dir + "/sweep.json") +
+          " --not-audited 'cuda:no CUDA device' --not-audited '<b>x</b>:why <i>' --html " +
+          q(dir + "/r.html"));
   ASSERT_EQ(r.rc, 0) << r.output;
   const std::string h = slurp(dir + "/r.html");
   const auto sec = h.find("<section id=\"not-audited\">");
