@@ -1,12 +1,15 @@
 // sa::device_memory(): staging buffers for SA_MEMORY_CUDA kernels through the
-// CUDA runtime (cudaMalloc/cudaMemcpy on the current device), which is opened
-// with dlopen at first use rather than linked. So sa_kernel_api, and with it the
-// installed package, needs no CUDA to build against or to run: a CPU-only
-// consumer of a package built where nvcc exists links nothing from CUDA.
-// The runtime is the one a CUDA kernel already loaded (dlopen finds it by its
-// soname: libcudart.so.<major>), else the first of those names found on the
-// library path. When none loads, or it reports no usable device, every pointer
-// but why_unavailable is null and why_unavailable says why. Copy and allocation
+// CUDA runtime (cudaMalloc/cudaMemcpy on the current device). The runtime is,
+// in this order:
+//  1. the one linked into the program, when the built-in CUDA kernel is
+//     (statically linked; it registers itself, kernels/linked_cuda_runtime.hpp);
+//  2. a shared one a CUDA kernel already loaded (dlopen finds it by its soname:
+//     libcudart.so.<major>);
+//  3. the first of those names found on the library path.
+// So sa_kernel_api, and with it the installed library, links nothing from CUDA
+// even in builds with nvcc: a CPU-only consumer needs no CUDA to build or run.
+// When no runtime is found, or it reports no usable device, every pointer but
+// why_unavailable is null and why_unavailable says why. Copy and allocation
 // failures throw std::runtime_error.
 #include <dlfcn.h>
 
@@ -15,23 +18,20 @@
 #include <string>
 
 #include "kernels/kernel.hpp"
+#include "kernels/linked_cuda_runtime.hpp"
 
 namespace sa {
 namespace {
 
-// The few CUDA runtime entry points used, with their C signatures (cudaError_t
-// is an int-sized enum, 0 = cudaSuccess; cudaMemcpyKind 1 = host to device,
-// 2 = device to host).
-struct Runtime {
-  int (*get_device_count)(int*) = nullptr;
-  int (*malloc)(void**, std::size_t) = nullptr;
-  int (*free)(void*) = nullptr;
-  int (*memcpy)(void*, const void*, std::size_t, int) = nullptr;
-  const char* (*error_string)(int) = nullptr;
-  int (*get_last_error)() = nullptr;
-};
+using Runtime = CudaRuntimeEntryPoints;
 
 Runtime& rt() {
+  static Runtime r;
+  return r;
+}
+
+// Set by use_linked_cuda_runtime() (before main), read by probe().
+Runtime& linked() {
   static Runtime r;
   return r;
 }
@@ -67,8 +67,31 @@ bool bind(void* lib, const char* name, F& f) {
   return f != nullptr;
 }
 
+// Asks the runtime in rt() for a device.
+DeviceMemory ask_for_device() {
+  const DeviceMemory none{nullptr, nullptr, nullptr, nullptr, why};
+  Runtime& r = rt();
+  int count = 0;
+  const int e = r.get_device_count(&count);
+  if (e != 0) {
+    reason() = r.error_string(e);
+    r.get_last_error();  // clear the sticky-free error state
+    return none;
+  }
+  if (count == 0) {
+    reason() = "no CUDA device present";
+    return none;
+  }
+  reason() = "";
+  return {alloc, release, to_device, to_host, why};
+}
+
 DeviceMemory probe() {
   const DeviceMemory none{nullptr, nullptr, nullptr, nullptr, why};
+  if (linked().get_device_count) {
+    rt() = linked();
+    return ask_for_device();
+  }
   void* lib = nullptr;
   for (const char* name :
        {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"}) {
@@ -91,22 +114,15 @@ DeviceMemory probe() {
     reason() = "the CUDA runtime that was loaded lacks cudaMalloc/cudaMemcpy";
     return none;
   }
-  int count = 0;
-  const int e = r.get_device_count(&count);
-  if (e != 0) {
-    reason() = r.error_string(e);
-    r.get_last_error();  // clear the sticky-free error state
-    return none;
-  }
-  if (count == 0) {
-    reason() = "no CUDA device present";
-    return none;
-  }
-  reason() = "";
-  return {alloc, release, to_device, to_host, why};
+  return ask_for_device();
 }
 
 }  // namespace
+
+bool use_linked_cuda_runtime(const CudaRuntimeEntryPoints& entry) {
+  linked() = entry;
+  return true;
+}
 
 const DeviceMemory& device_memory() {
   static const DeviceMemory m = probe();

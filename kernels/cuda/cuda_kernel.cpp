@@ -165,6 +165,19 @@ const sa_kernel descriptor = [] {
 
 }  // namespace
 
-const sa_kernel* cuda_kernel() { return &descriptor; }
+#if !defined(SA_CUDA_EMULATION)
+namespace cuda {
+extern const bool linked_runtime_registered;  // linked_runtime.cpp
+}
+#endif
+
+const sa_kernel* cuda_kernel() {
+#if !defined(SA_CUDA_EMULATION)
+  // Reading it makes the linker keep linked_runtime.cpp, whose initialiser
+  // registers the CUDA runtime with device_memory() before main.
+  static_cast<void>(cuda::linked_runtime_registered);
+#endif
+  return &descriptor;
+}
 
 }  // namespace sa::kernels
