@@ -17,6 +17,8 @@ packages=(
   chromium                                     # the report's render test (headless)
   libxml2-utils python3-jsonschema             # CI outputs validated against docs/schema/
   clang libclang-rt-14-dev libomp-dev          # sanitizer build and libFuzzer harnesses (docs/fuzzing.md)
+  python3-dev pybind11-dev python3-numpy python3-pytest  # the Python package and pytest plugin (python/)
+  python3-torch libtorch-dev                   # PyTorch's CPU operators as peers (python/, tests/calibration/)
 )
 
 sudo_cmd=()
