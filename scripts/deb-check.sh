@@ -44,4 +44,16 @@ say "installed: $(in_root 'dpkg-query -W softmax-audit')"
 in_root "test -f /usr/share/doc/softmax-audit/copyright"
 in_root "softmax-audit bounds --spread 5.69 --temperature 1 --dtype bfloat16 | tail -3"
 in_root "softmax-audit check --builtin naive --cases 5 --json gate.json >/dev/null && test -s gate.json"
+# A package built with nvcc has the CUDA kernel (its runtime linked statically):
+# with no driver in the root it must refuse with the one-line reason, exit 2,
+# not fail to load (exit 127 was libcudart.so missing, before issue 14's fix).
+if in_root "softmax-audit check --help" | grep -q "naive, cuda"; then
+  set +e
+  msg=$(in_root "softmax-audit check --builtin cuda --cases 1 2>&1 >/dev/null"); rc=$?
+  set -e
+  say "cuda kernel without a driver: exit $rc: $msg"
+  if [ "$rc" -ne 2 ] || ! grep -q "no CUDA device is usable here" <<<"$msg"; then
+    say "FAIL: expected exit 2 and the no-device reason"; exit 1
+  fi
+fi
 say "the package installs and its CLI runs the gate"
