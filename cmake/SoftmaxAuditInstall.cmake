@@ -76,6 +76,7 @@ install(FILES ${PROJECT_SOURCE_DIR}/include/softmax_audit/kernel.h
               ${PROJECT_SOURCE_DIR}/include/softmax_audit/variant.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/softmax_audit)
 set(sa_public_headers core/attention_case.hpp core/dtype.hpp core/verdict.hpp kernels/kernel.hpp properties/suite.hpp
+                      properties/conventions.hpp
                       gate/gtest.hpp gate/guard.hpp gate/isolation.hpp gate/kernel_source.hpp)
 foreach(h ${sa_public_headers})
   get_filename_component(dir ${h} DIRECTORY)

@@ -58,6 +58,8 @@ json config_to_json(const GateSpec& spec) {
   j["required"] = spec.required;
   j["timeout"] = spec.timeout_s;
   j["deadline"] = spec.deadline_s;
+  // Conventions the spec declared (the kernel's own SA_CAP_* ones are named in its verdicts).
+  j["conventions"] = c.conventions;
   // The [attention] table as it applied (empty lists: the suite's defaults).
   const auto& a = c.attention;
   json att;

@@ -390,7 +390,8 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
   spec.source = origin;
   static const std::vector<std::string> keys = {
       "ops",  "dtypes",  "sizes",       "distributions", "rules",    "properties", "cases",
-      "seed", "timeout", "temperature", "deadline",      "required", "attention"};
+      "seed", "timeout", "temperature", "deadline",      "required", "attention",
+      "conventions"};
   for (auto&& [k, node] : t) {
     const std::string key(k.str());
     if (std::find(keys.begin(), keys.end(), key) == keys.end())
@@ -481,6 +482,11 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
     cfg.temperature_only = true;  // the spec's theta restricts every random case to it
   }
   if (auto n = t.get("attention")) parse_attention(origin, *n, cfg);
+  if (auto n = t.get("conventions")) {
+    auto names = strings(origin, "conventions", *n);
+    check_names(where(origin, *n), "conventions", names, props::convention_names());
+    cfg.conventions = names;
+  }
   return spec;
 }
 

@@ -28,17 +28,21 @@
 // an exact weight under 2^-25 may come out 0 and one in [2^-24, 2^-14) must come out as the
 // nearest subnormal: a kernel that flushes float16 subnormals to zero or rounds them toward
 // zero fails, while one computing in float32 and rounding once meets it, float32's own range
-// reaching far below 2^-24). Errors below float32's smallest normal number (2^-126) are not
-// counted (a flush-to-zero float32 kernel is not wrong), except that an exactly-zero expected
-// value (a mask) must be exactly zero.
+// reaching far below 2^-24). Gradual underflow is required: a subnormal float32 result is
+// within its ulp (2^-149) like any other, unless the kernel declares the flush_to_zero
+// convention (conventions.hpp: then results below 2^-125 may be 0); the double_rounding
+// convention adds u_t |x| to a bfloat16/float16 output. An exactly-zero expected value (a
+// mask) must be exactly zero.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "core/dtype.hpp"
+#include "properties/conventions.hpp"
 
 namespace sa::props::budget {
 
@@ -98,6 +102,10 @@ struct RowStats {
   double max_abs = 0;      // max |z| over finite entries
   bool finite = true;      // no NaN or +inf
   bool theta_one = true;
+  // A row whose IEEE value of exp(z - max) / sum is NaN though kernel.h defines
+  // a limit: +inf logits and no NaN, or every logit -inf (conventions.hpp,
+  // ieee_special_values).
+  bool ieee_special = false;
 };
 
 inline RowStats stats(std::span<const float> row, double theta) {
@@ -115,6 +123,9 @@ inline RowStats stats(std::span<const float> row, double theta) {
     s.max_abs = std::max(s.max_abs, std::abs(z));
   }
   s.spread = s.live > 0 && std::isfinite(lo) ? s.max - lo : 0.0;
+  bool nan = false, pos_inf = false;
+  for (float x : row) nan = nan || std::isnan(x), pos_inf = pos_inf || x == INFINITY;
+  s.ieee_special = !nan && (pos_inf || s.live == 0);
   return s;
 }
 
@@ -128,12 +139,38 @@ inline double softmax_rel(const RowStats& s, double z_j) {
          (s.theta_one ? 0.0 : std::abs(z_j) + std::abs(s.max));
 }
 
+// What the double_rounding convention adds to an output of exact value x in
+// type t: one more rounding to t, <= u_t |x| in the normal range and half the
+// smallest subnormal below it (0 for float32).
+inline double double_rounding_extra(DType t, double x) {
+  if (!low_precision(t)) return 0.0;
+  const FloatFormat f = format_of(t);
+  return std::max(unit_roundoff(t) * std::abs(x), std::ldexp(1.0, f.emin - f.precision));
+}
 // Absolute budget for an output of exact value x given the float32-internal
-// absolute error bound `internal`.
+// absolute error bound `internal`, widened by the declared conventions
+// (active_conventions()).
 inline double output_abs(DType t, double x, double internal) {
   if (x == 0.0) return internal;  // exact zeros (masks) must stay exact unless internal > 0
-  const double b = internal + ulp(DType::float32, x) + store_half_ulp(t, x);
-  return std::max(b, std::abs(x) < flt_min ? flt_min : 0.0);
+  const Conventions& c = active_conventions();
+  double b = internal + ulp(DType::float32, x) + store_half_ulp(t, x);
+  if (c.double_rounding) b += double_rounding_extra(t, x);
+  if (c.flush_to_zero && std::abs(x) < kFlushBelow) b = std::max(b, std::abs(x));
+  return b;
+}
+// The undeclared convention under which `got` would be within `budget` of
+// `exact` in output type t ("flush_to_zero" or "double_rounding"), or empty:
+// what a failing element's verdict names, so that a policy difference reads
+// apart from an error.
+inline std::string convention_allowing(DType t, double got, double exact, double budget) {
+  if (!std::isfinite(got) || !std::isfinite(exact)) return {};
+  const Conventions& c = active_conventions();
+  if (!c.flush_to_zero && got == 0.0 && exact != 0.0 && std::abs(exact) < kFlushBelow)
+    return "flush_to_zero";
+  if (!c.double_rounding && low_precision(t) &&
+      std::abs(got - exact) <= budget + double_rounding_extra(t, exact))
+    return "double_rounding";
+  return {};
 }
 
 inline double softmax_abs(DType t, const RowStats& s, double z_j, double p) {

@@ -58,6 +58,40 @@ inline Check elem(DType out, double got, double exact, double abs_budget, const 
   const double u = budget::ulp(out, exact);
   Check c = make_check(std::abs(got - exact) / u, abs_budget / u, w);
   c.unit = std::string("ulps of ") + name_of(out);
+  if (c.fails()) c.convention = budget::convention_allowing(out, got, exact, abs_budget);
+  return c;
+}
+
+// elem() for an output of a row with statistics `st`: on a row kernel.h gives a
+// limit where IEEE arithmetic gives NaN (st.ieee_special), a NaN output is
+// allowed when the kernel declares ieee_special_values, and named as that
+// convention when it does not.
+inline Check elem_in_row(const budget::RowStats& st, DType out, double got, double exact,
+                         double abs_budget, const std::string& where) {
+  if (st.ieee_special && std::isnan(got) && !std::isnan(exact)) {
+    if (active_conventions().ieee_special_values)
+      return make_check(0.0, 0.0,
+                        where + ": got nan, kernel.h's limit " + fmt(exact) +
+                            " (NaN allowed: ieee_special_values)");
+    Check c = elem(out, got, exact, abs_budget, where);
+    c.convention = "ieee_special_values";
+    return c;
+  }
+  return elem(out, got, exact, abs_budget, where);
+}
+
+// For a property that checks a whole row: when the row is one kernel.h gives
+// limits for but IEEE arithmetic makes NaN (st.ieee_special) and the kernel's
+// outputs there hold a NaN, the check of that row: a pass when the kernel
+// declares ieee_special_values, else a failure naming that convention. Not
+// applicable (applicable == false) otherwise: the row is checked as usual.
+inline Check ieee_special_row(const budget::RowStats& st, bool outputs_have_nan,
+                              const std::string& where) {
+  if (!st.ieee_special || !outputs_have_nan) return Check{};
+  if (active_conventions().ieee_special_values)
+    return make_check(0.0, 0.0, where + ": NaN outputs allowed (ieee_special_values)");
+  Check c = make_check(INFINITY, 0.0, where + ": NaN outputs where kernel.h defines the limits");
+  c.convention = "ieee_special_values";
   return c;
 }
 

@@ -190,7 +190,8 @@ std::string describe(const RowParams& p, const RowBatch& b, std::size_t max_valu
   os << " level=" << p.level;
   if (p.dist == "masked" || p.dist == "special") os << " mask=" << p.mask << " tile=" << p.tile;
   os << " theta=" << p.temperature << " value_seed=" << p.seed << " aux=" << p.aux;
-  if (!p.explicit_values.empty()) os << " (values shrunk)";
+  if (!p.explicit_values.empty())
+    os << (p.dist.rfind("edge_", 0) == 0 ? " (an edge row: run on every seed)" : " (values shrunk)");
   const std::size_t total = static_cast<std::size_t>(b.rows * b.n);
   os << " values=[";
   std::size_t shown = 0;
@@ -344,6 +345,36 @@ rc::Gen<AttnParams> gen_attention(const AttnGenOptions& o) {
     p.seed = *rc::gen::noShrink(rc::gen::inRange<std::uint64_t>(1, std::uint64_t(1) << 53));
     return p;
   });
+}
+
+std::vector<RowParams> edge_rows(double temperature) {
+  auto row = [&](const char* name, std::vector<float> v) {
+    RowParams p;
+    p.dist = name;
+    p.n = static_cast<std::int64_t>(v.size());
+    p.temperature = temperature;
+    p.explicit_values = std::move(v);
+    return p;
+  };
+  const float lowest = -0x1.fep127f;  // bfloat16's lowest finite value, exact in float32
+  std::vector<float> ramp(64);
+  for (std::size_t j = 0; j < ramp.size(); ++j) ramp[j] = -static_cast<float>(j) / 8;
+  return {
+      // exp(z - m) in [2^-126, 2^-125) (e^-87, flushed by two-step exps), subnormal
+      // (e^-87.5 ... e^-100) and below half the smallest subnormal (e^-104).
+      row("edge_underflow", {0, -86.5f, -87, -87.5f, -88, -90, -100, -104}),
+      // exp of the lowest finite value minus the max: exactly 0.
+      row("edge_lowest", {89, lowest, lowest, lowest, lowest, lowest, lowest, lowest}),
+      // One item: softmax 1, log-softmax 0, entropy 0, exactly.
+      row("edge_single", {3.5f}),
+      // 64 weights spread over many binades: a second rounding to bfloat16/float16
+      // shows on some of them.
+      row("edge_ramp", ramp),
+      // kernel.h's special values: NaN anywhere makes the whole row NaN; +inf items
+      // share weight 1 (the limit).
+      row("edge_nan", {1, NAN, 2, 0}),
+      row("edge_inf", {1, INFINITY, 2, INFINITY}),
+  };
 }
 
 }  // namespace sa::props

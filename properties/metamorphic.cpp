@@ -91,7 +91,8 @@ void row_property(const Run& run, const std::string& id, Op op, DType t, std::ve
 }
 
 double out_round(DType t, double x) {
-  return budget::ulp(DType::float32, x) + budget::store_half_ulp(t, x);
+  return budget::ulp(DType::float32, x) + budget::store_half_ulp(t, x) +
+         (active_conventions().double_rounding ? budget::double_rounding_extra(t, x) : 0.0);
 }
 
 }  // namespace
@@ -134,6 +135,10 @@ void run_metamorphic(const Run& run, DType t) {
                 round += budget::zero_floor(t);  // a live weight that underflowed to 0
             }
             const std::string where = "row " + std::to_string(r) + " sum";
+            if (const Check ic = ieee_special_row(st, std::isnan(sum), where); ic.applicable) {
+              c.worst(ic);
+              continue;
+            }
             if (st.live == 0) {
               c.worst(
                   make_check(std::abs(sum), 0.0, where + " of a fully masked row: " + fmt(sum)));
@@ -308,6 +313,19 @@ void run_metamorphic(const Run& run, DType t) {
             const budget::RowStats s0 = budget::stats(b.row(r), th),
                                    s1 = budget::stats(s.row(r), th);
             if (!s0.finite) continue;
+            {
+              bool nan_out = false;
+              for (std::int64_t j = 0; j < b.n; ++j) {
+                const std::size_t x = static_cast<std::size_t>(r * b.stride + j);
+                nan_out = nan_out || std::isnan(g0[x]) || std::isnan(g1[x]);
+              }
+              const Check ic = ieee_special_row(s0.live == 0 ? s0 : s1, nan_out,
+                                                "row " + std::to_string(r));
+              if (ic.applicable) {
+                out.worst(ic);
+                continue;
+              }
+            }
             for (std::int64_t j = 0; j < b.n; ++j) {
               const std::size_t x = static_cast<std::size_t>(r * b.stride + j);
               const double v = std::max(std::abs(g0[x]), std::abs(g1[x]));

@@ -26,12 +26,20 @@ struct Check {
   double measured = NAN, bound = NAN;
   std::string where;  // which element, got vs exact
   std::string unit;   // of measured and bound when it is not the property's usual one
+  // When it fails: the convention the kernel did not declare under which it
+  // would hold (conventions.hpp), else empty.
+  std::string convention;
 
   bool fails() const { return applicable && !(ratio <= 1.0); }
-  // Keeps the worse of two checks (a failing one beats any passing one).
+  // A failure no undeclared convention explains: an error, not a policy difference.
+  bool fails_outright() const { return fails() && convention.empty(); }
+  // Keeps the worse of two checks: a failing one beats any passing one, and an
+  // outright failure beats one a convention would explain.
   void worst(const Check& c) {
     if (!c.applicable) return;
-    if (!applicable || (c.fails() && !fails()) || (c.fails() == fails() && c.ratio > ratio))
+    if (!applicable || (c.fails() && !fails()) ||
+        (c.fails_outright() && fails() && !fails_outright()) ||
+        (c.fails() == fails() && c.fails_outright() == fails_outright() && c.ratio > ratio))
       *this = c;
   }
 };
@@ -96,39 +104,40 @@ rc::Shrinkable<P> shrink_case(rc::Shrinkable<P> s, Fails fails, int& budget, int
   return s;
 }
 
-// Runs `cases` cases of `gen` through eval (P -> vector<Check>, `slots` long),
-// then shrinks each failing slot with RapidCheck's shrinks and then with
-// `extra_shrink` (P, fails-predicate, budget) -> P, which may be empty.
-// Exceptions thrown by eval are caught per case and reported in `error`.
+// Runs the `fixed` cases (edge inputs every run checks, whatever the seed;
+// reported as case -1, -2, ...), then `cases` cases of `gen`, through eval
+// (P -> vector<Check>, `slots` long), then shrinks each failing slot with
+// RapidCheck's shrinks and then with `extra_shrink` (P, fails-predicate,
+// budget) -> P, which may be empty. Exceptions thrown by eval are caught per
+// case and reported in `error`.
 template <class P>
 std::vector<SlotResult<P>> search(
     const rc::Gen<P>& gen, std::size_t slots, const SearchOptions& o,
     const std::function<std::vector<Check>(const P&)>& eval,
     const std::function<P(const P&, const std::function<bool(const P&)>&, int&)>& extra_shrink =
-        {}) {
+        {},
+    const std::vector<P>& fixed = {}) {
   std::vector<SlotResult<P>> out(slots);
   std::vector<std::optional<rc::Shrinkable<P>>> first_fail(slots);
-  rc::Random base(o.seed);
-  for (int i = 0; i < o.cases; ++i) {
-    const rc::Random r = base.split();
-    const int size = std::max(
-        5, std::min(rc::kNominalSize, (i + 1) * rc::kNominalSize / std::max(1, o.cases / 2)));
-    rc::Shrinkable<P> s = gen(r, size);
-    if (o.on_case) o.on_case(i);
+  // Evaluates one case; false once every slot has failed outright (no need to go on).
+  auto run_case = [&](const rc::Shrinkable<P>& s, int index) {
     std::vector<Check> cs;
     try {
       cs = eval(s.value());
     } catch (const std::exception& e) {
       for (auto& sr : out)
         if (sr.error.empty()) sr.error = e.what();
-      continue;
+      return true;
     }
     for (std::size_t k = 0; k < slots && k < cs.size(); ++k) {
       if (!cs[k].applicable) continue;
       ++out[k].cases_applicable;
-      if (cs[k].fails() && !first_fail[k]) {
+      // The first failing case, unless a later one fails outright where the
+      // first one's failure a convention would explain.
+      if (cs[k].fails() && (!first_fail[k] || (cs[k].fails_outright() &&
+                                              !out[k].failing_check.fails_outright()))) {
         first_fail[k] = s;
-        out[k].failing_case = i;
+        out[k].failing_case = index;
         out[k].failing_check = cs[k];
       }
       const Check before = out[k].worst;
@@ -137,9 +146,21 @@ std::vector<SlotResult<P>> search(
           before.where != out[k].worst.where)
         out[k].worst_input = s.value();
     }
-    bool all_failed = true;
-    for (std::size_t k = 0; k < slots; ++k) all_failed = all_failed && first_fail[k].has_value();
-    if (all_failed) break;
+    for (std::size_t k = 0; k < slots; ++k)
+      if (!first_fail[k] || !out[k].failing_check.fails_outright()) return true;
+    return false;
+  };
+  bool go_on = true;
+  for (std::size_t j = 0; j < fixed.size() && go_on; ++j)
+    go_on = run_case(rc::shrinkable::just(fixed[j]), -1 - static_cast<int>(j));
+  rc::Random base(o.seed);
+  for (int i = 0; i < o.cases && go_on; ++i) {
+    const rc::Random r = base.split();
+    const int size = std::max(
+        5, std::min(rc::kNominalSize, (i + 1) * rc::kNominalSize / std::max(1, o.cases / 2)));
+    rc::Shrinkable<P> s = gen(r, size);
+    if (o.on_case) o.on_case(i);
+    go_on = run_case(s, i);
   }
   if (o.on_cases_done) o.on_cases_done();
   const auto shrink_start = std::chrono::steady_clock::now();
@@ -150,10 +171,12 @@ std::vector<SlotResult<P>> search(
           : std::chrono::steady_clock::time_point::max();
   for (std::size_t k = 0; k < slots; ++k) {
     if (!first_fail[k]) continue;
+    // An outright failure shrinks to outright failures only.
+    const bool outright = out[k].failing_check.fails_outright();
     auto fails = [&](const P& p) {
       try {
         auto cs = eval(p);
-        return k < cs.size() && cs[k].fails();
+        return k < cs.size() && (outright ? cs[k].fails_outright() : cs[k].fails());
       } catch (...) {
         return false;
       }

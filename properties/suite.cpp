@@ -43,6 +43,11 @@ std::vector<double> Run::temperatures(std::initializer_list<double> extra) const
   return out;
 }
 void Run::emit(Verdict v) const {
+  // Every judged verdict of a kernel with declared conventions names them: its
+  // element budgets were widened by them (budgets.hpp, output_abs).
+  if (const std::string c = active_conventions().names();
+      !c.empty() && (v.outcome == Outcome::pass || v.outcome == Outcome::fail))
+    v.note += (v.note.empty() ? "" : "; ") + std::string("under the declared conventions: ") + c;
   if (observer && observer->on_verdict) observer->on_verdict(v);
   out.push_back(std::move(v));
 }
@@ -356,8 +361,21 @@ std::vector<Rule> rules() {
   };
 }
 
+Conventions conventions_of(const Kernel& kernel, const SuiteConfig& config) {
+  Conventions c;
+  c.double_rounding = kernel.claims(SA_CAP_DOUBLE_ROUNDING);
+  c.flush_to_zero = kernel.claims(SA_CAP_FLUSH_TO_ZERO);
+  c.ieee_special_values = kernel.claims(SA_CAP_IEEE_SPECIAL_VALUES);
+  for (const auto& name : config.conventions)
+    if (!declare_convention(c, name))
+      throw std::invalid_argument("run_suite: unknown convention '" + name +
+                                  "'; expected one of double_rounding, flush_to_zero, ieee_special_values");
+  return c;
+}
+
 std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
                                SuiteObserver* observer) {
+  const ConventionScope conventions(conventions_of(kernel, config));
   // Bad configuration: say which field and what was expected.
   for (const auto& d : config.distributions)
     if (std::find(distribution_names().begin(), distribution_names().end(), d) ==

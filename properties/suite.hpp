@@ -15,6 +15,7 @@
 #include "core/dtype.hpp"
 #include "core/verdict.hpp"
 #include "kernels/kernel.hpp"
+#include "properties/conventions.hpp"
 
 namespace sa::props {
 
@@ -69,7 +70,15 @@ struct SuiteConfig {
   // fifth of it, at least 10). FlashAttention's tests run 250 to expose
   // atomics races on a GPU.
   int determinism_repeats = 250;
+  // Numerical conventions declared for the kernel (properties/conventions.hpp:
+  // "double_rounding", "flush_to_zero"), besides those it declares itself in
+  // kernel.h's capabilities flags (SA_CAP_DOUBLE_ROUNDING, SA_CAP_FLUSH_TO_ZERO).
+  std::vector<std::string> conventions;
 };
+
+// The conventions a run holds `kernel` to: its own SA_CAP_* flags plus the
+// config's. Throws std::invalid_argument naming an unknown convention.
+Conventions conventions_of(const Kernel& kernel, const SuiteConfig& config);
 
 // Called as the suite runs; every member may be empty.
 struct SuiteObserver {

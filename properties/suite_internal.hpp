@@ -61,10 +61,23 @@ Verdict slot_verdict(const Run& run, const std::string& property, const std::str
     v.measured = r.failing_check.measured;
     v.bound = r.failing_check.bound;
     v.counterexample = "seed=" + std::to_string(run.seed) +
-                       " case=" + std::to_string(r.failing_case) + " (shrunk " +
+                       (r.failing_case < 0
+                            ? " edge case " + std::to_string(-r.failing_case) +
+                                  " (run on every seed)"
+                            : " case=" + std::to_string(r.failing_case)) +
+                       " (shrunk " +
                        std::to_string(r.shrink_steps) + " steps) " + show(*r.failing) +
                        (r.failing_check.where.empty() ? "" : " ; at " + r.failing_check.where);
     if (!r.failing_check.unit.empty()) v.note = "measured and bound in " + r.failing_check.unit;
+    if (!r.failing_check.convention.empty())
+      v.note += (v.note.empty() ? "" : "; ") + std::string("holds under the ") +
+                r.failing_check.convention +
+                " convention, which the kernel does not declare (kernel.h SA_CAP_" +
+                (r.failing_check.convention == "flush_to_zero"         ? "FLUSH_TO_ZERO"
+                 : r.failing_check.convention == "ieee_special_values" ? "IEEE_SPECIAL_VALUES"
+                                                                       : "DOUBLE_ROUNDING") +
+                ", or the gate spec's conventions; docs/conventions.md): a policy difference "
+                "if the kernel means it, not an accuracy error";
     v.worst_case = v.counterexample;
     return v;
   }

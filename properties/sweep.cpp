@@ -22,6 +22,7 @@
 #include "properties/baseline.hpp"
 #include "properties/budgets.hpp"
 #include "properties/generators.hpp"
+#include "properties/suite.hpp"
 #include "reference/mpfr.hpp"
 #include "reference/rounding.hpp"
 #include "reference/softmax_cr.hpp"
@@ -496,6 +497,8 @@ std::vector<SweepRow> run_sweep(const Kernel& kernel, const SweepConfig& c) {
   if (c.samples < 0) throw std::invalid_argument("sweep: samples must be >= 0");
   if (!kernel.supports(Op::softmax))
     throw std::invalid_argument("sweep: kernel '" + kernel.name() + "' does not implement softmax");
+  // The kernel's own declared conventions widen the element budgets (conventions.hpp).
+  const ConventionScope conventions(conventions_of(kernel, SuiteConfig{}));
   std::vector<int> ks = c.log2_sizes;
   if (ks.empty())
     for (int k = 4; k <= 24; ++k) ks.push_back(k);

@@ -307,8 +307,21 @@ enum {
 
 /* Bits of sa_capabilities.flags */
 enum {
-  SA_CAP_DETERMINISTIC = 1u << 0,  /* identical calls give identical bits (all ops) */
-  SA_CAP_BATCH_INVARIANT = 1u << 1 /* a row's result does not depend on its batch or splits */
+  SA_CAP_DETERMINISTIC = 1u << 0,   /* identical calls give identical bits (all ops) */
+  SA_CAP_BATCH_INVARIANT = 1u << 1,  /* a row's result does not depend on its batch or splits */
+  /* Numerical conventions (docs/conventions.md). A kernel that follows one
+   * declares it; the gate then holds it to the convention's wider bound and
+   * names the convention in every verdict it widened. Undeclared, the same
+   * behaviour fails, on every seed, with a note naming the convention. */
+  SA_CAP_DOUBLE_ROUNDING = 1u << 2, /* a bfloat16/float16 output may be rounded to its type twice
+                                       (an intermediate stored in the output type): up to u_t |x|
+                                       more than one correct rounding (u_t = 2^-8, 2^-11) */
+  SA_CAP_FLUSH_TO_ZERO = 1u << 3,   /* results (and exponentials) below 2^-125 in magnitude may be
+                                       0; without it gradual underflow is required: a subnormal
+                                       result is within 1 ulp */
+  SA_CAP_IEEE_SPECIAL_VALUES = 1u << 4 /* a row with +inf logits (no NaN), or all -inf, may give
+                                          NaN outputs (exp(z - max) / sum as IEEE arithmetic
+                                          evaluates it) instead of the limits defined above */
 };
 
 /* What a kernel supports. Cases outside it are "not applicable": reported as

@@ -1,0 +1,84 @@
+// Numerical conventions a kernel may declare, and exactly what each allows
+// (docs/conventions.md). A kernel declares them in its capabilities
+// (kernel.h SA_CAP_DOUBLE_ROUNDING, SA_CAP_FLUSH_TO_ZERO) or a gate spec does
+// for it (`conventions = [...]`, e.g. for a v1 plugin or a library wrapped by
+// someone else). Declared, the element budgets of every property grow by what
+// the convention allows (budgets.hpp, output_abs) and verdicts name it;
+// undeclared, the same behaviour fails (on every seed: the differential
+// properties always run the edge rows that expose it) and the failing
+// verdict names the convention that would have allowed it, so a policy
+// difference and an error read differently.
+//
+//   double_rounding  a bfloat16 or float16 output may be rounded to its type
+//                    twice: from a value that was itself already rounded to the
+//                    output type once (an intermediate stored in the output
+//                    type, e.g. exp(x - m) stored in bfloat16 and then divided;
+//                    oneDNN's bfloat16 softmax measured 0.6-0.9 ulp). One
+//                    extra rounding moves a value by <= u_t |x| (u_t = 2^-8
+//                    bfloat16, 2^-11 float16) in the normal range and by half
+//                    the smallest subnormal below it; that is the extra budget,
+//                    so an element may be off by up to about 1.5 ulp. No effect
+//                    on float32 outputs.
+//   flush_to_zero    results and intermediate exponentials below 2^-125 in
+//                    magnitude may be 0 (float32 arithmetic with FTZ/DAZ, or a
+//                    vectorised exp that builds 2^n in two steps and flushes up
+//                    to twice the smallest normal 2^-126 = 1.18e-38; hence
+//                    2^-125 = 2.35e-38). The extra
+//                    budget is |x| for exact values |x| < 2^-125. Undeclared,
+//                    gradual underflow is required: a subnormal float32 result
+//                    is within one subnormal ulp (2^-149) like any other.
+//   ieee_special_values  a row with +inf logits (and no NaN), or whose every
+//                    logit is -inf, may give NaN outputs: the IEEE value of
+//                    exp(z - max) / sum computed as written, which PyTorch's
+//                    documented softmax returns (inf - inf, and 0/0 for a fully
+//                    masked row), where kernel.h defines the limits (the +inf
+//                    items share weight 1; a fully masked row has weights 0,
+//                    log-softmax and lse -inf, entropy 0). Only NaN is allowed
+//                    there, and only on such rows; every other row is held to
+//                    kernel.h as before.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sa::props {
+
+struct Conventions {
+  bool double_rounding = false;
+  bool flush_to_zero = false;
+  bool ieee_special_values = false;
+  bool any() const { return double_rounding || flush_to_zero || ieee_special_values; }
+  // "double_rounding, flush_to_zero" (empty when none).
+  std::string names() const;
+};
+
+// Every convention's name, in a stable order: "double_rounding", "flush_to_zero",
+// "ieee_special_values".
+const std::vector<std::string>& convention_names();
+// Sets the named convention in `c`; false when the name is not a convention.
+bool declare_convention(Conventions& c, std::string_view name);
+
+// Magnitudes below which flush_to_zero allows a 0 (2^-125, see above).
+constexpr double kFlushBelow = 0x1p-125;
+
+// The conventions the budgets of this thread's running suite honour
+// (set by run_suite and run_sweep for the kernel under test; none by default).
+Conventions& active_conventions();
+
+// Sets active_conventions() for a scope and restores the previous ones after.
+class ConventionScope {
+ public:
+  explicit ConventionScope(const Conventions& c) : saved_(active_conventions()) {
+    active_conventions() = c;
+  }
+  ~ConventionScope() { active_conventions() = saved_; }
+  ConventionScope(const ConventionScope&) = delete;
+  ConventionScope& operator=(const ConventionScope&) = delete;
+
+ private:
+  Conventions saved_;
+};
+
+}  // namespace sa::props
