@@ -127,6 +127,11 @@ int list_names() {
                "  features   ";
   for (const auto& f : props::attention_features()) std::cout << " " << f;
   std::cout << "\n  max_work    multiply-adds per case (default 8e6)\n";
+  std::cout << "determinism (spec table [determinism], for determinism.* properties):\n"
+               "  repeats     identical calls per input of determinism.bitwise, an integer in ["
+            << gate::SpecLimits::min_repeats << ", " << gate::SpecLimits::max_repeats
+            << "] (default " << props::SuiteConfig{}.determinism_repeats
+            << "; attention: a fifth of it, at least 10)\n";
   return 0;
 }
 

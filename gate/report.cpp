@@ -460,6 +460,7 @@ std::string unit_of(const Verdict& v) {
       {"attention_backward.gqa_group_sum", "absolute"},
       {"attention_backward.masked_zero", "gradients wrong or changed"},
       {"attention_backward.no_nan", "non-finite gradients"},
+      {"attention_backward.cudnn_frontend", "absolute"},
       {"determinism.bitwise", "calls that differed"},
       {"determinism.batch_invariance", "calls that differed"},
   };

@@ -72,6 +72,8 @@ json config_to_json(const GateSpec& spec) {
   att["features"] = a.features ? json(*a.features) : json("all");
   att["max_work"] = a.max_work;
   j["attention"] = att;
+  // The [determinism] table as it applied.
+  j["determinism"] = {{"repeats", c.determinism_repeats}};
   return j;
 }
 

@@ -364,6 +364,30 @@ void parse_attention(const std::string& origin, const toml::node& node, props::S
     a.max_work = positive_real(origin, "attention.max_work", *n, SpecLimits::max_attention_work);
 }
 
+// The [determinism] table: how many identical calls determinism.bitwise makes.
+void parse_determinism(const std::string& origin, const toml::node& node, props::SuiteConfig& cfg) {
+  const toml::table* tab = node.as_table();
+  if (!tab)
+    fail(where(origin, node), "determinism",
+         "expected a table ([determinism] with key repeats, e.g. repeats = 250)");
+  static const std::vector<std::string> keys = {"repeats"};
+  for (auto&& [k, n] : *tab) {
+    const std::string key(k.str());
+    if (std::find(keys.begin(), keys.end(), key) == keys.end())
+      fail(where(origin, n), "determinism." + key, "unknown key; expected one of: " + join(keys));
+  }
+  // The table shapes determinism.* runs: refused where none would run.
+  if (!cfg.properties.empty() &&
+      std::none_of(cfg.properties.begin(), cfg.properties.end(),
+                   [](const std::string& id) { return id.rfind("determinism.", 0) == 0; }))
+    fail(where(origin, node), "determinism",
+         "the table sets determinism.bitwise's repeats, but 'properties' selects no "
+         "determinism.* property; add one there or remove the table");
+  if (auto n = tab->get("repeats"))
+    cfg.determinism_repeats = static_cast<int>(integer(
+        origin, "determinism.repeats", *n, SpecLimits::min_repeats, SpecLimits::max_repeats));
+}
+
 }  // namespace
 
 std::vector<std::string> select_properties(const std::string& pattern) {
@@ -391,7 +415,7 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
   static const std::vector<std::string> keys = {
       "ops",  "dtypes",  "sizes",       "distributions", "rules",    "properties", "cases",
       "seed", "timeout", "temperature", "deadline",      "required", "attention",
-      "conventions"};
+      "determinism", "conventions"};
   for (auto&& [k, node] : t) {
     const std::string key(k.str());
     if (std::find(keys.begin(), keys.end(), key) == keys.end())
@@ -482,6 +506,7 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
     cfg.temperature_only = true;  // the spec's theta restricts every random case to it
   }
   if (auto n = t.get("attention")) parse_attention(origin, *n, cfg);
+  if (auto n = t.get("determinism")) parse_determinism(origin, *n, cfg);
   if (auto n = t.get("conventions")) {
     auto names = strings(origin, "conventions", *n);
     check_names(where(origin, *n), "conventions", names, props::convention_names());

@@ -17,8 +17,8 @@
 namespace sa::gate {
 
 struct GateSpec {
-  props::SuiteConfig
-      suite;  // ops, dtypes, sizes, distributions, rules, properties, cases, seed, temperature
+  props::SuiteConfig suite;  // ops, dtypes, sizes, distributions, rules, properties, cases, seed,
+                             // temperature, [attention], [determinism] repeats
   // Property ids that must be checked (the `required` key, patterns expanded):
   // a skip of any of them makes the run incomplete (gate/coverage.hpp).
   std::vector<std::string> required;
@@ -41,6 +41,10 @@ struct SpecLimits {
   static constexpr std::int64_t max_attention_length = std::int64_t(1) << 17;
   static constexpr std::int64_t max_gqa_ratio = 64;
   static constexpr double max_attention_work = 1e12;
+  // [determinism] repeats: identical calls per input of determinism.bitwise
+  // (at least two to compare; attention runs a fifth of it, at least 10).
+  static constexpr std::int64_t min_repeats = 2;
+  static constexpr std::int64_t max_repeats = 100000;
 };
 
 class SpecError : public std::runtime_error {

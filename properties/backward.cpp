@@ -28,6 +28,11 @@
 //   attention_backward.no_nan       finite inputs give finite gradients,
 //                                   including fully masked rows and lengths
 //                                   that do not fill a 64/128-wide tile
+//   attention_backward.cudnn_frontend  opt-in (rule cudnn_frontend_bwd, named
+//                                   in config.rules): bfloat16 / float16
+//                                   elementwise |g - ref| <= atol + rtol |ref|
+//                                   with cuDNN frontend's SDPA backward test
+//                                   tolerances (cudnn_tolerance below)
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -571,16 +576,40 @@ void run_backward(const Run& run, DType t) {
     if (run.wants_op(op)) run_row_backward(run, op, t);
 }
 
+// cuDNN frontend's SDPA backward tolerances (NVIDIA/cudnn-frontend,
+// test/python/test_mhas.py, test_sdpa_backward: torch.testing.assert_close of
+// dQ, dK, dV against a float32 reference): rtol 2e-2 for every gradient;
+// atol 2e-2 for dQ, and for dK and dV 2e-2 (float16) or 7e-2 (bfloat16).
+// The tests run float16 and bfloat16 inputs only.
+struct CudnnTolerance {
+  double atol, rtol;
+};
+CudnnTolerance cudnn_tolerance(AttnType t, bool dq) {
+  if (dq || t != AttnType::bfloat16) return {2e-2, 2e-2};
+  return {7e-2, 2e-2};
+}
+
 void run_attention_backward(const Run& run) {
   const Kernel& k = run.kernel;
   if (!run.wants_op(Op::attention_backward)) return;
-  const char* const ids[] = {"attention_backward.rounding", "attention_backward.flash_attention_3x",
-                             "attention_backward.gqa_group_sum", "attention_backward.masked_zero",
-                             "attention_backward.no_nan"};
-  const char* const rule_ids[] = {"attention_backward_rounding", "flash_attention_3x",
-                                  "attention_backward_rounding", "kernel_h", "kernel_h"};
+  const char* const ids[] = {
+      "attention_backward.rounding",      "attention_backward.flash_attention_3x",
+      "attention_backward.gqa_group_sum", "attention_backward.masked_zero",
+      "attention_backward.no_nan",        "attention_backward.cudnn_frontend"};
+  const char* const rule_ids[] = {"attention_backward_rounding",
+                                  "flash_attention_3x",
+                                  "attention_backward_rounding",
+                                  "kernel_h",
+                                  "kernel_h",
+                                  "cudnn_frontend_bwd"};
+  constexpr int kIds = 6;
+  // The cuDNN convention is opt-in: it runs (and is reported) only when its
+  // rule is named in config.rules.
+  const bool want_cudnn = run.wants_rule("cudnn_frontend_bwd") &&
+                          run.wants_property("attention_backward.cudnn_frontend");
+  auto wanted = [&](int s) { return s == kIds - 1 ? want_cudnn : run.wants_property(ids[s]); };
   bool any = false;
-  for (const char* id : ids) any = any || run.wants_property(id);
+  for (int s = 0; s < kIds; ++s) any = any || wanted(s);
   if (!any) return;
   std::vector<AttnType> types;
   if (run.config.dtypes.empty())
@@ -593,8 +622,8 @@ void run_attention_backward(const Run& run) {
                                               : AttnType::float32);
   if (k.abi_version() < 2 || !k.supports(Op::attention_backward)) {
     for (AttnType t : types)
-      for (int s = 0; s < 5; ++s) {
-        if (!run.wants_property(ids[s])) continue;
+      for (int s = 0; s < kIds; ++s) {
+        if (!wanted(s)) continue;
         Verdict v = skip_verdict(run, ids[s], claim_of(ids[s]), rule_by_id(rule_ids[s]),
                                  Op::attention_backward, dtype_of(t),
                                  "not applicable: the kernel implements no attention_backward");
@@ -603,7 +632,7 @@ void run_attention_backward(const Run& run) {
     return;
   }
   for (AttnType t : types) {
-    enum { kRound, kFa, kGqa, kMask, kNan, kSlots };
+    enum { kRound, kFa, kGqa, kMask, kNan, kCudnn, kSlots };
     NaLog na;
     const bool low = t != AttnType::float32;
     const DType dt = dtype_of(t);
@@ -680,6 +709,30 @@ void run_attention_backward(const Run& run) {
         rule3("dv", g.dv, base.dv, r.dv);
         worst.unit = "absolute";
         cs[kFa] = worst;
+      }
+      // cudnn_frontend (opt-in): elementwise atol + rtol |ref|, as
+      // torch.testing.assert_close does.
+      if (low && want_cudnn) {
+        Check worst;
+        auto tol = [&](const char* what, const std::vector<float>& got,
+                       const std::vector<double>& ex, bool dq, std::int64_t heads,
+                       std::int64_t dim) {
+          const CudnnTolerance ct = cudnn_tolerance(t, dq);
+          for (std::size_t e = 0; e < ex.size(); ++e) {
+            const double err = std::abs(static_cast<double>(got[e]) - ex[e]);
+            const double bound = ct.atol + ct.rtol * std::abs(ex[e]);
+            if (!(err <= bound) || !worst.applicable || err / bound > worst.ratio)
+              worst.worst(make_check(err, bound,
+                                     at_of(what, e, heads, dim) + " = " + fmt(got[e]) + ", ref " +
+                                         fmt(ex[e]) + " (atol " + fmt(ct.atol) + ", rtol " +
+                                         fmt(ct.rtol) + ")"));
+          }
+        };
+        tol("dq", g.dq, r.dq, true, c.heads_q, c.d);
+        tol("dk", g.dk, r.dk, false, c.heads_kv, c.d);
+        tol("dv", g.dv, r.dv, false, c.heads_kv, c.dv);
+        worst.unit = "absolute";
+        cs[kCudnn] = worst;
       }
       // gqa_group_sum
       if (c.heads_kv < c.heads_q) {
@@ -785,12 +838,19 @@ void run_attention_backward(const Run& run) {
     so.seed = run.seed ^ 0xbac4 ^ (static_cast<std::uint64_t>(t) * 0x9e37);
     auto res = search<BwdParams>(gen_bwd(), kSlots, so, eval);
     for (int s = 0; s < kSlots; ++s) {
-      if (!run.wants_property(ids[s])) continue;
+      if (!wanted(s)) continue;
       if (s == kFa && !low) {
         run.emit(skip_verdict(run, ids[s], claim_of(ids[s]), rule_by_id(rule_ids[s]),
                               Op::attention_backward, dt,
                               "not applicable: FlashAttention's rule is stated for bfloat16 and "
                               "float16 (float32 is held to attention_backward.rounding)"));
+        continue;
+      }
+      if (s == kCudnn && !low) {
+        run.emit(skip_verdict(run, ids[s], claim_of(ids[s]), rule_by_id(rule_ids[s]),
+                              Op::attention_backward, dt,
+                              "not applicable: cuDNN frontend's SDPA backward tests cover "
+                              "float16 and bfloat16 only"));
         continue;
       }
       Verdict v = slot_verdict<BwdParams>(

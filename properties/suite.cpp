@@ -22,7 +22,8 @@ const Rule& rule_by_id(const std::string& id) {
 }
 
 bool Run::wants_rule(const std::string& id) const {
-  if (config.rules.empty()) return id != "onednn_10eps";  // opt-in: see rules()
+  if (config.rules.empty())  // opt-in conventions: see rules()
+    return id != "onednn_10eps" && id != "cudnn_frontend_bwd";
   return std::find(config.rules.begin(), config.rules.end(), id) != config.rules.end();
 }
 bool Run::wants_property(const std::string& id) const {
@@ -259,6 +260,10 @@ std::vector<PropertyInfo> properties() {
        "finite inputs give finite gradients, including fully masked rows and lengths that do "
        "not fill a 64- or 128-wide tile",
        "kernel_h"},
+      {"attention_backward.cudnn_frontend",
+       "attention backward, bfloat16 / float16 (opt-in): every dq, dk, dv within cuDNN "
+       "frontend's SDPA backward test tolerance atol + rtol |ref| of the reference",
+       "cudnn_frontend_bwd"},
       {"determinism.bitwise",
        "repeated calls with identical inputs return identical bits for every output (checked "
        "when the kernel claims SA_CAP_DETERMINISTIC, and for attention_backward called with "
@@ -344,6 +349,11 @@ std::vector<Rule> rules() {
        "max|naive same-dtype - ref| + 2 ulp of the type at max|ref| + 0.3 (FA3's absolute "
        "floor), the baseline PyTorch-style autograd in the output type with float32 "
        "accumulation (kernels/naive/backward.hpp); bfloat16 and float16 only"},
+      {"cudnn_frontend_bwd",
+       "cuDNN frontend's SDPA backward tests (NVIDIA/cudnn-frontend test/python/test_mhas.py, "
+       "test_sdpa_backward; docs/theory.md T8): |g - ref| <= atol + rtol |ref| elementwise, "
+       "rtol 2e-2, atol 2e-2 for dq and float16 dk/dv, 7e-2 for bfloat16 dk/dv; float16 and "
+       "bfloat16 only. Opt-in: select it in SuiteConfig.rules"},
       {"bitwise",
        "bit-for-bit equality (kernel.h SA_CAP_DETERMINISTIC, SA_CAP_BATCH_INVARIANT, "
        "sa_attention_backward_args.deterministic)"},

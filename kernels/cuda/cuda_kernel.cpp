@@ -2,7 +2,11 @@
 // validate on the host (plan.hpp), then launch (launch.hpp).
 #include "kernels/cuda/cuda_kernel.hpp"
 
+#include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <string>
+#include <utility>
 
 #include "kernels/cuda/launch.hpp"
 #include "kernels/cuda/plan.hpp"
@@ -120,6 +124,88 @@ sa_status c_merge_attention(void*, std::int64_t rows, std::int64_t dv, const flo
                 err);
 }
 
+// ---- backward passes (interface v2; backward.cu) ----
+
+sa_status rows_backward(bool log, sa_dtype dtype, const sa_rows* s, const void* y, const void* dy,
+                        void* dx) {
+  const std::string op = log ? "log_softmax_backward" : "softmax_backward";
+  std::int32_t t, ot;
+  std::memcpy(&t, &dtype, sizeof t);
+  if (t != SA_F32 && t != SA_BF16 && t != SA_F16)
+    return fail(SA_UNSUPPORTED, op + ": dtype = " + std::to_string(t) +
+                                    "; expected SA_F32 (1), SA_BF16 (2) or SA_F16 (3)");
+  if (!s) return fail(SA_INVALID_ARGUMENT, op + ": shape is NULL; expected a pointer to sa_rows");
+  std::memcpy(&ot, &s->out_dtype, sizeof ot);
+  if (ot != t)
+    return fail(SA_UNSUPPORTED, op + ": shape->out_dtype = " + std::to_string(ot) +
+                                    "; this kernel writes dx in the input type " +
+                                    std::to_string(t));
+  if (s->rows < 0 || s->n < 1 || s->in_stride < s->n || s->out_stride < s->n)
+    return fail(SA_INVALID_ARGUMENT,
+                op + ": rows = " + std::to_string(s->rows) + ", n = " + std::to_string(s->n) +
+                    ", strides " + std::to_string(s->in_stride) + "/" +
+                    std::to_string(s->out_stride) + "; expected rows >= 0, n >= 1, strides >= n");
+  if (!(s->temperature > 0.0) || !std::isfinite(s->temperature))
+    return fail(SA_INVALID_ARGUMENT,
+                op + ": shape->temperature = " + std::to_string(s->temperature) +
+                    "; expected a finite value > 0");
+  if (s->rows > 0 && (!y || !dy || !dx))
+    return fail(SA_INVALID_ARGUMENT, op + ": y, dy and dx must be device pointers, not NULL");
+  std::string err;
+  return finish(cuda::launch_rows_backward(log, dtype, *s, y, dy, dx, err), err);
+}
+
+sa_status c_softmax_backward(void*, sa_dtype dtype, const sa_rows* shape, const void* y,
+                             const void* dy, void* dx) {
+  return rows_backward(false, dtype, shape, y, dy, dx);
+}
+
+sa_status c_log_softmax_backward(void*, sa_dtype dtype, const sa_rows* shape, const void* y,
+                                 const void* dy, void* dx) {
+  return rows_backward(true, dtype, shape, y, dy, dx);
+}
+
+sa_status c_attention_backward(void*, const sa_attention_backward_args* b) {
+  const char* op = "attention_backward";
+  if (!b)
+    return fail(
+        SA_INVALID_ARGUMENT,
+        std::string(op) + ": args is NULL; expected a pointer to sa_attention_backward_args");
+  if (b->struct_size < sizeof(sa_attention_backward_args))
+    return fail(SA_INVALID_ARGUMENT,
+                std::string(op) + ": args->struct_size = " + std::to_string(b->struct_size) +
+                    "; expected >= " + std::to_string(sizeof(sa_attention_backward_args)));
+  if (std::string err = cuda::validate_attention_v2(b->forward); !err.empty())
+    return fail(SA_INVALID_ARGUMENT, std::string(op) + " (args->forward): " + err);
+  const sa_attention_v2_args& f = *b->forward;
+  if (std::string err = cuda::unsupported_attention_v2(f); !err.empty())
+    return fail(SA_UNSUPPORTED, std::string(op) + " (args->forward): " + err);
+  std::int32_t qt;
+  std::memcpy(&qt, &f.qkv_dtype, sizeof qt);
+  if (qt != SA_F32 && qt != SA_BF16 && qt != SA_F16)
+    return fail(SA_UNSUPPORTED, std::string(op) +
+                                    ": args->forward->qkv_dtype = " + std::to_string(qt) +
+                                    "; the backward takes SA_F32 (1), SA_BF16 (2) or SA_F16 (3)");
+  if (!f.lse)
+    return fail(SA_INVALID_ARGUMENT,
+                std::string(op) + ": args->forward->lse is NULL; expected the forward's lse");
+  const std::pair<const sa_tensor*, const char*> ts[] = {
+      {&b->dout, "dout"}, {&b->dq, "dq"}, {&b->dk, "dk"}, {&b->dv, "dv"}};
+  for (auto [t, name] : ts) {
+    if (!t->data)
+      return fail(SA_INVALID_ARGUMENT,
+                  std::string(op) + ": args->" + name + ".data is NULL; expected a device pointer");
+    if (t->stride_b < 0 || t->stride_h < 0 || t->stride_s < 0)
+      return fail(SA_INVALID_ARGUMENT,
+                  std::string(op) + ": args->" + name + " strides; expected >= 0");
+  }
+  if (f.sinks && !b->dsinks)
+    return fail(SA_INVALID_ARGUMENT,
+                std::string(op) + ": args->dsinks is NULL with sinks; expected heads_q floats");
+  std::string err;
+  return finish(cuda::launch_attention_backward(*b, err), err);
+}
+
 const char* c_last_error(void*) {
   return last_error_text.empty() ? nullptr : last_error_text.c_str();
 }
@@ -137,10 +223,14 @@ const sa_kernel descriptor = [] {
       "varlen, "
       "strides, causal both alignments, window, softcap, ALiBi, sinks, key padding, lse and "
       "entropy; float32, bfloat16, float16 and fp8 inputs) in FlashAttention-2's structure with "
-      "64- or 128-key tiles; temperature and scale rounded to float32";
+      "64- or 128-key tiles; backward passes (softmax, log-softmax, attention with every v2 "
+      "feature "
+      "but adaptive, float32, bfloat16 and float16) in FlashAttention-2's backward structure with "
+      "a separate dQ pass, no atomics (deterministic); temperature and scale rounded to float32";
   k.ops = SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP | SA_OP_ENTROPY |
           SA_OP_ADAPTIVE_SOFTMAX | SA_OP_ATTENTION | SA_OP_MERGE_ENTROPY_STATES |
-          SA_OP_MERGE_ATTENTION_STATES | SA_OP_ATTENTION_V2;
+          SA_OP_MERGE_ATTENTION_STATES | SA_OP_ATTENTION_V2 | SA_OP_SOFTMAX_BACKWARD |
+          SA_OP_LOG_SOFTMAX_BACKWARD | SA_OP_ATTENTION_BACKWARD;
   k.dtypes = SA_DTYPE_F32 | SA_DTYPE_BF16;
   k.memory = SA_MEMORY_CUDA;
 #if defined(SA_CUDA_EMULATION)  // tests only: the same code run by the host emulator
@@ -160,6 +250,9 @@ const sa_kernel descriptor = [] {
   k.last_error = c_last_error;
   k.capabilities = cuda::capabilities();
   k.attention_v2 = c_attention_v2;
+  k.softmax_backward = c_softmax_backward;
+  k.log_softmax_backward = c_log_softmax_backward;
+  k.attention_backward = c_attention_backward;
   return k;
 }();
 

@@ -1,5 +1,5 @@
-// Launchers of the CUDA kernels (implemented in rows.cu, attention.cu and
-// attention_v2.cu),
+// Launchers of the CUDA kernels (implemented in rows.cu, attention.cu,
+// attention_v2.cu and backward.cu),
 // callable from plain C++. Arguments are already validated (plan.hpp). Each
 // returns SA_OK, or an error status with `error` set (a CUDA error string, or
 // SA_INVALID_ARGUMENT when a pointer is not device memory). Synchronous.
@@ -33,6 +33,12 @@ sa_status launch_attention(const sa_attention_args& args, std::string& error);
 // Batched attention (interface v2; attention_v2.cu). Reads varlen offsets back
 // to the host to check them (SA_INVALID_ARGUMENT) before the launch.
 sa_status launch_attention_v2(const sa_attention_v2_args& args, std::string& error);
+// Backward passes (interface v2; backward.cu). Arguments validated by the
+// caller (cuda_kernel.cpp); attention_backward reads the varlen offsets back
+// to check them, as launch_attention_v2 does.
+sa_status launch_rows_backward(bool log, sa_dtype dtype, const sa_rows& shape, const void* y,
+                               const void* dy, void* dx, std::string& error);
+sa_status launch_attention_backward(const sa_attention_backward_args& args, std::string& error);
 sa_status launch_merge_attention(std::int64_t rows, std::int64_t dv, const float* o_a,
                                  const float* lse_a, const float* o_b, const float* lse_b,
                                  float* out, float* out_lse, std::string& error);

@@ -287,12 +287,16 @@ const sa_capabilities* capabilities() {
     c.op_dtypes[kV2] =
         SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16 | SA_DTYPE_FP8_E4M3 | SA_DTYPE_FP8_E5M2;
     c.op_out_dtypes[kV2] = SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16;
+    // Backward passes (backward.cu): softmax_backward (bit 9),
+    // log_softmax_backward (10), attention_backward (11).
+    for (int op : {9, 10, 11}) c.op_dtypes[op] = SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16;
     c.attention_features = SA_ATTN_BATCHED | SA_ATTN_GQA | SA_ATTN_VARLEN | SA_ATTN_STRIDED |
                            SA_ATTN_CAUSAL | SA_ATTN_WINDOW | SA_ATTN_SOFTCAP | SA_ATTN_ALIBI |
                            SA_ATTN_SINKS | SA_ATTN_KEY_PADDING | SA_ATTN_LSE | SA_ATTN_ENTROPY |
                            SA_ATTN_UNEQUAL_HEAD_DIMS;
     c.max_head_dim = static_cast<std::int32_t>(kV2MaxHead);
-    // Fixed reduction orders, no atomics: identical calls give identical bits.
+    // Fixed reduction orders, no atomics (the backward included: dQ has its
+    // own pass over key tiles): identical calls give identical bits.
     c.flags = SA_CAP_DETERMINISTIC;
     return c;
   }();

@@ -107,6 +107,48 @@ TEST(GateSpec, AttentionTableErrorsNameKeyAndExpectation) {
   }
 }
 
+TEST(GateSpec, ReadsTheDeterminismTable) {
+  // Claim: [determinism] repeats sets determinism.bitwise's call count; without
+  // the table the suite's default (FlashAttention's 250) applies.
+  EXPECT_EQ(parse_gate_spec("", "g.toml").suite.determinism_repeats, 250);
+  EXPECT_EQ(parse_gate_spec("[determinism]\nrepeats = 37\n", "g.toml").suite.determinism_repeats,
+            37);
+  EXPECT_EQ(
+      parse_gate_spec("properties = [\"determinism.*\"]\n[determinism]\nrepeats = 2\n", "g.toml")
+          .suite.determinism_repeats,
+      2);
+  EXPECT_EQ(parse_gate_spec("[determinism]\n", "g.toml").suite.determinism_repeats, 250);
+}
+
+TEST(GateSpec, DeterminismTableErrorsNameKeyAndExpectation) {
+  struct Bad {
+    const char* text;
+    const char* must_say;
+  };
+  for (const Bad& b : {
+           Bad{"determinism = 3", "key 'determinism': expected a table"},
+           Bad{"[determinism]\ncount = 5", "key 'determinism.count': unknown key"},
+           Bad{"[determinism]\nrepeats = 1",
+               "key 'determinism.repeats': expected an integer in "
+               "[2, 100000], got 1"},
+           Bad{"[determinism]\nrepeats = 100001", "in [2, 100000]"},
+           Bad{"[determinism]\nrepeats = 2.5", "expected an integer"},
+           Bad{"[determinism]\nrepeats = \"many\"", "expected an integer"},
+           Bad{"properties = [\"backward.*\"]\n[determinism]\nrepeats = 9",
+               "'properties' selects no determinism.* property"},
+       }) {
+    try {
+      parse_gate_spec(b.text, "bad.toml");
+      ADD_FAILURE() << "accepted: " << b.text;
+    } catch (const SpecError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("bad.toml"), std::string::npos) << m;
+      EXPECT_NE(m.find(b.must_say), std::string::npos) << b.text << " -> " << m;
+      EXPECT_EQ(m.find('\n'), std::string::npos) << "one line: " << m;
+    }
+  }
+}
+
 // Each error names the file (with line), the key and what was expected.
 TEST(GateSpec, ErrorsNameFileKeyAndExpectation) {
   struct Bad {

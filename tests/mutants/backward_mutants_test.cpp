@@ -60,4 +60,40 @@ TEST(BackwardMutantControl, NaiveKernelPassesTheSameRun) {
   EXPECT_GE(passed, 8) << "the control checked (almost) nothing";
 }
 
+// The opt-in cuDNN frontend convention (rule cudnn_frontend_bwd,
+// attention_backward.cudnn_frontend): it fails a kernel outside cuDNN's SDPA
+// backward tolerances (dQ multiplied by the scale twice) with a shrunk
+// counterexample naming dq, passes the correct naive kernel on the same
+// cases, and runs only when the rule is named.
+TEST(CudnnFrontendConvention, FailsAKernelOutsideItAndPassesOneInside) {
+  sa::props::SuiteConfig c;
+  c.ops = {sa::Op::attention_backward};
+  c.properties = {"attention_backward.cudnn_frontend"};
+  c.rules = {"cudnn_frontend_bwd"};
+  c.dtypes = {sa::DType::bfloat16};
+  c.cases = 96;
+  c.seed = 16161616;
+  const sa::mutants::BackwardMutant* outside = nullptr;
+  static const auto all = sa::mutants::backward_mutants();
+  for (const auto& m : all)
+    if (std::string(m.mutant.kernel->name) == "mutant_bwd_dq_scaled_twice") outside = &m;
+  ASSERT_NE(outside, nullptr);
+  const auto bad = sa::props::run_suite(sa::Kernel(outside->mutant.kernel, "tests/mutants"), c);
+  ASSERT_EQ(bad.size(), 1u);
+  std::cout << sa::describe(bad[0]) << "\n";
+  EXPECT_EQ(bad[0].outcome, sa::Outcome::fail) << sa::describe(bad[0]);
+  EXPECT_EQ(bad[0].rule.id, "cudnn_frontend_bwd");
+  EXPECT_NE(bad[0].counterexample.find("shrunk"), std::string::npos) << sa::describe(bad[0]);
+  EXPECT_NE(sa::describe(bad[0]).find("dq"), std::string::npos) << sa::describe(bad[0]);
+
+  const sa::Kernel naive(sa::kernels::naive_kernel(), "built-in");
+  const auto good = sa::props::run_suite(naive, c);
+  ASSERT_EQ(good.size(), 1u);
+  EXPECT_EQ(good[0].outcome, sa::Outcome::pass) << sa::describe(good[0]);
+
+  // Opt-in: without the rule named, the property does not run.
+  c.rules.clear();
+  EXPECT_TRUE(sa::props::run_suite(naive, c).empty());
+}
+
 }  // namespace
