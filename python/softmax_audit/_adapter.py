@@ -153,8 +153,9 @@ class Caller:
     def _view(self, a, dt):
         if self.tensors == "numpy":
             return a
-        t = self.torch.from_numpy(a)
-        return t.view(self.torch.bfloat16) if dt == "bfloat16" else t
+        if dt == "bfloat16":  # the bits arrive as uint16, which torch.from_numpy refuses
+            return self.torch.from_numpy(a.view("int16")).view(self.torch.bfloat16)
+        return self.torch.from_numpy(a)
 
     def _store(self, out, res, dt, what):
         if self.tensors == "numpy":
