@@ -1,10 +1,9 @@
-# A small PyTorch softmax kernel gated by softmax-audit (run by python/tests/test_examples.py).
-import torch, softmax_audit
-
+import torch, softmax_audit  # a PyTorch softmax with kernel.h's special values, gated in 9 lines
 class Softmax:
     dtypes = ("float32", "bfloat16")
-    def softmax(self, x, temperature):  # the op, computed in float32, returned in x's type
-        return torch.softmax(x.float() / temperature, -1).to(x.dtype)
-
-results = softmax_audit.check(Softmax(), cases=20, seed=7)
-print(results.summary()); assert results.ok
+    def softmax(self, x, temperature):  # masked rows give 0; +inf items share the weight
+        z = x.float() / temperature; m = z.amax(-1, keepdim=True)
+        e = torch.where(m.isposinf(), (z == m).float(), (z - m.nan_to_num(0.0, 0.0, 0.0)).exp())
+        s = e.sum(-1, keepdim=True)
+        return torch.where(s == 0, torch.zeros_like(e), e / s).to(x.dtype)
+r = softmax_audit.check(Softmax(), cases=20, seed=7); print(r.summary()); assert r.ok
