@@ -38,7 +38,7 @@ def test_crashing_kernel_exits_1_with_a_verdict(cli, tmp_path):
 
 
 def test_hanging_kernel_is_killed_at_the_timeout(cli, tmp_path):
-    r = run(cli, "--python", "sa_test_kernels:hang", "--spec", spec(tmp_path), "--timeout", "2",
+    r = run(cli, "--python", "sa_test_kernels:hang", "--spec", spec(tmp_path), "--timeout", "10",
             *ARGS)
     assert r.returncode == 1 and "gate.no_hang" in r.stdout, r.stdout + r.stderr
 
