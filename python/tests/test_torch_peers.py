@@ -28,20 +28,23 @@ features = ["causal", "key_padding", "bhsd", "strided", "unequal_dv"]
 # weights 0, log-softmax -inf) and for a row holding +inf (kernel.h: the +inf
 # items share the weight); attention written with torch.softmax inherits the
 # NaN for a query row whose keys are all masked. These must be named failures:
-REQUIRED_FAIL = {("special.values", "softmax", "float32"),
-                 ("special.values", "log_softmax", "float32"),
-                 ("special.values", "softmax", "bfloat16")}
-# and nothing else may fail but these properties (NaN rows are also what
-# gate.no_nan_output reports; a NaN row fails any property that sees one):
-ALLOWED_FAIL = {"special.values", "gate.no_nan_output", "attention_v2.rounding",
-                "metamorphic.sum_to_one", "gate.coverage"}
+REQUIRED_FAIL = {("special.values", op, t) for op in ("softmax", "log_softmax")
+                 for t in ("float32", "bfloat16")} | {("gate.no_nan_output", "softmax", "float32")}
+# Properties that may fail besides: a NaN row fails any property whose cases
+# hold one (differential.ulp runs +inf edge rows); torch's bfloat16
+# log_softmax is off by up to 0.72 ulp (a double rounding) and its bfloat16
+# logsumexp returns bfloat16 where kernel.h's lse is float32; float16 requested
+# and not run is gate.coverage's `incomplete`.
+ALLOWED_FAIL = {"special.values", "gate.no_nan_output", "differential.ulp",
+                "gate.coverage"}
 # What PyTorch gets right, checked to pass:
-REQUIRED_PASS = {("differential.ulp", "softmax", "float32"),
-                 ("differential.ulp", "softmax", "bfloat16"),
-                 ("differential.ulp", "log_softmax", "float32"),
-                 ("differential.ulp", "logsumexp", "float32"),
+REQUIRED_PASS = {("differential.ulp", "logsumexp", "float32"),
                  ("special.values", "logsumexp", "float32"),
-                 ("gate.no_crash", "", "")}
+                 ("metamorphic.sum_to_one", "softmax", "float32"),
+                 ("metamorphic.sum_to_one", "softmax", "bfloat16"),
+                 ("attention_v2.rounding", "attention_v2", "float32"),
+                 ("attention_v2.rounding", "attention_v2", "bfloat16"),
+                 ("gate.no_crash", "", ""), ("gate.in_bounds", "", ""), ("gate.no_hang", "", "")}
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +57,7 @@ def results(tmp_path_factory):
 
 def test_named_differences_and_passes(results):
     got = {(v.property, v.op, v.dtype): v for v in results.verdicts}
-    fails = {k for k, v in got.items() if v.failed}
+    fails = {k for k, v in got.items() if v.failed or v.outcome == "incomplete"}
     assert REQUIRED_FAIL <= fails, sorted(fails)
     stray = {k: got[k].describe() for k in fails if k[0] not in ALLOWED_FAIL}
     assert not stray, "\n\n".join(stray.values())
