@@ -1,4 +1,5 @@
-// `softmax-audit check`: the CI gate. Loads a kernel (plugin or built-in),
+// `softmax-audit check`: the CI gate. Loads a kernel (plugin, built-in, or a
+// Python kernel named by --python, cli/python_kernel.hpp),
 // runs the property suite on it in an isolated process (gate/isolation.hpp),
 // writes JUnit/JSON, prints a summary, and exits 0 (pass), 1 (a property
 // failed), 2 (usage or load error).
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "cli/python_kernel.hpp"
 #include "core/output_file.hpp"
 #include "gate/coverage.hpp"
 #include "gate/isolation.hpp"
@@ -29,7 +31,7 @@ namespace sa::cli {
 namespace {
 
 struct CheckOptions {
-  std::string plugin, builtin, spec, junit, json;
+  std::string plugin, builtin, python, spec, junit, json;
   int kernel_index = -1;
   // Given on the command line (they override the spec); validated before any work.
   std::optional<double> timeout, deadline;
@@ -48,10 +50,19 @@ struct UsageError : std::runtime_error {
 // The kernel to check. A plugin is probed in a child process (its constructors
 // and entry function never run in this one); `timeout_s` bounds the probe.
 gate::KernelSource pick_kernel(const CheckOptions& o, double timeout_s) {
-  if (o.plugin.empty() == o.builtin.empty())
+  if (!o.python.empty()) {
+    // Validated before the plugin/builtin choice, and before any work.
+    if (const std::string why = python_kernel_name_error(o.python); !why.empty())
+      usage_error("--python " + o.python + ": " + why);
+  }
+  if (int(!o.plugin.empty()) + int(!o.builtin.empty()) + int(!o.python.empty()) != 1)
     usage_error(
         "give exactly one of --plugin PATH (a kernel library built against "
-        "softmax_audit/kernel.h) or --builtin NAME");
+        "softmax_audit/kernel.h), --builtin NAME or --python package.module:kernel");
+  if (!o.python.empty()) {
+    if (!python_kernel_hook()) exec_python_check();  // does not return
+    return python_kernel_hook()(o.python, timeout_s);
+  }
   if (!o.plugin.empty()) {
     if (access(o.plugin.c_str(), R_OK) != 0)
       usage_error("plugin " + o.plugin +
@@ -138,6 +149,9 @@ int list_names() {
 int run_check(const CheckOptions& o) {
   if (o.list) return list_names();
   validate_options(o);
+  if (!o.python.empty())
+    if (const std::string why = python_kernel_name_error(o.python); !why.empty())
+      usage_error("--python " + o.python + ": " + why);
   gate::GateSpec spec;
   try {
     if (!o.spec.empty()) spec = gate::load_gate_spec(o.spec);
@@ -260,6 +274,9 @@ void add_check_command(CLI::App& app) {
       "1 a property failed, 2 usage or load error, 3 incomplete (a requested check could not "
       "run, or nothing was checked)");
   c->add_option("--plugin", o->plugin, "Kernel library (.so) built against softmax_audit/kernel.h");
+  c->add_option("--python", o->python,
+                "A Python kernel instead of a plugin: package.module:object (imported only in "
+                "the gate's isolated processes; README, \"From Python\")");
   std::string builtin_names;
   for (const Kernel& k : builtin_kernels())
     builtin_names += (builtin_names.empty() ? "" : ", ") + k.name();

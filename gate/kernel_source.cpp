@@ -22,6 +22,9 @@ KernelSource::KernelSource(Kernel in_process) : in_process_(std::move(in_process
   id_.memory = in_process_->memory();
 }
 
+KernelSource::KernelSource(KernelIdentity id, std::function<Kernel()> open)
+    : id_(std::move(id)), opener_(std::move(open)) {}
+
 KernelSource KernelSource::probe_plugin(const std::string& path, int index, double timeout_s) {
   const std::string what = "plugin " + path;
   struct stat st {};
@@ -107,6 +110,7 @@ KernelSource KernelSource::probe_plugin(const std::string& path, int index, doub
 
 Kernel KernelSource::open() const {
   if (in_process_) return *in_process_;
+  if (opener_) return opener_();
   return load_plugin(path_, index_);
 }
 

@@ -13,6 +13,7 @@
 // `libk.so` means ./libk.so, never a copy found on the library search path.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -31,6 +32,10 @@ class KernelSource {
   // by a library user (gate/gtest.hpp).
   explicit KernelSource(Kernel in_process);
 
+  // A kernel that `open` builds afresh in each child (the Python adapter,
+  // python/): `id` describes it without opening it in this process.
+  KernelSource(KernelIdentity id, std::function<Kernel()> open);
+
   // Resolves `path`, then opens, validates and closes the plugin in a child
   // that must finish within `timeout_s`. Throws std::invalid_argument naming
   // the file and what happened.
@@ -39,7 +44,7 @@ class KernelSource {
   const KernelIdentity& identity() const { return id_; }
   const std::string& name() const { return id_.name; }
   sa_memory memory() const { return id_.memory; }
-  bool is_plugin() const { return !in_process_.has_value(); }
+  bool is_plugin() const { return !in_process_.has_value() && !opener_; }
   const std::string& path() const { return path_; }  // resolved; plugins only
 
   // The kernel itself. For a plugin this loads the library: call it only in a
@@ -61,6 +66,7 @@ class KernelSource {
   std::string path_;
   int index_ = -1;
   std::string cannot_run_, unload_problem_;
+  std::function<Kernel()> opener_;  // set by the opener constructor only
 };
 
 }  // namespace sa::gate

@@ -1,0 +1,451 @@
+// softmax_audit._core: the property suite, the gate and the `check` command
+// for Python (README, "From Python").
+//
+// A Python kernel (an object with methods softmax, log_softmax, ... and a
+// declaration of its types and features; python/softmax_audit/_adapter.py)
+// is presented to the suite as an sa_kernel (include/softmax_audit/kernel.h,
+// ABI version 2) whose slots call into Python. The gate's buffers cross as
+// NumPy views (and torch.from_numpy views of those) without copies; inputs
+// are read-only views, outputs are written through writable views. The
+// kernel runs only in the gate's isolated child processes (gate/isolation.hpp)
+// exactly like a plugin; in each child the interpreter is re-initialised after
+// fork (PyOS_AfterFork_Child) and PyTorch runs one thread (its OpenMP pool does
+// not survive fork).
+//
+// No logic of the suite is here: main() runs cli/check.cpp's `check` command,
+// whose --python option reaches the kernel through cli/python_kernel.hpp's hook.
+#include <Python.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "cli/python_kernel.hpp"
+#include "gate/child.hpp"
+#include "gate/kernel_source.hpp"
+#include "kernels/builtin.hpp"
+#include "softmax_audit/kernel.h"
+
+namespace py = pybind11;
+
+namespace sa {
+// The package checks Python kernels; the built-in kernels stay the CLI's
+// (--builtin), so the module does not carry them.
+std::vector<Kernel> builtin_kernels() { return {}; }
+std::string builtin_simd_target(const std::string&) { return ""; }
+}  // namespace sa
+
+namespace sa::cli {
+int& exit_code() {
+  static int code = exit_pass;
+  return code;
+}
+}  // namespace sa::cli
+
+namespace {
+
+// One Python kernel as an sa_kernel. Lives as long as the process (a child
+// ends with _exit; an in-process run keeps it until the interpreter exits).
+struct Adapter {
+  py::object caller;       // softmax_audit._adapter.Caller
+  py::object unsupported;  // softmax_audit._adapter.Unsupported (-> SA_UNSUPPORTED)
+  std::string name, description, error;
+  std::vector<std::string> ops;  // implemented op names
+  sa_kernel k{};
+  sa_capabilities caps{};
+  std::uint32_t op_dtypes[SA_OP_COUNT] = {};
+};
+
+std::size_t element_size(sa_dtype t) { return t == SA_F32 ? 4 : 2; }
+const char* dtype_name(sa_dtype t) {
+  switch (t) {
+    case SA_F32:
+      return "float32";
+    case SA_BF16:
+      return "bfloat16";
+    case SA_F16:
+      return "float16";
+    default:
+      return "";
+  }
+}
+std::uint32_t dtype_bit(sa_dtype t) {
+  switch (t) {
+    case SA_F32:
+      return SA_DTYPE_F32;
+    case SA_BF16:
+      return SA_DTYPE_BF16;
+    case SA_F16:
+      return SA_DTYPE_F16;
+    default:
+      return 0;
+  }
+}
+int op_index(std::uint32_t bit) {
+  for (int i = 0; i < SA_OP_COUNT; ++i)
+    if (bit == (1u << i)) return i;
+  return -1;
+}
+
+// A NumPy view over `p` (no copy): bfloat16 as uint16 (the adapter views it as
+// torch.bfloat16). Strides in elements.
+py::array view(const void* p, const py::dtype& dt, std::size_t es, std::vector<py::ssize_t> shape,
+               std::vector<py::ssize_t> strides, bool writable) {
+  for (auto& s : strides) s *= static_cast<py::ssize_t>(es);
+  py::capsule owner(p, [](void*) {});  // the gate owns the memory
+  py::array a(dt, shape, strides, p, owner);
+  if (!writable) a.attr("flags").attr("writeable") = false;
+  return a;
+}
+py::dtype numpy_dtype(sa_dtype t) {
+  if (t == SA_F32) return py::dtype::of<float>();
+  if (t == SA_F16) return py::dtype("e");  // PEP 3118 half (numpy.float16)
+  return py::dtype::of<std::uint16_t>();   // bfloat16's bits
+}
+py::array elements(const void* p, sa_dtype t, std::vector<py::ssize_t> shape,
+                   std::vector<py::ssize_t> strides, bool writable) {
+  return view(p, numpy_dtype(t), element_size(t), std::move(shape), std::move(strides), writable);
+}
+py::array floats(const float* p, std::vector<py::ssize_t> shape) {
+  std::vector<py::ssize_t> strides(shape.size(), 1);
+  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i)
+    strides[static_cast<std::size_t>(i)] =
+        strides[static_cast<std::size_t>(i) + 1] * shape[static_cast<std::size_t>(i) + 1];
+  return view(p, py::dtype::of<float>(), 4, std::move(shape), std::move(strides), true);
+}
+
+// Runs `body` with the GIL; a Python exception becomes the status the
+// kernel returns (Unsupported -> SA_UNSUPPORTED, anything else
+// SA_INTERNAL_ERROR) and its text last_error.
+template <class F>
+sa_status guarded_call(void* ctx, const char* op, F&& body) {
+  auto* a = static_cast<Adapter*>(ctx);
+  py::gil_scoped_acquire gil;
+  try {
+    body(*a);
+    a->error.clear();
+    return SA_OK;
+  } catch (py::error_already_set& e) {
+    const bool unsupported = e.matches(a->unsupported);
+    a->error = std::string("Python kernel '") + a->name + "', " + op + ": " + e.what();
+    if (a->error.size() > 4000) a->error.resize(4000);
+    return unsupported ? SA_UNSUPPORTED : SA_INTERNAL_ERROR;
+  } catch (const std::exception& e) {
+    a->error = std::string("Python kernel '") + a->name + "', " + op + ": " + e.what();
+    return SA_INTERNAL_ERROR;
+  }
+}
+
+const char* last_error(void* ctx) {
+  auto* a = static_cast<Adapter*>(ctx);
+  return a->error.empty() ? nullptr : a->error.c_str();
+}
+
+// The row operations' argument screen (kernel.h): what every kernel must refuse.
+sa_status screen_rows(const Adapter& a, std::uint32_t op, sa_dtype t, const sa_rows* s,
+                      const void* in, const void* out, bool row_out) {
+  if (!s || !in || !out) return SA_INVALID_ARGUMENT;
+  if (s->rows < 0 || s->n < 1 || s->in_stride < s->n || (row_out && s->out_stride < s->n) ||
+      !(s->temperature > 0) || !std::isfinite(s->temperature))
+    return SA_INVALID_ARGUMENT;
+  const int i = op_index(op);
+  if (i < 0 || (a.op_dtypes[i] & dtype_bit(t)) == 0) return SA_UNSUPPORTED;
+  if (row_out && s->out_dtype != 0 && s->out_dtype != t) return SA_UNSUPPORTED;
+  if (a.caps.max_n > 0 && s->n > a.caps.max_n) return SA_UNSUPPORTED;
+  return SA_OK;
+}
+
+template <std::uint32_t Op>
+sa_status rows_slot(void* ctx, sa_dtype t, const sa_rows* s, const void* in, void* out) {
+  const char* op = Op == SA_OP_SOFTMAX ? "softmax" : "log_softmax";
+  if (sa_status st = screen_rows(*static_cast<Adapter*>(ctx), Op, t, s, in, out, true); st != SA_OK)
+    return st;
+  if (s->rows == 0) return SA_OK;
+  return guarded_call(ctx, op, [&](Adapter& a) {
+    a.caller.attr("rows")(
+        op, dtype_name(t), elements(in, t, {s->rows, s->n}, {s->in_stride, 1}, false),
+        elements(out, t, {s->rows, s->n}, {s->out_stride, 1}, true), s->temperature);
+  });
+}
+
+sa_status logsumexp_slot(void* ctx, sa_dtype t, const sa_rows* s, const void* in, float* lse) {
+  if (sa_status st =
+          screen_rows(*static_cast<Adapter*>(ctx), SA_OP_LOGSUMEXP, t, s, in, lse, false);
+      st != SA_OK)
+    return st;
+  if (s->rows == 0) return SA_OK;
+  return guarded_call(ctx, "logsumexp", [&](Adapter& a) {
+    a.caller.attr("reduce")("logsumexp", dtype_name(t),
+                            elements(in, t, {s->rows, s->n}, {s->in_stride, 1}, false),
+                            floats(lse, {s->rows}), s->temperature, py::none());
+  });
+}
+
+sa_status entropy_slot(void* ctx, sa_dtype t, const sa_rows* s, const void* in, float* H,
+                       sa_entropy_state* state) {
+  if (sa_status st = screen_rows(*static_cast<Adapter*>(ctx), SA_OP_ENTROPY, t, s, in, H, false);
+      st != SA_OK)
+    return st;
+  if (s->rows == 0) return SA_OK;
+  return guarded_call(ctx, "entropy", [&](Adapter& a) {
+    py::object st = state ? py::object(floats(&state->m, {s->rows, 3})) : py::object(py::none());
+    a.caller.attr("reduce")("entropy", dtype_name(t),
+                            elements(in, t, {s->rows, s->n}, {s->in_stride, 1}, false),
+                            floats(H, {s->rows}), s->temperature, st);
+  });
+}
+
+template <std::uint32_t Op>
+sa_status backward_slot(void* ctx, sa_dtype t, const sa_rows* s, const void* y, const void* dy,
+                        void* dx) {
+  const char* op = Op == SA_OP_SOFTMAX_BACKWARD ? "softmax_backward" : "log_softmax_backward";
+  if (!dy) return SA_INVALID_ARGUMENT;
+  if (sa_status st = screen_rows(*static_cast<Adapter*>(ctx), Op, t, s, y, dx, true); st != SA_OK)
+    return st;
+  if (s->rows == 0) return SA_OK;
+  return guarded_call(ctx, op, [&](Adapter& a) {
+    // dx may be dy (in place): dy is then a writable view of the same memory.
+    const bool in_place = dx == dy;
+    a.caller.attr("backward")(
+        op, dtype_name(t), elements(y, t, {s->rows, s->n}, {s->in_stride, 1}, false),
+        elements(dy, t, {s->rows, s->n}, {s->in_stride, 1}, in_place),
+        elements(dx, t, {s->rows, s->n}, {s->out_stride, 1}, true), s->temperature);
+  });
+}
+
+sa_status attention_v2_slot(void* ctx, const sa_attention_v2_args* p) {
+  auto& a0 = *static_cast<Adapter*>(ctx);
+  if (!p || p->struct_size < sizeof(sa_attention_v2_args) || !p->q.data || !p->k.data ||
+      !p->v.data || !p->out)
+    return SA_INVALID_ARGUMENT;
+  if (p->batch < 0 || p->heads_q < 1 || p->heads_kv < 1 || p->heads_q % p->heads_kv != 0 ||
+      p->seqlen_q < 0 || p->seqlen_k < 0 || p->head_dim < 1 || p->head_dim_v < 1)
+    return SA_INVALID_ARGUMENT;
+  const int i = op_index(SA_OP_ATTENTION_V2);
+  if ((a0.op_dtypes[i] & dtype_bit(p->qkv_dtype)) == 0 || p->out_dtype != p->qkv_dtype)
+    return SA_UNSUPPORTED;
+  // What the Python attention signature does not carry (never declared).
+  const bool window = p->window_left >= 0 || (!p->causal && p->window_right >= 0);
+  if (p->cu_seqlens_q || p->cu_seqlens_k || window || p->softcap != 0 || p->alibi_slopes ||
+      p->sinks || p->adaptive || p->entropy || p->beta || p->q_descale != 1 || p->k_descale != 1 ||
+      p->v_descale != 1)
+    return SA_UNSUPPORTED;
+  if (p->batch == 0 || p->seqlen_q == 0) return SA_OK;
+  return guarded_call(ctx, "attention", [&](Adapter& a) {
+    const sa_dtype t = p->qkv_dtype;
+    const py::ssize_t B = p->batch, Hq = p->heads_q, Hk = p->heads_kv, Sq = p->seqlen_q,
+                      Sk = p->seqlen_k, D = p->head_dim, Dv = p->head_dim_v;
+    auto tensor = [&](const sa_tensor& x, py::ssize_t H, py::ssize_t S, py::ssize_t d) {
+      return elements(x.data, t, {B, H, S, d}, {x.stride_b, x.stride_h, x.stride_s, 1}, false);
+    };
+    py::object lse = p->lse ? py::object(floats(p->lse, {B, Hq, Sq})) : py::object(py::none());
+    py::object mask = py::none();
+    if (p->key_padding_mask)
+      mask = view(p->key_padding_mask, py::dtype::of<std::uint8_t>(), 1, {B, Sk}, {Sk, 1}, false);
+    a.caller.attr("attention")(
+        dtype_name(t), tensor(p->q, Hq, Sq, D), tensor(p->k, Hk, Sk, D), tensor(p->v, Hk, Sk, Dv),
+        elements(p->out, t, {B, Hq, Sq, Dv}, {p->out_stride_b, p->out_stride_h, p->out_stride_s, 1},
+                 true),
+        lse, mask, p->scale, p->causal != 0,
+        p->alignment == SA_ALIGN_TOP_LEFT ? "top_left" : "bottom_right");
+  });
+}
+
+// Builds the adapter for `caller` (softmax_audit._adapter.Caller). GIL held.
+Adapter* make_adapter(py::object caller) {
+  auto* a = new Adapter;
+  a->caller = caller;
+  a->unsupported = py::module_::import("softmax_audit._adapter").attr("Unsupported");
+  py::dict d = caller.attr("describe")();
+  a->name = d["name"].cast<std::string>();
+  a->description = d["description"].cast<std::string>();
+  sa_kernel& k = a->k;
+  k.abi_version = SA_KERNEL_ABI_VERSION;
+  k.struct_size = sizeof(sa_kernel);
+  k.name = a->name.c_str();
+  k.description = a->description.c_str();
+  k.memory = SA_MEMORY_HOST;
+  k.adaptive_entropy = SA_ENTROPY_SHANNON;
+  k.ctx = a;
+  k.last_error = last_error;
+  std::uint32_t all_dtypes = 0;
+  for (auto item : py::dict(d["op_dtypes"])) {
+    const std::string op = item.first.cast<std::string>();
+    std::uint32_t bits = 0;
+    for (const std::string& n : item.second.cast<std::vector<std::string>>())
+      bits |= n == "float32" ? SA_DTYPE_F32 : n == "bfloat16" ? SA_DTYPE_BF16 : SA_DTYPE_F16;
+    std::uint32_t bit = 0;
+    if (op == "softmax")
+      bit = SA_OP_SOFTMAX, k.softmax = rows_slot<SA_OP_SOFTMAX>;
+    else if (op == "log_softmax")
+      bit = SA_OP_LOG_SOFTMAX, k.log_softmax = rows_slot<SA_OP_LOG_SOFTMAX>;
+    else if (op == "logsumexp")
+      bit = SA_OP_LOGSUMEXP, k.logsumexp = logsumexp_slot;
+    else if (op == "entropy")
+      bit = SA_OP_ENTROPY, k.entropy = entropy_slot;
+    else if (op == "softmax_backward")
+      bit = SA_OP_SOFTMAX_BACKWARD, k.softmax_backward = backward_slot<SA_OP_SOFTMAX_BACKWARD>;
+    else if (op == "log_softmax_backward")
+      bit = SA_OP_LOG_SOFTMAX_BACKWARD,
+      k.log_softmax_backward = backward_slot<SA_OP_LOG_SOFTMAX_BACKWARD>;
+    else if (op == "attention")
+      bit = SA_OP_ATTENTION_V2, k.attention_v2 = attention_v2_slot;
+    else
+      throw std::invalid_argument("unknown op '" + op + "' in the adapter's description");
+    if (bits == 0) continue;
+    k.ops |= bit;
+    a->op_dtypes[op_index(bit)] = bits;
+    a->caps.op_dtypes[op_index(bit)] = bits;
+    all_dtypes |= bits;
+  }
+  k.dtypes = all_dtypes;
+  a->caps.struct_size = sizeof(sa_capabilities);
+  a->caps.max_n = d["max_n"].cast<std::int64_t>();
+  a->caps.attention_features = d["attention_features"].cast<std::uint32_t>();
+  a->caps.flags = d["deterministic"].cast<bool>() ? SA_CAP_DETERMINISTIC : 0u;
+  k.capabilities = &a->caps;
+  return a;
+}
+
+// Called first in every process that calls the kernel: after fork, the
+// interpreter is re-initialised for this process (threads, locks, the GIL
+// held by this thread) once.
+void enter_process(pid_t gate_pid) {
+  static pid_t ready = 0;
+  if (getpid() == ready) return;
+  if (getpid() != gate_pid) PyOS_AfterFork_Child();
+  ready = getpid();
+}
+
+// The kernel, from a Python object or by name, in the current process.
+sa::Kernel open_kernel(pid_t gate_pid, const py::object& object, const std::string& name,
+                       const std::string& origin) {
+  enter_process(gate_pid);
+  py::gil_scoped_acquire gil;
+  try {
+    py::object adapter = py::module_::import("softmax_audit._adapter");
+    adapter.attr("prepare_process")(getpid() != gate_pid);
+    py::object obj = object ? object : adapter.attr("load")(name);
+    Adapter* a = make_adapter(adapter.attr("Caller")(obj));
+    return sa::Kernel(&a->k, origin);
+  } catch (py::error_already_set& e) {
+    throw std::invalid_argument("Python kernel " + origin + ": " + e.what());
+  }
+}
+
+// --python NAME: import it in a probe child (never here) within `timeout_s`,
+// learn its name and description, then import it again in every isolated child.
+sa::gate::KernelSource probe_named(const std::string& name, double timeout_s) {
+  const pid_t gate_pid = getpid();
+  const std::string origin = "python:" + name;
+  sa::gate::KernelIdentity id;
+  id.origin = origin;
+  std::string load_error, violation;
+  bool have = false;
+  sa::gate::ChildChannel child([&](const sa::gate::ChildWriter& w) {
+    try {
+      const sa::Kernel k = open_kernel(gate_pid, py::object(), name, origin);
+      w.send({{"t", "identity"}, {"name", k.name()}, {"description", k.description()}});
+    } catch (const std::exception& e) {
+      w.send({{"t", "error"}, {"what", e.what()}});
+    }
+    std::fflush(nullptr);
+    _exit(0);
+  });
+  const auto end = child.run(
+      timeout_s, 0,
+      [&](const nlohmann::json& m) {
+        if (m.value("t", "") == "error") load_error = m.value("what", "");
+        if (m.value("t", "") == "identity") {
+          have = true;
+          id.name = m.value("name", "");
+          id.description = m.value("description", "");
+        }
+      },
+      [&](const std::string& v) {
+        if (violation.empty()) violation = v;
+      });
+  if (!load_error.empty()) throw std::invalid_argument(load_error);
+  if (!have) {
+    std::string how = end.describe();
+    if (end.timed_out) how = "did not finish within " + std::to_string(timeout_s) + " s";
+    throw std::invalid_argument("--python " + name + ": the process importing it " + how +
+                                " before the kernel was described; nothing was checked");
+  }
+  return sa::gate::KernelSource(
+      id, [gate_pid, name, origin] { return open_kernel(gate_pid, py::object(), name, origin); });
+}
+
+// softmax_audit.check(kernel) hands the object itself: described here (its
+// attributes are read in this process, which already holds it), called only
+// in the isolated children.
+sa::gate::KernelSource from_object(const py::object& obj) {
+  const pid_t gate_pid = getpid();
+  py::object adapter = py::module_::import("softmax_audit._adapter");
+  py::dict d = adapter.attr("Caller")(obj).attr("describe")();
+  sa::gate::KernelIdentity id;
+  id.name = d["name"].cast<std::string>();
+  id.description = d["description"].cast<std::string>();
+  id.origin = "python object " + d["origin"].cast<std::string>();
+  const std::string origin = id.origin;
+  return sa::gate::KernelSource(
+      id, [gate_pid, obj, origin] { return open_kernel(gate_pid, obj, "", origin); });
+}
+
+// The `check` command of the CLI (cli/check.cpp) on argv; with `kernel` not
+// None, --python's kernel is that object. Returns the exit code.
+py::tuple run_main(std::vector<std::string> argv, py::object kernel, bool capture_stderr) {
+  sa::cli::python_kernel_hook() = [kernel](const std::string& name, double timeout_s) {
+    if (kernel && !kernel.is_none()) return from_object(kernel);
+    return probe_named(name, timeout_s);
+  };
+  sa::cli::exit_code() = sa::cli::exit_pass;
+  CLI::App app{"softmax-audit (Python package) — check a kernel with the property suite"};
+  app.require_subcommand(1);
+  sa::cli::add_check_command(app);
+  std::vector<const char*> args;
+  for (auto& s : argv) args.push_back(s.c_str());
+  std::ostringstream captured;
+  std::streambuf* old_err = capture_stderr ? std::cerr.rdbuf(captured.rdbuf()) : nullptr;
+  int code = 0;
+  try {
+    app.parse(static_cast<int>(args.size()), const_cast<char**>(args.data()));
+    code = sa::cli::exit_code();
+  } catch (const CLI::ParseError& e) {
+    code = app.exit(e) == 0 ? 0 : sa::cli::exit_usage;
+  } catch (const std::exception& e) {
+    std::cerr << "softmax-audit: error: " << e.what() << "\n";
+    code = sa::cli::exit_usage;
+  }
+  std::cout.flush();
+  std::cerr.flush();
+  std::fflush(nullptr);
+  if (old_err) std::cerr.rdbuf(old_err);
+  sa::cli::python_kernel_hook() = nullptr;
+  return py::make_tuple(code, captured.str());
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "softmax-audit's property suite and gate (internal; use softmax_audit.check)";
+  m.attr("__version__") = SA_VERSION;
+  m.def("main", &run_main, py::arg("argv"), py::arg("kernel") = py::none(),
+        py::arg("capture_stderr") = false,
+        "Runs `softmax-audit <argv[1:]>` (the check command); returns (exit code, the "
+        "messages it wrote to std::cerr when capture_stderr, else '')");
+  m.def("python_name_error", &sa::cli::python_kernel_name_error,
+        "Empty when the name is package.module:object, else what was expected");
+}

@@ -1,0 +1,99 @@
+"""A crash, abort, hang, exception or stray write in a Python kernel becomes a
+verdict; the interpreter running check() (this pytest session) lives on."""
+import os
+import textwrap
+
+import pytest
+import torch
+
+import softmax_audit
+import sa_test_kernels as K
+
+
+def spec(tmp_path, props=("special.values",), ops=("softmax", "log_softmax")):
+    p = tmp_path / "gate.toml"
+    p.write_text(textwrap.dedent(f"""
+        properties = {list(props)!r}
+        ops = {list(ops)!r}
+        dtypes = ["float32"]
+        cases = 3
+        seed = 11
+    """).replace("'", '"'))
+    return p
+
+
+def by_property(results, prop):
+    return [v for v in results.verdicts if v.property == prop]
+
+
+def test_good_kernel_passes(tmp_path):
+    r = softmax_audit.check(K.Good(), spec=spec(tmp_path))
+    assert r.exit_code == 0, r.summary()
+    assert [v.outcome for v in by_property(r, "special.values")] == ["pass", "pass"]
+    assert by_property(r, "gate.no_crash")[0].outcome == "pass"
+
+
+@pytest.mark.parametrize("kernel, signal", [(K.Segfault(), "signal 11"), (K.Abort(), "signal 6")])
+def test_crash_becomes_a_verdict(tmp_path, kernel, signal):
+    r = softmax_audit.check(kernel, spec=spec(tmp_path))
+    assert r.exit_code == 1
+    crash = by_property(r, "gate.no_crash")
+    assert crash and crash[0].outcome == "fail" and crash[0].op == "softmax"
+    assert signal in crash[0].note, crash[0].note
+    # log_softmax, which does not crash, still has its verdict
+    assert [v.outcome for v in r.verdicts
+            if v.property == "special.values" and v.op == "log_softmax"] == ["pass"]
+
+
+def test_hang_becomes_a_verdict(tmp_path):
+    r = softmax_audit.check(K.Hang(), spec=spec(tmp_path), timeout=2)
+    hang = by_property(r, "gate.no_hang")
+    assert r.exit_code == 1 and hang[0].outcome == "fail" and hang[0].op == "softmax"
+
+
+def test_exception_becomes_a_verdict(tmp_path):
+    r = softmax_audit.check(K.Raises(), spec=spec(tmp_path))
+    assert r.exit_code == 1
+    sm = [v for v in by_property(r, "special.values") if v.op == "softmax"]
+    assert sm and sm[0].outcome in ("fail", "error")
+    assert "no softmax today" in sm[0].describe()
+
+
+def test_stray_write_into_the_input_becomes_a_verdict(tmp_path):
+    r = softmax_audit.check(K.WritesInput(), spec=spec(tmp_path))
+    assert r.exit_code == 1
+    bounds = by_property(r, "gate.in_bounds")
+    assert bounds and bounds[0].outcome == "fail", r.summary()
+
+
+def test_wrong_output_type_is_named(tmp_path):
+    p = spec(tmp_path)
+    p.write_text(p.read_text().replace('dtypes = ["float32"]', 'dtypes = ["bfloat16"]'))
+    r = softmax_audit.check(K.WrongType(), spec=p)
+    assert r.exit_code == 1
+    assert "expected torch.bfloat16" in r.summary()
+
+
+def test_fork_after_torch_used_threads_does_not_deadlock(tmp_path):
+    # The parent has run PyTorch's intra-op pool with two threads before the
+    # gate forks; the child runs PyTorch with one thread and finishes.
+    old = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        torch.softmax(torch.randn(512, 4096), -1).sum()
+        r = softmax_audit.check(K.Good(), spec=spec(tmp_path), timeout=20)
+    finally:
+        torch.set_num_threads(old)
+    assert r.exit_code == 0, r.summary()
+
+
+def test_bad_kernel_name_is_a_usage_error():
+    with pytest.raises(softmax_audit.UsageError, match="package.module:object"):
+        softmax_audit.check("os.system('x')")
+
+
+def test_bad_declaration_is_a_usage_error():
+    class NoOps:
+        dtypes = ("float32",)
+    with pytest.raises(Exception, match="implements none of"):
+        softmax_audit.check(NoOps())
