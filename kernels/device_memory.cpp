@@ -124,6 +124,8 @@ bool use_linked_cuda_runtime(const CudaRuntimeEntryPoints& entry) {
   return true;
 }
 
+bool linked_cuda_runtime_registered() { return linked().get_device_count != nullptr; }
+
 const DeviceMemory& device_memory() {
   static const DeviceMemory m = probe();
   return m;

@@ -28,4 +28,8 @@ struct CudaRuntimeEntryPoints {
 // (a static initialiser does); returns true so it can initialise a constant.
 bool use_linked_cuda_runtime(const CudaRuntimeEntryPoints& entry);
 
+// Whether a linked runtime was registered (tests: a program with the built-in
+// CUDA kernel must have one, else its package would need libcudart.so).
+bool linked_cuda_runtime_registered();
+
 }  // namespace sa

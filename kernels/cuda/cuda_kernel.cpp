@@ -262,15 +262,13 @@ const sa_kernel descriptor = [] {
 namespace cuda {
 extern const bool linked_runtime_registered;  // linked_runtime.cpp
 }
+// An address the compiler must emit (`used`), so that every program with this
+// kernel links linked_runtime.cpp, whose initialiser registers the CUDA
+// runtime with device_memory() before main (a mere read of the flag is
+// optimised away and the object file dropped).
+[[gnu::used]] static const bool* const keep_linked_runtime = &cuda::linked_runtime_registered;
 #endif
 
-const sa_kernel* cuda_kernel() {
-#if !defined(SA_CUDA_EMULATION)
-  // Reading it makes the linker keep linked_runtime.cpp, whose initialiser
-  // registers the CUDA runtime with device_memory() before main.
-  static_cast<void>(cuda::linked_runtime_registered);
-#endif
-  return &descriptor;
-}
+const sa_kernel* cuda_kernel() { return &descriptor; }
 
 }  // namespace sa::kernels

@@ -25,6 +25,7 @@
 #include "kernels/cuda/cuda_kernel.hpp"
 #include "kernels/cuda/plan.hpp"
 #include "kernels/kernel.hpp"
+#include "kernels/linked_cuda_runtime.hpp"
 #include "reference/softmax.hpp"
 #include "tests/cuda/bounds.hpp"
 #include "tests/cuda/shared_arith.hpp"
@@ -431,6 +432,13 @@ TEST(CudaDescriptor, AttentionV2CapabilitiesAreWhatIsImplemented) {
   // Row operations stay float32 and bfloat16 (op_dtypes 0: the kernel-wide dtypes).
   EXPECT_EQ(c->op_dtypes[0], 0u);
   EXPECT_EQ(K().dtypes, static_cast<std::uint32_t>(SA_DTYPE_F32 | SA_DTYPE_BF16));
+}
+
+// Claim: a program with the built-in CUDA kernel stages through the CUDA
+// runtime it links (statically), registered before main, so it needs no
+// libcudart.so at run time (issue 14: the Debian package of a CUDA build).
+TEST(CudaDeviceMemory, UsesTheLinkedRuntime) {
+  EXPECT_TRUE(sa::linked_cuda_runtime_registered());
 }
 
 TEST(CudaDeviceMemory, AgreesWithTheRuntime) {
