@@ -413,9 +413,9 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
   GateSpec spec;
   spec.source = origin;
   static const std::vector<std::string> keys = {
-      "ops",  "dtypes",  "sizes",       "distributions", "rules",    "properties", "cases",
-      "seed", "timeout", "temperature", "deadline",      "required", "attention",
-      "determinism", "conventions"};
+      "ops",        "dtypes",   "sizes",     "distributions", "rules",
+      "properties", "cases",    "seed",      "timeout",       "temperature",
+      "deadline",   "required", "attention", "determinism",   "conventions"};
   for (auto&& [k, node] : t) {
     const std::string key(k.str());
     if (std::find(keys.begin(), keys.end(), key) == keys.end())

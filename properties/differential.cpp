@@ -293,11 +293,11 @@ void run_differential(const Run& run, Op op, DType t) {
         const double He = ar.entropy, Be = ar.beta;
         const double dH = st.finite ? budget::entropy_abs(st, He) : 4 * u32 * (1 + std::abs(He));
         const double dB = budget::beta_abs(He, dH);
-        cs[kUlp].worst(
-            elem_in_row(st, DType::float32, H[static_cast<std::size_t>(r)], He, dH, where + " entropy"));
+        cs[kUlp].worst(elem_in_row(st, DType::float32, H[static_cast<std::size_t>(r)], He, dH,
+                                   where + " entropy"));
         cs[kUlp].worst(elem_in_row(st, DType::float32, beta[static_cast<std::size_t>(r)], Be,
-                            std::isfinite(Be) ? dB + budget::ulp(DType::float32, Be) : 0.0,
-                            where + " beta"));
+                                   std::isfinite(Be) ? dB + budget::ulp(DType::float32, Be) : 0.0,
+                                   where + " beta"));
         budget::RowStats sb = st;
         if (std::isfinite(Be)) {
           sb.max *= Be, sb.spread *= Be, sb.max_abs *= Be;

@@ -191,7 +191,8 @@ std::string describe(const RowParams& p, const RowBatch& b, std::size_t max_valu
   if (p.dist == "masked" || p.dist == "special") os << " mask=" << p.mask << " tile=" << p.tile;
   os << " theta=" << p.temperature << " value_seed=" << p.seed << " aux=" << p.aux;
   if (!p.explicit_values.empty())
-    os << (p.dist.rfind("edge_", 0) == 0 ? " (an edge row: run on every seed)" : " (values shrunk)");
+    os << (p.dist.rfind("edge_", 0) == 0 ? " (an edge row: run on every seed)"
+                                         : " (values shrunk)");
   const std::size_t total = static_cast<std::size_t>(b.rows * b.n);
   os << " values=[";
   std::size_t shown = 0;

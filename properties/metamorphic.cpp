@@ -319,8 +319,8 @@ void run_metamorphic(const Run& run, DType t) {
                 const std::size_t x = static_cast<std::size_t>(r * b.stride + j);
                 nan_out = nan_out || std::isnan(g0[x]) || std::isnan(g1[x]);
               }
-              const Check ic = ieee_special_row(s0.live == 0 ? s0 : s1, nan_out,
-                                                "row " + std::to_string(r));
+              const Check ic =
+                  ieee_special_row(s0.live == 0 ? s0 : s1, nan_out, "row " + std::to_string(r));
               if (ic.applicable) {
                 out.worst(ic);
                 continue;

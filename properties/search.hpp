@@ -114,8 +114,7 @@ template <class P>
 std::vector<SlotResult<P>> search(
     const rc::Gen<P>& gen, std::size_t slots, const SearchOptions& o,
     const std::function<std::vector<Check>(const P&)>& eval,
-    const std::function<P(const P&, const std::function<bool(const P&)>&, int&)>& extra_shrink =
-        {},
+    const std::function<P(const P&, const std::function<bool(const P&)>&, int&)>& extra_shrink = {},
     const std::vector<P>& fixed = {}) {
   std::vector<SlotResult<P>> out(slots);
   std::vector<std::optional<rc::Shrinkable<P>>> first_fail(slots);
@@ -134,8 +133,8 @@ std::vector<SlotResult<P>> search(
       ++out[k].cases_applicable;
       // The first failing case, unless a later one fails outright where the
       // first one's failure a convention would explain.
-      if (cs[k].fails() && (!first_fail[k] || (cs[k].fails_outright() &&
-                                              !out[k].failing_check.fails_outright()))) {
+      if (cs[k].fails() &&
+          (!first_fail[k] || (cs[k].fails_outright() && !out[k].failing_check.fails_outright()))) {
         first_fail[k] = s;
         out[k].failing_case = index;
         out[k].failing_check = cs[k];

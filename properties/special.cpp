@@ -167,7 +167,7 @@ void run_special(const Run& run, Op op, DType t) {
                 else
                   b2 = bud(t, e, 4 * u32);
                 record(elem_in_row(st, t, got[static_cast<std::size_t>(r * b.stride) + j], e, b2,
-                            w + " item " + std::to_string(j)),
+                                   w + " item " + std::to_string(j)),
                        w);
               }
             } else if (op == Op::logsumexp || op == Op::entropy) {
@@ -176,19 +176,21 @@ void run_special(const Run& run, Op op, DType t) {
                                 : st.finite       ? (op == Op::logsumexp ? budget::lse_abs(st, e)
                                                                          : budget::entropy_abs(st, e))
                                                   : bud(DType::float32, e, 4 * u32);
-              record(elem_in_row(st, DType::float32, got[static_cast<std::size_t>(r)], e, b2, w), w);
+              record(elem_in_row(st, DType::float32, got[static_cast<std::size_t>(r)], e, b2, w),
+                     w);
             } else {
               const auto ar = ref_adaptive(l, 1.0, def);
               const double He = ar.entropy, Be = ar.beta;
               const double dH =
                   st.finite ? budget::entropy_abs(st, He) : bud(DType::float32, He, 4 * u32);
-              record(elem_in_row(st, DType::float32, H[static_cast<std::size_t>(r)], He, dH, w + " entropy"),
+              record(elem_in_row(st, DType::float32, H[static_cast<std::size_t>(r)], He, dH,
+                                 w + " entropy"),
                      w);
               record(elem_in_row(st, DType::float32, beta[static_cast<std::size_t>(r)], Be,
-                          std::isfinite(Be) && Be != 1.0
-                              ? budget::beta_abs(He, dH)
-                              : (std::isfinite(Be) ? budget::beta_abs(He, dH) : 0.0),
-                          w + " beta"),
+                                 std::isfinite(Be) && Be != 1.0
+                                     ? budget::beta_abs(He, dH)
+                                     : (std::isfinite(Be) ? budget::beta_abs(He, dH) : 0.0),
+                                 w + " beta"),
                      w);
               for (std::size_t j = 0; j < ar.weights.size(); ++j) {
                 const double e = ar.weights[j];
@@ -199,7 +201,7 @@ void run_special(const Run& run, Op op, DType t) {
                                                     2 * e * st.spread * budget::beta_abs(He, dH)
                                               : bud(t, e, 4 * u32);
                 record(elem_in_row(st, t, got[static_cast<std::size_t>(r * b.stride) + j], e, b2,
-                            w + " item " + std::to_string(j)),
+                                   w + " item " + std::to_string(j)),
                        w);
               }
             }

@@ -378,8 +378,9 @@ Conventions conventions_of(const Kernel& kernel, const SuiteConfig& config) {
   c.ieee_special_values = kernel.claims(SA_CAP_IEEE_SPECIAL_VALUES);
   for (const auto& name : config.conventions)
     if (!declare_convention(c, name))
-      throw std::invalid_argument("run_suite: unknown convention '" + name +
-                                  "'; expected one of double_rounding, flush_to_zero, ieee_special_values");
+      throw std::invalid_argument(
+          "run_suite: unknown convention '" + name +
+          "'; expected one of double_rounding, flush_to_zero, ieee_special_values");
   return c;
 }
 

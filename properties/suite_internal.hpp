@@ -60,14 +60,13 @@ Verdict slot_verdict(const Run& run, const std::string& property, const std::str
     v.outcome = Outcome::fail;
     v.measured = r.failing_check.measured;
     v.bound = r.failing_check.bound;
-    v.counterexample = "seed=" + std::to_string(run.seed) +
-                       (r.failing_case < 0
-                            ? " edge case " + std::to_string(-r.failing_case) +
-                                  " (run on every seed)"
-                            : " case=" + std::to_string(r.failing_case)) +
-                       " (shrunk " +
-                       std::to_string(r.shrink_steps) + " steps) " + show(*r.failing) +
-                       (r.failing_check.where.empty() ? "" : " ; at " + r.failing_check.where);
+    v.counterexample =
+        "seed=" + std::to_string(run.seed) +
+        (r.failing_case < 0
+             ? " edge case " + std::to_string(-r.failing_case) + " (run on every seed)"
+             : " case=" + std::to_string(r.failing_case)) +
+        " (shrunk " + std::to_string(r.shrink_steps) + " steps) " + show(*r.failing) +
+        (r.failing_check.where.empty() ? "" : " ; at " + r.failing_check.where);
     if (!r.failing_check.unit.empty()) v.note = "measured and bound in " + r.failing_check.unit;
     if (!r.failing_check.convention.empty())
       v.note += (v.note.empty() ? "" : "; ") + std::string("holds under the ") +

@@ -26,8 +26,7 @@ int last_error() { return static_cast<int>(cudaGetLastError()); }
 
 // Referenced by cuda_kernel.cpp, so that any program using the kernel links
 // this file (and runs the registration) although nothing calls into it.
-extern const bool linked_runtime_registered =
-    use_linked_cuda_runtime({get_device_count, malloc_device, free_device, copy, error_string,
-                             last_error});
+extern const bool linked_runtime_registered = use_linked_cuda_runtime(
+    {get_device_count, malloc_device, free_device, copy, error_string, last_error});
 
 }  // namespace sa::kernels::cuda

@@ -107,10 +107,10 @@ int main(int argc, char** argv) {
         if (b > a) only.push_back(list.substr(a, b - a));
         a = b + 1;
       }
-    }
-    else {
+    } else {
       std::fprintf(stderr,
-                   "peer_audit: unknown argument '%s'; expected --seed S, --cases N, --expect, --undeclared, --conventions a,b\n",
+                   "peer_audit: unknown argument '%s'; expected --seed S, --cases N, --expect, "
+                   "--undeclared, --conventions a,b\n",
                    argv[i]);
       return 2;
     }

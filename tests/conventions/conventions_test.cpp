@@ -52,10 +52,10 @@ sa_status softmax(void*, sa_dtype t, const sa_rows* s, const void* in, void* out
     }
     double S = 0;
     for (std::size_t j = 0; j < z.size(); ++j) {
-      e[j] = nan                ? NAN
-             : m == INFINITY    ? (z[j] == INFINITY ? 1.0f : 0.0f)
-             : m == -INFINITY   ? 0.0f
-                                : std::exp(z[j] - m);
+      e[j] = nan              ? NAN
+             : m == INFINITY  ? (z[j] == INFINITY ? 1.0f : 0.0f)
+             : m == -INFINITY ? 0.0f
+                              : std::exp(z[j] - m);
       if (M == Mode::ftz_125 && std::abs(e[j]) < 0x1p-125f) e[j] = 0;
       if (M == Mode::ftz_100 && std::abs(e[j]) < 0x1p-100f) e[j] = 0;
       S += e[j];
@@ -124,8 +124,8 @@ constexpr std::uint64_t kSeeds[] = {1, 2, 3, 987654321};
 TEST(Conventions, FlushToZeroUndeclaredFailsOnEverySeedAndIsNamed) {
   const sa_kernel k = make<Mode::ftz_125>("ftz", nullptr);
   for (std::uint64_t seed : kSeeds) {
-    const auto v = ulp_verdict(sa::props::run_suite(sa::Kernel(&k, "test"),
-                                                    config(seed, sa::DType::float32)));
+    const auto v =
+        ulp_verdict(sa::props::run_suite(sa::Kernel(&k, "test"), config(seed, sa::DType::float32)));
     EXPECT_EQ(v.outcome, sa::Outcome::fail) << "seed " << seed << ": " << sa::describe(v);
     EXPECT_NE(v.note.find("holds under the flush_to_zero convention, which the kernel does not "
                           "declare"),
@@ -140,11 +140,10 @@ TEST(Conventions, FlushToZeroDeclaredPassesOnEverySeed) {
   const sa_capabilities c = caps(SA_CAP_FLUSH_TO_ZERO);
   const sa_kernel by_flag = make<Mode::ftz_125>("ftz-flag", &c);
   for (std::uint64_t seed : kSeeds) {
-    for (const auto& [k, conv] :
-         {std::pair{&by_spec, std::vector<std::string>{"flush_to_zero"}},
-          std::pair{&by_flag, std::vector<std::string>{}}}) {
-      const auto v = ulp_verdict(sa::props::run_suite(sa::Kernel(k, "test"),
-                                                      config(seed, sa::DType::float32, conv)));
+    for (const auto& [k, conv] : {std::pair{&by_spec, std::vector<std::string>{"flush_to_zero"}},
+                                  std::pair{&by_flag, std::vector<std::string>{}}}) {
+      const auto v = ulp_verdict(
+          sa::props::run_suite(sa::Kernel(k, "test"), config(seed, sa::DType::float32, conv)));
       EXPECT_EQ(v.outcome, sa::Outcome::pass) << "seed " << seed << ": " << sa::describe(v);
       EXPECT_NE(v.note.find("under the declared conventions: flush_to_zero"), std::string::npos)
           << v.note;
@@ -165,8 +164,8 @@ TEST(Conventions, FlushToZeroExcusesOnlyBelowItsThreshold) {
 TEST(Conventions, DoubleRoundingUndeclaredFailsOnEverySeedAndIsNamed) {
   const sa_kernel k = make<Mode::double_round>("dr", nullptr);
   for (std::uint64_t seed : kSeeds) {
-    const auto v = ulp_verdict(sa::props::run_suite(sa::Kernel(&k, "test"),
-                                                    config(seed, sa::DType::bfloat16)));
+    const auto v = ulp_verdict(
+        sa::props::run_suite(sa::Kernel(&k, "test"), config(seed, sa::DType::bfloat16)));
     EXPECT_EQ(v.outcome, sa::Outcome::fail) << "seed " << seed << ": " << sa::describe(v);
     EXPECT_NE(v.note.find("holds under the double_rounding convention"), std::string::npos)
         << v.note;
@@ -177,8 +176,8 @@ TEST(Conventions, DoubleRoundingDeclaredPassesOnEverySeed) {
   const sa_capabilities c = caps(SA_CAP_DOUBLE_ROUNDING);
   const sa_kernel by_flag = make<Mode::double_round>("dr-flag", &c);
   for (std::uint64_t seed : kSeeds) {
-    const auto v = ulp_verdict(sa::props::run_suite(sa::Kernel(&by_flag, "test"),
-                                                    config(seed, sa::DType::bfloat16)));
+    const auto v = ulp_verdict(
+        sa::props::run_suite(sa::Kernel(&by_flag, "test"), config(seed, sa::DType::bfloat16)));
     EXPECT_EQ(v.outcome, sa::Outcome::pass) << "seed " << seed << ": " << sa::describe(v);
     EXPECT_NE(v.note.find("under the declared conventions: double_rounding"), std::string::npos)
         << v.note;
@@ -187,9 +186,8 @@ TEST(Conventions, DoubleRoundingDeclaredPassesOnEverySeed) {
 
 TEST(Conventions, UnknownNameIsRefused) {
   const sa_kernel k = make<Mode::ftz_125>("ftz", nullptr);
-  EXPECT_THROW(
-      sa::props::run_suite(sa::Kernel(&k, "test"), config(1, sa::DType::float32, {"ftz"})),
-      std::invalid_argument);
+  EXPECT_THROW(sa::props::run_suite(sa::Kernel(&k, "test"), config(1, sa::DType::float32, {"ftz"})),
+               std::invalid_argument);
 }
 
 }  // namespace

@@ -437,9 +437,7 @@ TEST(CudaDescriptor, AttentionV2CapabilitiesAreWhatIsImplemented) {
 // Claim: a program with the built-in CUDA kernel stages through the CUDA
 // runtime it links (statically), registered before main, so it needs no
 // libcudart.so at run time (issue 14: the Debian package of a CUDA build).
-TEST(CudaDeviceMemory, UsesTheLinkedRuntime) {
-  EXPECT_TRUE(sa::linked_cuda_runtime_registered());
-}
+TEST(CudaDeviceMemory, UsesTheLinkedRuntime) { EXPECT_TRUE(sa::linked_cuda_runtime_registered()); }
 
 TEST(CudaDeviceMemory, AgreesWithTheRuntime) {
   int count = 0;
