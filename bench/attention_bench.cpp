@@ -29,6 +29,10 @@
 //                      = 1023 (Mistral's sliding window)
 //   layout 4 "decode": 64 sequences, 1 query each, 4096 keys, 32 query heads
 //                      on 8 key/value heads (GQA decoding)
+//   Counter kv_bytes: bytes of K and V per second, each (sequence, key/value
+//   head)'s read once (the bandwidth measure of decoding).
+// BM_DecodeOverKvRead/<dtype>: decoding against a bare read of the same K and
+//   V (see the function's comment); counter ratio.
 //
 // The kernel's raw entry point is called directly (benchmarks may bypass sa::Kernel).
 #include <benchmark/benchmark.h>
@@ -199,6 +203,7 @@ struct ProblemV2 {
   std::vector<float> lse;
   std::vector<std::int32_t> cu_q, cu_k;
   double flops = 0;
+  double kv_bytes = 0;  // K and V of every (sequence, key/value head), each read once
 
   ProblemV2(int layout, sa_dtype t, std::int64_t d) {
     std::int64_t batch = 1, hq = 8, hk = 8, sq = 4096, sk = 4096;
@@ -283,6 +288,7 @@ struct ProblemV2 {
           pairs += static_cast<double>(std::min(i + 1, a.window_left + 1));
       }
       flops += 4.0 * static_cast<double>(d) * static_cast<double>(hq) * pairs;
+      kv_bytes += 2.0 * static_cast<double>(lk * hk * d) * static_cast<double>(e);
     }
   }
 };
@@ -301,6 +307,8 @@ void BM_AttentionV2(benchmark::State& st) {
   const double cpu = cpu_seconds() - c0;
   st.counters["flops"] = benchmark::Counter(p.flops, benchmark::Counter::kIsIterationInvariantRate);
   st.counters["GFLOP_per_cpu_s"] = p.flops * 1e-9 * static_cast<double>(st.iterations()) / cpu;
+  st.counters["kv_bytes"] =
+      benchmark::Counter(p.kv_bytes, benchmark::Counter::kIsIterationInvariantRate);
   st.counters["threads"] = threads();
   st.SetLabel(std::string(kLayoutNames[st.range(0)]) + " " +
               (t == SA_F32    ? "f32"
@@ -308,7 +316,59 @@ void BM_AttentionV2(benchmark::State& st) {
                               : "f16"));
 }
 
+// Decoding reads every key and value once and does 4 flops per element for
+// each query head of the group, so it is bound by memory bandwidth, not by
+// arithmetic. Its peer is the machine itself: each iteration times one pass
+// that only reads the same K and V buffers (summing their 32-bit words, a
+// loop the compiler vectorises; split over the OpenMP threads like the
+// kernel) and one decode call (layout 4). Counters: ratio = total decode time
+// / total read time (1 = the kernel streams K and V as fast as a bare read),
+// read_GB_per_s = the bare read's bandwidth.
+std::uint32_t read_words(const std::vector<unsigned char>& buf) {
+  const auto* w = reinterpret_cast<const std::uint32_t*>(buf.data());
+  const std::int64_t n = static_cast<std::int64_t>(buf.size() / 4);
+  std::uint32_t acc = 0;
+#ifdef _OPENMP
+#pragma omp parallel for reduction(^ : acc) schedule(static)
+#endif
+  for (std::int64_t i = 0; i < n; ++i) acc ^= w[i];
+  return acc;
+}
+
+void BM_DecodeOverKvRead(benchmark::State& st) {
+  const auto t = static_cast<sa_dtype>(st.range(0));
+  ProblemV2 p(4, t, 128);
+  double tr = 0, td = 0;
+  using clk = std::chrono::steady_clock;
+  for (auto _ : st) {
+    const auto t0 = clk::now();
+    benchmark::DoNotOptimize(read_words(p.k) ^ read_words(p.v));
+    const auto t1 = clk::now();
+    if (sa::kernels::cpu_attention_v2(nullptr, &p.a) != SA_OK)
+      throw std::runtime_error(sa::kernels::cpu_attention_v2_last_error());
+    benchmark::DoNotOptimize(p.lse.data());
+    const auto t2 = clk::now();
+    tr += std::chrono::duration<double>(t1 - t0).count();
+    td += std::chrono::duration<double>(t2 - t1).count();
+  }
+  st.counters["ratio"] = td / tr;
+  st.counters["read_GB_per_s"] = static_cast<double>(p.k.size() + p.v.size()) * 1e-9 *
+                                 static_cast<double>(st.iterations()) / tr;
+  st.counters["decode_GB_per_s"] = p.kv_bytes * 1e-9 * static_cast<double>(st.iterations()) / td;
+  st.counters["threads"] = threads();
+  st.SetLabel(t == SA_F32 ? "f32" : t == SA_BF16 ? "bf16" : "f16");
+}
+
 }  // namespace
+
+BENCHMARK(BM_DecodeOverKvRead)
+    ->ArgNames({"dtype"})
+    ->Arg(SA_F32)
+    ->Arg(SA_BF16)
+    ->Arg(SA_F16)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(0.5);
 
 BENCHMARK(BM_AttentionV2)
     ->ArgNames({"layout", "dtype", "d"})

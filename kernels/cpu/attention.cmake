@@ -3,7 +3,8 @@
 #     include(${CMAKE_CURRENT_LIST_DIR}/attention.cmake)
 # Defines sa_cpu_attention (static library: sa::kernels::cpu_attention,
 # merge_attention_partials); bench/CMakeLists.txt builds attention_bench.
-add_library(sa_cpu_attention STATIC ${CMAKE_CURRENT_LIST_DIR}/attention.cpp)
+add_library(sa_cpu_attention STATIC ${CMAKE_CURRENT_LIST_DIR}/attention.cpp
+                                    ${CMAKE_CURRENT_LIST_DIR}/attention_decode.cpp)
 target_link_libraries(sa_cpu_attention PUBLIC sa_core PRIVATE PkgConfig::HWY)
 find_package(OpenMP COMPONENTS CXX)
 if(OpenMP_CXX_FOUND)

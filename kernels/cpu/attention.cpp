@@ -24,20 +24,11 @@
 
 #include "core/bfloat16.hpp"
 #include "core/float16.hpp"
-#include "core/fp8.hpp"
+#include "kernels/cpu/attention_detail.hpp"
 #include "theory/adaptive_temperature.hpp"
 #include "theory/streamed_entropy.hpp"
 
 namespace sa::kernels::attn_detail {
-
-constexpr std::int64_t Bk = cpu_attention_key_tile;
-constexpr std::int64_t kMaxBq = cpu_attention_query_block;
-constexpr std::int64_t kVecPad = 16;  // widest float vector of any target (AVX-512)
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-// exp(x) for x below this is 0 in float32 (and in Highway's Exp, which returns
-// exactly 0 below -104): clamping s - m here makes exp(-inf - m) an exact 0 and
-// keeps e * (s - m) from becoming 0 * -inf.
-constexpr float kExpFloor = -200.0f;
 
 // Everything one call needs, shared read-only by the work items, plus the
 // per-(part, query) partial results they write (disjoint entries).
@@ -89,59 +80,6 @@ struct Scratch {
   }
 };
 
-// Exact float values of the 256 patterns of an fp8 format.
-struct Fp8Table {
-  float v[256];
-  explicit Fp8Table(Fp8Format f) {
-    for (int b = 0; b < 256; ++b) v[b] = fp8_to_float(static_cast<std::uint8_t>(b), f);
-  }
-};
-inline const float* fp8_table(sa_dtype t) {
-  static const Fp8Table e4m3(Fp8Format::e4m3), e5m2(Fp8Format::e5m2);
-  return t == SA_FP8_E4M3 ? e4m3.v : e5m2.v;
-}
-
-// Element idx of a q/k/v buffer of type t, exactly as float.
-inline float load_elem(const void* base, sa_dtype t, std::int64_t idx) {
-  switch (t) {
-    case SA_F32:
-      return static_cast<const float*>(base)[idx];
-    case SA_BF16:
-      return float_from_bf16(static_cast<const std::uint16_t*>(base)[idx]);
-    case SA_F16:
-      return float_from_f16(static_cast<const std::uint16_t*>(base)[idx]);
-    default:
-      return fp8_table(t)[static_cast<const std::uint8_t*>(base)[idx]];
-  }
-}
-
-// n consecutive elements from idx, exactly as float (the type switch outside the loop).
-inline void load_row(const void* base, sa_dtype t, std::int64_t idx, std::int64_t n, float* dst,
-                     std::int64_t dst_stride = 1) {
-  switch (t) {
-    case SA_F32: {
-      const float* p = static_cast<const float*>(base) + idx;
-      for (std::int64_t c = 0; c < n; ++c) dst[c * dst_stride] = p[c];
-      break;
-    }
-    case SA_BF16: {
-      const std::uint16_t* p = static_cast<const std::uint16_t*>(base) + idx;
-      for (std::int64_t c = 0; c < n; ++c) dst[c * dst_stride] = float_from_bf16(p[c]);
-      break;
-    }
-    case SA_F16: {
-      const std::uint16_t* p = static_cast<const std::uint16_t*>(base) + idx;
-      for (std::int64_t c = 0; c < n; ++c) dst[c * dst_stride] = float_from_f16(p[c]);
-      break;
-    }
-    default: {
-      const float* tab = fp8_table(t);
-      const std::uint8_t* p = static_cast<const std::uint8_t*>(base) + idx;
-      for (std::int64_t c = 0; c < n; ++c) dst[c * dst_stride] = tab[p[c]];
-    }
-  }
-}
-
 }  // namespace sa::kernels::attn_detail
 
 #endif  // SA_KERNELS_CPU_ATTENTION_COMMON
@@ -152,14 +90,12 @@ inline void load_row(const void* base, sa_dtype t, std::int64_t idx, std::int64_
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 
+#include "kernels/cpu/attention_tile-inl.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace sa::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using namespace sa::kernels::attn_detail;
-
-// Accumulators per row in the micro-kernels: 4 rows x kNV vectors fit the
-// register file (16 of 32 zmm on AVX-512, 8 of 16 ymm on AVX2).
-constexpr int kNV = HWY_LANES(float) >= 16 ? 4 : 2;
 
 // S[r][j] = sum_c Q[r][c] Kt[c][j] for 4-row groups, all Bk columns.
 // Float32 FMA accumulation in the order c = 0..d-1 (a length-d recursive sum
@@ -197,57 +133,9 @@ HWY_INLINE void LogitsTile(const float* HWY_RESTRICT qb, std::int64_t d,
   }
 }
 
-// O[r][:] = a[r] O[r][:] + sum_{j in [jlo, jhi)} P[r][j] V[j][:] for 4-row groups.
-template <int NV>
-HWY_INLINE void PvChunk(const float* HWY_RESTRICT pb, const float* HWY_RESTRICT vt,
-                        std::int64_t dvp, float* HWY_RESTRICT o, const float* a, std::int64_t r0,
-                        std::int64_t c0, std::int64_t jlo, std::int64_t jhi) {
-  const hn::ScalableTag<float> df;
-  using V = hn::Vec<decltype(df)>;
-  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
-  V acc[4][NV];
-  for (int r = 0; r < 4; ++r) {
-    const V ar = hn::Set(df, a[r0 + r]);
-    for (int v = 0; v < NV; ++v)
-      acc[r][v] = hn::Mul(hn::LoadU(df, o + (r0 + r) * dvp + c0 + v * L), ar);
-  }
-  const float* p0 = pb + (r0 + 0) * Bk;
-  const float* p1 = pb + (r0 + 1) * Bk;
-  const float* p2 = pb + (r0 + 2) * Bk;
-  const float* p3 = pb + (r0 + 3) * Bk;
-  for (std::int64_t j = jlo; j < jhi; ++j) {
-    V vv[NV];
-    for (int v = 0; v < NV; ++v) vv[v] = hn::LoadU(df, vt + j * dvp + c0 + v * L);
-    const V w0 = hn::Set(df, p0[j]), w1 = hn::Set(df, p1[j]);
-    const V w2 = hn::Set(df, p2[j]), w3 = hn::Set(df, p3[j]);
-    for (int v = 0; v < NV; ++v) {
-      acc[0][v] = hn::MulAdd(w0, vv[v], acc[0][v]);
-      acc[1][v] = hn::MulAdd(w1, vv[v], acc[1][v]);
-      acc[2][v] = hn::MulAdd(w2, vv[v], acc[2][v]);
-      acc[3][v] = hn::MulAdd(w3, vv[v], acc[3][v]);
-    }
-  }
-  for (int r = 0; r < 4; ++r)
-    for (int v = 0; v < NV; ++v) hn::StoreU(acc[r][v], df, o + (r0 + r) * dvp + c0 + v * L);
-}
-
-HWY_INLINE void PvTile(const float* pb, const float* vt, std::int64_t dvp, float* o, const float* a,
-                       std::int64_t rows_pad, std::int64_t jlo, std::int64_t jhi) {
-  const hn::ScalableTag<float> df;
-  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
-  for (std::int64_t r0 = 0; r0 < rows_pad; r0 += 4) {
-    std::int64_t c0 = 0;
-    for (; c0 + kNV * L <= dvp; c0 += kNV * L) PvChunk<kNV>(pb, vt, dvp, o, a, r0, c0, jlo, jhi);
-    for (; c0 < dvp; c0 += L) PvChunk<1>(pb, vt, dvp, o, a, r0, c0, jlo, jhi);
-  }
-}
-
 // One work item: query block qb against key part `part`. with_output = false
 // streams (m, S, T) only (adaptive pass 1). Writes the part's partial results.
 void RunItem(const Plan& pl, std::int64_t qb, std::int64_t part, bool with_output, Scratch& sc) {
-  const hn::ScalableTag<float> df;
-  using V = hn::Vec<decltype(df)>;
-  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
   const std::int64_t Bq = pl.bq;
   const std::int64_t i0 = qb * Bq;
   const std::int64_t i1 = std::min(pl.nq, i0 + Bq);
@@ -291,12 +179,6 @@ void RunItem(const Plan& pl, std::int64_t qb, std::int64_t part, bool with_outpu
   const std::int64_t max_lo = (i1 - 1) + pl.off - pl.wl;  // largest first visible key of a row
   if (kend > kbeg) {
     const std::int64_t t0 = kbeg / Bk, t1 = (kend + Bk - 1) / Bk;
-    const V vneg = hn::Set(df, kNegInf);
-    const V vfloor = hn::Set(df, kExpFloor);
-    const V vcap = hn::Set(df, pl.softcap);
-    const V vslope = hn::Set(df, pl.alibi_slope);
-    const hn::RebindToSigned<decltype(df)> di;
-    const V viota = hn::ConvertTo(df, hn::Iota(di, 0));
     for (std::int64_t t = t0; t < t1; ++t) {
       if (pl.tile_unmasked[t] == 0) continue;  // every key of the tile masked out
       const std::int64_t j0 = t * Bk;
@@ -305,107 +187,33 @@ void RunItem(const Plan& pl, std::int64_t qb, std::int64_t part, bool with_outpu
       const bool need_mask = lo > 0 || hi < Bk || pl.tile_unmasked[t] < Bk ||
                              (pl.wr >= 0 && j0 + Bk - 1 > min_hi) || (pl.wl >= 0 && j0 < max_lo);
       for (std::int64_t r = 0; r < rows; ++r) {
-        float* srow = sc.sb.data() + r * Bk;
-        const V cr = hn::Set(df, coef[r]);
-        if (!post_ops) {
-          for (std::int64_t j = 0; j < Bk; j += L)
-            hn::StoreU(hn::Mul(hn::LoadU(df, srow + j), cr), df, srow + j);
-        } else {
-          const V pr = hn::Set(df, post[r]);
-          // |diag - (j0 + j)| = |(diag - j0) - j|: exact in float below 2^24 keys.
-          const V vdiag = hn::Set(df, static_cast<float>(i0 + r + pl.off - j0));
-          for (std::int64_t j = 0; j < Bk; j += L) {
-            V x = hn::Mul(hn::LoadU(df, srow + j), cr);
-            if (pl.softcap > 0.0f) x = hn::Mul(vcap, hn::Tanh(df, hn::Div(x, vcap)));
-            if (pl.alibi) {
-              const V dist =
-                  hn::Abs(hn::Sub(vdiag, hn::Add(viota, hn::Set(df, static_cast<float>(j)))));
-              x = hn::Sub(x, hn::Mul(vslope, dist));
-            }
-            hn::StoreU(hn::Mul(x, pr), df, srow + j);
-          }
-        }
-        if (need_mask) {
-          const std::int64_t diag = i0 + r + pl.off - j0;  // the row's diagonal column
-          std::int64_t jl = lo, jh = hi;                   // visible columns [jl, jh)
-          if (pl.wr >= 0) jh = std::min(jh, diag + pl.wr + 1);
-          if (pl.wl >= 0) jl = std::max(jl, diag - pl.wl);
-          for (std::int64_t j = 0; j < Bk; ++j) {
-            const bool vis = j >= jl && j < jh && (!pl.key_mask || pl.key_mask[j0 + j] != 0);
-            if (!vis) srow[j] = kNegInf;
-          }
-        }
+        const std::int64_t diag = i0 + r + pl.off - j0;  // the row's diagonal column
+        std::int64_t jl = lo, jh = hi;                   // visible columns [jl, jh)
+        if (pl.wr >= 0) jh = std::min(jh, diag + pl.wr + 1);
+        if (pl.wl >= 0) jl = std::max(jl, diag - pl.wl);
+        FinishScores(sc.sb.data() + r * Bk, coef[r], post[r], pl.softcap, pl.alibi, pl.alibi_slope,
+                     diag, need_mask, jl, jh, pl.key_mask ? pl.key_mask + j0 : nullptr);
       }
       // Online-softmax update per row, against the running max.
       for (std::int64_t r = 0; r < rows_pad; ++r) {
         float* srow = sc.sb.data() + r * Bk;
         float* prow = sc.pb.data() + r * Bk;
-        sc.a[r] = 1.0f;
-        if (r >= rows || sc.special[r]) {
+        if (r >= rows) {
+          sc.a[r] = 1.0f;
           if (with_output) std::fill(prow, prow + Bk, 0.0f);
-          if (r >= rows) std::fill(srow, srow + Bk, kNegInf);
+          std::fill(srow, srow + Bk, kNegInf);
           continue;
         }
-        V vmax = vneg;
-        auto bad = hn::Ne(vmax, vmax);  // all false
-        for (std::int64_t j = 0; j < Bk; j += L) {
-          const V s = hn::LoadU(df, srow + j);
-          vmax = hn::Max(vmax, s);
-          bad = hn::Or(bad, hn::Not(hn::Eq(s, s)));  // NaN (Ne is ordered on x86)
-        }
-        const float mt = hn::GetLane(hn::MaxOfLanes(df, vmax));
-        if (!hn::AllFalse(df, bad) || mt == std::numeric_limits<float>::infinity()) {
-          sc.special[r] = 1;  // NaN or +inf logit: finished by the exact scalar path
-          if (with_output) std::fill(prow, prow + Bk, 0.0f);
-          continue;
-        }
-        if (mt == kNegInf) {  // nothing visible for this row in this tile
-          if (with_output) std::fill(prow, prow + Bk, 0.0f);
-          continue;
-        }
-        const float mold = sc.m[r];
-        const float mnew = std::max(mold, mt);
-        const V vm = hn::Set(df, mnew);
-        V se = hn::Zero(df), st = hn::Zero(df);
-        for (std::int64_t j = 0; j < Bk; j += L) {
-          const V x = hn::Max(hn::Sub(hn::LoadU(df, srow + j), vm), vfloor);
-          const V e = hn::Exp(df, x);
-          if (with_output) hn::StoreU(e, df, prow + j);
-          se = hn::Add(se, e);
-          st = hn::MulAdd(e, x, st);
-        }
-        const float sum_e = hn::GetLane(hn::SumOfLanes(df, se));
-        const float sum_t = hn::GetLane(hn::SumOfLanes(df, st));
-        if (mold == kNegInf) {  // first visible tile of this row: no rescale (a = 0 explicitly)
-          sc.a[r] = 0.0f;
-          sc.S[r] = sum_e;
-          sc.T[r] = sum_t;
-        } else {
-          const float a = mnew == mold ? 1.0f : std::exp(mold - mnew);
-          sc.T[r] = a * (sc.T[r] + (mold - mnew) * sc.S[r]) + sum_t;
-          sc.S[r] = a * sc.S[r] + sum_e;
-          sc.a[r] = a;
-        }
-        sc.m[r] = mnew;
+        OnlineRow(srow, prow, with_output, sc.m[r], sc.S[r], sc.T[r], sc.a[r], sc.special[r]);
       }
       if (!with_output) continue;
       const float* vt = pl.vp + t * Bk * dvp;
       if (!pl.tile_v_nonfinite[t]) {
         PvTile(sc.pb.data(), vt, dvp, sc.o.data(), sc.a, rows_pad, lo, hi);
       } else {
-        // v holds NaN/inf here: skip keys whose logit is -inf (masked) so that
-        // 0 * inf never reaches the output; scalar, rare.
-        for (std::int64_t r = 0; r < rows; ++r) {
-          float* orow = sc.o.data() + r * dvp;
-          if (sc.a[r] != 1.0f)
-            for (std::int64_t c = 0; c < dvp; ++c) orow[c] *= sc.a[r];
-          if (sc.special[r]) continue;
-          for (std::int64_t j = lo; j < hi; ++j) {
-            if (sc.sb[r * Bk + j] == kNegInf) continue;
-            const float w = sc.pb[r * Bk + j];
-            for (std::int64_t c = 0; c < pl.dv; ++c) orow[c] += w * vt[j * dvp + c];
-          }
-        }
+        // v holds NaN/inf here: keys whose logit is -inf (masked) are skipped.
+        PvTileNonFinite(sc.pb.data(), sc.sb.data(), vt, pl.dv, dvp, sc.o.data(), sc.a, sc.special,
+                        rows, lo, hi);
       }
     }
   }
@@ -681,6 +489,15 @@ void special_row(const AttentionHeadArgs& a, std::int64_t i, float* out, float* 
   *beta = static_cast<float>(b);
 }
 
+}  // namespace
+
+void cpu_attention_special_row(const AttentionHeadArgs& a, std::int64_t i, float* out, float* lse,
+                               float* H, float* beta) {
+  special_row(a, i, out, lse, H, beta);
+}
+
+namespace {
+
 sa_status run(const AttentionHeadArgs& a) {
   Plan pl;
   pl.dtype = a.qkv_dtype;
@@ -815,20 +632,7 @@ sa_status run(const AttentionHeadArgs& a) {
       H = adaptive ? H1[i] : theory::entropy_of(st);
       beta = adaptive ? beta1[i] : 1.0f;
     }
-    if (a.v_descale != 1.0f)
-      for (float& x : row) x *= a.v_descale;
-    if (a.out_dtype == SA_F32) {
-      float* o = static_cast<float*>(a.out) + i * a.out_stride;
-      std::copy(row.begin(), row.end(), o);
-    } else {
-      const bool bf = a.out_dtype == SA_BF16;
-      std::uint16_t* o = static_cast<std::uint16_t*>(a.out) + i * a.out_stride;
-      for (std::int64_t c = 0; c < pl.dv; ++c)
-        o[c] = bf ? bf16_from_float(row[c]) : f16_from_float(row[c]);
-    }
-    if (a.lse) a.lse[i] = lse;
-    if (a.entropy) a.entropy[i] = H;
-    if (a.beta) a.beta[i] = beta;
+    store_row(a, i, row.data(), lse, H, beta);
   });
   if (!finished) return fail(SA_INTERNAL_ERROR, "attention: out of memory writing the outputs");
   return SA_OK;

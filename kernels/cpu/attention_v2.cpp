@@ -7,13 +7,16 @@
 // to float32 while K and V are packed; float32, bfloat16 or float16 outputs).
 #include "kernels/cpu/attention_v2.hpp"
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/attention_decode.hpp"
 
 namespace sa::kernels {
 namespace {
@@ -98,12 +101,18 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
   const bool top_left = align == SA_ALIGN_TOP_LEFT;
   // kernel.h: s = scale * q_descale * k_descale * q.k; descales are 1 unless fp8.
   const double scale = fp8 ? a->scale * static_cast<double>(a->q_descale * a->k_descale) : a->scale;
+  // Sequences with few queries (decoding) take the few-query path: one pass per
+  // (sequence, key/value head) for all its query heads (attention_decode.hpp);
+  // their groups are collected here and run in parallel below.
+  std::vector<AttentionHeadArgs> decode_heads;
+  std::vector<std::size_t> starts;  // first index of each group in decode_heads
   for (std::int64_t b = 0; b < a->batch; ++b) {
     const std::int64_t q0 = varlen ? a->cu_seqlens_q[b] : 0, k0 = varlen ? a->cu_seqlens_k[b] : 0;
     const std::int64_t Lq = varlen ? a->cu_seqlens_q[b + 1] - q0 : a->seqlen_q;
     const std::int64_t Lk = varlen ? a->cu_seqlens_k[b + 1] - k0 : a->seqlen_k;
     if (Lq < 0 || Lk < 0) return fail(SA_INVALID_ARGUMENT, "cu_seqlens decrease");
     if (Lq == 0) continue;
+    const bool few_queries = a->num_splits <= 1 && Lq * group <= cpu_attention_decode_max_rows;
     for (std::int64_t h = 0; h < a->heads_q; ++h) {
       const std::int64_t hk = h / group;
       auto at = [&](const void* base, std::size_t e, std::int64_t sb, std::int64_t sh,
@@ -154,6 +163,11 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
       s.v_descale = fp8 ? a->v_descale : 1.0f;
       s.adaptive = a->adaptive != 0;
       s.num_splits = a->num_splits;
+      if (few_queries) {  // a group is `group` consecutive heads: one key/value head
+        if (h % group == 0) starts.push_back(decode_heads.size());
+        decode_heads.push_back(s);
+        continue;
+      }
       if (const sa_status st = cpu_attention_head(s); st != SA_OK) {
         const char* m = cpu_attention_last_error();
         g_error = std::string("attention_v2: ") + (m ? m : "single-head call failed");
@@ -161,6 +175,20 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
       }
     }
   }
+  starts.push_back(decode_heads.size());
+  std::atomic<bool> ok{true};
+  const std::int64_t ngroups = static_cast<std::int64_t>(starts.size()) - 1;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1)
+#endif
+  for (std::int64_t g = 0; g < ngroups; ++g) {
+    const std::size_t i0 = starts[static_cast<std::size_t>(g)];
+    const std::size_t i1 = starts[static_cast<std::size_t>(g) + 1];
+    if (cpu_attention_decode_group(decode_heads.data() + i0, static_cast<std::int64_t>(i1 - i0)) !=
+        SA_OK)
+      ok = false;
+  }
+  if (!ok) return fail(SA_INTERNAL_ERROR, "out of memory in the few-query path");
   return SA_OK;
 }
 
