@@ -29,6 +29,25 @@ weights 0, log-softmax -inf, lse -inf, entropy 0; NaN anywhere gives a NaN row):
         causal: query i sees key j iff j <= i + off, off = Sk - Sq for
         alignment "bottom_right" and 0 for "top_left"; key_padding_mask is
         None or a bool [B, Sk] tensor (False masks the key).
+        Declared features add keywords, passed only when a case uses them
+        (kernel.h's order: s = scale q.k, softcap, ALiBi, then the masks):
+          window=(left, right)   "window": query i sees keys
+                                 i + off - left <= j <= i + off + right
+                                 (-1: unbounded side; with causal, right
+                                 is -1 and causal bounds it)
+          softcap=c              "softcap": s -> c tanh(s / c)
+          alibi_slopes=[Hq]      "alibi": s -> s - slope_h |i + off - j|
+          sinks=[Hq]             "sinks": one more logit per head that joins
+                                 the max and the denominator (and lse) but
+                                 has no value
+        (float32 tensors / arrays of Hq values).
+    attention_backward(q, k, v, out, dout, lse, *, scale, causal, alignment,
+                       key_padding_mask, <the same feature keywords>)
+        out, dout [B, Hq, Sq, Dv] in the input type, lse [B, Hq, Sq] float32
+        (as the forward produced them); returns (dq, dk, dv) in q's, k's and
+        v's shapes and the input type, or (dq, dk, dv, dsinks [Hq]) when
+        sinks are used (kernel.h, sa_attention_backward_args: GQA's dk, dv
+        sum over the query heads of a key/value head).
 
 Inputs are read-only views of the gate's own buffers (no copy); results are
 copied into the gate's output buffers after a check of their type and shape.
@@ -40,9 +59,10 @@ import warnings
 
 DTYPES = ("float32", "bfloat16", "float16")
 OPS = ("softmax", "log_softmax", "logsumexp", "entropy", "softmax_backward",
-       "log_softmax_backward", "attention")
+       "log_softmax_backward", "attention", "attention_backward")
 # kernel.h's SA_ATTN_* bits the Python attention signature can carry.
 ATTENTION_FEATURES = {"batched": 1 << 0, "gqa": 1 << 1, "strided": 1 << 3, "causal": 1 << 4,
+                      "window": 1 << 5, "softcap": 1 << 6, "alibi": 1 << 7, "sinks": 1 << 8,
                       "key_padding": 1 << 9, "lse": 1 << 10, "unequal_head_dims": 1 << 14}
 
 
@@ -222,13 +242,23 @@ class Caller:
         res = self.fns[op](self._view(y, dt), self._view(dy, dt), temperature)
         self._store(dx, res, dt, op)
 
-    def attention(self, dt, q, k, v, out, lse, mask, scale, causal, alignment):
-        kpm = None
-        if mask is not None:
-            kpm = (self.torch.from_numpy(mask) != 0) if self.tensors == "torch" else mask != 0
+    def _mask(self, mask):
+        if mask is None:
+            return None
+        return (self.torch.from_numpy(mask) != 0) if self.tensors == "torch" else mask != 0
+
+    def _features(self, kw):
+        """The feature keywords in use: heads-long arrays as the kernel's tensor type."""
+        if self.tensors == "torch":
+            kw = {k: (self.torch.from_numpy(v) if k in ("alibi_slopes", "sinks") else v)
+                  for k, v in kw.items()}
+        return dict(kw)
+
+    def attention(self, dt, q, k, v, out, lse, mask, scale, causal, alignment, features):
         res = self.fns["attention"](self._view(q, dt), self._view(k, dt), self._view(v, dt),
                                     scale=scale, causal=causal, alignment=alignment,
-                                    key_padding_mask=kpm)
+                                    key_padding_mask=self._mask(mask),
+                                    **self._features(features))
         got_lse = None
         if isinstance(res, tuple):
             res, got_lse = res
@@ -238,3 +268,21 @@ class Caller:
             self._store_floats(lse, got_lse, "attention lse")
         self._store(out, res, dt, "attention")
 
+    def attention_backward(self, dt, q, k, v, out, dout, lse, dq, dk, dv, dsinks, mask, scale,
+                           causal, alignment, features):
+        lse_t = self.torch.from_numpy(lse) if self.tensors == "torch" else lse
+        res = self.fns["attention_backward"](
+            self._view(q, dt), self._view(k, dt), self._view(v, dt), self._view(out, dt),
+            self._view(dout, dt), lse_t, scale=scale, causal=causal, alignment=alignment,
+            key_padding_mask=self._mask(mask), **self._features(features))
+        if not isinstance(res, tuple) or len(res) not in (3, 4):
+            raise TypeError("attention_backward returned "
+                            f"{type(res).__name__}, expected (dq, dk, dv) or (dq, dk, dv, dsinks)")
+        self._store(dq, res[0], dt, "attention_backward dq")
+        self._store(dk, res[1], dt, "attention_backward dk")
+        self._store(dv, res[2], dt, "attention_backward dv")
+        if dsinks is not None:
+            if len(res) != 4:
+                raise Unsupported("attention_backward: dsinks was asked for and the kernel "
+                                  "returns only (dq, dk, dv)")
+            self._store_floats(dsinks, res[3], "attention_backward dsinks")

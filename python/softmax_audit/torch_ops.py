@@ -5,8 +5,9 @@
 softmax, log_softmax and logsumexp are torch.softmax, torch.log_softmax and
 torch.logsumexp over the last dimension, called in the input's type. The
 backward ops are torch's autograd of those. attention is built from PyTorch
-operators (matmul, masked_fill, softmax, matmul, in float32 for every input
-type, cast back at the end), because PyTorch 1.13 has no
+operators (matmul, tanh for the softcap, the ALiBi bias, masked_fill, a sink
+column, softmax, matmul, in float32 for every input type, cast back at the
+end), and attention_backward is torch.autograd of it, because PyTorch 1.13 has no
 torch.nn.functional.scaled_dot_product_attention (it came in 2.0); where the
 installed PyTorch has it, `sdpa_kernel` checks it too.
 
@@ -46,8 +47,8 @@ class TorchOps:
     """PyTorch CPU operators: torch.softmax, torch.log_softmax, torch.logsumexp, autograd, attention from torch ops"""
 
     tensors = "torch"
-    attention_features = ("batched", "gqa", "strided", "causal", "key_padding", "lse",
-                           "unequal_head_dims")
+    attention_features = ("batched", "gqa", "strided", "causal", "window", "softcap", "alibi",
+                          "sinks", "key_padding", "lse", "unequal_head_dims")
     deterministic = False
 
     def __init__(self):
@@ -60,6 +61,7 @@ class TorchOps:
             "log_softmax_backward":
                 lambda x: torch._log_softmax_backward_data(x, x, -1, x.dtype),
             "attention": lambda x: torch.matmul(x, x.transpose(-1, -2)),
+            "attention_backward": lambda x: torch.matmul(x, x.transpose(-1, -2)),
         }
         self.op_dtypes, self.refused = {}, {}
         for op, fn in probes.items():
@@ -94,28 +96,64 @@ class TorchOps:
         dx = torch._log_softmax_backward_data(dy, y, -1, y.dtype)
         return dx if temperature == 1 else _cast(dx.float() / temperature, y)
 
-    def attention(self, q, k, v, *, scale, causal, alignment, key_padding_mask):
-        hq, hk = q.shape[1], k.shape[1]
-        qf, kf, vf = q.float(), k.float(), v.float()
+    @staticmethod
+    def _attend(qf, kf, vf, *, scale, causal, alignment, key_padding_mask, window=None,
+                softcap=0.0, alibi_slopes=None, sinks=None):
+        """Attention in float32 from PyTorch operators, kernel.h's order of steps."""
+        hq, hk = qf.shape[1], kf.shape[1]
         if hq != hk:  # GQA: query head h reads key/value head h // (hq // hk)
             kf = kf.repeat_interleave(hq // hk, dim=1)
             vf = vf.repeat_interleave(hq // hk, dim=1)
         s = torch.matmul(qf, kf.transpose(-1, -2)) * scale
+        if softcap:
+            s = softcap * torch.tanh(s / softcap)
         sq, sk = s.shape[-2], s.shape[-1]
+        off = sk - sq if alignment == "bottom_right" else 0
+        i = torch.arange(sq).unsqueeze(1)
+        j = torch.arange(sk).unsqueeze(0)
+        if alibi_slopes is not None:
+            s = s - alibi_slopes.float()[None, :, None, None] * (i + off - j).abs().float()
+        left, right = window if window is not None else (-1, -1)
         if causal:
-            off = sk - sq if alignment == "bottom_right" else 0
-            i = torch.arange(sq).unsqueeze(1)
-            j = torch.arange(sk).unsqueeze(0)
-            s = s.masked_fill(j > i + off, -math.inf)
+            right = 0
+        hidden = torch.zeros(sq, sk, dtype=torch.bool)
+        if right >= 0:
+            hidden |= j > i + off + right
+        if left >= 0:
+            hidden |= j < i + off - left
+        s = s.masked_fill(hidden, -math.inf)
         if key_padding_mask is not None:
             s = s.masked_fill(~key_padding_mask[:, None, None, :], -math.inf)
+        if sinks is not None:  # one more logit per head, with no value
+            col = sinks.float()[None, :, None, None].expand(s.shape[0], s.shape[1], sq, 1)
+            s = torch.cat([s, col], -1)
         lse = torch.logsumexp(s, -1)
         # As attention is written with PyTorch's softmax: a query row with
-        # every key masked gets NaN weights (PyTorch's documented softmax of an
-        # all -inf row), where kernel.h says out 0; the gate names it.
+        # every key masked (and no sink) gets NaN weights (PyTorch's documented
+        # softmax of an all -inf row), where kernel.h says out 0; the gate names it.
         p = torch.softmax(s, -1)
-        out = torch.matmul(p, vf)
+        if sinks is not None:
+            p = p[..., :sk]
+        return torch.matmul(p, vf), lse
+
+    def attention(self, q, k, v, **kw):
+        out, lse = self._attend(q.float(), k.float(), v.float(), **kw)
         return out.to(q.dtype), lse
+
+    def attention_backward(self, q, k, v, out, dout, lse, *, sinks=None, **kw):
+        # torch.autograd of the same float32 forward (the given out and lse
+        # are not used: autograd recomputes them), gradients cast to the input
+        # type; GQA's repeat_interleave sums dk, dv over a group's query heads.
+        leaves = [x.float().requires_grad_() for x in (q, k, v)]
+        if sinks is not None:
+            leaves.append(sinks.float().clone().requires_grad_())
+        with torch.enable_grad():
+            o, _ = self._attend(*leaves[:3], sinks=leaves[3] if sinks is not None else None,
+                                **kw)
+            grads = torch.autograd.grad(o, leaves, grad_outputs=dout.float(), allow_unused=True)
+        grads = [torch.zeros_like(x) if g is None else g for g, x in zip(grads, leaves)]
+        res = tuple(g.to(q.dtype) for g in grads[:3])
+        return res + (grads[3],) if sinks is not None else res
 
 
 kernel = TorchOps()

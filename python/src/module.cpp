@@ -225,8 +225,11 @@ sa_status backward_slot(void* ctx, sa_dtype t, const sa_rows* s, const void* y, 
   });
 }
 
-sa_status attention_v2_slot(void* ctx, const sa_attention_v2_args* p) {
-  auto& a0 = *static_cast<Adapter*>(ctx);
+// The forward arguments' screen shared by attention and its backward: what
+// every kernel must refuse, and what the Python signature cannot carry
+// (varlen, adaptive temperature, entropy and beta outputs, fp8 descales) or
+// the kernel did not declare (window, softcap, ALiBi, sinks).
+sa_status screen_attention(const Adapter& a, const sa_attention_v2_args* p) {
   if (!p || p->struct_size < sizeof(sa_attention_v2_args) || !p->q.data || !p->k.data ||
       !p->v.data || !p->out)
     return SA_INVALID_ARGUMENT;
@@ -234,32 +237,95 @@ sa_status attention_v2_slot(void* ctx, const sa_attention_v2_args* p) {
       p->seqlen_q < 0 || p->seqlen_k < 0 || p->head_dim < 1 || p->head_dim_v < 1)
     return SA_INVALID_ARGUMENT;
   const int i = op_index(SA_OP_ATTENTION_V2);
-  if ((a0.op_dtypes[i] & dtype_bit(p->qkv_dtype)) == 0 || p->out_dtype != p->qkv_dtype)
+  if ((a.op_dtypes[i] & dtype_bit(p->qkv_dtype)) == 0 || p->out_dtype != p->qkv_dtype)
     return SA_UNSUPPORTED;
-  // What the Python attention signature does not carry (never declared).
+  const std::uint32_t f = a.caps.attention_features;
   const bool window = p->window_left >= 0 || (!p->causal && p->window_right >= 0);
-  if (p->cu_seqlens_q || p->cu_seqlens_k || window || p->softcap != 0 || p->alibi_slopes ||
-      p->sinks || p->adaptive || p->entropy || p->beta || p->q_descale != 1 || p->k_descale != 1 ||
-      p->v_descale != 1)
+  if ((window && !(f & SA_ATTN_WINDOW)) || (p->softcap != 0 && !(f & SA_ATTN_SOFTCAP)) ||
+      (p->alibi_slopes && !(f & SA_ATTN_ALIBI)) || (p->sinks && !(f & SA_ATTN_SINKS)))
     return SA_UNSUPPORTED;
+  if (p->cu_seqlens_q || p->cu_seqlens_k || p->adaptive || p->entropy || p->beta ||
+      p->q_descale != 1 || p->k_descale != 1 || p->v_descale != 1)
+    return SA_UNSUPPORTED;
+  return SA_OK;
+}
+
+// The keyword arguments of the features in use (only those: a kernel written
+// before a feature existed keeps its signature): window = (left, right) as
+// kernel.h's window_left / window_right (-1: unbounded), softcap, alibi_slopes
+// and sinks as float32 arrays of heads_q values.
+py::dict feature_kwargs(const sa_attention_v2_args* p) {
+  py::dict kw;
+  if (p->window_left >= 0 || (!p->causal && p->window_right >= 0))
+    kw["window"] = py::make_tuple(p->window_left, p->causal ? -1 : p->window_right);
+  if (p->softcap != 0) kw["softcap"] = p->softcap;
+  auto heads = [&](const float* x) {
+    return view(x, py::dtype::of<float>(), 4, {p->heads_q}, {1}, false);
+  };
+  if (p->alibi_slopes) kw["alibi_slopes"] = heads(p->alibi_slopes);
+  if (p->sinks) kw["sinks"] = heads(p->sinks);
+  return kw;
+}
+
+// q, k, v, out (and dout, dq, dk, dv) of a call as [B, H, S, D] views.
+struct AttentionViews {
+  const sa_attention_v2_args* p;
+  py::array tensor(const sa_tensor& x, py::ssize_t H, py::ssize_t S, py::ssize_t d,
+                   bool writable) const {
+    return elements(x.data, p->qkv_dtype, {p->batch, H, S, d},
+                    {x.stride_b, x.stride_h, x.stride_s, 1}, writable);
+  }
+  py::array q() const { return tensor(p->q, p->heads_q, p->seqlen_q, p->head_dim, false); }
+  py::array k() const { return tensor(p->k, p->heads_kv, p->seqlen_k, p->head_dim, false); }
+  py::array v() const { return tensor(p->v, p->heads_kv, p->seqlen_k, p->head_dim_v, false); }
+  py::array out(bool writable) const {
+    return elements(p->out, p->qkv_dtype, {p->batch, p->heads_q, p->seqlen_q, p->head_dim_v},
+                    {p->out_stride_b, p->out_stride_h, p->out_stride_s, 1}, writable);
+  }
+  py::object mask() const {
+    if (!p->key_padding_mask) return py::none();
+    return view(p->key_padding_mask, py::dtype::of<std::uint8_t>(), 1, {p->batch, p->seqlen_k},
+                {p->seqlen_k, 1}, false);
+  }
+  const char* alignment() const {
+    return p->alignment == SA_ALIGN_TOP_LEFT ? "top_left" : "bottom_right";
+  }
+};
+
+sa_status attention_v2_slot(void* ctx, const sa_attention_v2_args* p) {
+  if (sa_status st = screen_attention(*static_cast<Adapter*>(ctx), p); st != SA_OK) return st;
   if (p->batch == 0 || p->seqlen_q == 0) return SA_OK;
   return guarded_call(ctx, "attention", [&](Adapter& a) {
-    const sa_dtype t = p->qkv_dtype;
+    const AttentionViews w{p};
+    py::object lse = p->lse ? py::object(floats(p->lse, {p->batch, p->heads_q, p->seqlen_q}))
+                            : py::object(py::none());
+    a.caller.attr("attention")(dtype_name(p->qkv_dtype), w.q(), w.k(), w.v(), w.out(true), lse,
+                               w.mask(), p->scale, p->causal != 0, w.alignment(),
+                               feature_kwargs(p));
+  });
+}
+
+sa_status attention_backward_slot(void* ctx, const sa_attention_backward_args* b) {
+  if (!b || b->struct_size < sizeof(sa_attention_backward_args) || !b->dout.data || !b->dq.data ||
+      !b->dk.data || !b->dv.data)
+    return SA_INVALID_ARGUMENT;
+  const sa_attention_v2_args* p = b->forward;
+  if (sa_status st = screen_attention(*static_cast<Adapter*>(ctx), p); st != SA_OK) return st;
+  if (!p->lse) return SA_INVALID_ARGUMENT;  // kernel.h: the backward reads the forward's lse
+  if (b->dsinks && !p->sinks) return SA_INVALID_ARGUMENT;
+  if (p->batch == 0) return SA_OK;
+  return guarded_call(ctx, "attention_backward", [&](Adapter& a) {
+    const AttentionViews w{p};
     const py::ssize_t B = p->batch, Hq = p->heads_q, Hk = p->heads_kv, Sq = p->seqlen_q,
                       Sk = p->seqlen_k, D = p->head_dim, Dv = p->head_dim_v;
-    auto tensor = [&](const sa_tensor& x, py::ssize_t H, py::ssize_t S, py::ssize_t d) {
-      return elements(x.data, t, {B, H, S, d}, {x.stride_b, x.stride_h, x.stride_s, 1}, false);
-    };
-    py::object lse = p->lse ? py::object(floats(p->lse, {B, Hq, Sq})) : py::object(py::none());
-    py::object mask = py::none();
-    if (p->key_padding_mask)
-      mask = view(p->key_padding_mask, py::dtype::of<std::uint8_t>(), 1, {B, Sk}, {Sk, 1}, false);
-    a.caller.attr("attention")(
-        dtype_name(t), tensor(p->q, Hq, Sq, D), tensor(p->k, Hk, Sk, D), tensor(p->v, Hk, Sk, Dv),
-        elements(p->out, t, {B, Hq, Sq, Dv}, {p->out_stride_b, p->out_stride_h, p->out_stride_s, 1},
-                 true),
-        lse, mask, p->scale, p->causal != 0,
-        p->alignment == SA_ALIGN_TOP_LEFT ? "top_left" : "bottom_right");
+    py::object dsinks = b->dsinks ? py::object(floats(b->dsinks, {Hq})) : py::object(py::none());
+    a.caller.attr("attention_backward")(
+        dtype_name(p->qkv_dtype), w.q(), w.k(), w.v(), w.out(false),
+        w.tensor(b->dout, Hq, Sq, Dv, false),
+        view(p->lse, py::dtype::of<float>(), 4, {B, Hq, Sq}, {Hq * Sq, Sq, 1}, false),
+        w.tensor(b->dq, Hq, Sq, D, true), w.tensor(b->dk, Hk, Sk, D, true),
+        w.tensor(b->dv, Hk, Sk, Dv, true), dsinks, w.mask(), p->scale, p->causal != 0,
+        w.alignment(), feature_kwargs(p));
   });
 }
 
@@ -302,6 +368,8 @@ Adapter* make_adapter(py::object caller) {
       k.log_softmax_backward = backward_slot<SA_OP_LOG_SOFTMAX_BACKWARD>;
     else if (op == "attention")
       bit = SA_OP_ATTENTION_V2, k.attention_v2 = attention_v2_slot;
+    else if (op == "attention_backward")
+      bit = SA_OP_ATTENTION_BACKWARD, k.attention_backward = attention_backward_slot;
     else
       throw std::invalid_argument("unknown op '" + op + "' in the adapter's description");
     if (bits == 0) continue;

@@ -77,3 +77,114 @@ class WrongType(Good):
 good = Good()
 segfault = Segfault()
 hang = Hang()
+
+
+class Attention:
+    """Attention forward and backward from torch operators in float32 with kernel.h's
+    semantics (FlashAttention's backward formulation from out and lse): fully masked
+    rows give out 0, lse -inf and no gradient; keys no query sees are never read."""
+    name = "torch-attention"
+    dtypes = ("float32", "bfloat16")
+    attention_features = ("batched", "gqa", "strided", "causal", "window", "softcap", "alibi",
+                          "sinks", "key_padding", "lse", "unequal_head_dims")
+
+    @staticmethod
+    def _scores(q, k, *, scale, causal, alignment, key_padding_mask, window=None, softcap=0.0,
+                alibi_slopes=None):
+        """(raw score t before the softcap, score s with -inf where hidden, visible)."""
+        t = torch.matmul(q, k.transpose(-1, -2)) * scale
+        s = softcap * torch.tanh(t / softcap) if softcap else t
+        sq, sk = s.shape[-2], s.shape[-1]
+        off = sk - sq if alignment == "bottom_right" else 0
+        i = torch.arange(sq).unsqueeze(1)
+        j = torch.arange(sk).unsqueeze(0)
+        if alibi_slopes is not None:
+            s = s - alibi_slopes.float()[None, :, None, None] * (i + off - j).abs().float()
+        left, right = window if window is not None else (-1, -1)
+        if causal:
+            right = 0
+        vis = torch.ones(sq, sk, dtype=torch.bool)
+        if right >= 0:
+            vis &= j <= i + off + right
+        if left >= 0:
+            vis &= j >= i + off - left
+        vis = vis[None, None].expand(s.shape[0], s.shape[1], sq, sk)
+        if key_padding_mask is not None:
+            vis = vis & key_padding_mask[:, None, None, :]
+        return t, s.masked_fill(~vis, -math.inf), vis
+
+    @staticmethod
+    def _expand(k, hq):
+        return k.repeat_interleave(hq // k.shape[1], dim=1) if k.shape[1] != hq else k
+
+    @staticmethod
+    def _seen(vis, k):
+        """k with the rows no query sees zeroed (they are never read: kernel.h)."""
+        b, hq, _, sk = vis.shape
+        seen = vis.reshape(b, k.shape[1], hq // k.shape[1], -1, sk).any(2).any(2)
+        return k.float().masked_fill(~seen[..., None], 0.0)
+
+    def _forward(self, q, k, v, sinks=None, **kw):
+        hq = q.shape[1]
+        _, s, vis = self._scores(q.float(), self._expand(k.float().nan_to_num(), hq), **kw)
+        m = s.amax(-1, keepdim=True)
+        if sinks is not None:
+            m = torch.maximum(m, sinks.float()[None, :, None, None])
+        m0 = torch.where(m.isinf(), torch.zeros_like(m), m)
+        e = (s - m0).exp()
+        S = e.sum(-1, keepdim=True)
+        if sinks is not None:
+            S = S + (sinks.float()[None, :, None, None] - m0).exp()
+        p = torch.where(S == 0, torch.zeros_like(e), e / S)
+        vv = self._expand(self._seen(vis, v), hq)
+        lse = torch.where(S == 0, torch.full_like(S, -math.inf), m0 + S.log()).squeeze(-1)
+        return torch.matmul(p, vv), lse
+
+    def attention(self, q, k, v, *, sinks=None, **kw):
+        out, lse = self._forward(q, k, v, sinks=sinks, **kw)
+        return out.to(q.dtype), lse
+
+    def attention_backward(self, q, k, v, out, dout, lse, *, sinks=None, **kw):
+        hq, hk = q.shape[1], k.shape[1]
+        _, s, vis = self._scores(q.float(), self._expand(k.float().nan_to_num(), hq), **kw)
+        t, _, _ = self._scores(q.float(), self._expand(self._seen(vis, k), hq), **kw)
+        L = lse.float()[..., None]
+        p = torch.where(vis & L.isfinite(), (s - torch.where(L.isfinite(), L, 0.0)).exp(),
+                        torch.zeros_like(s))
+        do = dout.float()
+        D = (do * out.float()).sum(-1, keepdim=True)
+        vv = self._expand(self._seen(vis, v), hq)
+        dp = torch.matmul(do, vv.transpose(-1, -2))
+        ds = p * (dp - D)
+        softcap = kw.get("softcap") or 0.0
+        if softcap:
+            ds = ds * (1 - torch.tanh(t / softcap) ** 2)
+        kk = self._expand(self._seen(vis, k), hq)
+        dq = torch.matmul(ds, kk) * kw["scale"]
+        dk = torch.matmul(ds.transpose(-1, -2), q.float()) * kw["scale"]
+        dv = torch.matmul(p.transpose(-1, -2), do)
+        b, _, sk, _ = dk.shape
+        dk = dk.reshape(b, hk, hq // hk, sk, -1).sum(2)
+        dv = dv.reshape(b, hk, hq // hk, sk, -1).sum(2)
+        res = (dq.to(q.dtype), dk.to(q.dtype), dv.to(q.dtype))
+        if sinks is None:
+            return res
+        ps = torch.where(L.isfinite(), (sinks.float()[None, :, None, None] -
+                                         torch.where(L.isfinite(), L, 0.0)).exp(), 0.0)
+        return res + (-(ps * D).sum((0, 2, 3)),)
+
+
+class AttentionDkNotSummed(Attention):
+    """GQA bug: dk and dv of a key/value head are those of its first query head only"""
+    name = "attention-dk-not-summed"
+
+    def attention_backward(self, q, k, v, out, dout, lse, **kw):
+        hq, hk = q.shape[1], k.shape[1]
+        dq, dk, dv, *rest = super().attention_backward(q, k, v, out, dout, lse, **kw)
+        if hq != hk:
+            dk = dk / (hq // hk)  # as if one query head's share
+        return (dq, dk, dv, *rest)
+
+
+attention = Attention()
+attention_dk_not_summed = AttentionDkNotSummed()

@@ -1,0 +1,49 @@
+"""Attention forward and backward from Python, every feature the Python signature
+carries (window, softcap, ALiBi, sinks, key padding, GQA, both causal alignments):
+a correct torch kernel (sa_test_kernels.Attention, kernel.h's semantics) passes the
+attention_v2 and attention_backward properties; a GQA backward bug fails them."""
+import softmax_audit
+import sa_test_kernels
+
+SPEC = """
+ops = ["attention_v2", "attention_backward"]
+dtypes = ["float32", "bfloat16"]
+properties = ["attention_v2.*", "attention_backward.*"]
+cases = 4
+seed = 3
+[attention]
+lengths = [[5, 7], [8, 8], [1, 70], [7, 5]]
+head_dims = [16]
+gqa_ratios = [1, 2]
+features = ["causal", "key_padding", "bhsd", "strided", "unequal_dv", "window", "softcap",
+            "alibi", "sinks"]
+"""
+
+
+def _run(kernel, tmp_path):
+    p = tmp_path / "gate.toml"
+    p.write_text(SPEC)
+    return softmax_audit.check(kernel, spec=p)
+
+
+def test_correct_kernel_passes_forward_and_backward(tmp_path):
+    r = _run(sa_test_kernels.attention, tmp_path)
+    bad = [v.describe() for v in r.verdicts if v.failed or v.outcome == "incomplete"]
+    assert not bad, "\n\n".join(bad)
+    ran = {(v.property, v.dtype) for v in r.verdicts if v.passed}
+    for prop in ("attention_v2.rounding", "attention_v2.sink_equals_extra_key",
+                 "attention_v2.window_within_causal", "attention_backward.rounding",
+                 "attention_backward.gqa_group_sum", "attention_backward.masked_zero",
+                 "attention_backward.no_nan"):
+        assert (prop, "float32") in ran, prop
+    assert ("attention_backward.flash_attention_3x", "bfloat16") in ran
+    assert r.exit_code == 0
+
+
+def test_gqa_backward_bug_fails_with_a_counterexample(tmp_path):
+    r = _run(sa_test_kernels.attention_dk_not_summed, tmp_path)
+    failed = {v.property for v in r.verdicts if v.failed}
+    assert "attention_backward.rounding" in failed, sorted(failed)
+    v = next(v for v in r.verdicts if v.property == "attention_backward.rounding" and v.failed)
+    assert "heads=" in v.counterexample and "/" in v.counterexample, v.describe()
+    assert r.exit_code == 1
