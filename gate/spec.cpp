@@ -302,12 +302,14 @@ void parse_attention(const std::string& origin, const toml::node& node, props::S
     if (std::find(keys.begin(), keys.end(), key) == keys.end())
       fail(where(origin, n), "attention." + key, "unknown key; expected one of: " + join(keys));
   }
-  // The table shapes attention_v2 cases: refused where none would run.
+  // The table shapes attention_v2 and attention_backward cases: refused
+  // where none would run.
   if (!cfg.ops.empty() &&
-      std::find(cfg.ops.begin(), cfg.ops.end(), Op::attention_v2) == cfg.ops.end())
+      std::find(cfg.ops.begin(), cfg.ops.end(), Op::attention_v2) == cfg.ops.end() &&
+      std::find(cfg.ops.begin(), cfg.ops.end(), Op::attention_backward) == cfg.ops.end())
     fail(where(origin, node), "attention",
-         "the table shapes attention_v2 cases, but 'ops' does not name attention_v2; add it "
-         "there or remove the table");
+         "the table shapes attention_v2 and attention_backward cases, but 'ops' names neither; "
+         "add one there or remove the table");
   props::AttentionShapes& a = cfg.attention;
   auto ints = [&](const char* key, std::int64_t lo, std::int64_t hi) {
     std::vector<std::int64_t> out;

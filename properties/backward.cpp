@@ -286,42 +286,73 @@ constexpr std::int64_t kBwdLengths[][2] = {{1, 1},     {7, 5},     {5, 7},     {
 constexpr std::int64_t kBwdDims[] = {1, 3, 8, 16, 32, 40, 64, 80, 128};
 constexpr double kBwdWorkCap = 1.5e6;
 
-rc::Gen<BwdParams> gen_bwd() {
-  return rc::gen::exec([] {
+bool feature_allowed(const AttentionShapes& s, const char* feature) {
+  return !s.features ||
+         std::find(s.features->begin(), s.features->end(), feature) != s.features->end();
+}
+
+// Draws one case. The spec's [attention] table shapes these cases as it does
+// attention_v2's: its lengths, head dims and GQA ratios replace the lists
+// above, and a feature it does not name is never drawn. With no table the
+// draws are the same as they always were (the same values are drawn, then
+// the features not named are switched off), so seeds reproduce.
+rc::Gen<BwdParams> gen_bwd(const AttentionShapes& s) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> lengths = s.lengths;
+  std::stable_sort(lengths.begin(), lengths.end(), [](const auto& a, const auto& b) {
+    return a.first * a.second < b.first * b.second;
+  });
+  if (lengths.empty())
+    for (const auto& L : kBwdLengths) lengths.emplace_back(L[0], L[1]);
+  const bool named_dims = !s.head_dims.empty();
+  const std::vector<std::int64_t> dims =
+      named_dims ? s.head_dims
+                 : std::vector<std::int64_t>(std::begin(kBwdDims), std::end(kBwdDims));
+  const double cap = std::min(kBwdWorkCap, s.max_work);
+  return rc::gen::exec([s, lengths, dims, named_dims, cap] {
     BwdParams p;
-    const auto& L = kBwdLengths[*rc::gen::inRange<std::size_t>(0, std::size(kBwdLengths))];
-    p.sq = L[0];
-    p.sk = L[1];
-    p.d = kBwdDims[*rc::gen::inRange<std::size_t>(0, std::size(kBwdDims))];
-    p.dv = *rc::gen::inRange(0, 4) == 3
-               ? kBwdDims[*rc::gen::inRange<std::size_t>(0, std::size(kBwdDims))]
-               : p.d;
+    const auto& L = lengths[*rc::gen::inRange<std::size_t>(0, lengths.size())];
+    p.sq = L.first;
+    p.sk = L.second;
+    p.d = dims[*rc::gen::inRange<std::size_t>(0, dims.size())];
+    p.dv =
+        *rc::gen::inRange(0, 4) == 3 ? dims[*rc::gen::inRange<std::size_t>(0, dims.size())] : p.d;
+    if (!feature_allowed(s, "unequal_dv")) p.dv = p.d;
     p.group = *rc::gen::inRange(0, 3) == 0 ? 1 : *rc::gen::inRange(2, 5);
+    if (!s.gqa_ratios.empty())
+      p.group = s.gqa_ratios[*rc::gen::inRange<std::size_t>(0, s.gqa_ratios.size())];
     p.heads_kv = *rc::gen::inRange(1, 3);
     p.batch = *rc::gen::inRange(1, 4);
-    p.varlen = *rc::gen::inRange(0, 3) == 2;
+    p.varlen = *rc::gen::inRange(0, 3) == 2 && feature_allowed(s, "varlen");
     auto work = [&] {
       return static_cast<double>(p.batch * p.heads_kv * p.group) * static_cast<double>(p.sq) *
              static_cast<double>(p.sk) * static_cast<double>(p.d + p.dv) / (p.varlen ? 4.0 : 1.0);
     };
-    while (work() > kBwdWorkCap && p.batch > 1) --p.batch;
-    while (work() > kBwdWorkCap && p.heads_kv * p.group > 1) p.group > 1 ? --p.group : --p.heads_kv;
-    while (work() > kBwdWorkCap && (p.d > 8 || p.dv > 8))
+    // Smaller first: batch, then heads (a spec's GQA ratio is kept), then
+    // (for dims the spec does not name) the head dims.
+    while (work() > cap && p.batch > 1) --p.batch;
+    if (s.gqa_ratios.empty())
+      while (work() > cap && p.heads_kv * p.group > 1) p.group > 1 ? --p.group : --p.heads_kv;
+    while (work() > cap && p.heads_kv > 1) --p.heads_kv;
+    while (!named_dims && work() > cap && (p.d > 8 || p.dv > 8))
       p.d = std::min<std::int64_t>(p.d, 8), p.dv = std::min<std::int64_t>(p.dv, 8);
     if (p.varlen && p.batch < 2) p.batch = 2;
     const int mask_kind = *rc::gen::inRange(0, 6);
-    p.causal = mask_kind == 1 || mask_kind == 2;
+    p.causal = (mask_kind == 1 || mask_kind == 2) && feature_allowed(s, "causal");
     p.top_left = mask_kind == 2 || (mask_kind == 4 && *rc::gen::inRange(0, 2) == 1);
     if (mask_kind >= 3 && mask_kind <= 4) {
       p.wl = *rc::gen::inRange<std::int64_t>(-1, std::max<std::int64_t>(2, p.sk));
       p.wr = *rc::gen::inRange<std::int64_t>(-1, std::max<std::int64_t>(2, p.sk / 4));
+      if (!feature_allowed(s, "window")) p.wl = p.wr = -1;
     }
-    p.key_pad = mask_kind == 5 || *rc::gen::inRange(0, 6) == 5;
+    p.key_pad =
+        (mask_kind == 5 || *rc::gen::inRange(0, 6) == 5) && feature_allowed(s, "key_padding");
     p.softcap = *rc::gen::inRange(0, 4) == 3 ? 5.0 + *rc::gen::inRange(0, 46) : 0.0;
-    p.alibi = *rc::gen::inRange(0, 5) == 4;
-    p.sinks = *rc::gen::inRange(0, 4) == 3;
-    p.bhsd = *rc::gen::inRange(0, 2) == 1;
+    if (!feature_allowed(s, "softcap")) p.softcap = 0.0;
+    p.alibi = *rc::gen::inRange(0, 5) == 4 && feature_allowed(s, "alibi");
+    p.sinks = *rc::gen::inRange(0, 4) == 3 && feature_allowed(s, "sinks");
+    p.bhsd = *rc::gen::inRange(0, 2) == 1 && feature_allowed(s, "bhsd");
     p.row_pad = *rc::gen::inRange(0, 3) == 2 ? *rc::gen::inRange(1, 9) : 0;
+    if (!feature_allowed(s, "strided")) p.row_pad = 0;
     p.seed = *rc::gen::noShrink(rc::gen::inRange<std::uint64_t>(1, std::uint64_t(1) << 53));
     return p;
   });
@@ -836,7 +867,7 @@ void run_attention_backward(const Run& run) {
     so.shrink_pool = &run.shrink_pool;
     so.cases = std::max(6, run.config.cases / 8);
     so.seed = run.seed ^ 0xbac4 ^ (static_cast<std::uint64_t>(t) * 0x9e37);
-    auto res = search<BwdParams>(gen_bwd(), kSlots, so, eval);
+    auto res = search<BwdParams>(gen_bwd(run.config.attention), kSlots, so, eval);
     for (int s = 0; s < kSlots; ++s) {
       if (!wanted(s)) continue;
       if (s == kFa && !low) {

@@ -74,6 +74,11 @@ TEST(GateSpec, ReadsTheAttentionTable) {
   const GateSpec none = parse_gate_spec("[attention]\nfeatures = []\n", "g.toml");
   ASSERT_TRUE(none.suite.attention.features.has_value());
   EXPECT_TRUE(none.suite.attention.features->empty());
+  // It shapes attention_backward cases too: a backward-only spec may hold it.
+  const GateSpec bwd = parse_gate_spec(
+      "ops = [\"attention_backward\"]\n[attention]\nfeatures = [\"sinks\"]\n", "g.toml");
+  ASSERT_TRUE(bwd.suite.attention.features.has_value());
+  EXPECT_EQ(*bwd.suite.attention.features, std::vector<std::string>{"sinks"});
 }
 
 TEST(GateSpec, AttentionTableErrorsNameKeyAndExpectation) {
@@ -93,8 +98,7 @@ TEST(GateSpec, AttentionTableErrorsNameKeyAndExpectation) {
            Bad{"[attention]\nfeatures = [\"dropout\"]", "expected one of: varlen"},
            Bad{"[attention]\ndtypes = [\"fp4\"]", "fp8_e4m3"},
            Bad{"[attention]\nmax_work = 0", "> 0"},
-           Bad{"ops = [\"softmax\"]\n[attention]\nhead_dims = [64]",
-               "'ops' does not name attention_v2"},
+           Bad{"ops = [\"softmax\"]\n[attention]\nhead_dims = [64]", "'ops' names neither"},
        }) {
     try {
       parse_gate_spec(b.text, "bad.toml");
