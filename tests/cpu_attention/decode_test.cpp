@@ -185,6 +185,13 @@ TEST(CpuAttentionDecode, AgreesWithTheTiledPathOnEveryFeature) {
     Features f = base;
     f.in = f.out = t;
     cases.push_back(f);
+    // Head dims with a partial vector (the widening's scalar tail), and a NaN
+    // in a visible key (the vector widening keeps NaN a NaN).
+    f.d = 59;
+    f.dv = 111;
+    cases.push_back(f);
+    f.nan_key = true;
+    cases.push_back(f);
   }
   {
     Features f = base;
