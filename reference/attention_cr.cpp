@@ -161,8 +161,10 @@ struct Item {
 struct Scratch {
   std::vector<Item> it;               // visible keys' scores
   std::vector<std::int64_t> key;      // their key index j
-  std::vector<double> dh, dl, e;      // shifted arguments and exp1 values
+  std::vector<double> e, el;          // the items' weights (level 2: hi and lo)
   std::vector<double> Ns, Nsig, A, tail;
+  DD S{};           // the row's denominator (shift: its largest item) and its bound,
+  double err_S = 0;  // from lse_entropy to outputs
   detail::RowScratch<Mp> mp;
   detail::RowValuesT<Mp> mpv;
 };
@@ -244,9 +246,9 @@ class FastAttention {
     return std::isfinite(s.hi) && E <= 0x1p-40;
   }
 
-  // One query row: true and the rounded outputs written when every output is
-  // certified; false otherwise (nothing useful written).
-  bool row(const Row& r, Scratch& w, double* out, double& lse, double& H) const {
+  // One query row: the level (1 or 2) that certified every output, whose
+  // rounded values are written; 0 when neither did (nothing useful written).
+  int row(const Row& r, Scratch& w, double* out, double& lse, double& H) const {
     const AttentionCase& c = c_;
     const std::int64_t Lk = c.len_k(r.b);
     const std::int64_t dv = c.dv;
@@ -292,27 +294,47 @@ class FastAttention {
       H = 0;
       return !std::isnan(lse);
     }
-    // Arguments and weights of the other items.
-    w.dh.resize(n), w.dl.resize(n), w.e.resize(n);
+    if (level1(r, w, jm, out, lse, H)) return 1;
+    if (level2(r, w, jm, out, lse, H)) return 2;
+    return 0;
+  }
+
+ private:
+  const float* vrow(const Row& r, const Scratch& w, std::size_t j) const {
+    const AttentionCase& c = c_;
+    return c.v.data() + (c.row_k(r.b, w.key[j]) * c.heads_kv + c.kv_head(r.h)) * c.dv;
+  }
+
+  // The shifted argument of item j != jm (false: cut off) and its bound.
+  static bool shifted(const Item& s, double Mh, double Ml, DD& d, double& E) {
+    const DD a = two_sum(s.sh, -Mh);
+    d = two_sum(a.hi, a.lo + (s.sl - Ml));
+    E = s.E + 3.1 * u * u * (std::abs(s.sh) + std::abs(Mh));
+    return d.hi >= fast::exp_cutoff;
+  }
+
+  // Level 1: exp1, Sum2 in double (the analysis above).
+  bool level1(const Row& r, Scratch& w, std::size_t jm, double* out, double& lse,
+              double& H) const {
+    const std::size_t n = w.it.size(), nkeys = w.key.size();
+    const auto dvs = static_cast<std::size_t>(c_.dv);
+    const double Mh = w.it[jm].sh, Ml = w.it[jm].sl, Em = w.it[jm].E;
+    w.e.resize(n);
     double Ed = 0;
-    std::size_t cut = 0;
     const fast::ExpTables& T = fast::exp_tables();
     double Rs = 0, Rsig = 0, Ts = 0, Tsig = 0, B = 0;
     for (std::size_t j = 0; j < n; ++j) {
       if (j == jm) {
-        w.e[j] = 1, w.dh[j] = 0, w.dl[j] = 0;
+        w.e[j] = 1;
         continue;
       }
-      const Item& s = w.it[j];
-      const DD a = two_sum(s.sh, -Mh);
-      const DD d = two_sum(a.hi, a.lo + (s.sl - Ml));
-      if (!(d.hi >= fast::exp_cutoff)) {
+      DD d;
+      double E;
+      if (!shifted(w.it[j], Mh, Ml, d, E)) {
         w.e[j] = 0;
-        ++cut;
         continue;
       }
-      Ed = std::max(Ed, s.E + 3.1 * u * u * (std::abs(s.sh) + std::abs(Mh)));
-      w.dh[j] = d.hi, w.dl[j] = d.lo;
+      Ed = std::max(Ed, E);
       const double e = fast::exp1(T, d.hi, d.lo);
       w.e[j] = e;
       DD p = two_sum(Rs, e);
@@ -328,54 +350,18 @@ class FastAttention {
     const double eps_e = (fast::exp1_rel_error + 1.01 * Ed) * kSafe;
     const DD R = two_sum(Rs, Rsig);
     const double err_R = 1.01 * ((eps_e + g2) * R.hi + K * 0x1p-159) * kSafe;
-    const DD S = dd_add(DD{1, 0}, R);
-    const double err_S = (err_R + 1.01 * Em + 3.01 * u * u * S.hi) * kSafe;
-    // log S
-    DD L;
-    double err_L;
-    if (R.hi < 0x1p-20) {
-      const double p = R.hi;
-      const double cc = p * p * (-0.5 + p * (1.0 / 3 + p * (-0.25 + p * 0.2)));
-      L = dd_add(R, DD{cc, 0});
-      err_L = (3.2 * u * p * p + p * p * p * p * p * p + 3.01 * u * u * std::abs(L.hi) + err_R +
-               1.01 * Em) *
-              kSafe;
-    } else {
-      const fast::LogS ls = fast::log_of(S, err_S / S.hi);
-      L = ls.L;
-      err_L = ls.eta;
-      if (!std::isfinite(err_L)) return false;
-    }
-    // lse
-    const DD lv = dd_add(DD{Mh, Ml}, L);
-    lse = fast::round_dd(
-        t_, lv, (err_L + 3.01 * u * u * std::abs(lv.hi) + kMp * (std::abs(Mh) + 1)) * kSafe);
-    if (std::isnan(lse)) return false;
-    // entropy
-    {
-      const DD Tv = two_sum(Ts, Tsig);
-      const double err_T =
-          (1.01 * ((2 * u + eps_e) * B + Ed * (R.hi + err_R) + g2 * B) + 0x1p-122 + 1.01 * Em) *
-          kSafe;
-      const DD q = dd_div(DD{-Tv.hi, -Tv.lo}, S);
-      const double err_q =
-          (1.02 * (err_T + (1.02 * B + err_T) * err_S) + 64.1 * u * u * std::abs(q.hi)) * kSafe;
-      const DD Hv = dd_add(L, q);
-      const double err_H = (err_L + err_q + 3.01 * u * u * std::abs(Hv.hi) +
-                            kMp * (B + std::abs(L.hi) + 1)) *
-                           kSafe;
-      H = fast::round_dd(t_, Hv, err_H);
-      // H > 0 (two items or more) below half the smallest subnormal: +0.
-      if (std::isnan(H) && Hv.hi + std::abs(Hv.lo) + err_H < half_min_) H = 0;
-      if (std::isnan(H)) return false;
-    }
-    // out
+    const DD Tv = two_sum(Ts, Tsig);
+    const double err_T =
+        (1.01 * ((2 * u + eps_e) * B + Ed * (R.hi + err_R) + g2 * B) + 0x1p-122 + 1.01 * Em) *
+        kSafe;
+    if (!lse_entropy(w, R, err_R, Tv, err_T, B, w.it[jm], lse, H)) return false;
+    // Numerators.
     w.Ns.assign(dvs, 0.0), w.Nsig.assign(dvs, 0.0), w.A.assign(dvs, 0.0), w.tail.assign(dvs, 0.0);
     double* Ns = w.Ns.data();
     double* Nsig = w.Nsig.data();
     double* A = w.A.data();
     for (std::size_t j = 0; j < nkeys; ++j) {
-      const float* v = vrow(j);
+      const float* v = vrow(r, w, j);
       const double e = w.e[j];
       if (e == 0) {  // cut off
         double* tl = w.tail.data();
@@ -391,20 +377,139 @@ class FastAttention {
         A[x] += std::abs(P);
       }
     }
-    const double kN = 1.01 * ((eps_e + u) * 1.02 + g2 + 1.01 * Em);
+    for (std::size_t x = 0; x < dvs; ++x) {
+      const DD N = two_sum(Ns[x], Nsig[x]);
+      Ns[x] = N.hi, Nsig[x] = N.lo;
+    }
+    return outputs(w, 1.01 * ((eps_e + u) * 1.02 + g2 + 1.01 * Em), out);
+  }
+
+  // Level 2: exp2 (2^-97), double-double products and sums (dd_mul 4u^2,
+  // dd_add 3u^2 + 13u^3 of the partial sum, <= 3.02u^2 of the sum of
+  // magnitudes over K steps, as ziv_row.cpp's level 2):
+  //  err_R = 1.01 ((eps_e2 + 3.02 K u^2) R + K 2^-159), eps_e2 = 2^-97 +
+  //  1.01 Ed; t_j = dd_mul(e_j, d^_j) (dl kept): |t_j - e^(d_j) d_j| <=
+  //  1.01 (eps_e2 + 4.01u^2) |t_j| + e^(d_j) Ed, so err_T = 1.01 ((eps_e2 +
+  //  4.01u^2 + 3.02 K u^2) B + Ed (R + err_R)) + 2^-122 + 1.01 E_jmax;
+  //  P_j = dd_mul(e_j, v_jx): err_N = 1.01 ((eps_e2 + 4.01u^2) 1.01 + 3.02
+  //  K u^2 + 1.01 E_jmax) A_x + 2^-159 (cut |v|). The rest as level 1.
+  bool level2(const Row& r, Scratch& w, std::size_t jm, double* out, double& lse,
+              double& H) const {
+    const std::size_t n = w.it.size(), nkeys = w.key.size();
+    const auto dvs = static_cast<std::size_t>(c_.dv);
+    const double Mh = w.it[jm].sh, Ml = w.it[jm].sl, Em = w.it[jm].E;
+    w.e.resize(n), w.el.resize(n);
+    double Ed = 0;
+    const fast::ExpTables& T = fast::exp_tables();
+    DD R{0, 0}, Tv{0, 0};
+    double B = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+      if (j == jm) {
+        w.e[j] = 1, w.el[j] = 0;
+        continue;
+      }
+      DD d;
+      double E;
+      if (!shifted(w.it[j], Mh, Ml, d, E)) {
+        w.e[j] = 0, w.el[j] = 0;
+        continue;
+      }
+      Ed = std::max(Ed, E);
+      const DD e = fast::exp2(T, d.hi, d.lo);
+      w.e[j] = e.hi, w.el[j] = e.lo;
+      R = dd_add(R, e);
+      const DD tj = dd_mul(e, d);
+      Tv = dd_add(Tv, tj);
+      B += std::abs(tj.hi);
+    }
+    if (!(Ed <= 0x1p-40) || !(Em <= 0x1p-40)) return false;
+    const double K = static_cast<double>(n);
+    const double a2 = 3.02 * K * u * u;
+    const double eps_e = (fast::exp2_rel_error + 1.01 * Ed) * kSafe;
+    const double err_R = 1.01 * ((eps_e + a2) * R.hi + K * 0x1p-159) * kSafe;
+    const double err_T =
+        (1.01 * ((eps_e + 4.01 * u * u + a2) * B * 1.01 + Ed * (R.hi + err_R)) + 0x1p-122 +
+         1.01 * Em) *
+        kSafe;
+    if (!lse_entropy(w, R, err_R, Tv, err_T, B, w.it[jm], lse, H)) return false;
+    w.Ns.assign(dvs, 0.0), w.Nsig.assign(dvs, 0.0), w.A.assign(dvs, 0.0), w.tail.assign(dvs, 0.0);
+    for (std::size_t j = 0; j < nkeys; ++j) {
+      const float* v = vrow(r, w, j);
+      const DD e{w.e[j], w.el[j]};
+      if (e.hi == 0) {
+        for (std::size_t x = 0; x < dvs; ++x) w.tail[x] += std::abs(static_cast<double>(v[x]));
+        continue;
+      }
+      for (std::size_t x = 0; x < dvs; ++x) {
+        const DD P = dd_mul(e, DD{static_cast<double>(v[x]), 0});
+        const DD N = dd_add(DD{w.Ns[x], w.Nsig[x]}, P);
+        w.Ns[x] = N.hi, w.Nsig[x] = N.lo;
+        w.A[x] += std::abs(P.hi);
+      }
+    }
+    return outputs(w, 1.01 * ((eps_e + 4.01 * u * u) * 1.01 * 1.01 + a2 + 1.01 * Em), out);
+  }
+
+  // lse and H from R (the sum of the other items' weights), T and their
+  // bounds (the analysis above).
+  bool lse_entropy(Scratch& w, const DD& R, double err_R, const DD& Tv, double err_T, double B,
+                   const Item& top, double& lse, double& H) const {
+    const double Mh = top.sh, Ml = top.sl, Em = top.E;
+    const DD S = dd_add(DD{1, 0}, R);
+    const double err_S = (err_R + 1.01 * Em + 3.01 * u * u * S.hi) * kSafe;
+    DD L;
+    double err_L;
+    if (R.hi < 0x1p-20) {
+      const double p = R.hi;
+      const double cc = p * p * (-0.5 + p * (1.0 / 3 + p * (-0.25 + p * 0.2)));
+      L = dd_add(R, DD{cc, 0});
+      err_L = (3.2 * u * p * p + p * p * p * p * p * p + 3.01 * u * u * std::abs(L.hi) + err_R +
+               1.01 * Em) *
+              kSafe;
+    } else {
+      const fast::LogS ls = fast::log_of(S, err_S / S.hi);
+      L = ls.L;
+      err_L = ls.eta;
+      if (!std::isfinite(err_L)) return false;
+    }
+    const DD lv = dd_add(DD{Mh, Ml}, L);
+    lse = fast::round_dd(
+        t_, lv, (err_L + 3.01 * u * u * std::abs(lv.hi) + kMp * (std::abs(Mh) + 1)) * kSafe);
+    if (std::isnan(lse)) return false;
+    const DD q = dd_div(DD{-Tv.hi, -Tv.lo}, S);
+    const double err_q =
+        (1.02 * (err_T + (1.02 * B + err_T) * err_S) + 64.1 * u * u * std::abs(q.hi)) * kSafe;
+    const DD Hv = dd_add(L, q);
+    const double err_H =
+        (err_L + err_q + 3.01 * u * u * std::abs(Hv.hi) + kMp * (B + std::abs(L.hi) + 1)) * kSafe;
+    H = fast::round_dd(t_, Hv, err_H);
+    // H > 0 (two items or more) below half the smallest subnormal: +0.
+    if (std::isnan(H) && Hv.hi + std::abs(Hv.lo) + err_H < half_min_) H = 0;
+    w.S = S;
+    w.err_S = err_S;
+    return !std::isnan(H);
+  }
+
+  // out from the numerators in w (N as hi/lo in Ns/Nsig, A, tail), with
+  // err_N = kN A + 2^-159 tail.
+  bool outputs(Scratch& w, double kN, double* out) const {
+    const auto dvs = static_cast<std::size_t>(c_.dv);
+    const DD S = w.S;
+    const double err_S = w.err_S;
     const double avd = std::abs(vd_);
     for (std::size_t x = 0; x < dvs; ++x) {
-      if (!std::isfinite(A[x]) || !std::isfinite(w.tail[x])) return false;
-      if (A[x] == 0 && w.tail[x] == 0) {
+      const double A = w.A[x], tail = w.tail[x];
+      if (!std::isfinite(A) || !std::isfinite(tail)) return false;
+      if (A == 0 && tail == 0) {
         out[x] = fast::round_double(t_, 0.0 * vd_);
         continue;
       }
-      const DD N = two_sum(Ns[x], Nsig[x]);
-      const double err_N = (kN * A[x] + 0x1p-159 * w.tail[x]) * kSafe;
+      const DD N{w.Ns[x], w.Nsig[x]};
+      const double err_N = (kN * A + 0x1p-159 * tail) * kSafe;
       DD o = dd_div(N, S);
       if (vd_ != 1) o = dd_mul(o, DD{vd_, 0});
-      const double err = (avd * 1.01 * (err_N + 1.02 * A[x] * err_S) / S.hi +
-                          68.1 * u * u * std::abs(o.hi) + kMp * avd * A[x] / S.hi + kFloor) *
+      const double err = (avd * 1.01 * (err_N + 1.02 * A * err_S) / S.hi +
+                          68.1 * u * u * std::abs(o.hi) + kMp * avd * A / S.hi + kFloor) *
                          kSafe;
       out[x] = fast::round_dd(t_, o, err);
       if (std::isnan(out[x])) return false;
@@ -412,7 +517,6 @@ class FastAttention {
     return true;
   }
 
- private:
   DType t_;
   const AttentionCase& c_;
   DD sc_{};
@@ -447,8 +551,8 @@ AttentionV2Rounded attention_v2_rounded(DType t, const AttentionCase& c, const C
   const FastAttention fa(t, c);
   const bool fast_path = o.path == RefPath::fast && fa.ok();
   const int nt = nr < 2 ? 1 : (o.threads > 0 ? o.threads : omp_get_max_threads());
-  std::int64_t n_fast = 0, n_mpfr = 0;
-#pragma omp parallel num_threads(nt) if (nt > 1) reduction(+ : n_fast, n_mpfr)
+  std::int64_t n_fast = 0, n_fast2 = 0, n_mpfr = 0;
+#pragma omp parallel num_threads(nt) if (nt > 1) reduction(+ : n_fast, n_fast2, n_mpfr)
   {
     Scratch w;
 #pragma omp for schedule(dynamic, 1)
@@ -456,9 +560,10 @@ AttentionV2Rounded attention_v2_rounded(DType t, const AttentionCase& c, const C
       const Row& r = rows[static_cast<std::size_t>(k)];
       const auto o_ = static_cast<std::size_t>(c.row_q(r.b, r.i) * c.heads_q + r.h);
       double* out = res.out.data() + o_ * static_cast<std::size_t>(c.dv);
-      if (fast_path && fa.row(r, w, out, res.lse[o_], res.entropy[o_])) {
+      const int level = fast_path ? fa.row(r, w, out, res.lse[o_], res.entropy[o_]) : 0;
+      if (level > 0) {
         res.beta[o_] = 1;
-        ++n_fast;
+        ++(level == 1 ? n_fast : n_fast2);
       } else {
         mpfr_row(t, c, r, w, out, res.lse[o_], res.entropy[o_], res.beta[o_]);
         ++n_mpfr;
@@ -470,6 +575,7 @@ AttentionV2Rounded attention_v2_rounded(DType t, const AttentionCase& c, const C
     const std::int64_t per = c.dv + 3;
     st.elements = nr * per;
     st.level1 = n_fast * per;
+    st.level2 = n_fast2 * per;
     st.mpfr = n_mpfr * per;
     *o.stats += st;
   }
