@@ -52,35 +52,37 @@
 //  range; kFloor = 2^-1000 per score covers results near underflow (each
 //  operation then errs by <= 2^-1074 absolute).
 //
-// Weights. The shift M = (Mh, Ml) is the double-double score of the row's
-// largest item (by hi, then lo; the sink is an item with exact score and
-// no value). Softmax, lse and entropy are invariant under the shift: with
-// d_j = s_j - M, S = sum e^(d_j), out = vd sum e^(d_j) v_j / S, lse = M +
-// log S, H = log S - T/S, T = sum e^(d_j) d_j. The largest item, jmax, has
-// d = s_jmax - M, |d| <= E_jmax: it is counted as e = 1 exactly, d = 0, and
-// its deviation (|e^d - 1| <= 1.01 E_jmax, |e^d d| <= 1.01 E_jmax) is added
-// to the bounds below. For the others: (a, b) = two_sum(sh, -Mh) is exact,
+// Weights (level 1; level 2 is stated next to its code). M = (Mh, Ml) is
+// the double-double score of the row's largest item, jmax (by hi, then lo;
+// the sink is an item with exact score and no value), within E_jmax of its
+// true score s_jmax. Softmax, lse and entropy are invariant under a shift of
+// every score, so they are computed relative to the (unknown) real s_jmax:
+// d_j = s_j - s_jmax, S = sum e^(d_j), out = vd sum e^(d_j) v_j / S, lse =
+// s_jmax + log S, H = log S - T/S, T = sum e^(d_j) d_j. For jmax, d = 0
+// and e = 1 exactly. For the others: (a, b) = two_sum(sh, -Mh) is exact,
 // d^ = two_sum(a, RN(b + RN(sl - Ml))): |d^ - (s^ - M)| <= u |sl - Ml| + u
-// |b + RN(sl - Ml)| <= 3.1u^2 (|sh| + |Mh|); so |d^ - d_j| <= Ed (the max
-// over the evaluated items of E_s + 3.1u^2 (|sh| + |Mh|)). Items with d^ <
-// -111 are cut off (true weight e^(d) <= e^(-111 + Ed) < 2^-160; each adds
-// < 2^-159 |v| to a numerator, < 2^-153 to |T|). e_j = exp1(d^) (2^-51,
-// fast_arith.hpp): |e_j - e^(d_j)| <= eps_e e^(d_j), eps_e = 2^-51 + 1.01 Ed.
+// |b + RN(sl - Ml)| <= 3.1u^2 (|sh| + |Mh|); so |d^ - d_j| <= Ed, the max
+// over the evaluated items of E_s + E_jmax + 3.1u^2 (|sh| + |Mh|) (<= 2^-40,
+// else the row falls back). Items with d^ < -111 are cut off: each has e^(d)
+// <= ub = exp_upper(d^) (a power of two, below 2^-159), adds <= ub |v_jx| to
+// a numerator's bound (tail_x), ub to S's (tail_S), ub (|d^| + 1) to T's
+// (tail_T). e_j = exp1(d^) (2^-51, fast_arith.hpp): |e_j - e^(d_j)| <= eps_e
+// e^(d_j), eps_e = 2^-51 + 1.01 Ed.
 //  R = sum_(j != jmax) e_j by Sum2 kept as a double-double (positive terms,
-//  K items: |R^ - sum e_j| <= gamma_K^2 sum e_j): |R^ - R| <= err_R =
-//  1.01 ((eps_e + gamma_K^2) R^ + K 2^-159). S^ = dd_add(1, R^): err_S =
-//  err_R + 1.01 E_jmax + 3.01u^2 S^ (S >= 1 - 2^-40).
+//  K items: |R^ - sum e_j| <= gamma_K^2 sum e_j): |R^ - R| <= err_R = 1.01
+//  (eps_e + gamma_K^2) R^ + tail_S. S^ = dd_add(1, R^): err_S = err_R +
+//  3.01u^2 S^ (S >= 1).
 //  log S: R^ < 2^-20: log1p(R^) = R^ + c, c = R^2 (-1/2 + R/3 - R^2/4 +
 //  R^3/5) in double from R^.hi (Horner, <= 4.01u relative on c, |c| <=
 //  0.51 R^2; truncation <= R^6/6; R^.lo's effect on c <= u R^2), then
 //  dd_add (3.01u^2): |L - log1p(R^)| <= 3.2u R^2 + R^6 + 3.01u^2 |L|;
-//  log1p is 1-Lipschitz on R >= 0: plus err_R + 1.01 E_jmax. R^ >= 2^-20:
-//  log_of(S^, err_S / S^) (ziv_row.cpp).
-//  lse = dd_add(M, L): err_L + 3.01u^2 |lse| + kMp (|Mh| + 1).
+//  log1p is 1-Lipschitz on R >= 0: plus err_R. R^ >= 2^-20: log_of(S^,
+//  err_S / S^) (ziv_row.cpp).
+//  lse = dd_add(M, L): err_L + E_jmax + 3.01u^2 |lse| + kMp (|Mh| + 1).
 //  Numerators N_x = sum_j e^(d_j) v_jx: P_j = RN(e_j v_jx) (jmax: v_jx
 //  exactly), Sum2 kept as a double-double, A_x = sum |P_j| in double
-//  (relative gamma_K). |N^ - N| <= err_N = 1.01 ((eps_e + u) 1.02 + gamma_K^2
-//  + 1.01 E_jmax) A_x + 2^-159 (sum of |v_jx| over the cut items).
+//  (relative gamma_K). |N^ - N| <= err_N = 1.01 ((eps_e + u) 1.02 +
+//  gamma_K^2) A_x + tail_x.
 //  out = dd_mul(dd_div(N^, S^), vd): |out^ - out| <= |vd| 1.01 (err_N +
 //  1.02 A_x err_S) / S^ + 68.1u^2 |out^| + kMp |vd| A_x / S^ (|N| <= 1.02
 //  A_x, S^ >= 1). A_x = 0 with nothing cut: every live v_jx is +-0, and the
@@ -88,7 +90,7 @@
 //  Entropy: t_j = RN(e_j dh_j), T^ by Sum2 (mixed signs: <= gamma_K^2 B, B
 //  = sum |t_j| in double): |t_j - e^(d_j) d_j| <= 1.01 (2u + eps_e)|t_j| +
 //  e^(d_j) Ed (dl dropped, |dl| <= u |dh|), so |T^ - T| <= err_T = 1.01
-//  ((2u + eps_e) B + Ed (R^ + err_R) + gamma_K^2 B) + 2^-122 + 1.01 E_jmax.
+//  ((2u + eps_e) B + Ed (R^ + err_R) + gamma_K^2 B) + tail_T.
 //  q = dd_div(-T^, S^): |q - (-T/S)| <= 1.02 (err_T + (1.02 B + err_T)
 //  err_S) + 64.1u^2 |q|. H = dd_add(L, q): err_L + err_q + 3.01u^2 |H| +
 //  kMp (B + |L| + 1). With two items or more H > 0 (as is the
@@ -305,12 +307,23 @@ class FastAttention {
     return c.v.data() + (c.row_k(r.b, w.key[j]) * c.heads_kv + c.kv_head(r.h)) * c.dv;
   }
 
-  // The shifted argument of item j != jm (false: cut off) and its bound.
-  static bool shifted(const Item& s, double Mh, double Ml, DD& d, double& E) {
+  // The shifted argument of item j != jm (false: cut off) and its bound
+  // (against the true score of the largest item, Em away from M).
+  static bool shifted(const Item& s, double Mh, double Ml, double Em, DD& d, double& E) {
     const DD a = two_sum(s.sh, -Mh);
     d = two_sum(a.hi, a.lo + (s.sl - Ml));
-    E = s.E + 3.1 * u * u * (std::abs(s.sh) + std::abs(Mh));
+    E = s.E + Em + 3.1 * u * u * (std::abs(s.sh) + std::abs(Mh));
     return d.hi >= fast::exp_cutoff;
+  }
+
+  // An upper bound on e^(d_j) for a cut-off item (computed d < -111, the
+  // true one within Ed <= 2^-40 of it): 2^k, k = floor(y) + 2 with y =
+  // RN(RN(d log2 e) (1 - 2^-30)) >= d log2 e (the factor outweighs the
+  // three roundings), so 2^k >= 2 e^d >= e^(d + Ed); at least 2^-1074.
+  static double exp_upper(double d) {
+    const double y = d * 1.4426950408889634 * (1 - 0x1p-30);
+    if (!(y >= -1074)) return 0x1p-1074;
+    return std::ldexp(1.0, static_cast<int>(std::floor(y)) + 2);
   }
 
   // Level 1: exp1, Sum2 in double (the analysis above).
@@ -319,8 +332,8 @@ class FastAttention {
     const std::size_t n = w.it.size(), nkeys = w.key.size();
     const auto dvs = static_cast<std::size_t>(c_.dv);
     const double Mh = w.it[jm].sh, Ml = w.it[jm].sl, Em = w.it[jm].E;
-    w.e.resize(n);
-    double Ed = 0;
+    w.e.resize(n), w.el.resize(n);
+    double Ed = 0, tailS = 0, tailT = 0;
     const fast::ExpTables& T = fast::exp_tables();
     double Rs = 0, Rsig = 0, Ts = 0, Tsig = 0, B = 0;
     for (std::size_t j = 0; j < n; ++j) {
@@ -330,8 +343,9 @@ class FastAttention {
       }
       DD d;
       double E;
-      if (!shifted(w.it[j], Mh, Ml, d, E)) {
-        w.e[j] = 0;
+      if (!shifted(w.it[j], Mh, Ml, Em, d, E)) {
+        w.e[j] = 0, w.el[j] = exp_upper(d.hi);  // el: the cut item's bound
+        tailS += w.el[j], tailT += w.el[j] * (std::abs(d.hi) + 1);
         continue;
       }
       Ed = std::max(Ed, E);
@@ -349,11 +363,10 @@ class FastAttention {
     const double g2 = gamma(K) * gamma(K);
     const double eps_e = (fast::exp1_rel_error + 1.01 * Ed) * kSafe;
     const DD R = two_sum(Rs, Rsig);
-    const double err_R = 1.01 * ((eps_e + g2) * R.hi + K * 0x1p-159) * kSafe;
+    const double err_R = (1.01 * (eps_e + g2) * R.hi + tailS) * kSafe;
     const DD Tv = two_sum(Ts, Tsig);
     const double err_T =
-        (1.01 * ((2 * u + eps_e) * B + Ed * (R.hi + err_R) + g2 * B) + 0x1p-122 + 1.01 * Em) *
-        kSafe;
+        (1.01 * ((2 * u + eps_e) * B + Ed * (R.hi + err_R) + g2 * B) + tailT) * kSafe;
     if (!lse_entropy(w, R, err_R, Tv, err_T, B, w.it[jm], lse, H)) return false;
     // Numerators.
     w.Ns.assign(dvs, 0.0), w.Nsig.assign(dvs, 0.0), w.A.assign(dvs, 0.0), w.tail.assign(dvs, 0.0);
@@ -365,7 +378,8 @@ class FastAttention {
       const double e = w.e[j];
       if (e == 0) {  // cut off
         double* tl = w.tail.data();
-        for (std::size_t x = 0; x < dvs; ++x) tl[x] += std::abs(static_cast<double>(v[x]));
+        const double ub = w.el[j];
+        for (std::size_t x = 0; x < dvs; ++x) tl[x] += ub * std::abs(static_cast<double>(v[x]));
         continue;
       }
       for (std::size_t x = 0; x < dvs; ++x) {
@@ -381,7 +395,7 @@ class FastAttention {
       const DD N = two_sum(Ns[x], Nsig[x]);
       Ns[x] = N.hi, Nsig[x] = N.lo;
     }
-    return outputs(w, 1.01 * ((eps_e + u) * 1.02 + g2 + 1.01 * Em), out);
+    return outputs(w, 1.01 * ((eps_e + u) * 1.02 + g2), out);
   }
 
   // Level 2: exp2 (2^-97), double-double products and sums (dd_mul 4u^2,
@@ -399,7 +413,7 @@ class FastAttention {
     const auto dvs = static_cast<std::size_t>(c_.dv);
     const double Mh = w.it[jm].sh, Ml = w.it[jm].sl, Em = w.it[jm].E;
     w.e.resize(n), w.el.resize(n);
-    double Ed = 0;
+    double Ed = 0, tailS = 0, tailT = 0;
     const fast::ExpTables& T = fast::exp_tables();
     DD R{0, 0}, Tv{0, 0};
     double B = 0;
@@ -410,8 +424,9 @@ class FastAttention {
       }
       DD d;
       double E;
-      if (!shifted(w.it[j], Mh, Ml, d, E)) {
-        w.e[j] = 0, w.el[j] = 0;
+      if (!shifted(w.it[j], Mh, Ml, Em, d, E)) {
+        w.e[j] = 0, w.el[j] = exp_upper(d.hi);
+        tailS += w.el[j], tailT += w.el[j] * (std::abs(d.hi) + 1);
         continue;
       }
       Ed = std::max(Ed, E);
@@ -426,18 +441,17 @@ class FastAttention {
     const double K = static_cast<double>(n);
     const double a2 = 3.02 * K * u * u;
     const double eps_e = (fast::exp2_rel_error + 1.01 * Ed) * kSafe;
-    const double err_R = 1.01 * ((eps_e + a2) * R.hi + K * 0x1p-159) * kSafe;
+    const double err_R = (1.01 * (eps_e + a2) * R.hi + tailS) * kSafe;
     const double err_T =
-        (1.01 * ((eps_e + 4.01 * u * u + a2) * B * 1.01 + Ed * (R.hi + err_R)) + 0x1p-122 +
-         1.01 * Em) *
-        kSafe;
+        (1.01 * ((eps_e + 4.01 * u * u + a2) * B * 1.01 + Ed * (R.hi + err_R)) + tailT) * kSafe;
     if (!lse_entropy(w, R, err_R, Tv, err_T, B, w.it[jm], lse, H)) return false;
     w.Ns.assign(dvs, 0.0), w.Nsig.assign(dvs, 0.0), w.A.assign(dvs, 0.0), w.tail.assign(dvs, 0.0);
     for (std::size_t j = 0; j < nkeys; ++j) {
       const float* v = vrow(r, w, j);
       const DD e{w.e[j], w.el[j]};
-      if (e.hi == 0) {
-        for (std::size_t x = 0; x < dvs; ++x) w.tail[x] += std::abs(static_cast<double>(v[x]));
+      if (e.hi == 0) {  // cut off: el is its bound
+        for (std::size_t x = 0; x < dvs; ++x)
+          w.tail[x] += e.lo * std::abs(static_cast<double>(v[x]));
         continue;
       }
       for (std::size_t x = 0; x < dvs; ++x) {
@@ -447,7 +461,7 @@ class FastAttention {
         w.A[x] += std::abs(P.hi);
       }
     }
-    return outputs(w, 1.01 * ((eps_e + 4.01 * u * u) * 1.01 * 1.01 + a2 + 1.01 * Em), out);
+    return outputs(w, 1.01 * ((eps_e + 4.01 * u * u) * 1.01 * 1.01 + a2), out);
   }
 
   // lse and H from R (the sum of the other items' weights), T and their
@@ -456,15 +470,14 @@ class FastAttention {
                    const Item& top, double& lse, double& H) const {
     const double Mh = top.sh, Ml = top.sl, Em = top.E;
     const DD S = dd_add(DD{1, 0}, R);
-    const double err_S = (err_R + 1.01 * Em + 3.01 * u * u * S.hi) * kSafe;
+    const double err_S = (err_R + 3.01 * u * u * S.hi) * kSafe;
     DD L;
     double err_L;
     if (R.hi < 0x1p-20) {
       const double p = R.hi;
       const double cc = p * p * (-0.5 + p * (1.0 / 3 + p * (-0.25 + p * 0.2)));
       L = dd_add(R, DD{cc, 0});
-      err_L = (3.2 * u * p * p + p * p * p * p * p * p + 3.01 * u * u * std::abs(L.hi) + err_R +
-               1.01 * Em) *
+      err_L = (3.2 * u * p * p + p * p * p * p * p * p + 3.01 * u * u * std::abs(L.hi) + err_R) *
               kSafe;
     } else {
       const fast::LogS ls = fast::log_of(S, err_S / S.hi);
@@ -474,7 +487,7 @@ class FastAttention {
     }
     const DD lv = dd_add(DD{Mh, Ml}, L);
     lse = fast::round_dd(
-        t_, lv, (err_L + 3.01 * u * u * std::abs(lv.hi) + kMp * (std::abs(Mh) + 1)) * kSafe);
+        t_, lv, (err_L + Em + 3.01 * u * u * std::abs(lv.hi) + kMp * (std::abs(Mh) + 1)) * kSafe);
     if (std::isnan(lse)) return false;
     const DD q = dd_div(DD{-Tv.hi, -Tv.lo}, S);
     const double err_q =
@@ -505,7 +518,7 @@ class FastAttention {
         continue;
       }
       const DD N{w.Ns[x], w.Nsig[x]};
-      const double err_N = (kN * A + 0x1p-159 * tail) * kSafe;
+      const double err_N = (kN * A + tail) * kSafe;
       DD o = dd_div(N, S);
       if (vd_ != 1) o = dd_mul(o, DD{vd_, 0});
       const double err = (avd * 1.01 * (err_N + 1.02 * A * err_S) / S.hi +

@@ -155,7 +155,9 @@ RC_GTEST_PROP(AttentionCorrectlyRounded, BitIdenticalToMpfrOnEveryGenerator, ())
         RC_FAIL(d + " on " + c.describe() + " (" + sa::props::detail::describe(p) + "), target " +
                 sa::name_of(t));
       g_random.st += st;
-      for (const auto& f : features_of(c)) {
+      auto features = features_of(c);
+      features.push_back("dist " + p.dist);
+      for (const auto& f : features) {
         auto& n = g_random.by_feature[f];
         n.first += st.elements;
         n.second += st.mpfr;
