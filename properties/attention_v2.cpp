@@ -61,7 +61,6 @@ namespace {
 
 using budget::u32;
 
-
 }  // namespace
 
 std::string describe(const V2Params& p) {

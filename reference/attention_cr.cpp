@@ -119,7 +119,7 @@ using fast::two_sum;
 using fast::u;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kMp = 0x1p-200;     // MPFR's own error, relative to the magnitudes
+constexpr double kMp = 0x1p-200;      // MPFR's own error, relative to the magnitudes
 constexpr double kFloor = 0x1p-1000;  // absolute, per double-double chain near underflow
 
 double gamma(double k) { return k * u / (1 - k * u); }
@@ -161,11 +161,11 @@ struct Item {
 };
 
 struct Scratch {
-  std::vector<Item> it;               // visible keys' scores
-  std::vector<std::int64_t> key;      // their key index j
-  std::vector<double> e, el;          // the items' weights (level 2: hi and lo)
+  std::vector<Item> it;           // visible keys' scores
+  std::vector<std::int64_t> key;  // their key index j
+  std::vector<double> e, el;      // the items' weights (level 2: hi and lo)
   std::vector<double> Ns, Nsig, A, tail;
-  DD S{};           // the row's denominator (shift: its largest item) and its bound,
+  DD S{};            // the row's denominator (shift: its largest item) and its bound,
   double err_S = 0;  // from lse_entropy to outputs
   detail::RowScratch<Mp> mp;
   detail::RowValuesT<Mp> mpv;
@@ -327,8 +327,7 @@ class FastAttention {
   }
 
   // Level 1: exp1, Sum2 in double (the analysis above).
-  bool level1(const Row& r, Scratch& w, std::size_t jm, double* out, double& lse,
-              double& H) const {
+  bool level1(const Row& r, Scratch& w, std::size_t jm, double* out, double& lse, double& H) const {
     const std::size_t n = w.it.size(), nkeys = w.key.size();
     const auto dvs = static_cast<std::size_t>(c_.dv);
     const double Mh = w.it[jm].sh, Ml = w.it[jm].sl, Em = w.it[jm].E;
@@ -407,8 +406,7 @@ class FastAttention {
   //  4.01u^2 + 3.02 K u^2) B + Ed (R + err_R)) + 2^-122 + 1.01 E_jmax;
   //  P_j = dd_mul(e_j, v_jx): err_N = 1.01 ((eps_e2 + 4.01u^2) 1.01 + 3.02
   //  K u^2 + 1.01 E_jmax) A_x + 2^-159 (cut |v|). The rest as level 1.
-  bool level2(const Row& r, Scratch& w, std::size_t jm, double* out, double& lse,
-              double& H) const {
+  bool level2(const Row& r, Scratch& w, std::size_t jm, double* out, double& lse, double& H) const {
     const std::size_t n = w.it.size(), nkeys = w.key.size();
     const auto dvs = static_cast<std::size_t>(c_.dv);
     const double Mh = w.it[jm].sh, Ml = w.it[jm].sl, Em = w.it[jm].E;
@@ -477,8 +475,8 @@ class FastAttention {
       const double p = R.hi;
       const double cc = p * p * (-0.5 + p * (1.0 / 3 + p * (-0.25 + p * 0.2)));
       L = dd_add(R, DD{cc, 0});
-      err_L = (3.2 * u * p * p + p * p * p * p * p * p + 3.01 * u * u * std::abs(L.hi) + err_R) *
-              kSafe;
+      err_L =
+          (3.2 * u * p * p + p * p * p * p * p * p + 3.01 * u * u * std::abs(L.hi) + err_R) * kSafe;
     } else {
       const fast::LogS ls = fast::log_of(S, err_S / S.hi);
       L = ls.L;
@@ -541,7 +539,8 @@ class FastAttention {
 void mpfr_row(DType t, const AttentionCase& c, const Row& r, Scratch& w, double* out, double& lse,
               double& H, double& beta) {
   detail::attention_row<Mp>(c, r.b, r.h, r.i, w.mp, w.mpv);
-  for (std::int64_t x = 0; x < c.dv; ++x) out[x] = round_to(t, w.mpv.out[static_cast<std::size_t>(x)]);
+  for (std::int64_t x = 0; x < c.dv; ++x)
+    out[x] = round_to(t, w.mpv.out[static_cast<std::size_t>(x)]);
   lse = round_to(t, w.mpv.lse);
   H = round_to(t, w.mpv.entropy);
   beta = round_to(t, w.mpv.beta);

@@ -73,8 +73,7 @@ std::string difference(DType t, const AttentionCase& c, CrStats* stats = nullptr
     for (std::size_t i = 0; i < x.size(); ++i)
       if (!same(x[i], y[i])) {
         char buf[160];
-        std::snprintf(buf, sizeof buf, "%s[%zu]: fast %.17g, MPFR-only %.17g", what, i, x[i],
-                      y[i]);
+        std::snprintf(buf, sizeof buf, "%s[%zu]: fast %.17g, MPFR-only %.17g", what, i, x[i], y[i]);
         return buf;
       }
     return "";
@@ -86,7 +85,7 @@ std::string difference(DType t, const AttentionCase& c, CrStats* stats = nullptr
 }
 
 DType output_dtype(AttnType t) {
-  return t == AttnType::bfloat16 ? DType::bfloat16
+  return t == AttnType::bfloat16  ? DType::bfloat16
          : t == AttnType::float16 ? DType::float16
                                   : DType::float32;
 }
@@ -101,9 +100,10 @@ struct Tally {
     std::printf("[%s] %lld outputs, fallback (MPFR) fraction %.4f\n", name,
                 static_cast<long long>(st.elements), st.fallback_fraction());
     for (const auto& [f, n] : by_feature)
-      std::printf("[%s]   %-14s cases %6lld  outputs to MPFR %.4f\n", name, f.c_str(),
-                  static_cast<long long>(n.first),
-                  n.second > 0 ? static_cast<double>(n.second) / static_cast<double>(n.first) : 0.0);
+      std::printf(
+          "[%s]   %-14s cases %6lld  outputs to MPFR %.4f\n", name, f.c_str(),
+          static_cast<long long>(n.first),
+          n.second > 0 ? static_cast<double>(n.second) / static_cast<double>(n.first) : 0.0);
   }
 };
 
@@ -113,7 +113,8 @@ struct Tally {
 // the work cap kMaxWork (batch and heads, then head dims shrink to fit).
 sa::props::AttentionShapes small_shapes() {
   sa::props::AttentionShapes s;
-  s.lengths = {{1, 1}, {7, 5}, {17, 40}, {40, 17}, {64, 65}, {65, 64}, {1, 239}, {2, 500}, {3, 300}};
+  s.lengths = {{1, 1},   {7, 5},   {17, 40}, {40, 17}, {64, 65},
+               {65, 64}, {1, 239}, {2, 500}, {3, 300}};
 #ifdef SA_CR_LONG
   s.lengths.insert(s.lengths.end(), {{239, 1},
                                      {128, 129},
@@ -158,9 +159,8 @@ Tally g_random{"every generator"};
 RC_GTEST_PROP(AttentionCorrectlyRounded, BitIdenticalToMpfrOnEveryGenerator, ()) {
   const auto shapes = small_shapes();
   for (int k = 0; k < kCasesPerProperty; ++k) {
-    const AttnType in = *rc::gen::element(AttnType::float32, AttnType::bfloat16,
-                                          AttnType::float16, AttnType::fp8_e4m3,
-                                          AttnType::fp8_e5m2);
+    const AttnType in = *rc::gen::element(AttnType::float32, AttnType::bfloat16, AttnType::float16,
+                                          AttnType::fp8_e4m3, AttnType::fp8_e5m2);
     const auto p = *sa::props::detail::gen_v2(sa::is_fp8(in), shapes);
     const AttentionCase c = sa::props::detail::materialise(p, in);
     const DType other = *rc::gen::element(DType::float32, DType::bfloat16, DType::float16);
@@ -363,9 +363,7 @@ TEST(AttentionCorrectlyRounded, SpecialRowsAreBitIdentical) {
     c.key_padding_mask.assign(5, 0);
     c.sinks = {0.25f, -3.0f};
   });
-  add("one key", [](AttentionCase& c) {
-    c.key_padding_mask = {0, 0, 1, 0, 0};
-  });
+  add("one key", [](AttentionCase& c) { c.key_padding_mask = {0, 0, 1, 0, 0}; });
   add("one key, -0 value", [](AttentionCase& c) {
     c.key_padding_mask = {0, 0, 1, 0, 0};
     for (std::size_t i = 0; i < c.v.size(); ++i) c.v[i] = -0.0f;
