@@ -165,8 +165,8 @@ struct Scratch {
   std::vector<std::int64_t> key;  // their key index j
   std::vector<double> e, el;      // the items' weights (level 2: hi and lo)
   std::vector<double> Ns, Nsig, A, tail;
-  DD S{};            // the row's denominator (shift: its largest item) and its bound,
-  double err_S = 0;  // from lse_entropy to outputs
+  DD S{}, L{};                  // the row's denominator S (shift: its largest item), log S,
+  double err_S = 0, err_L = 0;  // and their bounds
   detail::RowScratch<Mp> mp;
   detail::RowValuesT<Mp> mpv;
 };
@@ -185,8 +185,8 @@ class FastAttention {
     const bool exact_sc = std::isfinite(qk) &&
                           std::fma(static_cast<double>(c.q_descale), c.k_descale, -qk) == 0 &&
                           (sc_.hi == 0 || std::abs(sc_.hi) >= 0x1p-900);
-    ok_ = t != DType::float64 && !c.adaptive && std::isfinite(vd_) && vd_ != 0 &&
-          std::isfinite(sc_.hi) && exact_sc;
+    ok_ =
+        t != DType::float64 && std::isfinite(vd_) && vd_ != 0 && std::isfinite(sc_.hi) && exact_sc;
     const FloatFormat f = format_of(t);
     half_min_ = std::ldexp(1.0, f.emin - f.precision);
   }
@@ -250,7 +250,7 @@ class FastAttention {
 
   // One query row: the level (1 or 2) that certified every output, whose
   // rounded values are written; 0 when neither did (nothing useful written).
-  int row(const Row& r, Scratch& w, double* out, double& lse, double& H) const {
+  int row(const Row& r, Scratch& w, double* out, double& lse, double& H, double& beta) const {
     const AttentionCase& c = c_;
     const std::int64_t Lk = c.len_k(r.b);
     const std::int64_t dv = c.dv;
@@ -276,6 +276,7 @@ class FastAttention {
       for (std::size_t x = 0; x < dvs; ++x) out[x] = 0;
       lse = -kInf;
       H = 0;
+      beta = 1;
       return true;
     }
     // The shift: the largest item.
@@ -294,30 +295,83 @@ class FastAttention {
       }
       lse = fast::round_dd(t_, DD{Mh, Ml}, Em);
       H = 0;
+      beta = 1;  // adaptive: beta(0) = 1
       return !std::isnan(lse);
     }
-    if (level1(r, w, jm, out, lse, H)) return 1;
-    if (level2(r, w, jm, out, lse, H)) return 2;
+    for (int level = 1; level <= 2; ++level)
+      if (finish(level, r, w, jm, out, lse, H, beta)) return level;
     return 0;
   }
 
  private:
+  // The sums of one level with every argument scaled by beta (b, within
+  // berr of it; b = 1 and berr = 0 for rows without the adaptive
+  // temperature), and their bounds.
+  struct Sums {
+    DD R{}, T{};
+    double err_R = 0, err_T = 0, B = 0, kN = 0;
+  };
+
+  // Level `level` of the row at beta, then lse and out (and, at beta = 1,
+  // the entropy, and for adaptive rows beta and a second pass at beta).
+  bool finish(int level, const Row& r, Scratch& w, std::size_t jm, double* out, double& lse,
+              double& H, double& beta) const {
+    Sums s;
+    if (!sums(level, r, w, jm, DD{1, 0}, 0.0, s)) return false;
+    if (!denominator(w, s)) return false;
+    const fast::Estimate He = entropy(w, s);
+    H = fast::round_estimate(t_, He);
+    // H > 0 (two items or more) below half the smallest subnormal: +0.
+    if (std::isnan(H) && He.v.hi + std::abs(He.v.lo) + He.err < half_min_) H = 0;
+    if (std::isnan(H)) return false;
+    beta = 1;
+    if (c_.adaptive) {
+      const fast::Estimate Be = fast::beta_of(He);
+      beta = fast::round_estimate(t_, Be);
+      if (std::isnan(beta)) return false;
+      if (!(Be.err == 0 && Be.v.hi == 1 && Be.v.lo == 0)) {  // beta > 1 possibly
+        if (!sums(level, r, w, jm, Be.v, Be.err, s) || !denominator(w, s)) return false;
+        return lse_of(w, w.it[jm], Be.v, Be.err, lse) && outputs(w, s.kN, out);
+      }
+    }
+    return lse_of(w, w.it[jm], DD{1, 0}, 0.0, lse) && outputs(w, s.kN, out);
+  }
+
   const float* vrow(const Row& r, const Scratch& w, std::size_t j) const {
     const AttentionCase& c = c_;
     return c.v.data() + (c.row_k(r.b, w.key[j]) * c.heads_kv + c.kv_head(r.h)) * c.dv;
   }
 
-  // The shifted argument of item j != jm (false: cut off) and its bound
-  // (against the true score of the largest item, Em away from M).
-  static bool shifted(const Item& s, double Mh, double Ml, double Em, DD& d, double& E) {
+  // The shifted argument of item j != jm, beta (d_j) with beta = b +- berr
+  // (b >= 1), and its bound E (against the true score of the largest item,
+  // Em away from M; the analysis above): false when cut off, with ub, the
+  // bound on its weight.
+  //  beta != 1 (adaptive rows): d^b = dd_mul(d^, b): |d^b - beta d| <= 4.01u^2
+  //  |d^b| + |d^| berr + b E (b, |d^| rounded up by 1.01); cut off when
+  //  d^b < -111, with the same ub (beta >= 1 and d < 0: e^(beta d) <= e^d).
+  static bool shifted(const Item& s, double Mh, double Ml, double Em, const DD& b, double berr,
+                      DD& d, double& E, double& ub) {
     const DD a = two_sum(s.sh, -Mh);
     d = two_sum(a.hi, a.lo + (s.sl - Ml));
     E = s.E + Em + 3.1 * u * u * (std::abs(s.sh) + std::abs(Mh));
-    return d.hi >= fast::exp_cutoff;
+    if (!(d.hi >= fast::exp_cutoff)) {
+      ub = exp_upper(d.hi);
+      return false;
+    }
+    if (b.hi != 1 || b.lo != 0 || berr != 0) {
+      const DD db = dd_mul(d, b);
+      E = 1.01 * (b.hi * E + std::abs(d.hi) * berr) + 4.01 * u * u * std::abs(db.hi);
+      if (!(db.hi >= fast::exp_cutoff)) {
+        ub = exp_upper(d.hi);
+        return false;
+      }
+      d = db;
+    }
+    return true;
   }
 
   // An upper bound on e^(d_j) for a cut-off item (computed d < -111, the
-  // true one within Ed <= 2^-40 of it): 2^k, k = floor(y) + 2 with y =
+  // true one within Ed <= 2^-34 of it): 2^k, k = floor(y) + 2 with y =
   // RN(RN(d log2 e) (1 - 2^-30)) >= d log2 e (the factor outweighs the
   // three roundings), so 2^k >= 2 e^d >= e^(d + Ed); at least 2^-1074.
   static double exp_upper(double d) {
@@ -326,8 +380,14 @@ class FastAttention {
     return std::ldexp(1.0, static_cast<int>(std::floor(y)) + 2);
   }
 
-  // Level 1: exp1, Sum2 in double (the analysis above).
-  bool level1(const Row& r, Scratch& w, std::size_t jm, double* out, double& lse, double& H) const {
+  bool sums(int level, const Row& r, Scratch& w, std::size_t jm, const DD& b, double berr,
+            Sums& s) const {
+    return level == 1 ? sums1(r, w, jm, b, berr, s) : sums2(r, w, jm, b, berr, s);
+  }
+
+  // Level 1: exp1, Sum2 in double (the analysis above); numerators into w
+  // (N as hi/lo in Ns/Nsig, A, tail).
+  bool sums1(const Row& r, Scratch& w, std::size_t jm, const DD& b, double berr, Sums& sm) const {
     const std::size_t n = w.it.size(), nkeys = w.key.size();
     const auto dvs = static_cast<std::size_t>(c_.dv);
     const double Mh = w.it[jm].sh, Ml = w.it[jm].sl, Em = w.it[jm].E;
@@ -341,10 +401,10 @@ class FastAttention {
         continue;
       }
       DD d;
-      double E;
-      if (!shifted(w.it[j], Mh, Ml, Em, d, E)) {
-        w.e[j] = 0, w.el[j] = exp_upper(d.hi);  // el: the cut item's bound
-        tailS += w.el[j], tailT += w.el[j] * (std::abs(d.hi) + 1);
+      double E, ub;
+      if (!shifted(w.it[j], Mh, Ml, Em, b, berr, d, E, ub)) {
+        w.e[j] = 0, w.el[j] = ub;  // el: the cut item's bound
+        tailS += ub, tailT += ub * (std::abs(d.hi) + 1);
         continue;
       }
       Ed = std::max(Ed, E);
@@ -357,16 +417,16 @@ class FastAttention {
       Ts = p.hi, Tsig += p.lo;
       B += std::abs(tj);
     }
-    if (!(Ed <= 0x1p-40) || !(Em <= 0x1p-40)) return false;
+    if (!(Ed <= 0x1p-34) || !(Em <= 0x1p-40)) return false;
     const double K = static_cast<double>(n);
     const double g2 = gamma(K) * gamma(K);
     const double eps_e = (fast::exp1_rel_error + 1.01 * Ed) * kSafe;
-    const DD R = two_sum(Rs, Rsig);
-    const double err_R = (1.01 * (eps_e + g2) * R.hi + tailS) * kSafe;
-    const DD Tv = two_sum(Ts, Tsig);
-    const double err_T =
-        (1.01 * ((2 * u + eps_e) * B + Ed * (R.hi + err_R) + g2 * B) + tailT) * kSafe;
-    if (!lse_entropy(w, R, err_R, Tv, err_T, B, w.it[jm], lse, H)) return false;
+    sm.R = two_sum(Rs, Rsig);
+    sm.err_R = (1.01 * (eps_e + g2) * sm.R.hi + tailS) * kSafe;
+    sm.T = two_sum(Ts, Tsig);
+    sm.err_T = (1.01 * ((2 * u + eps_e) * B + Ed * (sm.R.hi + sm.err_R) + g2 * B) + tailT) * kSafe;
+    sm.B = B;
+    sm.kN = 1.01 * ((eps_e + u) * 1.02 + g2);
     // Numerators.
     w.Ns.assign(dvs, 0.0), w.Nsig.assign(dvs, 0.0), w.A.assign(dvs, 0.0), w.tail.assign(dvs, 0.0);
     double* Ns = w.Ns.data();
@@ -394,19 +454,19 @@ class FastAttention {
       const DD N = two_sum(Ns[x], Nsig[x]);
       Ns[x] = N.hi, Nsig[x] = N.lo;
     }
-    return outputs(w, 1.01 * ((eps_e + u) * 1.02 + g2), out);
+    return true;
   }
 
   // Level 2: exp2 (2^-97), double-double products and sums (dd_mul 4u^2,
   // dd_add 3u^2 + 13u^3 of the partial sum, <= 3.02u^2 of the sum of
   // magnitudes over K steps, as ziv_row.cpp's level 2):
-  //  err_R = 1.01 ((eps_e2 + 3.02 K u^2) R + K 2^-159), eps_e2 = 2^-97 +
-  //  1.01 Ed; t_j = dd_mul(e_j, d^_j) (dl kept): |t_j - e^(d_j) d_j| <=
-  //  1.01 (eps_e2 + 4.01u^2) |t_j| + e^(d_j) Ed, so err_T = 1.01 ((eps_e2 +
-  //  4.01u^2 + 3.02 K u^2) B + Ed (R + err_R)) + 2^-122 + 1.01 E_jmax;
-  //  P_j = dd_mul(e_j, v_jx): err_N = 1.01 ((eps_e2 + 4.01u^2) 1.01 + 3.02
-  //  K u^2 + 1.01 E_jmax) A_x + 2^-159 (cut |v|). The rest as level 1.
-  bool level2(const Row& r, Scratch& w, std::size_t jm, double* out, double& lse, double& H) const {
+  //  err_R = 1.01 (eps_e2 + 3.02 K u^2) R + tail_S, eps_e2 = 2^-97 + 1.01
+  //  Ed; t_j = dd_mul(e_j, d^_j) (dl kept): |t_j - e^(d_j) d_j| <= 1.01
+  //  (eps_e2 + 4.01u^2) |t_j| + e^(d_j) Ed, so err_T = 1.01 ((eps_e2 +
+  //  4.01u^2 + 3.02 K u^2) 1.01 B + Ed (R + err_R)) + tail_T (B sums the
+  //  hi parts: the factor 1.01); P_j = dd_mul(e_j, v_jx): err_N = 1.01
+  //  ((eps_e2 + 4.01u^2) 1.02 + 3.02 K u^2) A_x + tail_x. The rest as level 1.
+  bool sums2(const Row& r, Scratch& w, std::size_t jm, const DD& b, double berr, Sums& sm) const {
     const std::size_t n = w.it.size(), nkeys = w.key.size();
     const auto dvs = static_cast<std::size_t>(c_.dv);
     const double Mh = w.it[jm].sh, Ml = w.it[jm].sl, Em = w.it[jm].E;
@@ -421,10 +481,10 @@ class FastAttention {
         continue;
       }
       DD d;
-      double E;
-      if (!shifted(w.it[j], Mh, Ml, Em, d, E)) {
-        w.e[j] = 0, w.el[j] = exp_upper(d.hi);
-        tailS += w.el[j], tailT += w.el[j] * (std::abs(d.hi) + 1);
+      double E, ub;
+      if (!shifted(w.it[j], Mh, Ml, Em, b, berr, d, E, ub)) {
+        w.e[j] = 0, w.el[j] = ub;
+        tailS += ub, tailT += ub * (std::abs(d.hi) + 1);
         continue;
       }
       Ed = std::max(Ed, E);
@@ -435,14 +495,17 @@ class FastAttention {
       Tv = dd_add(Tv, tj);
       B += std::abs(tj.hi);
     }
-    if (!(Ed <= 0x1p-40) || !(Em <= 0x1p-40)) return false;
+    if (!(Ed <= 0x1p-34) || !(Em <= 0x1p-40)) return false;
     const double K = static_cast<double>(n);
     const double a2 = 3.02 * K * u * u;
     const double eps_e = (fast::exp2_rel_error + 1.01 * Ed) * kSafe;
-    const double err_R = (1.01 * (eps_e + a2) * R.hi + tailS) * kSafe;
-    const double err_T =
-        (1.01 * ((eps_e + 4.01 * u * u + a2) * B * 1.01 + Ed * (R.hi + err_R)) + tailT) * kSafe;
-    if (!lse_entropy(w, R, err_R, Tv, err_T, B, w.it[jm], lse, H)) return false;
+    sm.R = R;
+    sm.err_R = (1.01 * (eps_e + a2) * R.hi + tailS) * kSafe;
+    sm.T = Tv;
+    sm.err_T =
+        (1.01 * ((eps_e + 4.01 * u * u + a2) * B * 1.01 + Ed * (R.hi + sm.err_R)) + tailT) * kSafe;
+    sm.B = B;
+    sm.kN = 1.01 * ((eps_e + 4.01 * u * u) * 1.02 + a2);
     w.Ns.assign(dvs, 0.0), w.Nsig.assign(dvs, 0.0), w.A.assign(dvs, 0.0), w.tail.assign(dvs, 0.0);
     for (std::size_t j = 0; j < nkeys; ++j) {
       const float* v = vrow(r, w, j);
@@ -459,50 +522,59 @@ class FastAttention {
         w.A[x] += std::abs(P.hi);
       }
     }
-    return outputs(w, 1.01 * ((eps_e + 4.01 * u * u) * 1.01 * 1.01 + a2), out);
+    return true;
   }
 
-  // lse and H from R (the sum of the other items' weights), T and their
-  // bounds (the analysis above).
-  bool lse_entropy(Scratch& w, const DD& R, double err_R, const DD& Tv, double err_T, double B,
-                   const Item& top, double& lse, double& H) const {
-    const double Mh = top.sh, Ml = top.sl, Em = top.E;
-    const DD S = dd_add(DD{1, 0}, R);
-    const double err_S = (err_R + 3.01 * u * u * S.hi) * kSafe;
-    DD L;
-    double err_L;
+  // S = 1 + R and log S with their bounds, into w (the analysis above).
+  bool denominator(Scratch& w, const Sums& s) const {
+    const DD& R = s.R;
+    w.S = dd_add(DD{1, 0}, R);
+    w.err_S = (s.err_R + 3.01 * u * u * w.S.hi) * kSafe;
     if (R.hi < 0x1p-20) {
       const double p = R.hi;
       const double cc = p * p * (-0.5 + p * (1.0 / 3 + p * (-0.25 + p * 0.2)));
-      L = dd_add(R, DD{cc, 0});
-      err_L =
-          (3.2 * u * p * p + p * p * p * p * p * p + 3.01 * u * u * std::abs(L.hi) + err_R) * kSafe;
+      w.L = dd_add(R, DD{cc, 0});
+      w.err_L =
+          (3.2 * u * p * p + p * p * p * p * p * p + 3.01 * u * u * std::abs(w.L.hi) + s.err_R) *
+          kSafe;
     } else {
-      const fast::LogS ls = fast::log_of(S, err_S / S.hi);
-      L = ls.L;
-      err_L = ls.eta;
-      if (!std::isfinite(err_L)) return false;
+      const fast::LogS ls = fast::log_of(w.S, w.err_S / w.S.hi);
+      w.L = ls.L;
+      w.err_L = ls.eta;
     }
-    const DD lv = dd_add(DD{Mh, Ml}, L);
-    lse = fast::round_dd(
-        t_, lv, (err_L + Em + 3.01 * u * u * std::abs(lv.hi) + kMp * (std::abs(Mh) + 1)) * kSafe);
-    if (std::isnan(lse)) return false;
-    const DD q = dd_div(DD{-Tv.hi, -Tv.lo}, S);
-    const double err_q =
-        (1.02 * (err_T + (1.02 * B + err_T) * err_S) + 64.1 * u * u * std::abs(q.hi)) * kSafe;
-    const DD Hv = dd_add(L, q);
-    const double err_H =
-        (err_L + err_q + 3.01 * u * u * std::abs(Hv.hi) + kMp * (B + std::abs(L.hi) + 1)) * kSafe;
-    H = fast::round_dd(t_, Hv, err_H);
-    // H > 0 (two items or more) below half the smallest subnormal: +0.
-    if (std::isnan(H) && Hv.hi + std::abs(Hv.lo) + err_H < half_min_) H = 0;
-    w.S = S;
-    w.err_S = err_S;
-    return !std::isnan(H);
+    return std::isfinite(w.err_L);
   }
 
-  // out from the numerators in w (N as hi/lo in Ns/Nsig, A, tail), with
-  // err_N = kN A + 2^-159 tail.
+  // lse = beta s_jmax + log S: the largest item's score M (within Em) times b
+  // (within berr of beta; dd_mul 4u^2): |M b - beta s_jmax| <= 1.01 (b Em +
+  // |M| berr) + 4.01u^2 |M b|; then dd_add (3.01u^2 |lse|).
+  bool lse_of(const Scratch& w, const Item& top, const DD& b, double berr, double& lse) const {
+    DD M{top.sh, top.sl};
+    double err = top.E;
+    if (b.hi != 1 || b.lo != 0 || berr != 0) {
+      M = dd_mul(M, b);
+      err = 1.01 * (b.hi * top.E + std::abs(top.sh) * berr) + 4.01 * u * u * std::abs(M.hi);
+    }
+    const DD lv = dd_add(M, w.L);
+    lse = fast::round_dd(
+        t_, lv,
+        (w.err_L + err + 3.01 * u * u * std::abs(lv.hi) + kMp * (std::abs(M.hi) + 1)) * kSafe);
+    return !std::isnan(lse);
+  }
+
+  // H = log S - T/S at beta = 1 with its bound (the analysis above).
+  fast::Estimate entropy(const Scratch& w, const Sums& s) const {
+    const DD q = dd_div(DD{-s.T.hi, -s.T.lo}, w.S);
+    const double err_q =
+        (1.02 * (s.err_T + (1.02 * s.B + s.err_T) * w.err_S) + 64.1 * u * u * std::abs(q.hi)) *
+        kSafe;
+    const DD Hv = dd_add(w.L, q);
+    return {Hv, (w.err_L + err_q + 3.01 * u * u * std::abs(Hv.hi) +
+                 kMp * (s.B + std::abs(w.L.hi) + 1)) *
+                    kSafe};
+  }
+
+  // out from the numerators in w, with err_N = kN A + tail.
   bool outputs(Scratch& w, double kN, double* out) const {
     const auto dvs = static_cast<std::size_t>(c_.dv);
     const DD S = w.S;
@@ -572,9 +644,9 @@ AttentionV2Rounded attention_v2_rounded(DType t, const AttentionCase& c, const C
       const Row& r = rows[static_cast<std::size_t>(k)];
       const auto o_ = static_cast<std::size_t>(c.row_q(r.b, r.i) * c.heads_q + r.h);
       double* out = res.out.data() + o_ * static_cast<std::size_t>(c.dv);
-      const int level = fast_path ? fa.row(r, w, out, res.lse[o_], res.entropy[o_]) : 0;
+      const int level =
+          fast_path ? fa.row(r, w, out, res.lse[o_], res.entropy[o_], res.beta[o_]) : 0;
       if (level > 0) {
-        res.beta[o_] = 1;
         ++(level == 1 ? n_fast : n_fast2);
       } else {
         mpfr_row(t, c, r, w, out, res.lse[o_], res.entropy[o_], res.beta[o_]);
