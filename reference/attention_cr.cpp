@@ -62,12 +62,12 @@
 // and e = 1 exactly. For the others: (a, b) = two_sum(sh, -Mh) is exact,
 // d^ = two_sum(a, RN(b + RN(sl - Ml))): |d^ - (s^ - M)| <= u |sl - Ml| + u
 // |b + RN(sl - Ml)| <= 3.1u^2 (|sh| + |Mh|); so |d^ - d_j| <= Ed, the max
-// over the evaluated items of E_s + E_jmax + 3.1u^2 (|sh| + |Mh|) (<= 2^-40,
-// else the row falls back). Items with d^ < -111 are cut off: each has e^(d)
-// <= ub = exp_upper(d^) (a power of two, below 2^-159), adds <= ub |v_jx| to
-// a numerator's bound (tail_x), ub to S's (tail_S), ub (|d^| + 1) to T's
-// (tail_T). e_j = exp1(d^) (2^-51, fast_arith.hpp): |e_j - e^(d_j)| <= eps_e
-// e^(d_j), eps_e = 2^-51 + 1.01 Ed.
+// over the evaluated items of E_s + E_jmax + 3.1u^2 (|sh| + |Mh|) (E_jmax
+// <= 2^-40 and Ed <= 2^-34 are required, else the level fails). Items with
+// d^ < -111 are cut off: each has e^(d) <= ub = exp_upper(d^) (a power of
+// two, below 2^-159), adds <= ub |v_jx| to a numerator's bound (tail_x), ub
+// to S's (tail_S), ub (|d^| + 1) to T's (tail_T). e_j = exp1(d^) (2^-51, fast_arith.hpp): |e_j -
+// e^(d_j)| <= eps_e e^(d_j), eps_e = 2^-51 + 1.01 Ed.
 //  R = sum_(j != jmax) e_j by Sum2 kept as a double-double (positive terms,
 //  K items: |R^ - sum e_j| <= gamma_K^2 sum e_j): |R^ - R| <= err_R = 1.01
 //  (eps_e + gamma_K^2) R^ + tail_S. S^ = dd_add(1, R^): err_S = err_R +
@@ -100,6 +100,17 @@
 //  reference's H is log 1 - (1 * 0) / 1 = +0 exactly, lse its score, out
 //  (+0 + v_jmax) * vd (the sum starts at +0), all exact.
 //  beta = 1 (rows without the adaptive temperature).
+// Adaptive temperature (kernel.h: beta = theory::adaptive_beta(H) from the
+// entropy at beta = 1, then softmax and lse of beta s): the estimate (Hv,
+// err_H) above gives fast::beta_of's b within berr of beta (adaptive_cr.cpp;
+// {1, 0} with berr = 0 when beta is surely 1, and then nothing changes);
+// beta's output is b's rounding. A second pass of the same level scales
+// every argument: d^b = dd_mul(d^, b), |d^b - beta d| <= 1.01 (b E_d + |d^|
+// berr) + 4.01u^2 |d^b| (the error now grows with |d|; Ed <= 2^-34 is
+// required), items with d^ or d^b below -111 cut off with the same ub
+// (beta >= 1, d < 0: e^(beta d) <= e^d); S, log S and the numerators as
+// above; lse = beta s_jmax + log S with M b within 1.01 (b E_jmax + |M| berr)
+// + 4.01u^2 |M b| of beta s_jmax. The entropy output is the one at beta = 1.
 // Each err above is scaled by kSafe (products of two relative errors <=
 // 2^-30), and every output is then certified by round_dd (ziv_row.cpp):
 // certified iff the interval [v - err, v + err] lies strictly between the

@@ -17,14 +17,16 @@
 // kernel.h; weights by the double exp (exp1) relative to the row's largest
 // score held as a double-double; compensated sums for the denominator, each
 // numerator sum_j e_j v_j and the entropy's sum_j e_j d_j; lse and entropy
-// through log1p / log_of. Each output carries an a-posteriori bound on its
-// error (the analysis is in attention_cr.cpp, next to the test); a row
-// whose outputs the rounding test cannot all certify is recomputed whole in
-// MPFR. Targets float32, bfloat16, float16 take the fast path; float64,
-// adaptive rows (beta from the entropy), rows with non-finite inputs, a
-// non-finite or zero v_descale, and rows whose scores carry more than 2^-40
-// of absolute error (|scores| beyond ~2^60) go to MPFR whole. Rows run in
-// parallel (OpenMP, CrOptions::threads).
+// through log1p / log_of; with the adaptive temperature, the entropy's
+// estimate gives beta's (fast::beta_of) and a second pass at beta gives lse
+// and out. Each output carries an a-posteriori bound on its error (the
+// analysis is in attention_cr.cpp, next to the test); a row whose outputs
+// the double level cannot all certify is retried at a double-double level
+// (exp2, double-double sums), then recomputed whole in MPFR. Targets
+// float32, bfloat16, float16 take the fast path; float64, rows with
+// non-finite inputs, a non-finite or zero v_descale, and rows whose scores
+// carry more than 2^-40 of absolute error (|scores| beyond ~2^60) go to
+// MPFR whole. Rows run in parallel (OpenMP, CrOptions::threads).
 #pragma once
 
 #include <vector>

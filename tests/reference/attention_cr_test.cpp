@@ -46,7 +46,7 @@ namespace {
 // Cases per RapidCheck case, and the multiply-adds one generator case may
 // cost (the MPFR-only path runs at ~0.3 us a multiply-add).
 #ifdef SA_CR_LONG
-constexpr int kCasesPerProperty = 10;
+constexpr int kCasesPerProperty = 20;
 constexpr double kMaxWork = 1.0e6;
 #else
 constexpr int kCasesPerProperty = 3;
