@@ -102,7 +102,7 @@ struct Tally {
                 static_cast<long long>(st.elements), st.fallback_fraction());
     for (const auto& [f, n] : by_feature)
       std::printf(
-          "[%s]   %-14s cases %6lld  outputs to MPFR %.4f\n", name, f.c_str(),
+          "[%s]   %-17s outputs %9lld  to MPFR %.4f\n", name, f.c_str(),
           static_cast<long long>(n.first),
           n.second > 0 ? static_cast<double>(n.second) / static_cast<double>(n.first) : 0.0);
   }
