@@ -6,20 +6,26 @@
 //
 //   build/bench/reference_bench          # ~1 min on an idle core
 //
-// Also the paper's entropy and adaptive softmax at n = 65536 (ratios printed).
+// Also the paper's entropy and adaptive softmax at n = 65536, and attention
+// forward (reference/attention_cr.hpp) on a prefill shape (causal, 256
+// queries x 256 keys, d = 64) and a decoding shape (1 query x 4096 keys, d =
+// 128), float32 target (ratios printed).
 //
 // Inputs: N(0, 1) float32 logits (seeded), n = 65536 and 2^20. Times are
 // CPU times per call (robust on a shared machine). The MPFR-only path runs
 // once per size at 2^20 (a call takes seconds).
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "core/attention_case.hpp"
 #include "reference/adaptive_cr.hpp"
+#include "reference/attention_cr.hpp"
 #include "reference/entropy_cr.hpp"
 #include "reference/softmax_cr.hpp"
 
@@ -83,6 +89,41 @@ void bench_adaptive(benchmark::State& st, DType t, sa::ref::RefPath path) {
       stats.elements ? static_cast<double>(stats.level2) / static_cast<double>(stats.elements) : 0;
 }
 
+// Attention forward: N(0, 1) float32 q, k, v (seeded), scale 1/sqrt(d).
+// shape 0: prefill, causal, 1 x 1 head x 256 queries x 256 keys, d = 64;
+// shape 1: decoding, 1 query x 4096 keys, d = 128.
+sa::AttentionCase attention_shape(std::int64_t shape) {
+  sa::AttentionCase c;
+  c.seqlen_q = shape == 0 ? 256 : 1;
+  c.seqlen_k = shape == 0 ? 256 : 4096;
+  c.d = c.dv = shape == 0 ? 64 : 128;
+  c.causal = shape == 0;
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> N(0.0, 1.0);
+  auto fill = [&](std::vector<float>& x, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) x.push_back(static_cast<float>(N(rng)));
+  };
+  fill(c.q, c.seqlen_q * c.d);
+  fill(c.k, c.seqlen_k * c.d);
+  fill(c.v, c.seqlen_k * c.dv);
+  c.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.d)));
+  return c;
+}
+
+void bench_attention(benchmark::State& st, sa::ref::RefPath path) {
+  const sa::AttentionCase c = attention_shape(st.range(0));
+  sa::ref::CrStats stats;
+  sa::ref::CrOptions o;
+  o.path = path;
+  o.threads = 1;
+  o.stats = &stats;
+  for (auto _ : st) benchmark::DoNotOptimize(sa::ref::attention_v2_rounded(DType::float32, c, o));
+  st.SetItemsProcessed(st.iterations() * c.seqlen_q);  // query rows
+  st.counters["fallback_fraction"] = stats.fallback_fraction();
+  st.counters["level2_fraction"] =
+      stats.elements ? static_cast<double>(stats.level2) / static_cast<double>(stats.elements) : 0;
+}
+
 class Collect : public benchmark::ConsoleReporter {
  public:
   std::map<std::string, double> cpu_ns;  // run name -> CPU ns per iteration
@@ -136,6 +177,16 @@ int main(int argc, char** argv) {
                                sa::ref::RefPath::mpfr_only)
       ->Arg(65536)
       ->Unit(benchmark::kMillisecond);
+  for (std::int64_t shape : {0, 1}) {
+    benchmark::RegisterBenchmark("cr_attention/fast", bench_attention, sa::ref::RefPath::fast)
+        ->Arg(shape)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("cr_attention/mpfr_only", bench_attention,
+                                 sa::ref::RefPath::mpfr_only)
+        ->Arg(shape)
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(1);
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   Collect c;
@@ -157,6 +208,15 @@ int main(int argc, char** argv) {
     if (a == c.cpu_ns.end() || b == c.cpu_ns.end()) continue;
     std::printf("%s n = 65536: fast %10.1f us  mpfr_only %12.1f us  ratio %8.1f\n", op,
                 a->second / 1e3, b->second / 1e3, b->second / a->second);
+  }
+  const char* shapes[] = {"prefill (causal 256 x 256, d = 64)", "decode (1 x 4096, d = 128)"};
+  for (int shape : {0, 1}) {
+    const std::string sfx = "/" + std::to_string(shape);
+    const auto a = c.cpu_ns.find("cr_attention/fast" + sfx),
+               b = c.cpu_ns.find("cr_attention/mpfr_only" + sfx);
+    if (a == c.cpu_ns.end() || b == c.cpu_ns.end()) continue;
+    std::printf("cr_attention %-36s fast %10.1f us  mpfr_only %12.1f us  ratio %8.1f\n",
+                shapes[shape], a->second / 1e3, b->second / 1e3, b->second / a->second);
   }
   benchmark::Shutdown();
   return 0;

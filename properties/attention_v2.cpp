@@ -50,6 +50,7 @@
 #include "core/float16.hpp"
 #include "core/fp8.hpp"
 #include "kernels/naive/attention_v2.hpp"
+#include "properties/attention_v2_cases.hpp"
 #include "properties/budgets.hpp"
 #include "properties/checks.hpp"
 #include "properties/suite_internal.hpp"
@@ -60,17 +61,7 @@ namespace {
 
 using budget::u32;
 
-// The random shape and features of one case; values come from `seed`.
-struct V2Params {
-  std::string dist;
-  std::int64_t batch = 1, heads_kv = 1, group = 1, d = 1, dv = 1, sq = 1, sk = 1;
-  bool varlen = false, causal = false, top_left = false, alibi = false, sinks = false,
-       key_pad = false, bhsd = false;
-  std::int64_t wl = -1, wr = -1, row_pad = 0, head_pad = 0;
-  double softcap = 0;
-  int descale = 0;  // fp8: index into {1, 0.5, 2, 0.375}
-  std::uint64_t seed = 1;
-};
+}  // namespace
 
 std::string describe(const V2Params& p) {
   std::string r = "dist=" + p.dist + " batch=" + std::to_string(p.batch) +
@@ -93,6 +84,8 @@ std::string describe(const V2Params& p) {
   return r + " seed=" + std::to_string(p.seed);
 }
 
+namespace {
+
 // Head dims of the tile classes real kernels specialise (FlashAttention's
 // test list), and query/key lengths that straddle 64-, 128- and 256-wide
 // tiles, unequal both ways.
@@ -114,6 +107,8 @@ bool allowed(const AttentionShapes& s, const char* feature) {
   return !s.features ||
          std::find(s.features->begin(), s.features->end(), feature) != s.features->end();
 }
+
+}  // namespace
 
 // Draws one case from the shapes `s` allows (the spec's [attention] table;
 // the defaults above where it names nothing).
@@ -200,6 +195,8 @@ rc::Gen<V2Params> gen_v2(bool fp8, const AttentionShapes& s) {
   });
 }
 
+namespace {
+
 float round_to(AttnType t, double x) {
   const float f = static_cast<float>(x);
   switch (t) {
@@ -215,6 +212,8 @@ float round_to(AttnType t, double x) {
       return f;
   }
 }
+
+}  // namespace
 
 AttentionCase materialise(const V2Params& p, AttnType t) {
   AttentionCase c;
@@ -285,6 +284,8 @@ AttentionCase materialise(const V2Params& p, AttnType t) {
   c.head_pad = p.head_pad;
   return c;
 }
+
+namespace {
 
 // Unit roundoff of a storage type.
 double unit_of(AttnType t) {

@@ -39,6 +39,8 @@ const std::array<DD, 5>& coefficients() {
 
 bool exactly_one(const Estimate& b) { return b.err == 0 && b.v.hi == 1 && b.v.lo == 0; }
 
+}  // namespace
+
 // beta for H within H.err of the double-double H.v.
 //  The function. theory::adaptive_beta is 1 for H <= 0.5, else max(poly(H),
 //  1). poly' = -0.148 H^3 + 1.443 H^2 - 4.6 H + 4.917 is decreasing on [-1,
@@ -55,7 +57,7 @@ bool exactly_one(const Estimate& b) { return b.err == 0 && b.v.hi == 1 && b.v.lo
 //  evaluated in double on positive terms; the factor 1.01 covers that).
 //  max(., 1) is 1-Lipschitz, so v = max(y, 1) is within err of beta. When y
 //  + err < 1 surely, beta is exactly 1 (returned with err 0).
-Estimate beta_of(const Estimate& H) {
+Estimate fast::beta_of(const Estimate& H) {
   if (!std::isfinite(H.err) || !(H.err < 0x1p-30)) return {DD{1, 0}, kInf};
   const double hm = (std::abs(H.v.hi) + std::abs(H.v.lo) + H.err) * fast::kSafe;
   if (!(H.v.hi - H.err >= -0.5) || !(hm <= 64)) return {DD{1, 0}, kInf};
@@ -70,8 +72,6 @@ Estimate beta_of(const Estimate& H) {
   if (y.hi < 1 || (y.hi == 1 && y.lo < 0)) return {DD{1, 0}, err};  // y < 1: max(y, 1) = 1
   return {y, err};
 }
-
-}  // namespace
 
 AdaptiveRounded adaptive_softmax_rounded(DType t, std::span<const double> l, double theta,
                                          EntropyDefinition def, const CrOptions& o) {
@@ -110,10 +110,10 @@ AdaptiveRounded adaptive_softmax_rounded(DType t, std::span<const double> l, dou
     return def == EntropyDefinition::shannon ? fast::shannon_entropy_estimate(row, level)
                                              : fast::paper_entropy_estimate(row, level);
   };
-  const Estimate H1 = entropy_at(1), B1 = beta_of(H1);
+  const Estimate H1 = entropy_at(1), B1 = fast::beta_of(H1);
   std::optional<Estimate> H2, B2;
   auto level2 = [&] {
-    if (!H2) H2 = entropy_at(2), B2 = beta_of(*H2);
+    if (!H2) H2 = entropy_at(2), B2 = fast::beta_of(*H2);
   };
   // The entropy and beta: the first level whose estimate decides the
   // rounding (round_dd's test), else MPFR.

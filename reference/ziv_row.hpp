@@ -111,6 +111,11 @@ inline double round_estimate(DType t, const Estimate& e) {
   return std::isfinite(e.err) ? round_dd(t, e.v, e.err) : std::numeric_limits<double>::quiet_NaN();
 }
 
+// beta = theory::adaptive_beta(H) for every H within H.err of H.v (H >= -0.5):
+// v within err of it; {1, 0} with err 0 when beta is surely exactly 1; err
+// infinite when H.err is too large to use. Error analysis in adaptive_cr.cpp.
+Estimate beta_of(const Estimate& H);
+
 // The entropies of the row at level 1 (double: calls row.level1) or 2
 // (double-double: calls row.level2); error analyses in entropy_cr.cpp.
 Estimate shannon_entropy_estimate(RowSums& row, int level);

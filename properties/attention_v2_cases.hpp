@@ -1,0 +1,40 @@
+// The random attention_v2 cases of the property suite (properties/
+// attention_v2.cpp), shared with the tests of the references that must hold
+// on every case the suite draws (tests/reference/attention_cr_test.cpp).
+#pragma once
+
+#include <rapidcheck.h>
+
+#include <cstdint>
+#include <string>
+
+#include "core/attention_case.hpp"
+#include "properties/suite.hpp"
+
+namespace sa::props::detail {
+
+// The random shape and features of one case; values come from `seed`.
+struct V2Params {
+  std::string dist;
+  std::int64_t batch = 1, heads_kv = 1, group = 1, d = 1, dv = 1, sq = 1, sk = 1;
+  bool varlen = false, causal = false, top_left = false, alibi = false, sinks = false,
+       key_pad = false, bhsd = false;
+  std::int64_t wl = -1, wr = -1, row_pad = 0, head_pad = 0;
+  double softcap = 0;
+  int descale = 0;  // fp8: index into {1, 0.5, 2, 0.375}
+  std::uint64_t seed = 1;
+};
+
+// One line naming the parameters (for counterexamples).
+std::string describe(const V2Params& p);
+
+// Draws one case from the shapes `s` allows (the spec's [attention] table;
+// the suite's defaults where it names nothing): every feature, fp8 descales
+// when `fp8`.
+rc::Gen<V2Params> gen_v2(bool fp8, const AttentionShapes& s);
+
+// The case's inputs for input type t (values representable in t; fp8
+// inputs get a bfloat16 output type), drawn from p.seed.
+AttentionCase materialise(const V2Params& p, AttnType t);
+
+}  // namespace sa::props::detail

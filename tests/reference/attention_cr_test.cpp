@@ -1,0 +1,471 @@
+// The correctly rounded attention forward reference (reference/attention_cr.hpp)
+// against its MPFR-only path: bit-identical on random cases of every feature
+// and input type the suite's attention_v2 generator draws
+// (properties/attention_v2_cases.hpp), on rows built to sit near rounding
+// midpoints of out, lse and the entropy (with and without softcap), on rows
+// built to defeat the fast level (they fall back to MPFR and are still
+// right), and on the special rows (NaN, masked, sink only, one key, adaptive,
+// huge scores).
+//
+// Claim: attention_v2_rounded(t, c) == attention_v2_rounded(t, c, mpfr_only)
+// bit for bit (NaN against NaN) on every field; the MPFR-only path is the
+// reference's MPFR row rounded once (round_to). Bound: none, equality; it
+// comes from the error analysis in reference/attention_cr.cpp.
+//
+// The fraction of query rows that fell back to MPFR is printed per test.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/attention_case.hpp"
+#include "properties/attention_v2_cases.hpp"
+#include "reference/attention_cr.hpp"
+#include "reference/attention_v2.hpp"
+#include "reference/fast_arith.hpp"
+#include "reference/mpfr.hpp"
+#include "reference/rounding.hpp"
+
+using sa::AttentionCase;
+using sa::AttnType;
+using sa::DType;
+using sa::ref::CrOptions;
+using sa::ref::CrStats;
+using sa::ref::Mp;
+using sa::ref::RefPath;
+
+namespace {
+
+// Cases per RapidCheck case, and the multiply-adds one generator case may
+// cost (the MPFR-only path runs at ~0.3 us a multiply-add).
+#ifdef SA_CR_LONG
+constexpr int kCasesPerProperty = 20;
+constexpr double kMaxWork = 1.0e6;
+#else
+constexpr int kCasesPerProperty = 3;
+constexpr double kMaxWork = 1.0e5;
+#endif
+
+bool same(double a, double b) {
+  return (std::isnan(a) && std::isnan(b)) ||
+         std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
+}
+
+// "" when the fast and MPFR-only paths agree bit for bit, else the first
+// difference.
+std::string difference(DType t, const AttentionCase& c, CrStats* stats = nullptr) {
+  CrOptions fo;
+  fo.stats = stats;
+  const auto a = sa::ref::attention_v2_rounded(t, c, fo);
+  CrOptions mo;
+  mo.path = RefPath::mpfr_only;
+  const auto b = sa::ref::attention_v2_rounded(t, c, mo);
+  auto cmp = [](const char* what, const std::vector<double>& x,
+                const std::vector<double>& y) -> std::string {
+    if (x.size() != y.size()) return std::string(what) + ": sizes differ";
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (!same(x[i], y[i])) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "%s[%zu]: fast %.17g, MPFR-only %.17g", what, i, x[i], y[i]);
+        return buf;
+      }
+    return "";
+  };
+  for (const auto& s : {cmp("out", a.out, b.out), cmp("lse", a.lse, b.lse),
+                        cmp("entropy", a.entropy, b.entropy), cmp("beta", a.beta, b.beta)})
+    if (!s.empty()) return s;
+  return "";
+}
+
+DType output_dtype(AttnType t) {
+  return t == AttnType::bfloat16  ? DType::bfloat16
+         : t == AttnType::float16 ? DType::float16
+                                  : DType::float32;
+}
+
+// The fallback fraction of a test, printed when it ends.
+struct Tally {
+  const char* name;
+  CrStats st;
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> by_feature;  // outputs, to MPFR
+  ~Tally() {
+    if (st.elements == 0) return;
+    std::printf("[%s] %lld outputs, fallback (MPFR) fraction %.4f\n", name,
+                static_cast<long long>(st.elements), st.fallback_fraction());
+    for (const auto& [f, n] : by_feature)
+      std::printf(
+          "[%s]   %-17s outputs %9lld  to MPFR %.4f\n", name, f.c_str(),
+          static_cast<long long>(n.first),
+          n.second > 0 ? static_cast<double>(n.second) / static_cast<double>(n.first) : 0.0);
+  }
+};
+
+// Shapes small enough that the MPFR-only path stays quick: lengths from the
+// suite's list (properties/attention_v2.cpp) up to 65 x 64 and 2 x 500 in
+// the default run, up to 257 x 256, 33 x 2049 and 1 x 8192 under `long`;
+// the work cap kMaxWork (batch and heads, then head dims shrink to fit).
+sa::props::AttentionShapes small_shapes() {
+  sa::props::AttentionShapes s;
+  s.lengths = {{1, 1},   {7, 5},   {17, 40}, {40, 17}, {64, 65},
+               {65, 64}, {1, 239}, {2, 500}, {3, 300}};
+#ifdef SA_CR_LONG
+  s.lengths.insert(s.lengths.end(), {{239, 1},
+                                     {128, 129},
+                                     {113, 203},
+                                     {127, 255},
+                                     {257, 256},
+                                     {799, 3},
+                                     {33, 2049},
+                                     {2, 4097},
+                                     {3, 8191},
+                                     {1, 8192}});
+#endif
+  s.max_work = kMaxWork;
+  return s;
+}
+
+std::vector<std::string> features_of(const AttentionCase& c) {
+  std::vector<std::string> f;
+  f.push_back(name_of(c.qkv));
+  if (c.varlen()) f.push_back("varlen");
+  if (c.causal) f.push_back("causal");
+  if (c.window_left >= 0 || c.window_right >= 0) f.push_back("window");
+  if (c.softcap > 0) f.push_back("softcap");
+  if (!c.alibi_slopes.empty()) f.push_back("alibi");
+  if (!c.sinks.empty()) f.push_back("sinks");
+  if (!c.key_padding_mask.empty()) f.push_back("key_padding");
+  if (c.heads_q != c.heads_kv) f.push_back("gqa");
+  if (c.dv != c.d) f.push_back("unequal_dv");
+  if (c.adaptive) f.push_back("adaptive");
+  return f;
+}
+
+Tally g_random{"every generator"};
+
+}  // namespace
+
+// Every input type (float32, bfloat16, float16, fp8 e4m3 and e5m2 with
+// descales) and every feature the suite's generator draws (varlen with empty
+// sequences, GQA/MQA, causal both alignments, windows, softcap, ALiBi,
+// sinks, key padding, unequal dv; layouts do not reach the reference), on
+// its three distributions (gaussian, fa3_outliers, small_int), a third of
+// the cases with the adaptive temperature added; each case against its
+// output type and one more target.
+RC_GTEST_PROP(AttentionCorrectlyRounded, BitIdenticalToMpfrOnEveryGenerator, ()) {
+  const auto shapes = small_shapes();
+  bool any_mpfr = false;
+  for (int k = 0; k < kCasesPerProperty; ++k) {
+    const AttnType in = *rc::gen::element(AttnType::float32, AttnType::bfloat16, AttnType::float16,
+                                          AttnType::fp8_e4m3, AttnType::fp8_e5m2);
+    const auto p = *sa::props::detail::gen_v2(sa::is_fp8(in), shapes);
+    AttentionCase c = sa::props::detail::materialise(p, in);
+    // The suite's generator does not draw the adaptive temperature; a third
+    // of the cases here add it.
+    c.adaptive = *rc::gen::inRange(0, 3) == 0;
+    const DType other = *rc::gen::element(DType::float32, DType::bfloat16, DType::float16);
+    for (DType t : {output_dtype(c.out_type), other}) {
+      CrStats st;
+      const std::string d = difference(t, c, &st);
+      if (!d.empty())
+        RC_FAIL(d + " on " + c.describe() + " (" + sa::props::detail::describe(p) + "), target " +
+                sa::name_of(t));
+      g_random.st += st;
+      // Features are tallied over the real-valued distributions; small_int
+      // (sparse exact values: outputs that cancel to exactly 0 go to MPFR)
+      // on its own line.
+      auto features = features_of(c);
+      if (p.dist == "small_int") features.clear();
+      features.push_back("dist " + p.dist);
+      for (const auto& f : features) {
+        auto& n = g_random.by_feature[f];
+        n.first += st.elements;
+        n.second += st.mpfr;
+      }
+      any_mpfr = any_mpfr || st.mpfr > 0;
+    }
+  }
+  RC_TAG(any_mpfr ? "a row through MPFR" : "every row certified");
+}
+
+namespace {
+
+// The real value half-way between the two values of format t around x: the
+// rounding boundary just above round_to(t, x) (x > 0).
+Mp midpoint_above(DType t, const Mp& x) {
+  const double r = sa::ref::round_to(t, x);
+  const sa::FloatFormat f = sa::format_of(t);
+  int e;
+  std::frexp(r, &e);
+  const double ulp = std::ldexp(1.0, std::max(e - 1, f.emin) - f.precision + 1);
+  return Mp(r) + Mp(ulp) / 2;
+}
+
+// Four floats whose sum is x to ~2^-96 relative: the key of a d = 4 row
+// whose query is all ones, so that the score is x almost exactly.
+std::vector<float> split4(const Mp& x) {
+  std::vector<float> k;
+  Mp rest = x;
+  for (int i = 0; i < 4; ++i) {
+    const float f = static_cast<float>(sa::ref::round_to(DType::float32, rest));
+    k.push_back(f);
+    rest -= Mp(f);
+  }
+  return k;
+}
+
+// Two keys (scores 0 and x), values 0 and 1, dv = 1, optional softcap c:
+// out = sigmoid(x), lse = log(1 + e^x), H = the binary entropy of out.
+AttentionCase two_keys(const Mp& x_score, double cap) {
+  AttentionCase c;
+  c.seqlen_q = 1;
+  c.seqlen_k = 2;
+  c.d = 4;
+  c.dv = 1;
+  c.q.assign(4, 1.0f);
+  Mp x = x_score;
+  if (cap > 0) x = Mp(cap) * atanh(x_score / Mp(cap));  // raw score whose softcap is x_score
+  c.k = {0, 0, 0, 0};
+  for (float f : split4(x)) c.k.push_back(f);
+  c.v = {0.0f, 1.0f};
+  c.softcap = cap;
+  return c;
+}
+
+enum class Aim { out, lse, entropy };
+
+// The score x that puts the chosen output at `target` (a real).
+Mp score_for(Aim aim, const Mp& target) {
+  switch (aim) {
+    case Aim::out:
+      return log(target / (1 - target));
+    case Aim::lse:
+      return log(exp(target) - 1);
+    case Aim::entropy: {
+      // Binary entropy of sigmoid(x) is decreasing on x >= 0: bisection.
+      Mp lo = 0, hi = 60;
+      for (int i = 0; i < 230; ++i) {
+        const Mp mid = (lo + hi) / 2;
+        const Mp p = 1 / (1 + exp(-mid));
+        const Mp H = -(p * log(p) + (1 - p) * log1p(-p));
+        if (H > target)
+          lo = mid;
+        else
+          hi = mid;
+      }
+      return (lo + hi) / 2;
+    }
+  }
+  return 0;
+}
+
+// A row whose `aim` output lies within about 2^-closeness (relative) of a
+// rounding boundary of t, at a random place.
+AttentionCase near_midpoint(DType t, Aim aim, double where, int closeness, int side, double cap) {
+  Mp target;
+  switch (aim) {
+    case Aim::out:
+      target = Mp(0.02 + 0.96 * where);
+      break;
+    case Aim::lse:
+      target = Mp(0.05 + 6.0 * where);
+      break;
+    case Aim::entropy:
+      target = Mp(0.02 + 0.66 * where);
+      break;
+  }
+  const Mp M = midpoint_above(t, target);
+  const Mp aimed = M * (1 + Mp(side) * Mp(std::ldexp(1.0, -closeness)));
+  Mp x = score_for(aim, aimed);
+  if (cap > 0 && abs(x) >= Mp(cap) * Mp(0.999)) cap = 0;  // out of the softcap's range
+  return two_keys(x, cap);
+}
+
+Tally g_mid{"near midpoints"};
+
+}  // namespace
+
+// out, lse and the entropy aimed at rounding boundaries of every target at
+// distances 2^-20 .. 2^-110: the fast level certifies the far ones, the rest
+// go to MPFR, and every answer is bit-identical.
+RC_GTEST_PROP(AttentionCorrectlyRounded, BitIdenticalNearRoundingMidpoints, ()) {
+  for (int k = 0; k < 4 * kCasesPerProperty; ++k) {
+    const DType t = *rc::gen::element(DType::float32, DType::bfloat16, DType::float16);
+    const Aim aim = *rc::gen::element(Aim::out, Aim::lse, Aim::entropy);
+    const double where = *rc::gen::inRange(0, 1000000) / 1e6;
+    const int closeness = *rc::gen::inRange(20, 111);
+    const int side = *rc::gen::element(-1, 1);
+    const double cap = *rc::gen::element(0.0, 0.0, 20.0, 50.0);
+    const AttentionCase c = near_midpoint(t, aim, where, closeness, side, cap);
+    CrStats st;
+    const std::string d = difference(t, c, &st);
+    if (!d.empty())
+      RC_FAIL(d + " (closeness 2^-" + std::to_string(closeness) + ", target " + sa::name_of(t) +
+              ")");
+    g_mid.st += st;
+    auto& n = g_mid.by_feature[closeness < 45 ? "far (<2^-45)" : "near"];
+    n.first += st.elements;
+    n.second += st.mpfr;
+  }
+}
+
+// Rows whose out, lse or entropy lies within 2^-100 of a rounding boundary:
+// no fast bound can decide them; they fall back to MPFR and are right.
+TEST(AttentionCorrectlyRounded, RowsBuiltToDefeatTheFastLevelFallBackAndAreRight) {
+  CrStats all;
+  int n = 0;
+  for (DType t : {DType::float32, DType::bfloat16, DType::float16})
+    for (Aim aim : {Aim::out, Aim::lse, Aim::entropy})
+      for (double cap : {0.0, 30.0})
+        for (int side : {-1, 1}) {
+          const AttentionCase c = near_midpoint(t, aim, 0.37 + 0.1 * n++ / 36, 100, side, cap);
+          CrStats st;
+          EXPECT_EQ(difference(t, c, &st), "");
+          EXPECT_GT(st.mpfr, 0) << "a row 2^-100 from a boundary was certified by the fast level";
+          all += st;
+        }
+  std::printf("adversarial rows: %lld outputs, fallback fraction %.3f\n",
+              static_cast<long long>(all.elements), all.fallback_fraction());
+}
+
+namespace {
+
+AttentionCase gaussian_case(std::int64_t sq, std::int64_t sk, std::int64_t d, std::int64_t heads,
+                            std::uint64_t seed) {
+  AttentionCase c;
+  c.seqlen_q = sq;
+  c.seqlen_k = sk;
+  c.d = c.dv = d;
+  c.heads_q = c.heads_kv = heads;
+  std::mt19937_64 g(seed);
+  std::normal_distribution<double> N(0, 1);
+  for (std::int64_t i = 0; i < sq * heads * d; ++i) c.q.push_back(static_cast<float>(N(g)));
+  for (std::int64_t i = 0; i < sk * heads * d; ++i) c.k.push_back(static_cast<float>(N(g)));
+  for (std::int64_t i = 0; i < sk * heads * d; ++i) c.v.push_back(static_cast<float>(N(g)));
+  c.scale = static_cast<float>(1 / std::sqrt(static_cast<double>(d)));
+  return c;
+}
+
+}  // namespace
+
+// The MPFR-only path is attention_v2_exact's row rounded once: against
+// attention_v2_exact's doubles rounded again (equal but for double
+// rounding, ~2^-29 of outputs: none expected here), every feature.
+RC_GTEST_PROP(AttentionCorrectlyRounded, MpfrOnlyPathIsTheExactReferenceRounded, ()) {
+  sa::props::AttentionShapes shapes = small_shapes();
+  shapes.max_work = 2e4;
+  const AttnType in = *rc::gen::element(AttnType::float32, AttnType::bfloat16, AttnType::fp8_e4m3);
+  const auto p = *sa::props::detail::gen_v2(sa::is_fp8(in), shapes);
+  AttentionCase c = sa::props::detail::materialise(p, in);
+  c.adaptive = *rc::gen::inRange(0, 3) == 0;
+  const DType t = *rc::gen::element(DType::float32, DType::bfloat16, DType::float16);
+  CrOptions mo;
+  mo.path = RefPath::mpfr_only;
+  const auto a = sa::ref::attention_v2_rounded(t, c, mo);
+  const auto e = sa::ref::attention_v2_exact(c);
+  auto check = [&](const std::vector<double>& x, const std::vector<double>& y) {
+    RC_ASSERT(x.size() == y.size());
+    for (std::size_t i = 0; i < x.size(); ++i)
+      RC_ASSERT(same(x[i], sa::ref::fast::round_double(t, y[i])));
+  };
+  check(a.out, e.out);
+  check(a.lse, e.lse);
+  check(a.entropy, e.entropy);
+  check(a.beta, e.beta);
+}
+
+// Rows the fast path sends to MPFR by design, and rows it answers exactly:
+// NaN inputs, every key masked (with and without a sink), a sink alone, one
+// key alone, the adaptive temperature, scores near 1e30, a zero v_descale,
+// a float64 target, values all zero, equal scores with cancelling values.
+TEST(AttentionCorrectlyRounded, SpecialRowsAreBitIdentical) {
+  const AttentionCase base = gaussian_case(3, 5, 4, 2, 7);
+  std::vector<std::pair<std::string, AttentionCase>> cases;
+  auto add = [&](const std::string& name, auto&& edit) {
+    AttentionCase c = base;
+    edit(c);
+    cases.emplace_back(name, c);
+  };
+  add("plain", [](AttentionCase&) {});
+  add("nan q", [](AttentionCase& c) { c.q[5] = std::numeric_limits<float>::quiet_NaN(); });
+  add("inf v", [](AttentionCase& c) { c.v[3] = std::numeric_limits<float>::infinity(); });
+  add("all masked", [](AttentionCase& c) { c.key_padding_mask.assign(5, 0); });
+  add("all masked, sink", [](AttentionCase& c) {
+    c.key_padding_mask.assign(5, 0);
+    c.sinks = {0.25f, -3.0f};
+  });
+  add("one key", [](AttentionCase& c) { c.key_padding_mask = {0, 0, 1, 0, 0}; });
+  add("one key, -0 value", [](AttentionCase& c) {
+    c.key_padding_mask = {0, 0, 1, 0, 0};
+    for (std::size_t i = 0; i < c.v.size(); ++i) c.v[i] = -0.0f;
+  });
+  add("sink above all", [](AttentionCase& c) { c.sinks = {200.0f, 1.0f}; });
+  add("causal top-left", [](AttentionCase& c) {
+    c.causal = true;
+    c.top_left = true;
+  });
+  add("adaptive", [](AttentionCase& c) { c.adaptive = true; });
+  add("huge scores", [](AttentionCase& c) {
+    for (auto& x : c.q) x *= 1e15f;
+  });
+  add("one dominant key", [](AttentionCase& c) {
+    for (std::size_t i = 0; i < 8; ++i) c.k[i] *= 100.0f;
+  });
+  add("values zero", [](AttentionCase& c) {
+    for (auto& x : c.v) x = 0.0f;
+  });
+  add("equal scores, cancelling values", [](AttentionCase& c) {
+    for (auto& x : c.k) x = 0.5f;
+    for (std::size_t i = 0; i < c.v.size(); ++i) c.v[i] = (i / 8) % 2 ? -1.5f : 1.5f;
+    c.seqlen_k = 4;
+    c.k.resize(4 * 2 * 4);
+    c.v.resize(4 * 2 * 4);
+  });
+  add("fp8 descales", [](AttentionCase& c) {
+    c.qkv = AttnType::fp8_e4m3;
+    c.out_type = AttnType::bfloat16;
+    for (auto& x : c.q) x = sa::ref::round_to(DType::bfloat16, Mp(x));  // any float value
+    c.q_descale = 0.375f;
+    c.k_descale = 2.0f;
+    c.v_descale = 0.5f;
+  });
+  add("zero v_descale", [](AttentionCase& c) {
+    c.qkv = AttnType::fp8_e5m2;
+    c.v_descale = 0.0f;
+  });
+  add("softcap tiny scores", [](AttentionCase& c) {
+    c.softcap = 50;
+    for (auto& x : c.q) x *= 1e-12f;
+  });
+  add("softcap saturated", [](AttentionCase& c) {
+    c.softcap = 2;
+    for (auto& x : c.q) x *= 1000.0f;
+  });
+  add("alibi, window, sinks", [](AttentionCase& c) {
+    c.alibi_slopes = {0.5f, 0.0625f};
+    c.window_left = 1;
+    c.window_right = 0;
+    c.sinks = {-1.0f, 2.0f};
+  });
+  for (const auto& [name, c] : cases)
+    for (DType t : {DType::float32, DType::bfloat16, DType::float16, DType::float64})
+      EXPECT_EQ(difference(t, c), "") << name << " target " << sa::name_of(t);
+}
+
+// On plain gaussian rows nothing falls back: a decoding-like row (1 query x
+// 4096 keys x d = 128) and a small prefill, float32 and bfloat16 targets.
+TEST(AttentionCorrectlyRounded, NoFallbackOnPlainRows) {
+  for (const auto& c : {gaussian_case(1, 4096, 128, 1, 11), gaussian_case(16, 64, 64, 2, 12)})
+    for (DType t : {DType::float32, DType::bfloat16}) {
+      CrStats st;
+      EXPECT_EQ(difference(t, c, &st), "") << c.describe();
+      EXPECT_EQ(st.mpfr, 0) << c.describe();
+    }
+}
