@@ -823,7 +823,8 @@ sa_status t_merge_attention_n(void* ctx, std::int64_t parts, std::int64_t rows, 
   return r;
 }
 
-// A call of an op the gate no longer makes (it hung): answered without the kernel.
+// A call of an op the gate no longer makes (it crashed or hung earlier in
+// this run): answered without the kernel.
 template <class... A>
 sa_status t_refused(void* ctx, A...) {
   st(ctx)->refused_last = true;
@@ -833,8 +834,9 @@ sa_status t_refused(void* ctx, A...) {
 const char* t_last_error(void* ctx) {
   State* s = st(ctx);
   if (s->refused_last)
-    return "not called: this operation hung earlier in this run, so the gate calls it no more "
-           "(see the gate.no_hang verdict)";
+    return "not called: this operation crashed or hung earlier in this run, so the gate "
+           "answers it itself (the gate.no_crash, gate.in_bounds or gate.no_hang verdict has the "
+           "input)";
   return s->inner->last_error ? s->inner->last_error(s->inner->ctx) : nullptr;
 }
 

@@ -106,7 +106,12 @@ void child_main(const ChildWriter& w, const KernelSource& source, const props::S
     std::vector<Op> ops = effective_ops(unit, config);
     std::set<Op> refuse = refused;
     refuse.insert(unit.refuse.begin(), unit.refuse.end());
-    std::erase_if(ops, [&](Op op) { return refuse.count(op) != 0; });
+    // A host kernel's refused calls are answered by the guard (an error that
+    // names the crash or hang): the suite still runs those ops, so each
+    // property makes its usual verdicts. A device kernel is not wrapped: its
+    // refused ops are left out.
+    if (source.memory() != SA_MEMORY_HOST)
+      std::erase_if(ops, [&](Op op) { return refuse.count(op) != 0; });
     one.ops = ops;
     guarded.refuse(refuse);
     current_property = unit.properties.size() == 1 ? unit.properties[0] : std::string();
@@ -178,6 +183,12 @@ struct Sink {
   int crashes = 0, hangs = 0, processes = 0;
   std::set<Op> refused;  // ops no longer called: they hung
   bool deadline = false;
+  // A one-property unit whose process crashed or hung inside a call of `op`
+  // (in `dtype`): the property's verdicts for that op never came.
+  struct Lost {
+    std::string property, op, dtype, what;
+  };
+  std::vector<Lost> lost;
 
   void add_finding(Verdict v, const std::string& during) {
     const std::string key = v.property + "|" + during + "|" + v.op + "|" + v.dtype;
@@ -192,6 +203,47 @@ struct Sink {
     findings.push_back(std::move(v));
   }
 };
+
+// Device kernels only (a host kernel's refused calls are answered, so its
+// properties make their own verdicts): the verdicts a crash or hang took
+// away, so that a run's test names are those of a run where the kernel
+// behaves (CI tracks a test across runs by name). For each lost (property,
+// op), one `incomplete` verdict per element type that the failed call had,
+// or that the property checked on another op and the run called this op
+// with, where the property has no verdict. Never a pass: it was not checked.
+void add_lost_verdicts(Sink& sink, const std::string& kname) {
+  if (sink.lost.empty()) return;
+  std::set<std::string> have;                          // property|op|dtype
+  std::map<std::string, std::set<std::string>> types;  // op or property -> dtypes seen
+  for (const auto& v : sink.verdicts) {
+    have.insert(v.property + "|" + v.op + "|" + v.dtype);
+    if (!v.op.empty() && !v.dtype.empty()) types["op:" + v.op].insert(v.dtype);
+    if (!v.dtype.empty()) types["property:" + v.property].insert(v.dtype);
+  }
+  std::map<std::string, std::string> claims;
+  for (const auto& p : props::properties()) claims[p.id] = p.claim;
+  for (const auto& l : sink.lost) {
+    std::set<std::string> dts;
+    for (const auto& d : types["property:" + l.property])
+      if (types["op:" + l.op].count(d)) dts.insert(d);
+    if (!l.dtype.empty()) dts.insert(l.dtype);
+    for (const auto& dt : dts) {
+      if (!have.insert(l.property + "|" + l.op + "|" + dt).second) continue;
+      Verdict v;
+      v.property = l.property;
+      v.claim = claims.count(l.property) ? claims[l.property] : l.property;
+      v.kernel = kname;
+      v.op = l.op;
+      v.dtype = dt;
+      v.outcome = Outcome::incomplete;
+      v.rule = {"gate.isolation", "the kernel runs in an isolated process"};
+      v.note = "not checked: the kernel's process " + l.what + " inside a " + l.op + "/" + l.dtype +
+               " call of this property, which calls " + l.op +
+               " no more in this run; that verdict has the input";
+      sink.verdicts.push_back(std::move(v));
+    }
+  }
+}
 
 // Runs `units` in order in children, starting a fresh child after a crash or
 // hang (which abandons the unit it happened in, or retries a one-property
@@ -373,18 +425,27 @@ Sink run_units(const KernelSource& source, const props::SuiteConfig& config,
     v.counterexample =
         "during property " + (last_case_property.empty() ? during : last_case_property) +
         ", input: " + (last_input.empty() ? std::string("(no case announced yet)") : last_input);
-    // Go on in a fresh process: with the same property without the op that
-    // failed, if that op was one the unit checks (its other ops still run, and
-    // it calls the failed op no more); else with the next unit. Either way the
-    // next child starts on less work than this one did.
+    // Go on in a fresh process: with the same property, the op that failed
+    // answered by the gate from now on (host kernels: the property still
+    // makes its verdicts for that op, each an error that names the crash, so
+    // the run's verdict names are those of a run where the kernel behaves) or
+    // left out (device kernels, whose calls the gate does not wrap), if that
+    // op was one the unit checks; else with the next unit. Either way the
+    // next child calls the kernel for strictly fewer ops than this one did.
     const std::vector<Op> ops = effective_ops(units[next], config);
+    const bool answered = source.memory() == SA_MEMORY_HOST;
+    if (failed_op && units[next].properties.size() == 1 && !answered)
+      sink.lost.push_back({units[next].properties[0], v.op, v.dtype,
+                           end.timed_out ? "hung (gate.no_hang)" : "crashed (" + v.property + ")"});
     if (failed_op && units[next].properties.size() == 1 && contains(ops, *failed_op)) {
       std::vector<Op> rest = ops;
       std::erase(rest, *failed_op);
-      std::erase_if(rest, [&](Op op) { return sink.refused.count(op) != 0; });
-      if (!rest.empty()) {
+      std::erase_if(rest, [&](Op op) {
+        return sink.refused.count(op) != 0 || contains(units[next].refuse, op);
+      });
+      if (!rest.empty() || answered) {
         Unit retry = units[next];
-        retry.ops = rest;
+        retry.ops = answered ? ops : rest;
         retry.retry = true;
         retry.refuse.push_back(*failed_op);
         retry.name = units[next].properties[0] + " (without " + op_names({*failed_op}) + ")";
@@ -400,6 +461,7 @@ Sink run_units(const KernelSource& source, const props::SuiteConfig& config,
     }
     sink.findings.push_back(std::move(v));
   }
+  add_lost_verdicts(sink, kname);
   return sink;
 }
 

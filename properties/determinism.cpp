@@ -191,6 +191,22 @@ Verdict make(const Run& run, const char* id, Op op, const std::string& dtype, bo
 
 std::string dtype_name(AttnType t) { return name_of(t); }
 
+// A call failed (or a case was not applicable) before both properties had a
+// verdict for (op, t): each wanted one without a verdict gets outcome `o`
+// and `note`, so that neither goes missing from the run (CI tracks a test
+// across runs by its name).
+void settle(const Run& run, Op op, DType t, bool bits_done, bool batch_done, Outcome o,
+            const std::string& note) {
+  for (const char* id : {"determinism.bitwise", "determinism.batch_invariance"}) {
+    const bool done = std::string(id) == "determinism.bitwise" ? bits_done : batch_done;
+    if (done || !run.wants_property(id)) continue;
+    Verdict v = skip_verdict(run, id, claim_of(id), rule_by_id("bitwise"), op, t, note);
+    v.outcome = o;
+    v.note = note;
+    run.emit(v);
+  }
+}
+
 }  // namespace
 
 void run_determinism(const Run& run) {
@@ -218,6 +234,7 @@ void run_determinism(const Run& run) {
                                           : k.log_softmax_backward(t, yb, dy);
       };
       const std::int64_t sizes[] = {7, 64, 1000, 4097};
+      bool bits_done = false, batch_done = false;
       try {
         if (want_bits) {
           std::int64_t differing = 0, calls = 0;
@@ -253,6 +270,7 @@ void run_determinism(const Run& run) {
           }
           run.emit(make(run, "determinism.bitwise", op, name_of(t), det, calls, differing, where,
                         "repeated calls (4 rows at n = 7, 64, 1000, 4097)"));
+          bits_done = true;
         }
         if (want_batch) {
           std::int64_t differing = 0, calls = 0;
@@ -284,14 +302,14 @@ void run_determinism(const Run& run) {
           }
           run.emit(make(run, "determinism.batch_invariance", op, name_of(t), inv, calls, differing,
                         where, "rows computed alone vs in a batch of 8"));
+          batch_done = true;
         }
-      } catch (const NotApplicable&) {
+      } catch (const NotApplicable& e) {
+        settle(run, op, t, bits_done, batch_done, Outcome::skip,
+               std::string("not applicable: ") + e.what());
       } catch (const std::exception& e) {
-        Verdict v = skip_verdict(run, "determinism.bitwise", claim_of("determinism.bitwise"),
-                                 rule_by_id("bitwise"), op, t, "");
-        v.outcome = Outcome::error;
-        v.note = std::string("kernel call failed: ") + e.what();
-        run.emit(v);
+        settle(run, op, t, bits_done, batch_done, Outcome::error,
+               std::string("kernel call failed: ") + e.what());
       }
     }
   }
@@ -328,6 +346,7 @@ void run_determinism(const Run& run) {
                                   "not applicable: " + why));
         continue;
       }
+      bool bits_done = false, batch_done = false;
       try {
         const Backward in = bwd ? backward_inputs(c) : Backward{};
         if (want_bits) {
@@ -346,6 +365,7 @@ void run_determinism(const Run& run) {
           run.emit(make(run, "determinism.bitwise", op, dtype_name(t), det || bwd, reps - 1,
                         differing, where,
                         "repeated calls (" + c.describe() + (bwd ? ", deterministic=1)" : ")")));
+          bits_done = true;
         }
         if (want_batch) {
           std::int64_t differing = 0, calls = 0;
@@ -399,18 +419,14 @@ void run_determinism(const Run& run) {
           }
           run.emit(make(run, "determinism.batch_invariance", op, dtype_name(t), inv, calls,
                         differing, where, "sequences computed alone vs in their batch"));
+          batch_done = true;
         }
       } catch (const NotApplicable& e) {
-        for (const char* id : {"determinism.bitwise", "determinism.batch_invariance"})
-          if (run.wants_property(id))
-            run.emit(skip_verdict(run, id, claim_of(id), rule_by_id("bitwise"), op, dt,
-                                  std::string("not applicable: ") + e.what()));
+        settle(run, op, dt, bits_done, batch_done, Outcome::skip,
+               std::string("not applicable: ") + e.what());
       } catch (const std::exception& e) {
-        Verdict v = skip_verdict(run, "determinism.bitwise", claim_of("determinism.bitwise"),
-                                 rule_by_id("bitwise"), op, dt, "");
-        v.outcome = Outcome::error;
-        v.note = std::string("kernel call failed: ") + e.what();
-        run.emit(v);
+        settle(run, op, dt, bits_done, batch_done, Outcome::error,
+               std::string("kernel call failed: ") + e.what());
       }
     }
   }

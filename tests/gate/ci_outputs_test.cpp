@@ -194,7 +194,14 @@ TEST(JUnit, PassingAndFailingRunsValidateWithTheSameTestNames) {
   // The canary kernel overruns its output in every call: many gate.in_bounds findings.
   const CliRun canary = check("--plugin " + q(kBad) + " --kernel-index 4 --seed 11 --cases 10");
   ASSERT_EQ(canary.ran.rc, 1) << canary.ran.output;
-  for (const CliRun* c : {&pass, &fail, &canary}) {
+  // A crash (SIGSEGV) and a hang in softmax at n >= 64: before, every property
+  // whose softmax cases crashed or hung lost its softmax test names.
+  const CliRun crash = check("--plugin " + q(kBad) + " --kernel-index 1 --seed 11 --cases 10");
+  ASSERT_EQ(crash.ran.rc, 1) << crash.ran.output;
+  const CliRun hang =
+      check("--plugin " + q(kBad) + " --kernel-index 2 --seed 11 --cases 10 --timeout 2");
+  ASSERT_EQ(hang.ran.rc, 1) << hang.ran.output;
+  for (const CliRun* c : {&pass, &fail, &canary, &crash, &hang}) {
     const Ran x = xmllint(c->dir + "/r.xml");
     EXPECT_EQ(x.rc, 0) << x.output << "\n" << c->junit.substr(0, 3000);
     EXPECT_EQ(c->junit.find(" #2"), std::string::npos);  // before: gate.in_bounds #2 ... #8
@@ -205,7 +212,16 @@ TEST(JUnit, PassingAndFailingRunsValidateWithTheSameTestNames) {
   EXPECT_NE(canary.junit.find("name=\"gate.in_bounds\""), std::string::npos);
   EXPECT_EQ(canary.junit.find("name=\"gate.in_bounds ["), std::string::npos);
   EXPECT_EQ(testcase_names(pass.junit), testcase_names(fail.junit));
+  EXPECT_EQ(testcase_names(pass.junit), testcase_names(crash.junit));
+  EXPECT_EQ(testcase_names(pass.junit), testcase_names(hang.junit));
   EXPECT_NE(fail.junit.find("<failure"), std::string::npos);
+  // The crashed property's softmax test is not a pass: the gate answered
+  // the calls it no longer made with an error naming the crash.
+  for (const auto& v : crash.results["runs"][0]["verdicts"])
+    if (v["property"] == "differential.ulp" && v["op"] == "softmax" && v["dtype"] == "float32") {
+      EXPECT_EQ(v["outcome"], "error") << v.dump();
+      EXPECT_NE(v["note"].get<std::string>().find("crashed or hung earlier"), std::string::npos);
+    }
 }
 
 TEST(Json, ResultsValidateAndSeedsAreStrings) {
