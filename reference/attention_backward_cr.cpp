@@ -516,7 +516,40 @@ class FastBackward {
              (std::abs(dp[k].hi) + edp[k] + avd * mag[k] + std::abs(D.hi) + r.eD + AM) * (g + eg);
       if (!std::isfinite(P.md) || !std::isfinite(P.ed) || !std::isfinite(P.ep)) return;
     }
+    if (ni == 1 && nk == 1 &&
+        exact_single(
+            go, c.v.data() + (c.row_k(b, static_cast<std::int64_t>(key[0])) * HK + hk) * dvv)) {
+      // One live item (one visible key, no sink): p = 1 and ds = 0 exactly,
+      // in MPFR too (exact_single).
+      Pair& P = r.pr[key[0]];
+      P = Pair{1, 0, 0, 0, 0, 0, 0};
+    }
     r.ok = std::isfinite(r.eD) && std::isfinite(r.mD) && std::isfinite(r.eps);
+  }
+
+  // A row with one live item: p = e^0 / 1 = 1 exactly, in MPFR as well, so
+  // D = sum_x dout_x (v_x vd) and dp = (sum_x dout_x v_x) vd are the same
+  // real. MPFR computes both exactly when every partial sum fits its 256
+  // bits: the products dout_x v_x (and dout_x (v_x vd), v_x vd exact) are
+  // multiples of 2^(e_min) (e_min the least sum of the factors' ulp
+  // exponents, floats: >= -149 each, and vd's) and their magnitudes sum to
+  // A < 2^(e_min + 250) (A from double sums, rounded up by 1.01): then dp -
+  // D is +-0 and ds = p (dp - D) g is +-0 exactly; its products with k and
+  // q are +-0, which add nothing to sums that start at +0. True here too:
+  // the fast level takes ds = 0 with a zero bound and p = 1 exactly.
+  bool exact_single(const float* go, const float* v) const {
+    auto ulp_exp = [](double f) { return std::max(std::ilogb(f) - 23, -149); };
+    int emin = 1 << 20;
+    double A = 0;
+    for (std::int64_t x = 0; x < c_.dv; ++x) {
+      const double pr = static_cast<double>(go[x]) * static_cast<double>(v[x]);
+      if (pr == 0) continue;
+      emin = std::min(emin, ulp_exp(go[x]) + ulp_exp(v[x]));
+      A += std::abs(pr);
+    }
+    if (A == 0) return true;
+    emin += ulp_exp(vd_) < 0 ? ulp_exp(vd_) : 0;
+    return std::isfinite(A) && 1.01 * A * (std::abs(vd_) + 1) < std::ldexp(1.0, emin + 250);
   }
 
   // A running sum of terms dd_mul(X, f) (the analysis above).
