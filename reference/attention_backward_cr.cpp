@@ -67,25 +67,34 @@
 //  |ds|. MPFR's own ds is within 2^-230 md_j of the exact one, md_j =
 //  1.01 (p^ + ep)(|dp^| + err_dp + |vd| mag_j + |D^| + err_D + AM)(g^ +
 //  err_g).
-// Outputs (dq(), dk(), dv(), dsink()): a sum over terms T_n = dd_mul(X_n, f_n)
-// with X_n a double-double within eX_n of its exact value and f_n an exact
-// double (a float input): |T_n - exact| <= |f_n| eX_n + 4.01u^2 |T_n| +
-// kFloor; (dsinks: X = p_sink, f = D, both inexact: |D^| ep_s + (p_s^ +
-// ep_s) err_D + 4.01u^2 |T|), summed by dd_add from +0: E = sum of the term
-// bounds, A = sum |T_n|, K terms; then, except for dsinks, dd_mul by the
-// exact factor F (scale * q_descale * k_descale for dq, dk; v_descale for
-// dv): err = |F| 1.01 (E + 3.02 K u^2 A + kMp Mg + kFloor (K + 2)) +
-// 4.01u^2 |out|, Mg = sum |f_n| md_n (dq, dk), |dout| (p^ + ep) (dv),
-// (p^_s + ep_s) (|D^| + err_D + AM) (dsinks). The exact value lies within
-// err of the result, and so does the MPFR value (kMp Mg); the rounding test
+// Outputs dq(), dk(), dv(): sum_n X_n f_n, X_n a double-double (Xh, Xl),
+// |Xl| <= u |Xh|, within eX_n of its exact value (ds for dq and dk, p for
+// dv), f_n an exact float input (k, q, dout), K terms, by Dot2
+// (Ogita-Rump-Oishi) from +0: p_n + pe_n = Xh f_n exactly (two_prod), S_n =
+// two_sum(S_(n-1), p_n) exactly with error e_n, sig += e_n + pe_n +
+// RN(Xl f_n). So sum Xh f + Xl f = S + sum (e_n + pe_n + Xl f_n) exactly,
+// and with A = sum |p_n|: |e_n| <= u A, sum |pe_n| <= u A, |Xl f| <= 1.01u^2
+// |p_n|, so the 3K-term plain sum sig errs by <= gamma_3K (K + 2) u A 1.01
+// <= 1.02 3K (K + 2) u^2 A, and RN(Xl f) by 1.01u^2 A in all. The terms'
+// own errors add E = sum |f_n| eX_n. Then dd_mul by the exact factor F
+// (scale * q_descale * k_descale as a double-double for dq, dk; v_descale
+// for dv): err = |F| 1.01 (E + (1.02 3K (K + 2) + 1.01) u^2 A + kFloor (K +
+// 2)) + 4.01u^2 |out|, where eX_n also carries kMp times X_n's MPFR
+// magnitude (md for ds, p^ + ep for p), so the MPFR value is inside too.
+// dsink(): terms T = dd_mul(p_sink, D) (both inexact: |D^| ep_s + (p_s^ +
+// ep_s) err_D + 4.01u^2 |T| + kFloor) subtracted by dd_add from +0: E the
+// sum of those, A = sum |T|: err = 1.01 (E + 3.02 K u^2 A + kMp Mg + kFloor
+// (K + 2)), Mg = sum (p^_s + ep_s) (|D^| + err_D + AM). The exact value lies
+// within err of the result, and so does the MPFR value; the rounding test
 // (round_dd, ziv_row.hpp) certifies iff the interval [v - err, v + err]
 // lies strictly between the rounding boundaries around its rounding, a zero
 // only when the whole interval has one sign: an output whose exact value is
 // 0 with non-zero terms (its MPFR value a tiny number of either sign) is
 // never certified and goes to MPFR. When every term is exactly zero with a
-// zero bound (A = E = 0: its float factors f_n are +-0, or nothing is
-// summed), the exact and the MPFR sums are both +0 (MPFR's sums start at
-// +0, and +0 plus +-0 is +0): the output is +0 times F, exactly.
+// zero bound (A = E = 0: its float factors f_n are +-0, its X_n exactly 0
+// with eX_n = 0 (rows with one live item, below), or nothing is summed), the exact and the MPFR
+// sums are both +0 (MPFR's sums start at +0, and +0 plus +-0 is +0): the output is +0 times F,
+// exactly.
 
 namespace sa::ref {
 namespace {
@@ -552,55 +561,70 @@ class FastBackward {
     return std::isfinite(A) && 1.01 * A * (std::abs(vd_) + 1) < std::ldexp(1.0, emin + 250);
   }
 
-  // A running sum of terms dd_mul(X, f) (the analysis above).
+  // Running sums of terms X f, one per output x (the analysis above: Dot2).
   struct Acc {
-    DD s{0, 0};
-    double E = 0, A = 0, Mg = 0, K = 0;
-    void add(const DD& X, double eX, double f, double mX) {
-      const DD Tn = dd_mul(X, DD{f, 0});
-      const double af = std::abs(f);
-      const double eT = af * eX + 4.01 * u * u * std::abs(Tn.hi);
-      if (eT == 0 && Tn.hi == 0) return;  // an exact zero: +0 + +-0 is +0
-      s = dd_add(s, Tn);
-      E += eT + kFloor;
-      A += std::abs(Tn.hi);
-      Mg += af * mX;
+    std::vector<double> S, sig, E, A;
+    double K = 0;
+    explicit Acc(std::int64_t n)
+        : S(static_cast<std::size_t>(n), 0.0),
+          sig(S.size(), 0.0),
+          E(S.size(), 0.0),
+          A(S.size(), 0.0) {}
+    // Adds X f[x] to output x for every x; eX bounds X's error plus kMp
+    // times its MPFR magnitude.
+    void add(double Xh, double Xl, double eX, const float* f) {
+      const std::size_t n = S.size();
+      double* Sp = S.data();
+      double* sg = sig.data();
+      double* Ep = E.data();
+      double* Ap = A.data();
+      for (std::size_t x = 0; x < n; ++x) {
+        const double fx = static_cast<double>(f[x]);
+        const double p = Xh * fx;
+        const double pe = std::fma(Xh, fx, -p);
+        const double t = Sp[x] + p;
+        const double bb = t - Sp[x];
+        sg[x] += ((Sp[x] - (t - bb)) + (p - bb)) + pe + Xl * fx;
+        Sp[x] = t;
+        Ep[x] += std::abs(fx) * eX;
+        Ap[x] += std::abs(p);
+      }
       K += 1;
     }
   };
 
-  // The rounding of F times the sum, NaN when not certified.
-  double finish(const Acc& a, const DD& F) const {
-    if (a.K == 0) return fast::round_double(t_, 0.0 * F.hi);
-    const DD o = F.hi == 1 && F.lo == 0 ? a.s : dd_mul(a.s, F);
+  // The rounding of F times output x's sum, NaN when not certified.
+  double finish(const Acc& a, std::size_t x, const DD& F) const {
+    const double A = a.A[x], E = a.E[x], K = a.K;
+    if (A == 0 && E == 0) return fast::round_double(t_, 0.0 * F.hi);  // every term exactly 0
+    const DD v = two_sum(a.S[x], a.sig[x]);
+    const DD o = F.hi == 1 && F.lo == 0 ? v : dd_mul(v, F);
     const double err = (std::abs(F.hi) * (1 + 2 * u) * 1.01 *
-                            (a.E + 3.02 * a.K * u * u * a.A + kMp * a.Mg + kFloor * (a.K + 2)) +
+                            (E + (1.02 * 3 * K * (K + 2) + 1.01) * u * u * A + kFloor * (K + 2)) +
                         4.01 * u * u * std::abs(o.hi)) *
                        kSafe;
     if (!std::isfinite(err) || !std::isfinite(o.hi)) return kNaN;
     return fast::round_dd(t_, o, err);
   }
 
-  // dq[rid][x] for every x: false entries (NaN) go to MPFR.
+  // dq[rid][x] for every x: NaN entries go to MPFR.
   void dq(const std::vector<FastRow>& rows, std::int64_t rid, double* res) const {
     const AttentionCase& c = c_;
     const std::int64_t d = c.d, HK = c.heads_kv, qr = rid / c.heads_q;
     const std::int64_t b = L_.qb[qr], hk = c.kv_head(rid % c.heads_q);
     const FastRow& r = rows[rid];
-    for (std::int64_t x = 0; x < d; ++x) {
-      if (!r.ok) {
-        res[x] = kNaN;
-        continue;
-      }
-      Acc a;
-      for (std::size_t j = 0; j < r.vis.size(); ++j) {
-        if (!r.vis[j]) continue;
-        const Pair& P = r.pr[j];
-        a.add(DD{P.dh, P.dl}, P.ed,
-              c.k[(c.row_k(b, static_cast<std::int64_t>(j)) * HK + hk) * d + x], P.md);
-      }
-      res[x] = finish(a, sc_);
+    if (!r.ok) {
+      for (std::int64_t x = 0; x < d; ++x) res[x] = kNaN;
+      return;
     }
+    Acc a(d);
+    for (std::size_t j = 0; j < r.vis.size(); ++j) {
+      if (!r.vis[j]) continue;
+      const Pair& P = r.pr[j];
+      a.add(P.dh, P.dl, P.ed + kMp * P.md,
+            c.k.data() + (c.row_k(b, static_cast<std::int64_t>(j)) * HK + hk) * d);
+    }
+    for (std::int64_t x = 0; x < d; ++x) res[x] = finish(a, static_cast<std::size_t>(x), sc_);
   }
 
   // dk and dv of key unit kid.
@@ -608,32 +632,27 @@ class FastBackward {
     const AttentionCase& c = c_;
     const std::int64_t d = c.d, dvv = c.dv, HQ = c.heads_q, HK = c.heads_kv;
     const std::int64_t krow = kid / HK, hk = kid % HK, b = L_.kb[krow], j = L_.kj[krow];
-    std::vector<std::int64_t> rr;
+    Acc ak(d), av(dvv);
     bool ok = true;
-    for (std::int64_t h = 0; h < HQ; ++h) {
+    for (std::int64_t h = 0; h < HQ && ok; ++h) {
       if (c.kv_head(h) != hk) continue;
       for (std::int64_t i = 0; i < c.len_q(b); ++i) {
         const std::int64_t rid = c.row_q(b, i) * HQ + h;
-        if (!rows[rid].ok) ok = false;
-        if (rows[rid].ok && rows[rid].vis[j]) rr.push_back(rid);
+        const FastRow& r = rows[rid];
+        if (!r.ok) {
+          ok = false;
+          break;
+        }
+        if (!r.vis[j]) continue;
+        const Pair& P = r.pr[j];
+        ak.add(P.dh, P.dl, P.ed + kMp * P.md, qrow_of(c, rid));
+        av.add(P.ph, P.pl, P.ep + kMp * (P.ph + P.ep), dout_.data() + rid * dvv);
       }
     }
-    for (std::int64_t x = 0; x < d; ++x) {
-      Acc a;
-      for (std::int64_t rid : rr) {
-        const Pair& P = rows[rid].pr[j];
-        a.add(DD{P.dh, P.dl}, P.ed, qrow_of(c, rid)[x], P.md);
-      }
-      rk[x] = ok ? finish(a, sc_) : kNaN;
-    }
-    for (std::int64_t x = 0; x < dvv; ++x) {
-      Acc a;
-      for (std::int64_t rid : rr) {
-        const Pair& P = rows[rid].pr[j];
-        a.add(DD{P.ph, P.pl}, P.ep, dout_[rid * dvv + x], P.ph + P.ep);
-      }
-      rv[x] = ok ? finish(a, DD{vd_, 0}) : kNaN;
-    }
+    for (std::int64_t x = 0; x < d; ++x)
+      rk[x] = ok ? finish(ak, static_cast<std::size_t>(x), sc_) : kNaN;
+    for (std::int64_t x = 0; x < dvv; ++x)
+      rv[x] = ok ? finish(av, static_cast<std::size_t>(x), DD{vd_, 0}) : kNaN;
   }
 
   // dsinks[h] = 0 - sum_i p_sink,i D_i.
