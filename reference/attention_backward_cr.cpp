@@ -604,6 +604,20 @@ class FastBackward {
                         4.01 * u * u * std::abs(o.hi)) *
                        kSafe;
     if (!std::isfinite(err) || !std::isfinite(o.hi)) return kNaN;
+    return round_checked(o, err);
+  }
+
+  // round_dd(t, o, err), first tried on the double interval [lo, hi] with
+  // lo = RN(o.hi - E'), hi = RN(o.hi + E'), E' = E + 2.01u (|o.hi| + E), E
+  // = err + |o.lo|: each RN moves by <= u (|o.hi| + E'), so [lo, hi] holds
+  // [o - err, o + err]; when lo and hi round alike (fast::decided: bit for
+  // bit, so a zero's sign too), every real between them does (rounding is
+  // monotone) and that is the answer.
+  double round_checked(const DD& o, double err) const {
+    const double E = err + std::abs(o.lo);
+    const double E2 = E + 2.01 * u * (std::abs(o.hi) + E);
+    const double lo = o.hi - E2, hi = o.hi + E2;
+    if (fast::decided(t_, lo, hi)) return fast::round_double(t_, hi);
     return fast::round_dd(t_, o, err);
   }
 
