@@ -70,7 +70,7 @@
 // Outputs dq(), dk(), dv(): sum_n X_n f_n, X_n a double-double (Xh, Xl),
 // |Xl| <= u |Xh|, within eX_n of its exact value (ds for dq and dk, p for
 // dv), f_n an exact float input (k, q, dout), K terms, by Dot2
-// (Ogita-Rump-Oishi) from +0: p_n + pe_n = Xh f_n exactly (two_prod), S_n =
+// (Ogita-Rump-Oishi) from +0: p_n + pe_n = Xh f_n exactly (Dekker), S_n =
 // two_sum(S_(n-1), p_n) exactly with error e_n, sig += e_n + pe_n +
 // RN(Xl f_n). So sum Xh f + Xl f = S + sum (e_n + pe_n + Xl f_n) exactly,
 // and with A = sum |p_n|: |e_n| <= u A, sum |pe_n| <= u A, |Xl f| <= 1.01u^2
@@ -578,10 +578,16 @@ class FastBackward {
       double* sg = sig.data();
       double* Ep = E.data();
       double* Ap = A.data();
+      // Dekker's product with Xh split (Veltkamp) into ah + al, 26 + 27
+      // bits, and fx a float (24 bits, its own split): ah fx and al fx are
+      // exact, so pe = (ah fx - p) + al fx is Xh fx - p exactly (no fma:
+      // the target has none in hardware by default).
+      const double sp = 134217729.0 * Xh;
+      const double ah = sp - (sp - Xh), al = Xh - ah;
       for (std::size_t x = 0; x < n; ++x) {
         const double fx = static_cast<double>(f[x]);
         const double p = Xh * fx;
-        const double pe = std::fma(Xh, fx, -p);
+        const double pe = (ah * fx - p) + al * fx;
         const double t = Sp[x] + p;
         const double bb = t - Sp[x];
         sg[x] += ((Sp[x] - (t - bb)) + (p - bb)) + pe + Xl * fx;
