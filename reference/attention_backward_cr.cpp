@@ -60,7 +60,10 @@
 //  diff = dd_add(dp^_j, -D^), err_diff = err_dp_j + err_D + 3.01u^2 |diff|;
 //  pd = dd_mul(p^, diff), err_pd = p^ err_diff + |diff| ep + ep err_diff +
 //  4.01u^2 |pd|; tt = dd_mul(t^, t^), |tt - t^2| <= (2|t^| + et) et +
-//  4.01u^2 tt; g^ = dd_add(1, -tt), err_g = that + 3.01u^2 g^; ds =
+//  4.01u^2 tt; g^ = dd_add(1, -tt), err_g = that + 3.01u^2 g^ + 2^-250
+//  (MPFR's 1 - th^2 errs by <= 2^-254 absolute from its own roundings, by
+//  <= 2 |th| et from its th, which et covers: the Scorer's bound includes
+//  MPFR's tanh error; so err_g also bounds g^'s distance to MPFR's g); ds =
 //  dd_mul(pd, g^), err_ds = |pd| err_g + g^ err_pd + err_pd err_g +
 //  4.01u^2 |ds| + kFloor. The cancellation in dp_j - D is bounded in
 //  absolute terms (err_dp + err_D), from the magnitudes summed, not from
@@ -512,7 +515,7 @@ class FastBackward {
         const DD tt = dd_mul(t, t);
         const DD gv = dd_add(DD{1, 0}, DD{-tt.hi, -tt.lo});
         eg = ((2 * std::abs(t.hi) + et) * et * 1.01 + 4.01 * u * u * std::abs(tt.hi) +
-              3.01 * u * u * std::abs(gv.hi) + kFloor) *
+              3.01 * u * u * std::abs(gv.hi) + kFloor + 0x1p-250) *
              kSafe;
         g = std::abs(gv.hi);
         ds = dd_mul(pd, gv);

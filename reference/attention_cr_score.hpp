@@ -83,8 +83,8 @@ class Scorer {
 
   // The score of visible key j for query i of sequence b, query head h;
   // false when it cannot be bounded (non-finite inputs, or an error above
-  // 2^-40). With softcap, *th (when given) gets tanh(x / softcap) and its
-  // bound.
+  // 2^-40). With softcap, *th (when given) gets tanh(x / softcap) and a
+  // bound on its distance to the exact value and to MPFR's.
   bool score(std::int64_t rb, std::int64_t ri, std::int64_t rh, std::int64_t j, Item& out,
              Tanh* th = nullptr) const {
     const AttentionCase& c = c_;
@@ -123,7 +123,9 @@ class Scorer {
         Et = 1.01 * (epsN + 0x1p-97 + 67.02 * u * u) * kSafe * std::abs(t.hi);
       }
       if (y.hi < 0) t = DD{-t.hi, -t.lo};
-      if (th) *th = {t, (Et + Ey) * kSafe};
+      // th: also MPFR's own tanh(v / c) is within kMp mp_mag / c of the
+      // exact one (its v within 2^-220 mp_mag, tanh 1-Lipschitz).
+      if (th) *th = {t, (Et + Ey + kMp * mp_mag / c_) * kSafe};
       s = dd_mul(t, DD{c_, 0});
       E = c_ * (Et + Ey) * (1 + 2 * u) + 4.01 * u * u * std::abs(s.hi);
     }
