@@ -607,11 +607,21 @@ class FastBackward {
     const double A = a.A[x], E = a.E[x], K = a.K;
     if (A == 0 && E == 0) return fast::round_double(t_, 0.0 * F.hi);  // every term exactly 0
     const DD v = two_sum(a.S[x], a.sig[x]);
+    const double pre = E + (1.02 * 3 * K * (K + 2) + 1.01) * u * u * A + kFloor * (K + 2);
+    // First in double: oh = RN(v.hi F.hi) is within u |oh| + |v.lo| |F.hi|
+    // + (|v.hi| + |v.lo|) |F.lo| of v F (1.01 for the bound's roundings).
+    const double oh = v.hi * F.hi;
+    const double aF = std::abs(F.hi) * (1 + 2 * u);
+    const double eq =
+        (aF * 1.01 * pre + 1.01 * (u * std::abs(oh) + std::abs(v.lo) * std::abs(F.hi) +
+                                   (std::abs(v.hi) + std::abs(v.lo)) * std::abs(F.lo))) *
+        kSafe;
+    if (std::isfinite(eq) && std::isfinite(oh)) {
+      const double e2 = eq + 2.01 * u * (std::abs(oh) + eq);
+      if (fast::decided(t_, oh - e2, oh + e2)) return fast::round_double(t_, oh + e2);
+    }
     const DD o = F.hi == 1 && F.lo == 0 ? v : dd_mul(v, F);
-    const double err = (std::abs(F.hi) * (1 + 2 * u) * 1.01 *
-                            (E + (1.02 * 3 * K * (K + 2) + 1.01) * u * u * A + kFloor * (K + 2)) +
-                        4.01 * u * u * std::abs(o.hi)) *
-                       kSafe;
+    const double err = (aF * 1.01 * pre + 4.01 * u * u * std::abs(o.hi)) * kSafe;
     if (!std::isfinite(err) || !std::isfinite(o.hi)) return kNaN;
     return round_checked(o, err);
   }
