@@ -794,12 +794,13 @@ AttentionBackwardRounded attention_backward_rounded(DType t, const AttentionCase
     };
     mark(res.dq, fq), mark(res.dk, fk), mark(res.dv, fv), mark(res.dsinks, fs);
   }
-  mpfr_outputs(c, dout, L, fq, fk, fv, fs, res.dq, res.dk, res.dv, res.dsinks, nt,
-               [t](const Mp& x) { return round_to(t, x); });
+  std::int64_t nm = 0;
+  for (const auto* f : {&fq, &fk, &fv, &fs})
+    for (unsigned char x : *f) nm += x;
+  if (nm > 0)
+    mpfr_outputs(c, dout, L, fq, fk, fv, fs, res.dq, res.dk, res.dv, res.dsinks, nt,
+                 [t](const Mp& x) { return round_to(t, x); });
   if (o.stats) {
-    std::int64_t nm = 0;
-    for (const auto* f : {&fq, &fk, &fv, &fs})
-      for (unsigned char x : *f) nm += x;
     CrStats st;
     st.elements = static_cast<std::int64_t>(res.dq.size() + res.dk.size() + res.dv.size() +
                                             res.dsinks.size());
