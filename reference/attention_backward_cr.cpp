@@ -696,7 +696,9 @@ class FastBackward {
     for (std::int64_t qr = 0; qr < c.total_q(); ++qr) {
       const FastRow& r = rows[qr * c.heads_q + h];
       if (!r.ok) return kNaN;
-      if (!r.live) continue;
+      // A row without visible keys (the sink alone): D = 0 exactly, in MPFR
+      // a sum of +-0 terms from +0, so its term is exactly +0: nothing.
+      if (!r.live || (r.D.hi == 0 && r.eD == 0)) continue;
       const DD Tn = dd_mul(r.ps, r.D);
       const double eT = std::abs(r.D.hi) * r.eps + (r.ps.hi + r.eps) * r.eD +
                         4.01 * u * u * std::abs(Tn.hi) + kFloor;
