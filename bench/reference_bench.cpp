@@ -9,7 +9,11 @@
 // Also the paper's entropy and adaptive softmax at n = 65536, and attention
 // forward (reference/attention_cr.hpp) on a prefill shape (causal, 256
 // queries x 256 keys, d = 64) and a decoding shape (1 query x 4096 keys, d =
-// 128), float32 target (ratios printed).
+// 128), float32 target (ratios printed); attention backward
+// (reference/attention_backward_cr.hpp: dq, dk, dv) on a prefill shape
+// (causal, 2 query heads on 1 key/value head, 128 x 128, d = 64) and a
+// decoding shape (4 query heads on 1, 1 query x 1024 keys, d = 128), float32
+// target, N(0, 1) dout, with the fallback fraction as a counter.
 //
 // Inputs: N(0, 1) float32 logits (seeded), n = 65536 and 2^20. Times are
 // CPU times per call (robust on a shared machine). The MPFR-only path runs
@@ -25,6 +29,7 @@
 
 #include "core/attention_case.hpp"
 #include "reference/adaptive_cr.hpp"
+#include "reference/attention_backward_cr.hpp"
 #include "reference/attention_cr.hpp"
 #include "reference/entropy_cr.hpp"
 #include "reference/softmax_cr.hpp"
@@ -124,6 +129,45 @@ void bench_attention(benchmark::State& st, sa::ref::RefPath path) {
       stats.elements ? static_cast<double>(stats.level2) / static_cast<double>(stats.elements) : 0;
 }
 
+// Attention backward: shape 0: prefill, causal, 2 query heads on 1 key/value
+// head, 128 queries x 128 keys, d = 64; shape 1: decoding, 4 query heads on
+// 1, 1 query x 1024 keys, d = 128. N(0, 1) float32 q, k, v, dout (seeded).
+sa::AttentionCase backward_shape(std::int64_t shape, std::vector<float>& dout) {
+  sa::AttentionCase c;
+  c.seqlen_q = shape == 0 ? 128 : 1;
+  c.seqlen_k = shape == 0 ? 128 : 1024;
+  c.d = c.dv = shape == 0 ? 64 : 128;
+  c.heads_q = shape == 0 ? 2 : 4;
+  c.heads_kv = 1;
+  c.causal = shape == 0;
+  std::mt19937_64 rng(9);
+  std::normal_distribution<double> N(0.0, 1.0);
+  auto fill = [&](std::vector<float>& x, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) x.push_back(static_cast<float>(N(rng)));
+  };
+  fill(c.q, c.seqlen_q * c.heads_q * c.d);
+  fill(c.k, c.seqlen_k * c.d);
+  fill(c.v, c.seqlen_k * c.dv);
+  dout.clear();
+  fill(dout, c.seqlen_q * c.heads_q * c.dv);
+  c.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.d)));
+  return c;
+}
+
+void bench_attention_backward(benchmark::State& st, sa::ref::RefPath path) {
+  std::vector<float> dout;
+  const sa::AttentionCase c = backward_shape(st.range(0), dout);
+  sa::ref::CrStats stats;
+  sa::ref::CrOptions o;
+  o.path = path;
+  o.threads = 1;
+  o.stats = &stats;
+  for (auto _ : st)
+    benchmark::DoNotOptimize(sa::ref::attention_backward_rounded(DType::float32, c, dout, o));
+  st.SetItemsProcessed(st.iterations() * c.seqlen_q * c.heads_q);  // query rows
+  st.counters["fallback_fraction"] = stats.fallback_fraction();
+}
+
 class Collect : public benchmark::ConsoleReporter {
  public:
   std::map<std::string, double> cpu_ns;  // run name -> CPU ns per iteration
@@ -187,6 +231,17 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond)
         ->Iterations(1);
   }
+  for (std::int64_t shape : {0, 1}) {
+    benchmark::RegisterBenchmark("cr_attention_backward/fast", bench_attention_backward,
+                                 sa::ref::RefPath::fast)
+        ->Arg(shape)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("cr_attention_backward/mpfr_only", bench_attention_backward,
+                                 sa::ref::RefPath::mpfr_only)
+        ->Arg(shape)
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(1);
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   Collect c;
@@ -217,6 +272,16 @@ int main(int argc, char** argv) {
     if (a == c.cpu_ns.end() || b == c.cpu_ns.end()) continue;
     std::printf("cr_attention %-36s fast %10.1f us  mpfr_only %12.1f us  ratio %8.1f\n",
                 shapes[shape], a->second / 1e3, b->second / 1e3, b->second / a->second);
+  }
+  const char* bshapes[] = {"prefill (causal 128 x 128, d = 64, 2/1 heads)",
+                           "decode (1 x 1024, d = 128, 4/1 heads)"};
+  for (int shape : {0, 1}) {
+    const std::string sfx = "/" + std::to_string(shape);
+    const auto a = c.cpu_ns.find("cr_attention_backward/fast" + sfx),
+               b = c.cpu_ns.find("cr_attention_backward/mpfr_only" + sfx);
+    if (a == c.cpu_ns.end() || b == c.cpu_ns.end()) continue;
+    std::printf("cr_attention_backward %-46s fast %10.1f us  mpfr_only %12.1f us  ratio %8.1f\n",
+                bshapes[shape], a->second / 1e3, b->second / 1e3, b->second / a->second);
   }
   benchmark::Shutdown();
   return 0;

@@ -42,6 +42,7 @@
 #include "core/bfloat16.hpp"
 #include "core/float16.hpp"
 #include "kernels/naive/backward.hpp"
+#include "properties/attention_backward_cases.hpp"
 #include "properties/budgets.hpp"
 #include "properties/checks.hpp"
 #include "properties/suite_internal.hpp"
@@ -248,16 +249,9 @@ void run_row_backward(const Run& run, Op op, DType t) {
   }
 }
 
-// ---------------------------------------------------------------- attention
+}  // namespace
 
-struct BwdParams {
-  std::int64_t batch = 1, heads_kv = 1, group = 1, d = 1, dv = 1, sq = 1, sk = 1;
-  bool varlen = false, causal = false, top_left = false, alibi = false, sinks = false,
-       key_pad = false, bhsd = false;
-  std::int64_t wl = -1, wr = -1, row_pad = 0;
-  double softcap = 0;
-  std::uint64_t seed = 1;
-};
+// ---------------------------------------------------------------- attention
 
 std::string describe(const BwdParams& p) {
   std::string r =
@@ -278,6 +272,8 @@ std::string describe(const BwdParams& p) {
   return r + " seed=" + std::to_string(p.seed) + " (dout: N(0,1) from the seed)";
 }
 
+namespace {
+
 // Lengths at and around 64- and 128-wide tiles (tails that do not fill one),
 // both orders; shrinking moves towards the first.
 constexpr std::int64_t kBwdLengths[][2] = {{1, 1},     {7, 5},     {5, 7},     {17, 40},
@@ -290,6 +286,8 @@ bool feature_allowed(const AttentionShapes& s, const char* feature) {
   return !s.features ||
          std::find(s.features->begin(), s.features->end(), feature) != s.features->end();
 }
+
+}  // namespace
 
 // Draws one case. The spec's [attention] table shapes these cases as it does
 // attention_v2's: its lengths, head dims and GQA ratios replace the lists
@@ -358,6 +356,8 @@ rc::Gen<BwdParams> gen_bwd(const AttentionShapes& s) {
   });
 }
 
+namespace {
+
 float round_attn(AttnType t, double x) {
   const float f = static_cast<float>(x);
   return t == AttnType::bfloat16 ? round_to_bf16(f) : t == AttnType::float16 ? round_to_f16(f) : f;
@@ -368,6 +368,8 @@ DType dtype_of(AttnType t) {
          : t == AttnType::float16 ? DType::float16
                                   : DType::float32;
 }
+
+}  // namespace
 
 AttentionCase make_case(const BwdParams& p, AttnType t, std::vector<float>* dout) {
   AttentionCase c;
@@ -425,6 +427,8 @@ AttentionCase make_case(const BwdParams& p, AttnType t, std::vector<float>* dout
     dout->push_back(round_attn(t, n01(g)));
   return c;
 }
+
+namespace {
 
 // The forward's out (rounded to the output type) and lse (float32) the backward is handed.
 void given_forward(const AttentionCase& c, const ref::AttentionGradients& r,
