@@ -226,7 +226,13 @@ void run_differential(const Run& run, Op op, DType t) {
               (double(st.live) + 4.0 + 2.0 * st.spread + budget::theta_term(st)) * u32 +
               budget::storage_rel(t, den) *
                   (active_conventions().double_rounding && budget::low_precision(t) ? 2.0 : 1.0);
-          cs[kT7].worst(make_check(num / den, bound, where + ": max-norm relative error"));
+          Check t7 = make_check(num / den, bound, where + ": max-norm relative error");
+          // Within one more rounding to the output type: a double rounding
+          // the kernel does not declare (named, not excused).
+          if (t7.fails() && !active_conventions().double_rounding && budget::low_precision(t) &&
+              num / den <= bound + budget::storage_rel(t, den))
+            t7.convention = "double_rounding";
+          cs[kT7].worst(t7);
           // vectorised_2x (properties/baseline.hpp): the same max-norm error
           // against 2x the worst of float32 softmaxes summed in 8, 16, 32, 64
           // lanes, + 4u.

@@ -39,6 +39,18 @@ struct Run {
   }
 };
 
+// What a failing verdict's note says when its failure holds under a
+// convention the kernel does not declare (Check::convention).
+inline std::string undeclared_convention_note(const std::string& convention) {
+  return "holds under the " + convention +
+         " convention, which the kernel does not declare (kernel.h SA_CAP_" +
+         (convention == "flush_to_zero"         ? "FLUSH_TO_ZERO"
+          : convention == "ieee_special_values" ? "IEEE_SPECIAL_VALUES"
+                                                : "DOUBLE_ROUNDING") +
+         ", or the gate spec's conventions; docs/conventions.md): a policy difference if the "
+         "kernel means it, not an accuracy error";
+}
+
 // Builds the verdict of one slot of a search.
 template <class P>
 Verdict slot_verdict(const Run& run, const std::string& property, const std::string& claim,
@@ -69,14 +81,8 @@ Verdict slot_verdict(const Run& run, const std::string& property, const std::str
         (r.failing_check.where.empty() ? "" : " ; at " + r.failing_check.where);
     if (!r.failing_check.unit.empty()) v.note = "measured and bound in " + r.failing_check.unit;
     if (!r.failing_check.convention.empty())
-      v.note += (v.note.empty() ? "" : "; ") + std::string("holds under the ") +
-                r.failing_check.convention +
-                " convention, which the kernel does not declare (kernel.h SA_CAP_" +
-                (r.failing_check.convention == "flush_to_zero"         ? "FLUSH_TO_ZERO"
-                 : r.failing_check.convention == "ieee_special_values" ? "IEEE_SPECIAL_VALUES"
-                                                                       : "DOUBLE_ROUNDING") +
-                ", or the gate spec's conventions; docs/conventions.md): a policy difference "
-                "if the kernel means it, not an accuracy error";
+      v.note +=
+          (v.note.empty() ? "" : "; ") + undeclared_convention_note(r.failing_check.convention);
     v.worst_case = v.counterexample;
     return v;
   }
