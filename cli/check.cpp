@@ -124,7 +124,9 @@ int list_names() {
          "  double_rounding  a bfloat16/float16 output may be rounded twice (+u_t |x|)\n"
          "  flush_to_zero    results below 2^-125 may be 0\n"
          "  ieee_special_values  rows with +inf, or all -inf, may give NaN (IEEE exp(z - max) "
-         "/ sum)\n";
+         "/ sum)\n"
+         "  low_precision_p  attention's P rounded to the bfloat16/float16 input type before "
+         "P V (+2 u_t sum p |v|)\n";
   std::cout << "attention (spec table [attention], for op attention_v2):\n"
                "  dtypes      float32, bfloat16, float16, fp8_e4m3, fp8_e5m2\n"
                "  head_dims   integers in [1, "
@@ -292,8 +294,9 @@ void add_check_command(CLI::App& app) {
   c->add_option("--json", o->json, "Write every verdict as JSON here");
   c->add_option(
       "--timeout", o->timeout,
-      "Seconds one case may take before the kernel's process is killed (overrides the spec; "
-      "default 60, at most 86400)");
+      "Seconds one kernel call (or opening the kernel) may take before the kernel's process is "
+      "killed; the suite's own work between calls is bounded by --deadline only (overrides the "
+      "spec; default 60, at most 86400)");
   c->add_option("--deadline", o->deadline,
                 "Seconds the whole run may take; properties not run by then are named in a "
                 "gate.deadline verdict (overrides the spec; default 3600)");

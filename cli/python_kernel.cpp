@@ -65,7 +65,9 @@ void exec_python_check() {
       "Python 3 development files or no pybind11); nothing was checked");
 #else
   // Which package directory: the build tree's when this binary is the build
-  // tree's, else the installed one.
+  // tree's; else the one installed beside it (<prefix>/bin/softmax-audit and
+  // <prefix>/<site>, wherever `cmake --install --prefix` or a package put the
+  // two); else the configured prefix's.
   std::string dir = SA_PYTHON_INSTALL_PACKAGE_DIR;
   char exe[PATH_MAX];
   const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -73,7 +75,14 @@ void exec_python_check() {
     exe[len] = '\0';
     std::string self(exe);
     const std::string build_cli = SA_CLI_BUILD_DIR;
-    if (self.rfind(build_cli + "/", 0) == 0) dir = SA_PYTHON_BUILD_PACKAGE_DIR;
+    const std::string bin = "/bin/";
+    if (self.rfind(build_cli + "/", 0) == 0) {
+      dir = SA_PYTHON_BUILD_PACKAGE_DIR;
+    } else if (const auto at = self.rfind(bin);
+               at != std::string::npos && self.find('/', at + bin.size()) == std::string::npos) {
+      const std::string beside = self.substr(0, at) + "/" + SA_PYTHON_INSTALL_REL_DIR;
+      if (readable_file(beside + "/softmax_audit/__init__.py")) dir = beside;
+    }
   }
   if (!readable_file(dir + "/softmax_audit/__init__.py"))
     throw std::invalid_argument("--python: the Python package softmax_audit is not in " + dir +

@@ -63,10 +63,14 @@ class ChildChannel {
   // `silence_s`, or `deadline` (a steady-clock time in seconds, 0 = none)
   // passes. Each authentic message goes to on_message; anything else to
   // on_violation with a description. Then kills the child's process group
-  // and reaps the child.
+  // and reaps the child. While `suite_busy` (when given) returns true, the
+  // silence does not count: the child is running the suite's own code (its
+  // reference, say, slow under a sanitizer), not the kernel; only `deadline`
+  // bounds that.
   ChildEnd run(double silence_s, double deadline,
                const std::function<void(const nlohmann::json&)>& on_message,
-               const std::function<void(const std::string&)>& on_violation);
+               const std::function<void(const std::string&)>& on_violation,
+               const std::function<bool()>& suite_busy = {});
 
  private:
   pid_t pid_ = -1;

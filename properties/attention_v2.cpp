@@ -319,12 +319,17 @@ DType dtype_of_output(AttnType t) {
 //                tanh, the two scalings] [+ 2 u |ALiBi term|], M_j = |scale| sum |q k|
 //   weights      relative u (4 + (n - 1) + 3 delta) + 2 max E_s  (budgets.hpp, T7)
 //   [fp8 inputs: P may be quantised to the input format before P V: + u_fp8]
+//   [low_precision_p declared, bfloat16/float16 inputs: P rounded to the input
+//    type before P V, the denominator perhaps summed from the rounded P:
+//    + 2 u_t (conventions.hpp); undeclared, out_lp_extra holds that amount so
+//    a failure within it names the convention]
 //   out_c        P_c (weights' relative error + (n + 1) u), P_c = sum p_j |v_jc| |v_descale|,
 //                plus the output's rounding (half an ulp; 1 ulp for float32)
 //   lse          u (n + 3 + delta) + max E_s + u |lse|
 //   entropy      budgets.hpp's entropy_abs with the weights' error, + 2 E_s (1 + H)
 struct RowBudget {
   std::vector<double> out_abs;
+  std::vector<double> out_lp_extra;  // 2 u_t P_c where low_precision_p is undeclared (else empty)
   double lse_abs = 0, H_abs = 0;
   bool masked = true;
 };
@@ -376,8 +381,11 @@ std::vector<RowBudget> budgets_v2(const AttentionCase& c, const ref::AttentionV2
         if (sink) m = std::max(m, double(c.sinks[h])), lo = std::min(lo, double(c.sinks[h]));
         const double delta = m - lo;
         const double live = static_cast<double>(s.size()) + (sink ? 1 : 0);
+        const bool lp_input = c.qkv == AttnType::bfloat16 || c.qkv == AttnType::float16;
+        const double lp = lp_input ? 2 * unit_of(c.qkv) : 0.0;  // low_precision_p's extra
+        const bool lp_declared = active_conventions().low_precision_p;
         const double rel_w = u * (4 + budget::summation(live) + 3 * delta) + 2 * Es +
-                             (is_fp8(c.qkv) ? unit_of(c.qkv) : 0.0);
+                             (is_fp8(c.qkv) ? unit_of(c.qkv) : 0.0) + (lp_declared ? lp : 0.0);
         double S = 0;
         std::vector<double> p(s.size());
         for (std::size_t x = 0; x < s.size(); ++x) S += (p[x] = std::exp(s[x] - m));
@@ -392,6 +400,10 @@ std::vector<RowBudget> budgets_v2(const AttentionCase& c, const ref::AttentionV2
           // The output's own rounding as the row operations count it (budgets.hpp).
           rb.out_abs[x] =
               budget::output_abs(dtype_of_output(c.out_type), ex, P * (rel_w + u * (live + 1)));
+          if (lp > 0 && !lp_declared) {
+            rb.out_lp_extra.resize(static_cast<std::size_t>(c.dv), 0.0);
+            rb.out_lp_extra[x] = P * lp;
+          }
         }
         rb.lse_abs = u * (live + 3 + delta) + Es + u * std::abs(r.lse[o]) +
                      budget::ulp(DType::float32, r.lse[o]);
@@ -410,15 +422,21 @@ std::vector<RowBudget> budgets_v2(const AttentionCase& c, const ref::AttentionV2
 // Keeps the worse of `worst` and the check of one element, building the
 // element's description (the costly part: millions of elements per case) only
 // when it can become the worst.
+// `lp_extra` > 0: a failure within budget + lp_extra names the undeclared
+// low_precision_p convention.
 template <class Where>
 void consider(Check& worst, double got, double exact, double budget, Where where,
-              const char* exact_word = "exact") {
+              const char* exact_word = "exact", double lp_extra = 0.0) {
   if (std::isfinite(got) && std::isfinite(exact) && exact != 0.0 && worst.applicable &&
       !worst.fails()) {
     const double r = std::abs(got - exact) / budget;
     if (r <= worst.ratio) return;  // the same ratio elem() computes: not the new worst
   }
-  worst.worst(elem(DType::float32, got, exact, budget, where(), exact_word));
+  Check c = elem(DType::float32, got, exact, budget, where(), exact_word);
+  if (c.fails() && c.convention.empty() && lp_extra > 0 && std::isfinite(got) &&
+      std::isfinite(exact) && std::abs(got - exact) <= budget + lp_extra)
+    c.convention = "low_precision_p";
+  worst.worst(c);
 }
 
 std::string claim_of(const std::string& id) {
@@ -587,8 +605,10 @@ void run_attention_v2(const Run& run) {
         };
         for (std::int64_t x = 0; x < c.dv; ++x) {
           const std::size_t e = row * c.dv + x;
-          consider(cs[kRound], o.out[e], r.out[e], b.out_abs[x],
-                   [&] { return w() + " out[" + std::to_string(x) + "]"; });
+          consider(
+              cs[kRound], o.out[e], r.out[e], b.out_abs[x],
+              [&] { return w() + " out[" + std::to_string(x) + "]"; }, "exact",
+              b.out_lp_extra.empty() ? 0.0 : b.out_lp_extra[static_cast<std::size_t>(x)]);
         }
         if (!o.lse.empty())
           cs[kRound].worst(elem(DType::float32, o.lse[row], r.lse[row], b.lse_abs, w() + " lse"));

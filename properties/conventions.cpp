@@ -4,7 +4,7 @@ namespace sa::props {
 
 const std::vector<std::string>& convention_names() {
   static const std::vector<std::string> n = {"double_rounding", "flush_to_zero",
-                                             "ieee_special_values"};
+                                             "ieee_special_values", "low_precision_p"};
   return n;
 }
 
@@ -15,6 +15,8 @@ bool declare_convention(Conventions& c, std::string_view name) {
     c.flush_to_zero = true;
   else if (name == "ieee_special_values")
     c.ieee_special_values = true;
+  else if (name == "low_precision_p")
+    c.low_precision_p = true;
   else
     return false;
   return true;
@@ -25,6 +27,7 @@ std::string Conventions::names() const {
   if (double_rounding) s = "double_rounding";
   if (flush_to_zero) s += std::string(s.empty() ? "" : ", ") + "flush_to_zero";
   if (ieee_special_values) s += std::string(s.empty() ? "" : ", ") + "ieee_special_values";
+  if (low_precision_p) s += std::string(s.empty() ? "" : ", ") + "low_precision_p";
   return s;
 }
 

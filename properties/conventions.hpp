@@ -36,6 +36,17 @@
 //                    log-softmax and lse -inf, entropy 0). Only NaN is allowed
 //                    there, and only on such rows; every other row is held to
 //                    kernel.h as before.
+//   low_precision_p  attention forward with bfloat16 or float16 inputs: the
+//                    weights P (normalised or not) are rounded to the input
+//                    type before the P V product, as tensor-core kernels
+//                    (FlashAttention) do for their matrix units, and the
+//                    denominator may be summed from the rounded values. Each
+//                    rounding moves p_j by <= u_t p_j (u_t of the input type),
+//                    so an output moves by <= u_t sum_j p_j |v_j| through the
+//                    product and <= u_t |out| <= u_t sum_j p_j |v_j| through
+//                    the denominator: the extra budget is 2 u_t sum_j p_j |v_j|.
+//                    No effect on float32 or fp8 inputs (fp8's P quantisation
+//                    is always allowed) or on lse and entropy.
 #pragma once
 
 #include <optional>
@@ -49,13 +60,16 @@ struct Conventions {
   bool double_rounding = false;
   bool flush_to_zero = false;
   bool ieee_special_values = false;
-  bool any() const { return double_rounding || flush_to_zero || ieee_special_values; }
+  bool low_precision_p = false;
+  bool any() const {
+    return double_rounding || flush_to_zero || ieee_special_values || low_precision_p;
+  }
   // "double_rounding, flush_to_zero" (empty when none).
   std::string names() const;
 };
 
 // Every convention's name, in a stable order: "double_rounding", "flush_to_zero",
-// "ieee_special_values".
+// "ieee_special_values", "low_precision_p".
 const std::vector<std::string>& convention_names();
 // Sets the named convention in `c`; false when the name is not a convention.
 bool declare_convention(Conventions& c, std::string_view name);

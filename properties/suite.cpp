@@ -376,11 +376,13 @@ Conventions conventions_of(const Kernel& kernel, const SuiteConfig& config) {
   c.double_rounding = kernel.claims(SA_CAP_DOUBLE_ROUNDING);
   c.flush_to_zero = kernel.claims(SA_CAP_FLUSH_TO_ZERO);
   c.ieee_special_values = kernel.claims(SA_CAP_IEEE_SPECIAL_VALUES);
+  c.low_precision_p = kernel.claims(SA_CAP_LOW_PRECISION_P);
   for (const auto& name : config.conventions)
     if (!declare_convention(c, name))
       throw std::invalid_argument(
           "run_suite: unknown convention '" + name +
-          "'; expected one of double_rounding, flush_to_zero, ieee_special_values");
+          "'; expected one of double_rounding, flush_to_zero, ieee_special_values, "
+          "low_precision_p");
   return c;
 }
 

@@ -46,6 +46,7 @@ inline std::string undeclared_convention_note(const std::string& convention) {
          " convention, which the kernel does not declare (kernel.h SA_CAP_" +
          (convention == "flush_to_zero"         ? "FLUSH_TO_ZERO"
           : convention == "ieee_special_values" ? "IEEE_SPECIAL_VALUES"
+          : convention == "low_precision_p"     ? "LOW_PRECISION_P"
                                                 : "DOUBLE_ROUNDING") +
          ", or the gate spec's conventions; docs/conventions.md): a policy difference if the "
          "kernel means it, not an accuracy error";

@@ -308,7 +308,7 @@ enum {
 /* Bits of sa_capabilities.flags */
 enum {
   SA_CAP_DETERMINISTIC = 1u << 0,   /* identical calls give identical bits (all ops) */
-  SA_CAP_BATCH_INVARIANT = 1u << 1,  /* a row's result does not depend on its batch or splits */
+  SA_CAP_BATCH_INVARIANT = 1u << 1, /* a row's result does not depend on its batch or splits */
   /* Numerical conventions (docs/conventions.md). A kernel that follows one
    * declares it; the gate then holds it to the convention's wider bound and
    * names the convention in every verdict it widened. Undeclared, the same
@@ -319,9 +319,13 @@ enum {
   SA_CAP_FLUSH_TO_ZERO = 1u << 3,   /* results (and exponentials) below 2^-125 in magnitude may be
                                        0; without it gradual underflow is required: a subnormal
                                        result is within 1 ulp */
-  SA_CAP_IEEE_SPECIAL_VALUES = 1u << 4 /* a row with +inf logits (no NaN), or all -inf, may give
-                                          NaN outputs (exp(z - max) / sum as IEEE arithmetic
-                                          evaluates it) instead of the limits defined above */
+  SA_CAP_IEEE_SPECIAL_VALUES = 1u << 4, /* a row with +inf logits (no NaN), or all -inf, may give
+                                           NaN outputs (exp(z - max) / sum as IEEE arithmetic
+                                           evaluates it) instead of the limits defined above */
+  SA_CAP_LOW_PRECISION_P = 1u << 5 /* attention (forward, bfloat16/float16 inputs): P is rounded to
+                                      the input type before P V, as tensor-core kernels do, and the
+                                      denominator may sum the rounded values: up to 2 u_t
+                                      sum_j p_j |v_j| more per output (u_t of the input type) */
 };
 
 /* What a kernel supports. Cases outside it are "not applicable": reported as

@@ -186,5 +186,30 @@ class AttentionDkNotSummed(Attention):
         return (dq, dk, dv, *rest)
 
 
+class AttentionLowPrecisionP(Attention):
+    """FlashAttention's P V: exp(s - m) rounded to the input type (bfloat16, float16)
+    for the product, the row sum taken in float32 before that rounding, out = (P V) / S
+    (the low_precision_p convention)"""
+    name = "attention-low-precision-p"
+
+    def attention(self, q, k, v, *, sinks=None, **kw):
+        hq = q.shape[1]
+        _, s, vis = self._scores(q.float(), self._expand(k.float().nan_to_num(), hq), **kw)
+        m = s.amax(-1, keepdim=True)
+        if sinks is not None:
+            m = torch.maximum(m, sinks.float()[None, :, None, None])
+        m0 = torch.where(m.isinf(), torch.zeros_like(m), m)
+        e = (s - m0).exp()
+        S = e.sum(-1, keepdim=True)
+        if sinks is not None:
+            S = S + (sinks.float()[None, :, None, None] - m0).exp()
+        vv = self._expand(self._seen(vis, v), hq)
+        o = torch.matmul(e.to(q.dtype).float(), vv)
+        out = torch.where(S == 0, torch.zeros_like(o), o / torch.where(S == 0, 1.0, S))
+        lse = torch.where(S == 0, torch.full_like(S, -math.inf), m0 + S.log()).squeeze(-1)
+        return out.to(q.dtype), lse
+
+
 attention = Attention()
 attention_dk_not_summed = AttentionDkNotSummed()
+attention_low_precision_p = AttentionLowPrecisionP()

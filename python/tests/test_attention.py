@@ -47,3 +47,42 @@ def test_gqa_backward_bug_fails_with_a_counterexample(tmp_path):
     v = next(v for v in r.verdicts if v.property == "attention_backward.rounding" and v.failed)
     assert "heads=" in v.counterexample and "/" in v.counterexample, v.describe()
     assert r.exit_code == 1
+
+
+LP_SPEC = """
+ops = ["attention_v2"]
+dtypes = ["bfloat16"]
+properties = ["attention_v2.rounding"]
+cases = 8
+seed = 5
+CONVENTIONS
+[attention]
+lengths = [[8, 64], [1, 239], [16, 128]]
+head_dims = [64]
+gqa_ratios = [1]
+features = ["causal"]
+"""
+
+
+def test_p_rounded_to_the_input_type_is_the_named_low_precision_p_convention(tmp_path):
+    # FlashAttention rounds P to bfloat16 for the P V product: undeclared, that
+    # fails attention_v2.rounding with a note naming low_precision_p (a policy
+    # difference, not an error); declared, the same kernel passes.
+    def run(conventions):
+        p = tmp_path / "gate.toml"
+        p.write_text(LP_SPEC.replace("CONVENTIONS", conventions))
+        return softmax_audit.check(sa_test_kernels.attention_low_precision_p, spec=p)
+    undeclared = run("")
+    v = next(v for v in undeclared.verdicts if v.property == "attention_v2.rounding")
+    assert v.failed, v.describe()
+    assert "holds under the low_precision_p convention" in v.note, v.describe()
+    declared = run('conventions = ["low_precision_p"]')
+    v = next(v for v in declared.verdicts if v.property == "attention_v2.rounding")
+    assert v.passed, v.describe()
+    assert "low_precision_p" in v.note, v.describe()
+    # The correct float32-P kernel passes the same run undeclared.
+    p = tmp_path / "gate.toml"
+    p.write_text(LP_SPEC.replace("CONVENTIONS", ""))
+    ok = softmax_audit.check(sa_test_kernels.attention, spec=p)
+    v = next(v for v in ok.verdicts if v.property == "attention_v2.rounding")
+    assert v.passed, v.describe()

@@ -155,6 +155,24 @@ TEST(GateCheck, HangingKernelIsKilledAfterTheTimeout) {
   EXPECT_TRUE(hung) << c.results.dump(2);
 }
 
+// The case timeout bounds kernel calls, not the suite's own work: with a 1 s
+// timeout, far below what one attention case's x87 reference takes (64 x 2048
+// keys, d = 128, 2 sequences x 4 query heads: ~8 s), a fast correct kernel
+// (its call: well under 1 s) passes. Before, the silence during the reference
+// was a "hang" of the kernel (measured here: gate.no_hang failed the built-in
+// CPU kernel; and under ASan on a loaded machine at the default 60 s).
+TEST(GateCheck, SlowReferenceBetweenCallsIsNotAHang) {
+  const std::string dir = temp_dir();
+  std::ofstream(dir + "/g.toml") << "ops = [\"attention_v2\"]\ndtypes = [\"float32\"]\n"
+                                    "properties = [\"attention_v2.rounding\"]\ncases = 1\n"
+                                    "[attention]\nlengths = [[64, 2048]]\nhead_dims = [128]\n"
+                                    "gqa_ratios = [4]\nfeatures = []\nmax_work = 1e12\n";
+  const Check c = check("--builtin cpu --seed 7 --timeout 1 --spec " + q(dir + "/g.toml"));
+  EXPECT_EQ(c.ran.rc, 0) << c.ran.output;
+  for (const auto& v : c.verdicts())
+    if (v["property"] == "gate.no_hang") EXPECT_EQ(v["outcome"], "pass") << v.dump();
+}
+
 TEST(GateCheck, OutOfBoundsWriteIsCaughtByTheGuardPage) {
   const Check c = check(bad(3) + " --seed 7");
   ASSERT_EQ(c.ran.rc, 1) << c.ran.output;
