@@ -135,10 +135,14 @@ class Attention:
         S = e.sum(-1, keepdim=True)
         if sinks is not None:
             S = S + (sinks.float()[None, :, None, None] - m0).exp()
-        p = torch.where(S == 0, torch.zeros_like(e), e / S)
         vv = self._expand(self._seen(vis, v), hq)
         lse = torch.where(S == 0, torch.full_like(S, -math.inf), m0 + S.log()).squeeze(-1)
-        return torch.matmul(p, vv), lse
+        return self._pv(e, S, vv, q.dtype), lse
+
+    @staticmethod
+    def _pv(e, S, vv, dtype):
+        """out = (e / S) V in float32 (0 where S == 0)."""
+        return torch.matmul(torch.where(S == 0, torch.zeros_like(e), e / S), vv)
 
     def attention(self, q, k, v, *, sinks=None, **kw):
         out, lse = self._forward(q, k, v, sinks=sinks, **kw)
@@ -192,22 +196,10 @@ class AttentionLowPrecisionP(Attention):
     (the low_precision_p convention)"""
     name = "attention-low-precision-p"
 
-    def attention(self, q, k, v, *, sinks=None, **kw):
-        hq = q.shape[1]
-        _, s, vis = self._scores(q.float(), self._expand(k.float().nan_to_num(), hq), **kw)
-        m = s.amax(-1, keepdim=True)
-        if sinks is not None:
-            m = torch.maximum(m, sinks.float()[None, :, None, None])
-        m0 = torch.where(m.isinf(), torch.zeros_like(m), m)
-        e = (s - m0).exp()
-        S = e.sum(-1, keepdim=True)
-        if sinks is not None:
-            S = S + (sinks.float()[None, :, None, None] - m0).exp()
-        vv = self._expand(self._seen(vis, v), hq)
-        o = torch.matmul(e.to(q.dtype).float(), vv)
-        out = torch.where(S == 0, torch.zeros_like(o), o / torch.where(S == 0, 1.0, S))
-        lse = torch.where(S == 0, torch.full_like(S, -math.inf), m0 + S.log()).squeeze(-1)
-        return out.to(q.dtype), lse
+    @staticmethod
+    def _pv(e, S, vv, dtype):
+        o = torch.matmul(e.to(dtype).float(), vv)
+        return torch.where(S == 0, torch.zeros_like(o), o / torch.where(S == 0, 1.0, S))
 
 
 attention = Attention()

@@ -33,6 +33,7 @@
 #include "reference/fast_arith.hpp"
 #include "reference/mpfr.hpp"
 #include "reference/rounding.hpp"
+#include "tests/reference/attention_cr_test_util.hpp"
 
 using sa::AttentionCase;
 using sa::AttnType;
@@ -41,6 +42,10 @@ using sa::ref::CrOptions;
 using sa::ref::CrStats;
 using sa::ref::Mp;
 using sa::ref::RefPath;
+using sa::test::cmp;
+using sa::test::output_dtype;
+using sa::test::same;
+using sa::test::Tally;
 
 namespace {
 
@@ -54,11 +59,6 @@ constexpr int kCasesPerProperty = 3;
 constexpr double kMaxWork = 1.0e5;
 #endif
 
-bool same(double a, double b) {
-  return (std::isnan(a) && std::isnan(b)) ||
-         std::bit_cast<std::uint64_t>(a) == std::bit_cast<std::uint64_t>(b);
-}
-
 // "" when the fast and MPFR-only paths agree bit for bit, else the first
 // difference.
 std::string difference(DType t, const AttentionCase& c, CrStats* stats = nullptr) {
@@ -68,45 +68,12 @@ std::string difference(DType t, const AttentionCase& c, CrStats* stats = nullptr
   CrOptions mo;
   mo.path = RefPath::mpfr_only;
   const auto b = sa::ref::attention_v2_rounded(t, c, mo);
-  auto cmp = [](const char* what, const std::vector<double>& x,
-                const std::vector<double>& y) -> std::string {
-    if (x.size() != y.size()) return std::string(what) + ": sizes differ";
-    for (std::size_t i = 0; i < x.size(); ++i)
-      if (!same(x[i], y[i])) {
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "%s[%zu]: fast %.17g, MPFR-only %.17g", what, i, x[i], y[i]);
-        return buf;
-      }
-    return "";
-  };
+
   for (const auto& s : {cmp("out", a.out, b.out), cmp("lse", a.lse, b.lse),
                         cmp("entropy", a.entropy, b.entropy), cmp("beta", a.beta, b.beta)})
     if (!s.empty()) return s;
   return "";
 }
-
-DType output_dtype(AttnType t) {
-  return t == AttnType::bfloat16  ? DType::bfloat16
-         : t == AttnType::float16 ? DType::float16
-                                  : DType::float32;
-}
-
-// The fallback fraction of a test, printed when it ends.
-struct Tally {
-  const char* name;
-  CrStats st;
-  std::map<std::string, std::pair<std::int64_t, std::int64_t>> by_feature;  // outputs, to MPFR
-  ~Tally() {
-    if (st.elements == 0) return;
-    std::printf("[%s] %lld outputs, fallback (MPFR) fraction %.4f\n", name,
-                static_cast<long long>(st.elements), st.fallback_fraction());
-    for (const auto& [f, n] : by_feature)
-      std::printf(
-          "[%s]   %-17s outputs %9lld  to MPFR %.4f\n", name, f.c_str(),
-          static_cast<long long>(n.first),
-          n.second > 0 ? static_cast<double>(n.second) / static_cast<double>(n.first) : 0.0);
-  }
-};
 
 // Shapes small enough that the MPFR-only path stays quick: lengths from the
 // suite's list (properties/attention_v2.cpp) up to 65 x 64 and 2 x 500 in
