@@ -254,8 +254,9 @@ void add_lost_verdicts(Sink& sink, const std::string& kname) {
 
 // Runs `units` in order in children, starting a fresh child after a crash or
 // hang (which abandons the unit it happened in, or retries a one-property
-// unit without the op that failed). Every restart makes progress: the unit
-// after it is a later one, or the same one with strictly fewer ops, so the
+// unit with the op that failed answered by the gate, or left out for a
+// device kernel). Every restart makes progress: the unit after it is a later
+// one, or the same one calling the kernel for strictly fewer ops, so the
 // loop ends after at most (units x ops) children. Progress is reported as
 // units done out of `units.size()`.
 Sink run_units(const KernelSource& source, const props::SuiteConfig& config,
@@ -462,9 +463,15 @@ Sink run_units(const KernelSource& source, const props::SuiteConfig& config,
         retry.ops = answered ? ops : rest;
         retry.retry = true;
         retry.refuse.push_back(*failed_op);
-        retry.name = units[next].properties[0] + " (without " + op_names({*failed_op}) + ")";
+        retry.name = units[next].properties[0] +
+                     (answered ? " (" + op_names({*failed_op}) + " answered by the gate)"
+                               : " (without " + op_names({*failed_op}) + ")");
         units[next] = retry;
-        v.note += "; the gate went on with the property's other operations in a fresh process";
+        v.note += answered ? "; the gate went on with the property in a fresh process, answering "
+                             "its further " +
+                                 op_names({*failed_op}) + " calls itself"
+                           : "; the gate went on with the property's other operations in a "
+                             "fresh process";
       } else {
         ++next;
         v.note += "; the gate went on with the next property in a fresh process";
