@@ -12,6 +12,8 @@ methods named after the operations it implements, and a declaration:
     attention_features  names among ATTENTION_FEATURES (attention only)
     max_n         the largest row length (0: none)
     deterministic True if identical calls give identical bits
+    adaptive_entropy  "shannon" (default) or "paper_eps": which entropy drives
+                  beta in adaptive_softmax (kernel.h, sa_entropy_definition)
 
 Operations, each taking and returning tensors of the input's element type on
 the CPU (kernel.h's semantics: masks are -inf logits, a fully masked row has
@@ -21,8 +23,20 @@ weights 0, log-softmax -inf, lse -inf, entropy 0; NaN anywhere gives a NaN row):
     log_softmax(x, temperature)      -> [rows, n]
     logsumexp(x, temperature)        -> [rows] (any float type; stored as float32)
     entropy(x, temperature)          -> [rows], or ([rows], [rows, 3] (m, S, T) state)
+    adaptive_softmax(x, temperature) -> out [rows, n], or (out, beta [rows],
+        entropy [rows]) (docs/theory.md T5: H the entropy of softmax(x / theta),
+        beta = 1 if H <= 0.5 else max(poly(H), 1), out = softmax(beta x / theta));
+        the suite asks for beta and H in most cases
     softmax_backward(y, dy, temperature)      -> dx [rows, n]
     log_softmax_backward(y, dy, temperature)  -> dx [rows, n]
+    merge_entropy_states(a, b)       a, b: [count, 3] float32 streamed states
+        (m, S, T) -> [count, 3], their merge (docs/theory.md T6)
+    merge_attention_states(outs, lses)
+        split-KV merge of parts over disjoint key sets: outs a list of [rows, dv]
+        float32 results (each normalised within its part), lses a list of
+        [rows] float32 -> (out [rows, dv], lse [rows]); a part with lse -inf
+        contributes nothing, every part -inf gives out 0, lse -inf. Serves the
+        suite's two-part and n-part merges.
     attention(q, k, v, *, scale, causal, alignment, key_padding_mask)
         q [B, Hq, Sq, D], k [B, Hkv, Sk, D], v [B, Hkv, Sk, Dv] (views with any
         strides); returns out [B, Hq, Sq, Dv] or (out, lse [B, Hq, Sq]).
@@ -40,7 +54,17 @@ weights 0, log-softmax -inf, lse -inf, entropy 0; NaN anywhere gives a NaN row):
           sinks=[Hq]             "sinks": one more logit per head that joins
                                  the max and the denominator (and lse) but
                                  has no value
-        (float32 tensors / arrays of Hq values).
+          cu_seqlens_q=[B+1], cu_seqlens_k=[B+1], max_seqlen_q, max_seqlen_k
+                                 "varlen" (FlashAttention's varlen layout):
+                                 sequences packed along the sequence
+                                 dimension; q is [total_q, Hq, D], k and v
+                                 [total_k, Hkv, D/Dv], out [total_q, Hq, Dv],
+                                 lse [Hq, total_q], key_padding_mask [total_k];
+                                 sequence b is rows cu[b] .. cu[b+1]-1 (int32
+                                 offsets; empty sequences occur)
+        (float32 tensors / arrays of Hq values). torch_ops.forward_by_sequence
+        and backward_by_sequence run a dense attention per sequence of a varlen
+        call (what a reference kernel without a packed path can use).
     attention_backward(q, k, v, out, dout, lse, *, scale, causal, alignment,
                        key_padding_mask, <the same feature keywords>)
         out, dout [B, Hq, Sq, Dv] in the input type, lse [B, Hq, Sq] float32
@@ -58,10 +82,15 @@ import sys
 import warnings
 
 DTYPES = ("float32", "bfloat16", "float16")
-OPS = ("softmax", "log_softmax", "logsumexp", "entropy", "softmax_backward",
-       "log_softmax_backward", "attention", "attention_backward")
+OPS = ("softmax", "log_softmax", "logsumexp", "entropy", "adaptive_softmax", "softmax_backward",
+       "log_softmax_backward", "merge_entropy_states", "merge_attention_states", "attention",
+       "attention_backward")
+# Operations on float32 states whatever the kernel's element types are.
+FLOAT32_OPS = ("merge_entropy_states", "merge_attention_states")
+ENTROPY_DEFINITIONS = ("shannon", "paper_eps")
 # kernel.h's SA_ATTN_* bits the Python attention signature can carry.
-ATTENTION_FEATURES = {"batched": 1 << 0, "gqa": 1 << 1, "strided": 1 << 3, "causal": 1 << 4,
+ATTENTION_FEATURES = {"batched": 1 << 0, "gqa": 1 << 1, "varlen": 1 << 2, "strided": 1 << 3,
+                      "causal": 1 << 4,
                       "window": 1 << 5, "softcap": 1 << 6, "alibi": 1 << 7, "sinks": 1 << 8,
                       "key_padding": 1 << 9, "lse": 1 << 10, "unequal_head_dims": 1 << 14}
 
@@ -153,7 +182,10 @@ class Caller:
                 raise ValueError(f"op_dtypes names {op!r}, which the kernel does not implement")
         op_dtypes = {}
         for op in self.fns:
-            ts = [_dtype_name(t) for t in per_op.get(op, dtypes)]
+            ts = [_dtype_name(t) for t in per_op.get(op, ("float32",) if op in FLOAT32_OPS
+                                                      else dtypes)]
+            if op in FLOAT32_OPS and ts != ["float32"]:
+                raise ValueError(f"op_dtypes[{op!r}] = {ts}: {op} takes float32 states only")
             if self.tensors == "numpy" and "bfloat16" in ts:
                 raise ValueError("a NumPy kernel cannot take bfloat16 (NumPy has no such type); "
                                  "use tensors = 'torch'")
@@ -164,7 +196,12 @@ class Caller:
                 raise ValueError(f"attention feature {f!r}: expected some of "
                                  f"{', '.join(ATTENTION_FEATURES)}")
             feats |= ATTENTION_FEATURES[f]
+        entropy_def = str(getattr(k, "adaptive_entropy", "shannon"))
+        if entropy_def not in ENTROPY_DEFINITIONS:
+            raise ValueError(f"adaptive_entropy = {entropy_def!r}: expected one of "
+                             f"{', '.join(ENTROPY_DEFINITIONS)}")
         return {"name": name, "description": description, "origin": self._origin(),
+                "adaptive_entropy": entropy_def,
                 "op_dtypes": op_dtypes, "max_n": int(getattr(k, "max_n", 0) or 0),
                 "attention_features": feats,
                 "deterministic": bool(getattr(k, "deterministic", False))}
@@ -204,22 +241,28 @@ class Caller:
         o.copy_(res)
 
     def _store_floats(self, out, res, what):
-        """Per-row float outputs (lse, entropy, state): any float type, stored as float32."""
+        """Float outputs (lse, entropy, beta, states, merges): any float type, stored as
+        float32; the shape must be the expected one up to dimensions of size 1 (so an
+        lse laid out [total_q, Hq] where [Hq, total_q] is expected is refused, not
+        silently transposed)."""
         if self.tensors == "numpy":
             res = self.np.asarray(res)
             if res.dtype.kind != "f":
                 raise TypeError(f"{what} returned {res.dtype}, expected a floating type")
-            if res.size != out.size:
-                raise ValueError(f"{what} returned {res.size} values, expected {out.size}")
+        else:
+            torch = self.torch
+            if not isinstance(res, torch.Tensor) or not res.is_floating_point():
+                raise TypeError(f"{what} returned {type(res).__name__} "
+                                f"{getattr(res, 'dtype', '')}, expected a floating torch.Tensor")
+        def squeezed(shape):
+            return tuple(d for d in shape if d != 1)
+        if squeezed(res.shape) != squeezed(out.shape):
+            raise ValueError(f"{what} returned shape {tuple(res.shape)}, expected "
+                             f"{tuple(out.shape)}")
+        if self.tensors == "numpy":
             out[...] = res.reshape(out.shape)
-            return
-        torch = self.torch
-        if not isinstance(res, torch.Tensor) or not res.is_floating_point():
-            raise TypeError(f"{what} returned {type(res).__name__} "
-                            f"{getattr(res, 'dtype', '')}, expected a floating torch.Tensor")
-        if res.numel() != out.size:
-            raise ValueError(f"{what} returned {res.numel()} values, expected {out.size}")
-        torch.from_numpy(out).copy_(res.reshape(out.shape))
+        else:
+            self.torch.from_numpy(out).copy_(res.reshape(out.shape))
 
     # ---- the slots ----
     def rows(self, op, dt, x, out, temperature):
@@ -238,6 +281,39 @@ class Caller:
             self._store_floats(state, st, op + " state")
         self._store_floats(out, res, op)
 
+    def adaptive(self, dt, x, out, temperature, beta, entropy):
+        res = self.fns["adaptive_softmax"](self._view(x, dt), temperature)
+        got = (None, None)
+        if isinstance(res, tuple):
+            if len(res) != 3:
+                raise TypeError(f"adaptive_softmax returned a tuple of {len(res)}, expected out "
+                                "or (out, beta, entropy)")
+            res, *got = res
+        for want, have, what in ((beta, got[0], "beta"), (entropy, got[1], "entropy")):
+            if want is None:
+                continue
+            if have is None:
+                raise Unsupported(f"adaptive_softmax: {what} was asked for and the kernel "
+                                  "returns only out")
+            self._store_floats(want, have, "adaptive_softmax " + what)
+        self._store(out, res, dt, "adaptive_softmax")
+
+    def _floats_in(self, a):
+        return self.torch.from_numpy(a) if self.tensors == "torch" else a
+
+    def merge_entropy(self, a, b, out):
+        res = self.fns["merge_entropy_states"](self._floats_in(a), self._floats_in(b))
+        self._store_floats(out, res, "merge_entropy_states")
+
+    def merge_attention(self, outs, lses, out, out_lse):
+        res = self.fns["merge_attention_states"]([self._floats_in(o) for o in outs],
+                                                 [self._floats_in(x) for x in lses])
+        if not isinstance(res, tuple) or len(res) != 2:
+            raise TypeError(f"merge_attention_states returned {type(res).__name__}, "
+                            "expected (out, lse)")
+        self._store_floats(out, res[0], "merge_attention_states out")
+        self._store_floats(out_lse, res[1], "merge_attention_states lse")
+
     def backward(self, op, dt, y, dy, dx, temperature):
         res = self.fns[op](self._view(y, dt), self._view(dy, dt), temperature)
         self._store(dx, res, dt, op)
@@ -250,8 +326,8 @@ class Caller:
     def _features(self, kw):
         """The feature keywords in use: heads-long arrays as the kernel's tensor type."""
         if self.tensors == "torch":
-            kw = {k: (self.torch.from_numpy(v) if k in ("alibi_slopes", "sinks") else v)
-                  for k, v in kw.items()}
+            arrays = ("alibi_slopes", "sinks", "cu_seqlens_q", "cu_seqlens_k")
+            kw = {k: (self.torch.from_numpy(v) if k in arrays else v) for k, v in kw.items()}
         return dict(kw)
 
     def attention(self, dt, q, k, v, out, lse, mask, scale, causal, alignment, features):

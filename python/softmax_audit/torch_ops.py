@@ -9,7 +9,15 @@ operators (matmul, tanh for the softcap, the ALiBi bias, masked_fill, a sink
 column, softmax, matmul, in float32 for every input type, cast back at the
 end), and attention_backward is torch.autograd of it, because PyTorch 1.13 has no
 torch.nn.functional.scaled_dot_product_attention (it came in 2.0); where the
-installed PyTorch has it, `sdpa_kernel` checks it too.
+installed PyTorch has it, `sdpa_kernel` is that operator behind the same
+interface (SdpaOps; None here otherwise):
+
+    softmax_audit.check("softmax_audit.torch_ops:sdpa_kernel")
+
+Varlen calls (packed
+sequences, FlashAttention's layout) run that attention once per sequence
+(forward_by_sequence, backward_by_sequence: usable by any kernel whose own code
+is dense only).
 
 Temperature: PyTorch's operators take none; a call with theta != 1 is computed
 on x.float() / theta (then cast back to the input's type), theta = 1 on x
@@ -43,12 +51,77 @@ def _probe(fn, dtype):
         return str(e).splitlines()[0]
 
 
+def _dense(x, lo, hi):
+    """Rows lo .. hi-1 of a packed [total, H, D] tensor as a [1, H, hi-lo, D] view."""
+    return x[lo:hi].permute(1, 0, 2).unsqueeze(0)
+
+
+def forward_by_sequence(attend, q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                        max_seqlen_k, key_padding_mask=None, sinks=None, **kw):
+    """A varlen attention call answered by a dense one, sequence by sequence.
+
+    attend(q, k, v, key_padding_mask=..., sinks=..., **kw) takes [1, H, L, D]
+    tensors and returns (out [1, Hq, Lq, Dv], lse [1, Hq, Lq]); the result is
+    (out [total_q, Hq, Dv], lse [Hq, total_q]), kernel.h's varlen layout. A
+    sequence with no keys gets out 0 and lse -inf (its sink's logit with sinks).
+    """
+    cq, ck = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+    hq, dv = q.shape[1], v.shape[2]
+    outs, lses = [], []
+    for b in range(len(cq) - 1):
+        lq, lk = cq[b + 1] - cq[b], ck[b + 1] - ck[b]
+        if lq == 0:
+            continue
+        if lk == 0:
+            outs.append(torch.zeros(lq, hq, dv, dtype=q.dtype))
+            lse = (sinks.float()[:, None] if sinks is not None
+                   else torch.full((hq, 1), -math.inf)).expand(hq, lq)
+            lses.append(lse)
+            continue
+        mask = None if key_padding_mask is None else key_padding_mask[ck[b]:ck[b + 1]][None]
+        o, lse = attend(_dense(q, cq[b], cq[b + 1]), _dense(k, ck[b], ck[b + 1]),
+                        _dense(v, ck[b], ck[b + 1]), key_padding_mask=mask, sinks=sinks, **kw)
+        outs.append(o[0].permute(1, 0, 2))
+        lses.append(lse[0].float())
+    if not outs:
+        return torch.zeros(0, hq, dv, dtype=q.dtype), torch.zeros(hq, 0)
+    return torch.cat(outs, 0), torch.cat(lses, 1)
+
+
+def backward_by_sequence(grad, q, k, v, out, dout, lse, *, cu_seqlens_q, cu_seqlens_k,
+                         max_seqlen_q, max_seqlen_k, key_padding_mask=None, sinks=None, **kw):
+    """A varlen attention backward answered by a dense one, sequence by sequence.
+
+    grad(q, k, v, out, dout, lse, key_padding_mask=..., sinks=..., **kw) takes the
+    [1, H, L, D] tensors (lse [1, Hq, Lq]) and returns (dq, dk, dv) or (dq, dk, dv,
+    dsinks); the result is packed like q, k and v, dsinks summed over sequences.
+    Sequences with no queries or no keys contribute nothing (kernel.h).
+    """
+    cq, ck = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    dsinks = torch.zeros(q.shape[1]) if sinks is not None else None
+    for b in range(len(cq) - 1):
+        (q0, q1), (k0, k1) = (cq[b], cq[b + 1]), (ck[b], ck[b + 1])
+        if q1 == q0 or k1 == k0:
+            continue
+        mask = None if key_padding_mask is None else key_padding_mask[k0:k1][None]
+        g = grad(_dense(q, q0, q1), _dense(k, k0, k1), _dense(v, k0, k1), _dense(out, q0, q1),
+                 _dense(dout, q0, q1), lse[:, q0:q1][None], key_padding_mask=mask, sinks=sinks,
+                 **kw)
+        dq[q0:q1] = g[0][0].permute(1, 0, 2)
+        dk[k0:k1] = g[1][0].permute(1, 0, 2)
+        dv[k0:k1] = g[2][0].permute(1, 0, 2)
+        if sinks is not None:
+            dsinks += g[3].float()
+    return (dq, dk, dv) if sinks is None else (dq, dk, dv, dsinks)
+
+
 class TorchOps:
     """PyTorch CPU operators: torch.softmax, torch.log_softmax, torch.logsumexp, autograd, attention from torch ops"""
 
     tensors = "torch"
-    attention_features = ("batched", "gqa", "strided", "causal", "window", "softcap", "alibi",
-                          "sinks", "key_padding", "lse", "unequal_head_dims")
+    attention_features = ("batched", "gqa", "varlen", "strided", "causal", "window", "softcap",
+                          "alibi", "sinks", "key_padding", "lse", "unequal_head_dims")
     deterministic = False
 
     def __init__(self):
@@ -137,10 +210,15 @@ class TorchOps:
         return torch.matmul(p, vf), lse
 
     def attention(self, q, k, v, **kw):
+        if "cu_seqlens_q" in kw:
+            return forward_by_sequence(self.attention, q, k, v, **kw)
         out, lse = self._attend(q.float(), k.float(), v.float(), **kw)
         return out.to(q.dtype), lse
 
     def attention_backward(self, q, k, v, out, dout, lse, *, sinks=None, **kw):
+        if "cu_seqlens_q" in kw:
+            return backward_by_sequence(self.attention_backward, q, k, v, out, dout, lse,
+                                        sinks=sinks, **kw)
         # torch.autograd of the same float32 forward (the given out and lse
         # are not used: autograd recomputes them), gradients cast to the input
         # type; GQA's repeat_interleave sums dk, dv over a group's query heads.
@@ -156,4 +234,93 @@ class TorchOps:
         return res + (grads[3],) if sinks is not None else res
 
 
+class SdpaOps:
+    """torch.nn.functional.scaled_dot_product_attention (PyTorch >= 2.0) on the CPU, and its
+    autograd"""
+
+    tensors = "torch"
+    # SDPA has no softcap, ALiBi, sinks or window and returns no lse. GQA: with
+    # enable_gqa (PyTorch >= 2.5) SDPA takes the key/value heads itself; before,
+    # they are repeated, and the backward's dk, dv come back per query head
+    # already rounded to the input type, summed over the group after that: for
+    # bfloat16/float16 more than attention_backward.rounding allows where the
+    # group's contributions cancel (the gate reports it; a kernel that sums in
+    # float32 before rounding, as FlashAttention does, passes).
+    attention_features = ("batched", "gqa", "strided", "causal", "key_padding",
+                          "unequal_head_dims")
+    deterministic = False
+
+    def __init__(self, sdpa):
+        import inspect
+        self.sdpa = sdpa
+        try:
+            params = inspect.signature(sdpa).parameters
+        except (TypeError, ValueError):
+            params = {}
+        self.takes_scale = "scale" in params
+        self.takes_gqa = "enable_gqa" in params
+        self.name = f"torch-{torch.__version__.split('+')[0]}-sdpa-cpu"
+        ok, self.refused = [], {}
+        for name, t in _TYPES.items():
+            x = torch.zeros(1, 1, 2, 4, dtype=t)
+            why = _probe(lambda _: sdpa(x, x, x), t)
+            if why is None:
+                ok.append(name)
+            else:
+                self.refused[("attention", name)] = why
+        self.dtypes = ok
+        self.op_dtypes = {"attention": ok, "attention_backward": ok}
+        self.description = ("PyTorch " + torch.__version__ +
+                            " scaled_dot_product_attention on the CPU")
+
+    def _call(self, q, k, v, *, scale, causal, alignment, key_padding_mask):
+        """SDPA on q [B, Hq, Sq, D] and k, v [B, Hkv, Sk, D] (Hkv = Hq unless enable_gqa)."""
+        sq, sk, d = q.shape[2], k.shape[2], q.shape[3]
+        mask, is_causal = None, False
+        if causal:
+            if alignment == "top_left" and key_padding_mask is None:
+                is_causal = True  # SDPA's is_causal is top-left aligned
+            else:
+                off = sk - sq if alignment == "bottom_right" else 0
+                mask = (torch.arange(sk)[None, :] <= torch.arange(sq)[:, None] + off)[None, None]
+        if key_padding_mask is not None:
+            kp = key_padding_mask[:, None, None, :]
+            mask = kp if mask is None else mask & kp
+        kw = {"enable_gqa": True} if self.takes_gqa and q.shape[1] != k.shape[1] else {}
+        if self.takes_scale:
+            kw["scale"] = scale
+        elif abs(scale * math.sqrt(d) - 1) > 1e-12:
+            raise ValueError("this scaled_dot_product_attention takes no scale and the case's "
+                             "scale is not 1/sqrt(d)")
+        return self.sdpa(q, k, v, attn_mask=mask, is_causal=is_causal, **kw)
+
+    def _repeat(self, x, hq):
+        if self.takes_gqa or x.shape[1] == hq:
+            return x
+        return x.repeat_interleave(hq // x.shape[1], dim=1)
+
+    def attention(self, q, k, v, **kw):
+        hq = q.shape[1]
+        return self._call(q, self._repeat(k, hq), self._repeat(v, hq), **kw)
+
+    def attention_backward(self, q, k, v, out, dout, lse, **kw):
+        # SDPA's own backward through autograd in the input type (out and lse
+        # are recomputed). Repeated GQA heads: each query head's dk, dv (in the
+        # input type) summed over the group in float32, then rounded.
+        hq, hk = q.shape[1], k.shape[1]
+        leaves = [x.detach().clone().requires_grad_()
+                  for x in (q, self._repeat(k, hq), self._repeat(v, hq))]
+        with torch.enable_grad():
+            o = self._call(*leaves, **kw)
+            grads = torch.autograd.grad(o, leaves, grad_outputs=dout, allow_unused=True)
+        dq, dk, dv = (torch.zeros_like(x) if g is None else g for g, x in zip(grads, leaves))
+        if dk.shape[1] != hk:
+            b, _, sk, _ = dk.shape
+            dk = dk.float().reshape(b, hk, hq // hk, sk, -1).sum(2).to(k.dtype)
+            dv = dv.float().reshape(b, hk, hq // hk, sk, -1).sum(2).to(v.dtype)
+        return dq, dk, dv
+
+
 kernel = TorchOps()
+_sdpa = getattr(torch.nn.functional, "scaled_dot_product_attention", None)
+sdpa_kernel = SdpaOps(_sdpa) if _sdpa is not None else None

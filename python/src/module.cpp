@@ -225,10 +225,73 @@ sa_status backward_slot(void* ctx, sa_dtype t, const sa_rows* s, const void* y, 
   });
 }
 
+sa_status adaptive_slot(void* ctx, sa_dtype t, const sa_rows* s, const void* in, void* out,
+                        float* beta, float* H) {
+  if (sa_status st =
+          screen_rows(*static_cast<Adapter*>(ctx), SA_OP_ADAPTIVE_SOFTMAX, t, s, in, out, true);
+      st != SA_OK)
+    return st;
+  if (s->rows == 0) return SA_OK;
+  return guarded_call(ctx, "adaptive_softmax", [&](Adapter& a) {
+    auto per_row = [&](float* p) {
+      return p ? py::object(floats(p, {s->rows})) : py::object(py::none());
+    };
+    a.caller.attr("adaptive")(dtype_name(t),
+                              elements(in, t, {s->rows, s->n}, {s->in_stride, 1}, false),
+                              elements(out, t, {s->rows, s->n}, {s->out_stride, 1}, true),
+                              s->temperature, per_row(beta), per_row(H));
+  });
+}
+
+// A read-only float32 view (the merges' inputs).
+py::array floats_in(const float* p, std::vector<py::ssize_t> shape) {
+  std::vector<py::ssize_t> strides(shape.size(), 1);
+  if (shape.size() == 2) strides[0] = shape[1];
+  return view(p, py::dtype::of<float>(), 4, std::move(shape), std::move(strides), false);
+}
+
+sa_status merge_entropy_slot(void* ctx, std::int64_t count, const sa_entropy_state* x,
+                             const sa_entropy_state* y, sa_entropy_state* out) {
+  if (count < 0 || (count > 0 && (!x || !y || !out))) return SA_INVALID_ARGUMENT;
+  if (count == 0) return SA_OK;
+  return guarded_call(ctx, "merge_entropy_states", [&](Adapter& a) {
+    a.caller.attr("merge_entropy")(floats_in(&x->m, {count, 3}), floats_in(&y->m, {count, 3}),
+                                   floats(&out->m, {count, 3}));
+  });
+}
+
+// Both merge slots call the kernel's merge_attention_states(outs, lses) with
+// lists of the parts (out may alias the first part: the kernel's result is
+// copied after it returns).
+sa_status merge_attention_n_slot(void* ctx, std::int64_t parts, std::int64_t rows, std::int64_t dv,
+                                 const float* const* o, const float* const* lse, float* out,
+                                 float* out_lse) {
+  if (parts < 1 || rows < 0 || dv < 1 || !o || !lse || !out || !out_lse) return SA_INVALID_ARGUMENT;
+  for (std::int64_t i = 0; i < parts; ++i)
+    if (!o[i] || !lse[i]) return SA_INVALID_ARGUMENT;
+  if (rows == 0) return SA_OK;
+  return guarded_call(ctx, "merge_attention_states", [&](Adapter& a) {
+    py::list os, ls;
+    for (std::int64_t i = 0; i < parts; ++i) {
+      os.append(floats_in(o[i], {rows, dv}));
+      ls.append(floats_in(lse[i], {rows}));
+    }
+    a.caller.attr("merge_attention")(os, ls, floats(out, {rows, dv}), floats(out_lse, {rows}));
+  });
+}
+
+sa_status merge_attention_slot(void* ctx, std::int64_t rows, std::int64_t dv, const float* o_a,
+                               const float* lse_a, const float* o_b, const float* lse_b, float* out,
+                               float* out_lse) {
+  const float* o[2] = {o_a, o_b};
+  const float* l[2] = {lse_a, lse_b};
+  return merge_attention_n_slot(ctx, 2, rows, dv, o, l, out, out_lse);
+}
+
 // The forward arguments' screen shared by attention and its backward: what
 // every kernel must refuse, and what the Python signature cannot carry
-// (varlen, adaptive temperature, entropy and beta outputs, fp8 descales) or
-// the kernel did not declare (window, softcap, ALiBi, sinks).
+// (adaptive temperature, entropy and beta outputs, fp8 descales) or the
+// kernel did not declare (varlen, window, softcap, ALiBi, sinks).
 sa_status screen_attention(const Adapter& a, const sa_attention_v2_args* p) {
   if (!p || p->struct_size < sizeof(sa_attention_v2_args) || !p->q.data || !p->k.data ||
       !p->v.data || !p->out)
@@ -244,7 +307,8 @@ sa_status screen_attention(const Adapter& a, const sa_attention_v2_args* p) {
   if ((window && !(f & SA_ATTN_WINDOW)) || (p->softcap != 0 && !(f & SA_ATTN_SOFTCAP)) ||
       (p->alibi_slopes && !(f & SA_ATTN_ALIBI)) || (p->sinks && !(f & SA_ATTN_SINKS)))
     return SA_UNSUPPORTED;
-  if (p->cu_seqlens_q || p->cu_seqlens_k || p->adaptive || p->entropy || p->beta ||
+  if (!p->cu_seqlens_q != !p->cu_seqlens_k) return SA_INVALID_ARGUMENT;
+  if ((p->cu_seqlens_q && !(f & SA_ATTN_VARLEN)) || p->adaptive || p->entropy || p->beta ||
       p->q_descale != 1 || p->k_descale != 1 || p->v_descale != 1)
     return SA_UNSUPPORTED;
   return SA_OK;
@@ -253,7 +317,8 @@ sa_status screen_attention(const Adapter& a, const sa_attention_v2_args* p) {
 // The keyword arguments of the features in use (only those: a kernel written
 // before a feature existed keeps its signature): window = (left, right) as
 // kernel.h's window_left / window_right (-1: unbounded), softcap, alibi_slopes
-// and sinks as float32 arrays of heads_q values.
+// and sinks as float32 arrays of heads_q values; varlen: cu_seqlens_q and
+// cu_seqlens_k (int32, batch + 1 offsets) and max_seqlen_q / max_seqlen_k.
 py::dict feature_kwargs(const sa_attention_v2_args* p) {
   py::dict kw;
   if (p->window_left >= 0 || (!p->causal && p->window_right >= 0))
@@ -264,28 +329,54 @@ py::dict feature_kwargs(const sa_attention_v2_args* p) {
   };
   if (p->alibi_slopes) kw["alibi_slopes"] = heads(p->alibi_slopes);
   if (p->sinks) kw["sinks"] = heads(p->sinks);
+  if (p->cu_seqlens_q) {
+    auto offsets = [&](const std::int32_t* x) {
+      return view(x, py::dtype::of<std::int32_t>(), 4, {p->batch + 1}, {1}, false);
+    };
+    kw["cu_seqlens_q"] = offsets(p->cu_seqlens_q);
+    kw["cu_seqlens_k"] = offsets(p->cu_seqlens_k);
+    kw["max_seqlen_q"] = p->seqlen_q;
+    kw["max_seqlen_k"] = p->seqlen_k;
+  }
   return kw;
 }
 
-// q, k, v, out (and dout, dq, dk, dv) of a call as [B, H, S, D] views.
+// q, k, v, out (and dout, dq, dk, dv) of a call as [B, H, S, D] views, or
+// with varlen as packed [total, H, D] views (FlashAttention's varlen layout);
+// the key padding mask [B, Sk] or [total_k]; per-query floats (lse) [B, Hq,
+// Sq] or [Hq, total_q] (kernel.h).
 struct AttentionViews {
   const sa_attention_v2_args* p;
-  py::array tensor(const sa_tensor& x, py::ssize_t H, py::ssize_t S, py::ssize_t d,
-                   bool writable) const {
-    return elements(x.data, p->qkv_dtype, {p->batch, H, S, d},
-                    {x.stride_b, x.stride_h, x.stride_s, 1}, writable);
+  bool varlen() const { return p->cu_seqlens_q != nullptr; }
+  py::ssize_t total_q() const { return varlen() ? p->cu_seqlens_q[p->batch] : 0; }
+  py::ssize_t total_k() const { return varlen() ? p->cu_seqlens_k[p->batch] : 0; }
+  py::array shaped(const void* data, py::ssize_t sb, py::ssize_t sh, py::ssize_t ss, py::ssize_t H,
+                   py::ssize_t S, py::ssize_t total, py::ssize_t d, bool writable) const {
+    if (varlen()) return elements(data, p->qkv_dtype, {total, H, d}, {ss, sh, 1}, writable);
+    return elements(data, p->qkv_dtype, {p->batch, H, S, d}, {sb, sh, ss, 1}, writable);
   }
-  py::array q() const { return tensor(p->q, p->heads_q, p->seqlen_q, p->head_dim, false); }
-  py::array k() const { return tensor(p->k, p->heads_kv, p->seqlen_k, p->head_dim, false); }
-  py::array v() const { return tensor(p->v, p->heads_kv, p->seqlen_k, p->head_dim_v, false); }
+  py::array tensor(const sa_tensor& x, py::ssize_t H, bool keys, py::ssize_t d,
+                   bool writable) const {
+    return shaped(x.data, x.stride_b, x.stride_h, x.stride_s, H, keys ? p->seqlen_k : p->seqlen_q,
+                  keys ? total_k() : total_q(), d, writable);
+  }
+  py::array q() const { return tensor(p->q, p->heads_q, false, p->head_dim, false); }
+  py::array k() const { return tensor(p->k, p->heads_kv, true, p->head_dim, false); }
+  py::array v() const { return tensor(p->v, p->heads_kv, true, p->head_dim_v, false); }
   py::array out(bool writable) const {
-    return elements(p->out, p->qkv_dtype, {p->batch, p->heads_q, p->seqlen_q, p->head_dim_v},
-                    {p->out_stride_b, p->out_stride_h, p->out_stride_s, 1}, writable);
+    return shaped(p->out, p->out_stride_b, p->out_stride_h, p->out_stride_s, p->heads_q,
+                  p->seqlen_q, total_q(), p->head_dim_v, writable);
   }
   py::object mask() const {
     if (!p->key_padding_mask) return py::none();
+    if (varlen())
+      return view(p->key_padding_mask, py::dtype::of<std::uint8_t>(), 1, {total_k()}, {1}, false);
     return view(p->key_padding_mask, py::dtype::of<std::uint8_t>(), 1, {p->batch, p->seqlen_k},
                 {p->seqlen_k, 1}, false);
+  }
+  std::vector<py::ssize_t> per_query_shape() const {
+    if (varlen()) return {p->heads_q, total_q()};
+    return {p->batch, p->heads_q, p->seqlen_q};
   }
   const char* alignment() const {
     return p->alignment == SA_ALIGN_TOP_LEFT ? "top_left" : "bottom_right";
@@ -297,8 +388,8 @@ sa_status attention_v2_slot(void* ctx, const sa_attention_v2_args* p) {
   if (p->batch == 0 || p->seqlen_q == 0) return SA_OK;
   return guarded_call(ctx, "attention", [&](Adapter& a) {
     const AttentionViews w{p};
-    py::object lse = p->lse ? py::object(floats(p->lse, {p->batch, p->heads_q, p->seqlen_q}))
-                            : py::object(py::none());
+    py::object lse =
+        p->lse ? py::object(floats(p->lse, w.per_query_shape())) : py::object(py::none());
     a.caller.attr("attention")(dtype_name(p->qkv_dtype), w.q(), w.k(), w.v(), w.out(true), lse,
                                w.mask(), p->scale, p->causal != 0, w.alignment(),
                                feature_kwargs(p));
@@ -316,16 +407,15 @@ sa_status attention_backward_slot(void* ctx, const sa_attention_backward_args* b
   if (p->batch == 0) return SA_OK;
   return guarded_call(ctx, "attention_backward", [&](Adapter& a) {
     const AttentionViews w{p};
-    const py::ssize_t B = p->batch, Hq = p->heads_q, Hk = p->heads_kv, Sq = p->seqlen_q,
-                      Sk = p->seqlen_k, D = p->head_dim, Dv = p->head_dim_v;
+    const py::ssize_t Hq = p->heads_q, Hk = p->heads_kv, D = p->head_dim, Dv = p->head_dim_v;
     py::object dsinks = b->dsinks ? py::object(floats(b->dsinks, {Hq})) : py::object(py::none());
+    py::array lse = floats(p->lse, w.per_query_shape());
+    lse.attr("flags").attr("writeable") = false;
     a.caller.attr("attention_backward")(
         dtype_name(p->qkv_dtype), w.q(), w.k(), w.v(), w.out(false),
-        w.tensor(b->dout, Hq, Sq, Dv, false),
-        view(p->lse, py::dtype::of<float>(), 4, {B, Hq, Sq}, {Hq * Sq, Sq, 1}, false),
-        w.tensor(b->dq, Hq, Sq, D, true), w.tensor(b->dk, Hk, Sk, D, true),
-        w.tensor(b->dv, Hk, Sk, Dv, true), dsinks, w.mask(), p->scale, p->causal != 0,
-        w.alignment(), feature_kwargs(p));
+        w.tensor(b->dout, Hq, false, Dv, false), lse, w.tensor(b->dq, Hq, false, D, true),
+        w.tensor(b->dk, Hk, true, D, true), w.tensor(b->dv, Hk, true, Dv, true), dsinks, w.mask(),
+        p->scale, p->causal != 0, w.alignment(), feature_kwargs(p));
   });
 }
 
@@ -343,7 +433,9 @@ Adapter* make_adapter(py::object caller) {
   k.name = a->name.c_str();
   k.description = a->description.c_str();
   k.memory = SA_MEMORY_HOST;
-  k.adaptive_entropy = SA_ENTROPY_SHANNON;
+  k.adaptive_entropy = d["adaptive_entropy"].cast<std::string>() == "paper_eps"
+                           ? SA_ENTROPY_PAPER_EPS
+                           : SA_ENTROPY_SHANNON;
   k.ctx = a;
   k.last_error = last_error;
   std::uint32_t all_dtypes = 0;
@@ -370,7 +462,20 @@ Adapter* make_adapter(py::object caller) {
       bit = SA_OP_ATTENTION_V2, k.attention_v2 = attention_v2_slot;
     else if (op == "attention_backward")
       bit = SA_OP_ATTENTION_BACKWARD, k.attention_backward = attention_backward_slot;
-    else
+    else if (op == "adaptive_softmax")
+      bit = SA_OP_ADAPTIVE_SOFTMAX, k.adaptive_softmax = adaptive_slot;
+    else if (op == "merge_entropy_states")
+      bit = SA_OP_MERGE_ENTROPY_STATES, k.merge_entropy_states = merge_entropy_slot;
+    else if (op == "merge_attention_states") {
+      // One Python function serves the two-part and the n-part slot.
+      bit = SA_OP_MERGE_ATTENTION_STATES, k.merge_attention_states = merge_attention_slot;
+      k.merge_attention_states_n = merge_attention_n_slot;
+      if (bits != 0) {
+        k.ops |= SA_OP_MERGE_ATTENTION_STATES_N;
+        a->op_dtypes[op_index(SA_OP_MERGE_ATTENTION_STATES_N)] = bits;
+        a->caps.op_dtypes[op_index(SA_OP_MERGE_ATTENTION_STATES_N)] = bits;
+      }
+    } else
       throw std::invalid_argument("unknown op '" + op + "' in the adapter's description");
     if (bits == 0) continue;
     k.ops |= bit;

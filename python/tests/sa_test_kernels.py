@@ -6,6 +6,8 @@ import time
 
 import torch
 
+from softmax_audit.torch_ops import backward_by_sequence, forward_by_sequence
+
 
 class Good:
     """float32/bfloat16 softmax and log_softmax computed in float32, kernel.h's special values"""
@@ -85,8 +87,8 @@ class Attention:
     rows give out 0, lse -inf and no gradient; keys no query sees are never read."""
     name = "torch-attention"
     dtypes = ("float32", "bfloat16")
-    attention_features = ("batched", "gqa", "strided", "causal", "window", "softcap", "alibi",
-                          "sinks", "key_padding", "lse", "unequal_head_dims")
+    attention_features = ("batched", "gqa", "varlen", "strided", "causal", "window", "softcap",
+                          "alibi", "sinks", "key_padding", "lse", "unequal_head_dims")
 
     @staticmethod
     def _scores(q, k, *, scale, causal, alignment, key_padding_mask, window=None, softcap=0.0,
@@ -145,10 +147,15 @@ class Attention:
         return torch.matmul(torch.where(S == 0, torch.zeros_like(e), e / S), vv)
 
     def attention(self, q, k, v, *, sinks=None, **kw):
+        if "cu_seqlens_q" in kw:
+            return forward_by_sequence(self.attention, q, k, v, sinks=sinks, **kw)
         out, lse = self._forward(q, k, v, sinks=sinks, **kw)
         return out.to(q.dtype), lse
 
     def attention_backward(self, q, k, v, out, dout, lse, *, sinks=None, **kw):
+        if "cu_seqlens_q" in kw:
+            return backward_by_sequence(self.attention_backward, q, k, v, out, dout, lse,
+                                        sinks=sinks, **kw)
         hq, hk = q.shape[1], k.shape[1]
         _, s, vis = self._scores(q.float(), self._expand(k.float().nan_to_num(), hq), **kw)
         t, _, _ = self._scores(q.float(), self._expand(self._seen(vis, k), hq), **kw)
@@ -202,6 +209,117 @@ class AttentionLowPrecisionP(Attention):
         return torch.where(S == 0, torch.zeros_like(o), o / torch.where(S == 0, 1.0, S))
 
 
+class AttentionVarlenIgnoresOffsets(Attention):
+    """Varlen bug: every sequence is taken to start at cu_seqlens_k[0] (keys of the
+    first sequence used for all)"""
+    name = "attention-varlen-ignores-offsets"
+
+    def attention(self, q, k, v, *, sinks=None, **kw):
+        if "cu_seqlens_k" in kw:
+            ck = kw["cu_seqlens_k"].clone()
+            lens = ck[1:] - ck[:-1]
+            # each sequence reads its own length of keys, from row 0
+            k = torch.cat([k[:n] for n in lens.tolist()] or [k[:0]], 0)
+            v = torch.cat([v[:n] for n in lens.tolist()] or [v[:0]], 0)
+            mask = kw.get("key_padding_mask")
+            if mask is not None:
+                kw["key_padding_mask"] = torch.cat([mask[:n] for n in lens.tolist()] or
+                                                   [mask[:0]], 0)
+        return super().attention(q, k, v, sinks=sinks, **kw)
+
+
+def _beta(H):
+    """docs/theory.md T5: 1 if H <= 0.5, else max(poly(H), 1) (float64)."""
+    poly = (((-0.037 * H + 0.481) * H - 2.3) * H + 4.917) * H - 1.791
+    return torch.where(H > 0.5, torch.clamp(poly, min=1.0), torch.ones_like(H))
+
+
+class Adaptive(Good):
+    """adaptive_softmax in float64 from torch operators (the paper's adaptive temperature,
+    Shannon entropy), kernel.h's special values"""
+    name = "adaptive"
+    dtypes = ("float32", "bfloat16")
+
+    @staticmethod
+    def _softmax64(z):
+        m = z.amax(-1, keepdim=True)
+        e = torch.where(m.isposinf(), (z == m).double(),
+                        (z - m.nan_to_num(0.0, 0.0, 0.0)).exp())
+        s = e.sum(-1, keepdim=True)
+        return torch.where(s == 0, torch.zeros_like(e), e / s)
+
+    def adaptive_softmax(self, x, temperature):
+        z = x.double() / temperature
+        p = self._softmax64(z)
+        H = -(p * torch.where(p > 0, p.log(), torch.zeros_like(p))).sum(-1)
+        b = torch.where(H.isnan(), H, _beta(H))
+        y = self._softmax64(self.apply_beta(z, b[:, None]))
+        return y.to(x.dtype), b.float(), H.float()
+
+    @staticmethod
+    def apply_beta(z, b):
+        return z * b
+
+
+class AdaptiveDividesByBeta(Adaptive):
+    """adaptive_softmax bug: the logits are divided by beta (the temperature raised
+    where it should fall), so the correction flattens instead of sharpening"""
+    name = "adaptive-divides-by-beta"
+
+    @staticmethod
+    def apply_beta(z, b):
+        return z / b
+
+
+class Merges:
+    """merge_entropy_states and merge_attention_states in float64 from torch operators,
+    kernel.h's special values (empty parts contribute nothing; +inf maxima; NaN spreads)"""
+    name = "merges"
+
+    @staticmethod
+    def _weights(m, M, empty):
+        """exp(m - M) for each part (1 where m == M, also at +inf), 0 for empty parts;
+        and m - M (0 where m == M or the part is empty)."""
+        shift = torch.where((m == M) | empty, torch.zeros_like(m), m - M)
+        return torch.where(empty, torch.zeros_like(m), shift.exp()), shift
+
+    def merge_entropy_states(self, a, b):
+        a, b = a.double(), b.double()
+        M = torch.maximum(a[:, 0], b[:, 0])
+        S = torch.zeros_like(M)
+        T = torch.zeros_like(M)
+        for x in (a, b):
+            # a state's T is relative to its own m: relative to M it is T + (m - M) S
+            w, shift = self._weights(x[:, 0], M, x[:, 1] == 0)
+            S = S + w * x[:, 1]
+            T = T + torch.where(w == 0, torch.zeros_like(w), w * (x[:, 2] + shift * x[:, 1]))
+        return torch.stack([M, S, T], 1).float()
+
+    def merge_attention_states(self, outs, lses):
+        L = torch.stack([x.double() for x in lses])  # [parts, rows]
+        M = L.amax(0)
+        w, _ = self._weights(L, M[None], L == -math.inf)
+        S = w.sum(0)
+        o = sum(wi[:, None] * oi.double() for wi, oi in zip(w, outs))
+        out = torch.where(S[:, None] == 0, torch.zeros_like(o), o / S[:, None])
+        lse = torch.where(S == 0, torch.full_like(S, -math.inf), M + S.log())
+        return out.float(), lse.float()
+
+
+class MergesIgnoreEmpty(Merges):
+    """merge_attention_states bug: a part with lse -inf is weighted as if its lse were 0"""
+    name = "merges-ignore-empty"
+
+    def merge_attention_states(self, outs, lses):
+        lses = [torch.where(x.isinf() & (x < 0), torch.zeros_like(x), x) for x in lses]
+        return super().merge_attention_states(outs, lses)
+
+
 attention = Attention()
+attention_varlen_ignores_offsets = AttentionVarlenIgnoresOffsets()
+adaptive = Adaptive()
+adaptive_divides_by_beta = AdaptiveDividesByBeta()
+merges = Merges()
+merges_ignore_empty = MergesIgnoreEmpty()
 attention_dk_not_summed = AttentionDkNotSummed()
 attention_low_precision_p = AttentionLowPrecisionP()

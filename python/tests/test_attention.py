@@ -1,5 +1,5 @@
 """Attention forward and backward from Python, every feature the Python signature
-carries (window, softcap, ALiBi, sinks, key padding, GQA, both causal alignments):
+carries (varlen, window, softcap, ALiBi, sinks, key padding, GQA, both causal alignments):
 a correct torch kernel (sa_test_kernels.Attention, kernel.h's semantics) passes the
 attention_v2 and attention_backward properties; a GQA backward bug fails them."""
 import softmax_audit
@@ -15,14 +15,30 @@ seed = 3
 lengths = [[5, 7], [8, 8], [1, 70], [7, 5]]
 head_dims = [16]
 gqa_ratios = [1, 2]
-features = ["causal", "key_padding", "bhsd", "strided", "unequal_dv", "window", "softcap",
-            "alibi", "sinks"]
+features = ["varlen", "causal", "key_padding", "bhsd", "strided", "unequal_dv", "window",
+            "softcap", "alibi", "sinks"]
+"""
+
+# Varlen only (FlashAttention's packed layout), with the masks that index packed rows.
+VARLEN_SPEC = """
+ops = ["attention_v2", "attention_backward"]
+dtypes = ["float32", "bfloat16"]
+properties = ["attention_v2.rounding", "attention_v2.varlen_equals_separate",
+              "attention_v2.masked_never_leak", "attention_backward.rounding",
+              "attention_backward.masked_zero"]
+cases = 6
+seed = 7
+[attention]
+lengths = [[5, 7], [8, 8], [1, 70], [7, 5], [3, 1]]
+head_dims = [16]
+gqa_ratios = [1, 2]
+features = ["varlen", "key_padding", "causal", "sinks"]
 """
 
 
-def _run(kernel, tmp_path):
+def _run(kernel, tmp_path, spec=SPEC):
     p = tmp_path / "gate.toml"
-    p.write_text(SPEC)
+    p.write_text(spec)
     return softmax_audit.check(kernel, spec=p)
 
 
@@ -38,6 +54,24 @@ def test_correct_kernel_passes_forward_and_backward(tmp_path):
         assert (prop, "float32") in ran, prop
     assert ("attention_backward.flash_attention_3x", "bfloat16") in ran
     assert r.exit_code == 0
+
+
+def test_varlen_passes_and_is_exercised(tmp_path):
+    r = _run(sa_test_kernels.attention, tmp_path, VARLEN_SPEC)
+    bad = [v.describe() for v in r.verdicts if v.failed or v.outcome == "incomplete"]
+    assert not bad, "\n\n".join(bad)
+    v = next(v for v in r.verdicts if v.property == "attention_v2.varlen_equals_separate"
+             and v.dtype == "float32")
+    assert v.passed, v.describe()
+    assert r.exit_code == 0
+
+
+def test_varlen_offsets_ignored_fails_with_a_packed_counterexample(tmp_path):
+    r = _run(sa_test_kernels.attention_varlen_ignores_offsets, tmp_path, VARLEN_SPEC)
+    failed = {v.property: v for v in r.verdicts if v.failed}
+    assert "attention_v2.varlen_equals_separate" in failed, sorted(failed)
+    assert " varlen" in failed["attention_v2.varlen_equals_separate"].counterexample
+    assert r.exit_code == 1
 
 
 def test_gqa_backward_bug_fails_with_a_counterexample(tmp_path):

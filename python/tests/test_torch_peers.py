@@ -149,3 +149,93 @@ def test_attention_backward_without_masks_passes(tmp_path_factory):
                      "attention_backward.no_nan"):
             assert (prop, t) in passed, (prop, t)
     assert ("attention_backward.flash_attention_3x", "bfloat16") in passed
+
+
+SDPA_SPEC = """
+ops = ["attention_v2", "attention_backward"]
+dtypes = ["float32", "bfloat16"]
+properties = PROPS
+cases = 4
+seed = 7
+[attention]
+lengths = [[5, 7], [8, 8], [1, 70]]
+head_dims = [16]
+gqa_ratios = [1, 2]
+features = ["causal", "bhsd", "strided", "unequal_dv"]
+"""
+# Every property but the two that hold masked keys with NaN values under a
+# mask (masked_never_leak, backward masked_zero: a dense softmax(s) V leaks
+# 0 * NaN, the named difference of the attention peer above). Sq <= Sk: no
+# query row is fully masked (NaN from torch.softmax, named above too).
+SDPA_PROPS = ["attention_v2.rounding", "attention_v2.flash_attention_2x",
+              "attention_v2.gqa_equals_repeated", "attention_v2.key_permutation",
+              "attention_v2.head_independence", "attention_backward.rounding",
+              "attention_backward.gqa_group_sum", "attention_backward.flash_attention_3x",
+              "attention_backward.no_nan"]
+
+
+def _stand_in_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                   scale=None):
+    """scaled_dot_product_attention as PyTorch 2.x documents it (bool attn_mask: True takes
+    part; is_causal top-left; scale defaults to 1/sqrt(d)), in float32, for PyTorch 1.13."""
+    import math
+    import torch
+    s = torch.matmul(query.float(), key.float().transpose(-1, -2))
+    s = s * (scale if scale is not None else 1 / math.sqrt(query.shape[-1]))
+    if is_causal:
+        sq, sk = s.shape[-2], s.shape[-1]
+        s = s.masked_fill(torch.ones(sq, sk, dtype=torch.bool).triu(1), -math.inf)
+    if attn_mask is not None:
+        s = s.masked_fill(~attn_mask, -math.inf)
+    return torch.matmul(torch.softmax(s, -1), value.float()).to(query.dtype)
+
+
+def _sdpa_run(kernel, tmp_path):
+    p = tmp_path / "gate.toml"
+    p.write_text(SDPA_SPEC.replace("PROPS", "[" + ", ".join(f'"{x}"' for x in SDPA_PROPS) + "]"))
+    return softmax_audit.check(kernel, spec=p)
+
+
+def test_sdpa_adapter_maps_the_interface_onto_sdpa(tmp_path):
+    # SdpaOps turns kernel.h's call (bottom-right and top-left causal, GQA,
+    # scale, layouts) into SDPA's arguments; held here with a stand-in that
+    # computes SDPA's documented semantics, so a wrong mapping fails even where
+    # PyTorch has no SDPA (1.13, Debian 12).
+    r = _sdpa_run(torch_ops.SdpaOps(_stand_in_sdpa), tmp_path)
+    # One named finding: GQA by repeated heads rounds each query head's dk, dv
+    # to bfloat16 before the group sum (SdpaOps' docstring), beyond the
+    # float32-internal budget where the group cancels; only with a GQA ratio.
+    gqa_bf16 = next((v for v in r.verdicts if v.failed and v.dtype == "bfloat16" and
+                     v.property == "attention_backward.rounding"), None)
+    if gqa_bf16 is not None:
+        assert "heads=2/1" in gqa_bf16.counterexample, gqa_bf16.describe()
+    bad = [v.describe() for v in r.verdicts if (v.failed or v.outcome == "incomplete")
+           and v is not gqa_bf16 and not (v.property == "gate.coverage" and gqa_bf16)]
+    assert not bad, "\n\n".join(bad)
+    passed = {(v.property, v.dtype) for v in r.verdicts if v.passed}
+    for t in ("float32", "bfloat16"):
+        for prop in ("attention_v2.rounding", "attention_v2.gqa_equals_repeated",
+                     "attention_backward.gqa_group_sum"):
+            assert (prop, t) in passed, (prop, t)
+    assert ("attention_backward.rounding", "float32") in passed
+
+
+def test_sdpa_adapter_with_top_left_causal_everywhere_fails(tmp_path):
+    # The mapping is what is tested: is_causal (top-left) for every causal call
+    # is wrong for bottom-right cases with Sq != Sk, and the gate says so.
+    class TopLeftOnly(torch_ops.SdpaOps):
+        def _call(self, q, k, v, *, alignment, **kw):
+            return super()._call(q, k, v, alignment="top_left", **kw)
+    r = _sdpa_run(TopLeftOnly(_stand_in_sdpa), tmp_path)
+    failed = {v.property for v in r.verdicts if v.failed}
+    assert "attention_v2.rounding" in failed, sorted(failed)
+
+
+def test_sdpa_itself_where_pytorch_has_it(tmp_path):
+    if torch_ops.sdpa_kernel is None:
+        pytest.skip("this PyTorch has no torch.nn.functional.scaled_dot_product_attention "
+                    "(it came in 2.0; Debian 12 ships 1.13)")
+    r = _sdpa_run(torch_ops.sdpa_kernel, tmp_path)
+    bad = [v.describe() for v in r.verdicts
+           if (v.failed or v.outcome == "incomplete") and v.property != "gate.coverage"]
+    assert not bad, "\n\n".join(bad)
