@@ -226,13 +226,17 @@ AttentionCase materialise(const V2Params& p, AttnType t) {
   c.dv = p.dv;
   std::mt19937_64 g(p.seed);
   if (p.varlen) {
-    // Lengths up to the pair's, some sequences empty.
+    // Lengths up to the pair's, some sequences empty: no queries (and half
+    // of those no keys either), or, one in eight after the first, queries
+    // and no keys (kernel.h: each of its query rows sees nothing: out 0, lse
+    // -inf, or the sink's logit with sinks).
     c.cu_q = {0};
     c.cu_k = {0};
     for (std::int64_t b = 0; b < p.batch; ++b) {
       const bool empty = b > 0 && g() % 4 == 0;
       const std::int64_t lq = empty ? 0 : 1 + static_cast<std::int64_t>(g() % p.sq);
-      const std::int64_t lk = empty && g() % 2 ? 0 : 1 + static_cast<std::int64_t>(g() % p.sk);
+      const bool no_keys = empty ? g() % 2 == 1 : b > 0 && g() % 8 == 0;
+      const std::int64_t lk = no_keys ? 0 : 1 + static_cast<std::int64_t>(g() % p.sk);
       c.cu_q.push_back(c.cu_q.back() + static_cast<std::int32_t>(lq));
       c.cu_k.push_back(c.cu_k.back() + static_cast<std::int32_t>(lk));
     }

@@ -12,6 +12,7 @@ softmax_audit._adapter. The pytest plugin: softmax_audit.pytest_plugin.
 
 import json as _json
 import os as _os
+import sys as _sys
 import tempfile as _tempfile
 from dataclasses import dataclass, field
 
@@ -133,6 +134,13 @@ def check(kernel, spec=None, seed=None, cases=None, dtypes=None, timeout=None, d
     else:
         obj = kernel
         argv += ["--python", "object:kernel"]
+        device = str(getattr(kernel, "device", "cpu"))
+        torch = _sys.modules.get("torch")
+        if device.startswith("cuda") and torch is not None and torch.cuda.is_initialized():
+            raise UsageError(
+                f"kernel object with device = {device!r}: this process has initialised CUDA, "
+                "which the gate's forked child processes cannot use; pass the kernel by name "
+                "(\"package.module:object\"), which only the children import")
     if spec is not None:
         argv += ["--spec", _os.fspath(spec)]
     for opt, val in (("--seed", seed), ("--cases", cases), ("--timeout", timeout),

@@ -10,13 +10,21 @@ methods named after the operations it implements, and a declaration:
     op_dtypes     optional {op: dtypes} overriding `dtypes` for some ops
     tensors       "torch" (default) or "numpy" (float32 and float16 only)
     attention_features  names among ATTENTION_FEATURES (attention only)
+    device        "cpu" (default) or "cuda": with "cuda" the gate stages every
+                  buffer in device memory and the kernel gets and returns CUDA
+                  tensors (torch only; kernel.h's SA_MEMORY_CUDA). Pass such a
+                  kernel by name ("package.module:object", or the CLI's
+                  --python), so that only the gate's child processes import it
+                  and initialise CUDA (a child forked after its parent
+                  initialised CUDA cannot use it). Where no device is usable the
+                  run says so and checks nothing (exit 3), never passes.
     max_n         the largest row length (0: none)
     deterministic True if identical calls give identical bits
     adaptive_entropy  "shannon" (default) or "paper_eps": which entropy drives
                   beta in adaptive_softmax (kernel.h, sa_entropy_definition)
 
 Operations, each taking and returning tensors of the input's element type on
-the CPU (kernel.h's semantics: masks are -inf logits, a fully masked row has
+the kernel's device (kernel.h's semantics: masks are -inf logits, a fully masked row has
 weights 0, log-softmax -inf, lse -inf, entropy 0; NaN anywhere gives a NaN row):
 
     softmax(x, temperature)          x: [rows, n] -> [rows, n]
@@ -98,6 +106,22 @@ ATTENTION_FEATURES = {"batched": 1 << 0, "gqa": 1 << 1, "varlen": 1 << 2, "strid
 _forked = False
 
 
+class DeviceArray:
+    """Device memory the gate staged for a CUDA kernel, as an object with
+    __cuda_array_interface__ (version 2), which torch.as_tensor takes without a copy.
+    Strides in bytes; bfloat16's bits travel as int16 (torch has no uint16)."""
+
+    def __init__(self, ptr, shape, strides, typestr, readonly):
+        self.shape = tuple(int(x) for x in shape)
+        self.size = 1
+        for x in self.shape:
+            self.size *= x
+        self.__cuda_array_interface__ = {
+            "shape": self.shape, "strides": tuple(int(x) for x in strides),
+            "typestr": "<i2" if typestr == "<u2" else typestr,
+            "data": (int(ptr), bool(readonly)), "version": 2}
+
+
 class Unsupported(Exception):
     """Raised by a kernel (or the adapter) for a case it does not implement: SA_UNSUPPORTED."""
 
@@ -147,9 +171,14 @@ class Caller:
         if self.tensors not in ("torch", "numpy"):
             raise ValueError(f"tensors = {self.tensors!r}: expected 'torch' or 'numpy'")
         device = str(getattr(kernel, "device", "cpu"))
-        if device != "cpu":
-            raise ValueError(f"device = {device!r}: only 'cpu' Python kernels are supported "
-                             "so far (CUDA tensors are not passed yet)")
+        if device == "cpu":
+            self.device = None
+        elif device == "cuda" or device.startswith("cuda:"):
+            if self.tensors != "torch":
+                raise ValueError(f"device = {device!r} needs tensors = 'torch'")
+            self.device = device
+        else:
+            raise ValueError(f"device = {device!r}: expected 'cpu' or 'cuda'")
         if self.tensors == "torch":
             import torch
             self.torch = torch
@@ -201,18 +230,30 @@ class Caller:
             raise ValueError(f"adaptive_entropy = {entropy_def!r}: expected one of "
                              f"{', '.join(ENTROPY_DEFINITIONS)}")
         return {"name": name, "description": description, "origin": self._origin(),
-                "adaptive_entropy": entropy_def,
+                "adaptive_entropy": entropy_def, "device": "cuda" if self.device else "cpu",
                 "op_dtypes": op_dtypes, "max_n": int(getattr(k, "max_n", 0) or 0),
                 "attention_features": feats,
                 "deterministic": bool(getattr(k, "deterministic", False))}
 
     # ---- buffers ----
+    def _tensor(self, a):
+        """A torch tensor over the gate's buffer (no copy): host or device memory."""
+        if isinstance(a, DeviceArray):
+            return self.torch.as_tensor(a, device=self.device)
+        return self.torch.from_numpy(a)
+
+    def _sync(self):
+        """A CUDA kernel's work is finished before the gate copies its outputs back."""
+        if self.device is not None:
+            self.torch.cuda.synchronize()
+
     def _view(self, a, dt):
         if self.tensors == "numpy":
             return a
         if dt == "bfloat16":  # the bits arrive as uint16, which torch.from_numpy refuses
-            return self.torch.from_numpy(a.view("int16")).view(self.torch.bfloat16)
-        return self.torch.from_numpy(a)
+            bits = a if isinstance(a, DeviceArray) else a.view("int16")
+            return self._tensor(bits).view(self.torch.bfloat16)
+        return self._tensor(a)
 
     def _store(self, out, res, dt, what):
         if self.tensors == "numpy":
@@ -236,8 +277,8 @@ class Caller:
         if tuple(res.shape) != tuple(o.shape):
             raise ValueError(f"{what} returned shape {tuple(res.shape)}, expected "
                              f"{tuple(o.shape)}")
-        if res.device.type != "cpu":
-            raise ValueError(f"{what} returned a tensor on {res.device}, expected cpu")
+        if res.device != o.device:
+            raise ValueError(f"{what} returned a tensor on {res.device}, expected {o.device}")
         o.copy_(res)
 
     def _store_floats(self, out, res, what):
@@ -262,7 +303,7 @@ class Caller:
         if self.tensors == "numpy":
             out[...] = res.reshape(out.shape)
         else:
-            self.torch.from_numpy(out).copy_(res.reshape(out.shape))
+            self._tensor(out).copy_(res.reshape(out.shape))
 
     # ---- the slots ----
     def rows(self, op, dt, x, out, temperature):
@@ -299,7 +340,7 @@ class Caller:
         self._store(out, res, dt, "adaptive_softmax")
 
     def _floats_in(self, a):
-        return self.torch.from_numpy(a) if self.tensors == "torch" else a
+        return self._tensor(a) if self.tensors == "torch" else a
 
     def merge_entropy(self, a, b, out):
         res = self.fns["merge_entropy_states"](self._floats_in(a), self._floats_in(b))
@@ -321,13 +362,13 @@ class Caller:
     def _mask(self, mask):
         if mask is None:
             return None
-        return (self.torch.from_numpy(mask) != 0) if self.tensors == "torch" else mask != 0
+        return (self._tensor(mask) != 0) if self.tensors == "torch" else mask != 0
 
     def _features(self, kw):
         """The feature keywords in use: heads-long arrays as the kernel's tensor type."""
         if self.tensors == "torch":
             arrays = ("alibi_slopes", "sinks", "cu_seqlens_q", "cu_seqlens_k")
-            kw = {k: (self.torch.from_numpy(v) if k in arrays else v) for k, v in kw.items()}
+            kw = {k: (self._tensor(v) if k in arrays else v) for k, v in kw.items()}
         return dict(kw)
 
     def attention(self, dt, q, k, v, out, lse, mask, scale, causal, alignment, features):
@@ -346,7 +387,7 @@ class Caller:
 
     def attention_backward(self, dt, q, k, v, out, dout, lse, dq, dk, dv, dsinks, mask, scale,
                            causal, alignment, features):
-        lse_t = self.torch.from_numpy(lse) if self.tensors == "torch" else lse
+        lse_t = self._tensor(lse) if self.tensors == "torch" else lse
         res = self.fns["attention_backward"](
             self._view(q, dt), self._view(k, dt), self._view(v, dt), self._view(out, dt),
             self._view(dout, dt), lse_t, scale=scale, causal=causal, alignment=alignment,
@@ -362,3 +403,17 @@ class Caller:
                 raise Unsupported("attention_backward: dsinks was asked for and the kernel "
                                   "returns only (dq, dk, dv)")
             self._store_floats(dsinks, res[3], "attention_backward dsinks")
+
+
+def _synced(slot):
+    def call(self, *args):
+        slot(self, *args)
+        self._sync()
+    call.__name__, call.__doc__ = slot.__name__, slot.__doc__
+    return call
+
+
+# Every slot ends with the kernel's device work finished (a no-op on the CPU).
+for _slot in ("rows", "reduce", "adaptive", "merge_entropy", "merge_attention", "backward",
+              "attention", "attention_backward"):
+    setattr(Caller, _slot, _synced(getattr(Caller, _slot)))

@@ -36,6 +36,7 @@
 #include "gate/child.hpp"
 #include "gate/kernel_source.hpp"
 #include "kernels/builtin.hpp"
+#include "kernels/kernel.hpp"
 #include "softmax_audit/kernel.h"
 
 namespace py = pybind11;
@@ -99,31 +100,62 @@ int op_index(std::uint32_t bit) {
   return -1;
 }
 
-// A NumPy view over `p` (no copy): bfloat16 as uint16 (the adapter views it as
-// torch.bfloat16). Strides in elements.
-py::array view(const void* p, const py::dtype& dt, std::size_t es, std::vector<py::ssize_t> shape,
-               std::vector<py::ssize_t> strides, bool writable) {
+// Whether this process's kernel is an SA_MEMORY_CUDA one: the gate then
+// stages every buffer in device memory, and views are device arrays. One
+// Python kernel per process (each isolated child opens its own).
+bool& cuda_views() {
+  static bool on = false;
+  return on;
+}
+
+std::vector<py::ssize_t> contiguous(const std::vector<py::ssize_t>& shape) {
+  std::vector<py::ssize_t> strides(shape.size(), 1);
+  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i)
+    strides[static_cast<std::size_t>(i)] =
+        strides[static_cast<std::size_t>(i) + 1] * shape[static_cast<std::size_t>(i) + 1];
+  return strides;
+}
+
+// A view over `p` (no copy), strides in elements: a NumPy array over host
+// memory (bfloat16 as uint16: the adapter views it as torch.bfloat16), or for
+// a CUDA kernel a softmax_audit._adapter.DeviceArray, an object with
+// __cuda_array_interface__ that torch.as_tensor takes without a copy.
+py::object view(const void* p, const py::dtype& dt, std::size_t es, std::vector<py::ssize_t> shape,
+                std::vector<py::ssize_t> strides, bool writable) {
   for (auto& s : strides) s *= static_cast<py::ssize_t>(es);
+  if (cuda_views())
+    return py::module_::import("softmax_audit._adapter")
+        .attr("DeviceArray")(reinterpret_cast<std::uintptr_t>(p), py::tuple(py::cast(shape)),
+                             py::tuple(py::cast(strides)), dt.attr("str"), !writable);
   py::capsule owner(p, [](void*) {});  // the gate owns the memory
   py::array a(dt, shape, strides, p, owner);
   if (!writable) a.attr("flags").attr("writeable") = false;
-  return a;
+  return std::move(a);
 }
 py::dtype numpy_dtype(sa_dtype t) {
   if (t == SA_F32) return py::dtype::of<float>();
   if (t == SA_F16) return py::dtype("e");  // PEP 3118 half (numpy.float16)
   return py::dtype::of<std::uint16_t>();   // bfloat16's bits
 }
-py::array elements(const void* p, sa_dtype t, std::vector<py::ssize_t> shape,
-                   std::vector<py::ssize_t> strides, bool writable) {
+py::object elements(const void* p, sa_dtype t, std::vector<py::ssize_t> shape,
+                    std::vector<py::ssize_t> strides, bool writable) {
   return view(p, numpy_dtype(t), element_size(t), std::move(shape), std::move(strides), writable);
 }
-py::array floats(const float* p, std::vector<py::ssize_t> shape) {
-  std::vector<py::ssize_t> strides(shape.size(), 1);
-  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i)
-    strides[static_cast<std::size_t>(i)] =
-        strides[static_cast<std::size_t>(i) + 1] * shape[static_cast<std::size_t>(i) + 1];
-  return view(p, py::dtype::of<float>(), 4, std::move(shape), std::move(strides), true);
+py::object floats(const float* p, std::vector<py::ssize_t> shape, bool writable = true) {
+  std::vector<py::ssize_t> strides = contiguous(shape);
+  return view(p, py::dtype::of<float>(), 4, std::move(shape), std::move(strides), writable);
+}
+
+// `n` values at `p` read on the host (copied from the device for a CUDA kernel).
+template <class T>
+std::vector<T> host_values(const T* p, std::size_t n) {
+  std::vector<T> v(n);
+  if (n == 0) return v;
+  if (cuda_views())
+    sa::device_memory().to_host(v.data(), p, n * sizeof(T));
+  else
+    std::copy(p, p + n, v.begin());
+  return v;
 }
 
 // Runs `body` with the GIL; a Python exception becomes the status the
@@ -244,10 +276,8 @@ sa_status adaptive_slot(void* ctx, sa_dtype t, const sa_rows* s, const void* in,
 }
 
 // A read-only float32 view (the merges' inputs).
-py::array floats_in(const float* p, std::vector<py::ssize_t> shape) {
-  std::vector<py::ssize_t> strides(shape.size(), 1);
-  if (shape.size() == 2) strides[0] = shape[1];
-  return view(p, py::dtype::of<float>(), 4, std::move(shape), std::move(strides), false);
+py::object floats_in(const float* p, std::vector<py::ssize_t> shape) {
+  return floats(p, std::move(shape), false);
 }
 
 sa_status merge_entropy_slot(void* ctx, std::int64_t count, const sa_entropy_state* x,
@@ -267,14 +297,17 @@ sa_status merge_attention_n_slot(void* ctx, std::int64_t parts, std::int64_t row
                                  const float* const* o, const float* const* lse, float* out,
                                  float* out_lse) {
   if (parts < 1 || rows < 0 || dv < 1 || !o || !lse || !out || !out_lse) return SA_INVALID_ARGUMENT;
-  for (std::int64_t i = 0; i < parts; ++i)
-    if (!o[i] || !lse[i]) return SA_INVALID_ARGUMENT;
+  // The arrays of part pointers are in the kernel's memory too.
+  const auto ho = host_values(o, static_cast<std::size_t>(parts));
+  const auto hl = host_values(lse, static_cast<std::size_t>(parts));
+  for (std::size_t i = 0; i < ho.size(); ++i)
+    if (!ho[i] || !hl[i]) return SA_INVALID_ARGUMENT;
   if (rows == 0) return SA_OK;
   return guarded_call(ctx, "merge_attention_states", [&](Adapter& a) {
     py::list os, ls;
-    for (std::int64_t i = 0; i < parts; ++i) {
-      os.append(floats_in(o[i], {rows, dv}));
-      ls.append(floats_in(lse[i], {rows}));
+    for (std::size_t i = 0; i < ho.size(); ++i) {
+      os.append(floats_in(ho[i], {rows, dv}));
+      ls.append(floats_in(hl[i], {rows}));
     }
     a.caller.attr("merge_attention")(os, ls, floats(out, {rows, dv}), floats(out_lse, {rows}));
   });
@@ -283,9 +316,17 @@ sa_status merge_attention_n_slot(void* ctx, std::int64_t parts, std::int64_t row
 sa_status merge_attention_slot(void* ctx, std::int64_t rows, std::int64_t dv, const float* o_a,
                                const float* lse_a, const float* o_b, const float* lse_b, float* out,
                                float* out_lse) {
-  const float* o[2] = {o_a, o_b};
-  const float* l[2] = {lse_a, lse_b};
-  return merge_attention_n_slot(ctx, 2, rows, dv, o, l, out, out_lse);
+  if (rows < 0 || dv < 1 || !o_a || !lse_a || !o_b || !lse_b || !out || !out_lse)
+    return SA_INVALID_ARGUMENT;
+  if (rows == 0) return SA_OK;
+  return guarded_call(ctx, "merge_attention_states", [&](Adapter& a) {
+    py::list os, ls;
+    os.append(floats_in(o_a, {rows, dv}));
+    os.append(floats_in(o_b, {rows, dv}));
+    ls.append(floats_in(lse_a, {rows}));
+    ls.append(floats_in(lse_b, {rows}));
+    a.caller.attr("merge_attention")(os, ls, floats(out, {rows, dv}), floats(out_lse, {rows}));
+  });
 }
 
 // The forward arguments' screen shared by attention and its backward: what
@@ -324,9 +365,7 @@ py::dict feature_kwargs(const sa_attention_v2_args* p) {
   if (p->window_left >= 0 || (!p->causal && p->window_right >= 0))
     kw["window"] = py::make_tuple(p->window_left, p->causal ? -1 : p->window_right);
   if (p->softcap != 0) kw["softcap"] = p->softcap;
-  auto heads = [&](const float* x) {
-    return view(x, py::dtype::of<float>(), 4, {p->heads_q}, {1}, false);
-  };
+  auto heads = [&](const float* x) { return floats(x, {p->heads_q}, false); };
   if (p->alibi_slopes) kw["alibi_slopes"] = heads(p->alibi_slopes);
   if (p->sinks) kw["sinks"] = heads(p->sinks);
   if (p->cu_seqlens_q) {
@@ -347,23 +386,30 @@ py::dict feature_kwargs(const sa_attention_v2_args* p) {
 // Sq] or [Hq, total_q] (kernel.h).
 struct AttentionViews {
   const sa_attention_v2_args* p;
+  py::ssize_t tq = 0, tk = 0;  // total_q, total_k (varlen)
+  explicit AttentionViews(const sa_attention_v2_args* args) : p(args) {
+    if (varlen()) {
+      tq = host_values(p->cu_seqlens_q + p->batch, 1)[0];
+      tk = host_values(p->cu_seqlens_k + p->batch, 1)[0];
+    }
+  }
   bool varlen() const { return p->cu_seqlens_q != nullptr; }
-  py::ssize_t total_q() const { return varlen() ? p->cu_seqlens_q[p->batch] : 0; }
-  py::ssize_t total_k() const { return varlen() ? p->cu_seqlens_k[p->batch] : 0; }
-  py::array shaped(const void* data, py::ssize_t sb, py::ssize_t sh, py::ssize_t ss, py::ssize_t H,
-                   py::ssize_t S, py::ssize_t total, py::ssize_t d, bool writable) const {
+  py::ssize_t total_q() const { return tq; }
+  py::ssize_t total_k() const { return tk; }
+  py::object shaped(const void* data, py::ssize_t sb, py::ssize_t sh, py::ssize_t ss, py::ssize_t H,
+                    py::ssize_t S, py::ssize_t total, py::ssize_t d, bool writable) const {
     if (varlen()) return elements(data, p->qkv_dtype, {total, H, d}, {ss, sh, 1}, writable);
     return elements(data, p->qkv_dtype, {p->batch, H, S, d}, {sb, sh, ss, 1}, writable);
   }
-  py::array tensor(const sa_tensor& x, py::ssize_t H, bool keys, py::ssize_t d,
-                   bool writable) const {
+  py::object tensor(const sa_tensor& x, py::ssize_t H, bool keys, py::ssize_t d,
+                    bool writable) const {
     return shaped(x.data, x.stride_b, x.stride_h, x.stride_s, H, keys ? p->seqlen_k : p->seqlen_q,
                   keys ? total_k() : total_q(), d, writable);
   }
-  py::array q() const { return tensor(p->q, p->heads_q, false, p->head_dim, false); }
-  py::array k() const { return tensor(p->k, p->heads_kv, true, p->head_dim, false); }
-  py::array v() const { return tensor(p->v, p->heads_kv, true, p->head_dim_v, false); }
-  py::array out(bool writable) const {
+  py::object q() const { return tensor(p->q, p->heads_q, false, p->head_dim, false); }
+  py::object k() const { return tensor(p->k, p->heads_kv, true, p->head_dim, false); }
+  py::object v() const { return tensor(p->v, p->heads_kv, true, p->head_dim_v, false); }
+  py::object out(bool writable) const {
     return shaped(p->out, p->out_stride_b, p->out_stride_h, p->out_stride_s, p->heads_q,
                   p->seqlen_q, total_q(), p->head_dim_v, writable);
   }
@@ -387,7 +433,7 @@ sa_status attention_v2_slot(void* ctx, const sa_attention_v2_args* p) {
   if (sa_status st = screen_attention(*static_cast<Adapter*>(ctx), p); st != SA_OK) return st;
   if (p->batch == 0 || p->seqlen_q == 0) return SA_OK;
   return guarded_call(ctx, "attention", [&](Adapter& a) {
-    const AttentionViews w{p};
+    const AttentionViews w(p);
     py::object lse =
         p->lse ? py::object(floats(p->lse, w.per_query_shape())) : py::object(py::none());
     a.caller.attr("attention")(dtype_name(p->qkv_dtype), w.q(), w.k(), w.v(), w.out(true), lse,
@@ -406,11 +452,10 @@ sa_status attention_backward_slot(void* ctx, const sa_attention_backward_args* b
   if (b->dsinks && !p->sinks) return SA_INVALID_ARGUMENT;
   if (p->batch == 0) return SA_OK;
   return guarded_call(ctx, "attention_backward", [&](Adapter& a) {
-    const AttentionViews w{p};
+    const AttentionViews w(p);
     const py::ssize_t Hq = p->heads_q, Hk = p->heads_kv, D = p->head_dim, Dv = p->head_dim_v;
     py::object dsinks = b->dsinks ? py::object(floats(b->dsinks, {Hq})) : py::object(py::none());
-    py::array lse = floats(p->lse, w.per_query_shape());
-    lse.attr("flags").attr("writeable") = false;
+    py::object lse = floats(p->lse, w.per_query_shape(), false);
     a.caller.attr("attention_backward")(
         dtype_name(p->qkv_dtype), w.q(), w.k(), w.v(), w.out(false),
         w.tensor(b->dout, Hq, false, Dv, false), lse, w.tensor(b->dq, Hq, false, D, true),
@@ -432,7 +477,9 @@ Adapter* make_adapter(py::object caller) {
   k.struct_size = sizeof(sa_kernel);
   k.name = a->name.c_str();
   k.description = a->description.c_str();
-  k.memory = SA_MEMORY_HOST;
+  const bool cuda = d["device"].cast<std::string>() != "cpu";
+  k.memory = cuda ? SA_MEMORY_CUDA : SA_MEMORY_HOST;
+  cuda_views() = cuda;
   k.adaptive_entropy = d["adaptive_entropy"].cast<std::string>() == "paper_eps"
                            ? SA_ENTROPY_PAPER_EPS
                            : SA_ENTROPY_SHANNON;
@@ -518,19 +565,31 @@ sa::Kernel open_kernel(pid_t gate_pid, const py::object& object, const std::stri
   }
 }
 
-// --python NAME: import it in a probe child (never here) within `timeout_s`,
-// learn its name and description, then import it again in every isolated child.
-sa::gate::KernelSource probe_named(const std::string& name, double timeout_s) {
-  const pid_t gate_pid = getpid();
-  const std::string origin = "python:" + name;
+// Opens the kernel (the object, or `name` imported) in a probe child within
+// `timeout_s`: its name and description, and for a CUDA kernel whether a
+// device is usable there (asked in the child, after the kernel's own imports
+// loaded their CUDA runtime; never in this process, which forks the
+// isolated children). Throws std::invalid_argument naming what went wrong;
+// a CUDA kernel with no usable device checks nothing (exit 2, as a plugin's).
+sa::gate::KernelIdentity probe(pid_t gate_pid, const py::object& object, const std::string& name,
+                               const std::string& origin, const std::string& what,
+                               double timeout_s) {
   sa::gate::KernelIdentity id;
   id.origin = origin;
-  std::string load_error, violation;
+  std::string load_error, violation, cannot_run;
   bool have = false;
   sa::gate::ChildChannel child([&](const sa::gate::ChildWriter& w) {
     try {
-      const sa::Kernel k = open_kernel(gate_pid, py::object(), name, origin);
-      w.send({{"t", "identity"}, {"name", k.name()}, {"description", k.description()}});
+      const sa::Kernel k = open_kernel(gate_pid, object, name, origin);
+      std::string why;
+      if (k.memory() == SA_MEMORY_CUDA) {
+        const sa::DeviceMemory& dm = sa::device_memory();
+        if (!dm.alloc) why = dm.why_unavailable ? dm.why_unavailable() : "no CUDA device";
+      }
+      w.send({{"t", "identity"},
+              {"name", k.name()},
+              {"description", k.description()},
+              {"cannot_run", why}});
     } catch (const std::exception& e) {
       w.send({{"t", "error"}, {"what", e.what()}});
     }
@@ -545,6 +604,7 @@ sa::gate::KernelSource probe_named(const std::string& name, double timeout_s) {
           have = true;
           id.name = m.value("name", "");
           id.description = m.value("description", "");
+          cannot_run = m.value("cannot_run", "");
         }
       },
       [&](const std::string& v) {
@@ -554,17 +614,32 @@ sa::gate::KernelSource probe_named(const std::string& name, double timeout_s) {
   if (!have) {
     std::string how = end.describe();
     if (end.timed_out) how = "did not finish within " + std::to_string(timeout_s) + " s";
-    throw std::invalid_argument("--python " + name + ": the process importing it " + how +
+    throw std::invalid_argument(what + ": the process importing it " + how +
                                 " before the kernel was described; nothing was checked");
   }
+  if (!cannot_run.empty())
+    throw std::invalid_argument("kernel '" + id.name +
+                                "' works on CUDA tensors (device = \"cuda\"), but no CUDA device "
+                                "is usable here (" +
+                                cannot_run + "); nothing was checked");
+  return id;
+}
+
+// --python NAME: imported in a probe child (never here), then again in every
+// isolated child.
+sa::gate::KernelSource probe_named(const std::string& name, double timeout_s) {
+  const pid_t gate_pid = getpid();
+  const std::string origin = "python:" + name;
+  const sa::gate::KernelIdentity id =
+      probe(gate_pid, py::object(), name, origin, "--python " + name, timeout_s);
   return sa::gate::KernelSource(
       id, [gate_pid, name, origin] { return open_kernel(gate_pid, py::object(), name, origin); });
 }
 
 // softmax_audit.check(kernel) hands the object itself: described here (its
 // attributes are read in this process, which already holds it), called only
-// in the isolated children.
-sa::gate::KernelSource from_object(const py::object& obj) {
+// in the isolated children; a CUDA kernel is probed in a child first.
+sa::gate::KernelSource from_object(const py::object& obj, double timeout_s) {
   const pid_t gate_pid = getpid();
   py::object adapter = py::module_::import("softmax_audit._adapter");
   py::dict d = adapter.attr("Caller")(obj).attr("describe")();
@@ -573,6 +648,8 @@ sa::gate::KernelSource from_object(const py::object& obj) {
   id.description = d["description"].cast<std::string>();
   id.origin = "python object " + d["origin"].cast<std::string>();
   const std::string origin = id.origin;
+  if (d["device"].cast<std::string>() != "cpu")
+    probe(gate_pid, obj, "", origin, "kernel object " + id.name, timeout_s);
   return sa::gate::KernelSource(
       id, [gate_pid, obj, origin] { return open_kernel(gate_pid, obj, "", origin); });
 }
@@ -581,7 +658,7 @@ sa::gate::KernelSource from_object(const py::object& obj) {
 // None, --python's kernel is that object. Returns the exit code.
 py::tuple run_main(std::vector<std::string> argv, py::object kernel, bool capture_stderr) {
   sa::cli::python_kernel_hook() = [kernel](const std::string& name, double timeout_s) {
-    if (kernel && !kernel.is_none()) return from_object(kernel);
+    if (kernel && !kernel.is_none()) return from_object(kernel, timeout_s);
     return probe_named(name, timeout_s);
   };
   sa::cli::exit_code() = sa::cli::exit_pass;

@@ -323,3 +323,12 @@ merges = Merges()
 merges_ignore_empty = MergesIgnoreEmpty()
 attention_dk_not_summed = AttentionDkNotSummed()
 attention_low_precision_p = AttentionLowPrecisionP()
+
+
+class CudaSoftmax(Good):
+    """Good's softmax on CUDA tensors (device = "cuda": the gate stages device memory)"""
+    name = "cuda-softmax"
+    device = "cuda"
+
+
+cuda_softmax = CudaSoftmax()

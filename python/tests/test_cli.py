@@ -66,3 +66,12 @@ def test_import_is_never_in_the_gate_process(cli, tmp_path):
     r = subprocess.run([cli, "check", "--python", "dies_on_import:k", *ARGS],
                        capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 2 and "exited with status 7" in r.stderr, r.stderr
+
+
+def test_cuda_kernel_without_a_device_is_exit_2_checking_nothing(cli):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is usable here: test_isolation runs the kernel on it")
+    r = run(cli, "--python", "sa_test_kernels:cuda_softmax", *ARGS)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "no CUDA device is usable here" in r.stderr and "nothing was checked" in r.stderr

@@ -97,3 +97,28 @@ def test_bad_declaration_is_a_usage_error():
         dtypes = ("float32",)
     with pytest.raises(Exception, match="implements none of"):
         softmax_audit.check(NoOps())
+
+
+def test_cuda_kernel_runs_on_a_device_or_checks_nothing_and_says_why(tmp_path):
+    # device = "cuda": the gate stages device memory and the kernel gets CUDA
+    # tensors. Without a usable device (this CI: Debian's PyTorch is CPU-only)
+    # the run is a usage error naming the reason and checking nothing, whether
+    # the kernel is given by name or as an object; never a pass.
+    if torch.cuda.is_available():
+        r = softmax_audit.check("sa_test_kernels:cuda_softmax", spec=spec(tmp_path))
+        assert r.exit_code == 0, r.summary()
+        assert by_property(r, "special.values")[0].passed
+        return
+    for kernel in ("sa_test_kernels:cuda_softmax", K.cuda_softmax):
+        with pytest.raises(softmax_audit.UsageError,
+                           match="works on CUDA tensors.*no CUDA device is usable here.*"
+                                 "nothing was checked"):
+            softmax_audit.check(kernel, spec=spec(tmp_path))
+
+
+def test_cuda_kernel_object_after_this_process_initialised_cuda_is_refused(monkeypatch):
+    # A child forked after its parent initialised CUDA cannot use it: the
+    # object path refuses such a kernel up front and says to pass it by name.
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    with pytest.raises(softmax_audit.UsageError, match="pass the kernel by name"):
+        softmax_audit.check(K.cuda_softmax)
