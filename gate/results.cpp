@@ -1,6 +1,7 @@
 #include "gate/results.hpp"
 #include <cstdio>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -352,6 +353,9 @@ void write_summary(std::ostream& os, const RunRecord& run, bool color) {
 
 void ProgressBar::update(int done, int total, const std::string& label) {
   if (!enabled_ || total <= 0) return;
+  // A retried case (after a crash or hang) can count past the total: the
+  // bar shows the whole, never more (a bar wider than itself threw before).
+  done = std::clamp(done, 0, total);
   const int permille = static_cast<int>(1000.0 * done / total);
   if (permille == last_permille_ && label == last_label_) return;
   const long long now = std::chrono::duration_cast<std::chrono::milliseconds>(

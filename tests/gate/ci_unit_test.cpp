@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <set>
+#include <sstream>
 
 #include "gate/guard.hpp"
 #include "gate/results.hpp"
@@ -212,4 +213,19 @@ TEST(VerdictText, SummaryOfAVerdictWithoutNumbers) {
   gate::write_summary(os, r, false);
   EXPECT_EQ(os.str().find("nan"), std::string::npos) << os.str();
   EXPECT_NE(os.str().find("no measurement"), std::string::npos) << os.str();
+}
+
+// A case retried after a crash or hang counts past the total: the terminal bar
+// shows 100%, never 104% (and never a bar wider than itself: that threw
+// std::length_error before), and a log line likewise.
+TEST(ProgressBar, NeverShowsMoreThanTheWhole) {
+  for (const bool tty : {true, false}) {
+    std::ostringstream os;
+    {
+      gate::ProgressBar bar(os, true, tty);
+      EXPECT_NO_THROW(bar.update(26, 25, "special.values"));
+    }
+    if (tty) EXPECT_NE(os.str().find("100%"), std::string::npos) << os.str();
+    EXPECT_EQ(os.str().find("104%"), std::string::npos) << os.str();
+  }
 }
