@@ -228,6 +228,20 @@ class AttentionVarlenIgnoresOffsets(Attention):
         return super().attention(q, k, v, sinks=sinks, **kw)
 
 
+class AttentionNoKeysNotZero(Attention):
+    """Varlen bug: a sequence with queries and no keys gets out 1 (kernel.h: 0)"""
+    name = "attention-no-keys-not-zero"
+
+    def attention(self, q, k, v, *, sinks=None, **kw):
+        out, lse = super().attention(q, k, v, sinks=sinks, **kw)
+        if "cu_seqlens_k" in kw:
+            cq, ck = kw["cu_seqlens_q"].tolist(), kw["cu_seqlens_k"].tolist()
+            for b in range(len(cq) - 1):
+                if cq[b + 1] > cq[b] and ck[b + 1] == ck[b]:
+                    out[cq[b]:cq[b + 1]] = 1.0
+        return out, lse
+
+
 def _beta(H):
     """docs/theory.md T5: 1 if H <= 0.5, else max(poly(H), 1) (float64)."""
     poly = (((-0.037 * H + 0.481) * H - 2.3) * H + 4.917) * H - 1.791
@@ -317,6 +331,7 @@ class MergesIgnoreEmpty(Merges):
 
 attention = Attention()
 attention_varlen_ignores_offsets = AttentionVarlenIgnoresOffsets()
+attention_no_keys_not_zero = AttentionNoKeysNotZero()
 adaptive = Adaptive()
 adaptive_divides_by_beta = AdaptiveDividesByBeta()
 merges = Merges()

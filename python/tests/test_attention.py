@@ -74,6 +74,15 @@ def test_varlen_offsets_ignored_fails_with_a_packed_counterexample(tmp_path):
     assert r.exit_code == 1
 
 
+def test_queries_without_keys_are_drawn_and_must_give_zero(tmp_path):
+    # The varlen cases hold sequences with queries and no keys (kernel.h: out
+    # 0, lse -inf); a kernel that writes anything else there fails.
+    r = _run(sa_test_kernels.attention_no_keys_not_zero, tmp_path, VARLEN_SPEC)
+    failed = {v.property for v in r.verdicts if v.failed}
+    assert "attention_v2.rounding" in failed, sorted(failed)
+    assert r.exit_code == 1
+
+
 def test_gqa_backward_bug_fails_with_a_counterexample(tmp_path):
     r = _run(sa_test_kernels.attention_dk_not_summed, tmp_path)
     failed = {v.property for v in r.verdicts if v.failed}
