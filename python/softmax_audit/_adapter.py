@@ -17,7 +17,8 @@ methods named after the operations it implements, and a declaration:
                   --python), so that only the gate's child processes import it
                   and initialise CUDA (a child forked after its parent
                   initialised CUDA cannot use it). Where no device is usable the
-                  run says so and checks nothing (exit 3), never passes.
+                  run says so and checks nothing (exit 2, UsageError), never
+                  passes.
     max_n         the largest row length (0: none)
     deterministic True if identical calls give identical bits
     adaptive_entropy  "shannon" (default) or "paper_eps": which entropy drives
@@ -98,8 +99,7 @@ FLOAT32_OPS = ("merge_entropy_states", "merge_attention_states")
 ENTROPY_DEFINITIONS = ("shannon", "paper_eps")
 # kernel.h's SA_ATTN_* bits the Python attention signature can carry.
 ATTENTION_FEATURES = {"batched": 1 << 0, "gqa": 1 << 1, "varlen": 1 << 2, "strided": 1 << 3,
-                      "causal": 1 << 4,
-                      "window": 1 << 5, "softcap": 1 << 6, "alibi": 1 << 7, "sinks": 1 << 8,
+                      "causal": 1 << 4, "window": 1 << 5, "softcap": 1 << 6, "alibi": 1 << 7, "sinks": 1 << 8,
                       "key_padding": 1 << 9, "lse": 1 << 10, "unequal_head_dims": 1 << 14}
 
 

@@ -73,9 +73,9 @@ def forward_by_sequence(attend, q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seql
         if lq == 0:
             continue
         if lk == 0:
-            outs.append(torch.zeros(lq, hq, dv, dtype=q.dtype))
+            outs.append(torch.zeros(lq, hq, dv, dtype=q.dtype, device=q.device))
             lse = (sinks.float()[:, None] if sinks is not None
-                   else torch.full((hq, 1), -math.inf)).expand(hq, lq)
+                   else torch.full((hq, 1), -math.inf, device=q.device)).expand(hq, lq)
             lses.append(lse)
             continue
         mask = None if key_padding_mask is None else key_padding_mask[ck[b]:ck[b + 1]][None]
@@ -84,7 +84,8 @@ def forward_by_sequence(attend, q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seql
         outs.append(o[0].permute(1, 0, 2))
         lses.append(lse[0].float())
     if not outs:
-        return torch.zeros(0, hq, dv, dtype=q.dtype), torch.zeros(hq, 0)
+        return (torch.zeros(0, hq, dv, dtype=q.dtype, device=q.device),
+                torch.zeros(hq, 0, device=q.device))
     return torch.cat(outs, 0), torch.cat(lses, 1)
 
 
@@ -99,7 +100,7 @@ def backward_by_sequence(grad, q, k, v, out, dout, lse, *, cu_seqlens_q, cu_seql
     """
     cq, ck = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
     dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
-    dsinks = torch.zeros(q.shape[1]) if sinks is not None else None
+    dsinks = torch.zeros(q.shape[1], device=q.device) if sinks is not None else None
     for b in range(len(cq) - 1):
         (q0, q1), (k0, k1) = (cq[b], cq[b + 1]), (ck[b], ck[b + 1])
         if q1 == q0 or k1 == k0:
@@ -282,7 +283,8 @@ class SdpaOps:
                 is_causal = True  # SDPA's is_causal is top-left aligned
             else:
                 off = sk - sq if alignment == "bottom_right" else 0
-                mask = (torch.arange(sk)[None, :] <= torch.arange(sq)[:, None] + off)[None, None]
+                j, i = torch.arange(sk, device=q.device), torch.arange(sq, device=q.device)
+                mask = (j[None, :] <= i[:, None] + off)[None, None]
         if key_padding_mask is not None:
             kp = key_padding_mask[:, None, None, :]
             mask = kp if mask is None else mask & kp

@@ -275,58 +275,50 @@ sa_status adaptive_slot(void* ctx, sa_dtype t, const sa_rows* s, const void* in,
   });
 }
 
-// A read-only float32 view (the merges' inputs).
-py::object floats_in(const float* p, std::vector<py::ssize_t> shape) {
-  return floats(p, std::move(shape), false);
-}
-
 sa_status merge_entropy_slot(void* ctx, std::int64_t count, const sa_entropy_state* x,
                              const sa_entropy_state* y, sa_entropy_state* out) {
   if (count < 0 || (count > 0 && (!x || !y || !out))) return SA_INVALID_ARGUMENT;
   if (count == 0) return SA_OK;
   return guarded_call(ctx, "merge_entropy_states", [&](Adapter& a) {
-    a.caller.attr("merge_entropy")(floats_in(&x->m, {count, 3}), floats_in(&y->m, {count, 3}),
-                                   floats(&out->m, {count, 3}));
+    a.caller.attr("merge_entropy")(floats(&x->m, {count, 3}, false),
+                                   floats(&y->m, {count, 3}, false), floats(&out->m, {count, 3}));
   });
 }
 
 // Both merge slots call the kernel's merge_attention_states(outs, lses) with
 // lists of the parts (out may alias the first part: the kernel's result is
-// copied after it returns).
-sa_status merge_attention_n_slot(void* ctx, std::int64_t parts, std::int64_t rows, std::int64_t dv,
-                                 const float* const* o, const float* const* lse, float* out,
-                                 float* out_lse) {
-  if (parts < 1 || rows < 0 || dv < 1 || !o || !lse || !out || !out_lse) return SA_INVALID_ARGUMENT;
-  // The arrays of part pointers are in the kernel's memory too.
-  const auto ho = host_values(o, static_cast<std::size_t>(parts));
-  const auto hl = host_values(lse, static_cast<std::size_t>(parts));
-  for (std::size_t i = 0; i < ho.size(); ++i)
-    if (!ho[i] || !hl[i]) return SA_INVALID_ARGUMENT;
+// copied after it returns). `o` and `lse` hold the parts' host-readable
+// pointers.
+sa_status merge_parts(void* ctx, std::int64_t rows, std::int64_t dv,
+                      const std::vector<const float*>& o, const std::vector<const float*>& lse,
+                      float* out, float* out_lse) {
+  if (rows < 0 || dv < 1 || !out || !out_lse) return SA_INVALID_ARGUMENT;
+  for (std::size_t i = 0; i < o.size(); ++i)
+    if (!o[i] || !lse[i]) return SA_INVALID_ARGUMENT;
   if (rows == 0) return SA_OK;
   return guarded_call(ctx, "merge_attention_states", [&](Adapter& a) {
     py::list os, ls;
-    for (std::size_t i = 0; i < ho.size(); ++i) {
-      os.append(floats_in(ho[i], {rows, dv}));
-      ls.append(floats_in(hl[i], {rows}));
+    for (std::size_t i = 0; i < o.size(); ++i) {
+      os.append(floats(o[i], {rows, dv}, false));
+      ls.append(floats(lse[i], {rows}, false));
     }
     a.caller.attr("merge_attention")(os, ls, floats(out, {rows, dv}), floats(out_lse, {rows}));
   });
 }
 
+sa_status merge_attention_n_slot(void* ctx, std::int64_t parts, std::int64_t rows, std::int64_t dv,
+                                 const float* const* o, const float* const* lse, float* out,
+                                 float* out_lse) {
+  if (parts < 1 || !o || !lse) return SA_INVALID_ARGUMENT;
+  // The arrays of part pointers are in the kernel's memory too.
+  return merge_parts(ctx, rows, dv, host_values(o, static_cast<std::size_t>(parts)),
+                     host_values(lse, static_cast<std::size_t>(parts)), out, out_lse);
+}
+
 sa_status merge_attention_slot(void* ctx, std::int64_t rows, std::int64_t dv, const float* o_a,
                                const float* lse_a, const float* o_b, const float* lse_b, float* out,
                                float* out_lse) {
-  if (rows < 0 || dv < 1 || !o_a || !lse_a || !o_b || !lse_b || !out || !out_lse)
-    return SA_INVALID_ARGUMENT;
-  if (rows == 0) return SA_OK;
-  return guarded_call(ctx, "merge_attention_states", [&](Adapter& a) {
-    py::list os, ls;
-    os.append(floats_in(o_a, {rows, dv}));
-    os.append(floats_in(o_b, {rows, dv}));
-    ls.append(floats_in(lse_a, {rows}));
-    ls.append(floats_in(lse_b, {rows}));
-    a.caller.attr("merge_attention")(os, ls, floats(out, {rows, dv}), floats(out_lse, {rows}));
-  });
+  return merge_parts(ctx, rows, dv, {o_a, o_b}, {lse_a, lse_b}, out, out_lse);
 }
 
 // The forward arguments' screen shared by attention and its backward: what

@@ -216,7 +216,7 @@ class AttentionVarlenIgnoresOffsets(Attention):
 
     def attention(self, q, k, v, *, sinks=None, **kw):
         if "cu_seqlens_k" in kw:
-            ck = kw["cu_seqlens_k"].clone()
+            ck = kw["cu_seqlens_k"]
             lens = ck[1:] - ck[:-1]
             # each sequence reads its own length of keys, from row 0
             k = torch.cat([k[:n] for n in lens.tolist()] or [k[:0]], 0)

@@ -202,15 +202,17 @@ def test_sdpa_adapter_maps_the_interface_onto_sdpa(tmp_path):
     # computes SDPA's documented semantics, so a wrong mapping fails even where
     # PyTorch has no SDPA (1.13, Debian 12).
     r = _sdpa_run(torch_ops.SdpaOps(_stand_in_sdpa), tmp_path)
-    # One named finding: GQA by repeated heads rounds each query head's dk, dv
-    # to bfloat16 before the group sum (SdpaOps' docstring), beyond the
-    # float32-internal budget where the group cancels; only with a GQA ratio.
+    # One named finding (SdpaOps' docstring): GQA by repeated heads rounds each
+    # query head's dk, dv to bfloat16 before the group sum, beyond the
+    # float32-internal budget where the group cancels (seed 7: 5.6 ulp against
+    # a bound of 0.52, on a heads=2/1 case); PyTorch >= 2.5's enable_gqa is not
+    # used by the stand-in's signature.
     gqa_bf16 = next((v for v in r.verdicts if v.failed and v.dtype == "bfloat16" and
                      v.property == "attention_backward.rounding"), None)
-    if gqa_bf16 is not None:
-        assert "heads=2/1" in gqa_bf16.counterexample, gqa_bf16.describe()
-    bad = [v.describe() for v in r.verdicts if (v.failed or v.outcome == "incomplete")
-           and v is not gqa_bf16 and not (v.property == "gate.coverage" and gqa_bf16)]
+    assert gqa_bf16 is not None and "heads=2/1" in gqa_bf16.counterexample, \
+        [v.describe() for v in r.verdicts if v.failed]
+    bad = [v.describe() for v in r.verdicts
+           if (v.failed or v.outcome == "incomplete") and v is not gqa_bf16]
     assert not bad, "\n\n".join(bad)
     passed = {(v.property, v.dtype) for v in r.verdicts if v.passed}
     for t in ("float32", "bfloat16"):
