@@ -7,6 +7,9 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
+#ifdef SA_CLI_HAVE_BUILTINS
+#include "kernels/builtin.hpp"
+#endif
 
 namespace sa::cli {
 int& exit_code() {
@@ -40,6 +43,13 @@ int main(int argc, char** argv) {
 #endif
 #ifdef SA_CLI_HAVE_AUDIT
   sa::cli::add_audit_command(app);
+#endif
+#ifdef SA_CLI_HAVE_BUILTINS
+  // An instruction-set limit for the built-in kernels that would be ignored.
+  if (const std::string e = sa::builtin_environment_error(); !e.empty()) {
+    fmt::print(stderr, "softmax-audit: error: {}\n", e);
+    return sa::cli::exit_usage;
+  }
 #endif
   try {
     app.parse(argc, argv);

@@ -5,6 +5,7 @@
 #endif
 #if defined(SA_HAVE_CPU_KERNEL)
 #include "kernels/cpu/cpu_kernel.hpp"
+#include "kernels/cpu/isa_limit.hpp"
 #include "kernels/cpu/row_ops.hpp"
 #endif
 #if defined(SA_HAVE_CUDA_KERNEL)
@@ -29,11 +30,24 @@ std::vector<Kernel> builtin_kernels() {
 
 std::string builtin_simd_target(const std::string& name) {
 #if defined(SA_HAVE_CPU_KERNEL)
-  if (name == "cpu") return kernels::cpu::dispatch_target();
+  if (name == "cpu") {
+    std::string t = kernels::cpu::dispatch_target();
+    if (std::string(kernels::cpu::cpu_isa_limit()) != "none")
+      t += std::string(" (limited by SA_CPU_MAX_ISA=") + kernels::cpu::cpu_isa_limit() + ")";
+    return t;
+  }
 #endif
   if (name == "naive") return "scalar C++";
   if (name == "cuda") return "CUDA device code";
   return "";
+}
+
+std::string builtin_environment_error() {
+#if defined(SA_HAVE_CPU_KERNEL)
+  return kernels::cpu::cpu_isa_limit_error();
+#else
+  return "";
+#endif
 }
 
 }  // namespace sa

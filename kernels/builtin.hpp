@@ -16,5 +16,8 @@ std::vector<Kernel> builtin_kernels();
 // "AVX2"), "scalar C++" for the naive kernel, "CUDA device code" for the CUDA
 // kernel; "" for a name that is not a built-in kernel.
 std::string builtin_simd_target(const std::string& name);
+// Empty when the built-in kernels' environment settings are valid (today:
+// SA_CPU_MAX_ISA, kernels/cpu/isa_limit.hpp), else a one-line error naming it.
+std::string builtin_environment_error();
 
 }  // namespace sa

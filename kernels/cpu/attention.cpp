@@ -2,6 +2,7 @@
 // its accuracy. This file is compiled once per Highway target
 // (foreach_target.h); the target-independent part is guarded below.
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/isa_limit.hpp"
 
 #ifndef SA_KERNELS_CPU_ATTENTION_COMMON
 #define SA_KERNELS_CPU_ATTENTION_COMMON
@@ -499,6 +500,7 @@ void cpu_attention_special_row(const AttentionHeadArgs& a, std::int64_t i, float
 namespace {
 
 sa_status run(const AttentionHeadArgs& a) {
+  cpu::apply_cpu_isa_limit();  // SA_CPU_MAX_ISA, before the first dispatch
   Plan pl;
   pl.dtype = a.qkv_dtype;
   pl.nq = a.nq;

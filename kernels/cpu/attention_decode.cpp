@@ -2,6 +2,7 @@
 // compiled once per Highway target (foreach_target.h); the target-independent
 // part is guarded below.
 #include "kernels/cpu/attention_decode.hpp"
+#include "kernels/cpu/isa_limit.hpp"
 
 #ifndef SA_KERNELS_CPU_ATTENTION_DECODE_COMMON
 #define SA_KERNELS_CPU_ATTENTION_DECODE_COMMON
@@ -311,6 +312,7 @@ sa_status decode_group(const AttentionHeadArgs* heads, std::int64_t nheads) {
 }  // namespace
 
 sa_status cpu_attention_decode_group(const AttentionHeadArgs* heads, std::int64_t nheads) {
+  cpu::apply_cpu_isa_limit();  // SA_CPU_MAX_ISA, before the first dispatch
   try {
     return decode_group(heads, nheads);
   } catch (const std::bad_alloc&) {

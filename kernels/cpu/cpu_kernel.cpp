@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/bfloat16.hpp"
+#include "kernels/cpu/isa_limit.hpp"
 #include "kernels/cpu/row_ops.hpp"
 #include "theory/adaptive_temperature.hpp"
 #include "theory/streamed_entropy.hpp"
@@ -706,6 +707,7 @@ sa_kernel make_kernel() {
 }  // namespace
 
 const sa_kernel* cpu_kernel() {
+  cpu::apply_cpu_isa_limit();  // SA_CPU_MAX_ISA, before the first vector call
   static const sa_kernel k = make_kernel();
   return &k;
 }

@@ -3,6 +3,7 @@
 // Compiled once per instruction set by foreach_target.h; the exported
 // wrappers at the bottom pick the best one at run time.
 #include "kernels/cpu/row_ops.hpp"
+#include "kernels/cpu/isa_limit.hpp"
 
 #include <algorithm>
 #include <cfloat>
@@ -276,7 +277,10 @@ void row_range_f32(const float* x, std::int64_t n, float* lo, float* hi) {
 void row_range_bf16(const std::uint16_t* x, std::int64_t n, float* lo, float* hi) {
   HWY_DYNAMIC_DISPATCH(RangeBF16)(x, n, lo, hi);
 }
-const char* dispatch_target() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+const char* dispatch_target() {
+  apply_cpu_isa_limit();
+  return HWY_DYNAMIC_DISPATCH(TargetName)();
+}
 
 }  // namespace sa::kernels::cpu
 #endif  // HWY_ONCE

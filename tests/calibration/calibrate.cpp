@@ -16,8 +16,14 @@
 // stay below their thresholds, 1 otherwise.
 //
 //   calibrate [--min-log2-n 0] [--max-log2-n 24] [--level 1] [--seed 1]
-//             [--dist NAME]... [--lanes-study]
+//             [--dist NAME]... [--lanes-study] [--expect-isa avx2]
 // --lanes-study also prints E of the baseline summed in 1, 4, 16 lanes.
+// The output starts with each peer's library version and instruction set, and
+// names every operation a peer lacks on this CPU (its column shows "-"; e.g.
+// oneDNN's bfloat16 softmax needs AVX-512). --expect-isa avx2: exit 2 unless
+// every peer and the cpu kernel run at most AVX2 (the forced-AVX2 CTest run
+// sets ONEDNN_MAX_CPU_ISA, ATEN_CPU_CAPABILITY and SA_CPU_MAX_ISA and proves
+// with this that they took effect).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -28,6 +34,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernel.hpp"
+#include "kernels/cpu/row_ops.hpp"
 #include "kernels/kernel.hpp"
 #include "kernels/naive/naive_kernel.hpp"
 #include "peers.hpp"
@@ -75,7 +82,7 @@ int main(int argc, char** argv) {
   int kmin = 0, kmax = 24, level = 1;
   std::uint64_t seed = 1;
   bool lanes_study = false;
-  std::string only;  // one dtype, or both
+  std::string only, expect_isa;  // one dtype, or both
   std::vector<std::string> dists;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -100,10 +107,12 @@ int main(int argc, char** argv) {
       only = next();
     else if (a == "--lanes-study")
       lanes_study = true;
+    else if (a == "--expect-isa")
+      expect_isa = next();
     else {
       std::fprintf(stderr,
                    "calibrate: error: unknown argument '%s'; expected --min-log2-n, --max-log2-n, "
-                   "--level, --seed, --dist, --dtype, --lanes-study\n",
+                   "--level, --seed, --dist, --dtype, --lanes-study, --expect-isa\n",
                    a.c_str());
       return 2;
     }
@@ -125,6 +134,17 @@ int main(int argc, char** argv) {
 
   std::vector<sa::Kernel> kernels;
   kernels.emplace_back(sa::kernels::cpu_kernel(), "built-in");
+  std::printf("# cpu kernel: %s\n", sa::kernels::cpu::dispatch_target());
+  for (const auto& line : sa::calibration::peer_platform()) std::printf("# %s\n", line.c_str());
+  for (const auto& g : sa::calibration::peer_gaps())
+    std::printf("# %s %s %s: not run here: %s\n", g.peer.c_str(), g.dtype.c_str(), g.ops.c_str(),
+                g.why.c_str());
+  if (!expect_isa.empty())
+    if (const std::string above = sa::calibration::isa_above(expect_isa); !above.empty()) {
+      std::fprintf(stderr, "calibrate: error: --expect-isa %s: %s\n", expect_isa.c_str(),
+                   above.c_str());
+      return 2;
+    }
   kernels.emplace_back(sa::kernels::naive_kernel(), "built-in");
   for (const sa_kernel* k : sa::calibration::peer_kernels()) kernels.emplace_back(k, "peer");
 
@@ -190,5 +210,8 @@ int main(int argc, char** argv) {
     std::printf("%-18s %10.4g  at %s\n", name.c_str(), w.ratio, w.where.c_str());
     if (w.ratio > 1 && name.rfind("naive", 0) != 0) rc = 1;
   }
+  for (const auto& g : sa::calibration::peer_gaps())
+    if (only.empty() || only == g.dtype)
+      std::printf("%-18s %10s  (%s)\n", (g.peer + " " + g.dtype).c_str(), "not run", g.why.c_str());
   return rc;
 }

@@ -1,14 +1,18 @@
 #include "peers.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <exception>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include <Eigen/Core>
 
 #include "core/bfloat16.hpp"
+#include "kernels/cpu/row_ops.hpp"
 
 #ifdef SA_HAVE_DNNL
 #include <dnnl.hpp>
@@ -16,6 +20,8 @@
 #ifdef SA_HAVE_TORCH
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/Version.h>
+#include <torch/version.h>
 #endif
 
 namespace sa::calibration {
@@ -118,6 +124,77 @@ void onednn_row(sa_dtype t, std::int64_t n, const void* in, void* out, bool log)
   }
   strm.wait();
 }
+
+const char* onednn_isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "other";
+  }
+}
+
+// oneDNN's ISA values are bit sets, each containing the ones below it.
+bool onednn_isa_has(dnnl::cpu_isa isa, dnnl::cpu_isa part) {
+  return (static_cast<unsigned>(isa) & static_cast<unsigned>(part)) == static_cast<unsigned>(part);
+}
+
+std::string onednn_version() {
+  const dnnl_version_t* v = dnnl_version();
+  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+}
+
+// The implementation oneDNN picks for a softmax of n = 64 in `dt` on this CPU
+// ("jit:avx2", ...); throws dnnl::error when it has none.
+std::string onednn_impl(dnnl::memory::data_type dt, bool log) {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  const dnnl::memory::desc md({1, 64}, dt, dnnl::memory::format_tag::ab);
+  if (log)
+    return dnnl::logsoftmax_forward::primitive_desc(
+               dnnl::logsoftmax_forward::desc(dnnl::prop_kind::forward_inference, md, 1), eng)
+        .impl_info_str();
+  return dnnl::softmax_forward::primitive_desc(
+             dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, md, 1), eng)
+      .impl_info_str();
+}
+
+// Empty when oneDNN has both softmax and log_softmax for `dt` here, else why not.
+std::string onednn_lacks(dnnl::memory::data_type dt, const char* type_name) {
+  std::string missing, what;
+  for (bool log : {false, true}) {
+    try {
+      (void)onednn_impl(dt, log);
+    } catch (const dnnl::error& e) {
+      missing += std::string(missing.empty() ? "" : " and ") + (log ? "log_softmax" : "softmax");
+      what = e.what();
+    }
+  }
+  if (missing.empty()) return "";
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  std::string why = "oneDNN " + onednn_version() + " has no " + type_name + " " + missing +
+                    " on this CPU (its effective ISA is " + onednn_isa_name(isa) + "; \"" + what +
+                    "\")";
+  if (dt == dnnl::memory::data_type::bf16 && !onednn_isa_has(isa, dnnl::cpu_isa::avx512_core))
+    why += ": its bfloat16 softmax needs AVX-512 (avx512_core)";
+  return why;
+}
+#endif
+
+#ifdef SA_HAVE_DNNL
 sa_status onednn_softmax(void*, sa_dtype t, const sa_rows* s, const void* in, void* out) {
   return rows_through(onednn_row, t, s, in, out, false);
 }
@@ -128,6 +205,18 @@ sa_status onednn_log_softmax(void*, sa_dtype t, const sa_rows* s, const void* in
 
 // ---------------------------------------------------------------- PyTorch
 #ifdef SA_HAVE_TORCH
+// "CPU capability usage: AVX2" from at::show_config() (the dispatch level
+// ATen picked, after ATEN_CPU_CAPABILITY), lower case; "unknown" if absent.
+std::string torch_capability() {
+  const std::string cfg = at::show_config();
+  const std::string key = "CPU capability usage: ";
+  const std::size_t at = cfg.find(key);
+  if (at == std::string::npos) return "unknown";
+  std::string v = cfg.substr(at + key.size(), cfg.find('\n', at) - at - key.size());
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return v;
+}
+
 void torch_row(sa_dtype t, std::int64_t n, const void* in, void* out, bool log) {
   static const bool once = [] {
     at::set_num_threads(1);
@@ -147,6 +236,11 @@ sa_status torch_log_softmax(void*, sa_dtype t, const sa_rows* s, const void* in,
 }
 #endif
 
+std::vector<PeerGap>& gaps() {
+  static std::vector<PeerGap> g;
+  return g;
+}
+
 }  // namespace
 
 std::vector<const sa_kernel*> peer_kernels() {
@@ -157,8 +251,18 @@ std::vector<const sa_kernel*> peer_kernels() {
     e.log_softmax = eigen_log_softmax;
     v.push_back(e);
 #ifdef SA_HAVE_DNNL
-    sa_kernel d =
-        make("onednn", "oneDNN softmax_forward / logsoftmax_forward", SA_DTYPE_F32 | SA_DTYPE_BF16);
+    // Only the element types oneDNN has on this CPU (probed once).
+    std::uint32_t dnnl_types = 0;
+    for (auto [dt, bit, name] :
+         {std::tuple{dnnl::memory::data_type::f32, std::uint32_t{SA_DTYPE_F32}, "float32"},
+          std::tuple{dnnl::memory::data_type::bf16, std::uint32_t{SA_DTYPE_BF16}, "bfloat16"}}) {
+      const std::string why = onednn_lacks(dt, name);
+      if (why.empty())
+        dnnl_types |= bit;
+      else
+        gaps().push_back({"onednn", name, "softmax, log_softmax", why});
+    }
+    sa_kernel d = make("onednn", "oneDNN softmax_forward / logsoftmax_forward", dnnl_types);
     d.softmax = onednn_softmax;
     d.log_softmax = onednn_log_softmax;
     v.push_back(d);
@@ -173,8 +277,72 @@ std::vector<const sa_kernel*> peer_kernels() {
     return v;
   }();
   std::vector<const sa_kernel*> out;
-  for (const auto& k : all) out.push_back(&k);
+  for (const auto& k : all)
+    if (k.dtypes != 0) out.push_back(&k);  // a peer with no type left is only a gap
   return out;
+}
+
+std::vector<PeerGap> peer_gaps() {
+  (void)peer_kernels();  // the probes run there, once
+  return gaps();
+}
+
+bool peer_has(const std::string& peer, const std::string& dtype) {
+  for (const sa_kernel* k : peer_kernels()) {
+    if (peer != k->name) continue;
+    if (dtype == "float32") return (k->dtypes & SA_DTYPE_F32) != 0;
+    if (dtype == "bfloat16") return (k->dtypes & SA_DTYPE_BF16) != 0;
+    return false;
+  }
+  return false;
+}
+
+std::vector<std::string> peer_platform() {
+  std::vector<std::string> lines;
+  lines.push_back("eigen: Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." +
+                  std::to_string(EIGEN_MAJOR_VERSION) + "." + std::to_string(EIGEN_MINOR_VERSION) +
+                  ", compiled with this project's flags (SSE2 packets)");
+#ifdef SA_HAVE_DNNL
+  {
+    std::string line = "onednn: oneDNN " + onednn_version() + ", effective ISA " +
+                       onednn_isa_name(dnnl::get_effective_cpu_isa());
+    for (auto [dt, name] : {std::pair{dnnl::memory::data_type::f32, "float32"},
+                            std::pair{dnnl::memory::data_type::bf16, "bfloat16"}}) {
+      try {
+        line += std::string(", ") + name + " softmax " + onednn_impl(dt, false);
+      } catch (const dnnl::error&) {
+        line += std::string(", ") + name + " softmax none";
+      }
+    }
+    lines.push_back(line);
+  }
+#endif
+#ifdef SA_HAVE_TORCH
+  {
+    lines.push_back(std::string("torch: PyTorch ") + TORCH_VERSION + ", ATen CPU capability " +
+                    torch_capability());
+  }
+#endif
+  return lines;
+}
+
+std::string isa_above(const std::string& isa) {
+  if (isa != "avx2") return "--expect-isa " + isa + ": only avx2 is known";
+  std::string above;
+  auto add = [&](const std::string& s) { above += (above.empty() ? "" : "; ") + s; };
+  const std::string cpu = sa::kernels::cpu::dispatch_target();
+  if (cpu != "AVX2") add("the cpu kernel dispatches to " + cpu + " (SA_CPU_MAX_ISA=AVX2 not in effect?)");
+#ifdef SA_HAVE_DNNL
+  if ((static_cast<unsigned>(dnnl::get_effective_cpu_isa()) &
+       ~static_cast<unsigned>(dnnl::cpu_isa::avx2_vnni)) != 0)
+    add(std::string("oneDNN's effective ISA is ") + onednn_isa_name(dnnl::get_effective_cpu_isa()) +
+        " (ONEDNN_MAX_CPU_ISA=AVX2 not in effect?)");
+#endif
+#ifdef SA_HAVE_TORCH
+  if (const std::string cap = torch_capability(); cap != "avx2" && cap != "default")
+    add("PyTorch's ATen CPU capability is " + cap + " (ATEN_CPU_CAPABILITY=avx2 not in effect?)");
+#endif
+  return above;
 }
 
 }  // namespace sa::calibration

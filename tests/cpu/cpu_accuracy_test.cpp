@@ -29,6 +29,7 @@
 
 #include "cpu_test_support.hpp"
 #include "hwy/targets.h"
+#include "kernels/cpu/isa_limit.hpp"
 #include "kernels/cpu/row_ops.hpp"
 #include "theory/adaptive_temperature.hpp"
 
@@ -532,6 +533,7 @@ TEST(CpuTargets, EveryCompiledTargetMeetsTheSameClaims) {
     ++ran;
   }
   hwy::SetSupportedTargetsForTest(0);
+  sa::kernels::cpu::reapply_cpu_isa_limit();  // SA_CPU_MAX_ISA's limit, if one is set
   g_target.clear();
   EXPECT_EQ(std::string(sa::kernels::cpu::dispatch_target()), best);
   // The portable baseline is always compiled in: at least it must have run
