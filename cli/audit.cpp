@@ -28,7 +28,7 @@ namespace {
 struct AuditOptions {
   std::string out = "audit-out";
   int cases = 0;
-  std::int64_t seed = 1;
+  std::uint64_t seed = 1;
   int sweep_max_log2 = 20;
   bool no_sweep = false, no_variants = false;
 };
@@ -190,8 +190,7 @@ void add_audit_command(CLI::App& app) {
   c->add_option("--out", o->out, "Directory for the report and every result file")
       ->capture_default_str();
   c->add_option("--cases", o->cases, "Random cases per property (default: the suite's)");
-  c->add_option("--seed", o->seed, "Random seed for every step (0 = random)")
-      ->capture_default_str();
+  add_seed_option(c, &o->seed, "Random seed for every step, 0 to 2^64 - 1 (0 = random; default 1)");
   c->add_option("--sweep-max-log2-n", o->sweep_max_log2, "Largest sweep size as log2 n (<= 24)")
       ->check(CLI::Range(4, 24))
       ->capture_default_str();

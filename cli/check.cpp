@@ -35,7 +35,8 @@ struct CheckOptions {
   int kernel_index = -1;
   // Given on the command line (they override the spec); validated before any work.
   std::optional<double> timeout, deadline;
-  std::optional<std::int64_t> seed, cases;
+  std::optional<std::uint64_t> seed;  // any printed seed, 0 .. 2^64 - 1
+  std::optional<std::int64_t> cases;
   std::vector<std::string> dtypes;  // --dtype, repeatable: replaces the spec's `dtypes`
   bool no_isolation = false, no_guard = false, quiet = false, list = false, per_property = false;
 };
@@ -92,9 +93,6 @@ void validate_options(const CheckOptions& o) {
   if (o.cases && (*o.cases < 1 || *o.cases > L::max_cases))
     usage_error("--cases " + std::to_string(*o.cases) + ": expected an integer in [1, " +
                 std::to_string(L::max_cases) + "]");
-  if (o.seed && *o.seed < 0)
-    usage_error("--seed " + std::to_string(*o.seed) +
-                ": expected an integer >= 0 (0 draws a random seed)");
   if (o.kernel_index < -1)
     usage_error("--kernel-index " + std::to_string(o.kernel_index) + ": expected an index >= 0");
   for (const auto& d : o.dtypes) {
@@ -163,7 +161,7 @@ int run_check(const CheckOptions& o) {
   }
   if (o.timeout) spec.timeout_s = *o.timeout;
   if (o.deadline) spec.deadline_s = *o.deadline;
-  if (o.seed) spec.suite.seed = static_cast<std::uint64_t>(*o.seed);
+  if (o.seed) spec.suite.seed = *o.seed;
   if (o.cases) spec.suite.cases = static_cast<int>(*o.cases);
   if (!o.dtypes.empty()) {
     spec.suite.dtypes.clear();
@@ -300,8 +298,9 @@ void add_check_command(CLI::App& app) {
   c->add_option("--deadline", o->deadline,
                 "Seconds the whole run may take; properties not run by then are named in a "
                 "gate.deadline verdict (overrides the spec; default 3600)");
-  c->add_option("--seed", o->seed,
-                "Random seed (overrides the spec; 0 = random, printed in verdicts)");
+  add_seed_option(c, &o->seed,
+                  "Random seed, 0 to 2^64 - 1 (overrides the spec; 0 = random, printed in "
+                  "verdicts)");
   c->add_option("--dtype", o->dtypes,
                 "Element type to check: float32, bfloat16 or float16; repeat for several "
                 "(overrides the spec's dtypes; default: float32, bfloat16, and float16 when the "

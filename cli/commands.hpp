@@ -3,8 +3,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
+
+#include "core/seed.hpp"
 
 namespace sa::cli {
 
@@ -33,6 +36,25 @@ inline void share_seed_with_rapidcheck(unsigned long long seed) {
   if (params.find("seed=") != std::string::npos) return;  // the user's own choice stands
   params += (params.empty() ? "" : " ") + std::string("seed=") + std::to_string(seed);
   setenv("RC_PARAMS", params.c_str(), 1);
+}
+
+// --seed for a subcommand: any seed the tool prints is accepted back exactly;
+// anything else is a one-line usage error naming the value (exit 2).
+// `out`: a std::uint64_t, or a std::optional<std::uint64_t> (set when given).
+template <class Seed>
+CLI::Option* add_seed_option(CLI::App* c, Seed* out, const std::string& help) {
+  return c->add_option_function<std::string>(
+               "--seed",
+               [out](const std::string& s) {
+                 unsigned long long v = 0;
+                 if (!parse_seed(s, v))
+                   throw CLI::ValidationError(
+                       "--seed", "'" + s + "': expected a decimal integer from 0 to " +
+                                     std::to_string(~0ull));
+                 *out = static_cast<std::uint64_t>(v);
+               },
+               help)
+      ->type_name("UINT64");
 }
 
 // Set by a subcommand's callback; main returns it.

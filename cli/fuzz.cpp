@@ -101,8 +101,8 @@ void add_fuzz_command(CLI::App& app) {
   sub->add_option("--cases", opts->cases, "random cases per property before shrinking")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
-  sub->add_option("--seed", opts->seed, "base seed (every cell's own seed is in its note)")
-      ->capture_default_str();
+  add_seed_option(sub, &opts->seed,
+                  "base seed, 0 to 2^64 - 1 (default 1; every cell's own seed is in its note)");
   sub->add_option("--max-log2-n", opts->max_log2_n, "dispersion sweep to n = 2^this")
       ->check(CLI::Range(8, 24))
       ->capture_default_str();

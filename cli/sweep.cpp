@@ -33,7 +33,7 @@ struct SweepOptions {
   int kernel_index = -1;
   std::vector<std::string> distributions, dtypes;
   std::vector<double> temperatures;
-  std::int64_t seed = 1;
+  std::uint64_t seed = 1;
   int samples = 64;
   double max_memory_gib = 0;  // 0: the memory available now (/proc/meminfo)
   bool temperature_series_only = false;
@@ -163,11 +163,10 @@ int run_sweep_command(const SweepOptions& o) {
                o.min_log2, o.max_log2);
     return exit_usage;
   }
-  if (o.seed < 0 || o.samples < 0 || o.samples > 1 << 20) {
+  if (o.samples < 0 || o.samples > 1 << 20) {
     fmt::print(stderr,
-               "softmax-audit sweep: error: --seed {} --samples {}: expected a seed >= 0 and "
-               "0 <= samples <= 1048576\n",
-               o.seed, o.samples);
+               "softmax-audit sweep: error: --samples {}: expected 0 <= samples <= 1048576\n",
+               o.samples);
     return exit_usage;
   }
   for (double th : o.temperatures)
@@ -355,7 +354,7 @@ void add_sweep_command(CLI::App& app) {
   c->add_option("--dtype", o->dtypes,
                 "float32, bfloat16 and/or float16 (default: those the kernel supports)");
   c->add_option("--temperature", o->temperatures, "Temperatures (default 1)");
-  c->add_option("--seed", o->seed, "Seed of every row")->capture_default_str();
+  add_seed_option(c, &o->seed, "Seed of every row, 0 to 2^64 - 1 (default 1)");
   c->add_option("--samples", o->samples, "Sampled items per row for per-element errors")
       ->capture_default_str();
   c->add_option("--max-memory", o->max_memory_gib,

@@ -1,5 +1,7 @@
 #include "gate/spec.hpp"
 
+#include "core/seed.hpp"
+
 #include <toml++/toml.h>
 #include <algorithm>
 #include <cmath>
@@ -496,9 +498,21 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
   }
   if (auto n = t.get("cases"))
     cfg.cases = static_cast<int>(integer(origin, "cases", *n, 1, SpecLimits::max_cases));
-  if (auto n = t.get("seed"))
-    cfg.seed = static_cast<std::uint64_t>(
-        integer(origin, "seed", *n, 0, std::numeric_limits<std::int64_t>::max()));
+  if (auto n = t.get("seed")) {
+    // A seed past 2^63 - 1 (half of all drawn seeds) is no TOML integer: it
+    // is written as a string of digits, which is read back exactly.
+    if (auto str = n->value_exact<std::string>()) {
+      unsigned long long v = 0;
+      if (!parse_seed(*str, v))
+        fail(where(origin, *n), "seed",
+             "expected an integer, or a string of decimal digits from \"0\" to \"" +
+                 std::to_string(~0ull) + "\", got \"" + *str + "\"");
+      cfg.seed = v;
+    } else {
+      cfg.seed = static_cast<std::uint64_t>(
+          integer(origin, "seed", *n, 0, std::numeric_limits<std::int64_t>::max()));
+    }
+  }
   if (auto n = t.get("timeout"))
     spec.timeout_s = positive_real(origin, "timeout", *n, SpecLimits::max_timeout_s);
   if (auto n = t.get("deadline"))

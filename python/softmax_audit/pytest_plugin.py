@@ -65,7 +65,11 @@ class SuiteCollector(pytest.Collector):
             while n in seen:  # the same property twice (a gate finding per op): number them
                 n, i = f"{name}#{i}", i + 1
             seen.add(n)
-            yield VerdictItem.from_parent(self, name=n, verdict=v)
+            item = VerdictItem.from_parent(self, name=n, verdict=v)
+            # The run's seed, exactly (JUnit <property name="seed">): rerun with
+            # softmax_audit_options = {"seed": <it>} to draw the same inputs.
+            item.user_properties.append(("seed", str(results.seed)))
+            yield item
 
 
 @pytest.hookimpl(hookwrapper=True)
