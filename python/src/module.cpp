@@ -553,7 +553,12 @@ sa::Kernel open_kernel(pid_t gate_pid, const py::object& object, const std::stri
     Adapter* a = make_adapter(adapter.attr("Caller")(obj));
     return sa::Kernel(&a->k, origin);
   } catch (py::error_already_set& e) {
-    throw std::invalid_argument("Python kernel " + origin + ": " + e.what());
+    // A module this interpreter lacks (torch in another environment): say which interpreter.
+    std::string by;
+    if (e.matches(PyExc_ImportError))
+      by = " (imported by " +
+           py::str(py::module_::import("sys").attr("executable")).cast<std::string>() + ")";
+    throw std::invalid_argument("Python kernel " + origin + by + ": " + e.what());
   }
 }
 
