@@ -64,7 +64,8 @@ extern "C" void forward_signal(int sig) {
 // instead of ending this process, so that no step outlives the audit and
 // writes into a cancelled audit's folder.
 struct ForwardSignals {
-  struct sigaction old_int {}, old_term {};
+  struct sigaction old_int {
+  }, old_term{};
   ForwardSignals() {
     g_cancel = 0;
     struct sigaction sa {};

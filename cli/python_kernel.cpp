@@ -193,8 +193,8 @@ void exec_python_check() {
   std::string why;
   bool may_fall_back = false;
   const std::string python = user_python(why, may_fall_back);
-  std::vector<std::string> argv_s = {python, "-c", kBootstrap, dir, why, SA_PYTHON_EXECUTABLE,
-                                     may_fall_back ? "1" : "0"};
+  std::vector<std::string> argv_s = {
+      python, "-c", kBootstrap, dir, why, SA_PYTHON_EXECUTABLE, may_fall_back ? "1" : "0"};
   argv_s.insert(argv_s.end(), args.begin() + 1, args.end());
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
@@ -204,8 +204,8 @@ void exec_python_check() {
   setenv("PYTHONPATH", path.c_str(), 1);
   std::fflush(nullptr);
   execv(python.c_str(), argv.data());
-  throw std::invalid_argument("--python: cannot run " + python + " (" + why + "): " +
-                              std::strerror(errno));
+  throw std::invalid_argument("--python: cannot run " + python + " (" + why +
+                              "): " + std::strerror(errno));
 #endif
 }
 

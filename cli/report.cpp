@@ -130,8 +130,8 @@ void add_report_command(CLI::App& app) {
       for (const auto& s : *sweeps) named_inputs.push_back({"--sweep", s});
       named_inputs.push_back({"--variants", in->variants});
       named_inputs.push_back({"--compare", in->compare});
-      refuse_overlapping_paths(named_inputs, {{out_dir->empty() ? "--html" : "--out", *out},
-                                              {"--json", *json_out}});
+      refuse_overlapping_paths(
+          named_inputs, {{out_dir->empty() ? "--html" : "--out", *out}, {"--json", *json_out}});
       // Only checked here: an earlier report stays as it is until every input
       // has been read and the new one is whole.
       check_output(*out, "--html");

@@ -110,8 +110,8 @@ inline void refuse_overlapping_paths(const std::vector<NamedPath>& inputs,
     for (std::size_t k = 0; k < seen.size(); ++k)
       if (seen[k].second == id)
         throw std::invalid_argument(
-            o.option + " " + o.path + " and " + seen[k].first->option + " " +
-            seen[k].first->path + " are the same file; expected an output path that is " +
+            o.option + " " + o.path + " and " + seen[k].first->option + " " + seen[k].first->path +
+            " are the same file; expected an output path that is " +
             (k < n_inputs ? "not an input" : "not another output") + " (nothing was done)");
     seen.emplace_back(&o, id);
   }

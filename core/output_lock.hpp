@@ -54,7 +54,8 @@ class OutputDirLock {
       }
       // The file may have been removed by its previous holder between our
       // open and our flock: then we hold a lock on a name no one else sees.
-      struct stat a {}, b {};
+      struct stat a {
+      }, b{};
       if (::fstat(fd_, &a) == 0 && ::lstat(path_.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
           a.st_ino == b.st_ino) {
         const std::string pid = std::to_string(::getpid()) + "\n";

@@ -504,8 +504,8 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
     cfg.seed = static_cast<std::uint64_t>(
         integer(origin, "seed", *n, 0, std::numeric_limits<std::int64_t>::max()));
   if (auto n = t.get("timeout"))
-    spec.timeout_s = positive_real(origin, "timeout", *n, SpecLimits::max_timeout_s,
-                                   SpecLimits::min_timeout_s);
+    spec.timeout_s =
+        positive_real(origin, "timeout", *n, SpecLimits::max_timeout_s, SpecLimits::min_timeout_s);
   if (auto n = t.get("deadline"))
     spec.deadline_s = positive_real(origin, "deadline", *n, SpecLimits::max_deadline_s,
                                     SpecLimits::min_deadline_s);

@@ -360,14 +360,13 @@ namespace {
 void require_within_max_n(const Kernel& k, Op op, const RowBatch& in) {
   const std::int64_t max = k.max_n();
   if (max > 0 && in.n > max)
-    throw NotApplicable("kernel '" + k.name() + "' " + name_of(op) + ": n = " +
-                        std::to_string(in.n) + " > max_n " + std::to_string(max));
+    throw NotApplicable("kernel '" + k.name() + "' " + name_of(op) +
+                        ": n = " + std::to_string(in.n) + " > max_n " + std::to_string(max));
 }
 }  // namespace
 
 std::int64_t Kernel::max_n() const {
-  return abi_ >= 2 && k_->capabilities && k_->capabilities->max_n > 0 ? k_->capabilities->max_n
-                                                                      : 0;
+  return abi_ >= 2 && k_->capabilities && k_->capabilities->max_n > 0 ? k_->capabilities->max_n : 0;
 }
 
 namespace {

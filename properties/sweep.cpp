@@ -216,15 +216,17 @@ int open_table(const std::string& path, const std::string& identity, std::set<st
   // link's target, or create it), and never anything but a regular file.
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    throw std::invalid_argument("sweep: " + path + ": " +
-                                (S_ISLNK(st.st_mode) ? "is a symbolic link" : "is not a regular file") +
-                                "; expected the sweep table itself (remove it, or use another --out)");
+    throw std::invalid_argument(
+        "sweep: " + path + ": " +
+        (S_ISLNK(st.st_mode) ? "is a symbolic link" : "is not a regular file") +
+        "; expected the sweep table itself (remove it, or use another --out)");
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
   if (fd < 0)
     throw std::invalid_argument("sweep: cannot open " + path + ": " + std::strerror(errno));
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw std::invalid_argument("sweep: " + path + ": is not a regular file; expected the sweep table");
+    throw std::invalid_argument("sweep: " + path +
+                                ": is not a regular file; expected the sweep table");
   }
   std::string content;
   {

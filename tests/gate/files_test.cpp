@@ -143,8 +143,8 @@ TEST(Issue29Files, ReportWithABadInputKeepsTheEarlierReport) {
   const auto c = run("cd " + q(dir) + " && " + q(cli) +
                      " check --builtin naive -q --json good.json --spec " + q(small_spec(dir)));
   ASSERT_TRUE(fs::exists(dir + "/good.json")) << c.output;
-  const auto first = run("cd " + q(dir) + " && " + q(cli) +
-                         " report --no-plots --results good.json --out rep");
+  const auto first =
+      run("cd " + q(dir) + " && " + q(cli) + " report --no-plots --results good.json --out rep");
   ASSERT_EQ(first.rc, 0) << first.output;
   const std::string html = slurp(dir + "/rep/report.html"), json = slurp(dir + "/rep/report.json");
   ASSERT_FALSE(html.empty());
@@ -180,8 +180,8 @@ TEST(Issue29Files, OutputFolderIsLockedWhileWrittenAndTakenOverWhenStale) {
           q(cli) + " report --no-plots --results x.json --out " + q(out)}) {
       const auto r = run(cmd);
       EXPECT_EQ(r.rc, 2) << cmd << "\n" << r.output;
-      EXPECT_NE(r.output.find("pid " + std::to_string(getpid())), std::string::npos)
-          << cmd << "\n" << r.output;
+      EXPECT_NE(r.output.find("pid " + std::to_string(getpid())), std::string::npos) << cmd << "\n"
+                                                                                     << r.output;
       EXPECT_NE(r.output.find("--out"), std::string::npos) << r.output;
     }
     EXPECT_FALSE(fs::exists(out + "/sweep.csv"));
@@ -247,8 +247,8 @@ TEST(Issue29Files, FuzzJsonOnAFullDiskFailsAndLeavesNoPartialFile) {
   if (::mount("none", mnt.c_str(), "tmpfs", 0, "size=8k") != 0)
     GTEST_SKIP() << "cannot mount a tiny tmpfs here (" << std::strerror(errno)
                  << "); run as root to check a full disk";
-  const auto r = run(q(cli) + " fuzz --variant softmax --cases 1 --max-log2-n 8 --json " +
-                     q(mnt + "/v.json"));
+  const auto r =
+      run(q(cli) + " fuzz --variant softmax --cases 1 --max-log2-n 8 --json " + q(mnt + "/v.json"));
   const bool partial = fs::exists(mnt + "/v.json");
   std::vector<std::string> left;
   for (const auto& e : fs::directory_iterator(mnt)) left.push_back(e.path().string());

@@ -193,8 +193,7 @@ TEST(GateSpec, TinyTimeoutOrDeadlineIsRefusedNamingTheKey) {
     } catch (const SpecError& e) {
       const std::string m = e.what();
       EXPECT_NE(m.find("tiny.toml"), std::string::npos) << m;
-      EXPECT_NE(m.find(std::string(text).substr(0, std::string(text).find(' '))),
-                std::string::npos)
+      EXPECT_NE(m.find(std::string(text).substr(0, std::string(text).find(' '))), std::string::npos)
           << m;
       EXPECT_NE(m.find(">= 0.01"), std::string::npos) << m;
     }
@@ -206,7 +205,8 @@ TEST(GateSpec, TinyTimeoutOrDeadlineIsRefusedNamingTheKey) {
 // gave an error that did not name the file.
 TEST(GateJson, NumberBeyondDoubleNamesTheFile) {
   const std::string path = gate_test::temp_dir() + "/huge.json";
-  std::ofstream(path) << "{\"format\": \"softmax-audit-results\", \"runs\": [{\"seconds\": 1e999}]}\n";
+  std::ofstream(path)
+      << "{\"format\": \"softmax-audit-results\", \"runs\": [{\"seconds\": 1e999}]}\n";
   try {
     load_results(path);
     ADD_FAILURE() << "accepted a results file holding 1e999";
