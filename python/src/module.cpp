@@ -554,11 +554,15 @@ sa::Kernel open_kernel(pid_t gate_pid, const py::object& object, const std::stri
     return sa::Kernel(&a->k, origin);
   } catch (py::error_already_set& e) {
     // A module this interpreter lacks (torch in another environment): say which interpreter.
-    std::string by;
-    if (e.matches(PyExc_ImportError))
-      by = " (imported by " +
-           py::str(py::module_::import("sys").attr("executable")).cast<std::string>() + ")";
-    throw std::invalid_argument("Python kernel " + origin + by + ": " + e.what());
+    // One line then: the error without its traceback.
+    if (e.matches(PyExc_ImportError)) {
+      const std::string what = e.what();
+      throw std::invalid_argument(
+          "Python kernel " + origin + " (imported by " +
+          py::str(py::module_::import("sys").attr("executable")).cast<std::string>() +
+          "): " + what.substr(0, what.find('\n')) + "; nothing was checked");
+    }
+    throw std::invalid_argument("Python kernel " + origin + ": " + e.what());
   }
 }
 

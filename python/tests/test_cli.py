@@ -159,3 +159,29 @@ def test_an_interpreter_that_cannot_import_the_package_is_exit_2_naming_it(cli, 
     assert len(lines) == 1, r.stderr
     assert "built for another Python" in lines[0] and "softmax-audit was built for" in lines[0]
     assert "VIRTUAL_ENV" in lines[0] and "nothing was checked" in lines[0], lines[0]
+
+
+# The active environment lacks torch, which the kernel imports: one line,
+# exit 2, naming that interpreter (simulated by a sitecustomize refusing torch).
+def test_an_environment_without_torch_is_one_line_exit_2_naming_its_interpreter(cli, tmp_path):
+    import sys
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _Refuse:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'torch':\n"
+        "            raise ModuleNotFoundError(\"No module named 'torch'\")\n"
+        "sys.meta_path.insert(0, _Refuse())\n")
+    # A link, as a virtual environment's python is: sys.executable keeps its path.
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    python = tmp_path / "venv" / "bin" / "python3"
+    python.symlink_to(sys.executable)
+    env = dict(os.environ, PYTHONPATH=f"{site}:{HERE}", VIRTUAL_ENV=str(tmp_path / "venv"))
+    r = subprocess.run([cli, "check", "--python", "sa_test_kernels:good", *ARGS],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert "No module named 'torch'" in lines[0] and str(python) in lines[0], lines[0]
