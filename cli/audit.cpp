@@ -14,8 +14,8 @@
 
 #include <cerrno>
 #include <chrono>
-#include <optional>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,8 +64,8 @@ extern "C" void forward_signal(int sig) {
 // instead of ending this process, so that no step outlives the audit and
 // writes into a cancelled audit's folder.
 struct ForwardSignals {
-  struct sigaction old_int {
-  }, old_term{};
+  struct sigaction old_int = {};
+  struct sigaction old_term = {};
   ForwardSignals() {
     g_cancel = 0;
     struct sigaction sa {};
