@@ -138,6 +138,11 @@ int run_sweep_command(const SweepOptions& o) {
   namespace fs = std::filesystem;
   std::optional<Kernel> kernel;
   try {
+    // The plugin is none of the outputs (checked before it is even opened).
+    refuse_overlapping_paths({{"--plugin", o.plugin}},
+                             {{"--out", (fs::path(o.out) / "sweep.csv").string()},
+                              {"--out", (fs::path(o.out) / "rows.json").string()},
+                              {"--out", (fs::path(o.out) / "sweep.json").string()}});
     if (!o.plugin.empty()) {
       // Probe it in a child first, so that a constructor that exits, crashes or
       // hangs is a load error (exit 2) and not the end of this process.
@@ -203,13 +208,9 @@ int run_sweep_command(const SweepOptions& o) {
                o.out);
     return exit_usage;
   }
-  // The plugin is no output, and one run at a time writes this folder.
+  // One run at a time writes this folder.
   std::optional<OutputDirLock> lock;
   try {
-    refuse_overlapping_paths({{"--plugin", o.plugin}},
-                             {{"--out", (fs::path(o.out) / "sweep.csv").string()},
-                              {"--out", (fs::path(o.out) / "rows.json").string()},
-                              {"--out", (fs::path(o.out) / "sweep.json").string()}});
     lock.emplace(o.out, "--out");
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "softmax-audit sweep: error: {}\n", e.what());

@@ -107,6 +107,8 @@ TEST(Issue29Files, OutputThatIsAnInputIsRefusedAndTheInputKept) {
   fs::copy_file(SA_GATE_EXAMPLE_KERNEL, dir + "/k.so");
   fs::copy_file(SA_GATE_VARIANT_EXAMPLE, dir + "/v.so");
   const auto variants_size = fs::file_size(dir + "/v.so");
+  fs::create_directories(dir + "/sw");
+  fs::copy_file(SA_GATE_EXAMPLE_KERNEL, dir + "/sw/sweep.csv");
   const std::string spec = small_spec(dir);
   const std::string spec_text = slurp(spec);
   const auto plugin_size = fs::file_size(dir + "/k.so");
@@ -118,6 +120,7 @@ TEST(Issue29Files, OutputThatIsAnInputIsRefusedAndTheInputKept) {
       {"check --plugin k.so --spec spec.toml --json spec.toml", "--json", "--spec"},
       {"check --plugin k.so --json out.json --junit sub/../out.json", "--junit", "--json"},
       {"fuzz --variant softmax --plugin v.so --json ./v.so", "--json", "--plugin"},
+      {"sweep --plugin sw/sweep.csv --out sw --min-log2-n 4 --max-log2-n 4", "--out", "--plugin"},
       {"report --results spec.toml --html spec.toml", "--html", "--results"},
       {"report --results spec.toml --html r.html --json r.html", "--json", "--html"},
       {"bounds --spread 4 --items spec.toml --json spec.toml", "--json", "--items"}};
@@ -133,6 +136,7 @@ TEST(Issue29Files, OutputThatIsAnInputIsRefusedAndTheInputKept) {
   EXPECT_EQ(fs::file_size(dir + "/k.so"), plugin_size);
   EXPECT_EQ(slurp(spec), spec_text);
   EXPECT_EQ(fs::file_size(dir + "/v.so"), variants_size);
+  EXPECT_EQ(fs::file_size(dir + "/sw/sweep.csv"), plugin_size);
   EXPECT_FALSE(fs::exists(dir + "/out.json"));
 }
 
