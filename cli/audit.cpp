@@ -7,20 +7,22 @@
 // produced, and each step can be re-run by hand with the command printed.
 #include <fmt/core.h>
 #include <fmt/format.h>
-#include <spawn.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "core/output_lock.hpp"
 #include "gate/isolation.hpp"
 #include "kernels/builtin.hpp"
-
-extern char** environ;
 
 namespace sa::cli {
 namespace {
@@ -46,8 +48,43 @@ std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-// Runs `self args...`, returns its exit code (128 + signal if killed).
+// SIGINT or SIGTERM received (0: none), and the step running now (0: none).
+volatile sig_atomic_t g_cancel = 0;
+volatile pid_t g_child = 0;
+
+// Remembers the signal and passes it on to the running step, which ends as
+// it would have ended had the signal reached it directly.
+extern "C" void forward_signal(int sig) {
+  if (!g_cancel) g_cancel = sig;
+  const pid_t c = g_child;
+  if (c > 0) kill(c, sig);
+}
+
+// Until destroyed, SIGINT and SIGTERM are forwarded to the running step
+// instead of ending this process, so that no step outlives the audit and
+// writes into a cancelled audit's folder.
+struct ForwardSignals {
+  struct sigaction old_int = {};
+  struct sigaction old_term = {};
+  ForwardSignals() {
+    g_cancel = 0;
+    struct sigaction sa {};
+    sa.sa_handler = forward_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+  }
+  ~ForwardSignals() {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+  }
+};
+
+// Runs `self args...`, returns its exit code (128 + signal if killed). The
+// step dies with the audit even when the audit is killed with SIGKILL
+// (PR_SET_PDEATHSIG), and gets SIGINT/SIGTERM forwarded (ForwardSignals).
 int run_step(const std::string& title, const std::vector<std::string>& args) {
+  if (g_cancel) return 128 + g_cancel;
   std::vector<std::string> argv_s = {self_path()};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::string shown = "softmax-audit";
@@ -58,13 +95,35 @@ int run_step(const std::string& title, const std::vector<std::string>& args) {
   for (auto& s : argv_s) argv.push_back(s.data());
   argv.push_back(nullptr);
   const auto t0 = std::chrono::steady_clock::now();
-  pid_t pid;
-  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) {
+  // The signals stay blocked from before the fork until g_child is set, so
+  // that a signal arriving in between is forwarded, not lost.
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  sigprocmask(SIG_BLOCK, &block, &old);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(128 + SIGTERM);  // the audit is already gone
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &old, nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  if (pid < 0) {
+    sigprocmask(SIG_SETMASK, &old, nullptr);
     fmt::print("   could not start {}\n", argv[0]);
     return exit_usage;
   }
+  g_child = pid;
+  sigprocmask(SIG_SETMASK, &old, nullptr);
   int status = 0;
-  waitpid(pid, &status, 0);
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  g_child = 0;
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   fmt::print("   -> exit {} in {:.1f} s\n", code, s);
@@ -81,6 +140,25 @@ int run_audit(const AuditOptions& o) {
                o.out);
     return exit_usage;
   }
+  std::optional<OutputDirLock> lock;
+  try {
+    lock.emplace(o.out, "--out");
+  } catch (const std::invalid_argument& e) {
+    fmt::print(stderr, "softmax-audit audit: error: {}\n", e.what());
+    return exit_usage;
+  }
+  const ForwardSignals forward;
+  // Cancelled (SIGINT, SIGTERM): the running step got the signal and has
+  // ended; no other step starts. Every file in the folder is whole (each is
+  // written atomically): this run's for the steps that finished, the
+  // earlier run's (or none) for the others.
+  auto cancelled = [&] {
+    fmt::print(stderr,
+               "softmax-audit audit: cancelled by {}; the step running then was stopped and no "
+               "other step started; {} holds only whole files\n",
+               g_cancel == SIGINT ? "SIGINT" : "SIGTERM", o.out);
+    return 128 + static_cast<int>(g_cancel);
+  };
   const auto kernels = builtin_kernels();
   int worst = exit_pass;
   // Worst first: usage (a step could not run) > fail > incomplete > pass.
@@ -108,6 +186,7 @@ int run_audit(const AuditOptions& o) {
                                      junit,    "--seed",    std::to_string(o.seed)};
     if (o.cases > 0) args.insert(args.end(), {"--cases", std::to_string(o.cases)});
     const int code = run_step("Gate: property suite on built-in kernel '" + k.name() + "'", args);
+    if (g_cancel) return cancelled();
     note(code);
     if (fs::exists(json)) results.push_back(json);
   }
@@ -119,6 +198,7 @@ int run_audit(const AuditOptions& o) {
     const int code = run_step(
         "Sweep: errors and dispersion against n up to 2^" + std::to_string(o.sweep_max_log2),
         {"sweep", "--out", dir, "--max-log2-n", std::to_string(o.sweep_max_log2)});
+    if (g_cancel) return cancelled();
     note(code);
     if (fs::exists(fs::path(dir) / "sweep.json")) sweep = (fs::path(dir) / "sweep.json").string();
     // The paper's Figure 5 on the kernel's own entropy: H against the temperature.
@@ -130,6 +210,7 @@ int run_audit(const AuditOptions& o) {
     for (const char* t : {"0.05", "0.1", "0.25", "0.5", "1", "2", "4", "10"}) targs.push_back(t);
     note(run_step("Sweep: entropy against temperature at n = 2^10 (T4, the paper's Figure 5)",
                   targs));
+    if (g_cancel) return cancelled();
     if (fs::exists(fs::path(tdir) / "sweep.json"))
       sweep_temperature = (fs::path(tdir) / "sweep.json").string();
   }
@@ -142,6 +223,7 @@ int run_audit(const AuditOptions& o) {
     const int code =
         run_step("Variants: property matrix of every built-in softmax variant",
                  {"fuzz", "--variant", "all", "--json", json, "--seed", std::to_string(o.seed)});
+    if (g_cancel) return cancelled();
     note(code);  // 1: a variant failed a property it claims (fuzz's exit codes)
     if (fs::exists(json)) variants = json;
   }
@@ -161,6 +243,7 @@ int run_audit(const AuditOptions& o) {
   if (!variants.empty()) args.insert(args.end(), {"--variants", variants});
   for (const auto& s : skipped_why) args.insert(args.end(), {"--not-audited", s});
   note(run_step("Report: one self-contained HTML file and its JSON twin", args));
+  if (g_cancel) return cancelled();
 
   if (!skipped.empty())
     fmt::print("\nNot audited here (no device): {}\n", fmt::join(skipped, ", "));

@@ -19,6 +19,7 @@
 
 #include "cli/commands.hpp"
 #include "core/dtype.hpp"
+#include "core/output_file.hpp"
 #include "theory/critical_size.hpp"
 #include "theory/dispersion.hpp"
 #include "theory/spread_bound.hpp"
@@ -121,6 +122,14 @@ std::string human(double x) {
 }
 
 int run(const Options& o) {
+  if (o.json != "-") {
+    refuse_overlapping_paths({{"--weights-q", o.q_file},
+                              {"--weights-k", o.k_file},
+                              {"--query", o.query_file},
+                              {"--items", o.items_file}},
+                             {{"--json", o.json}});
+    check_output(o.json, "--json");
+  }
   if (!(o.temperature > 0) || !std::isfinite(o.temperature))
     throw std::invalid_argument(
         fmt::format("--temperature {} is not a finite number > 0", o.temperature));
@@ -244,9 +253,7 @@ int run(const Options& o) {
   if (o.json == "-") {
     fmt::print("{}\n", out.dump(2));
   } else if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    if (!(f << out.dump(2) << "\n") || !f.flush())
-      throw std::invalid_argument(fmt::format("--json file '{}' cannot be written", o.json));
+    write_file_atomically(o.json, out.dump(2) + "\n");  // whole or not at all
   }
   return exit_pass;
 }

@@ -5,6 +5,7 @@
 // failed), 2 (usage or load error).
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -48,6 +49,35 @@ struct UsageError : std::runtime_error {
 };
 [[noreturn]] void usage_error(const std::string& msg) { throw UsageError(msg); }
 
+// Armed while an unisolated run (--no-isolation) runs kernel code in this
+// process: exit() or quick_exit() from the kernel then ends the command with
+// one line and exit 1 (a check failed), never with the kernel's own status.
+std::atomic<bool> g_exit_guard_armed{false};
+extern "C" void exit_guard_handler() {
+  if (!g_exit_guard_armed.load()) return;
+  static const char msg[] =
+      "softmax-audit check: FAIL: the kernel ended the process (exit or quick_exit) during an "
+      "unisolated run (--no-isolation); no verdict was reached\n";
+  (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+  _exit(exit_fail);
+}
+struct ExitGuard {
+  bool armed;
+  explicit ExitGuard(bool arm) : armed(arm) {
+    if (!arm) return;
+    static const bool registered = [] {
+      std::atexit(exit_guard_handler);
+      std::at_quick_exit(exit_guard_handler);
+      return true;
+    }();
+    (void)registered;
+    g_exit_guard_armed = true;
+  }
+  ~ExitGuard() {
+    if (armed) g_exit_guard_armed = false;
+  }
+};
+
 // The kernel to check. A plugin is probed in a child process (its constructors
 // and entry function never run in this one); `timeout_s` bounds the probe.
 gate::KernelSource pick_kernel(const CheckOptions& o, double timeout_s) {
@@ -83,13 +113,15 @@ gate::KernelSource pick_kernel(const CheckOptions& o, double timeout_s) {
 // Command-line values get the spec's ranges (gate/spec.hpp), with the option named.
 void validate_options(const CheckOptions& o) {
   using L = gate::SpecLimits;
-  auto real = [](const char* name, const std::optional<double>& v, double max) {
-    if (v && (!(*v > 0) || !std::isfinite(*v) || *v > max))
-      usage_error(std::string(name) + " " + std::to_string(*v) +
-                  ": expected a number of seconds > 0 and <= " + std::to_string(max));
+  auto real = [](const char* name, const std::optional<double>& v, double min, double max) {
+    if (v && (!(*v >= min) || !std::isfinite(*v) || *v > max)) {
+      std::ostringstream m;
+      m << name << " " << *v << ": expected a number of seconds >= " << min << " and <= " << max;
+      usage_error(m.str());
+    }
   };
-  real("--timeout", o.timeout, L::max_timeout_s);
-  real("--deadline", o.deadline, L::max_deadline_s);
+  real("--timeout", o.timeout, L::min_timeout_s, L::max_timeout_s);
+  real("--deadline", o.deadline, L::min_deadline_s, L::max_deadline_s);
   if (o.cases && (*o.cases < 1 || *o.cases > L::max_cases))
     usage_error("--cases " + std::to_string(*o.cases) + ": expected an integer in [1, " +
                 std::to_string(L::max_cases) + "]");
@@ -150,6 +182,13 @@ int list_names() {
 int run_check(const CheckOptions& o) {
   if (o.list) return list_names();
   validate_options(o);
+  // No output may replace an input or another output (`--junit k.so` deleted the plugin).
+  try {
+    refuse_overlapping_paths({{"--plugin", o.plugin}, {"--spec", o.spec}},
+                             {{"--junit", o.junit}, {"--json", o.json}});
+  } catch (const std::invalid_argument& e) {
+    usage_error(e.what());
+  }
   if (!o.python.empty())
     if (const std::string why = python_kernel_name_error(o.python); !why.empty())
       usage_error("--python " + o.python + ": " + why);
@@ -208,6 +247,10 @@ int run_check(const CheckOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   gate::IsolatedRun run;
   try {
+    // --no-isolation: the kernel shares this process, so a kernel that calls
+    // exit(0) would end it with exit 0 and nothing written; while the suite
+    // runs, such an exit prints one line and ends with exit 1 instead.
+    const ExitGuard guard(o.no_isolation);
     run = gate::run_isolated(*kernel, spec.suite, iso, &obs);
   } catch (const std::exception& e) {
     bar.finish();

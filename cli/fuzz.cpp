@@ -9,6 +9,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "core/output_file.hpp"
 #include "variants/fuzz.hpp"
 #include "variants/variant.hpp"
 
@@ -27,6 +28,11 @@ struct FuzzOptions {
 
 int run_fuzz(const FuzzOptions& o) {
   using namespace sa::variants;
+  {
+    std::vector<NamedPath> inputs;
+    for (const auto& p : o.plugins) inputs.push_back({"--plugin", p});
+    refuse_overlapping_paths(inputs, {{"--json", o.json}});
+  }
   std::vector<Variant> plugin_variants;
   for (const auto& path : o.plugins)
     for (auto& v : load_plugin(path)) plugin_variants.push_back(std::move(v));
@@ -58,6 +64,8 @@ int run_fuzz(const FuzzOptions& o) {
     }
     if (std::find(chosen.begin(), chosen.end(), found) == chosen.end()) chosen.push_back(found);
   }
+  // The output: writable, and no earlier run's file left behind, before any work.
+  prepare_output(o.json, "--json");
   share_seed_with_rapidcheck(o.seed);
   FuzzConfig cfg;
   cfg.cases = o.cases;
@@ -66,9 +74,13 @@ int run_fuzz(const FuzzOptions& o) {
   const Matrix m = fuzz_all(chosen, cfg);
   std::cout << render_table(m);
   if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    if (!f) throw std::runtime_error("--json: cannot write '" + o.json + "'");
-    f << to_json(m).dump(2) << "\n";
+    // Whole or not at all (temporary file, fsync, rename): a full disk is an
+    // error, never a truncated file and exit 0.
+    try {
+      write_file_atomically(o.json, to_json(m).dump(2) + "\n");
+    } catch (const OutputError& e) {
+      throw std::runtime_error(std::string("error: --json ") + e.what());
+    }
     std::cout << "JSON written to " << o.json << "\n";
   }
   // A variant failing a property it claims (variants/fuzz.hpp, claims()) fails the run.

@@ -1,6 +1,7 @@
 #include "cli/python_kernel.hpp"
 
 #include <limits.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -39,6 +40,94 @@ bool dotted(const std::string& s) {
 }
 
 bool readable_file(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
+
+bool executable_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+#if defined(SA_PYTHON_EXECUTABLE)
+// The interpreter the user runs: the active virtual environment's
+// ($VIRTUAL_ENV/bin/python3 or python), else the first python3 on PATH, else
+// the one CMake configured the package for. `why` says which, for messages;
+// `may_fall_back` is set for python3 on PATH (the user did not choose it as
+// explicitly as an environment): when it cannot import the package or has no
+// torch, the bootstrap runs the configured interpreter instead.
+std::string user_python(std::string& why, bool& may_fall_back) {
+  may_fall_back = false;
+  if (const char* venv = std::getenv("VIRTUAL_ENV"); venv && *venv) {
+    for (const char* name : {"/bin/python3", "/bin/python"}) {
+      const std::string p = std::string(venv) + name;
+      if (executable_file(p)) {
+        why = "the active virtual environment's (VIRTUAL_ENV)";
+        return p;
+      }
+    }
+  }
+  if (const char* path = std::getenv("PATH"); path && *path) {
+    const std::string all(path);
+    for (std::size_t i = 0; i <= all.size();) {
+      std::size_t end = all.find(':', i);
+      if (end == std::string::npos) end = all.size();
+      const std::string dir = all.substr(i, end - i);
+      // Only absolute entries: an empty or relative one is the working directory.
+      if (!dir.empty() && dir[0] == '/' && executable_file(dir + "/python3")) {
+        why = "python3 on PATH";
+        const std::string p = dir + "/python3";
+        char a[PATH_MAX], b[PATH_MAX];
+        may_fall_back = !(realpath(p.c_str(), a) && realpath(SA_PYTHON_EXECUTABLE, b) &&
+                          std::string(a) == std::string(b));
+        return p;
+      }
+      i = end + 1;
+    }
+  }
+  why = "the interpreter softmax-audit was built for";
+  return SA_PYTHON_EXECUTABLE;
+}
+
+// Run with `python -c` (no file or module is looked up in the working
+// directory before it runs): puts the package's directory first on sys.path,
+// drops the working directory while the package is imported, so that a
+// softmax_audit.py or softmax_audit/ there can never stand in for the gate,
+// then puts the working directory back after the package (the kernel's own
+// modules may live there) and runs the package's main. argv[1..4]: the
+// package directory, which interpreter this is (words), the configured one,
+// and "1" when the configured one is to run instead if this one cannot import
+// the package or torch (the bootstrap is then re-run under it, with "0").
+constexpr const char* kBootstrap = R"PY(import os, sys
+d, why, built, fallback = sys.argv[1:5]
+del sys.argv[1:5]
+sys.argv[0] = "softmax_audit"
+cwd = os.getcwd()
+sys.path[:] = [d] + [p for p in sys.path if p not in ("", ".", cwd)]
+def fall_back(what):
+    a = open("/proc/self/cmdline", "rb").read().split(b"\0")
+    code = a[a.index(b"-c") + 1]
+    os.execv(built, [built, "-c", code, d, "the interpreter softmax-audit was built for; %s at %s %s" % (why, sys.executable, what), built, "0"] + sys.argv[1:])
+if fallback == "1":
+    import importlib.util
+    try:
+        import softmax_audit._core
+    except Exception as e:
+        fall_back("cannot import the package (%s)" % e)
+    if importlib.util.find_spec("torch") is None:
+        fall_back("has no torch")
+def fail(what):
+    sys.stderr.write("softmax-audit check: error: --python: %s (Python %s at %s, %s; softmax-audit was built for %s); activate an environment whose python can import it, or run with that interpreter; nothing was checked\n" % (what, sys.version.split()[0], sys.executable, why, built))
+    sys.stderr.flush()
+    os._exit(2)
+try:
+    import softmax_audit, softmax_audit.__main__ as m
+    from softmax_audit import _core
+except Exception as e:
+    fail("the softmax_audit package in %s cannot be imported (%s)" % (d, e))
+if os.path.dirname(os.path.realpath(softmax_audit.__file__)) != os.path.realpath(os.path.join(d, "softmax_audit")):
+    fail("softmax_audit was imported from %s, not from %s" % (softmax_audit.__file__, d))
+sys.path.insert(1, cwd)
+m.run()
+)PY";
+#endif
 
 }  // namespace
 
@@ -101,7 +190,11 @@ void exec_python_check() {
   }
   if (args.size() < 2)
     throw std::invalid_argument("--python: cannot read this command's arguments");
-  std::vector<std::string> argv_s = {SA_PYTHON_EXECUTABLE, "-m", "softmax_audit"};
+  std::string why;
+  bool may_fall_back = false;
+  const std::string python = user_python(why, may_fall_back);
+  std::vector<std::string> argv_s = {
+      python, "-c", kBootstrap, dir, why, SA_PYTHON_EXECUTABLE, may_fall_back ? "1" : "0"};
   argv_s.insert(argv_s.end(), args.begin() + 1, args.end());
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
@@ -110,9 +203,9 @@ void exec_python_check() {
   const std::string path = dir + (old && *old ? ":" + std::string(old) : std::string());
   setenv("PYTHONPATH", path.c_str(), 1);
   std::fflush(nullptr);
-  execv(SA_PYTHON_EXECUTABLE, argv.data());
-  throw std::invalid_argument(std::string("--python: cannot run ") + SA_PYTHON_EXECUTABLE + ": " +
-                              std::strerror(errno));
+  execv(python.c_str(), argv.data());
+  throw std::invalid_argument("--python: cannot run " + python + " (" + why +
+                              "): " + std::strerror(errno));
 #endif
 }
 

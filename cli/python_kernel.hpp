@@ -2,15 +2,20 @@
 //
 // The softmax-audit binary does not embed Python. When it is given --python
 // it validates the name, then replaces itself (execv, no shell) with
-//   <python> -m softmax_audit <its own arguments>
-// where <python> is the interpreter CMake configured the package for
-// (/usr/bin/python3 by default) and PYTHONPATH starts with the directory
-// holding the package (the build tree's, or the installed one). The package
-// runs this same `check` command with the hook below set, so options, outputs,
-// isolation, time limits and exit codes are the ones of --plugin. The module
-// is imported only in the gate's child processes, never in the gate's own;
-// nothing of the name is evaluated beyond importing the module and reading
-// the dotted attribute.
+//   <python> -c <bootstrap> <package dir> ... <its own arguments>
+// where <python> is the interpreter the user runs: the active virtual
+// environment's (VIRTUAL_ENV), else python3 on PATH, else the one CMake
+// configured the package for (/usr/bin/python3 by default). The bootstrap
+// imports the package from <package dir> (the build tree's, or the installed
+// one) with the working directory off sys.path, so a softmax_audit.py or
+// softmax_audit/ there never replaces the gate; an interpreter that cannot
+// import the package (or its compiled module) is a one-line exit 2 naming it.
+// The working directory goes back on sys.path after the package, for the
+// kernel's own modules. The package runs this same `check` command with the
+// hook below set, so options, outputs, isolation, time limits and exit codes
+// are the ones of --plugin. The module is imported only in the gate's child
+// processes, never in the gate's own; nothing of the name is evaluated beyond
+// importing the module and reading the dotted attribute.
 #pragma once
 
 #include <functional>

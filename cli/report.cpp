@@ -4,10 +4,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "cli/commands.hpp"
 #include "core/output_file.hpp"
+#include "core/output_lock.hpp"
 #include "gate/report.hpp"
 
 namespace sa::cli {
@@ -122,18 +124,32 @@ void add_report_command(CLI::App& app) {
         *json_out = fs::path(*out).replace_extension(".report.json").string();
     }
     try {
-      // Neither output may replace an input.
-      for (const std::string* o : {out.get(), json_out.get()})
-        if (is_input(*o))
-          throw std::invalid_argument((o == out.get() ? "--html " : "--json ") + *o +
-                                      ": is also an input; expected a new file");
-      if (*json_out == *out) throw std::invalid_argument("--json must differ from --html");
-      prepare_output(*out, "--html");
-      prepare_output(*json_out, "--json");
+      // Neither output may replace an input or the other output.
+      std::vector<NamedPath> named_inputs;
+      for (const auto& r : in->results) named_inputs.push_back({"--results", r});
+      for (const auto& s : *sweeps) named_inputs.push_back({"--sweep", s});
+      named_inputs.push_back({"--variants", in->variants});
+      named_inputs.push_back({"--compare", in->compare});
+      refuse_overlapping_paths(
+          named_inputs, {{out_dir->empty() ? "--html" : "--out", *out}, {"--json", *json_out}});
+      // Only checked here: an earlier report stays as it is until every input
+      // has been read and the new one is whole.
+      check_output(*out, "--html");
+      check_output(*json_out, "--json");
     } catch (const std::invalid_argument& e) {
       std::cerr << "softmax-audit report: error: " << e.what() << "\n";
       exit_code() = exit_usage;
       return;
+    }
+    std::optional<OutputDirLock> lock;
+    if (!out_dir->empty()) {
+      try {
+        lock.emplace(*out_dir, "--out");
+      } catch (const std::invalid_argument& e) {
+        std::cerr << "softmax-audit report: error: " << e.what() << "\n";
+        exit_code() = exit_usage;
+        return;
+      }
     }
     find_docs(*in, *out, *docs);
     std::ostringstream html;
@@ -146,8 +162,9 @@ void add_report_command(CLI::App& app) {
       return;
     }
     try {
-      write_file_atomically(*out, html.str());
-      write_file_atomically(*json_out, doc.dump(2) + "\n");
+      // Both files, or neither: the HTML and its twin are renamed into place
+      // only once both are written whole.
+      write_files_atomically({{*out, html.str()}, {*json_out, doc.dump(2) + "\n"}});
     } catch (const OutputError& e) {
       std::cerr << "softmax-audit report: error: " << e.what() << "\n";
       exit_code() = exit_usage;

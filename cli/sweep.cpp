@@ -14,11 +14,13 @@
 #include <fstream>
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "cli/commands.hpp"
 #include "core/output_file.hpp"
+#include "core/output_lock.hpp"
 #include "gate/kernel_source.hpp"
 #include "kernels/builtin.hpp"
 #include "properties/generators.hpp"
@@ -136,6 +138,11 @@ int run_sweep_command(const SweepOptions& o) {
   namespace fs = std::filesystem;
   std::optional<Kernel> kernel;
   try {
+    // The plugin is none of the outputs (checked before it is even opened).
+    refuse_overlapping_paths({{"--plugin", o.plugin}},
+                             {{"--out", (fs::path(o.out) / "sweep.csv").string()},
+                              {"--out", (fs::path(o.out) / "rows.json").string()},
+                              {"--out", (fs::path(o.out) / "sweep.json").string()}});
     if (!o.plugin.empty()) {
       // Probe it in a child first, so that a constructor that exits, crashes or
       // hangs is a load error (exit 2) and not the end of this process.
@@ -198,6 +205,14 @@ int run_sweep_command(const SweepOptions& o) {
   if (!fs::is_directory(o.out, ec)) {
     fmt::print(stderr, "softmax-audit sweep: error: --out {}: cannot create this directory\n",
                o.out);
+    return exit_usage;
+  }
+  // One run at a time writes this folder.
+  std::optional<OutputDirLock> lock;
+  try {
+    lock.emplace(o.out, "--out");
+  } catch (const std::invalid_argument& e) {
+    fmt::print(stderr, "softmax-audit sweep: error: {}\n", e.what());
     return exit_usage;
   }
   props::SweepConfig c;

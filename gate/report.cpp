@@ -1,6 +1,8 @@
 #include "gate/report.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -102,9 +104,13 @@ std::string gp_quote(const std::string& s) {
 bool run_program(const std::string& program, const std::vector<std::string>& args,
                  const std::string& output) {
   std::fflush(nullptr);
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) return false;
   if (pid == 0) {
+    // Ends with the report (SIGINT, SIGTERM, even SIGKILL): never outlives it.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
     const int fd = output.empty() ? open("/dev/null", O_WRONLY)
                                   : open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd >= 0) {

@@ -68,13 +68,17 @@ std::int64_t integer(const std::string& origin, const std::string& key, const to
   return *v;
 }
 
+// A finite number in (0, max], or in [min, max] when min > 0.
 double positive_real(const std::string& origin, const std::string& key, const toml::node& n,
-                     double max) {
+                     double max, double min = 0) {
   auto v = n.value<double>();  // integers convert
   if (!v) fail(where(origin, n), key, "expected a number");
-  if (!(*v > 0) || !std::isfinite(*v) || *v > max) {
+  if (!(*v > 0) || !std::isfinite(*v) || *v > max || *v < min) {
     std::ostringstream m;
-    m << "expected a finite number > 0 and <= " << max << ", got " << *v;
+    if (min > 0)
+      m << "expected a finite number >= " << min << " and <= " << max << ", got " << *v;
+    else
+      m << "expected a finite number > 0 and <= " << max << ", got " << *v;
     fail(where(origin, n), key, m.str());
   }
   return *v;
@@ -514,9 +518,11 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
     }
   }
   if (auto n = t.get("timeout"))
-    spec.timeout_s = positive_real(origin, "timeout", *n, SpecLimits::max_timeout_s);
+    spec.timeout_s =
+        positive_real(origin, "timeout", *n, SpecLimits::max_timeout_s, SpecLimits::min_timeout_s);
   if (auto n = t.get("deadline"))
-    spec.deadline_s = positive_real(origin, "deadline", *n, SpecLimits::max_deadline_s);
+    spec.deadline_s = positive_real(origin, "deadline", *n, SpecLimits::max_deadline_s,
+                                    SpecLimits::min_deadline_s);
   if (auto n = t.get("temperature")) {
     cfg.temperature = positive_real(origin, "temperature", *n, SpecLimits::max_temperature);
     cfg.temperature_only = true;  // the spec's theta restricts every random case to it

@@ -32,7 +32,11 @@ struct SpecLimits {
   static constexpr std::int64_t max_size = std::int64_t(1) << 24;  // row length n
   static constexpr std::int64_t max_sizes = 64;                    // entries of 'sizes'
   static constexpr std::int64_t max_cases = 1000000;
+  // timeout and deadline: at least 10 ms (a smaller one is a typo or an
+  // underflow, e.g. 1e-300, that would time out the kernel's constructor).
+  static constexpr double min_timeout_s = 0.01;
   static constexpr double max_timeout_s = 86400;
+  static constexpr double min_deadline_s = 0.01;
   static constexpr double max_deadline_s = 7 * 86400;
   static constexpr double max_temperature = 1e6;
   // [attention]: head dims and sequence lengths a case may have, GQA ratios,

@@ -125,6 +125,9 @@ nlohmann::json read_json_file(const std::string& path, const std::string& what) 
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     throw std::invalid_argument(path + ": not valid JSON (" + e.what() + "); expected " + what);
+  } catch (const nlohmann::json::exception& e) {
+    // e.g. out_of_range for a number beyond double's range (1e999)
+    throw std::invalid_argument(path + ": not readable JSON (" + e.what() + "); expected " + what);
   }
 }
 

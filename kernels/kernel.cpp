@@ -356,12 +356,27 @@ void require(const Kernel& k, Op op, DType t) {
 }  // namespace
 
 namespace {
+// kernel.h: cases outside the capabilities are not applicable, never run.
+void require_within_max_n(const Kernel& k, Op op, const RowBatch& in) {
+  const std::int64_t max = k.max_n();
+  if (max > 0 && in.n > max)
+    throw NotApplicable("kernel '" + k.name() + "' " + name_of(op) +
+                        ": n = " + std::to_string(in.n) + " > max_n " + std::to_string(max));
+}
+}  // namespace
+
+std::int64_t Kernel::max_n() const {
+  return abi_ >= 2 && k_->capabilities && k_->capabilities->max_n > 0 ? k_->capabilities->max_n : 0;
+}
+
+namespace {
 using RowsToRows = sa_status (*)(void*, sa_dtype, const sa_rows*, const void*, void*);
 
 // softmax and log_softmax: rows in, rows of the same layout out.
 std::vector<float> rows_to_rows(const Kernel& k, Op op, RowsToRows fn, DType t, const RowBatch& in,
                                 double temperature) {
   require(k, op, t);
+  require_within_max_n(k, op, in);
   const sa_rows shape = shape_of(in, temperature, t);
   Packed x = pack(t, in.data, "logits");
   Packed y = in.in_place ? x : blank(t, static_cast<std::size_t>(in.rows * shape.out_stride));
@@ -394,6 +409,7 @@ std::vector<float> rows_backward(const Kernel& k, Op op, RowsBackward fn, DType 
                                  const RowBatch& in, std::span<const float> dy,
                                  double temperature) {
   require(k, op, t);
+  require_within_max_n(k, op, in);
   const sa_capabilities* cap = k.raw().capabilities;
   const std::uint32_t types = cap ? cap->op_dtypes[static_cast<int>(op)] : 0;
   if (types != 0 && (types & (t == DType::float32    ? SA_DTYPE_F32
@@ -442,6 +458,7 @@ bool Kernel::claims(std::uint32_t cap_flag) const {
 
 std::vector<float> Kernel::logsumexp(DType t, const RowBatch& in, double temperature) const {
   require(*this, Op::logsumexp, t);
+  require_within_max_n(*this, Op::logsumexp, in);
   const sa_rows shape = shape_of(in, temperature, t);
   Packed x = pack(t, in.data, "logits");
   std::vector<float> lse(static_cast<std::size_t>(in.rows), NAN);
@@ -456,6 +473,7 @@ std::vector<float> Kernel::logsumexp(DType t, const RowBatch& in, double tempera
 std::vector<float> Kernel::entropy(DType t, const RowBatch& in, double temperature,
                                    std::vector<sa_entropy_state>* states) const {
   require(*this, Op::entropy, t);
+  require_within_max_n(*this, Op::entropy, in);
   const sa_rows shape = shape_of(in, temperature, t);
   Packed x = pack(t, in.data, "logits");
   std::vector<float> H(static_cast<std::size_t>(in.rows), NAN);
@@ -473,6 +491,7 @@ std::vector<float> Kernel::entropy(DType t, const RowBatch& in, double temperatu
 
 AdaptiveOutput Kernel::adaptive_softmax(DType t, const RowBatch& in, double temperature) const {
   require(*this, Op::adaptive_softmax, t);
+  require_within_max_n(*this, Op::adaptive_softmax, in);
   const sa_rows shape = shape_of(in, temperature, t);
   Packed x = pack(t, in.data, "logits");
   Packed y = in.in_place ? x : blank(t, static_cast<std::size_t>(in.rows * shape.out_stride));

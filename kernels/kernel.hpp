@@ -232,6 +232,10 @@ class Kernel {
   std::string why_not_applicable_backward(const AttentionCase& c) const;
   // Whether the kernel declares an SA_CAP_* flag (v2 capabilities).
   bool claims(std::uint32_t cap_flag) const;
+  // sa_capabilities.max_n: the longest row the row operations take (0: no
+  // limit). A row-op call with a longer row throws NotApplicable, before the
+  // kernel is called.
+  std::int64_t max_n() const;
   std::vector<sa_entropy_state> merge_entropy_states(std::span<const sa_entropy_state> a,
                                                      std::span<const sa_entropy_state> b) const;
   // Returns out (rows x dv) and writes the merged lse into *out_lse.

@@ -233,9 +233,21 @@ void run_determinism(const Run& run) {
         return op == Op::softmax_backward ? k.softmax_backward(t, yb, dy)
                                           : k.log_softmax_backward(t, yb, dy);
       };
-      const std::int64_t sizes[] = {7, 64, 1000, 4097};
+      // The sizes the kernel takes (sa_capabilities.max_n); longer rows are not applicable.
+      std::vector<std::int64_t> sizes;
+      std::string sizes_text;
+      for (std::int64_t n : {7, 64, 1000, 4097})
+        if (k.max_n() <= 0 || n <= k.max_n()) {
+          sizes_text += (sizes.empty() ? "" : ", ") + std::to_string(n);
+          sizes.push_back(n);
+        }
+      if (sizes.size() < 4)
+        sizes_text += "; longer rows not applicable: max_n " + std::to_string(k.max_n());
       bool bits_done = false, batch_done = false;
       try {
+        if (sizes.empty())
+          throw NotApplicable("kernel '" + k.name() + "': max_n " + std::to_string(k.max_n()) +
+                              " < 7, the shortest row this property calls");
         if (want_bits) {
           std::int64_t differing = 0, calls = 0;
           std::string where;
@@ -269,7 +281,7 @@ void run_determinism(const Run& run) {
             }
           }
           run.emit(make(run, "determinism.bitwise", op, name_of(t), det, calls, differing, where,
-                        "repeated calls (4 rows at n = 7, 64, 1000, 4097)"));
+                        "repeated calls (4 rows at n = " + sizes_text + ")"));
           bits_done = true;
         }
         if (want_batch) {

@@ -342,7 +342,7 @@ void run_differential(const Run& run, Op op, DType t) {
   so.on_cases_done = [&] { collecting = false; };
   // The edge rows run first on every seed (generators.hpp), unless the spec
   // restricts sizes or distributions (they have their own).
-  const std::vector<RowParams> edges = run.sizes.empty() && run.dists.empty()
+  const std::vector<RowParams> edges = run.config.sizes.empty() && run.dists.empty()
                                            ? edge_rows(go.temperatures.front())
                                            : std::vector<RowParams>{};
   auto results = search<RowParams>(

@@ -144,8 +144,8 @@ void run_interface_sizes(const Run& run, Op op, DType t) {
   const double theta = run.config.temperature;
   const auto sizes = interface_sizes(run.config.max_log2_n);
   Check worst;
-  std::string worst_input, error;
-  int calls = 0;
+  std::string worst_input, error, first_not_applicable;
+  int calls = 0, not_applicable = 0;
   for (std::size_t i = 0; i < sizes.size() && error.empty(); ++i) {
     RowParams p;
     p.n = sizes[i];
@@ -187,6 +187,10 @@ void run_interface_sizes(const Run& run, Op op, DType t) {
           got = std::move(a.weights), beta = std::move(a.beta), H = std::move(a.entropy);
         }
       }
+    } catch (const NotApplicable& e) {  // n > max_n: not run (kernel.h)
+      --calls;
+      if (not_applicable++ == 0) first_not_applicable = e.what();
+      continue;
     } catch (const std::exception& e) {
       error = e.what() + std::string(" (input: ") + input + ")";
       break;
@@ -276,6 +280,9 @@ void run_interface_sizes(const Run& run, Op op, DType t) {
   if (!worst.unit.empty()) v.note += "; measured and bound in " + worst.unit;
   if (worst.fails() && !worst.convention.empty())
     v.note += "; " + undeclared_convention_note(worst.convention);
+  if (not_applicable)
+    v.note += "; " + std::to_string(not_applicable) + " size(s) not applicable (e.g. " +
+              first_not_applicable + ")";
   run.emit(v);
 }
 

@@ -17,6 +17,8 @@
 
 #include <rapidcheck.h>
 
+#include "kernels/kernel.hpp"
+
 namespace sa::props::detail {
 
 // One slot of one case: pass when ratio <= 1 (measured <= bound).
@@ -68,6 +70,10 @@ struct SlotResult {
   int failing_case = -1;
   int shrink_steps = 0;
   int cases_applicable = 0;
+  // Cases outside the kernel's declared capabilities (sa::NotApplicable, e.g.
+  // n > max_n): never run, never errors, never passes; the first reason.
+  int cases_not_applicable = 0;
+  std::string not_applicable;
   std::string error;  // a kernel error (exception text) on some case
 };
 
@@ -123,6 +129,12 @@ std::vector<SlotResult<P>> search(
     std::vector<Check> cs;
     try {
       cs = eval(s.value());
+    } catch (const NotApplicable& e) {
+      for (auto& sr : out) {
+        ++sr.cases_not_applicable;
+        if (sr.not_applicable.empty()) sr.not_applicable = e.what();
+      }
+      return true;
     } catch (const std::exception& e) {
       for (auto& sr : out)
         if (sr.error.empty()) sr.error = e.what();

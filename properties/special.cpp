@@ -113,6 +113,8 @@ void run_special(const Run& run, Op op, DType t) {
                                       return s + (vals.size() > 8 ? ",..." : "");
                                     }() +
                                     "]";
+          // A row longer than the kernel's max_n is not applicable: not run.
+          if (k.max_n() > 0 && b.n > k.max_n()) continue;
           run.before(id, label);
           ++count;
           std::vector<float> got, beta, H;

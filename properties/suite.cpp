@@ -428,7 +428,18 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
   ref::PrecisionScope prec(suite_mpfr_bits);
   // Shrinking shares one budget per run (20 s): a badly broken kernel fails
   // dozens of properties, and each still gets a counterexample.
-  detail::Run run{kernel, config, observer, out, seed, config.sizes, config.distributions};
+  // Row sizes are drawn within the kernel's declared max_n (kernel.h: cases
+  // outside the capabilities are not applicable): the cases a run draws are
+  // cases the kernel takes. Sizes a property fixes itself and that exceed
+  // max_n are reported as not applicable (sa::NotApplicable), never run.
+  std::vector<std::int64_t> sizes = config.sizes;
+  if (const std::int64_t max_n = kernel.max_n(); max_n > 0) {
+    std::vector<std::int64_t> within;
+    for (std::int64_t n : sizes.empty() ? default_sizes() : sizes)
+      if (n <= max_n) within.push_back(n);
+    if (!within.empty()) sizes = std::move(within);
+  }
+  detail::Run run{kernel, config, observer, out, seed, sizes, config.distributions};
   std::vector<DType> dtypes = config.dtypes;
   if (dtypes.empty()) {
     // float32 and bfloat16 always (a kernel without one gets skip verdicts

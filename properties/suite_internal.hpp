@@ -87,9 +87,14 @@ Verdict slot_verdict(const Run& run, const std::string& property, const std::str
     v.worst_case = v.counterexample;
     return v;
   }
+  // Cases outside the kernel's capabilities were not run (kernel.h): named.
+  const std::string na = r.cases_not_applicable == 0
+                             ? std::string()
+                             : std::to_string(r.cases_not_applicable) +
+                                   " case(s) not applicable (e.g. " + r.not_applicable + ")";
   if (r.cases_applicable == 0) {
     v.outcome = Outcome::skip;
-    v.note = "no generated case was applicable";
+    v.note = na.empty() ? "no generated case was applicable" : "not applicable: " + na;
     return v;
   }
   v.outcome = Outcome::pass;
@@ -97,7 +102,8 @@ Verdict slot_verdict(const Run& run, const std::string& property, const std::str
   v.bound = r.worst.bound;
   v.note = "worst of " + std::to_string(r.cases_applicable) + " cases (seed " +
            std::to_string(run.seed) + ")" + (r.worst.where.empty() ? "" : ": " + r.worst.where) +
-           (r.worst.unit.empty() ? "" : "; measured and bound in " + r.worst.unit);
+           (r.worst.unit.empty() ? "" : "; measured and bound in " + r.worst.unit) +
+           (na.empty() ? "" : "; " + na);
   if (r.worst_input) v.worst_case = show(*r.worst_input);
   return v;
 }

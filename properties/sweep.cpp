@@ -212,9 +212,22 @@ void write_all(int fd, const std::string& s, const std::string& path) {
 // file is a table of another configuration, another version, or holds a line
 // that is not one of its rows.
 int open_table(const std::string& path, const std::string& identity, std::set<std::string>& keys) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
+  // Never through a link planted at the table's path (it would write into the
+  // link's target, or create it), and never anything but a regular file.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw std::invalid_argument(
+        "sweep: " + path + ": " +
+        (S_ISLNK(st.st_mode) ? "is a symbolic link" : "is not a regular file") +
+        "; expected the sweep table itself (remove it, or use another --out)");
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
   if (fd < 0)
     throw std::invalid_argument("sweep: cannot open " + path + ": " + std::strerror(errno));
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw std::invalid_argument("sweep: " + path +
+                                ": is not a regular file; expected the sweep table");
+  }
   std::string content;
   {
     char buf[1 << 16];

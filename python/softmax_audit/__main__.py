@@ -20,8 +20,12 @@ def main():
     return code
 
 
-if __name__ == "__main__":
+def run():
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)  # no interpreter teardown: nothing a kernel left behind can change the code
+
+
+if __name__ == "__main__":
+    run()

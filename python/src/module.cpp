@@ -553,6 +553,15 @@ sa::Kernel open_kernel(pid_t gate_pid, const py::object& object, const std::stri
     Adapter* a = make_adapter(adapter.attr("Caller")(obj));
     return sa::Kernel(&a->k, origin);
   } catch (py::error_already_set& e) {
+    // A module this interpreter lacks (torch in another environment): say which interpreter.
+    // One line then: the error without its traceback.
+    if (e.matches(PyExc_ImportError)) {
+      const std::string what = e.what();
+      throw std::invalid_argument(
+          "Python kernel " + origin + " (imported by " +
+          py::str(py::module_::import("sys").attr("executable")).cast<std::string>() +
+          "): " + what.substr(0, what.find('\n')) + "; nothing was checked");
+    }
     throw std::invalid_argument("Python kernel " + origin + ": " + e.what());
   }
 }

@@ -164,10 +164,10 @@ TEST(GateSpec, ErrorsNameFileKeyAndExpectation) {
         // Out of range values are refused before any work (issue 12, item 6): 2^32 + 1
         // cases used to run one case, huge sizes overflowed the generators.
         Bad{"cases = 4294967297", "got 4294967297"}, Bad{"sizes = [99999999999]", "16777216"},
-        Bad{"timeout = 1e9", "<= 86400"}, Bad{"deadline = 0", "> 0"},
+        Bad{"timeout = 1e9", "<= 86400"}, Bad{"deadline = 0", ">= 0.01"},
         Bad{"temperature = inf", "finite"}, Bad{"cases = 1.5", "expected an integer"},
         Bad{"ops = [\"soft\"]", "softmax"}, Bad{"dtypes = \"float64\"", "float16"},
-        Bad{"sizes = [0]", "in [1, 16777216]"}, Bad{"timeout = -1", "> 0"},
+        Bad{"sizes = [0]", "in [1, 16777216]"}, Bad{"timeout = -1", ">= 0.01"},
         Bad{"properties = [\"no.such\"]", "selects no property"},
         Bad{"distributions = [\"cauchy\"]", "expected one of"}, Bad{"seed = -3", "in [0, "},
         Bad{"ops = [1]", "string"}, Bad{"x = = 1", "TOML"}}) {
@@ -179,6 +179,41 @@ TEST(GateSpec, ErrorsNameFileKeyAndExpectation) {
       EXPECT_NE(m.find("bad.toml"), std::string::npos) << m;
       EXPECT_NE(m.find(b.must_say), std::string::npos) << b.text << " -> " << m;
     }
+  }
+}
+
+// Issue 29, item 10: a timeout of 1e-300 s was accepted, and the kernel's
+// constructor was then reported as hanging. Timeout and deadline are refused
+// below 10 ms, naming the file and the key.
+TEST(GateSpec, TinyTimeoutOrDeadlineIsRefusedNamingTheKey) {
+  for (const char* text : {"timeout = 1e-300", "timeout = 0.001", "deadline = 1e-300"}) {
+    try {
+      parse_gate_spec(text, "tiny.toml");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const SpecError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("tiny.toml"), std::string::npos) << m;
+      EXPECT_NE(m.find(std::string(text).substr(0, std::string(text).find(' '))), std::string::npos)
+          << m;
+      EXPECT_NE(m.find(">= 0.01"), std::string::npos) << m;
+    }
+  }
+  EXPECT_DOUBLE_EQ(parse_gate_spec("timeout = 0.01", "ok.toml").timeout_s, 0.01);
+}
+
+// Issue 29, item 10: a number beyond double's range (1e999) in a results file
+// gave an error that did not name the file.
+TEST(GateJson, NumberBeyondDoubleNamesTheFile) {
+  const std::string path = gate_test::temp_dir() + "/huge.json";
+  std::ofstream(path)
+      << "{\"format\": \"softmax-audit-results\", \"runs\": [{\"seconds\": 1e999}]}\n";
+  try {
+    load_results(path);
+    ADD_FAILURE() << "accepted a results file holding 1e999";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not an input error naming the file: " << e.what();
   }
 }
 

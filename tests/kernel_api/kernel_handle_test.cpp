@@ -271,3 +271,35 @@ TEST(KernelHandle, OpNames) {
   for (sa::Op op : sa::all_ops) EXPECT_EQ(sa::parse_op(sa::name_of(op)), op);
   EXPECT_FALSE(sa::parse_op("softmx").has_value());
 }
+
+// Issue 29, item 2: a row longer than sa_capabilities.max_n is not applicable
+// (kernel.h): the handle throws sa::NotApplicable naming the limit, and the
+// kernel is never called with it.
+TEST(KernelHandle, RowsLongerThanMaxNAreNotApplicableAndNeverReachTheKernel) {
+  static int calls = 0;
+  sa_kernel k = toy();
+  k.softmax = [](void* ctx, sa_dtype dt, const sa_rows* s, const void* in, void* out) {
+    ++calls;
+    return toy_softmax(ctx, dt, s, in, out);
+  };
+  sa_capabilities caps{};
+  caps.struct_size = sizeof caps;
+  caps.max_n = 8;
+  k.capabilities = &caps;
+  const sa::Kernel h(&k, "max_n.so");
+  EXPECT_EQ(h.max_n(), 8);
+  calls = 0;
+  EXPECT_EQ(h.softmax(sa::DType::float32, sa::RowBatch::single(std::vector<float>(8, 1.0f))).size(),
+            8u);
+  EXPECT_EQ(calls, 1);
+  try {
+    h.softmax(sa::DType::float32, sa::RowBatch::single(std::vector<float>(9, 1.0f)));
+    ADD_FAILURE() << "a row of 9 > max_n 8 was run";
+  } catch (const sa::NotApplicable& e) {
+    EXPECT_NE(std::string(e.what()).find("max_n 8"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(calls, 1) << "the kernel was called with a row above its max_n";
+  caps.max_n = 0;  // no limit
+  EXPECT_EQ(h.softmax(sa::DType::float32, sa::RowBatch::single(std::vector<float>(9, 1.0f))).size(),
+            9u);
+}

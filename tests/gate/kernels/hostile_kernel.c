@@ -20,6 +20,9 @@
  *   FP_ENV           every call leaves flush-to-zero and denormals-are-zero set
  *   NAME_NEWLINE     the kernel's name holds a newline and a fake PASS line
  *   NAME_SHELL       the kernel's name holds shell and gnuplot metacharacters
+ *   CALL_EXIT        the first call calls exit(0) (atexit handlers run)
+ *   MAX_N_64         a correct kernel that declares sa_capabilities.max_n = 64 and answers
+ *                    SA_INVALID_ARGUMENT for any longer row
  */
 #include <math.h>
 #include <signal.h>
@@ -49,6 +52,8 @@
 #define FP_ENV 12
 #define NAME_NEWLINE 13
 #define NAME_SHELL 14
+#define CALL_EXIT 15
+#define MAX_N_64 16
 
 #ifndef HOSTILE
 #error "build with -DHOSTILE=<behaviour>"
@@ -91,14 +96,28 @@ static void misbehave(void) {
   }
 #elif HOSTILE == FORK_IN_CALL
   if (first_call) (void)fork();
+#elif HOSTILE == CALL_EXIT
+  if (first_call) exit(0);
 #elif HOSTILE == FP_ENV && defined(__x86_64__)
   _mm_setcsr(_mm_getcsr() | 0x8040u);
 #endif
   first_call = 0;
 }
 
+#if HOSTILE == MAX_N_64
+#define HOSTILE_MAX_N 64
+/* Refuses what it declares it does not take. */
+#define REFUSE_LONG_ROWS(s) \
+  do {                      \
+    if ((s)->n > HOSTILE_MAX_N) return SA_INVALID_ARGUMENT; \
+  } while (0)
+#else
+#define REFUSE_LONG_ROWS(s) (void)0
+#endif
+
 static sa_status h_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* in, void* out) {
   misbehave();
+  REFUSE_LONG_ROWS(s);
   sa_status st = softmax(ctx, t, s, in, out);
   if (st != SA_OK) return st;
   const int64_t total = s->rows > 0 ? (s->rows - 1) * s->out_stride + s->n : 0;
@@ -115,11 +134,13 @@ static sa_status h_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* 
 
 static sa_status h_log_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* in, void* out) {
   misbehave();
+  REFUSE_LONG_ROWS(s);
   return log_softmax(ctx, t, s, in, out);
 }
 
 static sa_status h_logsumexp(void* ctx, sa_dtype t, const sa_rows* s, const void* in, float* lse) {
   misbehave();
+  REFUSE_LONG_ROWS(s);
   return logsumexp(ctx, t, s, in, lse);
 }
 
@@ -175,6 +196,14 @@ static sa_status h_entropy(void* ctx, sa_dtype t, const sa_rows* s, const void* 
 #define HOSTILE_ENTROPY NULL
 #endif
 
+#if HOSTILE == MAX_N_64
+static const sa_capabilities hostile_caps = {.struct_size = sizeof(sa_capabilities),
+                                             .max_n = HOSTILE_MAX_N};
+#define HOSTILE_CAPS &hostile_caps
+#else
+#define HOSTILE_CAPS NULL
+#endif
+
 static const sa_kernel hostile_kernel = {SA_KERNEL_ABI_VERSION,
                                          sizeof(sa_kernel),
                                          HOSTILE_NAME,
@@ -192,7 +221,8 @@ static const sa_kernel hostile_kernel = {SA_KERNEL_ABI_VERSION,
                                          NULL,
                                          NULL,
                                          NULL,
-                                         last_error};
+                                         last_error,
+                                         HOSTILE_CAPS};
 
 __attribute__((visibility("default"))) const sa_kernel* sa_kernel_entry(void) {
 #if HOSTILE == ENTRY_CRASH
