@@ -309,10 +309,31 @@ void mpfr_outputs(const AttentionCase& c, std::span<const float> dout, const Lay
           dq[rid * d + x] = kNaN;
           continue;
         }
+        // dq = sc sum_j ds_j k_j. When every visible key holds the same k_x
+        // = k_r and there is no softcap, sum_j ds_j = p_sink D exactly (D =
+        // sum_j p_j dp_j), so dq = sc k_r p_sink D, which is exactly 0
+        // without a sink: computed so (+0), instead of the plain sum whose
+        // value is then the working precision's rounding noise, of either
+        // sign. Otherwise the plain sum.
+        auto kx = [&](std::size_t j) {
+          return Mp(c.k[(c.row_k(b, static_cast<std::int64_t>(j)) * HK + hk) * d + x]);
+        };
+        std::size_t jr = r.vis.size();
+        bool same_k = !(c.softcap > 0) && r.live;
+        for (std::size_t j = 0; j < r.vis.size() && same_k; ++j)
+          if (r.vis[j]) {
+            if (jr == r.vis.size()) jr = j;
+            same_k = kx(j) == kx(jr);
+          }
         Mp acc = 0;
-        for (std::size_t j = 0; j < r.vis.size(); ++j)
-          if (r.vis[j])
-            acc += r.ds[j] * Mp(c.k[(c.row_k(b, static_cast<std::int64_t>(j)) * HK + hk) * d + x]);
+        if (same_k && jr < r.vis.size()) {
+          // A zero stays +0, as the plain sum's (it starts at +0).
+          const Mp prod = kx(jr) * Mp(r.p_sink * r.D);
+          if (prod != 0) acc = prod;
+        } else {
+          for (std::size_t j = 0; j < r.vis.size(); ++j)
+            if (r.vis[j]) acc += r.ds[j] * kx(j);
+        }
         dq[rid * d + x] = emit(Mp(sc * acc));
       }
     }

@@ -573,3 +573,42 @@ TEST(AttentionBackwardCorrectlyRoundedIssue31, SaturatedSoftcapDerivativeIsRelat
   const auto g = sa::ref::attention_backward(c, dout);
   EXPECT_NEAR(g.dq[0], exact, 1e-15 * exact);
 }
+
+// Issue 31 (found by the 256/512-bit cross-check,
+// cr_precision_crosscheck_test.cpp): dq_x = scale sum_j ds_j k_jx is exactly
+// 0 when every visible key holds the same k_x and there is no sink or
+// softcap (sum_j ds_j = sum_j p_j dp_j - D = 0). The MPFR row summed ds_j
+// k_jx as written and returned the sign of its rounding noise (-0 at 512
+// bits on a generator case where 256 gave +0). Forty random rows with k_0x =
+// k_1x: dq_x must be +0 on both paths, at 256 and at 512 bits.
+TEST(AttentionBackwardCorrectlyRoundedIssue31, DqThatCancelsExactlyIsPlusZero) {
+  std::mt19937_64 g(31);
+  std::normal_distribution<double> N(0, 1);
+  auto f = [&] { return static_cast<float>(N(g)); };
+  int checked = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    AttentionCase c;
+    c.seqlen_q = 1;
+    c.seqlen_k = 2;
+    c.d = c.dv = 2;
+    c.q = {f(), f()};
+    const float shared = f();
+    c.k = {shared, f(), shared, f()};
+    c.v = {f(), f(), f(), f()};
+    c.scale = 0.7;
+    const std::vector<float> dout = {f(), f()};
+    for (DType t : {DType::float32, DType::float16}) {
+      for (RefPath path : {RefPath::fast, RefPath::mpfr_only}) {
+        CrOptions o;
+        o.path = path;
+        const auto r = sa::ref::attention_backward_rounded(t, c, dout, o);
+        EXPECT_TRUE(same(r.dq[0], 0.0)) << "trial " << trial << ": dq_0 = " << r.dq[0];
+        const sa::ref::PrecisionScope prec(512);
+        const auto r2 = sa::ref::attention_backward_rounded(t, c, dout, o);
+        EXPECT_TRUE(same(r2.dq[0], 0.0)) << "trial " << trial << " (512 bits): dq_0 = " << r2.dq[0];
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 160);
+}
