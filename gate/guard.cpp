@@ -353,10 +353,9 @@ struct GuardedKernel::State {
           (std::isnan(states[r].m) || std::isnan(states[r].S) || std::isnan(states[r].T)))
         what = "state";
       if (!what.empty()) {
-        incident(
-            "nan_output", op, dtype_name(t),
-            "row " + std::to_string(r) + " of " + std::to_string(sh->rows) +
-                " (n = " + std::to_string(sh->n) + "): " + what + " is NaN" + rule.why);
+        incident("nan_output", op, dtype_name(t),
+                 "row " + std::to_string(r) + " of " + std::to_string(sh->rows) +
+                     " (n = " + std::to_string(sh->n) + "): " + what + " is NaN" + rule.why);
         return;  // one per call is enough
       }
     }

@@ -42,7 +42,8 @@ AttentionV2Values run(const AttentionCase& c) {
           // the double rounding is not decided at this one.
           bool undecided = rounding_undecided(DType::float64, v.lse, 200) ||
                            rounding_undecided(DType::float64, v.entropy, 200);
-          for (const Mp& x : v.out) undecided = undecided || rounding_undecided(DType::float64, x, 200);
+          for (const Mp& x : v.out)
+            undecided = undecided || rounding_undecided(DType::float64, x, 200);
           const unsigned bits = detail::row_precision_bits(c, b, h, i, precision_bits());
           if (undecided && bits > precision_bits()) {
             const PrecisionScope prec(bits);

@@ -356,7 +356,7 @@ TEST(GateNanRule, IeeeSpecialValuesAllowsNanOnRowsOfMinusInfinityOnly) {
   EXPECT_NE(nan_rule_for_row(masked, none).why.find("ieee_special_values"), std::string::npos);
   EXPECT_EQ(nan_rule_for_row(finite, none).why.find("ieee_special_values"), std::string::npos);
   EXPECT_TRUE(nan_rule_for_row(masked, ieee).nan_allowed);
-  EXPECT_TRUE(nan_rule_for_row(nan, none).nan_allowed);  // kernel.h: NaN in, NaN out
+  EXPECT_TRUE(nan_rule_for_row(nan, none).nan_allowed);      // kernel.h: NaN in, NaN out
   EXPECT_TRUE(nan_rule_for_row(pos_inf, none).nan_allowed);  // left to special.values
 }
 

@@ -150,12 +150,14 @@ RC_GTEST_PROP(CorrectlyRoundedAtTwoPrecisions, AttentionBackwardOnEveryGenerator
         for (std::size_t i = 0; i < a.dq.size(); ++i)
           if (!same(a.dq[i], b.dq[i])) {
             const auto e512 = sa::ref::attention_backward_exact(c, dout);
-            const std::int64_t rid = static_cast<std::int64_t>(i) / c.d, x = static_cast<std::int64_t>(i) % c.d;
+            const std::int64_t rid = static_cast<std::int64_t>(i) / c.d,
+                               x = static_cast<std::int64_t>(i) % c.d;
             char buf[200];
             std::snprintf(buf, sizeof buf, " exact512 %.17g; k[.,x]:", e512.dq[i]);
             dbg += buf;
             for (std::int64_t j = 0; j < c.total_k(); ++j)
-              dbg += " " + std::to_string(c.k[(j * c.heads_kv + c.kv_head(rid % c.heads_q)) * c.d + x]);
+              dbg += " " +
+                     std::to_string(c.k[(j * c.heads_kv + c.kv_head(rid % c.heads_q)) * c.d + x]);
             break;
           }
         RC_FAIL(s + dbg + " (256 then 512 bits) on " + c.describe() + " (" +
