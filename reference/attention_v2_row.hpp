@@ -5,6 +5,7 @@
 // the real type T, with no rounding to double. Internal to sa_reference.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -31,6 +32,7 @@ template <class T>
 struct RowScratch {
   std::vector<T> s, w;
   std::vector<unsigned char> vis;
+  std::vector<std::int64_t> order;  // live keys by decreasing weight (the out sums)
 };
 
 // The working precision (bits) row (b, i, h) needs so that its softcap
@@ -162,21 +164,28 @@ void attention_row(const AttentionCase& c, std::int64_t b, std::int64_t h, std::
     T H2;
     weights_and_lse(beta, lse, H2, S, Sk);
   }
-  // out = vd (sum_j e_j v_j) / S, with the division done once. For finite
-  // values it is evaluated as
-  //   vd v_r Sk / S + vd (sum_j e_j (v_j - v_r)) / S,
-  // v_r the value of a key of largest weight (e = 1 exactly): when every
-  // live key holds the same v the second term is exactly 0 and the first is
-  // vd v exactly (Sk = S without a sink) or vd v Sk / S rounded once, so an
-  // exact result on a rounding midpoint of the target is computed exactly
-  // and rounds as the real value does (the weighted sum of rounded weights
-  // would leave it to the last bits of the working precision). Values all
-  // +-0: +0 vd (the sum starts at +0). A non-finite value: the plain sum
-  // of p_j v_j, whose IEEE special cases the header's formula has.
+  // out = vd N / S with N = sum_j e_j v_j, divided once. For finite values:
+  //  - every live key holds the same v: N / S = v Sk / S, so out is vd v
+  //    exactly without a sink (Sk = S) or vd v Sk / S rounded once: an exact
+  //    result on a rounding midpoint of the target is computed exactly (the
+  //    sum of rounded weights p_j v_j would leave it to the last bits of the
+  //    working precision);
+  //  - else the live keys are taken in groups of equal weight e (equal
+  //    scores) and each group's values summed first, which is exact: N is
+  //    then exactly 0 when every group's values cancel, which for rational
+  //    scores is exactly when the real N is 0 (exponentials of distinct
+  //    rationals are linearly independent over the rationals,
+  //    Lindemann-Weierstrass), and out is +0 vd rather than the sign of the
+  //    working precision's rounding noise.
+  // Values all +-0: +0 vd (the sum starts at +0). A non-finite value: the
+  // plain sum of p_j v_j, whose IEEE special cases the header's formula has.
   const T vd = T(c.v_descale);
-  std::int64_t jr = -1;
+  auto& order = sc.order;  // live keys by decreasing weight, then index
+  order.clear();
   for (std::int64_t j = 0; j < Lk; ++j)
-    if (vis[j] && w[j] > 0 && (jr < 0 || w[j] > w[jr])) jr = j;
+    if (vis[j] && w[j] > 0) order.push_back(j);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::int64_t a, std::int64_t b2) { return w[a] > w[b2]; });
   auto vval = [&](std::int64_t j, std::int64_t x) {
     return T(c.v[(c.row_k(b, j) * c.heads_kv + hk) * c.dv + x]);
   };
@@ -189,7 +198,7 @@ void attention_row(const AttentionCase& c, std::int64_t b, std::int64_t h, std::
       all_zero = all_zero && vx == 0;
     }
     T o;
-    if (!finite || jr < 0) {
+    if (!finite || order.empty()) {
       T acc = 0;
       for (std::int64_t j = 0; j < Lk; ++j)
         if (vis[j]) acc += (w[j] / S) * vval(j, x);
@@ -197,12 +206,23 @@ void attention_row(const AttentionCase& c, std::int64_t b, std::int64_t h, std::
     } else if (all_zero) {
       o = T(0) * vd;
     } else {
-      const T vr = vval(jr, x);
-      T A = 0;
-      for (std::int64_t j = 0; j < Lk; ++j)
-        if (vis[j] && w[j] != 0) A += w[j] * (vval(j, x) - vr);
-      const T first = Sk == S ? T(vd * vr) : T(vd * vr * Sk / S);
-      o = first + vd * A / S;
+      const T vr = vval(order[0], x);
+      bool same_v = true;
+      for (std::int64_t j : order) same_v = same_v && vval(j, x) == vr;
+      if (same_v) {
+        o = Sk == S ? T(vd * vr) : T(vd * vr * Sk / S);
+      } else {
+        T N = 0;
+        for (std::size_t g = 0; g < order.size();) {
+          const T& e = w[order[g]];
+          T V = 0;
+          std::size_t h = g;
+          for (; h < order.size() && w[order[h]] == e; ++h) V += vval(order[h], x);
+          if (V != 0) N += e * V;
+          g = h;
+        }
+        o = N == 0 ? T(T(0) * vd) : T(vd * N / S);
+      }
     }
     r.out[static_cast<std::size_t>(x)] = o;
   }

@@ -596,3 +596,39 @@ TEST(AttentionCorrectlyRoundedIssue31, EqualScoresWithASinkShareTheWeightExactly
           << "n = " << n << (path == RefPath::fast ? " fast" : " MPFR-only");
   }
 }
+
+// Issue 31 (found by the 256/512-bit cross-check at 400 cases, small_int
+// with sinks): out is exactly 0 when the values of each group of keys with
+// equal scores cancel (here two groups, values a, -a and b, -b, and a
+// sink). Summing e_j v_j term by term left the sign of the result to the
+// working precision's rounding noise (+0 or -0, differing between 256 and
+// 512 bits); out must be +0, on both paths and at both precisions.
+TEST(AttentionCorrectlyRoundedIssue31, OutThatCancelsExactlyIsPlusZero) {
+  std::mt19937_64 g(31);
+  std::uniform_int_distribution<int> I(-6, 6);
+  int checked = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    AttentionCase c;
+    c.seqlen_q = 1;
+    c.seqlen_k = 4;
+    c.d = 1;
+    c.dv = 2;
+    c.q = {1.0f};
+    const float k1 = static_cast<float>(I(g)) / 4, k2 = static_cast<float>(I(g)) / 4 + 0.125f;
+    c.k = {k1, k2, k1, k2};  // groups {0, 2} and {1, 3}
+    const float a = static_cast<float>(I(g)) + 0.5f, b = static_cast<float>(I(g)) - 0.25f;
+    c.v = {a, 1.0f, b, 2.0f, -a, -1.0f, -b, -2.0f};
+    c.sinks = {static_cast<float>(I(g)) / 3};
+    for (DType t : {DType::float32, DType::bfloat16})
+      for (RefPath path : {RefPath::fast, RefPath::mpfr_only})
+        for (unsigned bits : {256u, 512u}) {
+          const sa::ref::PrecisionScope prec(bits);
+          const auto r = both(t, c, path);
+          for (int x = 0; x < 2; ++x)
+            EXPECT_TRUE(same(r.out[static_cast<std::size_t>(x)], 0.0))
+                << "trial " << trial << " x " << x << " " << bits << " bits: " << r.out[x];
+          ++checked;
+        }
+  }
+  EXPECT_EQ(checked, 320);
+}
