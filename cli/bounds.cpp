@@ -223,12 +223,14 @@ int run(const Options& o) {
       jc["critical_size"][name_of(ty)] = {
           {"eps", eps}, {"n_star", ns}, {"first_dispersed_n", theory::first_dispersed_size(ns)}};
       if (o.json != "-")
-        fmt::print("  {:<10} {:>14} {:>16} {:>18}\n", name_of(ty),
-                   fmt::format("2^{} = {:.3e}", -format_of(ty).precision, eps), human(ns),
-                   !std::isfinite(theory::first_dispersed_size(ns)) ? std::string("> 2^63")
-                   : ns < 0x1p53
-                       ? fmt::format("{}", static_cast<long long>(theory::first_dispersed_size(ns)))
-                       : fmt::format("~{:.6e}", theory::first_dispersed_size(ns)));
+        fmt::print(
+            "  {:<10} {:>14} {:>16} {:>18}\n", name_of(ty),
+            fmt::format("2^{} = {:.3e}", -format_of(ty).precision, eps), human(ns),
+            // An integer below 2^63 (first_dispersed_size): printed exactly, as a
+            // shortened decimal can fall below n* once n* > 2^53.
+            !std::isfinite(theory::first_dispersed_size(ns))
+                ? std::string("> 2^63")
+                : fmt::format("{}", static_cast<long long>(theory::first_dispersed_size(ns))));
     }
     if (o.json != "-") {
       fmt::print(

@@ -1,4 +1,5 @@
 #include "gate/guard.hpp"
+#include "gate/nan_rule.hpp"
 
 #include <signal.h>
 #include <sys/mman.h>
@@ -326,15 +327,19 @@ struct GuardedKernel::State {
                   const sa_entropy_state* states) {
     if (!options.check_nan || !sh || !in) return;
     for (std::int64_t r = 0; r < sh->rows; ++r) {
-      bool special = false;
-      for (std::int64_t i = 0; i < sh->n && !special; ++i) {
+      // The row's facts; the rule is gate/nan_rule.hpp's, under the
+      // conventions the running suite holds the kernel to.
+      RowInputFacts f;
+      f.all_neg_inf = sh->n > 0;
+      for (std::int64_t i = 0; i < sh->n; ++i) {
         const float x = load(t, in, r * sh->in_stride + i);
-        // NaN and +inf have their own conventions; a logit whose l/theta is
-        // beyond float range is where a float kernel may meet +inf legitimately.
-        special = std::isnan(x) || x == INFINITY ||
-                  (std::isfinite(x) && std::fabs(x / sh->temperature) > 3.0e38);
+        f.nan = f.nan || std::isnan(x);
+        f.pos_inf = f.pos_inf || x == INFINITY;
+        f.beyond = f.beyond || (std::isfinite(x) && std::fabs(x / sh->temperature) > 3.0e38);
+        f.all_neg_inf = f.all_neg_inf && x == -INFINITY;
       }
-      if (special) continue;
+      const NanRowRule rule = nan_rule_for_row(f, props::active_conventions());
+      if (rule.nan_allowed) continue;
       std::string what;
       if (out_elems)
         for (std::int64_t i = 0; i < sh->n; ++i)
@@ -348,12 +353,9 @@ struct GuardedKernel::State {
           (std::isnan(states[r].m) || std::isnan(states[r].S) || std::isnan(states[r].T)))
         what = "state";
       if (!what.empty()) {
-        incident(
-            "nan_output", op, dtype_name(t),
-            "row " + std::to_string(r) + " of " + std::to_string(sh->rows) +
-                " (n = " + std::to_string(sh->n) + "): " + what +
-                " is NaN although the row holds no NaN or +inf input (kernel.h: outputs are NaN "
-                "only for rows with a NaN)");
+        incident("nan_output", op, dtype_name(t),
+                 "row " + std::to_string(r) + " of " + std::to_string(sh->rows) +
+                     " (n = " + std::to_string(sh->n) + "): " + what + " is NaN" + rule.why);
         return;  // one per call is enough
       }
     }

@@ -61,9 +61,10 @@
 //  pd = dd_mul(p^, diff), err_pd = p^ err_diff + |diff| ep + ep err_diff +
 //  4.01u^2 |pd|; tt = dd_mul(t^, t^), |tt - t^2| <= (2|t^| + et) et +
 //  4.01u^2 tt; g^ = dd_add(1, -tt), err_g = that + 3.01u^2 g^ + 2^-250
-//  (MPFR's 1 - th^2 errs by <= 2^-254 absolute from its own roundings, by
-//  <= 2 |th| et from its th, which et covers: the Scorer's bound includes
-//  MPFR's tanh error; so err_g also bounds g^'s distance to MPFR's g); ds =
+//  (MPFR's g = 1 / cosh^2(x / c) errs by a few 2^-256 relative, <= 2^-250
+//  absolute, from its own roundings, and by <= 2 |th| et from the exact
+//  one through its argument, which et covers: the Scorer's bound includes
+//  MPFR's error on x / c; so err_g also bounds g^'s distance to MPFR's g); ds =
 //  dd_mul(pd, g^), err_ds = |pd| err_g + g^ err_pd + err_pd err_g +
 //  4.01u^2 |ds| + kFloor. The cancellation in dp_j - D is bounded in
 //  absolute terms (err_dp + err_D), from the magnitudes summed, not from
@@ -180,9 +181,12 @@ void mp_row(const AttentionCase& c, std::span<const float> dout, std::int64_t b,
     Mp v = scale * dot;
     g[j] = 1;
     if (c.softcap > 0) {
-      const Mp th = tanh(v / cap);
-      v = cap * th;
-      g[j] = 1 - th * th;
+      // tanh' = 1 - tanh^2 = 1 / cosh^2, in the relative form: 1 - th^2
+      // would lose everything below 2^-256 absolute once tanh saturates.
+      const Mp y = v / cap;
+      const Mp ch = cosh(y);
+      v = cap * tanh(y);
+      g[j] = 1 / (ch * ch);
     }
     if (!c.alibi_slopes.empty()) {
       const std::int64_t dist = i + off - j;
@@ -305,10 +309,31 @@ void mpfr_outputs(const AttentionCase& c, std::span<const float> dout, const Lay
           dq[rid * d + x] = kNaN;
           continue;
         }
+        // dq = sc sum_j ds_j k_j. When every visible key holds the same k_x
+        // = k_r and there is no softcap, sum_j ds_j = p_sink D exactly (D =
+        // sum_j p_j dp_j), so dq = sc k_r p_sink D, which is exactly 0
+        // without a sink: computed so (+0), instead of the plain sum whose
+        // value is then the working precision's rounding noise, of either
+        // sign. Otherwise the plain sum.
+        auto kx = [&](std::size_t j) {
+          return Mp(c.k[(c.row_k(b, static_cast<std::int64_t>(j)) * HK + hk) * d + x]);
+        };
+        std::size_t jr = r.vis.size();
+        bool same_k = !(c.softcap > 0) && r.live;
+        for (std::size_t j = 0; j < r.vis.size() && same_k; ++j)
+          if (r.vis[j]) {
+            if (jr == r.vis.size()) jr = j;
+            same_k = kx(j) == kx(jr);
+          }
         Mp acc = 0;
-        for (std::size_t j = 0; j < r.vis.size(); ++j)
-          if (r.vis[j])
-            acc += r.ds[j] * Mp(c.k[(c.row_k(b, static_cast<std::int64_t>(j)) * HK + hk) * d + x]);
+        if (same_k && jr < r.vis.size()) {
+          // A zero stays +0, as the plain sum's (it starts at +0).
+          const Mp prod = kx(jr) * Mp(r.p_sink * r.D);
+          if (prod != 0) acc = prod;
+        } else {
+          for (std::size_t j = 0; j < r.vis.size(); ++j)
+            if (r.vis[j]) acc += r.ds[j] * kx(j);
+        }
         dq[rid * d + x] = emit(Mp(sc * acc));
       }
     }

@@ -15,7 +15,9 @@
 // 256 bits leave some 2^-190 of those magnitudes between the MPFR value and
 // the exact one, far below every target's half-ulp, which is what the
 // correctly rounded path's bound (kMp = 2^-200) counts on. The operation
-// order is fixed (attention_backward_cr.cpp): sums over keys in key order,
+// order is fixed (attention_backward_cr.cpp): sums over keys in key order
+// (except dq where every visible key holds the same k_x, without softcap:
+// sc k_x p_sink D, its exact value, +0 without a sink, not rounding noise),
 // over query rows by query head then row; dsinks[h] = 0 - sum of p_sink D
 // term by term. NaN as reference/backward.hpp: a row with a NaN score or sink
 // gives NaN dq, NaN dk and dv for its visible keys, NaN dsinks[h]. Fully

@@ -8,6 +8,7 @@
 
 #include "reference/attention_cr_score.hpp"
 #include "reference/attention_v2_row.hpp"
+#include "reference/mpfr.hpp"
 #include "reference/rounding.hpp"
 #include "reference/ziv_row.hpp"
 
@@ -535,15 +536,24 @@ class FastAttention {
   bool ok_ = false;
 };
 
-// The MPFR row, rounded once to t.
-void mpfr_row(DType t, const AttentionCase& c, const Row& r, Scratch& w, double* out, double& lse,
+// The MPFR row, rounded once to t. Returns whether the row must be
+// computed again at a higher precision: some output lies within 2^-200 of
+// a rounding boundary of t while saturated softcap scores make 256 bits too
+// few to separate them (detail::row_precision_bits).
+bool mpfr_row(DType t, const AttentionCase& c, const Row& r, Scratch& w, double* out, double& lse,
               double& H, double& beta) {
   detail::attention_row<Mp>(c, r.b, r.h, r.i, w.mp, w.mpv);
-  for (std::int64_t x = 0; x < c.dv; ++x)
-    out[x] = round_to(t, w.mpv.out[static_cast<std::size_t>(x)]);
-  lse = round_to(t, w.mpv.lse);
-  H = round_to(t, w.mpv.entropy);
-  beta = round_to(t, w.mpv.beta);
+  bool undecided = false;
+  auto emit = [&](const Mp& x) {
+    undecided = undecided || rounding_undecided(t, x, 200);
+    return round_to(t, x);
+  };
+  for (std::int64_t x = 0; x < c.dv; ++x) out[x] = emit(w.mpv.out[static_cast<std::size_t>(x)]);
+  lse = emit(w.mpv.lse);
+  H = emit(w.mpv.entropy);
+  beta = emit(w.mpv.beta);
+  return undecided &&
+         detail::row_precision_bits(c, r.b, r.h, r.i, precision_bits()) > precision_bits();
 }
 
 }  // namespace
@@ -564,6 +574,7 @@ AttentionV2Rounded attention_v2_rounded(DType t, const AttentionCase& c, const C
   const bool fast_path = o.path == RefPath::fast && fa.ok();
   const int nt = nr < 2 ? 1 : (o.threads > 0 ? o.threads : omp_get_max_threads());
   std::int64_t n_fast = 0, n_fast2 = 0, n_mpfr = 0;
+  std::vector<unsigned char> again(static_cast<std::size_t>(nr), 0);
 #pragma omp parallel num_threads(nt) if (nt > 1) reduction(+ : n_fast, n_fast2, n_mpfr)
   {
     Scratch w;
@@ -577,10 +588,23 @@ AttentionV2Rounded attention_v2_rounded(DType t, const AttentionCase& c, const C
       if (level > 0) {
         ++(level == 1 ? n_fast : n_fast2);
       } else {
-        mpfr_row(t, c, r, w, out, res.lse[o_], res.entropy[o_], res.beta[o_]);
+        if (mpfr_row(t, c, r, w, out, res.lse[o_], res.entropy[o_], res.beta[o_]))
+          again[static_cast<std::size_t>(k)] = 1;
         ++n_mpfr;
       }
     }
+  }
+  // Rows whose rounding 256 bits left open under saturated softcap scores:
+  // again, one at a time (the precision is process-wide), at the precision
+  // their scores need. Their values then round as the exact ones do.
+  for (std::int64_t k = 0; k < nr; ++k) {
+    if (!again[static_cast<std::size_t>(k)]) continue;
+    const Row& r = rows[static_cast<std::size_t>(k)];
+    const auto o_ = static_cast<std::size_t>(c.row_q(r.b, r.i) * c.heads_q + r.h);
+    const PrecisionScope prec(detail::row_precision_bits(c, r.b, r.h, r.i, precision_bits()));
+    Scratch w;
+    mpfr_row(t, c, r, w, res.out.data() + o_ * static_cast<std::size_t>(c.dv), res.lse[o_],
+             res.entropy[o_], res.beta[o_]);
   }
   if (o.stats) {
     CrStats st;

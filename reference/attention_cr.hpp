@@ -6,8 +6,12 @@
 // every query row, every field equals round_to(t, x) (reference/rounding.hpp)
 // with x the row's value in MPFR before any rounding to double (the row
 // computation of attention_v2_exact, reference/attention_v2_row.hpp);
-// RefPath::mpfr_only computes exactly that. NaN where the reference gives
-// NaN. Same semantics and the same std::invalid_argument (validate()) as
+// RefPath::mpfr_only computes exactly that. A row with saturated softcap
+// scores (|x / c| > 64) whose rounding 256 bits leave within 2^-200 of a
+// boundary is computed again at the precision its saturation needs
+// (detail::row_precision_bits: 2 log2(e) max |x / c| bits more), so that
+// scores tanh rounds together at 256 bits keep their order (issue 31). NaN
+// where the reference gives NaN. Same semantics and the same std::invalid_argument (validate()) as
 // attention_v2.hpp.
 //
 // Fast path (Ziv's strategy, ziv.hpp), one query row at a time: scores q.k

@@ -104,16 +104,16 @@ class Scorer {
       const DD y = dd_div(s, DD{c_, 0});
       const double Ey = E / c_ * (1 + 2 * u) + 64.1 * u * u * std::abs(y.hi) + kFloor;
       const double a = std::abs(y.hi);
-      DD t;
-      double Et;  // |t - tanh(y^)|
+      const DD ya = y.hi < 0 ? DD{-y.hi, -y.lo} : y;
+      DD t;       // tanh(|y^|); the sign is applied below
+      double Et;  // |t - tanh(|y^|)|
       if (a < 0x1p-30) {
-        t = y;
+        t = ya;
         Et = 0.34 * a * a * a;
       } else if (a > 55) {
         t = DD{1, 0};
         Et = 0x1p-157;
       } else {
-        const DD ya = y.hi < 0 ? DD{-y.hi, -y.lo} : y;
         const DD Ex = fast::exp2(fast::exp_tables(), -2 * ya.hi, -2 * ya.lo);
         const DD N = dd_add(DD{1, 0}, DD{-Ex.hi, -Ex.lo});
         const DD D = dd_add(DD{1, 0}, Ex);

@@ -2,9 +2,11 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "reference/attention_v2_row.hpp"
 #include "reference/mpfr.hpp"
+#include "reference/rounding.hpp"
 
 namespace sa::ref {
 
@@ -35,6 +37,20 @@ AttentionV2Values run(const AttentionCase& c) {
     for (std::int64_t i = 0; i < c.len_q(b); ++i)
       for (std::int64_t h = 0; h < c.heads_q; ++h) {
         detail::attention_row<T>(c, b, h, i, sc, v);
+        if constexpr (std::is_same_v<T, Mp>) {
+          // Saturated softcap scores: again at the precision they need when
+          // the double rounding is not decided at this one.
+          bool undecided = rounding_undecided(DType::float64, v.lse, 200) ||
+                           rounding_undecided(DType::float64, v.entropy, 200);
+          for (const Mp& x : v.out)
+            undecided = undecided || rounding_undecided(DType::float64, x, 200);
+          const unsigned bits = detail::row_precision_bits(c, b, h, i, precision_bits());
+          if (undecided && bits > precision_bits()) {
+            const PrecisionScope prec(bits);
+            detail::RowScratch<T> sc2;
+            detail::attention_row<T>(c, b, h, i, sc2, v);
+          }
+        }
         const auto o = static_cast<std::size_t>(c.row_q(b, i) * c.heads_q + h);
         for (std::int64_t x = 0; x < c.dv; ++x)
           r.out[o * static_cast<std::size_t>(c.dv) + static_cast<std::size_t>(x)] =

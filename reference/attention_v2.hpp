@@ -7,7 +7,11 @@
 //
 // Two precisions, one algorithm:
 //   attention_v2_exact  MPFR (reference/mpfr.hpp's working precision). Cost
-//                       about 1 us per multiply-add: small cases only.
+//                       about 1 us per multiply-add: small cases only. A
+//                       row with saturated softcap scores whose double
+//                       rounding that precision leaves open is computed
+//                       again at the precision its saturation needs
+//                       (attention_v2_row.hpp, row_precision_bits).
 //   attention_v2        x87 extended precision (64-bit significand, long
 //                       double). Inputs are float32 values or narrower, so
 //                       every product q_c k_c is exact; a dot product of d

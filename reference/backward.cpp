@@ -163,9 +163,10 @@ AttentionGradients attention_backward(const AttentionCase& c, std::span<const fl
           T v = scale * dot;
           grad_cap[j] = 1;
           if (c.softcap > 0) {
-            const T th = std::tanh(v / cap);
-            v = cap * th;
-            grad_cap[j] = 1 - th * th;
+            // 1 / cosh^2, not 1 - th^2: relative accuracy once tanh saturates.
+            const T y = v / cap, ch = std::cosh(y);
+            v = cap * std::tanh(y);
+            grad_cap[j] = 1 / (ch * ch);
           }
           if (!c.alibi_slopes.empty()) {
             const std::int64_t dist = i + off - j;

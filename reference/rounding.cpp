@@ -89,6 +89,14 @@ double ulp_error(DType t, double computed, const Mp& exact) {
   return diff.convert_to<double>();
 }
 
+bool rounding_undecided(DType t, const Mp& x, int bits) {
+  mpfr_srcptr src = x.backend().data();
+  if (!mpfr_number_p(src) || mpfr_zero_p(src)) return false;
+  const Mp e = ldexp(abs(x), -bits);
+  const double lo = round_to(t, Mp(x - e)), hi = round_to(t, Mp(x + e));
+  return !(lo == hi && std::signbit(lo) == std::signbit(hi));
+}
+
 std::int64_t ulps_apart(DType t, double a, double b) {
   if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<std::int64_t>::max();
   if (t == DType::float16) {

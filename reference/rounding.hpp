@@ -32,6 +32,11 @@ double round_to(DType t, const Mp& x);
 float round_to_float32(const Mp& x);
 std::uint16_t round_to_bfloat16_bits(const Mp& x);
 
+// Whether some real within 2^-bits |x| of x rounds (round_to) differently
+// from x: the rounding of a value known to that relative accuracy is not
+// decided.
+bool rounding_undecided(DType t, const Mp& x, int bits);
+
 double ulp_at(DType t, const Mp& x);
 double ulp_error(DType t, double computed, const Mp& exact);
 

@@ -259,16 +259,21 @@ typedef struct sa_attention_v2_args {
 /* Attention backward (FlashAttention's formulation): from the forward
  * arguments (with out, lse as the forward produced them), dout, compute
  *   p_ij = exp(s_ij - lse_i) (0 for masked keys),
- *   dv_j = sum_i p_ij dout_i,  dp_ij = dout_i . v_j,  D_i = dout_i . out_i,
+ *   dv_j = v_descale sum_i p_ij dout_i,  dp_ij = v_descale (dout_i . v_j),
+ *   D_i = dout_i . out_i,
  *   ds_ij = p_ij (dp_ij - D_i) times the softcap's derivative
  *           1 - tanh^2(t_ij / softcap) (t_ij the uncapped score), and
- *   dq_i = scale sum_j ds_ij k_j,  dk_j = scale sum_i ds_ij q_i
+ *   dq_i = scale q_descale k_descale sum_j ds_ij k_j,
+ *   dk_j = scale q_descale k_descale sum_i ds_ij q_i
  * (GQA: dk, dv of a key/value head sum over its query heads), and
  * dsinks[h] = -sum_i p_sink,i D_i (over every query row of every sequence,
  * p_sink,i = exp(sink_h - lse_i)) when sinks are used. lse is required (not
  * NULL); dout has out's element type and its own strides. A query row with
  * lse = -inf (fully masked, no sink) contributes nothing (no NaN); keys no
  * query sees get dk = dv = 0; masked keys and values are never read.
+ * q, k, v are the stored values (fp8: before their descale) and dq, dk, dv
+ * the gradients with respect to them, so the descales enter as written
+ * above (all 1 unless fp8); out already carries v_descale (forward).
  * Adaptive attention has no backward here (SA_UNSUPPORTED). dq has q's
  * layout, dk k's, dv v's; gradients are in out_dtype's width for fp8 inputs,
  * else qkv_dtype. sa_capabilities.attention_features, head dims and limits

@@ -21,6 +21,11 @@ methods named after the operations it implements, and a declaration:
                   passes.
     max_n         the largest row length (0: none)
     deterministic True if identical calls give identical bits
+    conventions   names among CONVENTIONS (docs/conventions.md) the kernel
+                  means to follow, e.g. ("ieee_special_values",) for
+                  torch.softmax, whose fully masked rows are NaN: kernel.h's
+                  SA_CAP_* flags, as a gate spec's `conventions` would declare
+                  them (default: none)
     adaptive_entropy  "shannon" (default) or "paper_eps": which entropy drives
                   beta in adaptive_softmax (kernel.h, sa_entropy_definition)
 
@@ -97,6 +102,9 @@ OPS = ("softmax", "log_softmax", "logsumexp", "entropy", "adaptive_softmax", "so
 # Operations on float32 states whatever the kernel's element types are.
 FLOAT32_OPS = ("merge_entropy_states", "merge_attention_states")
 ENTROPY_DEFINITIONS = ("shannon", "paper_eps")
+# Declarable numerical conventions and their kernel.h SA_CAP_* bits.
+CONVENTIONS = {"double_rounding": 1 << 2, "flush_to_zero": 1 << 3, "ieee_special_values": 1 << 4,
+               "low_precision_p": 1 << 5}
 # kernel.h's SA_ATTN_* bits the Python attention signature can carry.
 ATTENTION_FEATURES = {"batched": 1 << 0, "gqa": 1 << 1, "varlen": 1 << 2, "strided": 1 << 3,
                       "causal": 1 << 4, "window": 1 << 5, "softcap": 1 << 6, "alibi": 1 << 7, "sinks": 1 << 8,
@@ -229,7 +237,16 @@ class Caller:
         if entropy_def not in ENTROPY_DEFINITIONS:
             raise ValueError(f"adaptive_entropy = {entropy_def!r}: expected one of "
                              f"{', '.join(ENTROPY_DEFINITIONS)}")
+        conv = getattr(k, "conventions", ()) or ()
+        if isinstance(conv, str):
+            conv = (conv,)
+        flags = 0
+        for c in conv:
+            if c not in CONVENTIONS:
+                raise ValueError(f"convention {c!r}: expected some of {', '.join(CONVENTIONS)}")
+            flags |= CONVENTIONS[c]
         return {"name": name, "description": description, "origin": self._origin(),
+                "convention_flags": flags,
                 "adaptive_entropy": entropy_def, "device": "cuda" if self.device else "cpu",
                 "op_dtypes": op_dtypes, "max_n": int(getattr(k, "max_n", 0) or 0),
                 "attention_features": feats,

@@ -527,6 +527,10 @@ Adapter* make_adapter(py::object caller) {
   a->caps.max_n = d["max_n"].cast<std::int64_t>();
   a->caps.attention_features = d["attention_features"].cast<std::uint32_t>();
   a->caps.flags = d["deterministic"].cast<bool>() ? SA_CAP_DETERMINISTIC : 0u;
+  // Declared conventions (the adapter checked the names): their SA_CAP_* bits.
+  a->caps.flags |= d["convention_flags"].cast<std::uint32_t>() &
+                   (SA_CAP_DOUBLE_ROUNDING | SA_CAP_FLUSH_TO_ZERO | SA_CAP_IEEE_SPECIAL_VALUES |
+                    SA_CAP_LOW_PRECISION_P);
   k.capabilities = &a->caps;
   return a;
 }

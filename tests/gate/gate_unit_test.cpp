@@ -339,3 +339,111 @@ TEST(GateReport, WithGnuplotEmbedsSvg) {
   EXPECT_EQ(h.find("src=\"http"), std::string::npos);
   EXPECT_EQ(h.find("href=\"http"), std::string::npos);
 }
+
+// ------------------------------------------------------------------ issue 31
+// gate.no_nan_output applies a declared ieee_special_values: a kernel that
+// computes softmax as written (IEEE, as PyTorch and ONNX Runtime do) gives
+// NaN for a row of -inf only; the guard lets that pass when the convention
+// is declared and reports it, naming the convention, when it is not.
+#include "gate/nan_rule.hpp"
+#include "properties/suite.hpp"
+
+namespace {
+// exp(x - max) / sum, as written, in float: NaN for a row of -inf only.
+sa_status ieee_softmax(void*, sa_dtype, const sa_rows* s, const void* in, void* out) {
+  const auto* x = static_cast<const float*>(in);
+  auto* y = static_cast<float*>(out);
+  for (std::int64_t r = 0; r < s->rows; ++r) {
+    const float* xr = x + r * s->in_stride;
+    float* yr = y + r * s->out_stride;
+    float m = -INFINITY;
+    for (std::int64_t i = 0; i < s->n; ++i) m = std::fmax(m, xr[i]);
+    float sum = 0;
+    for (std::int64_t i = 0; i < s->n; ++i)
+      sum += yr[i] = std::exp(static_cast<float>((xr[i] - m) / s->temperature));
+    for (std::int64_t i = 0; i < s->n; ++i) yr[i] /= sum;
+  }
+  return SA_OK;
+}
+sa_kernel ieee_kernel() {
+  sa_kernel k{};
+  k.abi_version = SA_KERNEL_ABI_VERSION;
+  k.struct_size = sizeof(sa_kernel);
+  k.name = "ieee_softmax";
+  k.ops = SA_OP_SOFTMAX;
+  k.dtypes = SA_DTYPE_F32;
+  k.memory = SA_MEMORY_HOST;
+  k.softmax = ieee_softmax;
+  return k;
+}
+}  // namespace
+
+TEST(GateNanRule, IeeeSpecialValuesAllowsNanOnRowsOfMinusInfinityOnly) {
+  props::Conventions none, ieee;
+  ieee.ieee_special_values = true;
+  RowInputFacts finite, masked, nan, pos_inf;
+  masked.all_neg_inf = true;
+  nan.nan = true;
+  pos_inf.pos_inf = true;
+  EXPECT_FALSE(nan_rule_for_row(finite, none).nan_allowed);
+  EXPECT_FALSE(nan_rule_for_row(finite, ieee).nan_allowed);
+  EXPECT_FALSE(nan_rule_for_row(masked, none).nan_allowed);
+  EXPECT_NE(nan_rule_for_row(masked, none).why.find("ieee_special_values"), std::string::npos);
+  EXPECT_EQ(nan_rule_for_row(finite, none).why.find("ieee_special_values"), std::string::npos);
+  EXPECT_TRUE(nan_rule_for_row(masked, ieee).nan_allowed);
+  EXPECT_TRUE(nan_rule_for_row(nan, none).nan_allowed);      // kernel.h: NaN in, NaN out
+  EXPECT_TRUE(nan_rule_for_row(pos_inf, none).nan_allowed);  // left to special.values
+}
+
+TEST(GateGuard, NanOnAMaskedRowPassesOnlyUnderADeclaredIeeeSpecialValues) {
+  static const sa_kernel k = ieee_kernel();
+  const Kernel inner(&k, "test");
+  std::vector<GuardIncident> seen;
+  GuardedKernel g(inner, {}, [&](const GuardIncident& i) { seen.push_back(i); });
+  const std::vector<float> masked = {-INFINITY, -INFINITY, -INFINITY};
+  {
+    props::Conventions c;
+    c.ieee_special_values = true;
+    const props::ConventionScope scope(c);
+    const auto y = g.kernel().softmax(DType::float32, RowBatch::single(masked));
+    ASSERT_TRUE(std::isnan(y[0]));  // the stand-in is IEEE
+    EXPECT_TRUE(seen.empty()) << seen[0].detail;
+    // A finite row is still held to kernel.h under the convention.
+    g.kernel().softmax(DType::float32, RowBatch::single({1, 2, 3}));
+    EXPECT_TRUE(seen.empty());
+  }
+  g.kernel().softmax(DType::float32, RowBatch::single(masked));
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].kind, "nan_output");
+  EXPECT_NE(seen[0].detail.find("ieee_special_values"), std::string::npos) << seen[0].detail;
+}
+
+// Through the suite, as the gate runs it: special.values feeds fully masked
+// rows; the conventions run_suite holds the kernel to (here the spec's
+// `conventions`) reach the guard.
+TEST(GateGuard, RunSuiteDeclaredIeeeSpecialValuesReachesTheNanCheck) {
+  static const sa_kernel k = ieee_kernel();
+  const Kernel inner(&k, "test");
+  for (bool declared : {true, false}) {
+    std::vector<GuardIncident> seen;
+    GuardedKernel g(inner, {}, [&](const GuardIncident& i) { seen.push_back(i); });
+    props::SuiteConfig cfg;
+    cfg.properties = {"special.values"};
+    cfg.ops = {Op::softmax};
+    cfg.dtypes = {DType::float32};
+    cfg.cases = 5;
+    cfg.seed = 1;
+    if (declared) cfg.conventions = {"ieee_special_values"};
+    props::run_suite(g.kernel(), cfg);
+    std::size_t nan = 0;
+    for (const auto& i : seen)
+      if (i.kind == "nan_output") {
+        ++nan;
+        EXPECT_NE(i.detail.find("ieee_special_values"), std::string::npos) << i.detail;
+      }
+    if (declared)
+      EXPECT_EQ(nan, 0u);
+    else
+      EXPECT_GT(nan, 0u) << "special.values fed no fully masked row";
+  }
+}

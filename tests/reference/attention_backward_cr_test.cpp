@@ -534,3 +534,81 @@ TEST(AttentionBackwardCorrectlyRounded, NoFallbackOnPlainCases) {
     }
   }
 }
+
+// Issue 31: the softcap's derivative where tanh saturates. Keys with capped
+// scores tanh(100) and 0 (softcap 1), values 1 and 0, dout 1: ds_1 = p_1
+// (1 - p_1) / cosh^2(100) and dq = scale k_1 ds_1 = 100 / q ds_1. With q =
+// 2^-149 that is ~7.7e-41 (a float32 subnormal); the MPFR row computed the
+// derivative as 1 - th^2, which is 0 at 256 bits (th = 1 - ~2^-288), and
+// returned dq = 0. The closed form is evaluated here at 1024 bits.
+TEST(AttentionBackwardCorrectlyRoundedIssue31, SaturatedSoftcapDerivativeIsRelative) {
+  AttentionCase c;
+  c.seqlen_q = 1;
+  c.seqlen_k = 2;
+  c.d = c.dv = 1;
+  c.q = {0x1p-149f};
+  c.k = {100.0f * 0x1p70f, 0.0f};
+  c.v = {1.0f, 0.0f};
+  c.scale = 0x1p79;  // scale q k_1 = 100
+  c.softcap = 1.0;
+  const std::vector<float> dout = {1.0f};
+  double want, exact;
+  {
+    const sa::ref::PrecisionScope prec(1024);
+    const Mp s1 = tanh(Mp(100));
+    const Mp p1 = exp(s1) / (exp(s1) + 1);
+    const Mp ch = cosh(Mp(100));
+    const Mp dq = Mp(0x1p79) * Mp(100.0f * 0x1p70f) * p1 * (1 - p1) / (ch * ch);
+    want = sa::ref::round_to(DType::float32, dq);
+    exact = dq.convert_to<double>();
+  }
+  ASSERT_GT(want, 0.0);
+  for (RefPath path : {RefPath::fast, RefPath::mpfr_only}) {
+    CrOptions o;
+    o.path = path;
+    const auto r = sa::ref::attention_backward_rounded(DType::float32, c, dout, o);
+    EXPECT_EQ(r.dq[0], want) << (path == RefPath::fast ? "fast" : "MPFR-only");
+  }
+  // The x87 reference (long double) had the same 1 - th^2.
+  const auto g = sa::ref::attention_backward(c, dout);
+  EXPECT_NEAR(g.dq[0], exact, 1e-15 * exact);
+}
+
+// Issue 31 (found by the 256/512-bit cross-check,
+// cr_precision_crosscheck_test.cpp): dq_x = scale sum_j ds_j k_jx is exactly
+// 0 when every visible key holds the same k_x and there is no sink or
+// softcap (sum_j ds_j = sum_j p_j dp_j - D = 0). The MPFR row summed ds_j
+// k_jx as written and returned the sign of its rounding noise (-0 at 512
+// bits on a generator case where 256 gave +0). Forty random rows with k_0x =
+// k_1x: dq_x must be +0 on both paths, at 256 and at 512 bits.
+TEST(AttentionBackwardCorrectlyRoundedIssue31, DqThatCancelsExactlyIsPlusZero) {
+  std::mt19937_64 g(31);
+  std::normal_distribution<double> N(0, 1);
+  auto f = [&] { return static_cast<float>(N(g)); };
+  int checked = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    AttentionCase c;
+    c.seqlen_q = 1;
+    c.seqlen_k = 2;
+    c.d = c.dv = 2;
+    c.q = {f(), f()};
+    const float shared = f();
+    c.k = {shared, f(), shared, f()};
+    c.v = {f(), f(), f(), f()};
+    c.scale = 0.7;
+    const std::vector<float> dout = {f(), f()};
+    for (DType t : {DType::float32, DType::float16}) {
+      for (RefPath path : {RefPath::fast, RefPath::mpfr_only}) {
+        CrOptions o;
+        o.path = path;
+        const auto r = sa::ref::attention_backward_rounded(t, c, dout, o);
+        EXPECT_TRUE(same(r.dq[0], 0.0)) << "trial " << trial << ": dq_0 = " << r.dq[0];
+        const sa::ref::PrecisionScope prec(512);
+        const auto r2 = sa::ref::attention_backward_rounded(t, c, dout, o);
+        EXPECT_TRUE(same(r2.dq[0], 0.0)) << "trial " << trial << " (512 bits): dq_0 = " << r2.dq[0];
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 160);
+}

@@ -436,3 +436,199 @@ TEST(AttentionCorrectlyRounded, NoFallbackOnPlainRows) {
       EXPECT_EQ(st.mpfr, 0) << c.describe();
     }
 }
+
+// ---------------------------------------------------------------- issue 31
+// Regression tests: each case's correctly rounded value is known in closed
+// form, and both paths (fast, MPFR-only) must return it.
+
+namespace {
+
+// One query row, d = 1, keys with scores scale * q * k_j, values v (dv = 1).
+AttentionCase one_row(float q, std::vector<float> k, std::vector<float> v, double cap) {
+  AttentionCase c;
+  c.seqlen_q = 1;
+  c.seqlen_k = static_cast<std::int64_t>(k.size());
+  c.d = c.dv = 1;
+  c.q = {q};
+  c.k = std::move(k);
+  c.v = std::move(v);
+  c.softcap = cap;
+  c.scale = 1.0;
+  return c;
+}
+
+sa::ref::AttentionV2Rounded both(DType t, const AttentionCase& c, RefPath path) {
+  CrOptions o;
+  o.path = path;
+  return sa::ref::attention_v2_rounded(t, c, o);
+}
+
+}  // namespace
+
+// Softcap of a negative score below 2^-30 in magnitude: the capped score is
+// negative. One key, q = -2^-40, k = 1, softcap 1: lse = tanh(-2^-40) rounds
+// to -2^-40 in float32 (the fast level returned +2^-40: its small-argument
+// branch negated a tanh that already carried the sign).
+TEST(AttentionCorrectlyRoundedIssue31, SoftcapTinyNegativeScoreKeepsItsSign) {
+  for (RefPath path : {RefPath::fast, RefPath::mpfr_only}) {
+    const auto r = both(DType::float32, one_row(-0x1p-40f, {1.0f}, {0.5f}, 1.0), path);
+    EXPECT_EQ(r.lse[0], -0x1p-40) << (path == RefPath::fast ? "fast" : "MPFR-only");
+    // Two keys, scores -2^-40 and -2^-35 (both capped below 2^-30): lse =
+    // log(e^tanh(-2^-40) + e^tanh(-2^-35)), computed here at 512 bits.
+    const AttentionCase c2 = one_row(-0x1p-40f, {1.0f, 32.0f}, {0.5f, 2.0f}, 1.0);
+    const auto r2 = both(DType::float32, c2, path);
+    const sa::ref::PrecisionScope prec(512);
+    const Mp s1 = tanh(Mp(-0x1p-40)), s2 = tanh(Mp(-0x1p-35));
+    const Mp S = exp(s1) + exp(s2);
+    EXPECT_EQ(r2.lse[0], sa::ref::round_to(DType::float32, Mp(log(S))));
+    EXPECT_EQ(r2.out[0],
+              sa::ref::round_to(DType::float32, Mp((exp(s1) * Mp(0.5) + exp(s2) * Mp(2)) / S)));
+  }
+}
+
+// Saturated softcap: keys with raw scores 100 and 200, softcap 1, so the
+// capped scores are 1 - tau_100 < 1 - tau_200 (tau_y = 2 / (e^(2y) + 1),
+// ~2^-288 and ~2^-576: both round to 1 at 256 bits). Values 1 (at 100) and
+// 1 + 2^-23 (at 200): out = 1 + 2^-24 + (a positive ~2^-314), just above
+// the float32 midpoint 1 + 2^-24, so it rounds to 1 + 2^-23 (the 256-bit
+// MPFR row tied the scores and rounded the midpoint to even, 1). Mirrored
+// with negative scores -100 and -200, where -100 is now the larger score.
+TEST(AttentionCorrectlyRoundedIssue31, SaturatedSoftcapDecidesAMidpointBySaturation) {
+  const float one_up = 1.0f + 0x1p-23f;
+  for (RefPath path : {RefPath::fast, RefPath::mpfr_only}) {
+    const char* p = path == RefPath::fast ? "fast" : "MPFR-only";
+    const auto a = both(DType::float32, one_row(1.0f, {100.0f, 200.0f}, {1.0f, one_up}, 1.0), path);
+    EXPECT_EQ(a.out[0], static_cast<double>(one_up)) << p;
+    const auto b =
+        both(DType::float32, one_row(1.0f, {-100.0f, -200.0f}, {one_up, 1.0f}, 1.0), path);
+    EXPECT_EQ(b.out[0], static_cast<double>(one_up)) << p;
+    // The other side: the larger score holds 1, so out is just below the
+    // midpoint and rounds down to 1.
+    const auto d = both(DType::float32, one_row(1.0f, {100.0f, 200.0f}, {one_up, 1.0f}, 1.0), path);
+    EXPECT_EQ(d.out[0], 1.0) << p;
+  }
+}
+
+// Every visible key holds the same value v: out = v * v_descale exactly,
+// whatever the weights. fp8 e5m2, v = 0.75, v_descale = 1.7f: 0.75 * 1.7f
+// = 21390951 * 2^-24 (25 bits), a float32 midpoint between mantissas
+// 10695475 and 10695476; ties to even gives 10695476. (The MPFR row summed
+// the rounded weights p_j v_j and left the tie to its last bits: 10695475.)
+TEST(AttentionCorrectlyRoundedIssue31, EqualValuesGiveTheExactProductWithTheDescale) {
+  const Mp exact = Mp(0.75) * Mp(1.7f);
+  const double want = sa::ref::round_to(DType::float32, exact);
+  int e;
+  EXPECT_EQ(std::ldexp(std::frexp(want, &e), 24), 10695476.0);
+  for (int keys : {2, 3, 5, 9})
+    for (bool sink : {false, true}) {
+      AttentionCase c;
+      c.qkv = AttnType::fp8_e5m2;
+      c.out_type = AttnType::float32;
+      c.seqlen_q = 2;
+      c.seqlen_k = keys;
+      c.d = 2;
+      c.dv = 3;
+      c.q = {0.5f, -1.0f, 1.5f, 0.25f};
+      for (int j = 0; j < keys; ++j) {
+        c.k.push_back(static_cast<float>(j % 4) - 1.5f);
+        c.k.push_back(j % 3 == 0 ? 0.75f : -0.5f);
+        for (int x = 0; x < 3; ++x) c.v.push_back(0.75f);
+      }
+      c.v_descale = 1.7f;
+      c.q_descale = 1.25f;
+      if (sink) c.sinks = {-3.0f};
+      for (RefPath path : {RefPath::fast, RefPath::mpfr_only}) {
+        const auto r = both(DType::float32, c, path);
+        const char* p = path == RefPath::fast ? "fast" : "MPFR-only";
+        for (std::size_t i = 0; i < r.out.size(); ++i) {
+          if (!sink) {
+            EXPECT_EQ(r.out[i], want) << p << " keys " << keys << " element " << i;
+            continue;
+          }
+          // With a sink the keys share 1 - p_sink: out = 1.275 (1 - p_sink).
+          const auto x = sa::ref::attention_v2_exact(c);
+          EXPECT_EQ(r.out[i], sa::ref::fast::round_double(DType::float32, x.out[i]))
+              << p << " keys " << keys << " element " << i << " (with a sink)";
+        }
+      }
+    }
+}
+
+// Equal scores and a sink level with them: the n keys share n / (n + 1) of
+// the weight exactly (every e = 1), so out = v_descale v n / (n + 1), which
+// is a float32 midpoint for these values: n = 2, v = 1.25, v_descale =
+// 3m 2^-23 with m = 3355445 gives 5m 2^-24 (5m = 16777225, 25 bits, odd);
+// n = 4, v = 1.75, v_descale = 5m 2^-23 with m = 2396747 gives 7m 2^-24
+// (7m = 16777229); m + 2 likewise. (The former sum of p_j v_j with p_j =
+// 1/3 or 1/5 rounded passed these too: its last product snapped onto the
+// short midpoint. This guards the exact formulation, it is not a
+// regression test.)
+TEST(AttentionCorrectlyRoundedIssue31, EqualScoresWithASinkShareTheWeightExactly) {
+  struct Row {
+    int n;
+    float v, vd;
+  };
+  // Each n twice, with the tie going down to even and up to even (m's
+  // residue mod 4), so that a computation that lands on either side of the
+  // midpoint by rounding noise fails one of them.
+  for (const Row& w : {Row{2, 1.25f, std::ldexp(3.0f * 3355445.0f, -23)},
+                       Row{2, 1.25f, std::ldexp(3.0f * 3355447.0f, -23)},
+                       Row{4, 1.75f, std::ldexp(5.0f * 2396747.0f, -23)},
+                       Row{4, 1.75f, std::ldexp(5.0f * 2396749.0f, -23)}}) {
+    const int n = w.n;
+    AttentionCase c;
+    c.qkv = AttnType::fp8_e5m2;
+    c.out_type = AttnType::float32;
+    c.seqlen_q = 1;
+    c.seqlen_k = n;
+    c.d = c.dv = 1;
+    c.q = {1.0f};
+    c.k.assign(static_cast<std::size_t>(n), 0.5f);
+    c.v.assign(static_cast<std::size_t>(n), w.v);
+    c.v_descale = w.vd;
+    c.sinks = {0.5f};  // equal to every score
+    const Mp exact = Mp(w.v) * Mp(w.vd) * Mp(n) / Mp(n + 1);
+    const double want = sa::ref::round_to(DType::float32, exact);
+    EXPECT_TRUE(sa::ref::rounding_undecided(DType::float32, exact, 200))
+        << "n = " << n << ": not a midpoint, the test would not test anything";
+    for (RefPath path : {RefPath::fast, RefPath::mpfr_only})
+      EXPECT_EQ(both(DType::float32, c, path).out[0], want)
+          << "n = " << n << (path == RefPath::fast ? " fast" : " MPFR-only");
+  }
+}
+
+// Issue 31 (found by the 256/512-bit cross-check at 400 cases, small_int
+// with sinks): out is exactly 0 when the values of each group of keys with
+// equal scores cancel (here two groups, values a, -a and b, -b, and a
+// sink). Summing e_j v_j term by term left the sign of the result to the
+// working precision's rounding noise (+0 or -0, differing between 256 and
+// 512 bits); out must be +0, on both paths and at both precisions.
+TEST(AttentionCorrectlyRoundedIssue31, OutThatCancelsExactlyIsPlusZero) {
+  std::mt19937_64 g(31);
+  std::uniform_int_distribution<int> I(-6, 6);
+  int checked = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    AttentionCase c;
+    c.seqlen_q = 1;
+    c.seqlen_k = 4;
+    c.d = 1;
+    c.dv = 2;
+    c.q = {1.0f};
+    const float k1 = static_cast<float>(I(g)) / 4, k2 = static_cast<float>(I(g)) / 4 + 0.125f;
+    c.k = {k1, k2, k1, k2};  // groups {0, 2} and {1, 3}
+    const float a = static_cast<float>(I(g)) + 0.5f, b = static_cast<float>(I(g)) - 0.25f;
+    c.v = {a, 1.0f, b, 2.0f, -a, -1.0f, -b, -2.0f};
+    c.sinks = {static_cast<float>(I(g)) / 3};
+    for (DType t : {DType::float32, DType::bfloat16})
+      for (RefPath path : {RefPath::fast, RefPath::mpfr_only})
+        for (unsigned bits : {256u, 512u}) {
+          const sa::ref::PrecisionScope prec(bits);
+          const auto r = both(t, c, path);
+          for (int x = 0; x < 2; ++x)
+            EXPECT_TRUE(same(r.out[static_cast<std::size_t>(x)], 0.0))
+                << "trial " << trial << " x " << x << " " << bits << " bits: " << r.out[x];
+          ++checked;
+        }
+  }
+  EXPECT_EQ(checked, 320);
+}
