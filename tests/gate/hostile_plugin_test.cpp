@@ -206,6 +206,28 @@ TEST(HostilePlugin, ForgedCompletionMessagesAreAFailingVerdict) {
   EXPECT_TRUE(any_outcome(verdicts_of(c.json, "gate.protocol"), "fail")) << c.json.dump();
 }
 
+// Issue 29: a kernel that finds the gate's message token in its own memory
+// and writes "pass" verdicts and "done" with it (every output it computes is
+// NaN) got PASS, exit 0, when the suite ran in the kernel's process. The
+// suite now runs in a judge process that never runs kernel code: the forged
+// lines reach only the kernel host's socket, and neither the judge's nor the
+// gate's memory can be opened from the host.
+TEST(HostilePlugin, VerdictsForgedFromTheKernelsMemoryAreNeverAPass) {
+  const std::string dir = gate_test::temp_dir();
+  const auto c = check(lib("forge"), "--spec " + q(small_spec(dir)));
+  EXPECT_EQ(c.ran.rc, 1) << c.ran.output;
+  ASSERT_FALSE(c.json.is_null()) << c.ran.output;
+  EXPECT_EQ(c.json.at("runs").at(0).at("summary").value("status", ""), "fail") << c.json.dump();
+  EXPECT_EQ(c.ran.output.find("\nPASS"), std::string::npos) << c.ran.output;
+  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "differential.ulp"), "fail")) << c.json.dump();
+  EXPECT_FALSE(any_outcome(verdicts_of(c.json, "differential.ulp"), "pass")) << c.json.dump();
+  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "gate.no_nan_output"), "fail")) << c.json.dump();
+  // The forger ran, and could open neither its parent's nor its grandparent's memory.
+  EXPECT_NE(c.ran.output.find("hostile forge: the parent's memory"), std::string::npos)
+      << c.ran.output;
+  EXPECT_EQ(c.ran.output.find("opened for writing"), std::string::npos) << c.ran.output;
+}
+
 // Issue 13: a kernel that forks inside a call does not get its verdicts twice.
 TEST(HostilePlugin, ForkInACallIsAFailingVerdictNotDuplicatedVerdicts) {
   const std::string dir = gate_test::temp_dir();
