@@ -19,7 +19,10 @@
 #include <cstddef>
 #include <cstring>
 #include <optional>
+#include <condition_variable>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #if defined(__x86_64__) || defined(__aarch64__)
@@ -209,6 +212,7 @@ struct KernelHost::Impl {
 
   ~Impl() {
     stop();
+    end_spawner();
     use_arena(nullptr, 0, 0);
     set_remote_fp(nullptr);
     if (arena) munmap(arena, arena_bytes);
@@ -595,7 +599,63 @@ struct KernelHost::Impl {
   }
 
   // Forks a host and waits for its greeting. Empty on success, else why not.
+  //
+  // The fork happens on a thread kept for it: a process forked by a thread
+  // that has run OpenMP (the suite's references do) inherits that thread's
+  // libgomp pool without its threads, and the next parallel region in the
+  // child waits for them forever; the spawner thread never runs OpenMP. It
+  // lives as long as the hosts do, since PR_SET_PDEATHSIG fires when the
+  // thread that forked ends. Not for a source with its own opener (Python):
+  // the interpreter is re-initialised on the thread that forked, which must
+  // be the one holding it (the adapter runs PyTorch single-threaded).
+  std::thread spawner;
+  std::mutex spawn_mu;
+  std::condition_variable spawn_cv;
+  bool spawn_wanted = false, spawn_done = false, spawn_quit = false;
+  std::string spawn_result;
+
   std::string start() {
+    if (source.has_opener()) return start_here();
+    if (!spawner.joinable()) spawner = std::thread([this] { spawn_loop(); });
+    std::unique_lock<std::mutex> lock(spawn_mu);
+    spawn_wanted = true;
+    spawn_done = false;
+    spawn_cv.notify_all();
+    spawn_cv.wait(lock, [&] { return spawn_done; });
+    return spawn_result;
+  }
+
+  void spawn_loop() {
+    std::unique_lock<std::mutex> lock(spawn_mu);
+    for (;;) {
+      spawn_cv.wait(lock, [&] { return spawn_wanted || spawn_quit; });
+      if (spawn_quit) return;
+      spawn_wanted = false;
+      lock.unlock();
+      std::string why;
+      try {
+        why = start_here();
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+      lock.lock();
+      spawn_result = why;
+      spawn_done = true;
+      spawn_cv.notify_all();
+    }
+  }
+
+  void end_spawner() {
+    if (!spawner.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(spawn_mu);
+      spawn_quit = true;
+    }
+    spawn_cv.notify_all();
+    spawner.join();
+  }
+
+  std::string start_here() {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
       return std::string("cannot create the kernel host's socket: ") + std::strerror(errno);
@@ -703,8 +763,8 @@ struct KernelHost::Impl {
     if (w == Wait::died) {
       const std::string how = end_of_host();
       report_end(HostEvent::Kind::crash, opname, dtype, how, waited);
-      return refuse("not completed: the kernel's process " + how +
-                    " in this call (the gate.no_crash or gate.in_bounds verdict has the input)");
+      return refuse("not completed: the kernel's process ended in this call (" + how +
+                    "; the gate.no_crash or gate.in_bounds verdict has the input)");
     }
     fp.round = reply->round;
     fp.csr = reply->csr;

@@ -45,6 +45,10 @@ class KernelSource {
   const std::string& name() const { return id_.name; }
   sa_memory memory() const { return id_.memory; }
   bool is_plugin() const { return !in_process_.has_value() && !opener_; }
+  // Opened by a function given by the caller (the Python adapter), which
+  // expects to run on the thread that forked (it re-initialises the
+  // interpreter there).
+  bool has_opener() const { return static_cast<bool>(opener_); }
   const std::string& path() const { return path_; }  // resolved; plugins only
 
   // The kernel itself. For a plugin this loads the library: call it only in a

@@ -228,6 +228,28 @@ TEST(HostilePlugin, VerdictsForgedFromTheKernelsMemoryAreNeverAPass) {
   EXPECT_EQ(c.ran.output.find("opened for writing"), std::string::npos) << c.ran.output;
 }
 
+// Issue 29: a kernel host restarted after a crash is forked by the judge,
+// whose references have run OpenMP by then. Forked from that thread, the new
+// host inherited a libgomp pool without its threads, and the kernel's next
+// parallel region (log_softmax here) waited for them until the timeout.
+TEST(HostilePlugin, AnOpenMPKernelRunsInAHostRestartedAfterACrash) {
+  const std::string dir = gate_test::temp_dir();
+  const std::string spec = dir + "/spec.toml";
+  std::ofstream(spec) << "properties = [\"differential.ulp\", \"metamorphic.sum_to_one\", "
+                         "\"special.values\"]\nops = [\"softmax\", \"log_softmax\"]\n"
+                         "dtypes = [\"float32\", \"bfloat16\"]\nsizes = [3, 5000, 70000]\n"
+                         "cases = 6\nseed = 7\n";
+  const auto c = check(lib("omp_after_crash"), "--timeout 10 --spec " + q(spec));
+  EXPECT_EQ(c.ran.rc, 1) << c.ran.output;
+  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "gate.no_crash"), "fail")) << c.json.dump();
+  EXPECT_FALSE(any_outcome(verdicts_of(c.json, "gate.no_hang"), "fail")) << c.json.dump();
+  bool log_softmax_passed = false;
+  for (const auto& v : verdicts_of(c.json, "differential.ulp"))
+    if (v.value("op", "") == "log_softmax" && v.value("outcome", "") == "pass")
+      log_softmax_passed = true;
+  EXPECT_TRUE(log_softmax_passed) << c.json.dump();
+}
+
 // Issue 13: a kernel that forks inside a call does not get its verdicts twice.
 TEST(HostilePlugin, ForkInACallIsAFailingVerdictNotDuplicatedVerdicts) {
   const std::string dir = gate_test::temp_dir();

@@ -20,6 +20,8 @@
  *   FP_ENV           every call leaves flush-to-zero and denormals-are-zero set
  *   NAME_NEWLINE     the kernel's name holds a newline and a fake PASS line
  *   NAME_SHELL       the kernel's name holds shell and gnuplot metacharacters
+ *   OMP_AFTER_CRASH  softmax dies of SIGSEGV for n >= 64; log_softmax runs an OpenMP parallel
+ *                    region in every call (built with -fopenmp)
  *   FORGE            (issue 29) the first call looks for the gate's message token in its own
  *                    memory and writes "pass" verdicts, "unit_done" and "done" stamped with it
  *                    to every descriptor 3..63, tries to open its parent's and grandparent's
@@ -55,6 +57,7 @@
 #define NAME_NEWLINE 13
 #define NAME_SHELL 14
 #define FORGE 15
+#define OMP_AFTER_CRASH 16
 
 #ifndef HOSTILE
 #error "build with -DHOSTILE=<behaviour>"
@@ -223,6 +226,8 @@ static sa_status h_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* 
   if (s->n >= 64) ((volatile float*)y)[total + 1024] = 1.0f;
 #elif HOSTILE == FORGE
   if (t == SA_F32) all_nan(s, y, s->n);
+#elif HOSTILE == OMP_AFTER_CRASH
+  if (s->n >= 64) raise(SIGSEGV);
 #endif
   (void)total;
   (void)y;
@@ -231,6 +236,12 @@ static sa_status h_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* 
 
 static sa_status h_log_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* in, void* out) {
   misbehave();
+#if HOSTILE == OMP_AFTER_CRASH
+  volatile double sink = 0;
+#pragma omp parallel for reduction(+ : sink)
+  for (int i = 0; i < 100000; ++i) sink += i;
+  (void)sink;
+#endif
   const sa_status st = log_softmax(ctx, t, s, in, out);
 #if HOSTILE == FORGE
   if (st == SA_OK && t == SA_F32) all_nan(s, (float*)out, s->n);
