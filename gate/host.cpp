@@ -17,6 +17,7 @@
 #include <array>
 #include <cerrno>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <condition_variable>
@@ -211,12 +212,71 @@ struct KernelHost::Impl {
       : source(s), opt(o), on_event(std::move(e)), on_start(std::move(st)) {}
 
   ~Impl() {
+    hear_strays();
     stop();
     end_spawner();
     use_arena(nullptr, 0, 0);
     set_remote_fp(nullptr);
     if (arena) munmap(arena, arena_bytes);
     if (box) munmap(box, sizeof(CallBox));
+  }
+
+  // Whether process `p` has a child that has not exited (zombies do not count).
+  static bool has_live_children(pid_t p) {
+    const std::string base = "/proc/" + std::to_string(p);
+    FILE* f = std::fopen((base + "/task/" + std::to_string(p) + "/children").c_str(), "r");
+    if (!f) return false;
+    bool live = false;
+    long child = 0;
+    while (!live && std::fscanf(f, "%ld", &child) == 1) {
+      FILE* st = std::fopen(("/proc/" + std::to_string(child) + "/stat").c_str(), "r");
+      if (!st) continue;
+      char text[512] = {};
+      const std::size_t n = std::fread(text, 1, sizeof text - 1, st);
+      std::fclose(st);
+      const char* paren = std::strrchr(text, ')');
+      live = n > 0 && paren && paren[1] == ' ' && paren[2] != 'Z' && paren[2] != 'X';
+    }
+    std::fclose(f);
+    return live;
+  }
+
+  // A copy of the host made by fork() inside a call answers once and exits
+  // (host_main). On a loaded machine it may not have run yet when the run
+  // ends: while the host has children, listen for up to a second more, so
+  // that such a reply is seen (a gate.protocol event) and not killed unsaid.
+  void hear_strays() {
+    if (pid <= 0 || sock < 0) return;
+    const double until = steady_seconds() + 1.0;
+    std::vector<unsigned char> buf(sizeof(Reply) + 1);
+    for (;;) {
+      // What is already there first; then wait while a copy may still answer.
+      pollfd pf{sock, POLLIN, 0};
+      if (poll(&pf, 1, 0) <= 0) {
+        if (steady_seconds() >= until || !has_live_children(pid)) {
+          if (poll(&pf, 1, 0) <= 0) return;  // a copy that just ended sent first
+        } else if (poll(&pf, 1, 20) <= 0) {
+          continue;
+        }
+      }
+      const ssize_t got = recv(sock, buf.data(), buf.size(), MSG_DONTWAIT);
+      if (got == 0) return;
+      if (got < 0) continue;
+      Reply r{};
+      if (static_cast<std::size_t>(got) == sizeof r) std::memcpy(&r, buf.data(), sizeof r);
+      if (static_cast<std::size_t>(got) != sizeof r || r.magic != kReplyMagic)
+        protocol("", "",
+                 "a message from the kernel's process after its last call (" +
+                     std::to_string(got) + " bytes: \"" +
+                     excerpt(buf.data(), static_cast<std::size_t>(got)) + "\")");
+      else if (r.pid != pid)
+        protocol("", "",
+                 "a reply from process " + std::to_string(r.pid) +
+                     ", not from the kernel's process " + std::to_string(pid) +
+                     " (the kernel called fork(), and the copy answered too)");
+      else
+        protocol("", "", "a reply from the kernel's process after its last call");
+    }
   }
 
   void stop() {
