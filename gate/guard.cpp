@@ -224,6 +224,7 @@ class Guarded {
     if (!input_ || !src_ || !bytes_) return "";
     const auto* a = data_;
     const auto* b = static_cast<const unsigned char*>(src_);
+    if (std::memcmp(a, b, bytes_) == 0) return "";
     for (std::size_t i = 0; i < bytes_; ++i)
       if (a[i] != b[i])
         return "wrote into input buffer '" + std::string(name_) + "' at byte " +
