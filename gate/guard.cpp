@@ -31,12 +31,12 @@ namespace {
 // Live guarded buffers, read by the fault handler (fixed size, no allocation).
 struct Region {
   std::atomic<bool> used{false};
-  const char* name = nullptr;
+  char name[48] = {};
   std::uintptr_t map_begin = 0, data_begin = 0, data_end = 0, map_end = 0;
   std::uintptr_t page = 0;  // size of each guard region
   bool read_only = false;
 };
-constexpr int kRegions = 16;
+constexpr int kRegions = 64;
 Region g_regions[kRegions];
 CallBox* g_box = nullptr;
 
@@ -47,6 +47,22 @@ Region* claim_region() {
   }
   return nullptr;  // more than kRegions buffers in one call: left unregistered
 }
+
+void set_region_name(Region* r, const char* name) {
+  std::size_t i = 0;
+  for (; name && name[i] && i + 1 < sizeof r->name; ++i) r->name[i] = name[i];
+  r->name[i] = '\0';
+}
+
+// ------------------------------------------------------------------ arena --
+// Remote calls (gate/host.hpp): guarded buffers are carved from one shared
+// mapping that the kernel host sees at the same address. Between calls no
+// buffer is alive, so the bump pointer goes back to the start.
+unsigned char* g_arena = nullptr;
+std::size_t g_arena_bytes = 0, g_arena_start = 0, g_arena_top = 0;
+class Guarded;
+std::vector<Guarded*> g_live;  // arena buffers alive now, in creation order
+const FpState* g_remote_fp = nullptr;
 
 // Async-signal-safe text building.
 struct Writer {
@@ -134,27 +150,43 @@ std::size_t guard_bytes() {
 class Guarded {
  public:
   Guarded(const char* name, const void* src, std::size_t bytes, bool input)
-      : name_(name), bytes_(bytes), input_(input) {
+      : name_(name), bytes_(bytes), input_(input), src_(src) {
     const std::size_t P = page_size();
     const std::size_t G = guard_bytes();
     const std::size_t body = (bytes + 63) / 64 * 64;
     const std::size_t data_pages = body == 0 ? 1 : (body + P - 1) / P;
     map_bytes_ = data_pages * P + 2 * G;
-    void* m = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) throw std::runtime_error("guarded call: mmap failed");
-    map_ = static_cast<unsigned char*>(m);
-    mprotect(map_, G, PROT_NONE);
-    mprotect(map_ + G + data_pages * P, G, PROT_NONE);
+    if (g_arena) {
+      // The judge never runs kernel code: its view of the arena needs no
+      // protection. The host maps only the data pages, for the call.
+      if (g_live.empty()) g_arena_top = g_arena_start;
+      if (map_bytes_ > g_arena_bytes - g_arena_top)
+        throw std::runtime_error("guarded call: the buffers of this call exceed the " +
+                                 std::to_string(g_arena_bytes >> 20) +
+                                 " MiB shared with the kernel's process");
+      map_ = g_arena + g_arena_top;
+      g_arena_top += map_bytes_;
+      g_live.push_back(this);
+    } else {
+      void* m =
+          mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (m == MAP_FAILED) throw std::runtime_error("guarded call: mmap failed");
+      map_ = static_cast<unsigned char*>(m);
+      mprotect(map_, G, PROT_NONE);
+      mprotect(map_ + G + data_pages * P, G, PROT_NONE);
+    }
     unsigned char* inner_end = map_ + G + data_pages * P;
     data_ = inner_end - body;
     std::memset(map_ + G, kCanary, data_pages * P);
     if (bytes) std::memcpy(data_, src, bytes);
     head_ = map_ + G;
     tail_end_ = inner_end;
+    guard_ = G;
+    if (g_arena) return;  // the host registers the fault regions itself
     if (input_) mprotect(map_ + G, data_pages * P, PROT_READ);
     region_ = claim_region();
     if (region_) {
-      region_->name = name_;
+      set_region_name(region_, name_);
       region_->map_begin = reinterpret_cast<std::uintptr_t>(map_);
       region_->map_end = region_->map_begin + map_bytes_;
       region_->data_begin = reinterpret_cast<std::uintptr_t>(data_);
@@ -165,10 +197,41 @@ class Guarded {
   }
   ~Guarded() {
     if (region_) region_->used.store(false);
+    if (in_arena()) {
+      if (auto it = std::find(g_live.begin(), g_live.end(), this); it != g_live.end())
+        g_live.erase(it);
+      return;
+    }
     munmap(map_, map_bytes_);
   }
   Guarded(const Guarded&) = delete;
   Guarded& operator=(const Guarded&) = delete;
+
+  bool in_arena() const { return g_arena && map_ >= g_arena && map_ < g_arena + g_arena_bytes; }
+  BufferRange range() const {
+    BufferRange r;
+    r.map_begin = reinterpret_cast<std::uintptr_t>(map_);
+    r.map_end = r.map_begin + map_bytes_;
+    r.data_begin = reinterpret_cast<std::uintptr_t>(data_);
+    r.data_end = r.data_begin + bytes_;
+    r.guard = guard_;
+    r.read_only = input_;
+    r.name = name_;
+    return r;
+  }
+  // An input the kernel changed (it can make its pages writable itself):
+  // where, or empty.
+  std::string input_changed() const {
+    if (!input_ || !src_ || !bytes_) return "";
+    const auto* a = data_;
+    const auto* b = static_cast<const unsigned char*>(src_);
+    if (std::memcmp(a, b, bytes_) == 0) return "";
+    for (std::size_t i = 0; i < bytes_; ++i)
+      if (a[i] != b[i])
+        return "wrote into input buffer '" + std::string(name_) + "' at byte " +
+               std::to_string(i) + " (inputs are const)";
+    return "";
+  }
 
   void* data() const { return data_; }
   void copy_to(void* dst) const {
@@ -194,6 +257,8 @@ class Guarded {
   const char* name_;
   std::size_t bytes_;
   bool input_;
+  const void* src_;  // the caller's buffer (inputs: compared after the call)
+  std::size_t guard_ = 0;
   std::size_t map_bytes_ = 0;
   unsigned char* map_ = nullptr;
   unsigned char* data_ = nullptr;
@@ -232,29 +297,22 @@ float load(sa_dtype t, const void* p, std::int64_t i) {
 // parts a kernel can change that alter later arithmetic: the rounding mode,
 // and on x86 the SSE control bits (flush-to-zero, denormals-are-zero, the
 // exception masks). Status flags are not compared: arithmetic raises them.
-std::string fp_environment_change() {
+std::string describe_fp_change(const FpState& st) {
   std::string what;
-  const int round = std::fegetround();
+  const int round = st.round;
   if (round != FE_TONEAREST)
     what += round == FE_UPWARD       ? "rounding mode upward"
             : round == FE_DOWNWARD   ? "rounding mode downward"
             : round == FE_TOWARDZERO ? "rounding mode toward zero"
                                      : "rounding mode changed";
 #if defined(__x86_64__) || defined(__i386__)
-  const unsigned csr = _mm_getcsr();
+  const unsigned csr = st.csr;
   auto add = [&](const char* t) { what += (what.empty() ? "" : ", ") + std::string(t); };
   if (csr & 0x8000u) add("flush-to-zero on (MXCSR.FTZ)");
   if (csr & 0x0040u) add("denormals-are-zero on (MXCSR.DAZ)");
   if ((csr & 0x1f80u) != 0x1f80u) add("floating-point exceptions unmasked (MXCSR)");
 #endif
   return what;
-}
-
-void restore_default_fp_environment() {
-  std::fesetenv(FE_DFL_ENV);
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_setcsr(0x1f80u);
-#endif
 }
 
 }  // namespace
@@ -277,7 +335,7 @@ struct GuardedKernel::State {
     std::vector<std::pair<Guarded*, void*>> back;
     Call(State* s_, const char* op_, std::string dt) : s(s_), op(op_), dtype(std::move(dt)) {
       s->refused_last = false;
-      restore_default_fp_environment();  // every call starts from the default environment
+      restore_default_fp_env();  // every call starts from the default environment
       if (g_box) {
         std::strncpy(g_box->op, op, sizeof g_box->op - 1);
         std::strncpy(g_box->dtype, dtype.c_str(), sizeof g_box->dtype - 1);
@@ -288,28 +346,35 @@ struct GuardedKernel::State {
     ~Call() {
       if (g_box) g_box->in_call = 0;
     }
+    // Remote calls always go through the arena (it is how buffers reach the
+    // kernel's process), whatever guard_buffers says.
+    bool guarding() const { return s->options.guard_buffers || g_arena; }
     const void* in(const char* name, const void* p, std::size_t bytes) {
-      if (!p || !s->options.guard_buffers) return p;
+      if (!p || !guarding()) return p;
       bufs.push_back(std::make_unique<Guarded>(name, p, bytes, true));
       return bufs.back()->data();
     }
     void* out(const char* name, void* p, std::size_t bytes) {
-      if (!p || !s->options.guard_buffers) return p;
+      if (!p || !guarding()) return p;
       bufs.push_back(std::make_unique<Guarded>(name, p, bytes, false));
       back.emplace_back(bufs.back().get(), p);
       return bufs.back()->data();
     }
     // After the call: the floating-point environment, canaries, then copy
     // outputs back to the caller's buffers.
+    // A remote call's environment is the host's, as it reported it.
     void finish() {
-      if (const std::string fp = fp_environment_change(); !fp.empty()) {
-        restore_default_fp_environment();
+      const FpState fp_state = g_remote_fp ? *g_remote_fp : read_fp_state();
+      if (const std::string fp = describe_fp_change(fp_state); !fp.empty()) {
+        restore_default_fp_env();
         s->incident("fp_environment", op, dtype,
                     "after the call: " + fp +
                         "; the gate restored the default environment before going on");
       }
       for (auto& b : bufs) {
         std::string d = b->check();
+        if (!d.empty()) s->incident("out_of_bounds_write", op, dtype, d);
+        d = b->input_changed();
         if (!d.empty()) s->incident("out_of_bounds_write", op, dtype, d);
       }
       for (auto& [g, dst] : back) g->copy_to(dst);
@@ -640,14 +705,15 @@ sa_status t_row_backward(void* ctx, sa_dtype t, const sa_rows* sh, const void* y
                          void* dx, bool log) {
   State* s = st(ctx);
   auto fn = log ? s->inner->log_softmax_backward : s->inner->softmax_backward;
-  // In place (dx == dy, which kernel.h allows) is passed through unguarded.
-  if (!valid(sh) || sh->out_stride < sh->n || dx == dy) return fn(s->inner->ctx, t, sh, y, dy, dx);
+  if (!valid(sh) || sh->out_stride < sh->n) return fn(s->inner->ctx, t, sh, y, dy, dx);
   State::Call c(s, log ? "log_softmax_backward" : "softmax_backward", dtype_name(t));
   const std::size_t in_bytes = row_bytes(sh, sh->in_stride, elem(t)),
                     out_bytes = row_bytes(sh, sh->out_stride, elem(t));
   const void* gy = c.in("y", y, in_bytes);
-  const void* gdy = c.in("dy", dy, in_bytes);
-  void* gdx = c.out("dx", dx, out_bytes);
+  // In place (dx == dy, which kernel.h allows): one writable mapping as both.
+  void* gdx = c.out(dx == dy ? "dy/dx (in place)" : "dx", dx,
+                    dx == dy ? std::max(in_bytes, out_bytes) : out_bytes);
+  const void* gdy = dx == dy ? gdx : c.in("dy", dy, in_bytes);
   const sa_status r = fn(s->inner->ctx, t, sh, gy, gdy, gdx);
   c.finish();
   return r;
@@ -845,6 +911,72 @@ const char* t_last_error(void* ctx) {
 }  // namespace
 
 void set_call_box(CallBox* box) { g_box = box; }
+
+FpState read_fp_state() {
+  FpState st;
+  st.round = std::fegetround();
+#if defined(__x86_64__) || defined(__i386__)
+  st.csr = _mm_getcsr();
+#endif
+  return st;
+}
+
+void restore_default_fp_env() {
+  std::fesetenv(FE_DFL_ENV);
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_setcsr(0x1f80u);
+#endif
+}
+
+void set_remote_fp(const FpState* state) { g_remote_fp = state; }
+
+void use_arena(void* base, std::size_t bytes, std::size_t reserved) {
+  g_arena = static_cast<unsigned char*>(base);
+  g_arena_bytes = base ? bytes : 0;
+  g_arena_start = g_arena_top = base ? reserved : 0;
+  g_live.clear();
+}
+
+bool in_arena(const void* p) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  return g_arena && c >= g_arena && c < g_arena + g_arena_bytes;
+}
+
+std::vector<BufferRange> live_buffers() {
+  std::vector<BufferRange> out;
+  out.reserve(g_live.size());
+  for (const Guarded* g : g_live) out.push_back(g->range());
+  return out;
+}
+
+struct ArenaInputs::Impl {
+  std::vector<std::unique_ptr<Guarded>> bufs;
+};
+ArenaInputs::ArenaInputs() : impl_(std::make_unique<Impl>()) {}
+ArenaInputs::~ArenaInputs() = default;
+const void* ArenaInputs::add(const char* name, const void* src, std::size_t bytes) {
+  impl_->bufs.push_back(std::make_unique<Guarded>(name, src, bytes, true));
+  return impl_->bufs.back()->data();
+}
+
+void register_fault_regions(const BufferRange* ranges, std::size_t count) {
+  clear_fault_regions();
+  for (std::size_t i = 0; i < count; ++i) {
+    Region* r = claim_region();
+    if (!r) return;
+    set_region_name(r, ranges[i].name);
+    r->map_begin = ranges[i].map_begin;
+    r->map_end = ranges[i].map_end;
+    r->data_begin = ranges[i].data_begin;
+    r->data_end = ranges[i].data_end;
+    r->page = ranges[i].guard;
+    r->read_only = ranges[i].read_only;
+  }
+}
+
+void clear_fault_regions() {
+  for (auto& r : g_regions) r.used.store(false);
+}
 
 void install_fault_handler() {
   static std::vector<char> alt(1 << 16);

@@ -26,10 +26,12 @@
 // wrapped (their buffers live on the device).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "kernels/kernel.hpp"
 
@@ -54,13 +56,70 @@ struct CallBox {
   volatile int in_call;  // 1 while a kernel call is running
   char op[32];
   char dtype[16];
-  char fault[512];  // set by the fault handler: which buffer, which offset
+  char fault[512];        // set by the fault handler: which buffer, which offset
+  volatile int host_pid;  // the judge's current kernel host (gate/host.hpp), 0 if none
 };
 
 void set_call_box(CallBox* box);  // null to stop recording
 // SIGSEGV/SIGBUS handler (on an alternate stack): writes the fault into the
 // CallBox, then lets the signal kill the process as it would have.
 void install_fault_handler();
+
+// ------------------------------------------------------- remote calls --
+// Used by gate/host.hpp, where the kernel runs in another process (the
+// kernel host) than the guard (the judge).
+
+// The floating-point state after a call: rounding mode and, on x86, MXCSR.
+struct FpState {
+  int round = 0;
+  unsigned csr = 0x1f80u;
+};
+FpState read_fp_state();
+void restore_default_fp_env();
+// While set, a guarded call judges this state (the host's, as it reported
+// it) instead of this process's own environment.
+void set_remote_fp(const FpState* state);
+
+// Guarded buffers come from [base, base + bytes), a mapping shared with the
+// kernel host, from `reserved` bytes on (the part before is the call's
+// table of buffers). Null base: private mappings again (in-process calls).
+// With an arena, every buffer of a guarded call is placed in it even when
+// GuardOptions::guard_buffers is off: it is how buffers reach the host.
+void use_arena(void* base, std::size_t bytes, std::size_t reserved);
+bool in_arena(const void* p);
+
+// One buffer of the call in progress as the host must map it: the data
+// pages readable (inputs) or writable (outputs), the guard regions around
+// them left inaccessible.
+struct BufferRange {
+  std::uintptr_t map_begin = 0, map_end = 0;    // guard regions included
+  std::uintptr_t data_begin = 0, data_end = 0;  // the buffer's own bytes
+  std::uintptr_t guard = 0;                     // bytes of each guard region
+  bool read_only = false;
+  const char* name = "";
+};
+// The arena buffers alive now (those of the call in progress), in order.
+std::vector<BufferRange> live_buffers();
+
+// Read-only copies in the arena of what a call passes by pointer besides its
+// buffers (its argument structures), alive as long as this object.
+class ArenaInputs {
+ public:
+  ArenaInputs();
+  ~ArenaInputs();
+  ArenaInputs(const ArenaInputs&) = delete;
+  ArenaInputs& operator=(const ArenaInputs&) = delete;
+  const void* add(const char* name, const void* src, std::size_t bytes);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The host's side: the buffers of the call it is about to run, so that the
+// fault handler names a buffer and an offset (the first 64 are named).
+void register_fault_regions(const BufferRange* ranges, std::size_t count);
+void clear_fault_regions();
 
 class GuardedKernel {
  public:

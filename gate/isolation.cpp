@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +21,7 @@
 #include <stdexcept>
 
 #include "gate/child.hpp"
+#include "gate/host.hpp"
 #include "gate/verdict_json.hpp"
 
 namespace sa::gate {
@@ -67,27 +69,80 @@ std::string op_names(const std::set<Op>& ops) {
   return s;
 }
 
+const char* host_event_kind(HostEvent::Kind k) {
+  return k == HostEvent::Kind::hang ? "hang" : k == HostEvent::Kind::crash ? "crash" : "protocol";
+}
+
+// The judge: runs the suite. For a host-memory kernel it never runs kernel
+// code (a kernel host does, gate/host.hpp), so its verdicts cannot be forged
+// from there; a device kernel still runs here (not hosted).
 void child_main(const ChildWriter& w, const KernelSource& source, const props::SuiteConfig& config,
                 const std::vector<Unit>& units, const std::set<Op>& refused,
                 const IsolationOptions& opt, CallBox* box) {
+  // Not dumpable: a kernel host (same user) may not read or write this
+  // process's memory through /proc/PID/mem.
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   install_fault_handler();
-  set_call_box(box);
-  std::optional<Kernel> kernel;
-  // Opening runs the plugin's (or module's) own code: it counts as a kernel
-  // call for the case timeout (op empty: no op to stop calling).
-  box->op[0] = '\0';
-  box->dtype[0] = '\0';
-  box->in_call = 1;
-  try {
-    kernel.emplace(source.open());
-    box->in_call = 0;
-  } catch (const std::exception& e) {
-    box->in_call = 0;
-    w.send({{"t", "error"}, {"what", std::string("opening the kernel: ") + e.what()}});
-    w.send({{"t", "done"}});
-    _exit(0);
-  }
   std::string current_property, current_input;
+  GuardedKernel* guarded_now = nullptr;
+  std::set<Op> hung, crashed;  // crashed: in the current property only
+  std::set<Op> unit_refused = refused;
+  auto apply_refusals = [&] {
+    if (!guarded_now) return;
+    std::set<Op> all = unit_refused;
+    all.insert(hung.begin(), hung.end());
+    all.insert(crashed.begin(), crashed.end());
+    guarded_now->refuse(all);
+  };
+  std::unique_ptr<KernelHost> host;
+  std::optional<Kernel> kernel;
+  if (source.memory() == SA_MEMORY_HOST) {
+    auto on_event = [&](const HostEvent& e) {
+      w.send({{"t", "host_end"},
+              {"kind", host_event_kind(e.kind)},
+              {"op", e.op},
+              {"dtype", e.dtype},
+              {"fault", e.fault},
+              {"how", e.how},
+              {"silent_s", e.silent_s},
+              {"property", current_property},
+              {"input", clip(current_input)}});
+      if (e.op.empty() || e.kind == HostEvent::Kind::protocol) return;
+      if (const auto op = parse_op(e.op)) {
+        (e.kind == HostEvent::Kind::hang ? hung : crashed).insert(*op);
+        apply_refusals();
+      }
+    };
+    try {
+      host = std::make_unique<KernelHost>(source, HostOptions{opt.case_timeout_s, box}, on_event,
+                                          [&] { w.send({{"t", "host_start"}}); });
+      if (host->remote())
+        kernel.emplace(host->kernel());
+      else
+        host.reset();  // a device kernel: opened here below
+    } catch (const std::exception& e) {
+      w.send({{"t", "error"}, {"what", std::string("opening the kernel: ") + e.what()}});
+      w.send({{"t", "done"}});
+      _exit(0);
+    }
+  }
+  if (!kernel) {
+    set_call_box(box);
+    // Opening runs the plugin's (or module's) own code: it counts as a kernel
+    // call for the case timeout (op empty: no op to stop calling).
+    box->op[0] = '\0';
+    box->dtype[0] = '\0';
+    box->in_call = 1;
+    try {
+      kernel.emplace(source.open());
+      box->in_call = 0;
+    } catch (const std::exception& e) {
+      box->in_call = 0;
+      w.send({{"t", "error"}, {"what", std::string("opening the kernel: ") + e.what()}});
+      w.send({{"t", "done"}});
+      _exit(0);
+    }
+  }
   GuardedKernel guarded(*kernel, opt.guard, [&](const GuardIncident& i) {
     w.send({{"t", "incident"},
             {"kind", i.kind},
@@ -97,8 +152,16 @@ void child_main(const ChildWriter& w, const KernelSource& source, const props::S
             {"property", current_property},
             {"input", clip(current_input)}});
   });
+  guarded_now = &guarded;
   props::SuiteObserver obs;
   obs.before_case = [&](const std::string& p, const std::string& in) {
+    if (p != current_property && !crashed.empty()) {
+      // An op that crashed is answered by the gate for the rest of that
+      // property only; the next property calls it again (a fresh host).
+      crashed.clear();
+      current_property = p;
+      apply_refusals();
+    }
     current_property = p;
     current_input = in;
     w.send({{"t", "case"}, {"property", p}, {"input", clip(in)}});
@@ -111,8 +174,10 @@ void child_main(const ChildWriter& w, const KernelSource& source, const props::S
     props::SuiteConfig one = config;
     if (!unit.properties.empty()) one.properties = unit.properties;
     std::vector<Op> ops = effective_ops(unit, config);
-    std::set<Op> refuse = refused;
-    refuse.insert(unit.refuse.begin(), unit.refuse.end());
+    unit_refused = refused;
+    unit_refused.insert(unit.refuse.begin(), unit.refuse.end());
+    std::set<Op> refuse = unit_refused;
+    refuse.insert(hung.begin(), hung.end());
     // A host kernel's refused calls are answered by the guard (an error that
     // names the crash or hang): the suite still runs those ops, so each
     // property makes its usual verdicts. A device kernel is not wrapped: its
@@ -120,7 +185,8 @@ void child_main(const ChildWriter& w, const KernelSource& source, const props::S
     if (source.memory() != SA_MEMORY_HOST)
       std::erase_if(ops, [&](Op op) { return refuse.count(op) != 0; });
     one.ops = ops;
-    guarded.refuse(refuse);
+    crashed.clear();
+    apply_refusals();
     current_property = unit.properties.size() == 1 ? unit.properties[0] : std::string();
     current_input.clear();
     try {
@@ -134,6 +200,8 @@ void child_main(const ChildWriter& w, const KernelSource& source, const props::S
       w.send({{"t", "error"}, {"what", e.what()}});
     }
   }
+  guarded_now = nullptr;
+  host.reset();  // kills the last host and every process it left
   w.send({{"t", "done"}});
   std::fflush(nullptr);
   _exit(0);  // no destructors: a plugin's cannot change what was reported
@@ -167,6 +235,7 @@ const char* claim_of(const std::string& id) {
 
 const char* incident_property(const std::string& kind) {
   if (kind == "nan_output") return kNoNanOutput;
+  if (kind == "protocol") return kProtocol;
   if (kind == "fp_environment") return kFpEnvironment;
   return kInBounds;
 }
@@ -188,6 +257,7 @@ struct Sink {
   std::vector<Verdict> findings;  // the gate's (gate.*), one per (check, property, op, dtype)
   std::map<std::string, std::size_t> seen;
   int crashes = 0, hangs = 0, processes = 0;
+  int kernel_crashes = 0, kernel_hangs = 0;  // of kernel hosts (the judge went on)
   std::set<Op> refused;  // ops no longer called: they hung
   bool deadline = false;
   // A one-property unit whose process crashed or hung inside a call of `op`
@@ -288,6 +358,64 @@ Sink run_units(const KernelSource& source, const props::SuiteConfig& config,
       if (forward_verdicts && observer && observer->on_verdict) observer->on_verdict(v);
       sink.verdicts.push_back(std::move(v));
     };
+    // A kernel host that crashed, hung or sent something that is not a
+    // reply; the judge answered that call with an error and went on.
+    auto host_end = [&](const json& m) {
+      const std::string kind = m.value("kind", ""), op = m.value("op", ""),
+                        dtype = m.value("dtype", ""), during = m.value("property", ""),
+                        input = m.value("input", "");
+      const std::string where =
+          "during property " + (during.empty() ? units[std::min(next, units.size() - 1)].name : during) +
+          ", input: " + (input.empty() ? std::string("(no case announced yet)") : input);
+      if (kind == "protocol") {
+        const std::string what = m.value("how", "");
+        if (!violations.insert(what.substr(0, 60)).second) return;
+        Verdict v = gate_verdict(kProtocol, claim_of(kProtocol), kname);
+        v.counterexample = where;
+        v.note = "the gate saw " + what + "; it was ignored";
+        sink.add_finding(std::move(v), "");
+        return;
+      }
+      const bool in_call = !op.empty();
+      const std::string fault = m.value("fault", "");
+      Verdict v;
+      if (kind == "hang") {
+        ++sink.kernel_hangs;
+        const double silent = m.value("silent_s", 0.0);
+        v = gate_verdict(kNoHang, claim_of(kNoHang), kname);
+        v.outcome = Outcome::fail;
+        v.measured = silent;
+        v.bound = opt.case_timeout_s;
+        v.rule = {"gate.timeout", "the case timeout (--timeout or the spec's 'timeout', seconds)"};
+        v.note = "no answer for " + std::to_string(silent) + " s " +
+                 (in_call ? "inside a kernel call" : "while the kernel's process opened the kernel") +
+                 "; the process was killed and the call answered with an error";
+        if (const auto failed = parse_op(op)) {
+          sink.refused.insert(*failed);
+          v.note += "; the gate calls " + op +
+                    " no more in this run (every later call of it is answered with an error "
+                    "verdict)";
+        }
+      } else {
+        ++sink.kernel_crashes;
+        const bool guard_hit = fault.find("buffer '") != std::string::npos;
+        const char* id = guard_hit ? kInBounds : kNoCrash;
+        v = gate_verdict(id, claim_of(id), kname);
+        v.outcome = Outcome::fail;
+        v.measured = 1;
+        v.bound = 0;
+        std::string how = m.value("how", "");
+        if (!fault.empty()) how += ": " + fault;
+        v.note = "the kernel's process was " + how +
+                 (in_call ? "; the gate answered that call with an error, and the property's "
+                            "further " + op + " calls itself, and went on in a fresh process"
+                          : " while opening the kernel");
+      }
+      v.op = op;
+      v.dtype = dtype;
+      v.counterexample = where;
+      sink.findings.push_back(std::move(v));
+    };
     auto handle = [&](const json& m) {
       const std::string t = m.value("t", "");
       if (finished) return;  // nothing counts after "done"
@@ -324,6 +452,10 @@ Sink run_units(const KernelSource& source, const props::SuiteConfig& config,
         v.counterexample = "during property " + during + ", input: " + m.value("input", "");
         v.note = m.value("detail", "");
         sink.add_finding(std::move(v), during);
+      } else if (t == "host_start") {
+        ++sink.processes;
+      } else if (t == "host_end") {
+        host_end(m);
       } else if (t == "error") {
         Verdict v =
             gate_verdict("gate.suite_error", "the suite runs every property to the end", kname);
@@ -365,6 +497,9 @@ Sink run_units(const KernelSource& source, const props::SuiteConfig& config,
         },
         on_violation, [&] { return host && box->in_call == 0; });
 
+    // A kernel host the judge left behind (the judge was killed at the
+    // deadline, or died): its process group goes too.
+    if (const pid_t left = box->host_pid; left > 0) kill_group(left);
     if (finished && end.exited && end.status == 0) break;
     if (next >= units.size()) break;  // died after its last unit: nothing was lost
 
@@ -517,6 +652,16 @@ IsolatedRun run_isolated(const KernelSource& source, const props::SuiteConfig& c
     });
     sink.verdicts = props::run_suite(guarded.kernel(), config, observer);
   } else {
+    // While kernel hosts live, no process of this user may read or write the
+    // gate's memory (through /proc/PID/mem; the hosts also lose the
+    // capability that would override this).
+    struct NotDumpable {
+      int was = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+      NotDumpable() { prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
+      ~NotDumpable() {
+        if (was > 0) prctl(PR_SET_DUMPABLE, was, 0, 0, 0);
+      }
+    } not_dumpable;
     void* shm =
         mmap(nullptr, sizeof(CallBox), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shm == MAP_FAILED) throw std::runtime_error("gate: cannot map shared memory");
@@ -557,8 +702,8 @@ IsolatedRun run_isolated(const KernelSource& source, const props::SuiteConfig& c
     }
     munmap(shm, sizeof(CallBox));
   }
-  run.crashes += sink.crashes;
-  run.hangs += sink.hangs;
+  run.crashes += sink.crashes + sink.kernel_crashes;
+  run.hangs += sink.hangs + sink.kernel_hangs;
   run.verdicts = std::move(sink.verdicts);
 
   // A destructor that misbehaved when the probe closed the plugin.

@@ -1,36 +1,37 @@
-// Running the suite on a kernel in a separate process, so that the gate never
-// dies with the kernel.
+// Running the suite on a kernel in separate processes, so that the gate never
+// dies with the kernel and the kernel never shares a process with the code
+// that judges it (docs/isolation.md).
 //
-// The kernel runs in a forked child. Before every kernel call the child tells
-// the parent, through a pipe, which property and which input it is about to
-// run (SuiteObserver::before_case), and sends every verdict as a JSON line the
-// moment it exists. The parent therefore keeps everything computed so far
-// when the child
-//   - dies on a signal (crash; an out-of-bounds access caught by a guard page
-//     is named with its buffer and offset, see gate/guard.hpp),
-//   - stays silent longer than the case timeout (hang: the child is killed),
-//   - exits without finishing;
-// each of these becomes a failing verdict naming the property and the input
-// that caused it, and a fresh child continues with the remaining properties.
-// Canary overruns and NaN outputs for inputs without NaN are reported by the
-// guard without stopping the child. Granularity (IsolationOptions): by
-// default the whole selection runs in one child; after a crash or hang every
-// property is run again on its own (same seed, same inputs), so that a crash
-// loses only the rest of the property it interrupted and names it.
+// The suite runs in a forked child, the judge. A host-memory kernel (plugin,
+// built-in, Python CPU kernel) never runs in the judge: every call goes to a
+// kernel host the judge forks (gate/host.hpp), which opens the kernel and
+// only executes calls on buffers the judge laid out in shared memory; the
+// judge checks what came back. A host that crashes (an out-of-bounds access
+// caught by a guard page is named with its buffer and offset, see
+// gate/guard.hpp) or does not answer within the case timeout (killed) is
+// reported by the judge (host_end), which answers that call with an error
+// and goes on with the same run in a fresh host: an op that crashed is
+// answered by the gate for the rest of its property, one that hung for the
+// rest of the run, and the verdict says so. Canary overruns, input writes,
+// NaN outputs for inputs without NaN and a changed floating-point
+// environment are reported by the guard in the judge.
 //
-// Every restart makes progress (a later unit, or the same property with
-// fewer ops), so a run ends with a verdict for every unit whatever the kernel
-// does; an op that hung is called no more in the run (later calls of it are
-// answered by the gate with an error status, and the verdict says so); the
-// overall deadline (IsolationOptions::deadline_s) bounds the whole run. The
-// child leads its own process group, which is killed after it ends, so that
-// helper processes a kernel forked die with it. Messages are stamped by the
-// child (gate/child.hpp): a kernel writing to the pipe or forking a copy of
-// the suite gives a failing gate.protocol verdict, never a pass. Each kernel
-// call starts in the default floating-point environment; a call that changes
-// it gives a failing gate.fp_environment verdict (gate/guard.hpp).
+// Before every kernel call the judge tells the gate, through a pipe, which
+// property and which input it is about to run (SuiteObserver::before_case),
+// and sends every verdict as a JSON line the moment it exists, stamped for
+// this judge (gate/child.hpp). If the judge itself dies or exits without
+// finishing (a defect of the suite, not of a hosted kernel) the gate keeps
+// everything received so far and, by default, runs every property again on
+// its own (Granularity) in a fresh judge, so that such a failure loses only
+// the rest of the property it interrupted and names it. The overall deadline
+// (IsolationOptions::deadline_s) bounds the whole run: the judge and its
+// current host are killed and the properties not run are named.
 //
-// CUDA: each child creates its own CUDA context on first use. The calling
+// A device (CUDA) kernel is not hosted (its buffers are staged to the device
+// in the calling process): it runs in the judge as every kernel did before
+// issue 29, where a crash or hang ends the judge and the gate restarts it as
+// described above, and the suite is protected from it only by the message
+// stamps. Each judge creates its own CUDA context on first use; the calling
 // process must not initialise CUDA before run_isolated (a context does not
 // survive fork); nothing in the gate does.
 #pragma once
@@ -46,17 +47,18 @@
 namespace sa::gate {
 
 enum class Granularity {
-  // One child runs the whole selection in one run_suite call (the suite shares
-  // work between properties); only if it crashes or hangs is every property
-  // run again, one per run_suite call, to name the property that failed and
-  // keep every other property's verdicts. The default.
+  // One judge runs the whole selection in one run_suite call (the suite
+  // shares work between properties); only if the judge itself crashes or
+  // hangs (a device kernel, or a defect of the suite) is every property run
+  // again, one per run_suite call, to name the property that failed and keep
+  // every other property's verdicts. The default.
   whole_then_property,
   // One run_suite call per property from the start.
   per_property
 };
 
 struct IsolationOptions {
-  double case_timeout_s = 60.0;  // longest silence allowed from the child (one case)
+  double case_timeout_s = 60.0;  // longest a kernel call (or opening the kernel) may take
   // The whole run's limit in seconds (0: none). When it passes, the child is
   // killed and every property not yet run is named in a gate.deadline verdict.
   double deadline_s = 0;
@@ -67,7 +69,7 @@ struct IsolationOptions {
 
 struct IsolatedRun {
   std::vector<Verdict> verdicts;  // the suite's verdicts, then the gate's own (gate.*)
-  int processes = 0;              // children started
+  int processes = 0;              // judges and kernel hosts started
   int crashes = 0, hangs = 0;
   std::uint64_t seed = 0;   // the seed every process used (drawn when the config's is 0)
   std::string refused_ops;  // ops the gate stopped calling after they hung ("" if none)

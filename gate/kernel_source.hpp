@@ -4,7 +4,7 @@
 // function and its destructors run only in children (gate/child.hpp) under a
 // time limit. probe_plugin opens it once in a child to validate the
 // descriptor and learn the kernel's identity, then closes it there; every
-// isolated child of the run opens the same file again. A constructor that
+// kernel host of the run (gate/host.hpp) opens the same file again. A constructor that
 // exits, crashes or hangs is therefore a load error naming the file (exit 2),
 // never a silent exit 0 of the gate, and a destructor that ends the process
 // cannot change the gate's exit code.
@@ -45,10 +45,14 @@ class KernelSource {
   const std::string& name() const { return id_.name; }
   sa_memory memory() const { return id_.memory; }
   bool is_plugin() const { return !in_process_.has_value() && !opener_; }
+  // Opened by a function given by the caller (the Python adapter), which
+  // expects to run on the thread that forked (it re-initialises the
+  // interpreter there).
+  bool has_opener() const { return static_cast<bool>(opener_); }
   const std::string& path() const { return path_; }  // resolved; plugins only
 
   // The kernel itself. For a plugin this loads the library: call it only in a
-  // child process.
+  // kernel host (or a judge, for a device kernel), never in the gate.
   Kernel open() const;
 
   // Empty when the kernel can run here; else why not (a CUDA kernel without

@@ -7,10 +7,11 @@
 // ABI version 2) whose slots call into Python. The gate's buffers cross as
 // NumPy views (and torch.from_numpy views of those) without copies; inputs
 // are read-only views, outputs are written through writable views. The
-// kernel runs only in the gate's isolated child processes (gate/isolation.hpp)
-// exactly like a plugin; in each child the interpreter is re-initialised after
-// fork (PyOS_AfterFork_Child) and PyTorch runs one thread (its OpenMP pool does
-// not survive fork).
+// kernel runs only in kernel hosts (gate/host.hpp, docs/isolation.md) exactly
+// like a plugin: the judge that runs the suite never imports the module (a
+// CUDA kernel, which is not hosted, runs in the judge); in each host the
+// interpreter is re-initialised after fork (PyOS_AfterFork_Child) and PyTorch
+// runs one thread (its OpenMP pool does not survive fork).
 //
 // No logic of the suite is here: main() runs cli/check.cpp's `check` command,
 // whose --python option reaches the kernel through cli/python_kernel.hpp's hook.

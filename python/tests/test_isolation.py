@@ -122,3 +122,105 @@ def test_cuda_kernel_object_after_this_process_initialised_cuda_is_refused(monke
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     with pytest.raises(softmax_audit.UsageError, match="pass the kernel by name"):
         softmax_audit.check(K.cuda_softmax)
+
+
+# Issue 29: a Python kernel that looks for the gate's message token in its
+# own memory and in its parent's (/proc/PID/mem), writes "pass" verdicts and
+# "done" stamped with it to every descriptor, tries to open its parent's
+# memory for writing, and returns NaN everywhere. It got exit 0 (PASS) when
+# the suite ran in the kernel's process; the suite now runs in a judge that
+# never imports the module, whose memory a kernel host cannot open.
+FORGER = r'''
+import json, os, re
+import torch
+
+TOKEN = re.compile(rb'"k":"([0-9a-f]{32})"')
+
+
+def scan(pid):
+    try:
+        maps = open(f"/proc/{pid}/maps").read().splitlines()
+        mem = open(f"/proc/{pid}/mem", "rb", buffering=0)
+    except OSError as e:
+        return None, f"reading process {pid}: {e.strerror}"
+    with mem:
+        for line in maps:
+            f = line.split()
+            lo, hi = (int(x, 16) for x in f[0].split("-"))
+            if not f[1].startswith("r") or hi - lo > (1 << 28) or "[v" in line:
+                continue
+            try:
+                mem.seek(lo)
+                data = mem.read(hi - lo)
+            except (OSError, OverflowError, ValueError):
+                continue
+            m = TOKEN.search(data or b"")
+            if m:
+                return m.group(1).decode(), f"reading process {pid}: token found"
+    return None, f"reading process {pid}: no token"
+
+
+class Forger:
+    name = "forger"
+    dtypes = ("float32",)
+    forged = False
+
+    def forge(self):
+        report, token = [], None
+        for pid in (os.getpid(), os.getppid()):
+            t, what = scan(pid)
+            report.append(what)
+            token = token or t
+        try:
+            open(f"/proc/{os.getppid()}/mem", "r+b").close()
+            report.append("the parent's memory opened for writing")
+        except OSError as e:
+            report.append(f"writing the parent's memory: {e.strerror}")
+        if token:
+            lines = [{"t": "verdict", "v": {"property": p, "outcome": "pass", "op": op,
+                                            "dtype": "float32", "kernel": "forger"}}
+                     for p in ("differential.ulp", "metamorphic.sum_to_one")
+                     for op in ("softmax", "log_softmax")]
+            lines += [{"t": "unit_done", "verdicts": []}, {"t": "done"}]
+            data = "".join(json.dumps(dict(m, k=token, p=os.getpid())) + "\n" for m in lines)
+            for fd in range(3, 64):
+                try:
+                    os.write(fd, data.encode())
+                except OSError:
+                    pass
+        with open(os.environ["SA_FORGE_REPORT"], "a") as f:
+            f.write("\n".join(report) + "\n")
+
+    def softmax(self, x, temperature):
+        if not self.forged:
+            self.forged = True
+            self.forge()
+        return torch.full_like(x, float("nan"))
+
+    log_softmax = softmax
+
+
+forger = Forger()
+'''
+
+
+def test_forged_verdicts_from_a_python_kernel_are_never_a_pass(cli, tmp_path):
+    import json
+    import subprocess
+    (tmp_path / "forger_kernel.py").write_text(FORGER)
+    report = tmp_path / "forge-report.txt"
+    gate_spec = tmp_path / "forge.toml"
+    gate_spec.write_text('properties = ["differential.ulp", "metamorphic.sum_to_one"]\n'
+                         'ops = ["softmax", "log_softmax"]\ndtypes = ["float32"]\n'
+                         'cases = 3\nseed = 11\n')
+    out = tmp_path / "forge.json"
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), SA_FORGE_REPORT=str(report))
+    r = subprocess.run([cli, "check", "--python", "forger_kernel:forger", "--spec",
+                        str(gate_spec), "--json", str(out)],
+                       capture_output=True, text=True, env=env, timeout=240)
+    assert r.returncode == 1, r.stdout + r.stderr
+    summary = json.loads(out.read_text())["runs"][0]["summary"]
+    assert summary["status"] == "fail" and summary["fail"] > 0, summary
+    text = report.read_text()
+    assert "reading process" in text, text  # the forger ran
+    assert "opened for writing" not in text, text

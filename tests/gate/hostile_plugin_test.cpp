@@ -206,6 +206,50 @@ TEST(HostilePlugin, ForgedCompletionMessagesAreAFailingVerdict) {
   EXPECT_TRUE(any_outcome(verdicts_of(c.json, "gate.protocol"), "fail")) << c.json.dump();
 }
 
+// Issue 29: a kernel that finds the gate's message token in its own memory
+// and writes "pass" verdicts and "done" with it (every output it computes is
+// NaN) got PASS, exit 0, when the suite ran in the kernel's process. The
+// suite now runs in a judge process that never runs kernel code: the forged
+// lines reach only the kernel host's socket, and neither the judge's nor the
+// gate's memory can be opened from the host.
+TEST(HostilePlugin, VerdictsForgedFromTheKernelsMemoryAreNeverAPass) {
+  const std::string dir = gate_test::temp_dir();
+  const auto c = check(lib("forge"), "--spec " + q(small_spec(dir)));
+  EXPECT_EQ(c.ran.rc, 1) << c.ran.output;
+  ASSERT_FALSE(c.json.is_null()) << c.ran.output;
+  EXPECT_EQ(c.json.at("runs").at(0).at("summary").value("status", ""), "fail") << c.json.dump();
+  EXPECT_EQ(c.ran.output.find("\nPASS"), std::string::npos) << c.ran.output;
+  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "differential.ulp"), "fail")) << c.json.dump();
+  EXPECT_FALSE(any_outcome(verdicts_of(c.json, "differential.ulp"), "pass")) << c.json.dump();
+  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "gate.no_nan_output"), "fail")) << c.json.dump();
+  // The forger ran, and could open neither its parent's nor its grandparent's memory.
+  EXPECT_NE(c.ran.output.find("hostile forge: the parent's memory"), std::string::npos)
+      << c.ran.output;
+  EXPECT_EQ(c.ran.output.find("opened for writing"), std::string::npos) << c.ran.output;
+}
+
+// Issue 29: a kernel host restarted after a crash is forked by the judge,
+// whose references have run OpenMP by then. Forked from that thread, the new
+// host inherited a libgomp pool without its threads, and the kernel's next
+// parallel region (log_softmax here) waited for them until the timeout.
+TEST(HostilePlugin, AnOpenMPKernelRunsInAHostRestartedAfterACrash) {
+  const std::string dir = gate_test::temp_dir();
+  const std::string spec = dir + "/spec.toml";
+  std::ofstream(spec) << "properties = [\"differential.ulp\", \"metamorphic.sum_to_one\", "
+                         "\"special.values\"]\nops = [\"softmax\", \"log_softmax\"]\n"
+                         "dtypes = [\"float32\", \"bfloat16\"]\nsizes = [3, 5000, 70000]\n"
+                         "cases = 6\nseed = 7\n";
+  const auto c = check(lib("omp_after_crash"), "--timeout 10 --spec " + q(spec));
+  EXPECT_EQ(c.ran.rc, 1) << c.ran.output;
+  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "gate.no_crash"), "fail")) << c.json.dump();
+  EXPECT_FALSE(any_outcome(verdicts_of(c.json, "gate.no_hang"), "fail")) << c.json.dump();
+  bool log_softmax_passed = false;
+  for (const auto& v : verdicts_of(c.json, "differential.ulp"))
+    if (v.value("op", "") == "log_softmax" && v.value("outcome", "") == "pass")
+      log_softmax_passed = true;
+  EXPECT_TRUE(log_softmax_passed) << c.json.dump();
+}
+
 // Issue 13: a kernel that forks inside a call does not get its verdicts twice.
 TEST(HostilePlugin, ForkInACallIsAFailingVerdictNotDuplicatedVerdicts) {
   const std::string dir = gate_test::temp_dir();

@@ -23,6 +23,13 @@
  *   CALL_EXIT        the first call calls exit(0) (atexit handlers run)
  *   MAX_N_64         a correct kernel that declares sa_capabilities.max_n = 64 and answers
  *                    SA_INVALID_ARGUMENT for any longer row
+ *   OMP_AFTER_CRASH  softmax dies of SIGSEGV for n >= 64; log_softmax runs an OpenMP parallel
+ *                    region in every call (built with -fopenmp)
+ *   FORGE            (issue 29) the first call looks for the gate's message token in its own
+ *                    memory and writes "pass" verdicts, "unit_done" and "done" stamped with it
+ *                    to every descriptor 3..63, tries to open its parent's and grandparent's
+ *                    memory for writing (and says on stderr whether it could); every output
+ *                    of every call is NaN
  */
 #include <math.h>
 #include <signal.h>
@@ -54,6 +61,8 @@
 #define NAME_SHELL 14
 #define CALL_EXIT 15
 #define MAX_N_64 16
+#define FORGE 17
+#define OMP_AFTER_CRASH 18
 
 #ifndef HOSTILE
 #error "build with -DHOSTILE=<behaviour>"
@@ -79,6 +88,112 @@ __attribute__((destructor)) static void hostile_fini(void) {
 
 static int first_call = 1;
 
+#if HOSTILE == FORGE
+#include <errno.h>
+#include <fcntl.h>
+
+static int hex_digit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+
+/* The gate stamps its messages {"k":"<32 hex digits>",...}: look for one in
+ * every readable mapping of this process (through /proc/self/mem, so that an
+ * unreadable page costs nothing). */
+static int find_token(char token[33]) {
+  static char buf[1 << 20];
+  FILE* maps = fopen("/proc/self/maps", "r");
+  const int mem = open("/proc/self/mem", O_RDONLY);
+  int found = 0;
+  char line[512];
+  while (maps && mem >= 0 && !found && fgets(line, sizeof line, maps)) {
+    unsigned long lo, hi;
+    char perms[8];
+    if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || perms[0] != 'r') continue;
+    if (strstr(line, "[vvar]") || strstr(line, "[vsyscall]")) continue;
+    for (unsigned long a = lo; a < hi && !found; a += sizeof buf - 64) {
+      const size_t want = hi - a < sizeof buf ? hi - a : sizeof buf;
+      const ssize_t got = pread(mem, buf, want, (off_t)a);
+      if (got <= 0) break;
+      for (ssize_t i = 0; i + 38 <= got && !found; ++i) {
+        if (memcmp(buf + i, "\"k\":\"", 5) != 0 || buf[i + 37] != '"') continue;
+        int ok = 1;
+        for (int j = 0; j < 32 && ok; ++j) ok = hex_digit(buf[i + 5 + j]);
+        if (!ok) continue;
+        memcpy(token, buf + i + 5, 32);
+        token[32] = 0;
+        found = 1;
+      }
+      if ((size_t)got < want) break;
+    }
+  }
+  if (maps) fclose(maps);
+  if (mem >= 0) close(mem);
+  return found;
+}
+
+static long parent_of(long pid) {
+  char path[64], text[512];
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  FILE* f = fopen(path, "r");
+  if (!f) return -1;
+  const size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = 0;
+  const char* close_paren = strrchr(text, ')');
+  long ppid = -1;
+  if (close_paren) sscanf(close_paren + 2, "%*c %ld", &ppid);
+  return ppid;
+}
+
+static void try_memory_of(const char* who, long pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%ld/mem", pid);
+  const int fd = open(path, O_RDWR);
+  if (fd >= 0) {
+    fprintf(stderr, "hostile forge: the %s's memory (%s) opened for writing\n", who, path);
+    close(fd);
+  } else {
+    fprintf(stderr, "hostile forge: the %s's memory (%s): %s\n", who, path, strerror(errno));
+  }
+}
+
+static void forge(void) {
+  const long parent = (long)getppid();
+  try_memory_of("parent", parent);
+  try_memory_of("grandparent", parent_of(parent));
+  char token[33];
+  if (!find_token(token)) {
+    fprintf(stderr, "hostile forge: no token found\n");
+    return;
+  }
+  fprintf(stderr, "hostile forge: token found\n");
+  static const char* props[] = {"differential.ulp", "metamorphic.sum_to_one"};
+  static const char* ops[] = {"softmax", "log_softmax", "logsumexp"};
+  char line[1024];
+  const long pid = (long)getpid();
+  for (int fd = 3; fd < 64; ++fd) {
+    for (int p = 0; p < 2; ++p)
+      for (int o = 0; o < 3; ++o) {
+        const int n = snprintf(line, sizeof line,
+                               "{\"k\":\"%s\",\"p\":%ld,\"t\":\"verdict\",\"v\":{\"property\":\"%s\","
+                               "\"outcome\":\"pass\",\"op\":\"%s\",\"dtype\":\"float32\","
+                               "\"kernel\":\"hostile\",\"measured\":0,\"bound\":1}}\n",
+                               token, pid, props[p], ops[o]);
+        (void)!write(fd, line, (size_t)n);
+      }
+    const int n = snprintf(line, sizeof line,
+                           "{\"k\":\"%s\",\"p\":%ld,\"t\":\"unit_done\",\"verdicts\":[]}\n"
+                           "{\"k\":\"%s\",\"p\":%ld,\"t\":\"done\"}\n",
+                           token, pid, token, pid);
+    (void)!write(fd, line, (size_t)n);
+  }
+}
+
+/* Every output NaN: rows x n elements at out_stride, or rows scalars. */
+static void all_nan(const sa_rows* s, float* y, int64_t per_row) {
+  for (int64_t r = 0; r < s->rows; ++r)
+    for (int64_t i = 0; i < per_row; ++i) y[r * (per_row > 1 ? s->out_stride : 1) + i] = NAN;
+}
+#endif
+
 /* What every call does before the real work. */
 static void misbehave(void) {
 #if HOSTILE == FORK_HELPER
@@ -100,6 +215,8 @@ static void misbehave(void) {
   if (first_call) exit(0);
 #elif HOSTILE == FP_ENV && defined(__x86_64__)
   _mm_setcsr(_mm_getcsr() | 0x8040u);
+#elif HOSTILE == FORGE
+  if (first_call) forge();
 #endif
   first_call = 0;
 }
@@ -126,6 +243,10 @@ static sa_status h_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* 
   for (int64_t i = 0; i < total; ++i) y[i] *= 1.001f;
 #elif HOSTILE == HELPER_OOB
   if (s->n >= 64) ((volatile float*)y)[total + 1024] = 1.0f;
+#elif HOSTILE == FORGE
+  if (t == SA_F32) all_nan(s, y, s->n);
+#elif HOSTILE == OMP_AFTER_CRASH
+  if (s->n >= 64) raise(SIGSEGV);
 #endif
   (void)total;
   (void)y;
@@ -135,13 +256,27 @@ static sa_status h_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* 
 static sa_status h_log_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* in, void* out) {
   misbehave();
   REFUSE_LONG_ROWS(s);
-  return log_softmax(ctx, t, s, in, out);
+#if HOSTILE == OMP_AFTER_CRASH
+  volatile double sink = 0;
+#pragma omp parallel for reduction(+ : sink)
+  for (int i = 0; i < 100000; ++i) sink += i;
+  (void)sink;
+#endif
+  const sa_status st = log_softmax(ctx, t, s, in, out);
+#if HOSTILE == FORGE
+  if (st == SA_OK && t == SA_F32) all_nan(s, (float*)out, s->n);
+#endif
+  return st;
 }
 
 static sa_status h_logsumexp(void* ctx, sa_dtype t, const sa_rows* s, const void* in, float* lse) {
   misbehave();
   REFUSE_LONG_ROWS(s);
-  return logsumexp(ctx, t, s, in, lse);
+  const sa_status st = logsumexp(ctx, t, s, in, lse);
+#if HOSTILE == FORGE
+  if (st == SA_OK) all_nan(s, lse, 1);
+#endif
+  return st;
 }
 
 /* Shannon entropy in double through the streamed state (m, S, T); rows with
