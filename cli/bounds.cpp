@@ -286,8 +286,8 @@ void add_bounds_command(CLI::App& app) {
   cmd->add_option("--n", o->sizes,
                   "sizes at which to print the bounds (default 16, 256, ..., 2^24)");
   cmd->add_option("--json", o->json,
-                  "write the bounds as JSON to FILE, as every subcommand's --json does ('-': "
-                  "print JSON to stdout instead of the tables)");
+                  "write the bounds as JSON to FILE; '-', as in every subcommand's --json: "
+                  "print the JSON to stdout instead of the tables");
   cmd->callback([o] { exit_code() = run(*o); });
 }
 

@@ -32,7 +32,7 @@ namespace sa::cli {
 namespace {
 
 struct CheckOptions {
-  std::string plugin, builtin, python, spec, junit, json;
+  std::string plugin, builtin, python, spec, junit, json, summary_md;
   int kernel_index = -1;
   // Given on the command line (they override the spec); validated before any work.
   std::optional<double> timeout, deadline;
@@ -40,6 +40,7 @@ struct CheckOptions {
   std::optional<std::int64_t> cases;
   std::vector<std::string> dtypes;  // --dtype, repeatable: replaces the spec's `dtypes`
   bool no_isolation = false, no_guard = false, quiet = false, list = false, per_property = false;
+  bool github_annotations = false;  // also when GITHUB_ACTIONS=true
 };
 
 // A usage, input or load error: the message names the input and what was
@@ -185,7 +186,8 @@ int run_check(const CheckOptions& o) {
   // No output may replace an input or another output (`--junit k.so` deleted the plugin).
   try {
     refuse_overlapping_paths({{"--plugin", o.plugin}, {"--spec", o.spec}},
-                             {{"--junit", o.junit}, {"--json", o.json}});
+                             {{"--junit", o.junit}, {"--json", o.json},
+                              {"--summary-md", o.summary_md}});
   } catch (const std::invalid_argument& e) {
     usage_error(e.what());
   }
@@ -216,6 +218,7 @@ int run_check(const CheckOptions& o) {
   try {
     prepare_output(o.junit, "--junit");
     prepare_output(o.json, "--json");
+    prepare_output(o.summary_md, "--summary-md");
   } catch (const std::invalid_argument& e) {
     usage_error(e.what());
   }
@@ -285,9 +288,14 @@ int run_check(const CheckOptions& o) {
   rec.verdicts.push_back(gate::coverage_verdict(rec.verdicts, spec, rec.kernel));
 
   // The summary first: it is on the terminal even if an output cannot be written.
+  // With an output on standard output ('-'), the summary goes to stderr so
+  // that stdout holds nothing but that output.
+  const bool stdout_taken =
+      is_stdout_path(o.junit) || is_stdout_path(o.json) || is_stdout_path(o.summary_md);
   if (!o.quiet)
-    gate::write_summary(std::cout, rec,
-                        isatty(STDOUT_FILENO) != 0 && std::getenv("NO_COLOR") == nullptr);
+    gate::write_summary(stdout_taken ? std::cerr : std::cout, rec,
+                        isatty(stdout_taken ? STDERR_FILENO : STDOUT_FILENO) != 0 &&
+                            std::getenv("NO_COLOR") == nullptr);
   const gate::Tally tally = gate::tally(rec.verdicts);
   int code = !tally.ok() ? exit_fail : tally.incomplete ? exit_incomplete : exit_pass;
   auto write = [&](const std::string& path, const std::string& content) {
@@ -305,6 +313,14 @@ int run_check(const CheckOptions& o) {
     write(o.junit, junit.str());
   }
   write(o.json, gate::results_to_json({rec}).dump(2) + "\n");
+  if (!o.summary_md.empty()) write(o.summary_md, gate::summary_markdown({rec}));
+  // GitHub Actions reads workflow commands (::error) from the step's output.
+  const char* gha = std::getenv("GITHUB_ACTIONS");
+  if (o.github_annotations || (gha && std::string(gha) == "true")) {
+    std::ostringstream ann;
+    gate::write_github_annotations(ann, {rec});
+    (stdout_taken ? std::cerr : std::cout) << ann.str() << std::flush;
+  }
   return code;
 }
 
@@ -331,8 +347,16 @@ void add_check_command(CLI::App& app) {
   c->add_option("--spec", o->spec,
                 "Gate spec (TOML, docs/gate-spec.md); defaults without it. --list shows "
                 "every name a spec may use");
-  c->add_option("--junit", o->junit, "Write JUnit XML here");
-  c->add_option("--json", o->json, "Write every verdict as JSON here");
+  c->add_option("--junit", o->junit, "Write JUnit XML here ('-': standard output)");
+  c->add_option("--json", o->json,
+                "Write every verdict as JSON here ('-': standard output; the summary then goes "
+                "to stderr)");
+  c->add_option("--summary-md", o->summary_md,
+                "Write a short Markdown summary here, one line per root cause (for a CI job "
+                "summary page, e.g. $GITHUB_STEP_SUMMARY; '-': standard output)");
+  c->add_flag("--github-annotations", o->github_annotations,
+              "Print a GitHub Actions '::error' line per root cause of failure (automatic when "
+              "GITHUB_ACTIONS=true)");
   c->add_option(
       "--timeout", o->timeout,
       "Seconds one kernel call (or opening the kernel) may take before the kernel's process is "

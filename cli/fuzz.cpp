@@ -72,7 +72,8 @@ int run_fuzz(const FuzzOptions& o) {
   cfg.seed = o.seed;
   cfg.max_log2_n = o.max_log2_n;
   const Matrix m = fuzz_all(chosen, cfg);
-  std::cout << render_table(m);
+  // --json -: the JSON alone on stdout, the table on stderr.
+  (is_stdout_path(o.json) ? std::cerr : std::cout) << render_table(m);
   if (!o.json.empty()) {
     // Whole or not at all (temporary file, fsync, rename): a full disk is an
     // error, never a truncated file and exit 0.
@@ -81,7 +82,7 @@ int run_fuzz(const FuzzOptions& o) {
     } catch (const OutputError& e) {
       throw std::runtime_error(std::string("error: --json ") + e.what());
     }
-    std::cout << "JSON written to " << o.json << "\n";
+    if (!is_stdout_path(o.json)) std::cout << "JSON written to " << o.json << "\n";
   }
   // A variant failing a property it claims (variants/fuzz.hpp, claims()) fails the run.
   const auto bad = claimed_failures(m);
@@ -109,7 +110,8 @@ void add_fuzz_command(CLI::App& app) {
   sub->add_option("--plugin", opts->plugins,
                   "variant plugin shared library (include/softmax_audit/variant.h)")
       ->check(CLI::ExistingFile);
-  sub->add_option("--json", opts->json, "write the matrix as JSON (one sa::Verdict per cell)");
+  sub->add_option("--json", opts->json, "write the matrix as JSON (one sa::Verdict per cell; '-': standard output, the "
+                  "table then goes to stderr)");
   sub->add_option("--cases", opts->cases, "random cases per property before shrinking")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();

@@ -1,10 +1,13 @@
 // softmax-audit: proves, tests and measures softmax numerics.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "cli/commands.hpp"
 #ifdef SA_CLI_HAVE_BUILTINS
@@ -17,6 +20,48 @@ int& exit_code() {
   return code;
 }
 }  // namespace sa::cli
+
+namespace {
+
+// Levenshtein distance: insertions, deletions and substitutions of one character.
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The first word of the command line when it names no subcommand: a one-line
+// error that suggests the nearest subcommand (at most 3 edits away, and fewer
+// edits than the word has characters), else lists them all. Empty when the
+// word is a subcommand, or there is none (CLI11 then explains).
+std::string unknown_subcommand_error(CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return "";
+  const std::string word = argv[1];
+  std::string best, all;
+  std::size_t best_d = ~std::size_t(0);
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    const std::string& name = sub->get_name();
+    if (name == word) return "";
+    all += (all.empty() ? "" : ", ") + name;
+    const std::size_t d = edit_distance(word, name);
+    if (d < best_d) best_d = d, best = name;
+  }
+  std::string msg = "unknown subcommand '" + word + "'";
+  if (!best.empty() && best_d <= 3 && best_d < word.size())
+    msg += "; did you mean '" + best + "'?";
+  return msg + " (expected one of: " + all + ")";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -51,6 +96,10 @@ int main(int argc, char** argv) {
     return sa::cli::exit_usage;
   }
 #endif
+  if (const std::string e = unknown_subcommand_error(app, argc, argv); !e.empty()) {
+    fmt::print(stderr, "softmax-audit: error: {}\n", e);
+    return sa::cli::exit_usage;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {

@@ -58,13 +58,14 @@ void add_report_command(CLI::App& app) {
   // --out is a directory in every subcommand (sweep, audit, report); the
   // single files are --html and --json, as --json is a file everywhere.
   auto out_dir = std::make_shared<std::string>();
-  auto* html_opt = c->add_option("--html", *out, "The HTML file to write");
+  auto* html_opt = c->add_option("--html", *out, "The HTML file to write ('-': standard output)");
   auto* dir_opt = c->add_option("--out", *out_dir,
                                 "Directory to write report.html and report.json in (instead of "
                                 "--html)");
   html_opt->excludes(dir_opt);
   c->add_option("--json", *json_out,
-                "The JSON twin to write (default: the HTML file's name with .json)");
+                "The JSON twin to write (default: the HTML file's name with .json; '-': standard "
+                "output)");
   c->add_option("--docs", *docs,
                 "Repository root whose docs/ the rule and theorem links point at (default: the "
                 "source tree this program was built from, if present)");
@@ -118,6 +119,12 @@ void add_report_command(CLI::App& app) {
     };
     // The twin's default: the HTML file's name with .json; .report.json when that is an input
     // (`check --json r.json` then `report --html r.html`).
+    if (json_out->empty() && is_stdout_path(*out)) {
+      std::cerr << "softmax-audit report: error: --html -: the JSON twin has no file name to "
+                   "follow; expected --json FILE (or --json -, with --html FILE)\n";
+      exit_code() = exit_usage;
+      return;
+    }
     if (json_out->empty()) {
       *json_out = fs::path(*out).replace_extension(".json").string();
       if (is_input(*json_out))
@@ -173,8 +180,11 @@ void add_report_command(CLI::App& app) {
     if (!gate::gnuplot_available(in->gnuplot) && !*no_plots)
       std::cerr
           << "softmax-audit report: note: gnuplot not found; the report has tables but no plots\n";
-    if (!doc["comparison"].is_null()) std::cout << gate::describe_comparison(doc["comparison"]);
-    std::cout << "report written to " << *out << " (JSON: " << *json_out << ")\n";
+    // An output on standard output ('-') keeps stdout for itself alone.
+    std::ostream& says = is_stdout_path(*out) || is_stdout_path(*json_out) ? std::cerr : std::cout;
+    if (!doc["comparison"].is_null()) says << gate::describe_comparison(doc["comparison"]);
+    says << "report written to " << (is_stdout_path(*out) ? "standard output" : *out)
+         << " (JSON: " << (is_stdout_path(*json_out) ? "standard output" : *json_out) << ")\n";
     exit_code() = exit_pass;
   });
 }

@@ -39,6 +39,7 @@ struct SweepOptions {
   int samples = 64;
   double max_memory_gib = 0;  // 0: the memory available now (/proc/meminfo)
   bool temperature_series_only = false;
+  bool powers_of_two_only = false;
 };
 
 // MemAvailable from /proc/meminfo, in bytes (0 when unknown).
@@ -133,6 +134,17 @@ nlohmann::json series_of(const std::vector<props::SweepRow>& rows, bool temperat
 }
 
 void print_summary(const std::vector<props::SweepRow>& rows);
+
+// "ETA 1h02m", "ETA 3m07s", "ETA 12s": the time left, taking a row's cost
+// as proportional to its n; "ETA --" until a row is done.
+std::string sweep_eta(double elapsed_s, double done, double total) {
+  if (!(done > 0) || !(elapsed_s >= 0)) return "ETA --";
+  const double left = std::max(0.0, elapsed_s * (total - done) / done);
+  const long s = std::lround(left);
+  if (s >= 3600) return fmt::format("ETA {}h{:02d}m", s / 3600, (s % 3600) / 60);
+  if (s >= 60) return fmt::format("ETA {}m{:02d}s", s / 60, s % 60);
+  return fmt::format("ETA {}s", s);
+}
 
 int run_sweep_command(const SweepOptions& o) {
   namespace fs = std::filesystem;
@@ -237,21 +249,28 @@ int run_sweep_command(const SweepOptions& o) {
   c.seed = static_cast<std::uint64_t>(o.seed);
   c.samples = o.samples;
   c.csv_path = (fs::path(o.out) / "sweep.csv").string();
-  int done = 0;
+  if (!o.powers_of_two_only) c.other_sizes = props::default_other_sizes(o.min_log2, o.max_log2);
   const bool tty = isatty(STDERR_FILENO) != 0;
   // Off a terminal (CI logs), a plain line every 10 s instead of the redrawn one.
-  auto last_line = std::chrono::steady_clock::now();
-  c.on_row = [&](const std::string& key) {
-    ++done;
+  const auto start = std::chrono::steady_clock::now();
+  auto last_line = start;
+  c.on_progress = [&](const props::SweepProgress& p) {
+    const auto now = std::chrono::steady_clock::now();
+    const std::string line = fmt::format("row {} of {}  {}", p.row, p.rows,
+                                         sweep_eta(std::chrono::duration<double>(now - start).count(),
+                                                   p.elements_done, p.elements_total));
     if (tty) {
-      fmt::print(stderr, "\r  row {:4d}  {:<60}", done, key);
-    } else if (std::chrono::steady_clock::now() - last_line > std::chrono::seconds(10)) {
-      last_line = std::chrono::steady_clock::now();
-      fmt::print(stderr, "  row {:4d}  {}\n", done, key);
+      fmt::print(stderr, "\r  {:<34}  {:<60}", line, p.key);
+    } else if (now - last_line > std::chrono::seconds(10)) {
+      last_line = now;
+      fmt::print(stderr, "  {}  {}\n", line, p.key);
     }
   };
-  fmt::print(stderr, "softmax-audit sweep: kernel '{}', n = 2^{}..2^{}, table {}\n", kernel->name(),
-             o.min_log2, o.max_log2, c.csv_path);
+  fmt::print(stderr, "softmax-audit sweep: kernel '{}', n = 2^{}..2^{}{}, table {}\n",
+             kernel->name(), o.min_log2, o.max_log2,
+             c.other_sizes.empty() ? std::string()
+                                   : fmt::format(" and {}", fmt::join(c.other_sizes, ", ")),
+             c.csv_path);
   try {
     props::run_sweep(*kernel, c);
   } catch (const std::invalid_argument& e) {
@@ -336,8 +355,11 @@ void print_summary(const std::vector<props::SweepRow>& rows) {
                fmt::format("{:.3g}-{:.3g}", a.spread_lo, a.spread_hi),
                fmt::format("{:.3g} (T1 {:.3g}, n={})", a.first->pmax_kernel, a.first->t1_upper,
                            a.first->n),
-               fmt::format("{:.3g} (T1 {:.3g}, n=2^{})", a.last->pmax_kernel, a.last->t1_upper,
-                           a.last->log2n),
+               (a.last->n & (a.last->n - 1)) == 0
+                   ? fmt::format("{:.3g} (T1 {:.3g}, n=2^{})", a.last->pmax_kernel,
+                                 a.last->t1_upper, a.last->log2n)
+                   : fmt::format("{:.3g} (T1 {:.3g}, n={})", a.last->pmax_kernel,
+                                 a.last->t1_upper, a.last->n),
                a.gap, a.h_err, a.ulp);
 }
 
@@ -364,6 +386,9 @@ void add_sweep_command(CLI::App& app) {
               "everything): what `audit` draws as the paper's Figure 5");
   c->add_option("--min-log2-n", o->min_log2, "Smallest size as log2 n")->capture_default_str();
   c->add_option("--max-log2-n", o->max_log2, "Largest size as log2 n")->capture_default_str();
+  c->add_flag("--powers-of-two-only", o->powers_of_two_only,
+              "Only n = 2^k; by default the sweep adds 2^k - 1 and 2^k + 2^(k-1) + 1 at k = 5, "
+              "10, 15 within the range (a remainder-loop bug passes every power of two)");
   c->add_option("--distribution", o->distributions,
                 "Generators (default gaussian, uniform, spike, fa3_outliers): " + dist_names);
   c->add_option("--dtype", o->dtypes,

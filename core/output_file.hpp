@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -31,13 +32,34 @@ struct OutputError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// "-": the output is standard output, not a file.
+inline bool is_stdout_path(const std::string& path) { return path == "-"; }
+
+// Writes `content` to standard output (after anything buffered in stdout),
+// every byte or an OutputError.
+inline void write_stdout(const std::string& content) {
+  std::fflush(stdout);
+  const char* p = content.data();
+  std::size_t left = content.size();
+  while (left) {
+    const ssize_t w = ::write(STDOUT_FILENO, p, left);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw OutputError(std::string("standard output ('-'): writing failed (") +
+                        std::strerror(errno) + ")");
+    }
+    p += w;
+    left -= static_cast<std::size_t>(w);
+  }
+}
+
 // Throws std::invalid_argument naming `path` when it cannot be written: its
 // directory is missing or not writable, or something other than a regular
 // file (or a symbolic link, which is replaced, never followed) is there: a
 // directory, a device, a FIFO. Changes nothing.
 inline void check_output(const std::string& path, const std::string& what = "output file") {
   namespace fs = std::filesystem;
-  if (path.empty()) return;
+  if (path.empty() || is_stdout_path(path)) return;
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
     throw std::invalid_argument(what + " " + path + ": " +
@@ -56,7 +78,7 @@ inline void check_output(const std::string& path, const std::string& what = "out
 
 // check_output, then removes an earlier run's file (or a link) at `path`.
 inline void prepare_output(const std::string& path, const std::string& what = "output file") {
-  if (path.empty()) return;
+  if (path.empty() || is_stdout_path(path)) return;
   check_output(path, what);
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0 && unlink(path.c_str()) != 0)
@@ -73,7 +95,8 @@ struct NamedPath {
 // Refuses (std::invalid_argument, one line naming both options) an output
 // that is the same file as an input or as another output: by device and inode
 // where the file exists (links, "./x", "a/../x" and hard links all count),
-// by normalised absolute path where it does not. Call before any work.
+// by normalised absolute path where it does not. Two outputs that are both
+// standard output ("-") are refused the same way. Call before any work.
 inline void refuse_overlapping_paths(const std::vector<NamedPath>& inputs,
                                      const std::vector<NamedPath>& outputs) {
   namespace fs = std::filesystem;
@@ -104,8 +127,16 @@ inline void refuse_overlapping_paths(const std::vector<NamedPath>& inputs,
   for (const auto& i : inputs)
     if (!i.path.empty()) seen.emplace_back(&i, id_of(i.path));
   const std::size_t n_inputs = seen.size();
+  const NamedPath* to_stdout = nullptr;
   for (const auto& o : outputs) {
-    if (o.path.empty() || o.path == "-") continue;
+    if (is_stdout_path(o.path)) {
+      if (to_stdout)
+        throw std::invalid_argument(to_stdout->option + " - and " + o.option +
+                                    " -: both are standard output; expected at most one output "
+                                    "'-' (nothing was done)");
+      to_stdout = &o;
+    }
+    if (o.path.empty() || is_stdout_path(o.path)) continue;
     const Id id = id_of(o.path);
     for (std::size_t k = 0; k < seen.size(); ++k)
       if (seen[k].second == id)
@@ -175,9 +206,10 @@ inline void commit_file(const std::string& tmp, const std::string& path) {
 }
 }  // namespace detail
 
-// Writes `content` to `path` whole or not at all; throws OutputError naming
-// the path and the reason.
+// Writes `content` to `path` whole or not at all ("-": to standard output);
+// throws OutputError naming the path and the reason.
 inline void write_file_atomically(const std::string& path, const std::string& content) {
+  if (is_stdout_path(path)) return write_stdout(content);
   detail::commit_file(detail::stage_file(path, content), path);
 }
 
@@ -185,7 +217,11 @@ inline void write_file_atomically(const std::string& path, const std::string& co
 // every one is written and flushed to a temporary file first, and only when
 // all of them are whole are they renamed into place, so an error (a full
 // disk) leaves every earlier file as it was. Throws OutputError.
-inline void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& files) {
+// A file named "-" goes to standard output once every real file is in place.
+inline void write_files_atomically(const std::vector<std::pair<std::string, std::string>>& all) {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const auto& f : all)
+    if (!is_stdout_path(f.first)) files.push_back(f);
   std::vector<std::string> staged;
   try {
     for (const auto& [path, content] : files) staged.push_back(detail::stage_file(path, content));
@@ -201,6 +237,8 @@ inline void write_files_atomically(const std::vector<std::pair<std::string, std:
       throw;
     }
   }
+  for (const auto& f : all)
+    if (is_stdout_path(f.first)) write_stdout(f.second);
 }
 
 }  // namespace sa

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 
 #include "gate/verdict_json.hpp"
@@ -196,16 +197,6 @@ std::string num(double x) {
   os << x;
   return os.str();
 }
-// The name a CI system tracks a test by: the same in passing and failing
-// runs. Suite verdicts are one per property x op x dtype; the gate's own
-// checks (gate.*) are one test each, whatever op or property they caught.
-std::string case_name(const Verdict& v) {
-  std::string n = v.property;
-  if (v.property.rfind("gate.", 0) == 0) return n;
-  if (!v.op.empty() || !v.dtype.empty())
-    n += " [" + v.op + (v.op.empty() || v.dtype.empty() ? "" : "/") + v.dtype + "]";
-  return n;
-}
 int severity(Outcome o) {
   switch (o) {
     case Outcome::fail:
@@ -220,6 +211,22 @@ int severity(Outcome o) {
       return 0;
   }
   return 0;
+}
+// A skip the kernel's capabilities or the property's own definition make
+// (an op or dtype the kernel lacks, "not applicable ..."): left out of JUnit.
+// Other skips (a measurement reported but not claimed, too few rows in this
+// run) stay there as <skipped>, so the test names are the same in every run
+// of one kernel.
+bool not_applicable(const Verdict& v) {
+  if (v.outcome != Outcome::skip) return false;
+  for (const char* p : {"not applicable", "kernel does not implement ", "kernel does not support ",
+                        "no generated case was applicable"})
+    if (v.note.rfind(p, 0) == 0) return true;
+  return false;
+}
+bool failed(const Verdict& v) {
+  return v.outcome == Outcome::fail || v.outcome == Outcome::error ||
+         v.outcome == Outcome::incomplete;
 }
 // JUnit's time attribute: a plain decimal (never "1e-05" or "NaN").
 std::string seconds_text(double s) {
@@ -236,61 +243,263 @@ std::string measured_vs_bound(const Verdict& v) {
   return "measured " + num(v.measured) + (v.measured > v.bound ? " > " : " <= ") + "bound " +
          num(v.bound);
 }
+// One line: line breaks and tabs become spaces, and it is cut at `max` bytes.
+std::string one_line(std::string s, std::size_t max) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  if (s.size() > max) s = s.substr(0, max) + "...";
+  return s;
+}
+// The first failing case of a counterexample: the shrunk input, without what
+// differs between properties that failed on it (seed, case number, shrink
+// steps, the position "at" which this property's check failed). When every
+// input value is shown (values=[...] with no "more" elided), the input is
+// those values and the shape alone: the generator's name and seeds, which
+// only produced them, are dropped too.
+std::string first_failing_case(const std::string& ce) {
+  static const std::regex run_part(
+      R"(\bseed=\d+ |\bcase=-?\d+ |edge case \d+ \(run on every seed\) |\(shrunk \d+ steps?\) )");
+  static const std::regex generator_part(
+      R"(dist=\S+ |level=\S+ |value_seed=\d+ |aux=\d+ |\(values shrunk\) |\(an edge row: run on every seed\) )");
+  std::string k = ce;
+  if (const auto at = k.find(" ; at "); at != std::string::npos) k.resize(at);
+  k = std::regex_replace(k, run_part, "");
+  if (k.find(" values=[") != std::string::npos && k.find(" more; finite range") == std::string::npos)
+    k = std::regex_replace(k, generator_part, "");
+  return k;
+}
 }  // namespace
+
+// The name a CI system tracks a test by: the same in passing and failing
+// runs. Suite verdicts are one per property x op x dtype; the gate's own
+// checks (gate.*) are one test each, whatever op or property they caught.
+std::string case_name(const Verdict& v) {
+  std::string n = v.property;
+  if (v.property.rfind("gate.", 0) == 0) return n;
+  if (!v.op.empty() || !v.dtype.empty())
+    n += " [" + v.op + (v.op.empty() || v.dtype.empty() ? "" : "/") + v.dtype + "]";
+  return n;
+}
+
+std::string verdict_line(const Verdict& v) {
+  std::string l = case_name(v) + ": ";
+  if (v.outcome == Outcome::fail || (!std::isnan(v.measured) && v.outcome != Outcome::incomplete))
+    l += measured_vs_bound(v);
+  else
+    l += std::string(name_of(v.outcome)) + (v.note.empty() ? "" : ": " + one_line(v.note, 160));
+  if (!v.rule.id.empty()) l += " (" + v.rule.id + ")";
+  return one_line(l, 400);
+}
+
+std::vector<std::vector<const Verdict*>> root_causes(const std::vector<Verdict>& verdicts) {
+  std::vector<std::vector<const Verdict*>> groups;
+  std::map<std::string, std::size_t> by_key;
+  for (const auto& v : verdicts) {
+    if (!failed(v)) continue;
+    if (v.counterexample.empty()) {
+      groups.push_back({&v});
+      continue;
+    }
+    const std::string key = v.op + '\n' + v.dtype + '\n' + first_failing_case(v.counterexample);
+    const auto [it, fresh] = by_key.emplace(key, groups.size());
+    if (fresh)
+      groups.push_back({&v});
+    else
+      groups[it->second].push_back(&v);
+  }
+  return groups;
+}
 
 // Validates against docs/schema/junit.xsd (tests/gate/ci_outputs_test.cpp).
 void write_junit(std::ostream& os, const std::vector<RunRecord>& runs) {
   os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"softmax-audit\">\n";
   for (const auto& r : runs) {
+    // The leader of each failure's root cause, and the other names of each group.
+    std::map<const Verdict*, const Verdict*> leader_of;
+    std::map<const Verdict*, std::vector<std::string>> followers_of;
+    for (const auto& g : root_causes(r.verdicts))
+      for (const Verdict* v : g) {
+        leader_of[v] = g.front();
+        if (v != g.front()) {
+          auto& f = followers_of[g.front()];
+          if (std::find(f.begin(), f.end(), case_name(*v)) == f.end())
+            f.push_back(case_name(*v));
+        }
+      }
     // One testcase per stable name; several verdicts under one name (the gate's
     // findings) become one testcase with the worst outcome and every body.
+    // Not-applicable verdicts (skip) are left out: they are in the JSON and the report.
     std::vector<std::string> order;
     std::map<std::string, std::vector<const Verdict*>> groups;
+    int n_not_applicable = 0;
     for (const auto& v : r.verdicts) {
+      if (not_applicable(v)) {
+        ++n_not_applicable;
+        continue;
+      }
       const std::string name = case_name(v);
       if (!groups.count(name)) order.push_back(name);
       groups[name].push_back(&v);
     }
+    // What each testcase reports: its worst verdict, and whether every failure
+    // under its name has its root cause's leader under another name.
+    struct Case {
+      const Verdict* worst = nullptr;
+      const Verdict* leader = nullptr;  // set when the testcase is a follower
+    };
+    std::map<std::string, Case> cases;
     int fails = 0, errors = 0, skips = 0;
     for (const auto& name : order) {
-      Outcome worst = Outcome::skip;
+      Case c;
       for (const Verdict* v : groups[name])
-        if (severity(v->outcome) > severity(worst)) worst = v->outcome;
-      fails += worst == Outcome::fail;
-      errors += worst == Outcome::error || worst == Outcome::incomplete;
-      skips += worst == Outcome::skip;
+        if (!c.worst || severity(v->outcome) > severity(c.worst->outcome)) c.worst = v;
+      if (failed(*c.worst)) {
+        bool all_follow = true;
+        for (const Verdict* v : groups[name])
+          if (failed(*v)) {
+            const auto it = leader_of.find(v);
+            const Verdict* l = it == leader_of.end() ? v : it->second;
+            if (l == v || case_name(*l) == name) all_follow = false;
+            else if (!c.leader) c.leader = l;
+          }
+        if (!all_follow) c.leader = nullptr;
+      }
+      if (c.leader || c.worst->outcome == Outcome::skip)
+        ++skips;
+      else {
+        fails += c.worst->outcome == Outcome::fail;
+        errors += c.worst->outcome == Outcome::error || c.worst->outcome == Outcome::incomplete;
+      }
+      cases[name] = c;
     }
     os << "  <testsuite name=\"softmax-audit." << xml_escape(r.kernel) << "\" tests=\""
        << order.size() << "\" failures=\"" << fails << "\" errors=\"" << errors << "\" skipped=\""
        << skips << "\" time=\"" << seconds_text(r.seconds) << "\">\n";
     os << "    <properties><property name=\"origin\" value=\"" << xml_escape(r.origin)
-       << "\"/></properties>\n";
+       << "\"/><property name=\"not_applicable\" value=\"" << n_not_applicable
+       << " not-applicable check(s) left out (in the JSON results and the report)\"/>"
+       << "<property name=\"testcase_time\" value=\"verdicts carry no time of their own: each "
+          "testcase's time is 0, the testsuite's is the whole run\"/></properties>\n";
     for (const auto& name : order) {
       const auto& vs = groups[name];
-      const Verdict* worst = vs.front();
+      const Case& c = cases[name];
+      const Verdict& w = *c.worst;
       std::string body;
-      for (const Verdict* v : vs) {
-        if (severity(v->outcome) > severity(worst->outcome)) worst = v;
-        body += (body.empty() ? "" : "\n\n") + describe(*v);
-      }
-      const Verdict& w = *worst;
+      for (const Verdict* v : vs) body += (body.empty() ? "" : "\n\n") + describe(*v);
       os << "    <testcase classname=\"softmax-audit." << xml_escape(r.kernel) << "."
-         << xml_escape(w.property) << "\" name=\"" << xml_escape(name) << "\">\n";
-      if (w.outcome == Outcome::fail || w.outcome == Outcome::error ||
-          w.outcome == Outcome::incomplete) {
+         << xml_escape(w.property) << "\" name=\"" << xml_escape(name) << "\" time=\"0\">\n";
+      if (c.leader) {
+        os << "      <skipped message=\""
+           << xml_escape("same root cause as " + case_name(*c.leader) + ": " + verdict_line(w))
+           << "\"/>\n";
+      } else if (w.outcome == Outcome::skip) {
+        os << "      <skipped message=\"" << xml_escape(one_line(w.note.empty() ? w.claim : w.note, 400))
+           << "\"/>\n";
+      } else if (failed(w)) {
         const char* tag = w.outcome == Outcome::fail ? "failure" : "error";
         const std::string type = w.outcome == Outcome::incomplete ? "incomplete" : w.rule.id;
-        os << "      <" << tag << " message=\"" << xml_escape(w.claim + ": " + measured_vs_bound(w))
-           << "\" type=\"" << xml_escape(type) << "\">" << xml_escape(body) << "</" << tag << ">\n";
-      } else if (w.outcome == Outcome::skip) {
-        os << "      <skipped message=\"" << xml_escape(w.note.empty() ? w.claim : w.note)
-           << "\"/>\n";
+        std::string message = verdict_line(w);
+        std::string also;
+        if (const auto f = followers_of.find(&w); f != followers_of.end())
+          for (const auto& n : f->second) also += (also.empty() ? "" : ", ") + n;
+        if (!also.empty()) message += "; the same root cause also breaks " + also;
+        os << "      <" << tag << " message=\"" << xml_escape(message) << "\" type=\""
+           << xml_escape(type) << "\">" << xml_escape(message + "\n\n" + body) << "</" << tag
+           << ">\n";
       }
       os << "      <system-out>" << xml_escape(body) << "</system-out>\n    </testcase>\n";
     }
     os << "  </testsuite>\n";
   }
   os << "</testsuites>\n";
+}
+
+namespace {
+// GitHub workflow-command escaping: the message (data) and a property value.
+std::string gh_data(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '%') o += "%25";
+    else if (c == '\r') o += "%0D";
+    else if (c == '\n') o += "%0A";
+    else o += c;
+  }
+  return o;
+}
+std::string gh_property(const std::string& s) {
+  std::string o;
+  for (char c : gh_data(s)) {
+    if (c == ':') o += "%3A";
+    else if (c == ',') o += "%2C";
+    else o += c;
+  }
+  return o;
+}
+std::string md_cell(const std::string& s) {
+  std::string o;
+  for (char c : one_line(s, 300)) {
+    if (c == '|' || c == '`' || c == '*' || c == '_' || c == '<' || c == '>' || c == '[' ||
+        c == ']' || c == '\\')
+      o += '\\';
+    o += c;
+  }
+  return o;
+}
+}  // namespace
+
+void write_github_annotations(std::ostream& os, const std::vector<RunRecord>& runs) {
+  for (const auto& r : runs)
+    for (const auto& g : root_causes(r.verdicts)) {
+      const Verdict& l = *g.front();
+      std::string msg = verdict_line(l);
+      std::string also;
+      for (const Verdict* v : g)
+        if (v != g.front() && also.find(case_name(*v)) == std::string::npos)
+          also += (also.empty() ? "" : ", ") + case_name(*v);
+      if (!also.empty()) msg += "; the same root cause also breaks " + also;
+      if (!l.counterexample.empty()) msg += "\ncounterexample: " + one_line(l.counterexample, 400);
+      os << "::error title=" << gh_property("softmax-audit " + r.kernel + ": " + case_name(l))
+         << "::" << gh_data(msg) << "\n";
+    }
+}
+
+std::string summary_markdown(const std::vector<RunRecord>& runs) {
+  std::ostringstream md;
+  md << "## softmax-audit check\n\n| kernel | status | passed | failed | errors | incomplete | "
+        "root causes |\n|---|---|---|---|---|---|---|\n";
+  for (const auto& r : runs) {
+    const Tally t = tally(r.verdicts);
+    md << "| " << md_cell(r.kernel) << " | **" << status_of(t) << "** | " << t.pass << " | "
+       << t.fail << " | " << t.error << " | " << t.incomplete << " | "
+       << root_causes(r.verdicts).size() << " |\n";
+  }
+  for (const auto& r : runs) {
+    const auto groups = root_causes(r.verdicts);
+    if (groups.empty()) continue;
+    md << "\n### " << md_cell(r.kernel) << ": " << groups.size() << " root cause(s)\n\n";
+    for (const auto& g : groups) {
+      md << "- " << md_cell(verdict_line(*g.front()));
+      if (g.size() > 1) {
+        std::string also;
+        for (const Verdict* v : g)
+          if (v != g.front() && also.find(case_name(*v)) == std::string::npos)
+            also += (also.empty() ? "" : ", ") + case_name(*v);
+        md << "; also breaks " << md_cell(also);
+      }
+      if (!g.front()->counterexample.empty())
+        md << "  \n  counterexample: " << md_cell(g.front()->counterexample);
+      md << "\n";
+    }
+  }
+  const int skipped = [&] {
+    int n = 0;
+    for (const auto& r : runs) n += tally(r.verdicts).skip;
+    return n;
+  }();
+  md << "\n" << skipped
+     << " skipped check(s) (not applicable to the kernel, or reported but not claimed) are in "
+        "the JSON results and the report.\n";
+  return md.str();
 }
 
 namespace {

@@ -7,8 +7,9 @@
 //                 "processes", "crashes", "hangs",
 //                 "summary": {"pass", "fail", "skip", "error"},
 //                 "verdicts": [ verdict, ... ] } ] }
-// JUnit XML: one <testsuite> per run, one <testcase> per verdict (property x
-// op x dtype); failures carry claim, measured, bound, rule and counterexample.
+// JUnit XML: one <testsuite> per run, one <testcase> per verdict that applied
+// (property x op x dtype); failures carry the one-line verdict, then claim,
+// measured, bound, rule and counterexample (write_junit).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -49,8 +50,33 @@ nlohmann::json results_to_json(const std::vector<RunRecord>& runs);
 std::vector<RunRecord> results_from_json(const nlohmann::json& j, const std::string& origin);
 std::vector<RunRecord> load_results(const std::string& path);
 
+// JUnit XML (docs/gate-spec.md, "JUnit"): one testcase per property x op x
+// dtype that applied (not-applicable ones stay in the JSON and the report);
+// each failure's message is its one-line verdict; failures with one root
+// cause (root_causes) are one <failure>, the leader's, and the others are
+// <skipped> testcases whose message names the leader.
 void write_junit(std::ostream& os, const std::vector<RunRecord>& runs);
 std::string xml_escape(const std::string& s);
+
+// The one-line verdict: "property [op/dtype]: measured X > bound Y (rule)".
+std::string verdict_line(const Verdict& v);
+// The name a CI system tracks a verdict by: "property [op/dtype]", or the
+// gate's own check (gate.*) alone.
+std::string case_name(const Verdict& v);
+
+// Failures (fail or error) of a run grouped by root cause: same op, same
+// dtype and the same first failing case (the counterexample's shrunk input,
+// without the seed, case number, shrink steps and the "at" position). Each
+// group lists its verdicts in run order; the first is the leader. A failure
+// with no counterexample is a group of its own.
+std::vector<std::vector<const Verdict*>> root_causes(const std::vector<Verdict>& verdicts);
+
+// GitHub Actions workflow commands: one "::error title=...::..." line per
+// root cause (docs/gate-spec.md, "CI").
+void write_github_annotations(std::ostream& os, const std::vector<RunRecord>& runs);
+// A short Markdown summary for a CI job summary page: status and counts per
+// kernel, then one line per root cause with the properties it broke.
+std::string summary_markdown(const std::vector<RunRecord>& runs);
 
 // The terminal summary: one line per failing verdict group, totals last.
 void write_summary(std::ostream& os, const RunRecord& run, bool color);

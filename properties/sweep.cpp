@@ -285,22 +285,35 @@ int open_table(const std::string& path, const std::string& identity, std::set<st
   return fd;
 }
 
+// floor(log2 n), n >= 1.
+int floor_log2(std::int64_t n) {
+  int k = 0;
+  while ((std::int64_t(2) << k) <= n) ++k;
+  return k;
+}
+
+// `n`: a power of two's rows are drawn as they always were (their seed
+// from log2 n), any other size's from n itself.
 SweepRow measure(const Kernel& k, DType t, const std::string& dist, int level, double theta,
-                 int log2n, std::uint64_t seed, int samples) {
+                 std::int64_t n_row, std::uint64_t seed, int samples) {
+  const bool pow2 = (n_row & (n_row - 1)) == 0;
+  const int log2n = floor_log2(n_row);
   SweepRow row;
   row.kernel = k.name();
   row.dtype = name_of(t);
   row.distribution = dist;
   row.temperature = theta;
   row.log2n = log2n;
-  row.n = std::int64_t(1) << log2n;
+  row.n = n_row;
   row.seed = seed;
   RowParams p;
   p.dist = dist;
   p.n = row.n;
   p.level = level;
   p.temperature = theta;
-  p.seed = seed * 1000003ull + static_cast<std::uint64_t>(log2n) * 7919ull +
+  p.seed = seed * 1000003ull +
+           (pow2 ? static_cast<std::uint64_t>(log2n) : static_cast<std::uint64_t>(n_row) << 8) *
+               7919ull +
            std::hash<std::string>{}(dist) % 100000;
   const RowBatch b = materialise(p, t);
   const auto t0 = std::chrono::steady_clock::now();
@@ -445,10 +458,19 @@ SweepRow parse_row(const std::string& path, std::size_t lineno, const std::strin
   SweepRow r = from_fields(f);
   // The key is made from the row's own fields: a line whose key does not
   // match them was not written by a sweep.
+  // A power of two's key holds |k<log2 n>, any other size's |n<n>
+  // (with log2n = floor(log2 n)).
+  const bool pow2_ok =
+      r.key.find("|k" + std::to_string(r.log2n) + "|s" + std::to_string(r.seed) + "|") !=
+          std::string::npos &&
+      r.n == (std::int64_t(1) << std::clamp(r.log2n, 0, 62));
+  const bool other_ok =
+      r.n > 0 && (r.n & (r.n - 1)) != 0 && r.log2n >= 0 && r.log2n < 62 &&
+      (std::int64_t(1) << r.log2n) < r.n && r.n < (std::int64_t(2) << r.log2n) &&
+      r.key.find("|n" + std::to_string(r.n) + "|s" + std::to_string(r.seed) + "|") !=
+          std::string::npos;
   if (r.key.rfind(r.kernel + "|" + r.dtype + "|" + r.distribution + "|", 0) != 0 ||
-      r.key.find("|k" + std::to_string(r.log2n) + "|s" + std::to_string(r.seed) + "|") ==
-          std::string::npos ||
-      r.n != (std::int64_t(1) << std::clamp(r.log2n, 0, 62)))
+      !(pow2_ok || other_ok))
     bad("its key does not match its kernel, dtype, distribution, size and seed");
   return r;
 }
@@ -504,6 +526,17 @@ void write_sweep_json(const std::vector<SweepRow>& rows, const std::string& path
                         a.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
+std::vector<std::int64_t> default_other_sizes(int min_log2, int max_log2) {
+  std::vector<std::int64_t> out;
+  const std::int64_t lo = std::int64_t(1) << std::clamp(min_log2, 0, 30),
+                     hi = std::int64_t(1) << std::clamp(max_log2, 0, 30);
+  for (int k : {5, 10, 15})
+    for (std::int64_t n : {(std::int64_t(1) << k) - 1,
+                           (std::int64_t(1) << k) + (std::int64_t(1) << (k - 1)) + 1})
+      if (n >= lo && n <= hi) out.push_back(n);
+  return out;
+}
+
 std::vector<SweepRow> run_sweep(const Kernel& kernel, const SweepConfig& c) {
   if (c.csv_path.empty())
     throw std::invalid_argument("sweep: csv_path is empty; expected a file to append rows to");
@@ -530,25 +563,55 @@ std::vector<SweepRow> run_sweep(const Kernel& kernel, const SweepConfig& c) {
       throw std::invalid_argument("sweep: temperature must be finite and > 0");
   std::vector<DType> dtypes = c.dtypes;
   if (dtypes.empty()) dtypes = {DType::float32, DType::bfloat16, DType::float16};
+  // Every size, ascending: powers of two ("|k<log2 n>" in the key) and the others ("|n<n>").
+  std::vector<std::pair<std::int64_t, std::string>> sizes;
+  for (int k : ks) sizes.push_back({std::int64_t(1) << k, "|k" + std::to_string(k)});
+  for (std::int64_t n : c.other_sizes) {
+    if (n < 1 || n > (std::int64_t(1) << 30))
+      throw std::invalid_argument("sweep: size " + std::to_string(n) + " outside [1, 2^30]");
+    if ((n & (n - 1)) == 0)
+      sizes.push_back({n, "|k" + std::to_string(floor_log2(n))});
+    else
+      sizes.push_back({n, "|n" + std::to_string(n)});
+  }
+  std::sort(sizes.begin(), sizes.end());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
   std::set<std::string> done;
   const int fd =
       open_table(c.csv_path, identity_line(kernel.name(), c.seed, c.samples, c.level), done);
+  auto key_of = [&](DType t, const std::string& dist, double th, const std::string& size) {
+    return kernel.name() + "|" + name_of(t) + "|" + dist + "|L" + std::to_string(c.level) + "|t" +
+           num(th) + size + "|s" + std::to_string(c.seed) + "|m" + std::to_string(c.samples);
+  };
+  // This run's work, for the progress callback.
+  SweepProgress progress;
+  for (DType t : dtypes) {
+    if (!kernel.supports(t) || t == DType::float64) continue;
+    for (const auto& dist : dists)
+      for (double th : temps)
+        for (const auto& [n, size] : sizes)
+          if (!done.count(key_of(t, dist, th, size))) {
+            ++progress.rows;
+            progress.elements_total += static_cast<double>(n);
+          }
+  }
   try {
     for (DType t : dtypes) {
       if (!kernel.supports(t) || t == DType::float64) continue;
       for (const auto& dist : dists)
         for (double th : temps)
-          for (int k : ks) {
-            const std::string key = kernel.name() + "|" + name_of(t) + "|" + dist + "|L" +
-                                    std::to_string(c.level) + "|t" + num(th) + "|k" +
-                                    std::to_string(k) + "|s" + std::to_string(c.seed) + "|m" +
-                                    std::to_string(c.samples);
+          for (const auto& [n, size] : sizes) {
+            const std::string key = key_of(t, dist, th, size);
             if (done.count(key)) continue;
-            SweepRow r = measure(kernel, t, dist, c.level, th, k, c.seed, c.samples);
+            SweepRow r = measure(kernel, t, dist, c.level, th, n, c.seed, c.samples);
             r.key = key;
             write_all(fd, to_line(r), c.csv_path);
             done.insert(key);
             if (c.on_row) c.on_row(key);
+            ++progress.row;
+            progress.elements_done += static_cast<double>(n);
+            progress.key = key;
+            if (c.on_progress) c.on_progress(progress);
           }
     }
   } catch (...) {

@@ -53,8 +53,28 @@ namespace sa::props {
 inline constexpr double kSweepBytesPerElement = 32.0;
 inline constexpr double kSweepBytesFixed = 32.0 * 1024 * 1024;
 
+// Where a sweep stands, after each row: this run's rows (a resumed sweep
+// counts only the rows it still has to measure) and their elements (a row's
+// cost grows with n, so an estimate of the time left goes by elements).
+struct SweepProgress {
+  std::string key;
+  int row = 0, rows = 0;  // rows measured by this run so far, and in all
+  double elements_done = 0, elements_total = 0;
+};
+
+// The sizes other than powers of two that a default sweep adds (2^k - 1 and
+// 2^k + 2^(k-1) + 1 at k = 5, 10, 15, those within [2^min_log2, 2^max_log2]):
+// a kernel whose vector loop forgets the remainder (n not a multiple of its
+// width) is right at every power of two. They add under 1% to the elements of
+// a 2^4..2^24 sweep.
+std::vector<std::int64_t> default_other_sizes(int min_log2, int max_log2);
+
 struct SweepConfig {
   std::vector<int> log2_sizes;             // default 4..24
+  // Sizes that are not powers of two (each in [1, 2^30]); none by default.
+  // Their rows' key holds "|n<n>" where a power of two's holds "|k<log2 n>",
+  // and their log2n column is floor(log2 n); the table format is unchanged.
+  std::vector<std::int64_t> other_sizes;
   std::vector<std::string> distributions;  // default gaussian, uniform, spike, fa3_outliers
   int level = 1;                           // generator level (spread/scale), see generators.hpp
   std::vector<double> temperatures;        // default {1}
@@ -64,6 +84,7 @@ struct SweepConfig {
   std::string csv_path;   // required: the resumable table
   std::string json_path;  // optional: written from the whole CSV at the end
   std::function<void(const std::string& key)> on_row;  // after a row is durably written
+  std::function<void(const SweepProgress&)> on_progress;  // likewise, with the totals
 };
 
 struct SweepRow {

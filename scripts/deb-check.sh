@@ -3,7 +3,8 @@
 # in a minimal Debian 12 root built by mmdebstrap, `apt install ./softmax-audit_*.deb`
 # and the gate on a built-in kernel from the installed CLI.
 # Exit 0 when the package installs and the CLI runs, 1 when not, 2 on a setup error.
-# Needs root and network access to deb.debian.org.
+# Needs root and network access to the machine's configured Debian mirror
+# (scripts/apt-mirror.sh reads it from apt's sources).
 #   scripts/deb-check.sh BUILD_DIR
 # CTest runs it under the label `deb` (not in the default run).
 set -euo pipefail
@@ -25,12 +26,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
+conf=$("$(dirname "${BASH_SOURCE[0]}")/apt-mirror.sh") || exit 2
+mirror=$(awk '$1 == "main" { print $2 }' <<<"$conf")
+security=$(awk '$1 == "security" { print $2 }' <<<"$conf")
+sources=("deb $mirror bookworm main")
+if [ -n "$security" ]; then sources+=("deb $security bookworm-security main"); fi
+
 (cd "$build" && cpack -G DEB -B "$work/pkg" >/dev/null)
 deb=$(ls "$work"/pkg/softmax-audit_*.deb)
 say "built $(basename "$deb") ($(du -k "$deb" | cut -f1) KiB)"
 
-mmdebstrap --variant=minbase --quiet bookworm "$root" \
-  "deb http://deb.debian.org/debian bookworm main" "deb http://deb.debian.org/debian-security bookworm-security main"
+mmdebstrap --variant=minbase --quiet bookworm "$root" "${sources[@]}"
 cp "$deb" "$root/root/"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 mount -t proc proc "$root/proc"; mounted+=("$root/proc")

@@ -2,16 +2,18 @@
 # The fresh-machine proof: README's "two commands" succeed on a Debian 12 machine
 # that has nothing but a clone of this repository.
 #
-# Builds a minimal Debian 12 (bookworm) root with mmdebstrap from Debian's mirror,
+# Builds a minimal Debian 12 (bookworm) root with mmdebstrap from the machine's
+# configured Debian mirror (scripts/apt-mirror.sh reads it from apt's sources),
 # puts a `git clone` of this checkout into it (committed files only, as a user's
 # clone would be), and runs the two commands of README.md's "The two commands"
 # section there, verbatim (read from README.md, so they cannot drift), as root,
 # one after the other in the same clone, printing how long each took.
 # Exit 0 when both succeed, 1 when either fails, 2 on a usage or setup error.
 #
-# Needs root, network access to deb.debian.org and about 8 GB of disk.
-# Installs mmdebstrap with apt-get when it is missing.
-#   scripts/fresh-machine-check.sh [--workdir DIR] [--keep] [--mirror URL]
+# Needs root, network access to that mirror and about 8 GB of disk.
+# Installs mmdebstrap with apt-get when it is missing. --mirror URL (and
+# --security URL) replace the configured mirror (and security mirror).
+#   scripts/fresh-machine-check.sh [--workdir DIR] [--keep] [--mirror URL] [--security URL]
 # CTest runs it under the label `fresh-machine` (never in the default run):
 #   ctest --test-dir build -L fresh-machine --output-on-failure
 set -euo pipefail
@@ -19,19 +21,28 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 workdir=""
 keep=0
-mirror=http://deb.debian.org/debian
-security=http://deb.debian.org/debian-security
+mirror=""
+security=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --workdir) workdir=${2:?--workdir needs a directory}; shift 2 ;;
     --keep) keep=1; shift ;;
     --mirror) mirror=${2:?--mirror needs a URL}; shift 2 ;;
-    -h|--help) sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "fresh-machine-check: unknown argument '$1' (expected --workdir DIR, --keep, --mirror URL)" >&2; exit 2 ;;
+    --security) security=${2:?--security needs a URL}; shift 2 ;;
+    -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "fresh-machine-check: unknown argument '$1' (expected --workdir DIR, --keep, --mirror URL, --security URL)" >&2; exit 2 ;;
   esac
 done
 
 say() { echo "fresh-machine-check: $*"; }
+# The machine's configured Debian mirror, unless given.
+if [ -z "$mirror" ]; then
+  conf=$("$repo/scripts/apt-mirror.sh") || exit 2
+  mirror=$(awk '$1 == "main" { print $2 }' <<<"$conf")
+  [ -n "$security" ] || security=$(awk '$1 == "security" { print $2 }' <<<"$conf")
+fi
+sources=("deb $mirror bookworm main" "deb $mirror bookworm-updates main")
+if [ -n "$security" ]; then sources+=("deb $security bookworm-security main"); fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "fresh-machine-check: must run as root (chroot and mounts); run it with sudo" >&2; exit 2
 fi
@@ -65,9 +76,8 @@ cleanup() {
 trap cleanup EXIT
 
 t0=$(date +%s)
-say "building a minimal Debian 12 root in $root"
-mmdebstrap --variant=minbase --quiet bookworm "$root" \
-  "deb $mirror bookworm main" "deb $mirror bookworm-updates main" "deb $security bookworm-security main"
+say "building a minimal Debian 12 root in $root from $mirror${security:+ and $security}"
+mmdebstrap --variant=minbase --quiet bookworm "$root" "${sources[@]}"
 say "root built in $(( $(date +%s) - t0 )) s"
 
 # The clone a user would have: committed files of this checkout's HEAD only.

@@ -150,11 +150,12 @@ TEST(Incomplete, SweepOfAKernelNamedWithACommaMeasuresItsRows) {
   const Ran r = run(kCli + " sweep --plugin " + q(kBad) + " --kernel-index 6 --out " + q(dir) +
                     " --min-log2-n 4 --max-log2-n 6 --distribution uniform --dtype float32");
   ASSERT_EQ(r.rc, 0) << r.output;
-  EXPECT_NE(r.output.find("3 rows"), std::string::npos) << r.output;
+  // n = 16, 31, 32, 49, 64 (2^5 - 1 and 2^5 + 2^4 + 1 beside the powers of two).
+  EXPECT_NE(r.output.find("5 rows"), std::string::npos) << r.output;
   // Resuming reads the quoted keys back: nothing is measured twice.
   const Ran again = run(kCli + " sweep --plugin " + q(kBad) + " --kernel-index 6 --out " + q(dir) +
                         " --min-log2-n 4 --max-log2-n 6 --distribution uniform --dtype float32");
-  EXPECT_NE(again.output.find("3 rows"), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find("5 rows"), std::string::npos) << again.output;
   const json s = json::parse(slurp(dir + "/sweep.json"));
   EXPECT_EQ(s["kernel"], "correct, \"quoted\"");
   const Ran v1 = json_valid("sweep.schema.json", dir + "/sweep.json");
@@ -259,4 +260,176 @@ TEST(Summary, VerdictsWithoutNumbersDoNotReadNaNGreaterThanNaN) {
   ASSERT_EQ(c.ran.rc, 1) << c.ran.output;
   EXPECT_EQ(c.ran.output.find("nan > bound nan"), std::string::npos) << c.ran.output;
   EXPECT_EQ(c.ran.output.find("NaN > bound NaN"), std::string::npos) << c.ran.output;
+}
+
+// --- Issue 35: standard output, non-power-of-two sweeps, CI output a reviewer reads ---
+
+namespace {
+
+// Runs `cmd` in `dir`; stdout and stderr apart.
+struct Split {
+  int rc = -1;
+  std::string out, err;
+};
+Split run_split(const std::string& dir, const std::string& cmd) {
+  const Ran r = run("(cd " + q(dir) + " && " + cmd + " 2>" + q(dir + "/stderr.txt") + ")");
+  return {r.rc, r.output, slurp(dir + "/stderr.txt")};
+}
+int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (std::size_t at = 0; (at = text.find(what, at)) != std::string::npos; at += what.size()) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST(StdoutOutputs, DashMeansStandardOutputInEverySubcommand) {
+  const std::string dir = temp_dir();
+  const std::string correct = " --plugin " + q(kBad) + " --kernel-index 6 --seed 11 --cases 10";
+  // check --json -: the JSON alone on stdout (valid), the summary on stderr, no file "-".
+  const Split j = run_split(dir, kCli + " check" + correct + " --json -");
+  ASSERT_EQ(j.rc, 0) << j.out << j.err;
+  json parsed;
+  ASSERT_NO_THROW(parsed = json::parse(j.out)) << j.out.substr(0, 500);
+  EXPECT_EQ(parsed["format"], "softmax-audit-results");
+  EXPECT_NE(j.err.find("PASS"), std::string::npos) << j.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/-"));
+  std::ofstream(dir + "/r.json") << j.out;
+  // check --junit -: the XML alone, valid.
+  const Split x = run_split(dir, kCli + " check" + correct + " --junit -");
+  ASSERT_EQ(x.rc, 0) << x.err;
+  EXPECT_EQ(x.out.rfind("<?xml", 0), 0u) << x.out.substr(0, 300);
+  std::ofstream(dir + "/r.xml") << x.out;
+  const Ran lint = xmllint(dir + "/r.xml");
+  EXPECT_EQ(lint.rc, 0) << lint.output;
+  // Two outputs on stdout: refused before any work, one line naming both.
+  const Split two = run_split(dir, kCli + " check" + correct + " --junit - --json -");
+  EXPECT_EQ(two.rc, 2);
+  EXPECT_NE(two.err.find("--junit - and --json -"), std::string::npos) << two.err;
+  // fuzz --json -: the matrix JSON alone, the table on stderr.
+  const Split f = run_split(dir, kCli + " fuzz --plugin " + q(kVariants) +
+                                     " --variant plugin_softmax --cases 5 --max-log2-n 8 --json -");
+  ASSERT_EQ(f.rc, 0) << f.err;
+  json fj;
+  EXPECT_NO_THROW(fj = json::parse(f.out)) << f.out.substr(0, 500);
+  EXPECT_FALSE(fj.is_null());
+  // report --json -: the report's JSON twin alone on stdout.
+  const Split r =
+      run_split(dir, kCli + " report --no-plots --results r.json --html rep.html --json -");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  json rj;
+  EXPECT_NO_THROW(rj = json::parse(r.out)) << r.out.substr(0, 500);
+  EXPECT_TRUE(rj.is_object());
+  EXPECT_TRUE(std::filesystem::exists(dir + "/rep.html"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/-"));
+}
+
+TEST(SweepSizes, DefaultSweepCatchesAForgottenRemainderLoop) {
+  // Kernel 7 leaves out the last n % 8 items: right at every power of two.
+  const std::string dir = temp_dir();
+  const std::string args = " sweep --plugin " + q(kBad) + " --kernel-index 7 --min-log2-n 4 " +
+                           "--max-log2-n 6 --distribution uniform --dtype float32";
+  const Ran pow2 = run(kCli + args + " --powers-of-two-only --out " + q(dir + "/p"));
+  EXPECT_EQ(pow2.rc, 0) << pow2.output;
+  const Ran def = run(kCli + args + " --out " + q(dir + "/d"));
+  EXPECT_EQ(def.rc, 1) << def.output;
+  EXPECT_NE(def.output.find("5 rows"), std::string::npos) << def.output;
+  EXPECT_NE(def.output.find("(2 over their bound"), std::string::npos) << def.output;
+}
+
+TEST(SweepSizes, ATableOfPowersOfTwoResumesWithTheOtherSizes) {
+  // A table written with powers of two only (as every earlier sweep wrote it)
+  // resumes: its rows are kept, the other sizes are added, nothing twice.
+  const std::string dir = temp_dir();
+  const std::string args = " sweep --plugin " + q(kBad) + " --kernel-index 6 --min-log2-n 4 " +
+                           "--max-log2-n 6 --distribution uniform --dtype float32 --out " + q(dir);
+  const Ran old = run(kCli + args + " --powers-of-two-only");
+  ASSERT_EQ(old.rc, 0) << old.output;
+  const std::string before = slurp(dir + "/sweep.csv");
+  const Ran resumed = run(kCli + args);
+  ASSERT_EQ(resumed.rc, 0) << resumed.output;
+  const std::string after = slurp(dir + "/sweep.csv");
+  EXPECT_EQ(after.rfind(before, 0), 0u);                          // appended to, never rewritten
+  EXPECT_EQ(count_of(after, "\n"), count_of(before, "\n") + 2);  // n = 31 and 49
+  EXPECT_NE(after.find("|n31|"), std::string::npos);
+  EXPECT_NE(after.find("|n49|"), std::string::npos);
+  const Ran again = run(kCli + args);
+  EXPECT_EQ(slurp(dir + "/sweep.csv"), after) << again.output;
+  const Ran v = json_valid("sweep-rows.schema.json", dir + "/rows.json");
+  EXPECT_EQ(v.rc, 0) << v.output;
+}
+
+TEST(JUnit, OneFailurePerRootCauseForTheRemainderKernel) {
+  const CliRun c = check("--plugin " + q(kBad) + " --kernel-index 7 --seed 11 --cases 10");
+  ASSERT_EQ(c.ran.rc, 1) << c.ran.output;
+  const Ran x = xmllint(c.dir + "/r.xml");
+  EXPECT_EQ(x.rc, 0) << x.output;
+  int failing = 0;
+  for (const auto& v : c.results["runs"][0]["verdicts"])
+    failing += v["outcome"] == "fail" || v["outcome"] == "error";
+  const int failures = count_of(c.junit, "<failure ") + count_of(c.junit, "<error ");
+  // Several properties broken by one case are one JUnit failure (the JSON keeps all).
+  EXPECT_GT(failing, failures) << c.junit.substr(0, 4000);
+  EXPECT_GE(failures, 1);
+  EXPECT_EQ(count_of(c.junit, "<skipped message=\"same root cause as "), failing - failures)
+      << c.junit.substr(0, 4000);
+  EXPECT_NE(c.junit.find("the same root cause also breaks "), std::string::npos);
+  // The message is the one-line verdict: test name, measured against bound.
+  const auto m = c.junit.find("<failure message=\"");
+  ASSERT_NE(m, std::string::npos);
+  const std::string message = c.junit.substr(m + 18, c.junit.find('"', m + 18) - m - 18);
+  EXPECT_NE(message.find(" [softmax/float32]: measured "), std::string::npos) << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  // Every testcase has a time.
+  EXPECT_EQ(count_of(c.junit, "<testcase "), count_of(c.junit, "\" time=\"0\">"));
+}
+
+TEST(JUnit, NotApplicableChecksAreLeftOutAndStayInTheJson) {
+  const CliRun c = check("--plugin " + q(kBad) + " --kernel-index 6 --seed 11 --cases 10");
+  ASSERT_EQ(c.ran.rc, 0) << c.ran.output;
+  // Not applicable: an op or dtype this kernel lacks (float32 softmax and
+  // logsumexp only), or "not applicable" by the property's definition.
+  const std::set<std::string> names = testcase_names(c.junit);
+  int not_applicable = 0, other_skips = 0;
+  for (const auto& v : c.results["runs"][0]["verdicts"]) {
+    if (v["outcome"] != "skip") continue;
+    const std::string note = v.value("note", "");
+    const bool na = note.rfind("not applicable", 0) == 0 ||
+                    note.rfind("kernel does not implement ", 0) == 0 ||
+                    note.rfind("kernel does not support ", 0) == 0;
+    (na ? not_applicable : other_skips) += 1;
+    const std::string name = v["property"].get<std::string>() + " [" +
+                             v["op"].get<std::string>() + "/" + v["dtype"].get<std::string>() +
+                             "]";
+    if (na) EXPECT_EQ(names.count(name), 0u) << name;
+  }
+  ASSERT_GT(not_applicable, 100);  // before: 161 of 186 testcases were <skipped>
+  // Skips of another kind (measured and reported, not claimed) stay <skipped>.
+  EXPECT_EQ(count_of(c.junit, "<skipped "), other_skips) << c.junit.substr(0, 3000);
+  EXPECT_NE(c.junit.find("value=\"" + std::to_string(not_applicable) +
+                         " not-applicable check(s) left out"),
+            std::string::npos);
+  const Ran x = xmllint(c.dir + "/r.xml");
+  EXPECT_EQ(x.rc, 0) << x.output;
+}
+
+TEST(CiOutputs, GithubAnnotationsAndMarkdownSummaryOnePerRootCause) {
+  const std::string dir = temp_dir();
+  const Ran r = run("env GITHUB_ACTIONS=true " + kCli + " check --plugin " + q(kBad) +
+                    " --kernel-index 7 --seed 11 --cases 10 --json " + q(dir + "/r.json") +
+                    " --junit " + q(dir + "/r.xml") + " --summary-md " + q(dir + "/s.md"));
+  ASSERT_EQ(r.rc, 1) << r.output;
+  const std::string junit = slurp(dir + "/r.xml");
+  const int causes = count_of(junit, "<failure ") + count_of(junit, "<error ");
+  EXPECT_EQ(count_of(r.output, "::error title=softmax-audit remainder%3A "), causes) << r.output;
+  const std::string md = slurp(dir + "/s.md");
+  EXPECT_NE(md.find("| remainder | **fail** |"), std::string::npos) << md;
+  EXPECT_NE(md.find(std::to_string(causes) + " root cause(s)"), std::string::npos) << md;
+  // Off GitHub, only when asked.
+  const Ran off = run("env -u GITHUB_ACTIONS " + kCli + " check --plugin " + q(kBad) +
+                      " --kernel-index 7 --seed 11 --cases 10");
+  EXPECT_EQ(off.output.find("::error"), std::string::npos);
+  const Ran asked = run("env -u GITHUB_ACTIONS " + kCli + " check --plugin " + q(kBad) +
+                        " --kernel-index 7 --seed 11 --cases 10 --github-annotations");
+  EXPECT_EQ(count_of(asked.output, "::error title="), causes) << asked.output;
 }

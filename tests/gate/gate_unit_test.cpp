@@ -255,6 +255,72 @@ TEST(GateJunit, OneTestcasePerVerdictWithEscapedFailure) {
   EXPECT_NE(x.find("a.b [softmax/float32]"), std::string::npos);
 }
 
+// Issue 35: properties broken by the same input are one root cause, whatever
+// generator, seed, case number, shrink steps or failing position they name.
+TEST(GateJunit, FailuresOfOneFirstFailingCaseAreOneRootCause) {
+  auto failing = [](const std::string& property, const std::string& dtype, const std::string& ce) {
+    Verdict v = check_at_most(property, "claim of " + property, 2, 1, {"ulp", ""});
+    v.op = "softmax";
+    v.dtype = dtype;
+    v.counterexample = ce;
+    return v;
+  };
+  RunRecord r;
+  r.kernel = "k";
+  r.verdicts = {
+      failing("a.ulp", "float32",
+              "seed=11 edge case 3 (run on every seed) (shrunk 0 steps) dist=edge_single n=1 rows=1 "
+              "stride=1 level=0 theta=1 value_seed=1 aux=0 (an edge row: run on every seed) "
+              "values=[0] ; at row 0 item 0: got 0, exact 1"),
+      failing("b.sum", "float32",
+              "seed=11 case=1 (shrunk 5 steps) dist=gaussian n=1 rows=1 stride=1 level=0 theta=1 "
+              "value_seed=31 aux=13 (values shrunk) values=[0] ; at row 0 sum = 0"),
+      failing("c.other_dtype", "bfloat16",
+              "seed=11 case=1 (shrunk 5 steps) dist=gaussian n=1 rows=1 stride=1 level=0 theta=1 "
+              "value_seed=31 aux=13 (values shrunk) values=[0] ; at row 0 sum = 0"),
+      // Values elided: the generator's seeds then tell the inputs apart.
+      failing("d.big", "float32",
+              "seed=11 case=2 (shrunk 0 steps) dist=gaussian n=4096 rows=1 stride=4096 level=0 "
+              "theta=1 value_seed=5 aux=6 values=[1, 2, ... (4094 more; finite range [0, 3], -inf "
+              "x0, +inf x0, nan x0)]"),
+      failing("e.big", "float32",
+              "seed=11 case=4 (shrunk 0 steps) dist=gaussian n=4096 rows=1 stride=4096 level=0 "
+              "theta=1 value_seed=7 aux=6 values=[1, 2, ... (4094 more; finite range [0, 3], -inf "
+              "x0, +inf x0, nan x0)]"),
+  };
+  Verdict p = check_at_most("f.pass", "holds", 0, 1, {"ulp", ""});
+  p.op = "softmax";
+  p.dtype = "float32";
+  r.verdicts.push_back(p);
+  const auto groups = root_causes(r.verdicts);
+  ASSERT_EQ(groups.size(), 4u);
+  ASSERT_EQ(groups[0].size(), 2u);
+  EXPECT_EQ(groups[0][0]->property, "a.ulp");
+  EXPECT_EQ(groups[0][1]->property, "b.sum");
+  std::ostringstream os;
+  write_junit(os, {r});
+  const std::string x = os.str();
+  EXPECT_NE(x.find("tests=\"6\" failures=\"4\" errors=\"0\" skipped=\"1\""), std::string::npos)
+      << x;
+  EXPECT_NE(x.find("<failure message=\"a.ulp [softmax/float32]: measured 2 &gt; bound 1 (ulp); "
+                   "the same root cause also breaks b.sum [softmax/float32]\""),
+            std::string::npos)
+      << x;
+  EXPECT_NE(x.find("<skipped message=\"same root cause as a.ulp [softmax/float32]: b.sum "
+                   "[softmax/float32]: measured 2 &gt; bound 1 (ulp)\""),
+            std::string::npos)
+      << x;
+  // GitHub annotations: one per root cause, escaped as workflow commands.
+  std::ostringstream gh;
+  write_github_annotations(gh, {r});
+  const std::string g = gh.str();
+  std::size_t lines = 0;
+  for (char c : g) lines += c == '\n';
+  EXPECT_EQ(lines, 4u) << g;
+  EXPECT_EQ(g.rfind("::error title=softmax-audit k%3A a.ulp [softmax/float32]::", 0), 0u) << g;
+  EXPECT_NE(summary_markdown({r}).find("4 root cause(s)"), std::string::npos);
+}
+
 namespace {
 // A host kernel that writes one float past the end of its output.
 sa_status overrun_softmax(void*, sa_dtype, const sa_rows* s, const void*, void* out) {
