@@ -27,7 +27,7 @@ def fast_spec(tmp_path, extra=""):
     return str(p)
 
 
-@pytest.mark.parametrize("seed", [BIG, TOP, 2**63])
+@pytest.mark.parametrize("seed", [BIG, TOP])
 def test_cli_json_carries_the_seed_it_was_given(cli, tmp_path, seed):
     out = tmp_path / "r.json"
     env = dict(os.environ, PYTHONPATH=HERE)
