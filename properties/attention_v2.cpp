@@ -973,7 +973,7 @@ void run_attention_v2(const Run& run) {
       run.emit(v2_verdict(run, ids[s], rule_by_id(rule_ids[s]), t, res[static_cast<std::size_t>(s)],
                           na));
     }
-    run.tick(kAttentionTypeUnits);
+    run.tick(kAttentionV2TypeUnits);
   }
 }
 

@@ -889,7 +889,7 @@ void run_attention_backward(const Run& run) {
         v.note += (v.note.empty() ? "" : "; ") + na.text();
       run.emit(v);
     }
-    run.tick(kAttentionTypeUnits);
+    run.tick(kAttentionBackwardTypeUnits);
   }
 }
 

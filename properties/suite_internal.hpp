@@ -134,11 +134,13 @@ void run_differential(const Run& run, Op op, DType t);
 void run_attention_differential(const Run& run, DType t);
 // Batched attention (interface v2): once per suite, over its own element types.
 void run_attention_v2(const Run& run);
-// Progress units per element type of a batched attention family (attention_v2,
-// attention_backward), against one unit per op of a row family: the 8 element
-// types of the two families take about as long as the 3 dtypes x 24 units of
-// the row families (36-60% of a check, issue 32), so about 9 units each.
-inline constexpr int kAttentionTypeUnits = 8;
+// Progress units per element type of the batched attention families, against
+// one unit per op and dtype of a row family (24 per dtype): measured with the
+// per-verdict seconds of `check --builtin cpu` (issue 32), an attention_v2
+// element type takes about as long as 12 such units and an attention_backward
+// one about 2.
+inline constexpr int kAttentionV2TypeUnits = 12;
+inline constexpr int kAttentionBackwardTypeUnits = 2;
 // The element types run_attention_v2 / run_attention_backward run (each once,
 // with one progress tick), for the suite's progress total.
 std::vector<AttnType> attention_v2_types(const Run& run);

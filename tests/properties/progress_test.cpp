@@ -29,7 +29,7 @@ Recorded run(std::vector<sa::AttnType> types) {
   c.attention.types = std::move(types);
   // One row property and the attention_v2 family: every family still runs
   // (and ticks), most of them with nothing selected.
-  c.properties = {"softmax", "attention_v2.rounding"};
+  c.properties = {"differential.ulp", "attention_v2.rounding"};
   Recorded r;
   sa::props::SuiteObserver obs;
   int done = 0;
