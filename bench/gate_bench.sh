@@ -61,7 +61,9 @@ start_load() {
 
 echo "cpu:            $(lscpu | sed -n 's/^Model name: *//p' | head -1) ($(nproc) CPUs online)"
 echo "binary:         $bin ($("$bin" --version 2>/dev/null))"
-echo "OMP_WAIT_POLICY in the environment: ${OMP_WAIT_POLICY:-unset} (softmax-audit sets passive when unset)"
+echo "OMP_WAIT_POLICY in the environment: ${OMP_WAIT_POLICY:-unset}, GOMP_SPINCOUNT: ${GOMP_SPINCOUNT:-unset}"
+echo "                (softmax-audit sets OMP_WAIT_POLICY=passive when both are unset;"
+echo "                GOMP_SPINCOUNT=300000 gives libgomp's default spinning wait, the old behaviour)"
 echo "check args:     --builtin cpu --seed $seed -q ${extra[*]:-}"
 
 median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
