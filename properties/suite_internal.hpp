@@ -136,11 +136,11 @@ void run_attention_differential(const Run& run, DType t);
 void run_attention_v2(const Run& run);
 // Progress units per element type of the batched attention families, against
 // one unit per op and dtype of a row family (24 per dtype): measured with the
-// per-verdict seconds of `check --builtin cpu` (issue 32), an attention_v2
-// element type takes about as long as 12 such units and an attention_backward
-// one about 2.
-inline constexpr int kAttentionV2TypeUnits = 12;
-inline constexpr int kAttentionBackwardTypeUnits = 2;
+// per-verdict seconds of `check --builtin cpu --cases 10` (issue 32; 2-core
+// Xeon), an attention_v2 element type took about as long as 16 such units
+// (6.9 s against 0.42 s) and an attention_backward one less than one.
+inline constexpr int kAttentionV2TypeUnits = 16;
+inline constexpr int kAttentionBackwardTypeUnits = 1;
 // The element types run_attention_v2 / run_attention_backward run (each once,
 // with one progress tick), for the suite's progress total.
 std::vector<AttnType> attention_v2_types(const Run& run);
