@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "cli/commands.hpp"
 #ifdef SA_CLI_HAVE_BUILTINS
 #include "kernels/builtin.hpp"
@@ -61,9 +63,25 @@ std::string unknown_subcommand_error(CLI::App& app, int argc, char** argv) {
   return msg + " (expected one of: " + all + ")";
 }
 
+// OpenMP worker threads wait passively (issue 32). libgomp's default policy
+// spins for about 300000 iterations before sleeping: a third of a `check`'s
+// samples were such spin-waits, and on a shared machine the spinning threads
+// take the cores from the kernel under test. libgomp reads OMP_WAIT_POLICY in
+// its library constructor, before main() runs, so setting it here takes a
+// fresh image of this program: the process re-executes itself once (same pid,
+// arguments and descriptors) with OMP_WAIT_POLICY=passive. A user who set
+// OMP_WAIT_POLICY or GOMP_SPINCOUNT keeps their choice; if the re-exec fails,
+// the run goes on with the default policy.
+void passive_openmp_wait(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr)
+    return;
+  if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+  execv("/proc/self/exe", argv);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
+  passive_openmp_wait(argv);
   CLI::App app{
       "softmax-audit — proves, tests and measures softmax numerics.\n"
       "Checks softmax and attention kernels against high-precision references and the\n"

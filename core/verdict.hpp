@@ -57,6 +57,10 @@ struct Verdict {
   // The input that gave the largest measured/bound ratio (on a pass: what an
   // auditor reads the pass for; on a failure: the counterexample). May be empty.
   std::string worst_case;
+  // Wall seconds the property suite spent deciding this verdict (its cases,
+  // references and shrinking; properties/suite.cpp); NaN where not measured
+  // (verdicts not made by run_suite, results files older than the field).
+  double seconds = NAN;
 
   bool passed() const { return outcome == Outcome::pass; }
 };

@@ -50,6 +50,8 @@ nlohmann::json to_json(const Verdict& v) {
   j["dtype"] = v.dtype;
   j["note"] = v.note;
   j["worst_case"] = v.worst_case;
+  // Wall seconds the suite spent on it (absent when not measured).
+  if (std::isfinite(v.seconds)) j["seconds"] = v.seconds;
   return j;
 }
 
@@ -88,6 +90,11 @@ Verdict verdict_from_json(const nlohmann::json& j) {
   v.dtype = str("dtype", false);
   v.note = str("note", false);
   v.worst_case = str("worst_case", false);
+  if (auto it = j.find("seconds"); it != j.end() && !it->is_null()) {
+    if (!it->is_number())
+      throw std::invalid_argument("verdict " + v.property + ": \"seconds\" must be a number");
+    v.seconds = it->get<double>();
+  }
   return v;
 }
 

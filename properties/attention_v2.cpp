@@ -562,14 +562,7 @@ void run_attention_v2(const Run& run) {
   bool any = false;
   for (const char* id : ids) any = any || run.wants_property(id);
   if (!any) return;
-  std::vector<AttnType> types = run.config.attention.types;
-  if (!types.empty()) {
-  } else if (run.config.dtypes.empty())
-    types = {AttnType::float32, AttnType::bfloat16, AttnType::float16, AttnType::fp8_e4m3,
-             AttnType::fp8_e5m2};
-  else
-    for (DType t : run.config.dtypes)
-      if (t != DType::float64) types.push_back(attn_type_of(t));
+  const std::vector<AttnType> types = attention_v2_types(run);
   if (k.abi_version() < 2 || !k.supports(Op::attention_v2)) {
     for (AttnType t : types)
       for (int s = 0; s < kIds; ++s) {
@@ -980,7 +973,20 @@ void run_attention_v2(const Run& run) {
       run.emit(v2_verdict(run, ids[s], rule_by_id(rule_ids[s]), t, res[static_cast<std::size_t>(s)],
                           na));
     }
+    run.tick(kAttentionV2TypeUnits);
   }
+}
+
+std::vector<AttnType> attention_v2_types(const Run& run) {
+  std::vector<AttnType> types = run.config.attention.types;
+  if (!types.empty()) {
+  } else if (run.config.dtypes.empty())
+    types = {AttnType::float32, AttnType::bfloat16, AttnType::float16, AttnType::fp8_e4m3,
+             AttnType::fp8_e5m2};
+  else
+    for (DType t : run.config.dtypes)
+      if (t != DType::float64) types.push_back(attn_type_of(t));
+  return types;
 }
 
 }  // namespace sa::props::detail

@@ -646,15 +646,7 @@ void run_attention_backward(const Run& run) {
   bool any = false;
   for (int s = 0; s < kIds; ++s) any = any || wanted(s);
   if (!any) return;
-  std::vector<AttnType> types;
-  if (run.config.dtypes.empty())
-    types = {AttnType::float32, AttnType::bfloat16, AttnType::float16};
-  else
-    for (DType t : run.config.dtypes)
-      if (t != DType::float64)
-        types.push_back(t == DType::bfloat16  ? AttnType::bfloat16
-                        : t == DType::float16 ? AttnType::float16
-                                              : AttnType::float32);
+  const std::vector<AttnType> types = attention_backward_types(run);
   if (k.abi_version() < 2 || !k.supports(Op::attention_backward)) {
     for (AttnType t : types)
       for (int s = 0; s < kIds; ++s) {
@@ -897,7 +889,21 @@ void run_attention_backward(const Run& run) {
         v.note += (v.note.empty() ? "" : "; ") + na.text();
       run.emit(v);
     }
+    run.tick(kAttentionBackwardTypeUnits);
   }
+}
+
+std::vector<AttnType> attention_backward_types(const Run& run) {
+  std::vector<AttnType> types;
+  if (run.config.dtypes.empty())
+    types = {AttnType::float32, AttnType::bfloat16, AttnType::float16};
+  else
+    for (DType t : run.config.dtypes)
+      if (t != DType::float64)
+        types.push_back(t == DType::bfloat16  ? AttnType::bfloat16
+                        : t == DType::float16 ? AttnType::float16
+                                              : AttnType::float32);
+  return types;
 }
 
 }  // namespace sa::props::detail

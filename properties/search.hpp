@@ -75,6 +75,10 @@ struct SlotResult {
   int cases_not_applicable = 0;
   std::string not_applicable;
   std::string error;  // a kernel error (exception text) on some case
+  // Wall seconds of the whole search (cases, references, shrinking), split
+  // evenly among its slots: the slots share every case, so each verdict the
+  // search decides carries an equal part of its time (Verdict::seconds).
+  double seconds = 0;
 };
 
 struct SearchOptions {
@@ -122,6 +126,7 @@ std::vector<SlotResult<P>> search(
     const std::function<std::vector<Check>(const P&)>& eval,
     const std::function<P(const P&, const std::function<bool(const P&)>&, int&)>& extra_shrink = {},
     const std::vector<P>& fixed = {}) {
+  const auto started = std::chrono::steady_clock::now();
   std::vector<SlotResult<P>> out(slots);
   std::vector<std::optional<rc::Shrinkable<P>>> first_fail(slots);
   // Evaluates one case; false once every slot has failed outright (no need to go on).
@@ -209,6 +214,9 @@ std::vector<SlotResult<P>> search(
   if (o.shrink_pool)
     *o.shrink_pool -=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - shrink_start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  for (auto& sr : out) sr.seconds = seconds / static_cast<double>(std::max<std::size_t>(slots, 1));
   return out;
 }
 

@@ -49,8 +49,18 @@ void Run::emit(Verdict v) const {
   if (const std::string c = active_conventions().names();
       !c.empty() && (v.outcome == Outcome::pass || v.outcome == Outcome::fail))
     v.note += (v.note.empty() ? "" : "; ") + std::string("under the declared conventions: ") + c;
+  const auto now = std::chrono::steady_clock::now();
+  if (std::isnan(v.seconds)) v.seconds = std::chrono::duration<double>(now - last_emit).count();
+  last_emit = now;
   if (observer && observer->on_verdict) observer->on_verdict(v);
   out.push_back(std::move(v));
+}
+void Run::tick(int units) const { progress_to(std::min(done + units, family_end)); }
+void Run::progress_to(int unit) const {
+  unit = std::min(unit, total);
+  if (unit <= done) return;
+  done = unit;
+  if (observer && observer->progress) observer->progress(done, total);
 }
 
 Verdict skip_verdict(const Run& run, const std::string& property, const std::string& claim,
@@ -449,15 +459,29 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
   }
   const Op row_ops[] = {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy,
                         Op::adaptive_softmax};
-  int total = 0, done = 0;
-  for (DType t : dtypes) {
-    (void)t;
-    total += 5 + 1 + 2 + 1 + 8 + 5;
-  }
-  auto tick = [&] {
-    ++done;
-    if (observer && observer->progress) observer->progress(done, total);
+  // Progress, in units: per dtype, one per row op of each family
+  // (differential, interface sizes: 5 each), attention, each merge (3),
+  // metamorphic, backward and each op of the special values (all_ops);
+  // per element type of the batched attention families, their measured weight
+  // (suite_internal.hpp; they take about half of a check); determinism one. Every family that
+  // runs is counted, so the bar reaches 100% when the suite returns.
+  constexpr int kRowOps = static_cast<int>(std::size(row_ops));
+  constexpr int kPerDtype = kRowOps + 1 + 3 + 1 + kRowOps + 1 + static_cast<int>(std::size(all_ops));
+  for (DType t : dtypes) run.total += t == DType::float64 ? 1 : kPerDtype;
+  const int v2_units =
+      detail::kAttentionV2TypeUnits * static_cast<int>(detail::attention_v2_types(run).size());
+  const int bwd_units =
+      detail::kAttentionBackwardTypeUnits *
+      static_cast<int>(detail::attention_backward_types(run).size());
+  run.total += v2_units + bwd_units + 1;
+  // `family` runs a family of `units` units: its own ticks stay inside it,
+  // and progress is at its end when it returns.
+  auto family = [&](int units, auto&& f) {
+    run.family_end = run.done + units;
+    f();
+    run.progress_to(run.family_end);
   };
+  auto tick = [&] { run.progress_to(run.done + 1); };
   for (DType t : dtypes) {
     if (t == DType::float64) {
       Verdict v;
@@ -468,6 +492,7 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
       v.outcome = Outcome::skip;
       v.note = "the kernel interface carries float32, bfloat16 and float16 only";
       run.emit(v);
+      tick();
       continue;
     }
     for (Op op : row_ops) {
@@ -488,6 +513,7 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
       tick();
     }
     detail::run_backward(run, t);
+    tick();
     for (Op op : all_ops) {
       if (run.wants_op(op) && (t == DType::float32 || (op != Op::merge_entropy_states &&
                                                        op != Op::merge_attention_states)))
@@ -495,9 +521,9 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
       tick();
     }
   }
-  detail::run_attention_v2(run);
-  detail::run_attention_backward(run);
-  detail::run_determinism(run);
+  family(v2_units, [&] { detail::run_attention_v2(run); });
+  family(bwd_units, [&] { detail::run_attention_backward(run); });
+  family(1, [&] { detail::run_determinism(run); });
   return out;
 }
 

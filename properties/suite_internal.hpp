@@ -26,6 +26,16 @@ struct Run {
   std::vector<std::int64_t> sizes;    // row sizes for generators
   std::vector<std::string> dists;     // selected distributions (empty: all)
   mutable double shrink_pool = 20.0;  // seconds of shrinking left in this run (shared)
+  // When the last verdict was emitted: a verdict without a time of its own
+  // (one not decided by a search) is charged the wall time since then.
+  mutable std::chrono::steady_clock::time_point last_emit = std::chrono::steady_clock::now();
+  // Progress (observer->progress): units done of `total`. A family's own
+  // ticks stop at `family_end`, the unit its whole run ends at; after it,
+  // run_suite moves `done` there whatever the family ran (monotone, and
+  // `total` when the suite returns).
+  int total = 0;
+  mutable int done = 0;
+  mutable int family_end = 0;
 
   bool wants_rule(const std::string& id) const;
   bool wants_property(const std::string& id) const;
@@ -34,6 +44,10 @@ struct Run {
   // unless config.temperature_only.
   std::vector<double> temperatures(std::initializer_list<double> extra) const;
   void emit(Verdict v) const;
+  // One unit of progress inside the running family (not past family_end).
+  void tick(int units = 1) const;
+  // Progress to `unit` (never backwards), reported to the observer.
+  void progress_to(int unit) const;
   void before(const std::string& property, const std::string& input) const {
     if (observer && observer->before_case) observer->before_case(property, input);
   }
@@ -64,6 +78,7 @@ Verdict slot_verdict(const Run& run, const std::string& property, const std::str
   v.kernel = run.kernel.name();
   v.op = name_of(op);
   v.dtype = name_of(t);
+  v.seconds = r.seconds;
   if (!r.error.empty() && !r.failing) {
     v.outcome = Outcome::error;
     v.note = "kernel call failed: " + r.error;
@@ -119,6 +134,17 @@ void run_differential(const Run& run, Op op, DType t);
 void run_attention_differential(const Run& run, DType t);
 // Batched attention (interface v2): once per suite, over its own element types.
 void run_attention_v2(const Run& run);
+// Progress units per element type of the batched attention families, against
+// one unit per op and dtype of a row family (24 per dtype): measured with the
+// per-verdict seconds of `check --builtin cpu --cases 10` (issue 32; 2-core
+// Xeon), an attention_v2 element type took about as long as 16 such units
+// (6.9 s against 0.42 s) and an attention_backward one less than one.
+inline constexpr int kAttentionV2TypeUnits = 16;
+inline constexpr int kAttentionBackwardTypeUnits = 1;
+// The element types run_attention_v2 / run_attention_backward run (each once,
+// with one progress tick), for the suite's progress total.
+std::vector<AttnType> attention_v2_types(const Run& run);
+std::vector<AttnType> attention_backward_types(const Run& run);
 // Backward operations (interface v2): properties/backward.cpp.
 void run_backward(const Run& run, DType t);
 void run_attention_backward(const Run& run);

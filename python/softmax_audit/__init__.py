@@ -16,6 +16,13 @@ import sys as _sys
 import tempfile as _tempfile
 from dataclasses import dataclass, field
 
+# OpenMP worker threads of the C++ suite wait passively (issue 32): a spinning
+# wait took a third of a check's CPU and, on a shared machine, the cores from
+# the kernel under test. libgomp reads this when it is loaded, so it is set
+# before _core is imported; it has no effect if another module loaded libgomp
+# first, and a value the user set is kept.
+_os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+
 from ._adapter import ATTENTION_FEATURES, DTYPES, OPS, Unsupported  # noqa: F401
 from ._literal import tensor_literal  # noqa: F401
 
@@ -40,6 +47,7 @@ class Verdict:
     note: str = ""
     worst_case: str = ""
     kernel: str = ""
+    seconds: object = None  # wall seconds the suite spent on it (None: not measured)
 
     @property
     def passed(self):
@@ -110,7 +118,8 @@ def _verdicts(data):
                            claim=v.get("claim", ""), measured=v.get("measured"),
                            bound=v.get("bound"), rule=v.get("rule", {}) or {},
                            counterexample=v.get("counterexample", ""), note=v.get("note", ""),
-                           worst_case=v.get("worst_case", ""), kernel=v.get("kernel", "")))
+                           worst_case=v.get("worst_case", ""), kernel=v.get("kernel", ""),
+                           seconds=v.get("seconds")))
     return out
 
 

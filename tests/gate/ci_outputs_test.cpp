@@ -237,6 +237,15 @@ TEST(Json, ResultsValidateAndSeedsAreStrings) {
   EXPECT_EQ(pass.results["runs"][0]["config"]["seed"], "9007199254740993");
   const Ran v = json_valid("results.schema.json", pass.dir + "/r.json");
   EXPECT_EQ(v.rc, 0) << v.output;
+  // Where a check's minutes go (issue 32): the suite's verdicts carry their
+  // wall seconds, a number >= 0 (the schema says so too).
+  int timed = 0;
+  for (const auto& v : pass.results["runs"][0]["verdicts"])
+    if (v.contains("seconds")) {
+      ++timed;
+      EXPECT_TRUE(v["seconds"].is_number() && v["seconds"].get<double>() >= 0) << v.dump();
+    }
+  EXPECT_GT(timed, 0);
   const CliRun fail = check("--plugin " + q(kBad) + " --kernel-index 1 --seed 5 --cases 10");
   ASSERT_EQ(fail.ran.rc, 1) << fail.ran.output;
   const Ran vf = json_valid("results.schema.json", fail.dir + "/r.json");
