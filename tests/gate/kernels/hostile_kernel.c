@@ -108,6 +108,9 @@ static int find_token(char token[33]) {
     char perms[8];
     if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || perms[0] != 'r') continue;
     if (strstr(line, "[vvar]") || strstr(line, "[vsyscall]")) continue;
+    /* Heap-sized regions only: a sanitizer's shadow memory is terabytes of
+     * readable address space, and the token lives in an ordinary heap. */
+    if (hi - lo > (256ul << 20)) continue;
     for (unsigned long a = lo; a < hi && !found; a += sizeof buf - 64) {
       const size_t want = hi - a < sizeof buf ? hi - a : sizeof buf;
       const ssize_t got = pread(mem, buf, want, (off_t)a);
