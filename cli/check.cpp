@@ -185,9 +185,9 @@ int run_check(const CheckOptions& o) {
   validate_options(o);
   // No output may replace an input or another output (`--junit k.so` deleted the plugin).
   try {
-    refuse_overlapping_paths({{"--plugin", o.plugin}, {"--spec", o.spec}},
-                             {{"--junit", o.junit}, {"--json", o.json},
-                              {"--summary-md", o.summary_md}});
+    refuse_overlapping_paths(
+        {{"--plugin", o.plugin}, {"--spec", o.spec}},
+        {{"--junit", o.junit}, {"--json", o.json}, {"--summary-md", o.summary_md}});
   } catch (const std::invalid_argument& e) {
     usage_error(e.what());
   }

@@ -43,17 +43,18 @@ inline void share_seed_with_rapidcheck(unsigned long long seed) {
 // `out`: a std::uint64_t, or a std::optional<std::uint64_t> (set when given).
 template <class Seed>
 CLI::Option* add_seed_option(CLI::App* c, Seed* out, const std::string& help) {
-  return c->add_option_function<std::string>(
-               "--seed",
-               [out](const std::string& s) {
-                 unsigned long long v = 0;
-                 if (!parse_seed(s, v))
-                   throw CLI::ValidationError(
-                       "--seed", "'" + s + "': expected a decimal integer from 0 to " +
-                                     std::to_string(~0ull));
-                 *out = static_cast<std::uint64_t>(v);
-               },
-               help)
+  return c
+      ->add_option_function<std::string>(
+          "--seed",
+          [out](const std::string& s) {
+            unsigned long long v = 0;
+            if (!parse_seed(s, v))
+              throw CLI::ValidationError(
+                  "--seed",
+                  "'" + s + "': expected a decimal integer from 0 to " + std::to_string(~0ull));
+            *out = static_cast<std::uint64_t>(v);
+          },
+          help)
       ->type_name("UINT64");
 }
 

@@ -110,7 +110,8 @@ void add_fuzz_command(CLI::App& app) {
   sub->add_option("--plugin", opts->plugins,
                   "variant plugin shared library (include/softmax_audit/variant.h)")
       ->check(CLI::ExistingFile);
-  sub->add_option("--json", opts->json, "write the matrix as JSON (one sa::Verdict per cell; '-': standard output, the "
+  sub->add_option("--json", opts->json,
+                  "write the matrix as JSON (one sa::Verdict per cell; '-': standard output, the "
                   "table then goes to stderr)");
   sub->add_option("--cases", opts->cases, "random cases per property before shrinking")
       ->check(CLI::Range(1, 1000000))

@@ -58,8 +58,7 @@ std::string unknown_subcommand_error(CLI::App& app, int argc, char** argv) {
     if (d < best_d) best_d = d, best = name;
   }
   std::string msg = "unknown subcommand '" + word + "'";
-  if (!best.empty() && best_d <= 3 && best_d < word.size())
-    msg += "; did you mean '" + best + "'?";
+  if (!best.empty() && best_d <= 3 && best_d < word.size()) msg += "; did you mean '" + best + "'?";
   return msg + " (expected one of: " + all + ")";
 }
 
@@ -73,8 +72,7 @@ std::string unknown_subcommand_error(CLI::App& app, int argc, char** argv) {
 // OMP_WAIT_POLICY or GOMP_SPINCOUNT keeps their choice; if the re-exec fails,
 // the run goes on with the default policy.
 void passive_openmp_wait(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr)
-    return;
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
   if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
   execv("/proc/self/exe", argv);
 }

@@ -256,9 +256,10 @@ int run_sweep_command(const SweepOptions& o) {
   auto last_line = start;
   c.on_progress = [&](const props::SweepProgress& p) {
     const auto now = std::chrono::steady_clock::now();
-    const std::string line = fmt::format("row {} of {}  {}", p.row, p.rows,
-                                         sweep_eta(std::chrono::duration<double>(now - start).count(),
-                                                   p.elements_done, p.elements_total));
+    const std::string line =
+        fmt::format("row {} of {}  {}", p.row, p.rows,
+                    sweep_eta(std::chrono::duration<double>(now - start).count(), p.elements_done,
+                              p.elements_total));
     if (tty) {
       fmt::print(stderr, "\r  {:<34}  {:<60}", line, p.key);
     } else if (now - last_line > std::chrono::seconds(10)) {
@@ -358,8 +359,8 @@ void print_summary(const std::vector<props::SweepRow>& rows) {
                (a.last->n & (a.last->n - 1)) == 0
                    ? fmt::format("{:.3g} (T1 {:.3g}, n=2^{})", a.last->pmax_kernel,
                                  a.last->t1_upper, a.last->log2n)
-                   : fmt::format("{:.3g} (T1 {:.3g}, n={})", a.last->pmax_kernel,
-                                 a.last->t1_upper, a.last->n),
+                   : fmt::format("{:.3g} (T1 {:.3g}, n={})", a.last->pmax_kernel, a.last->t1_upper,
+                                 a.last->n),
                a.gap, a.h_err, a.ulp);
 }
 

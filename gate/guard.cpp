@@ -228,8 +228,8 @@ class Guarded {
     if (std::memcmp(a, b, bytes_) == 0) return "";
     for (std::size_t i = 0; i < bytes_; ++i)
       if (a[i] != b[i])
-        return "wrote into input buffer '" + std::string(name_) + "' at byte " +
-               std::to_string(i) + " (inputs are const)";
+        return "wrote into input buffer '" + std::string(name_) + "' at byte " + std::to_string(i) +
+               " (inputs are const)";
     return "";
   }
 

@@ -46,8 +46,8 @@ struct Request {
   std::uint32_t magic;
   std::uint32_t op;  // static_cast<int>(Op)
   std::uint64_t seq;
-  std::uint64_t w[12];      // the call's arguments after ctx, as machine words
-  std::uint32_t nranges;    // entries of the buffer table at the arena's start
+  std::uint64_t w[12];    // the call's arguments after ctx, as machine words
+  std::uint32_t nranges;  // entries of the buffer table at the arena's start
   std::uint32_t pad;
 };
 
@@ -272,7 +272,8 @@ struct KernelHost::Impl {
       }
       if (!q) continue;
       const long code = std::strtol(q, nullptr, 10);
-      if ((code & 0x7f) != 0 && (code & 0x7f) != 0x7f) sigs.push_back(static_cast<int>(code & 0x7f));
+      if ((code & 0x7f) != 0 && (code & 0x7f) != 0x7f)
+        sigs.push_back(static_cast<int>(code & 0x7f));
     }
     std::fclose(f);
     return sigs;
@@ -315,9 +316,8 @@ struct KernelHost::Impl {
       if (static_cast<std::size_t>(got) == sizeof r) std::memcpy(&r, buf.data(), sizeof r);
       if (static_cast<std::size_t>(got) != sizeof r || r.magic != kReplyMagic)
         protocol("", "",
-                 "a message from the kernel's process after its last call (" +
-                     std::to_string(got) + " bytes: \"" +
-                     excerpt(buf.data(), static_cast<std::size_t>(got)) + "\")");
+                 "a message from the kernel's process after its last call (" + std::to_string(got) +
+                     " bytes: \"" + excerpt(buf.data(), static_cast<std::size_t>(got)) + "\")");
       else if (r.pid != pid)
         protocol("", "",
                  "a reply from process " + std::to_string(r.pid) +
@@ -352,8 +352,8 @@ struct KernelHost::Impl {
       }
     }
     if (!arena) throw std::runtime_error("gate: cannot map the memory shared with the kernel host");
-    void* b = mmap(nullptr, sizeof(CallBox), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                   -1, 0);
+    void* b =
+        mmap(nullptr, sizeof(CallBox), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (b == MAP_FAILED) throw std::runtime_error("gate: cannot map the kernel host's call box");
     box = static_cast<CallBox*>(b);
     use_arena(arena, arena_bytes, kTableBytes);
@@ -422,7 +422,8 @@ struct KernelHost::Impl {
       has(Op::merge_attention_states_n, reinterpret_cast<const void*>(r.merge_attention_states_n));
       if (r.capabilities) {
         const sa_capabilities& c = *r.capabilities;
-        const std::size_t n = c.struct_size > 0 && c.struct_size < sizeof c ? c.struct_size : sizeof c;
+        const std::size_t n =
+            c.struct_size > 0 && c.struct_size < sizeof c ? c.struct_size : sizeof c;
         std::memcpy(&hello->caps, &c, n);
         hello->caps.head_dims = nullptr;
         hello->has_caps = 1;
@@ -510,7 +511,8 @@ struct KernelHost::Impl {
         break;
       case Op::logsumexp:
         if (r.logsumexp)
-          return r.logsumexp(r.ctx, dt(0), static_cast<Rows>(p(1)), p(2), static_cast<float*>(p(3)));
+          return r.logsumexp(r.ctx, dt(0), static_cast<Rows>(p(1)), p(2),
+                             static_cast<float*>(p(3)));
         break;
       case Op::entropy:
         if (r.entropy)
@@ -533,10 +535,11 @@ struct KernelHost::Impl {
         break;
       case Op::merge_attention_states:
         if (r.merge_attention_states)
-          return r.merge_attention_states(
-              r.ctx, i64(0), i64(1), static_cast<const float*>(p(2)),
-              static_cast<const float*>(p(3)), static_cast<const float*>(p(4)),
-              static_cast<const float*>(p(5)), static_cast<float*>(p(6)), static_cast<float*>(p(7)));
+          return r.merge_attention_states(r.ctx, i64(0), i64(1), static_cast<const float*>(p(2)),
+                                          static_cast<const float*>(p(3)),
+                                          static_cast<const float*>(p(4)),
+                                          static_cast<const float*>(p(5)),
+                                          static_cast<float*>(p(6)), static_cast<float*>(p(7)));
         break;
       case Op::attention_v2:
         if (v2 && r.attention_v2)
@@ -556,10 +559,10 @@ struct KernelHost::Impl {
         break;
       case Op::merge_attention_states_n:
         if (v2 && r.merge_attention_states_n)
-          return r.merge_attention_states_n(
-              r.ctx, i64(0), i64(1), i64(2), static_cast<const float* const*>(p(3)),
-              static_cast<const float* const*>(p(4)), static_cast<float*>(p(5)),
-              static_cast<float*>(p(6)));
+          return r.merge_attention_states_n(r.ctx, i64(0), i64(1), i64(2),
+                                            static_cast<const float* const*>(p(3)),
+                                            static_cast<const float* const*>(p(4)),
+                                            static_cast<float*>(p(5)), static_cast<float*>(p(6)));
         break;
     }
     return SA_INTERNAL_ERROR;
@@ -625,9 +628,8 @@ struct KernelHost::Impl {
           if (static_cast<std::size_t>(got) != size || m != magic) {
             protocol(op, dtype,
                      "a message from the kernel's process that is not a " +
-                         std::string(is_reply ? "reply" : "greeting") + " (" +
-                         std::to_string(got) + " bytes: \"" +
-                         excerpt(buf.data(), static_cast<std::size_t>(got)) + "\")");
+                         std::string(is_reply ? "reply" : "greeting") + " (" + std::to_string(got) +
+                         " bytes: \"" + excerpt(buf.data(), static_cast<std::size_t>(got)) + "\")");
             continue;
           }
           std::memcpy(out, buf.data(), size);
@@ -641,8 +643,9 @@ struct KernelHost::Impl {
               continue;
             }
             if (rp->seq != seq) {
-              protocol(op, dtype, "a reply to another call (number " + std::to_string(rp->seq) +
-                                      ", expected " + std::to_string(seq) + ")");
+              protocol(op, dtype,
+                       "a reply to another call (number " + std::to_string(rp->seq) +
+                           ", expected " + std::to_string(seq) + ")");
               continue;
             }
           }
@@ -678,7 +681,7 @@ struct KernelHost::Impl {
       if (opt.gate_box) opt.gate_box->host_pid = 0;
       ChildEnd end;
       end.exited = WIFEXITED(reaped_status);
-      end.status = end.exited                    ? WEXITSTATUS(reaped_status)
+      end.status = end.exited                   ? WEXITSTATUS(reaped_status)
                    : WIFSIGNALED(reaped_status) ? WTERMSIG(reaped_status)
                                                 : 0;
       return end.describe();
@@ -861,7 +864,8 @@ struct KernelHost::Impl {
     auto reply = std::make_unique<Reply>();
     double waited = 0;
     Wait w = send_packet(sock, &q, sizeof q) ? Wait::ok : Wait::died;
-    if (w == Wait::ok) w = receive(reply.get(), sizeof *reply, kReplyMagic, true, waited, opname, dtype);
+    if (w == Wait::ok)
+      w = receive(reply.get(), sizeof *reply, kReplyMagic, true, waited, opname, dtype);
     if (w == Wait::hung) {
       reap(true);
       report_end(HostEvent::Kind::hang, opname, dtype, "", waited);
@@ -930,8 +934,8 @@ sa_status r_entropy(void* c, sa_dtype t, const sa_rows* sh, const void* in, floa
   ArenaInputs x;
   return I(c)->call(Op::entropy, dtype_text(t), {D(t), W(shape(x, sh)), W(in), W(H), W(st)});
 }
-sa_status r_adaptive(void* c, sa_dtype t, const sa_rows* sh, const void* in, void* out,
-                     float* beta, float* H) {
+sa_status r_adaptive(void* c, sa_dtype t, const sa_rows* sh, const void* in, void* out, float* beta,
+                     float* H) {
   ArenaInputs x;
   return I(c)->call(Op::adaptive_softmax, dtype_text(t),
                     {D(t), W(shape(x, sh)), W(in), W(out), W(beta), W(H)});

@@ -64,8 +64,8 @@ struct HostEvent {
 };
 
 struct HostOptions {
-  double call_timeout_s = 60;    // the longest one call, or opening the kernel, may take
-  CallBox* gate_box = nullptr;   // the gate's: each host's pid is written there (orphan cleanup)
+  double call_timeout_s = 60;   // the longest one call, or opening the kernel, may take
+  CallBox* gate_box = nullptr;  // the gate's: each host's pid is written there (orphan cleanup)
 };
 
 class KernelHost {

@@ -114,8 +114,10 @@ void child_main(const ChildWriter& w, const KernelSource& source, const props::S
       }
     };
     try {
-      host = std::make_unique<KernelHost>(source, HostOptions{opt.case_timeout_s, box}, on_event,
-                                          [&] { w.send({{"t", "host_start"}}); });
+      host =
+          std::make_unique<KernelHost>(source, HostOptions{opt.case_timeout_s, box}, on_event, [&] {
+            w.send({{"t", "host_start"}});
+          });
       if (host->remote())
         kernel.emplace(host->kernel());
       else
@@ -258,7 +260,7 @@ struct Sink {
   std::map<std::string, std::size_t> seen;
   int crashes = 0, hangs = 0, processes = 0;
   int kernel_crashes = 0, kernel_hangs = 0;  // of kernel hosts (the judge went on)
-  std::set<Op> refused;  // ops no longer called: they hung
+  std::set<Op> refused;                      // ops no longer called: they hung
   bool deadline = false;
   // A one-property unit whose process crashed or hung inside a call of `op`
   // (in `dtype`): the property's verdicts for that op never came.
@@ -365,7 +367,8 @@ Sink run_units(const KernelSource& source, const props::SuiteConfig& config,
                         dtype = m.value("dtype", ""), during = m.value("property", ""),
                         input = m.value("input", "");
       const std::string where =
-          "during property " + (during.empty() ? units[std::min(next, units.size() - 1)].name : during) +
+          "during property " +
+          (during.empty() ? units[std::min(next, units.size() - 1)].name : during) +
           ", input: " + (input.empty() ? std::string("(no case announced yet)") : input);
       if (kind == "protocol") {
         const std::string what = m.value("how", "");
@@ -387,9 +390,10 @@ Sink run_units(const KernelSource& source, const props::SuiteConfig& config,
         v.measured = silent;
         v.bound = opt.case_timeout_s;
         v.rule = {"gate.timeout", "the case timeout (--timeout or the spec's 'timeout', seconds)"};
-        v.note = "no answer for " + std::to_string(silent) + " s " +
-                 (in_call ? "inside a kernel call" : "while the kernel's process opened the kernel") +
-                 "; the process was killed and the call answered with an error";
+        v.note =
+            "no answer for " + std::to_string(silent) + " s " +
+            (in_call ? "inside a kernel call" : "while the kernel's process opened the kernel") +
+            "; the process was killed and the call answered with an error";
         if (const auto failed = parse_op(op)) {
           sink.refused.insert(*failed);
           v.note += "; the gate calls " + op +
@@ -408,7 +412,8 @@ Sink run_units(const KernelSource& source, const props::SuiteConfig& config,
         if (!fault.empty()) how += ": " + fault;
         v.note = "the kernel's process was " + how +
                  (in_call ? "; the gate answered that call with an error, and the property's "
-                            "further " + op + " calls itself, and went on in a fresh process"
+                            "further " +
+                                op + " calls itself, and went on in a fresh process"
                           : " while opening the kernel");
       }
       v.op = op;

@@ -264,7 +264,8 @@ std::string first_failing_case(const std::string& ce) {
   std::string k = ce;
   if (const auto at = k.find(" ; at "); at != std::string::npos) k.resize(at);
   k = std::regex_replace(k, run_part, "");
-  if (k.find(" values=[") != std::string::npos && k.find(" more; finite range") == std::string::npos)
+  if (k.find(" values=[") != std::string::npos &&
+      k.find(" more; finite range") == std::string::npos)
     k = std::regex_replace(k, generator_part, "");
   return k;
 }
@@ -322,8 +323,7 @@ void write_junit(std::ostream& os, const std::vector<RunRecord>& runs) {
         leader_of[v] = g.front();
         if (v != g.front()) {
           auto& f = followers_of[g.front()];
-          if (std::find(f.begin(), f.end(), case_name(*v)) == f.end())
-            f.push_back(case_name(*v));
+          if (std::find(f.begin(), f.end(), case_name(*v)) == f.end()) f.push_back(case_name(*v));
         }
       }
     // One testcase per stable name; several verdicts under one name (the gate's
@@ -359,8 +359,10 @@ void write_junit(std::ostream& os, const std::vector<RunRecord>& runs) {
           if (failed(*v)) {
             const auto it = leader_of.find(v);
             const Verdict* l = it == leader_of.end() ? v : it->second;
-            if (l == v || case_name(*l) == name) all_follow = false;
-            else if (!c.leader) c.leader = l;
+            if (l == v || case_name(*l) == name)
+              all_follow = false;
+            else if (!c.leader)
+              c.leader = l;
           }
         if (!all_follow) c.leader = nullptr;
       }
@@ -393,8 +395,8 @@ void write_junit(std::ostream& os, const std::vector<RunRecord>& runs) {
            << xml_escape("same root cause as " + case_name(*c.leader) + ": " + verdict_line(w))
            << "\"/>\n";
       } else if (w.outcome == Outcome::skip) {
-        os << "      <skipped message=\"" << xml_escape(one_line(w.note.empty() ? w.claim : w.note, 400))
-           << "\"/>\n";
+        os << "      <skipped message=\""
+           << xml_escape(one_line(w.note.empty() ? w.claim : w.note, 400)) << "\"/>\n";
       } else if (failed(w)) {
         const char* tag = w.outcome == Outcome::fail ? "failure" : "error";
         const std::string type = w.outcome == Outcome::incomplete ? "incomplete" : w.rule.id;
@@ -419,19 +421,26 @@ namespace {
 std::string gh_data(const std::string& s) {
   std::string o;
   for (char c : s) {
-    if (c == '%') o += "%25";
-    else if (c == '\r') o += "%0D";
-    else if (c == '\n') o += "%0A";
-    else o += c;
+    if (c == '%')
+      o += "%25";
+    else if (c == '\r')
+      o += "%0D";
+    else if (c == '\n')
+      o += "%0A";
+    else
+      o += c;
   }
   return o;
 }
 std::string gh_property(const std::string& s) {
   std::string o;
   for (char c : gh_data(s)) {
-    if (c == ':') o += "%3A";
-    else if (c == ',') o += "%2C";
-    else o += c;
+    if (c == ':')
+      o += "%3A";
+    else if (c == ',')
+      o += "%2C";
+    else
+      o += c;
   }
   return o;
 }
@@ -496,7 +505,8 @@ std::string summary_markdown(const std::vector<RunRecord>& runs) {
     for (const auto& r : runs) n += tally(r.verdicts).skip;
     return n;
   }();
-  md << "\n" << skipped
+  md << "\n"
+     << skipped
      << " skipped check(s) (not applicable to the kernel, or reported but not claimed) are in "
         "the JSON results and the report.\n";
   return md.str();
