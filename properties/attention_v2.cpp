@@ -36,6 +36,14 @@
 //                                    every output finite and within the
 //                                    largest |v| of its sequence times
 //                                    v_descale (convex combination)
+//   attention_v2.nan_propagates      NaN in an unmasked query and key element
+//                                    (fp8: the format's NaN code) makes every
+//                                    output of the rows that see it NaN, and
+//                                    no other row's
+//
+// Cases are drawn inside the kernel's declared domain (features, head dims,
+// lengths: domain_of), so adaptive temperature and split-KV are drawn when
+// declared, and no case is wasted on a feature the kernel does not take.
 //
 // Cases outside the kernel's declared capabilities are not applicable: they
 // are never run, never errors, never passes, and each verdict names them.
@@ -45,6 +53,7 @@
 #include <cstring>
 #include <random>
 #include <set>
+#include <string_view>
 
 #include "core/bfloat16.hpp"
 #include "core/float16.hpp"
@@ -55,6 +64,7 @@
 #include "properties/checks.hpp"
 #include "properties/suite_internal.hpp"
 #include "reference/attention_v2.hpp"
+#include "theory/adaptive_temperature.hpp"
 
 namespace sa::props::detail {
 namespace {
@@ -81,6 +91,8 @@ std::string describe(const V2Params& p) {
   if (p.row_pad || p.head_pad)
     r += " pad=" + std::to_string(p.row_pad) + "/" + std::to_string(p.head_pad);
   if (p.descale) r += " descale#" + std::to_string(p.descale);
+  if (p.adaptive) r += " adaptive";
+  if (p.splits > 1) r += " splits=" + std::to_string(p.splits);
   return r + " seed=" + std::to_string(p.seed);
 }
 
@@ -103,16 +115,52 @@ constexpr std::int64_t kGroups[] = {1, 4, 8};
 // run short); a gate spec's [attention] max_work replaces it.
 constexpr double kWorkCap = 8.0e6;
 
-bool allowed(const AttentionShapes& s, const char* feature) {
-  return !s.features ||
-         std::find(s.features->begin(), s.features->end(), feature) != s.features->end();
+// SA_ATTN_* bit of each feature name of attention_features() (bhsd and
+// strided share SA_ATTN_STRIDED).
+std::uint32_t bit_of_feature(std::string_view f) {
+  static const std::pair<const char*, std::uint32_t> bits[] = {
+      {"varlen", SA_ATTN_VARLEN},           {"causal", SA_ATTN_CAUSAL},
+      {"window", SA_ATTN_WINDOW},           {"softcap", SA_ATTN_SOFTCAP},
+      {"alibi", SA_ATTN_ALIBI},             {"sinks", SA_ATTN_SINKS},
+      {"key_padding", SA_ATTN_KEY_PADDING}, {"bhsd", SA_ATTN_STRIDED},
+      {"strided", SA_ATTN_STRIDED},         {"unequal_dv", SA_ATTN_UNEQUAL_HEAD_DIMS},
+      {"gqa", SA_ATTN_GQA},                 {"adaptive", SA_ATTN_ADAPTIVE},
+      {"split_kv", SA_ATTN_SPLIT_KV}};
+  for (const auto& [n, b] : bits)
+    if (f == n) return b;
+  return 0;
+}
+
+// Whether a case may draw `feature`: the spec allows it and the kernel declares it.
+bool allowed(const AttentionShapes& s, const V2Domain& dom, const char* feature) {
+  return (dom.features & bit_of_feature(feature)) != 0 &&
+         (!s.features ||
+          std::find(s.features->begin(), s.features->end(), feature) != s.features->end());
 }
 
 }  // namespace
 
+V2Domain domain_of(const Kernel& k) {
+  V2Domain d;
+  if (k.abi_version() < 2) return d;
+  const sa_capabilities* cap = k.raw().capabilities;
+  if (!cap) return d;
+  d.features = cap->attention_features;
+  if (cap->head_dims)
+    for (int i = 0; i < cap->num_head_dims; ++i)
+      if (cap->max_head_dim <= 0 || cap->head_dims[i] <= cap->max_head_dim)
+        d.head_dims.push_back(cap->head_dims[i]);
+  d.max_head_dim = cap->max_head_dim;
+  d.max_seqlen_q = cap->max_seqlen_q;
+  d.max_seqlen_k = cap->max_seqlen_k;
+  d.max_batch = cap->max_batch;
+  d.max_heads = cap->max_heads;
+  return d;
+}
+
 // Draws one case from the shapes `s` allows (the spec's [attention] table;
-// the defaults above where it names nothing).
-rc::Gen<V2Params> gen_v2(bool fp8, const AttentionShapes& s) {
+// the defaults above where it names nothing), inside the kernel's domain.
+rc::Gen<V2Params> gen_v2(bool fp8, const AttentionShapes& s, V2Domain dom) {
   // Length pairs ordered by work, so shrinking (towards index 0) moves to
   // shorter sequences while the failure holds.
   // (kLengths is already in that order, by hand; a spec's list is sorted here.)
@@ -122,28 +170,59 @@ rc::Gen<V2Params> gen_v2(bool fp8, const AttentionShapes& s) {
   });
   if (lengths.empty())
     for (const auto& L : kLengths) lengths.emplace_back(L[0], L[1]);
+  // Inside the declared length limits: pairs beyond them are cut to the limit.
+  for (auto& [lq, lk] : lengths) {
+    if (dom.max_seqlen_q > 0) lq = std::min(lq, dom.max_seqlen_q);
+    if (dom.max_seqlen_k > 0) lk = std::min(lk, dom.max_seqlen_k);
+  }
   const std::vector<std::int64_t> groups =
-      s.gqa_ratios.empty() ? std::vector<std::int64_t>(std::begin(kGroups), std::end(kGroups))
-                           : s.gqa_ratios;
-  return rc::gen::exec([fp8, s, lengths, groups] {
+      (dom.features & SA_ATTN_GQA) == 0
+          ? std::vector<std::int64_t>{1}
+          : (s.gqa_ratios.empty()
+                 ? std::vector<std::int64_t>(std::begin(kGroups), std::end(kGroups))
+                 : s.gqa_ratios);
+  // Head dims: the spec's, else the kernel's declared list, else the tile
+  // classes (and small dims a quarter of the time); never above max_head_dim.
+  std::vector<std::int64_t> dims = !s.head_dims.empty() ? s.head_dims : dom.head_dims;
+  if (!s.head_dims.empty() && !dom.head_dims.empty()) {  // the spec's dims the kernel takes
+    std::erase_if(dims, [&](std::int64_t d) {
+      return std::find(dom.head_dims.begin(), dom.head_dims.end(), d) == dom.head_dims.end();
+    });
+    if (dims.empty()) dims = dom.head_dims;
+  }
+  const bool own_dims = !dims.empty();
+  std::vector<std::int64_t> tile_dims(std::begin(kHeadDims), std::end(kHeadDims)),
+      small_dims(std::begin(kSmallDims), std::end(kSmallDims));
+  if (dom.max_head_dim > 0)
+    for (auto* v : {&dims, &tile_dims, &small_dims})
+      std::erase_if(*v, [&](std::int64_t d) { return d > dom.max_head_dim; });
+  if (!own_dims && small_dims.empty()) small_dims = {1};
+  if (!own_dims && tile_dims.empty()) tile_dims = small_dims;
+  if (own_dims && dims.empty()) dims = {dom.max_head_dim};
+  return rc::gen::exec([fp8, s, dom, lengths, groups, dims, own_dims, tile_dims, small_dims] {
     V2Params p;
     static const char* const dists[] = {"gaussian", "fa3_outliers", "small_int"};
     p.dist = dists[*rc::gen::inRange(0, 3)];
     std::size_t li = *rc::gen::inRange<std::size_t>(0, lengths.size());
     p.sq = lengths[li].first;
     p.sk = lengths[li].second;
-    const bool own_dims = !s.head_dims.empty();
     auto any_dim = [&] {
-      return own_dims ? s.head_dims[*rc::gen::inRange<std::size_t>(0, s.head_dims.size())]
-                      : kHeadDims[*rc::gen::inRange<std::size_t>(0, std::size(kHeadDims))];
+      return own_dims ? dims[*rc::gen::inRange<std::size_t>(0, dims.size())]
+                      : tile_dims[*rc::gen::inRange<std::size_t>(0, tile_dims.size())];
     };
     const bool real_dims = own_dims || *rc::gen::inRange(0, 4) != 0;
-    p.d = real_dims ? any_dim() : kSmallDims[*rc::gen::inRange(0, 4)];
-    p.dv = allowed(s, "unequal_dv") && *rc::gen::inRange(0, 5) == 4 ? any_dim() : p.d;
+    p.d = real_dims ? any_dim()
+                    : small_dims[*rc::gen::inRange<std::size_t>(0, small_dims.size())];
+    p.dv = allowed(s, dom, "unequal_dv") && *rc::gen::inRange(0, 5) == 4 ? any_dim() : p.d;
     p.group = groups[*rc::gen::inRange<std::size_t>(0, groups.size())];
-    p.heads_kv = *rc::gen::inRange(1, 3);
-    p.batch = *rc::gen::inRange(1, 4);
-    p.varlen = allowed(s, "varlen") && *rc::gen::inRange(0, 3) == 2;
+    const bool batched = (dom.features & SA_ATTN_BATCHED) != 0;
+    p.heads_kv = batched ? *rc::gen::inRange(1, 3) : 1;
+    p.batch = batched ? *rc::gen::inRange(1, 4) : 1;
+    if (!batched) p.group = 1;
+    if (dom.max_batch > 0) p.batch = std::min(p.batch, dom.max_batch);
+    while (dom.max_heads > 0 && p.heads_kv * p.group > dom.max_heads)
+      (p.heads_kv > 1 ? p.heads_kv : p.group) /= 2;
+    p.varlen = allowed(s, dom, "varlen") && *rc::gen::inRange(0, 3) == 2;
     // Shrink the batch, then the heads, then what the spec does not name (the
     // dims, else the lengths) until the case fits the cap.
     // Varlen sequences are drawn at 1..sq and 1..sk: a quarter of the work on average.
@@ -169,27 +248,35 @@ rc::Gen<V2Params> gen_v2(bool fp8, const AttentionShapes& s) {
       while (work() > cap && li > 0) --li, p.sq = lengths[li].first, p.sk = lengths[li].second;
     }
     // A packed call is about several sequences: at least two (one may be empty).
-    if (p.varlen && p.batch < 2) p.batch = 2;
+    if (p.varlen && p.batch < 2 && (dom.max_batch == 0 || dom.max_batch >= 2)) p.batch = 2;
     const int mask_kind = *rc::gen::inRange(0, 6);
-    p.causal = allowed(s, "causal") && (mask_kind == 1 || mask_kind == 2);
+    p.causal = allowed(s, dom, "causal") && (mask_kind == 1 || mask_kind == 2);
     p.top_left = mask_kind == 2 || (mask_kind == 4 && *rc::gen::inRange(0, 2) == 1);
-    if (allowed(s, "window") && mask_kind >= 3 && mask_kind <= 4) {
+    if (allowed(s, dom, "window") && mask_kind >= 3 && mask_kind <= 4) {
       p.wl = *rc::gen::inRange<std::int64_t>(-1, std::max<std::int64_t>(2, p.sk));
       p.wr = *rc::gen::inRange<std::int64_t>(-1, std::max<std::int64_t>(2, p.sk / 4));
     }
     // Every feature is drawn so that RapidCheck's shrinking (towards 0) turns
     // it off: a shrunk counterexample keeps only the features it needs.
-    p.key_pad = allowed(s, "key_padding") && (mask_kind == 5 || *rc::gen::inRange(0, 6) == 5);
-    p.softcap = allowed(s, "softcap") && *rc::gen::inRange(0, 4) == 3
+    p.key_pad =
+        allowed(s, dom, "key_padding") && (mask_kind == 5 || *rc::gen::inRange(0, 6) == 5);
+    p.softcap = allowed(s, dom, "softcap") && *rc::gen::inRange(0, 4) == 3
                     ? 5.0 + *rc::gen::inRange(0, 46)
                     : 0.0;
-    p.alibi = allowed(s, "alibi") && *rc::gen::inRange(0, 5) == 4;
-    p.sinks = allowed(s, "sinks") && *rc::gen::inRange(0, 4) == 3;
-    p.bhsd = allowed(s, "bhsd") && *rc::gen::inRange(0, 2) == 1;
-    const bool strided = allowed(s, "strided");
+    p.alibi = allowed(s, dom, "alibi") && *rc::gen::inRange(0, 5) == 4;
+    p.sinks = allowed(s, dom, "sinks") && *rc::gen::inRange(0, 4) == 3;
+    p.bhsd = allowed(s, dom, "bhsd") && *rc::gen::inRange(0, 2) == 1;
+    const bool strided = allowed(s, dom, "strided");
     p.row_pad = strided && *rc::gen::inRange(0, 3) == 2 ? *rc::gen::inRange(1, 9) : 0;
     p.head_pad = strided && *rc::gen::inRange(0, 3) == 2 ? *rc::gen::inRange(1, 5) : 0;
     p.descale = fp8 ? *rc::gen::inRange(0, 4) : 0;
+    p.adaptive = allowed(s, dom, "adaptive") && *rc::gen::inRange(0, 4) == 3;
+    // Split-KV: 2 or 3 parts, or more parts than some sequences have keys
+    // (empty parts).
+    static const std::int64_t kSplits[] = {0, 2, 3, 8, 64};
+    p.splits = allowed(s, dom, "split_kv") && *rc::gen::inRange(0, 3) == 2
+                   ? kSplits[*rc::gen::inRange(1, 5)]
+                   : 0;
     p.seed = *rc::gen::noShrink(rc::gen::inRange<std::uint64_t>(1, std::uint64_t(1) << 53));
     return p;
   });
@@ -286,6 +373,8 @@ AttentionCase materialise(const V2Params& p, AttnType t) {
   c.layout = p.bhsd ? AttnLayout::bhsd : AttnLayout::bshd;
   c.row_pad = p.row_pad;
   c.head_pad = p.head_pad;
+  c.adaptive = p.adaptive;
+  c.num_splits = p.splits;
   return c;
 }
 
@@ -331,10 +420,23 @@ DType dtype_of_output(AttnType t) {
 //                plus the output's rounding (half an ulp; 1 ulp for float32)
 //   lse          u (n + 3 + delta) + max E_s + u |lse|
 //   entropy      budgets.hpp's entropy_abs with the weights' error, + 2 E_s (1 + H)
+// Adaptive temperature (beta = beta(H) of the entropy above, kernel.h): the
+// kernel's H is within H_abs, so its beta within dB = budgets.hpp's beta_abs;
+// the weights exp(beta (s_j - m)) then carry beta times the score errors and
+// 2 delta dB from beta's error, plus 2 beta max|s| u for forming beta s
+// (the same terms as interface v1's adaptive attention, properties/attention.cpp);
+// lse = beta m + log S gets beta E_s + dB max|s|; the entropy output is the
+// one before the correction (its budget above).
+// Split-KV (num_splits = n_p > 1): each part's weights exp(s_j - m_p) are
+// rescaled by exp(m_p - m) when the parts are merged: one more exponential
+// (faithful, u) of an argument with error up to delta u, and one product
+// (u): + (2 + delta) u relative on every weight; the merged numerators and
+// sums add the n_p parts: + n_p u on out and lse. Any summation order is
+// already within the (n - 1) u the single-pass budget counts.
 struct RowBudget {
   std::vector<double> out_abs;
   std::vector<double> out_lp_extra;  // 2 u_t P_c where low_precision_p is undeclared (else empty)
-  double lse_abs = 0, H_abs = 0;
+  double lse_abs = 0, H_abs = 0, beta_abs = 0;
   bool masked = true;
 };
 
@@ -388,13 +490,29 @@ std::vector<RowBudget> budgets_v2(const AttentionCase& c, const ref::AttentionV2
         const bool lp_input = c.qkv == AttnType::bfloat16 || c.qkv == AttnType::float16;
         const double lp = lp_input ? 2 * unit_of(c.qkv) : 0.0;  // low_precision_p's extra
         const bool lp_declared = active_conventions().low_precision_p;
-        const double rel_w = u * (4 + budget::summation(live) + 3 * delta) + 2 * Es +
+        const std::size_t o = static_cast<std::size_t>(row * c.heads_q + h);
+        // The entropy before any adaptive correction, and beta from it.
+        const double maxabs = std::max(std::abs(m), std::abs(lo));
+        budget::RowStats st;
+        st.live = static_cast<std::int64_t>(live);
+        st.max = m;
+        st.spread = delta;
+        st.max_abs = maxabs;
+        st.theta_one = true;
+        rb.H_abs = budget::entropy_abs(st, r.entropy[o]) + 2 * Es * (1 + std::abs(r.entropy[o]));
+        const double beta = c.adaptive ? theory::adaptive_beta(r.entropy[o]) : 1.0;
+        const double dB = c.adaptive ? budget::beta_abs(r.entropy[o], rb.H_abs) : 0.0;
+        rb.beta_abs = dB;
+        const double splits = c.num_splits > 1 ? static_cast<double>(c.num_splits) : 0.0;
+        const double rel_w = u * (4 + budget::summation(live) + 3 * beta * delta +
+                                  (beta != 1.0 ? 2 * beta * maxabs : 0.0) +
+                                  (splits > 0 ? 2 + delta : 0.0)) +
+                             2 * beta * Es + 2 * delta * dB +
                              (is_fp8(c.qkv) ? unit_of(c.qkv) : 0.0) + (lp_declared ? lp : 0.0);
         double S = 0;
         std::vector<double> p(s.size());
-        for (std::size_t x = 0; x < s.size(); ++x) S += (p[x] = std::exp(s[x] - m));
-        if (sink) S += std::exp(c.sinks[h] - m);
-        const std::size_t o = static_cast<std::size_t>(row * c.heads_q + h);
+        for (std::size_t x = 0; x < s.size(); ++x) S += (p[x] = std::exp(beta * (s[x] - m)));
+        if (sink) S += std::exp(beta * (c.sinks[h] - m));
         for (std::int64_t x = 0; x < c.dv; ++x) {
           double P = 0;
           for (std::size_t y = 0; y < s.size(); ++y)
@@ -403,21 +521,17 @@ std::vector<RowBudget> budgets_v2(const AttentionCase& c, const ref::AttentionV2
           const double ex = r.out[o * c.dv + x];
           // The output's own rounding as the row operations count it (budgets.hpp).
           rb.out_abs[x] =
-              budget::output_abs(dtype_of_output(c.out_type), ex, P * (rel_w + u * (live + 1)));
+              budget::output_abs(dtype_of_output(c.out_type), ex,
+                                 P * (rel_w + u * (live + 1 + splits)));
           if (lp > 0 && !lp_declared) {
             rb.out_lp_extra.resize(static_cast<std::size_t>(c.dv), 0.0);
             rb.out_lp_extra[x] = P * lp;
           }
         }
-        rb.lse_abs = u * (live + 3 + delta) + Es + u * std::abs(r.lse[o]) +
+        rb.lse_abs = u * (live + 3 + beta * delta + (beta != 1.0 ? 2 * beta * maxabs : 0.0) +
+                          splits) +
+                     beta * Es + dB * maxabs + u * std::abs(r.lse[o]) +
                      budget::ulp(DType::float32, r.lse[o]);
-        budget::RowStats st;
-        st.live = static_cast<std::int64_t>(live);
-        st.max = m;
-        st.spread = delta;
-        st.max_abs = std::max(std::abs(m), std::abs(lo));
-        st.theta_one = true;
-        rb.H_abs = budget::entropy_abs(st, r.entropy[o]) + 2 * Es * (1 + std::abs(r.entropy[o]));
       }
   }
   return out;
@@ -553,11 +667,12 @@ void run_attention_v2(const Run& run) {
                              "attention_v2.head_independence",
                              "attention_v2.sink_equals_extra_key",
                              "attention_v2.window_within_causal",
-                             "attention_v2.fp8_saturation"};
+                             "attention_v2.fp8_saturation",
+                             "attention_v2.nan_propagates"};
   const char* const rule_ids[] = {"attention_rounding", "flash_attention_2x", "kernel_h",
                                   "attention_rounding", "attention_rounding", "attention_rounding",
                                   "attention_rounding", "attention_rounding", "attention_rounding",
-                                  "attention_rounding"};
+                                  "attention_rounding", "kernel_h"};
   constexpr int kIds = static_cast<int>(std::size(ids));
   bool any = false;
   for (const char* id : ids) any = any || run.wants_property(id);
@@ -577,7 +692,20 @@ void run_attention_v2(const Run& run) {
     return;
   }
   for (AttnType t : types) {
-    enum { kRound, kFa, kLeak, kGqa, kVarlen, kPerm, kHeads, kSink, kWinCausal, kFp8Sat, kSlots };
+    enum {
+      kRound,
+      kFa,
+      kLeak,
+      kGqa,
+      kVarlen,
+      kPerm,
+      kHeads,
+      kSink,
+      kWinCausal,
+      kFp8Sat,
+      kNan,
+      kSlots
+    };
     NotApplicableLog na;
     const bool low = t != AttnType::float32;
     const std::string prop = std::string("attention_v2[") + name_of(t) + "]";
@@ -612,6 +740,10 @@ void run_attention_v2(const Run& run) {
         if (!o.entropy.empty())
           cs[kRound].worst(
               elem(DType::float32, o.entropy[row], r.entropy[row], b.H_abs, w() + " entropy"));
+        if (c.adaptive && row < o.beta.size() && !b.masked)
+          cs[kRound].worst(elem(DType::float32, o.beta[row], r.beta[row],
+                                b.beta_abs + budget::ulp(DType::float32, r.beta[row]),
+                                w() + " beta"));
       }
       // attention_v2.flash_attention_2x (low-precision outputs)
       if (low) {
@@ -953,13 +1085,82 @@ void run_attention_v2(const Run& run) {
               }
         }
       }
+      // attention_v2.nan_propagates: NaN in one query element of a row that
+      // sees some key, and in one key element of a key some rows see (for
+      // fp8 inputs the format's NaN code): kernel.h, every output of each
+      // row whose inputs hold the NaN is NaN; no other row gets a NaN it
+      // did not have.
+      if (run.wants_property(ids[kNan])) {
+        std::mt19937_64 g(p.seed ^ 0x7a7a);
+        // Rows (b, i) with their visible keys.
+        std::vector<std::pair<std::int64_t, std::int64_t>> seen;  // (b, i) with >= 1 visible key
+        for (std::int64_t b = 0; b < c.batch; ++b)
+          for (std::int64_t i = 0; i < c.len_q(b); ++i)
+            for (std::int64_t j = 0; j < c.len_k(b); ++j)
+              if (ref::visible_v2(c, b, i, j)) {
+                seen.emplace_back(b, i);
+                break;
+              }
+        if (!seen.empty()) {
+          AttentionCase nc = c;
+          const auto [bq, iq] = seen[g() % seen.size()];
+          const std::int64_t hq = static_cast<std::int64_t>(g() % c.heads_q);
+          nc.q[(c.row_q(bq, iq) * c.heads_q + hq) * c.d + static_cast<std::int64_t>(g() % c.d)] =
+              NAN;
+          // A key seen by the row of another random pick, on a random key/value head.
+          const auto [bk, ik] = seen[g() % seen.size()];
+          std::vector<std::int64_t> vis;
+          for (std::int64_t j = 0; j < c.len_k(bk); ++j)
+            if (ref::visible_v2(c, bk, ik, j)) vis.push_back(j);
+          const std::int64_t jk = vis[g() % vis.size()];
+          const std::int64_t hk = static_cast<std::int64_t>(g() % c.heads_kv);
+          nc.k[(c.row_k(bk, jk) * c.heads_kv + hk) * c.d + static_cast<std::int64_t>(g() % c.d)] =
+              NAN;
+          const AttentionResultV2 no = k.attention_v2(nc);
+          std::vector<char> hit(static_cast<std::size_t>(c.total_q() * c.heads_q), 0);
+          hit[static_cast<std::size_t>(c.row_q(bq, iq) * c.heads_q + hq)] = 1;
+          for (std::int64_t i = 0; i < c.len_q(bk); ++i)
+            if (ref::visible_v2(c, bk, i, jk))
+              for (std::int64_t h = 0; h < c.heads_q; ++h)
+                if (c.kv_head(h) == hk) hit[static_cast<std::size_t>(c.row_q(bk, i) * c.heads_q + h)] = 1;
+          std::size_t wrong = 0;
+          std::string first;
+          auto bad = [&](std::size_t row, const char* what, float before, float after) {
+            if (wrong++ == 0)
+              first = "row " + std::to_string(row / c.heads_q) + " head " +
+                      std::to_string(row % c.heads_q) + " " + what + " = " + fmt(after) +
+                      (hit[row] ? " (its query or a key it sees holds the NaN: NaN expected)"
+                                : " (no NaN in its inputs; " + fmt(before) + " without them)");
+          };
+          for (std::size_t row = 0; row < hit.size(); ++row) {
+            for (std::int64_t x = 0; x < c.dv; ++x) {
+              const std::size_t e = row * c.dv + x;
+              if (hit[row] ? !std::isnan(no.out[e]) : std::isnan(no.out[e]) && !std::isnan(o.out[e]))
+                bad(row, ("out[" + std::to_string(x) + "]").c_str(), o.out[e], no.out[e]);
+            }
+            if (row < no.lse.size() &&
+                (hit[row] ? !std::isnan(no.lse[row]) : std::isnan(no.lse[row]) && !std::isnan(o.lse[row])))
+              bad(row, "lse", o.lse[row], no.lse[row]);
+          }
+          Check ch = make_check(static_cast<double>(wrong), 0.0,
+                                wrong ? first + "; NaN put in q of sequence " + std::to_string(bq) +
+                                            " query " + std::to_string(iq) + " head " +
+                                            std::to_string(hq) + " and in k of sequence " +
+                                            std::to_string(bk) + " key " + std::to_string(jk) +
+                                            " kv head " + std::to_string(hk)
+                                      : "NaN in an unmasked query and key element: every row "
+                                        "holding it is NaN, no other row is");
+          ch.unit = "outputs wrong";
+          cs[kNan] = ch;
+        }
+      }
       return cs;
     };
     SearchOptions so;
     so.shrink_pool = &run.shrink_pool;
     so.cases = std::max(6, run.config.cases / 8);
     so.seed = run.seed ^ 0xa772 ^ (static_cast<std::uint64_t>(t) * 0x9e37);
-    auto res = search<V2Params>(gen_v2(is_fp8(t), run.config.attention), kSlots, so, eval);
+    auto res = search<V2Params>(gen_v2(is_fp8(t), run.config.attention, domain_of(k)), kSlots, so, eval);
     for (int s = 0; s < kSlots; ++s) {
       if (s == kFp8Sat && !is_fp8(t)) continue;  // fp8 inputs only
       if (!run.wants_property(ids[s])) continue;
@@ -994,9 +1195,9 @@ std::vector<AttnType> attention_v2_types(const Run& run) {
 namespace sa::props {
 
 const std::vector<std::string>& attention_features() {
-  static const std::vector<std::string> names = {"varlen",  "causal",    "window",      "softcap",
-                                                 "alibi",   "sinks",     "key_padding", "bhsd",
-                                                 "strided", "unequal_dv"};
+  static const std::vector<std::string> names = {
+      "varlen", "causal",  "window",     "softcap", "alibi",   "sinks",   "key_padding",
+      "bhsd",   "strided", "unequal_dv", "adaptive", "split_kv"};
   return names;
 }
 

@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/attention_case.hpp"
+#include "kernels/kernel.hpp"
 #include "properties/suite.hpp"
 
 namespace sa::props::detail {
@@ -18,7 +20,8 @@ struct V2Params {
   std::string dist;
   std::int64_t batch = 1, heads_kv = 1, group = 1, d = 1, dv = 1, sq = 1, sk = 1;
   bool varlen = false, causal = false, top_left = false, alibi = false, sinks = false,
-       key_pad = false, bhsd = false;
+       key_pad = false, bhsd = false, adaptive = false;
+  std::int64_t splits = 0;  // num_splits (0: none)
   std::int64_t wl = -1, wr = -1, row_pad = 0, head_pad = 0;
   double softcap = 0;
   int descale = 0;  // fp8: index into {1, 0.5, 2, 0.375}
@@ -28,10 +31,25 @@ struct V2Params {
 // One line naming the parameters (for counterexamples).
 std::string describe(const V2Params& p);
 
+// The domain a kernel declares for attention_v2 (sa_capabilities): the
+// SA_ATTN_* features, the head dims, the length, batch and head limits. Cases
+// are drawn inside it, so no drawn case is refused for a declared reason.
+struct V2Domain {
+  std::uint32_t features = ~0u;        // SA_ATTN_* bits
+  std::vector<std::int64_t> head_dims;  // empty: any
+  std::int64_t max_head_dim = 0, max_seqlen_q = 0, max_seqlen_k = 0, max_batch = 0,
+               max_heads = 0;  // 0: no limit
+};
+// Every feature of interface v2 except adaptive and split-KV (the random
+// cases of the reference tests, which predate them).
+inline constexpr std::uint32_t kClassicV2Features = ~(SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV);
+V2Domain domain_of(const Kernel& k);
+
 // Draws one case from the shapes `s` allows (the spec's [attention] table;
-// the suite's defaults where it names nothing): every feature, fp8 descales
-// when `fp8`.
-rc::Gen<V2Params> gen_v2(bool fp8, const AttentionShapes& s);
+// the suite's defaults where it names nothing) inside the kernel's domain
+// `dom`: every declared feature, fp8 descales when `fp8`.
+rc::Gen<V2Params> gen_v2(bool fp8, const AttentionShapes& s,
+                         V2Domain dom = V2Domain{kClassicV2Features, {}, 0, 0, 0, 0, 0});
 
 // The case's inputs for input type t (values representable in t; fp8
 // inputs get a bfloat16 output type), drawn from p.seed.

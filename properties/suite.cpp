@@ -237,6 +237,11 @@ std::vector<PropertyInfo> properties() {
        "fp8 inputs at the format's largest finite value: every output is finite and |out| <= "
        "|v_descale| max|v| (1 + u_fp8 + (n + 5) u) + 1 ulp of the output type",
        "attention_rounding"},
+      {"attention_v2.nan_propagates",
+       "NaN in one unmasked query element and one unmasked key element (fp8: the format's NaN "
+       "code) makes every output and lse of each row that sees it NaN, and no other row's "
+       "(kernel.h)",
+       "kernel_h"},
       {"backward.rounding",
        "softmax / log-softmax backward: every dx is within its rounding budget of the correctly "
        "rounded MPFR reference",

@@ -40,7 +40,8 @@ struct AttentionShapes {
 // The feature names of AttentionShapes::features, each one switch of the
 // case generator: varlen, causal (both alignments), window, softcap, alibi,
 // sinks, key_padding, bhsd (layout), strided (padded rows and heads),
-// unequal_dv (value head dim != key head dim).
+// unequal_dv (value head dim != key head dim), adaptive (adaptive temperature), split_kv (num_splits > 1). A feature is
+// drawn only where the kernel declares it as well.
 const std::vector<std::string>& attention_features();
 
 // What to run. Empty lists mean "everything applicable".
