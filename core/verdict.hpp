@@ -8,7 +8,9 @@
 
 #include <cmath>
 #include <sstream>
+#include <cstdint>
 #include <string>
+#include <vector>
 #include <utility>
 
 namespace sa {
@@ -42,6 +44,13 @@ struct Rule {
   std::string source;
 };
 
+// One cell of a coverage table: a feature or a pair of features ("varlen",
+// "varlen+key_padding"), the cases run that had it, and the cases required.
+struct CoverageCell {
+  std::string cell;
+  std::int64_t cases = 0, required = 0;
+};
+
 struct Verdict {
   std::string property;   // stable id, e.g. "T1.upper" or "softmax.ulp"
   std::string claim;      // the statement being checked, in words
@@ -61,6 +70,8 @@ struct Verdict {
   // references and shrinking; properties/suite.cpp); NaN where not measured
   // (verdicts not made by run_suite, results files older than the field).
   double seconds = NAN;
+  // A coverage verdict's table (attention_v2.coverage): empty otherwise.
+  std::vector<CoverageCell> coverage;
 
   bool passed() const { return outcome == Outcome::pass; }
 };

@@ -459,6 +459,7 @@ std::string unit_of(const Verdict& v) {
       {"attention_v2.window_within_causal", "ulps of float32"},
       {"attention_v2.fp8_saturation", "absolute"},
       {"attention_v2.nan_propagates", "outputs wrong"},
+      {"attention_v2.coverage", "cells short"},
       {"backward.rounding", "ulps"},
       {"backward.rows_sum_zero", "absolute"},
       {"backward.directional_derivative", "absolute"},

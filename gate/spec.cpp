@@ -300,9 +300,9 @@ void parse_attention(const std::string& origin, const toml::node& node, props::S
   if (!tab)
     fail(where(origin, node), "attention",
          "expected a table ([attention] with keys dtypes, head_dims, lengths, gqa_ratios, "
-         "features, max_work)");
-  static const std::vector<std::string> keys = {"dtypes",     "head_dims", "lengths",
-                                                "gqa_ratios", "features",  "max_work"};
+         "features, max_work, pair_cases)");
+  static const std::vector<std::string> keys = {"dtypes",   "head_dims", "lengths",   "gqa_ratios",
+                                                "features", "max_work",  "pair_cases"};
   for (auto&& [k, n] : *tab) {
     const std::string key(k.str());
     if (std::find(keys.begin(), keys.end(), key) == keys.end())
@@ -370,6 +370,8 @@ void parse_attention(const std::string& origin, const toml::node& node, props::S
   }
   if (auto n = tab->get("max_work"))
     a.max_work = positive_real(origin, "attention.max_work", *n, SpecLimits::max_attention_work);
+  if (auto n = tab->get("pair_cases"))
+    a.pair_cases = static_cast<int>(integer(origin, "attention.pair_cases", *n, 0, 100));
 }
 
 // The [determinism] table: how many identical calls determinism.bitwise makes.

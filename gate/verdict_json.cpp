@@ -52,6 +52,12 @@ nlohmann::json to_json(const Verdict& v) {
   j["worst_case"] = v.worst_case;
   // Wall seconds the suite spent on it (absent when not measured).
   if (std::isfinite(v.seconds)) j["seconds"] = v.seconds;
+  // A coverage verdict's table: the cases run per feature and feature pair.
+  if (!v.coverage.empty()) {
+    j["coverage"] = nlohmann::json::array();
+    for (const auto& c : v.coverage)
+      j["coverage"].push_back({{"cell", c.cell}, {"cases", c.cases}, {"required", c.required}});
+  }
   return j;
 }
 
@@ -94,6 +100,20 @@ Verdict verdict_from_json(const nlohmann::json& j) {
     if (!it->is_number())
       throw std::invalid_argument("verdict " + v.property + ": \"seconds\" must be a number");
     v.seconds = it->get<double>();
+  }
+  if (auto it = j.find("coverage"); it != j.end() && !it->is_null()) {
+    if (!it->is_array())
+      throw std::invalid_argument("verdict " + v.property + ": \"coverage\" must be an array");
+    for (const auto& c : *it) {
+      if (!c.is_object() || !c.contains("cell") || !c["cell"].is_string() ||
+          !c.value("cases", nlohmann::json()).is_number_integer() ||
+          !c.value("required", nlohmann::json()).is_number_integer())
+        throw std::invalid_argument("verdict " + v.property +
+                                    ": a coverage cell must be {\"cell\": string, \"cases\": "
+                                    "integer, \"required\": integer}");
+      v.coverage.push_back(
+          {c["cell"].get<std::string>(), c["cases"].get<std::int64_t>(), c["required"].get<std::int64_t>()});
+    }
   }
   return v;
 }

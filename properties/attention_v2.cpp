@@ -60,6 +60,7 @@
 #include "core/fp8.hpp"
 #include "kernels/naive/attention_v2.hpp"
 #include "properties/attention_v2_cases.hpp"
+#include "properties/attention_v2_coverage.hpp"
 #include "properties/budgets.hpp"
 #include "properties/checks.hpp"
 #include "properties/suite_internal.hpp"
@@ -93,6 +94,7 @@ std::string describe(const V2Params& p) {
   if (p.descale) r += " descale#" + std::to_string(p.descale);
   if (p.adaptive) r += " adaptive";
   if (p.splits > 1) r += " splits=" + std::to_string(p.splits);
+  if (p.plan) r += " fixed";
   return r + " seed=" + std::to_string(p.seed);
 }
 
@@ -131,14 +133,13 @@ std::uint32_t bit_of_feature(std::string_view f) {
   return 0;
 }
 
-// Whether a case may draw `feature`: the spec allows it and the kernel declares it.
-bool allowed(const AttentionShapes& s, const V2Domain& dom, const char* feature) {
+}  // namespace
+
+bool feature_allowed(const AttentionShapes& s, const V2Domain& dom, const char* feature) {
   return (dom.features & bit_of_feature(feature)) != 0 &&
          (!s.features ||
           std::find(s.features->begin(), s.features->end(), feature) != s.features->end());
 }
-
-}  // namespace
 
 V2Domain domain_of(const Kernel& k) {
   V2Domain d;
@@ -213,7 +214,7 @@ rc::Gen<V2Params> gen_v2(bool fp8, const AttentionShapes& s, V2Domain dom) {
     const bool real_dims = own_dims || *rc::gen::inRange(0, 4) != 0;
     p.d = real_dims ? any_dim()
                     : small_dims[*rc::gen::inRange<std::size_t>(0, small_dims.size())];
-    p.dv = allowed(s, dom, "unequal_dv") && *rc::gen::inRange(0, 5) == 4 ? any_dim() : p.d;
+    p.dv = feature_allowed(s, dom, "unequal_dv") && *rc::gen::inRange(0, 5) == 4 ? any_dim() : p.d;
     p.group = groups[*rc::gen::inRange<std::size_t>(0, groups.size())];
     const bool batched = (dom.features & SA_ATTN_BATCHED) != 0;
     p.heads_kv = batched ? *rc::gen::inRange(1, 3) : 1;
@@ -222,7 +223,7 @@ rc::Gen<V2Params> gen_v2(bool fp8, const AttentionShapes& s, V2Domain dom) {
     if (dom.max_batch > 0) p.batch = std::min(p.batch, dom.max_batch);
     while (dom.max_heads > 0 && p.heads_kv * p.group > dom.max_heads)
       (p.heads_kv > 1 ? p.heads_kv : p.group) /= 2;
-    p.varlen = allowed(s, dom, "varlen") && *rc::gen::inRange(0, 3) == 2;
+    p.varlen = feature_allowed(s, dom, "varlen") && *rc::gen::inRange(0, 3) == 2;
     // Shrink the batch, then the heads, then what the spec does not name (the
     // dims, else the lengths) until the case fits the cap.
     // Varlen sequences are drawn at 1..sq and 1..sk: a quarter of the work on average.
@@ -250,31 +251,31 @@ rc::Gen<V2Params> gen_v2(bool fp8, const AttentionShapes& s, V2Domain dom) {
     // A packed call is about several sequences: at least two (one may be empty).
     if (p.varlen && p.batch < 2 && (dom.max_batch == 0 || dom.max_batch >= 2)) p.batch = 2;
     const int mask_kind = *rc::gen::inRange(0, 6);
-    p.causal = allowed(s, dom, "causal") && (mask_kind == 1 || mask_kind == 2);
+    p.causal = feature_allowed(s, dom, "causal") && (mask_kind == 1 || mask_kind == 2);
     p.top_left = mask_kind == 2 || (mask_kind == 4 && *rc::gen::inRange(0, 2) == 1);
-    if (allowed(s, dom, "window") && mask_kind >= 3 && mask_kind <= 4) {
+    if (feature_allowed(s, dom, "window") && mask_kind >= 3 && mask_kind <= 4) {
       p.wl = *rc::gen::inRange<std::int64_t>(-1, std::max<std::int64_t>(2, p.sk));
       p.wr = *rc::gen::inRange<std::int64_t>(-1, std::max<std::int64_t>(2, p.sk / 4));
     }
     // Every feature is drawn so that RapidCheck's shrinking (towards 0) turns
     // it off: a shrunk counterexample keeps only the features it needs.
     p.key_pad =
-        allowed(s, dom, "key_padding") && (mask_kind == 5 || *rc::gen::inRange(0, 6) == 5);
-    p.softcap = allowed(s, dom, "softcap") && *rc::gen::inRange(0, 4) == 3
+        feature_allowed(s, dom, "key_padding") && (mask_kind == 5 || *rc::gen::inRange(0, 6) == 5);
+    p.softcap = feature_allowed(s, dom, "softcap") && *rc::gen::inRange(0, 4) == 3
                     ? 5.0 + *rc::gen::inRange(0, 46)
                     : 0.0;
-    p.alibi = allowed(s, dom, "alibi") && *rc::gen::inRange(0, 5) == 4;
-    p.sinks = allowed(s, dom, "sinks") && *rc::gen::inRange(0, 4) == 3;
-    p.bhsd = allowed(s, dom, "bhsd") && *rc::gen::inRange(0, 2) == 1;
-    const bool strided = allowed(s, dom, "strided");
+    p.alibi = feature_allowed(s, dom, "alibi") && *rc::gen::inRange(0, 5) == 4;
+    p.sinks = feature_allowed(s, dom, "sinks") && *rc::gen::inRange(0, 4) == 3;
+    p.bhsd = feature_allowed(s, dom, "bhsd") && *rc::gen::inRange(0, 2) == 1;
+    const bool strided = feature_allowed(s, dom, "strided");
     p.row_pad = strided && *rc::gen::inRange(0, 3) == 2 ? *rc::gen::inRange(1, 9) : 0;
     p.head_pad = strided && *rc::gen::inRange(0, 3) == 2 ? *rc::gen::inRange(1, 5) : 0;
     p.descale = fp8 ? *rc::gen::inRange(0, 4) : 0;
-    p.adaptive = allowed(s, dom, "adaptive") && *rc::gen::inRange(0, 4) == 3;
+    p.adaptive = feature_allowed(s, dom, "adaptive") && *rc::gen::inRange(0, 4) == 3;
     // Split-KV: 2 or 3 parts, or more parts than some sequences have keys
     // (empty parts).
     static const std::int64_t kSplits[] = {0, 2, 3, 8, 64};
-    p.splits = allowed(s, dom, "split_kv") && *rc::gen::inRange(0, 3) == 2
+    p.splits = feature_allowed(s, dom, "split_kv") && *rc::gen::inRange(0, 3) == 2
                    ? kSplits[*rc::gen::inRange(1, 5)]
                    : 0;
     p.seed = *rc::gen::noShrink(rc::gen::inRange<std::uint64_t>(1, std::uint64_t(1) << 53));
@@ -321,9 +322,10 @@ AttentionCase materialise(const V2Params& p, AttnType t) {
     c.cu_k = {0};
     for (std::int64_t b = 0; b < p.batch; ++b) {
       const bool empty = b > 0 && g() % 4 == 0;
-      const std::int64_t lq = empty ? 0 : 1 + static_cast<std::int64_t>(g() % p.sq);
+      std::int64_t lq = empty ? 0 : 1 + static_cast<std::int64_t>(g() % p.sq);
       const bool no_keys = empty ? g() % 2 == 1 : b > 0 && g() % 8 == 0;
-      const std::int64_t lk = no_keys ? 0 : 1 + static_cast<std::int64_t>(g() % p.sk);
+      std::int64_t lk = no_keys ? 0 : 1 + static_cast<std::int64_t>(g() % p.sk);
+      if (p.plan && b == 0) lq = p.sq, lk = p.sk;
       c.cu_q.push_back(c.cu_q.back() + static_cast<std::int32_t>(lq));
       c.cu_k.push_back(c.cu_k.back() + static_cast<std::int32_t>(lk));
     }
@@ -707,6 +709,11 @@ void run_attention_v2(const Run& run) {
       kSlots
     };
     NotApplicableLog na;
+    const V2Domain dom = domain_of(k);
+    const AttentionShapes& shapes = run.config.attention;
+    const std::vector<std::string> cov_features = coverage_features(dom, shapes);
+    CoverageTally tally(cov_features);
+    bool counting = true;  // the cases of the search, not those of shrinking
     const bool low = t != AttnType::float32;
     const std::string prop = std::string("attention_v2[") + name_of(t) + "]";
     std::function<std::vector<Check>(const V2Params&)> eval = [&](const V2Params& p) {
@@ -718,6 +725,7 @@ void run_attention_v2(const Run& run) {
       }
       run.before(prop, describe(p));
       const AttentionResultV2 o = k.attention_v2(c);
+      if (counting) tally.add(c);
       const ref::AttentionV2Values r = ref::attention_v2(c);
       const auto rb = budgets_v2(c, r);
       // attention_v2.rounding
@@ -1160,7 +1168,12 @@ void run_attention_v2(const Run& run) {
     so.shrink_pool = &run.shrink_pool;
     so.cases = std::max(6, run.config.cases / 8);
     so.seed = run.seed ^ 0xa772 ^ (static_cast<std::uint64_t>(t) * 0x9e37);
-    auto res = search<V2Params>(gen_v2(is_fp8(t), run.config.attention, domain_of(k)), kSlots, so, eval);
+    so.on_cases_done = [&] { counting = false; };
+    // The fixed coverage cases first (the same design on every seed, other
+    // values), then the random ones; both shrink by the case's switches.
+    const std::vector<V2Params> plan = coverage_plan(is_fp8(t), shapes, dom, cov_features,
+                                                     shapes.pair_cases, so.seed ^ 0xc0fe);
+    auto res = search<V2Params>(gen_v2(is_fp8(t), shapes, dom), kSlots, so, eval, shrink_v2, plan);
     for (int s = 0; s < kSlots; ++s) {
       if (s == kFp8Sat && !is_fp8(t)) continue;  // fp8 inputs only
       if (!run.wants_property(ids[s])) continue;
@@ -1173,6 +1186,42 @@ void run_attention_v2(const Run& run) {
       }
       run.emit(v2_verdict(run, ids[s], rule_by_id(rule_ids[s]), t, res[static_cast<std::size_t>(s)],
                           na));
+    }
+    // attention_v2.coverage: every declared feature and feature pair in at
+    // least pair_cases of the cases actually run.
+    if (run.wants_property("attention_v2.coverage")) {
+      const std::vector<CoverageCell> cells = tally.cells(shapes.pair_cases);
+      Verdict v;
+      v.property = "attention_v2.coverage";
+      v.claim = claim_of(v.property);
+      v.rule = rule_by_id("pairwise_coverage");
+      v.kernel = k.name();
+      v.op = name_of(Op::attention_v2);
+      v.dtype = name_of(t);
+      v.coverage = cells;
+      std::string short_cells;
+      int n_short = 0;
+      for (const auto& c : cells)
+        if (c.cases < c.required) {
+          if (n_short++ < 12)
+            short_cells += (short_cells.empty() ? "" : ", ") + c.cell + " " +
+                           std::to_string(c.cases) + " of " + std::to_string(c.required);
+        }
+      v.measured = n_short;
+      v.bound = 0;
+      v.outcome = n_short ? Outcome::incomplete : Outcome::pass;
+      v.note = std::to_string(tally.cases()) + " cases run (" + std::to_string(plan.size()) +
+               " fixed coverage cases, the rest random) over " +
+               std::to_string(cov_features.size()) + " declared features and " +
+               std::to_string(cells.size() - cov_features.size()) + " pairs, each required in " +
+               std::to_string(shapes.pair_cases) + " case(s)";
+      if (n_short)
+        v.note += "; short: " + short_cells + (n_short > 12 ? ", ..." : "") +
+                  " (cases the kernel refused or that failed before running are not counted)";
+      if (!na.text().empty()) v.note += "; " + na.text();
+      v.note += "; measured and bound in cells short";
+      v.seconds = 0;
+      run.emit(v);
     }
     run.tick(kAttentionV2TypeUnits);
   }

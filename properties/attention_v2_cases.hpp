@@ -22,6 +22,10 @@ struct V2Params {
   bool varlen = false, causal = false, top_left = false, alibi = false, sinks = false,
        key_pad = false, bhsd = false, adaptive = false;
   std::int64_t splits = 0;  // num_splits (0: none)
+  // A fixed coverage case (attention_v2_coverage.hpp): with varlen, the first
+  // sequence has exactly sq queries and sk keys (so the length relation the
+  // case was built for holds); the others are drawn as usual.
+  bool plan = false;
   std::int64_t wl = -1, wr = -1, row_pad = 0, head_pad = 0;
   double softcap = 0;
   int descale = 0;  // fp8: index into {1, 0.5, 2, 0.375}
@@ -44,6 +48,10 @@ struct V2Domain {
 // cases of the reference tests, which predate them).
 inline constexpr std::uint32_t kClassicV2Features = ~(SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV);
 V2Domain domain_of(const Kernel& k);
+
+// Whether a case may draw `feature` (a name of attention_features()): the
+// spec allows it and the kernel declares it.
+bool feature_allowed(const AttentionShapes& s, const V2Domain& dom, const char* feature);
 
 // Draws one case from the shapes `s` allows (the spec's [attention] table;
 // the suite's defaults where it names nothing) inside the kernel's domain

@@ -237,6 +237,11 @@ std::vector<PropertyInfo> properties() {
        "fp8 inputs at the format's largest finite value: every output is finite and |out| <= "
        "|v_descale| max|v| (1 + u_fp8 + (n + 5) u) + 1 ulp of the output type",
        "attention_rounding"},
+      {"attention_v2.coverage",
+       "every attention feature the kernel declares, and every pair of them, is in at least "
+       "[attention] pair_cases of the cases run per input type (fixed pairwise cases see to "
+       "it; a shortfall is incomplete, not a pass)",
+       "pairwise_coverage"},
       {"attention_v2.nan_propagates",
        "NaN in one unmasked query element and one unmasked key element (fp8: the format's NaN "
        "code) makes every output and lse of each row that sees it NaN, and no other row's "
@@ -380,6 +385,9 @@ std::vector<Rule> rules() {
       {"T5", "docs/theory.md T5 (adaptive temperature), plus the polynomial's evaluation error"},
       {"T6",
        "docs/theory.md T6 (streamed entropy, merge), plus rounding of each merge (4u per S, T)"},
+      {"pairwise_coverage",
+       "combinatorial pairwise testing: each declared feature and each pair of declared "
+       "features in at least k cases ([attention] pair_cases, default 2; docs/gate-spec.md)"},
       {"kernel_h",
        "include/softmax_audit/kernel.h special-value semantics (exact for non-finite values "
        "and zeros), plus the ulp-rule budget for finite values"},

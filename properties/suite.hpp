@@ -35,6 +35,11 @@ struct AttentionShapes {
   // entries and heads first, then (for dims and lengths the spec does not
   // name) head dims and lengths. Dims and lengths the spec names are kept.
   double max_work = 8.0e6;
+  // Coverage (attention_v2.coverage): every declared feature and every pair
+  // of declared features is in at least this many cases of each input type;
+  // fixed cases, built before the random ones, see to it (0: no requirement,
+  // no fixed cases).
+  int pair_cases = 2;
 };
 
 // The feature names of AttentionShapes::features, each one switch of the

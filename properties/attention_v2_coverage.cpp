@@ -1,0 +1,344 @@
+// Coverage of the attention_v2 cases (attention_v2_coverage.hpp).
+#include "properties/attention_v2_coverage.hpp"
+
+#include <algorithm>
+#include <random>
+#include <set>
+#include <utility>
+
+namespace sa::props::detail {
+namespace {
+
+constexpr const char* kTable[] = {"varlen",       "gqa",           "causal",       "window",
+                                  "top_left",     "softcap",       "alibi",        "sinks",
+                                  "key_padding",  "strided",       "unequal_dv",   "adaptive",
+                                  "split_kv",     "fewer_queries", "more_queries"};
+
+bool has(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+std::string pair_name(const std::string& a, const std::string& b) { return a + "+" + b; }
+
+std::uint64_t mix(std::uint64_t x) {  // SplitMix64's finaliser
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+bool compatible(const std::string& a, const std::string& b) {
+  return !((a == "fewer_queries" && b == "more_queries") ||
+           (a == "more_queries" && b == "fewer_queries"));
+}
+
+std::vector<std::string> coverage_features(const V2Domain& dom, const AttentionShapes& s) {
+  std::vector<std::string> out;
+  const bool batched = (dom.features & SA_ATTN_BATCHED) != 0;
+  bool fewer = false, more = false;
+  if (s.lengths.empty()) {
+    fewer = dom.max_seqlen_k == 0 || dom.max_seqlen_k >= 2;
+    more = dom.max_seqlen_q == 0 || dom.max_seqlen_q >= 2;
+  } else {
+    for (auto [lq, lk] : s.lengths) {
+      if (dom.max_seqlen_q > 0) lq = std::min(lq, dom.max_seqlen_q);
+      if (dom.max_seqlen_k > 0) lk = std::min(lk, dom.max_seqlen_k);
+      fewer = fewer || lq < lk;
+      more = more || lq > lk;
+    }
+  }
+  std::vector<std::int64_t> dims = !s.head_dims.empty() ? s.head_dims : dom.head_dims;
+  for (const char* f : kTable) {
+    const std::string n = f;
+    bool on = false;
+    if (n == "gqa")
+      on = batched && (dom.features & SA_ATTN_GQA) && (dom.max_heads == 0 || dom.max_heads >= 2) &&
+           (s.gqa_ratios.empty() ||
+            std::any_of(s.gqa_ratios.begin(), s.gqa_ratios.end(), [](auto g) { return g > 1; }));
+    else if (n == "strided")
+      on = feature_allowed(s, dom, "strided") || feature_allowed(s, dom, "bhsd");
+    else if (n == "top_left")
+      on = feature_allowed(s, dom, "causal") || feature_allowed(s, dom, "window") ||
+           feature_allowed(s, dom, "alibi");
+    else if (n == "fewer_queries")
+      on = fewer;
+    else if (n == "more_queries")
+      on = more;
+    else if (n == "unequal_dv")
+      on = feature_allowed(s, dom, "unequal_dv") && (dims.empty() || dims.size() > 1);
+    else if (n == "varlen")
+      on = feature_allowed(s, dom, "varlen") && batched;
+    else
+      on = feature_allowed(s, dom, f);
+    if (on) out.push_back(n);
+  }
+  return out;
+}
+
+std::vector<std::string> features_of(const AttentionCase& c) {
+  std::vector<std::string> f;
+  bool fewer = false, more = false;
+  for (std::int64_t b = 0; b < c.batch; ++b) {
+    fewer = fewer || (c.len_q(b) > 0 && c.len_q(b) < c.len_k(b));
+    more = more || (c.len_k(b) > 0 && c.len_q(b) > c.len_k(b));
+  }
+  const bool window = c.window_left >= 0 || c.window_right >= 0;
+  const std::pair<const char*, bool> all[] = {
+      {"varlen", c.varlen()},
+      {"gqa", c.heads_kv < c.heads_q},
+      {"causal", c.causal},
+      {"window", window},
+      {"top_left", c.top_left && (c.causal || window || !c.alibi_slopes.empty())},
+      {"softcap", c.softcap > 0},
+      {"alibi", !c.alibi_slopes.empty()},
+      {"sinks", !c.sinks.empty()},
+      {"key_padding", !c.key_padding_mask.empty()},
+      {"strided", c.layout != AttnLayout::bshd || c.row_pad > 0 || c.head_pad > 0},
+      {"unequal_dv", c.dv != c.d},
+      {"adaptive", c.adaptive},
+      {"split_kv", c.num_splits > 1},
+      {"fewer_queries", fewer},
+      {"more_queries", more}};
+  for (const auto& [n, on] : all)
+    if (on) f.push_back(n);
+  return f;
+}
+
+void CoverageTally::add(const AttentionCase& c) {
+  ++cases_;
+  const std::vector<std::string> f = features_of(c);
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    ++count_[f[i]];
+    for (std::size_t j = i + 1; j < f.size(); ++j) ++count_[pair_name(f[i], f[j])];
+  }
+}
+
+std::vector<CoverageCell> CoverageTally::cells(int k) const {
+  std::vector<CoverageCell> out;
+  auto count = [&](const std::string& n) {
+    const auto it = count_.find(n);
+    return it == count_.end() ? std::int64_t{0} : it->second;
+  };
+  for (std::size_t i = 0; i < features_.size(); ++i)
+    out.push_back({features_[i], count(features_[i]), k});
+  for (std::size_t i = 0; i < features_.size(); ++i)
+    for (std::size_t j = i + 1; j < features_.size(); ++j)
+      if (compatible(features_[i], features_[j])) {
+        const std::string n = pair_name(features_[i], features_[j]);
+        out.push_back({n, count(n), k});
+      }
+  return out;
+}
+
+std::vector<V2Params> coverage_plan(bool fp8, const AttentionShapes& s, const V2Domain& dom,
+                                    const std::vector<std::string>& features, int k,
+                                    std::uint64_t seed) {
+  std::vector<V2Params> plan;
+  const std::size_t nf = features.size();
+  if (k <= 0 || nf == 0) return plan;
+  // need[i][j]: cases still owed to feature pair (i, j); need[i][i] to feature i.
+  std::vector<std::vector<int>> need(nf, std::vector<int>(nf, 0));
+  for (std::size_t i = 0; i < nf; ++i)
+    for (std::size_t j = i; j < nf; ++j)
+      need[i][j] = compatible(features[i], features[j]) ? k : 0;
+  auto index = [&](const char* n) {
+    const auto it = std::find(features.begin(), features.end(), n);
+    return it == features.end() ? -1 : static_cast<int>(it - features.begin());
+  };
+  const int top_left = index("top_left"), fewer = index("fewer_queries"),
+            more = index("more_queries");
+  const int positions[] = {index("causal"), index("window"), index("alibi")};
+  // The design depends on the features and k only (a fixed generator).
+  std::mt19937_64 g(0xc0'7e'4a'9eull);
+  auto owed = [&] {
+    for (std::size_t i = 0; i < nf; ++i)
+      for (std::size_t j = i; j < nf; ++j)
+        if (need[i][j] > 0) return true;
+    return false;
+  };
+  std::vector<std::vector<bool>> rows;
+  while (owed() && rows.size() < 200) {
+    std::vector<bool> best;
+    long best_score = -1;
+    for (int cand = 0; cand < 60; ++cand) {
+      std::vector<bool> on(nf);
+      for (std::size_t i = 0; i < nf; ++i) on[i] = g() % 2 == 1;
+      if (fewer >= 0 && more >= 0 && on[fewer] && on[more]) on[g() % 2 ? fewer : more] = false;
+      if (top_left >= 0 && on[top_left] &&
+          std::none_of(std::begin(positions), std::end(positions),
+                       [&](int p) { return p >= 0 && on[p]; })) {
+        std::vector<int> ps;
+        for (int p : positions)
+          if (p >= 0) ps.push_back(p);
+        on[ps[g() % ps.size()]] = true;
+      }
+      long score = 0;
+      for (std::size_t i = 0; i < nf; ++i)
+        for (std::size_t j = i; j < nf && on[i]; ++j)
+          if (on[j] && need[i][j] > 0) score += need[i][j];
+      if (score > best_score) best_score = score, best = on;
+    }
+    if (best_score <= 0) break;
+    for (std::size_t i = 0; i < nf; ++i)
+      for (std::size_t j = i; j < nf; ++j)
+        if (best[i] && best[j] && need[i][j] > 0) --need[i][j];
+    rows.push_back(best);
+  }
+  // Shapes: small, tile-straddling lengths in the relation the row asks for.
+  static const std::pair<std::int64_t, std::int64_t> kFewer[] = {{17, 40}, {7, 33}, {64, 65}, {1, 65}},
+                                                     kMore[] = {{40, 17}, {33, 7}, {65, 64}, {9, 1}},
+                                                     kEqual[] = {{32, 32}, {16, 16}, {1, 1}};
+  auto pick_length = [&](std::size_t r, int rel) {  // rel: -1 fewer, 1 more, 0 neither
+    std::vector<std::pair<std::int64_t, std::int64_t>> from;
+    for (auto [lq, lk] : s.lengths) {
+      if (dom.max_seqlen_q > 0) lq = std::min(lq, dom.max_seqlen_q);
+      if (dom.max_seqlen_k > 0) lk = std::min(lk, dom.max_seqlen_k);
+      if ((rel < 0 && lq < lk) || (rel > 0 && lq > lk) || rel == 0) from.emplace_back(lq, lk);
+    }
+    if (from.empty() && s.lengths.empty()) {
+      if (rel < 0) from.assign(std::begin(kFewer), std::end(kFewer));
+      if (rel > 0) from.assign(std::begin(kMore), std::end(kMore));
+      if (rel == 0) from.assign(std::begin(kEqual), std::end(kEqual));
+      for (auto& [lq, lk] : from) {
+        if (dom.max_seqlen_q > 0) lq = std::min(lq, dom.max_seqlen_q);
+        if (dom.max_seqlen_k > 0) lk = std::min(lk, dom.max_seqlen_k);
+      }
+      std::erase_if(from, [&](const auto& L) {
+        return (rel < 0 && L.first >= L.second) || (rel > 0 && L.first <= L.second);
+      });
+    }
+    if (from.empty()) from.emplace_back(s.lengths.empty() ? 16 : s.lengths[0].first,
+                                        s.lengths.empty() ? 16 : s.lengths[0].second);
+    std::stable_sort(from.begin(), from.end(), [](const auto& a, const auto& b) {
+      return a.first * a.second < b.first * b.second;
+    });
+    return from[r % std::min<std::size_t>(from.size(), 4)];
+  };
+  std::vector<std::int64_t> dims = !s.head_dims.empty() ? s.head_dims : dom.head_dims;
+  if (!s.head_dims.empty() && !dom.head_dims.empty())
+    std::erase_if(dims, [&](std::int64_t d) {
+      return std::find(dom.head_dims.begin(), dom.head_dims.end(), d) == dom.head_dims.end();
+    });
+  if (dims.empty()) dims = {64, 32, 8, 40, 16};
+  if (dom.max_head_dim > 0) {
+    std::erase_if(dims, [&](std::int64_t d) { return d > dom.max_head_dim; });
+    if (dims.empty()) dims = {dom.max_head_dim};
+  }
+  std::int64_t gqa_group = 4;
+  if (!s.gqa_ratios.empty())
+    for (std::int64_t r : s.gqa_ratios)
+      if (r > 1) {
+        gqa_group = r;
+        break;
+      }
+  static const char* const dists[] = {"gaussian", "fa3_outliers", "small_int"};
+  static const std::int64_t kSplits[] = {3, 64, 2};
+  const bool batched = (dom.features & SA_ATTN_BATCHED) != 0;
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    auto on = [&](const char* n) {
+      const int i = index(n);
+      return i >= 0 && rows[r][static_cast<std::size_t>(i)];
+    };
+    V2Params p;
+    p.plan = true;
+    p.dist = dists[r % 3];
+    const auto L = pick_length(r, on("fewer_queries") ? -1 : on("more_queries") ? 1 : 0);
+    p.sq = L.first;
+    p.sk = L.second;
+    p.d = dims[r % dims.size()];
+    p.dv = on("unequal_dv") ? dims[(r + 1) % dims.size()] : p.d;
+    if (p.dv == p.d && on("unequal_dv")) p.dv = p.d > 1 ? p.d / 2 : 2;
+    p.varlen = on("varlen");
+    p.batch = batched ? (p.varlen ? 3 : 2) : 1;
+    p.heads_kv = batched ? 2 : 1;
+    p.group = on("gqa") ? gqa_group : 1;
+    if (dom.max_batch > 0) p.batch = std::min(p.batch, dom.max_batch);
+    while (dom.max_heads > 0 && p.heads_kv * p.group > dom.max_heads && p.heads_kv > 1)
+      --p.heads_kv;
+    while (dom.max_heads > 0 && p.heads_kv * p.group > dom.max_heads && p.group > 2) p.group /= 2;
+    auto work = [&] {
+      return static_cast<double>(p.batch * p.heads_kv * p.group) * static_cast<double>(p.sq) *
+             static_cast<double>(p.sk) * static_cast<double>(p.d + p.dv);
+    };
+    while (work() > s.max_work && p.heads_kv > 1) --p.heads_kv;
+    while (work() > s.max_work && p.batch > (p.varlen ? 2 : 1)) --p.batch;
+    p.causal = on("causal");
+    p.top_left = on("top_left");
+    if (on("window")) {
+      static const std::int64_t kWin[][2] = {{-3, -1}, {-4, 0}, {-1, 2}, {2, 1}};
+      const auto* w = kWin[r % 4];
+      p.wl = w[0] < -1 ? std::max<std::int64_t>(0, p.sk / -w[0]) : w[0];
+      p.wr = w[1];
+    }
+    p.softcap = on("softcap") ? 5.0 + static_cast<double>((r * 7) % 46) : 0.0;
+    p.alibi = on("alibi");
+    p.sinks = on("sinks");
+    p.key_pad = on("key_padding");
+    if (on("strided")) {
+      const bool bhsd = feature_allowed(s, dom, "bhsd"), strided = feature_allowed(s, dom, "strided");
+      p.bhsd = bhsd && (!strided || r % 2 == 0);
+      p.row_pad = strided && !p.bhsd ? 3 : 0;
+      p.head_pad = strided && r % 4 == 1 ? 1 : 0;
+    }
+    p.adaptive = on("adaptive");
+    p.splits = on("split_kv") ? kSplits[r % 3] : 0;
+    p.descale = fp8 ? static_cast<int>(r % 4) : 0;
+    p.seed = (mix(seed ^ mix(r + 1)) >> 11) | 1;
+    plan.push_back(p);
+  }
+  return plan;
+}
+
+V2Params shrink_v2(const V2Params& p0, const std::function<bool(const V2Params&)>& fails,
+                   int& budget) {
+  V2Params p = p0;
+  // One candidate per switch; the first that still fails is taken, and the
+  // list is walked again from the start until none does or the budget ends.
+  auto candidates = [](const V2Params& x) {
+    std::vector<V2Params> c;
+    auto add = [&](auto&& change) {
+      V2Params y = x;
+      change(y);
+      c.push_back(y);
+    };
+    if (x.batch > 1) add([](V2Params& y) { y.batch = y.varlen ? 2 : 1; });
+    if (x.batch > 2 && x.varlen) add([](V2Params& y) { y.batch = 2; });
+    if (x.heads_kv > 1) add([](V2Params& y) { y.heads_kv = 1; });
+    if (x.group > 2) add([](V2Params& y) { y.group = 2; });
+    if (x.splits > 1) add([](V2Params& y) { y.splits = 0; });
+    if (x.adaptive) add([](V2Params& y) { y.adaptive = false; });
+    if (x.softcap > 0) add([](V2Params& y) { y.softcap = 0; });
+    if (x.sinks) add([](V2Params& y) { y.sinks = false; });
+    if (x.alibi) add([](V2Params& y) { y.alibi = false; });
+    if (x.key_pad) add([](V2Params& y) { y.key_pad = false; });
+    if (x.wl >= 0 || x.wr >= 0) add([](V2Params& y) { y.wl = y.wr = -1; });
+    if (x.causal) add([](V2Params& y) { y.causal = false; });
+    if (x.top_left) add([](V2Params& y) { y.top_left = false; });
+    if (x.bhsd) add([](V2Params& y) { y.bhsd = false; });
+    if (x.row_pad || x.head_pad) add([](V2Params& y) { y.row_pad = y.head_pad = 0; });
+    if (x.descale) add([](V2Params& y) { y.descale = 0; });
+    if (x.dv != x.d) add([](V2Params& y) { y.dv = y.d; });
+    if (x.d > 1 && x.dv == x.d) add([](V2Params& y) { y.d = y.dv = std::max<std::int64_t>(1, y.d / 2); });
+    if (x.sq > 1) add([](V2Params& y) { y.sq = std::max<std::int64_t>(1, y.sq / 2); });
+    if (x.sk > 1) add([](V2Params& y) { y.sk = std::max<std::int64_t>(1, y.sk / 2); });
+    if (x.dist != "small_int") add([](V2Params& y) { y.dist = "small_int"; });
+    return c;
+  };
+  bool progress = true;
+  while (progress && budget > 0) {
+    progress = false;
+    for (const V2Params& c : candidates(p)) {
+      if (--budget < 0) break;
+      if (fails(c)) {
+        p = c;
+        progress = true;
+        break;
+      }
+    }
+  }
+  return p;
+}
+
+}  // namespace sa::props::detail
