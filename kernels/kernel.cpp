@@ -417,9 +417,8 @@ std::vector<float> rows_backward(const Kernel& k, Op op, RowsBackward fn, DType 
                                                      : SA_DTYPE_F16)) == 0)
     throw KernelError(SA_UNSUPPORTED, "kernel '" + k.name() + "' does not declare " + name_of(t) +
                                           " for " + name_of(op));
-  if (in.in_place)
-    throw std::invalid_argument(std::string(name_of(op)) +
-                                " call: in_place is not a backward layout");
+  // in_place: dx is written over dy (kernel.h: dx may equal dy), so dx has
+  // dy's layout (out_stride = stride).
   const sa_rows shape = shape_of(in, temperature, t);
   if (dy.size() != in.data.size())
     throw std::invalid_argument(std::string(name_of(op)) + " call: dy has " +
@@ -427,16 +426,17 @@ std::vector<float> rows_backward(const Kernel& k, Op op, RowsBackward fn, DType 
                                 std::to_string(in.data.size()) + " (the layout of y)");
   Packed y = pack(t, in.data, "y");
   Packed g = pack(t, dy, "dy");
-  Packed x = blank(t, static_cast<std::size_t>(in.rows * shape.out_stride));
+  Packed x = in.in_place ? g : blank(t, static_cast<std::size_t>(in.rows * shape.out_stride));
   const Packed x0 = x;
+  Packed& res = in.in_place ? g : x;
   Stage st(k.memory());
   void* py = st.in(y.data(), y.bytes());
-  void* pg = st.in(g.data(), g.bytes());
-  void* px = st.out(x.data(), x.bytes());
+  void* pg = in.in_place ? st.out(g.data(), g.bytes()) : st.in(g.data(), g.bytes());
+  void* px = in.in_place ? pg : st.out(x.data(), x.bytes());
   check_status(k, fn(k.raw().ctx, to_abi(t), &shape, py, pg, px), op);
   st.fetch();
-  check_gaps(k.name(), name_of(op), x0, x, in.rows, in.n, shape.out_stride);
-  return relayout(unpack(x), in.rows, in.n, shape.out_stride, in.stride);
+  check_gaps(k.name(), name_of(op), x0, res, in.rows, in.n, shape.out_stride);
+  return relayout(unpack(res), in.rows, in.n, shape.out_stride, in.stride);
 }
 }  // namespace
 

@@ -754,7 +754,7 @@ void run_attention_v2(const Run& run) {
                                 w() + " beta"));
       }
       // attention_v2.flash_attention_2x (low-precision outputs)
-      if (low) {
+      if (low && run.wants_property(ids[kFa])) {
         const std::vector<float> base = kernels::same_dtype::attention_v2(c);
         double err = 0, berr = 0, emax = 0;
         for (std::size_t e = 0; e < r.out.size(); ++e) {
@@ -769,7 +769,7 @@ void run_attention_v2(const Run& run) {
                                  " + fwd_atol " + fmt(atol));
       }
       // attention_v2.masked_never_leak: poison what every mask hides.
-      {
+      if (run.wants_property(ids[kLeak])) {
         AttentionCase pc = c;
         bool poisoned = false;
         // The largest finite value of the input type (fp8 has nothing near 1e30).
@@ -811,7 +811,7 @@ void run_attention_v2(const Run& run) {
         }
       }
       // attention_v2.gqa_equals_repeated
-      if (c.heads_kv < c.heads_q) {
+      if (c.heads_kv < c.heads_q && run.wants_property(ids[kGqa])) {
         AttentionCase mc = c;
         mc.heads_kv = c.heads_q;
         mc.k.clear();
@@ -841,7 +841,7 @@ void run_attention_v2(const Run& run) {
         }
       }
       // attention_v2.varlen_equals_separate
-      if (c.varlen()) {
+      if (c.varlen() && run.wants_property(ids[kVarlen])) {
         for (std::int64_t b = 0; b < c.batch; ++b) {
           if (c.len_q(b) == 0) continue;
           AttentionCase sc = c;

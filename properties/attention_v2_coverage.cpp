@@ -2,6 +2,7 @@
 #include "properties/attention_v2_coverage.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <random>
 #include <set>
 #include <utility>
@@ -326,11 +327,13 @@ V2Params shrink_v2(const V2Params& p0, const std::function<bool(const V2Params&)
     if (x.dist != "small_int") add([](V2Params& y) { y.dist = "small_int"; });
     return c;
   };
+  // At most 3 s of wall: a case of the largest shapes costs about a second.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
   bool progress = true;
-  while (progress && budget > 0) {
+  while (progress && budget > 0 && std::chrono::steady_clock::now() < deadline) {
     progress = false;
     for (const V2Params& c : candidates(p)) {
-      if (--budget < 0) break;
+      if (--budget < 0 || std::chrono::steady_clock::now() >= deadline) break;
       if (fails(c)) {
         p = c;
         progress = true;

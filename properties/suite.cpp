@@ -463,6 +463,7 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
     if (!within.empty()) sizes = std::move(within);
   }
   detail::Run run{kernel, config, observer, out, seed, sizes, config.distributions};
+  run.shrink_pool = config.shrink_seconds;
   std::vector<DType> dtypes = config.dtypes;
   if (dtypes.empty()) {
     // float32 and bfloat16 always (a kernel without one gets skip verdicts

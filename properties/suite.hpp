@@ -60,6 +60,9 @@ struct SuiteConfig {
   std::vector<std::string> properties;     // property ids to run (see properties()), or a family
                                         // ("differential", "metamorphic", "special"); empty = all
   int cases = 100;         // random cases per property
+  // Seconds of shrinking one run may spend, shared by all its failures (0:
+  // counterexamples are reported as found).
+  double shrink_seconds = 20.0;
   std::uint64_t seed = 0;  // 0: RapidCheck's own random seed (printed in verdicts)
   double temperature = 1.0;
   // true (a gate spec's `temperature` key): random cases use `temperature`

@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "core/fp8.hpp"
+#include "theory/adaptive_temperature.hpp"
 #include "kernels/naive/attention_v2.hpp"
 #include "kernels/naive/elements.hpp"
 
@@ -29,6 +31,15 @@ enum class Bug {
   fp8_p_saturating,        // fp8 inputs: P scaled by 2^9 (e4m3) / 2^16 (e5m2), saturated
   fp8_p_overflowing,       // the same scaling, converted without saturation
   window_right_exclusive,  // the window's right edge exclusive (causal itself correct)
+  // The bug classes of the coverage issue (each caught on every seed 1-20 by
+  // the default run: coverage_mutants_test.cpp).
+  key_padding_dense_varlen,  // varlen: the key padding mask read at b * seqlen_k, as if dense
+  always_top_left,           // causal, window and ALiBi aligned top-left whatever the call says
+  alibi_slope_per_kv_head,   // the ALiBi slope of query head h read at h / group
+  fp8_nan_as_max,            // fp8: a NaN code decoded as the largest finite value
+  nan_score_as_masked,       // a NaN score treated like a masked one (skipped)
+  split_kv_unscaled,         // split-KV: parts merged without rescaling by exp(m_p - m)
+  adaptive_entropy_in_bits,  // adaptive: beta evaluated at the entropy in bits, not nats
 };
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -45,9 +56,12 @@ struct RowIn {
   bool alibi, has_sink, causal;
   std::int64_t wl, wr;
   sa_dtype qkv;
+  bool adaptive;
+  std::int64_t splits;
 };
 
-void buggy_row(Bug bug, const RowIn& r, float* out, float* lse, float* H) {
+void buggy_row(Bug bug, const RowIn& r, float* out, float* lse, float* H, float* beta_out) {
+  *beta_out = 1.0f;
   std::vector<float> s(static_cast<std::size_t>(r.Lk));
   const std::int64_t right = r.causal ? 0 : r.wr;
   float m = -kInf;
@@ -66,7 +80,12 @@ void buggy_row(Bug bug, const RowIn& r, float* out, float* lse, float* H) {
       if (r.cap > 0.0f) x = r.cap * std::tanh(x / r.cap);  // ... then -inf becomes -c
       if (r.alibi) x -= r.slope * static_cast<float>(std::llabs(r.diag - j));
     }
-    if (std::isnan(x)) nan = true;
+    if (std::isnan(x)) {
+      if (bug == Bug::nan_score_as_masked)
+        x = -kInf;
+      else
+        nan = true;
+    }
     s[j] = x;
     m = std::max(m, x);
   }
@@ -89,16 +108,45 @@ void buggy_row(Bug bug, const RowIn& r, float* out, float* lse, float* H) {
   }
   float S = 0.0f, T = 0.0f;
   std::vector<float> e(s.size());
-  for (std::size_t j = 0; j < s.size(); ++j) {
-    if (s[j] == -kInf) continue;
-    e[j] = std::exp(s[j] - m);
-    S += e[j];
-    T += e[j] * (s[j] - m);
+  auto weights = [&](float beta) {
+    S = T = 0.0f;
+    for (std::size_t j = 0; j < s.size(); ++j) {
+      e[j] = 0.0f;
+      if (s[j] == -kInf) continue;
+      e[j] = std::exp(beta * (s[j] - m));
+      S += e[j];
+      T += e[j] * beta * (s[j] - m);
+    }
+    if (sink != -kInf) {
+      const float es = std::exp(beta * (sink - m));
+      S += es;
+      T += es * beta * (sink - m);
+    }
+  };
+  weights(1.0f);
+  const float H1 = std::log(S) - T / S;
+  float beta = 1.0f;
+  if (r.adaptive) {
+    // kernel.h: beta from the entropy before the correction, in nats.
+    const float Hb = bug == Bug::adaptive_entropy_in_bits ? H1 * 1.44269504f : H1;
+    beta = static_cast<float>(theory::adaptive_beta(static_cast<double>(Hb)));
+    weights(beta);
+    *beta_out = beta;
   }
-  if (sink != -kInf) {
-    const float es = std::exp(sink - m);
-    S += es;
-    T += es * (sink - m);
+  float M = m;  // the max the merged weights e_j are relative to
+  if (bug == Bug::split_kv_unscaled && r.splits > 1 && !r.adaptive) {
+    // Split-KV: each part's weights relative to its own max, summed as if
+    // every part had the row's max (the missing exp(m_p - m) factor).
+    const std::int64_t parts = r.splits, chunk = (r.Lk + parts - 1) / parts;
+    S = 0.0f;
+    for (std::int64_t p0 = 0; p0 < r.Lk; p0 += chunk) {
+      float mp = -kInf;
+      for (std::int64_t j = p0; j < std::min(r.Lk, p0 + chunk); ++j) mp = std::max(mp, s[j]);
+      for (std::int64_t j = p0; j < std::min(r.Lk, p0 + chunk); ++j)
+        if (s[j] != -kInf) S += (e[j] = std::exp(s[j] - mp));
+    }
+    if (sink != -kInf) S += std::exp(sink - m);
+    M = m;
   }
   const bool fp8 = r.qkv == SA_FP8_E4M3 || r.qkv == SA_FP8_E5M2;
   if (fp8 && (bug == Bug::fp8_p_saturating || bug == Bug::fp8_p_overflowing)) {
@@ -115,15 +163,21 @@ void buggy_row(Bug bug, const RowIn& r, float* out, float* lse, float* H) {
       if (s[j] != -kInf) acc += e[j] * (*r.v)[j * r.dv + c];
     out[c] = acc / S * r.vdesc;
   }
-  *lse = m + std::log(S);
-  *H = std::log(S) - T / S;
+  *lse = beta * M + std::log(S);
+  *H = H1;
 }
 
 // The scalar attention with `bug` over a whole call (adaptive: unsupported).
 sa_status buggy_call(Bug bug, const sa_attention_v2_args* a) {
-  if (a->adaptive) return SA_UNSUPPORTED;
+  if (a->adaptive && bug != Bug::adaptive_entropy_in_bits) return SA_UNSUPPORTED;
   const sa_dtype t = a->qkv_dtype;
   const bool fp8 = t == SA_FP8_E4M3 || t == SA_FP8_E5M2;
+  auto load = [&](const void* data, std::int64_t at) {
+    float x = kernels::naive::load(t, data, at);
+    if (bug == Bug::fp8_nan_as_max && fp8 && std::isnan(x))
+      x = std::copysign(t == SA_FP8_E4M3 ? 448.0f : 57344.0f, x);
+    return x;
+  };
   const bool varlen = a->cu_seqlens_q != nullptr;
   const std::int64_t total_q = varlen ? a->cu_seqlens_q[a->batch] : a->batch * a->seqlen_q;
   const std::int64_t group = a->heads_q / a->heads_kv;
@@ -143,29 +197,32 @@ sa_status buggy_call(Bug bug, const sa_attention_v2_args* a) {
         const std::int64_t vb =
             (varlen ? 0 : b * a->v.stride_b) + hk * a->v.stride_h + (k0 + j) * a->v.stride_s;
         for (std::int64_t c = 0; c < a->head_dim; ++c)
-          k[j * a->head_dim + c] = kernels::naive::load(t, a->k.data, kb + c);
+          k[j * a->head_dim + c] = load(a->k.data, kb + c);
         for (std::int64_t c = 0; c < a->head_dim_v; ++c)
-          v[j * a->head_dim_v + c] = kernels::naive::load(t, a->v.data, vb + c);
+          v[j * a->head_dim_v + c] = load(a->v.data, vb + c);
       }
       for (std::int64_t i = 0; i < Lq; ++i) {
         const std::int64_t qb =
             (varlen ? 0 : b * a->q.stride_b) + h * a->q.stride_h + (q0 + i) * a->q.stride_s;
         for (std::int64_t c = 0; c < a->head_dim; ++c)
-          q[c] = kernels::naive::load(t, a->q.data, qb + c);
+          q[c] = load(a->q.data, qb + c);
         RowIn r{};
         r.Lk = Lk;
-        r.diag = i + (a->alignment == SA_ALIGN_TOP_LEFT ? 0 : Lk - Lq);
+        r.diag = i + (a->alignment == SA_ALIGN_TOP_LEFT || bug == Bug::always_top_left ? 0 : Lk - Lq);
         r.d = a->head_dim;
         r.dv = a->head_dim_v;
         r.q = q.data();
         r.k = &k;
         r.v = &v;
-        r.pad =
-            a->key_padding_mask ? a->key_padding_mask + (varlen ? k0 : b * a->seqlen_k) : nullptr;
+        r.pad = a->key_padding_mask
+                    ? a->key_padding_mask + (varlen && bug != Bug::key_padding_dense_varlen
+                                                 ? k0
+                                                 : b * a->seqlen_k)
+                    : nullptr;
         r.scale = static_cast<float>(a->scale * (fp8 ? a->q_descale * a->k_descale : 1.0f));
         r.cap = static_cast<float>(a->softcap);
         r.alibi = a->alibi_slopes != nullptr;
-        r.slope = r.alibi ? a->alibi_slopes[h] : 0.0f;
+        r.slope = r.alibi ? a->alibi_slopes[bug == Bug::alibi_slope_per_kv_head ? hk : h] : 0.0f;
         r.has_sink = a->sinks != nullptr;
         r.sink = r.has_sink ? a->sinks[h] : 0.0f;
         r.vdesc = fp8 ? a->v_descale : 1.0f;
@@ -173,8 +230,10 @@ sa_status buggy_call(Bug bug, const sa_attention_v2_args* a) {
         r.wl = a->window_left;
         r.wr = a->window_right;
         r.qkv = t;
-        float L, H;
-        buggy_row(bug, r, o.data(), &L, &H);
+        r.adaptive = a->adaptive != 0;
+        r.splits = a->num_splits;
+        float L, H, B;
+        buggy_row(bug, r, o.data(), &L, &H, &B);
         const std::int64_t ob =
             (varlen ? 0 : b * a->out_stride_b) + h * a->out_stride_h + (q0 + i) * a->out_stride_s;
         for (std::int64_t c = 0; c < a->head_dim_v; ++c)
@@ -183,7 +242,7 @@ sa_status buggy_call(Bug bug, const sa_attention_v2_args* a) {
             varlen ? h * total_q + q0 + i : (b * a->heads_q + h) * a->seqlen_q + i;
         if (a->lse) a->lse[row] = L;
         if (a->entropy) a->entropy[row] = H;
-        if (a->beta) a->beta[row] = 1.0f;
+        if (a->beta) a->beta[row] = B;
       }
     }
   }
@@ -278,8 +337,18 @@ const char* last_error(void*) {
   return e.empty() ? nullptr : e.c_str();
 }
 
+// The naive kernel's capabilities with `add` declared and `drop` not.
+const sa_capabilities* caps_with(std::uint32_t add, std::uint32_t drop) {
+  static std::vector<std::unique_ptr<sa_capabilities>> kept;
+  auto c = std::make_unique<sa_capabilities>(*kernels::naive_capabilities());
+  c->attention_features = (c->attention_features | add) & ~drop;
+  kept.push_back(std::move(c));
+  return kept.back().get();
+}
+
 sa_kernel make(const char* name, const char* what,
-               sa_status (*fn)(void*, const sa_attention_v2_args*)) {
+               sa_status (*fn)(void*, const sa_attention_v2_args*),
+               const sa_capabilities* caps = kernels::naive_capabilities()) {
   sa_kernel k{};
   k.abi_version = SA_KERNEL_ABI_VERSION;
   k.struct_size = sizeof(sa_kernel);
@@ -288,7 +357,7 @@ sa_kernel make(const char* name, const char* what,
   k.ops = SA_OP_ATTENTION_V2;
   k.dtypes = SA_DTYPE_F32 | SA_DTYPE_BF16;
   k.memory = SA_MEMORY_HOST;
-  k.capabilities = kernels::naive_capabilities();
+  k.capabilities = caps;
   k.attention_v2 = fn;
   k.last_error = last_error;
   return k;
@@ -297,6 +366,8 @@ sa_kernel make(const char* name, const char* what,
 }  // namespace
 
 std::vector<Mutant> attention_v2_mutants() {
+  // The scalar attention of buggy_call has adaptive only where its bug is.
+  static const sa_capabilities* const scalar = caps_with(0, SA_ATTN_ADAPTIVE);
   static const sa_kernel ks[] = {
       make("mutant_v2_window_edge", "sliding window: left edge off by one", call<Bug::window_edge>),
       make("mutant_v2_gqa_mapping", "GQA head mapping h % heads_kv instead of h / group",
@@ -307,19 +378,39 @@ std::vector<Mutant> attention_v2_mutants() {
            call<Bug::past_128_tile>),
       make("mutant_v2_softcap_after_mask",
            "softcap applied after the mask (masked -inf scores become -softcap)",
-           call<Bug::softcap_after_mask>),
+           call<Bug::softcap_after_mask>, scalar),
       make("mutant_v2_sink_not_in_max",
            "attention sink left out of the running max (exp(sink - max) overflows)",
-           call<Bug::sink_not_in_max>),
+           call<Bug::sink_not_in_max>, scalar),
       make("mutant_v2_fp8_p_saturating",
            "fp8: P scaled by the power of two above the format's max and saturated",
-           call<Bug::fp8_p_saturating>),
+           call<Bug::fp8_p_saturating>, scalar),
       make("mutant_v2_fp8_p_overflowing",
            "fp8: P scaled by the power of two above the format's max, no saturation",
-           call<Bug::fp8_p_overflowing>),
+           call<Bug::fp8_p_overflowing>, scalar),
       make("mutant_v2_window_right_exclusive",
            "sliding window: right edge exclusive (causal itself correct)",
-           call<Bug::window_right_exclusive>),
+           call<Bug::window_right_exclusive>, scalar),
+      make("mutant_v2_key_padding_dense_varlen",
+           "varlen: key padding mask indexed as dense (b * seqlen_k, not cu_seqlens_k)",
+           call<Bug::key_padding_dense_varlen>, scalar),
+      make("mutant_v2_always_top_left",
+           "causal, window and ALiBi always aligned top-left (wrong for bottom-right, Lq != Lk)",
+           call<Bug::always_top_left>, scalar),
+      make("mutant_v2_alibi_slope_per_kv_head",
+           "ALiBi slope indexed by the key/value head (h / group), not the query head",
+           call<Bug::alibi_slope_per_kv_head>, scalar),
+      make("mutant_v2_fp8_nan_as_max", "fp8: NaN codes decoded as the largest finite value",
+           call<Bug::fp8_nan_as_max>, scalar),
+      make("mutant_v2_nan_score_as_masked",
+           "a NaN score skipped like a masked one (NaN in an unmasked position is lost)",
+           call<Bug::nan_score_as_masked>, scalar),
+      make("mutant_v2_split_kv_unscaled",
+           "split-KV: parts merged without the exp(m_p - m) rescaling",
+           call<Bug::split_kv_unscaled>, caps_with(SA_ATTN_SPLIT_KV, SA_ATTN_ADAPTIVE)),
+      make("mutant_v2_adaptive_entropy_in_bits",
+           "adaptive temperature: beta evaluated at the entropy in bits, not nats",
+           call<Bug::adaptive_entropy_in_bits>, caps_with(0, 0)),
   };
   std::vector<Mutant> out;
   for (const auto& k : ks) out.push_back({k.description, &k});

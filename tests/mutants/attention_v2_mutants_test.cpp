@@ -45,6 +45,13 @@ const std::map<std::string, Expected> kExpected = {
      {{"attention_v2.rounding", "attention_v2.fp8_saturation"}, true}},
     {"mutant_v2_window_right_exclusive",
      {{"attention_v2.rounding", "attention_v2.window_within_causal"}}},
+    {"mutant_v2_key_padding_dense_varlen", {{"attention_v2.rounding"}}},
+    {"mutant_v2_always_top_left", {{"attention_v2.rounding"}}},
+    {"mutant_v2_alibi_slope_per_kv_head", {{"attention_v2.rounding"}}},
+    {"mutant_v2_fp8_nan_as_max", {{"attention_v2.nan_propagates"}, true}},
+    {"mutant_v2_nan_score_as_masked", {{"attention_v2.nan_propagates"}}},
+    {"mutant_v2_split_kv_unscaled", {{"attention_v2.rounding"}}},
+    {"mutant_v2_adaptive_entropy_in_bits", {{"attention_v2.rounding"}}},
 };
 
 class AttentionV2Mutant : public ::testing::TestWithParam<int> {};

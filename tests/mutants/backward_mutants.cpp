@@ -175,6 +175,31 @@ sa_status softmax_no_dot(void*, sa_dtype t, const sa_rows* s, const void* y, con
   return SA_OK;
 }
 
+// softmax backward, correct out of place, wrong in place: the second half of
+// each row uses a <dy, p> recomputed from dy after the first half of dx was
+// written (over dy, when dx == dy).
+sa_status softmax_reread_dy(void*, sa_dtype t, const sa_rows* s, const void* y, const void* dy,
+                            void* dx) {
+  if (!s || !y || !dy || !dx || s->n < 1) return SA_INVALID_ARGUMENT;
+  const float th = static_cast<float>(s->temperature);
+  auto dot = [&](std::int64_t r) {
+    float S = 0.0f;
+    for (std::int64_t i = 0; i < s->n; ++i)
+      S += load(t, y, r * s->in_stride + i) * load(t, dy, r * s->in_stride + i);
+    return S;
+  };
+  for (std::int64_t r = 0; r < s->rows; ++r) {
+    const std::int64_t half = s->n / 2;
+    float S = dot(r);
+    for (std::int64_t i = 0; i < s->n; ++i) {
+      if (i == half) S = dot(r);  // "refreshed" for the second half: reads dy again
+      const float yi = load(t, y, r * s->in_stride + i), gi = load(t, dy, r * s->in_stride + i);
+      store(t, dx, r * s->out_stride + i, yi * (gi - S) / th);
+    }
+  }
+  return SA_OK;
+}
+
 const char* last_error(void*) {
   const std::string& e = kernels::naive_last_error();
   return e.empty() ? nullptr : e.c_str();
@@ -197,17 +222,19 @@ sa_kernel make(const char* name, const char* what,
   return k;
 }
 
-sa_kernel make_row() {
+sa_kernel make_row(const char* name = "mutant_bwd_softmax_no_dot",
+                   const char* what = "softmax backward without the <dy, p> term",
+                   decltype(&softmax_no_dot) fn = softmax_no_dot) {
   sa_kernel k{};
   k.abi_version = SA_KERNEL_ABI_VERSION;
   k.struct_size = sizeof(sa_kernel);
-  k.name = "mutant_bwd_softmax_no_dot";
-  k.description = "softmax backward without the <dy, p> term";
+  k.name = name;
+  k.description = what;
   k.dtypes = SA_DTYPE_F32 | SA_DTYPE_BF16;
   k.memory = SA_MEMORY_HOST;
   k.last_error = last_error;
   k.ops = SA_OP_SOFTMAX_BACKWARD;
-  k.softmax_backward = softmax_no_dot;
+  k.softmax_backward = fn;
   return k;
 }
 
@@ -231,6 +258,9 @@ std::vector<BackwardMutant> backward_mutants() {
       make("mutant_bwd_nondeterministic",
            "attention backward: dK/dV reduction order changes from call to call (atomics)",
            call<Bug::nondeterministic>),
+      make_row("mutant_bwd_softmax_in_place",
+               "softmax backward wrong in place (dx == dy): dy re-read after dx overwrote it",
+               softmax_reread_dy),
   };
   static const char* const caught_by[] = {"backward.rounding",
                                           "attention_backward.rounding",
@@ -238,7 +268,8 @@ std::vector<BackwardMutant> backward_mutants() {
                                           "attention_backward.gqa_group_sum",
                                           "attention_backward.masked_zero",
                                           "attention_backward.no_nan",
-                                          "determinism.bitwise"};
+                                          "determinism.bitwise",
+                                          "backward.rounding"};
   std::vector<BackwardMutant> out;
   for (std::size_t i = 0; i < std::size(ks); ++i)
     out.push_back({{ks[i].description, &ks[i]}, caught_by[i]});

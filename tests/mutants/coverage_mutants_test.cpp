@@ -1,0 +1,113 @@
+// The bug classes that only a declared feature, a feature pair or a NaN in an
+// unmasked position exposes are caught on every one of seeds 1-20 by the
+// default run (100 cases: the fixed pairwise coverage cases plus the random
+// ones), not on lucky seeds: split-KV merged without rescaling, adaptive beta
+// from the entropy in bits, key padding indexed as dense under varlen,
+// top-left alignment where the call says bottom-right with Lq != Lk, the ALiBi
+// slope read per key/value head under GQA, fp8 NaN codes decoded as the
+// largest finite value, a NaN score skipped like a masked one. The control:
+// the correct kernels pass the same runs with full coverage.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "attention_v2_mutants.hpp"
+#include "kernels/cpu/cpu_kernel.hpp"
+#include "kernels/naive/naive_kernel.hpp"
+#include "properties/suite.hpp"
+
+namespace {
+
+struct Case {
+  const char* mutant;
+  const char* property;  // the property that must fail on every seed
+  sa::AttnType type;
+};
+
+const Case kCases[] = {
+    {"mutant_v2_split_kv_unscaled", "attention_v2.rounding", sa::AttnType::float32},
+    {"mutant_v2_adaptive_entropy_in_bits", "attention_v2.rounding", sa::AttnType::float32},
+    {"mutant_v2_key_padding_dense_varlen", "attention_v2.rounding", sa::AttnType::float32},
+    {"mutant_v2_always_top_left", "attention_v2.rounding", sa::AttnType::float32},
+    {"mutant_v2_alibi_slope_per_kv_head", "attention_v2.rounding", sa::AttnType::float32},
+    {"mutant_v2_fp8_nan_as_max", "attention_v2.nan_propagates", sa::AttnType::fp8_e4m3},
+    {"mutant_v2_nan_score_as_masked", "attention_v2.nan_propagates", sa::AttnType::float32},
+};
+
+constexpr int kSeeds = 20;
+
+// The default run (SuiteConfig's 100 cases and [attention] defaults) of one
+// attention property on one input type, seed `seed`.
+sa::props::SuiteConfig config(const char* property, sa::AttnType t, std::uint64_t seed) {
+  sa::props::SuiteConfig c;
+  c.ops = {sa::Op::attention_v2};
+  c.properties = {property, "attention_v2.coverage"};
+  c.attention.types = {t};
+  c.seed = seed;
+  c.shrink_seconds = 0;  // caught or not is the question here, not the shrunk case
+  return c;
+}
+
+const sa_kernel* find_mutant(const std::string& name) {
+  for (const auto& m : sa::mutants::attention_v2_mutants())
+    if (name == m.kernel->name) return m.kernel;
+  return nullptr;
+}
+
+class CoverageMutant : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CoverageMutant, CaughtOnEverySeed) {
+  const Case& cs = GetParam();
+  const sa_kernel* raw = find_mutant(cs.mutant);
+  ASSERT_NE(raw, nullptr) << cs.mutant;
+  const sa::Kernel k(raw, "tests/mutants");
+  std::vector<int> escaped;
+  for (int seed = 1; seed <= kSeeds; ++seed) {
+    bool caught = false;
+    for (const auto& v : sa::props::run_suite(k, config(cs.property, cs.type, seed))) {
+      EXPECT_NE(v.outcome, sa::Outcome::error) << "seed " << seed << ": " << sa::describe(v);
+      if (v.property == cs.property && v.outcome == sa::Outcome::fail) {
+        caught = true;
+        if (seed == 1) std::cout << cs.mutant << ":\n" << sa::describe(v) << "\n";
+      }
+    }
+    if (!caught) escaped.push_back(seed);
+  }
+  EXPECT_TRUE(escaped.empty()) << cs.mutant << " escaped " << cs.property << " on "
+                               << escaped.size() << " of " << kSeeds << " seeds, the first "
+                               << escaped[0];
+}
+
+INSTANTIATE_TEST_SUITE_P(BugClasses, CoverageMutant, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           return std::string(i.param.mutant).substr(10);
+                         });
+
+// The correct kernels pass the same runs on every seed, with every declared
+// feature and pair covered (attention_v2.coverage passes).
+void expect_passes(const sa::Kernel& k, const char* property, sa::AttnType t) {
+  for (int seed = 1; seed <= kSeeds; ++seed) {
+    int passed = 0, coverage = 0;
+    for (const auto& v : sa::props::run_suite(k, config(property, t, seed))) {
+      EXPECT_TRUE(v.outcome == sa::Outcome::pass) << "seed " << seed << ": " << sa::describe(v);
+      passed += v.outcome == sa::Outcome::pass;
+      coverage += v.property == "attention_v2.coverage" && v.outcome == sa::Outcome::pass;
+    }
+    EXPECT_EQ(passed, 2) << k.name() << " seed " << seed;
+    EXPECT_EQ(coverage, 1) << k.name() << " seed " << seed;
+  }
+}
+
+TEST(CoverageMutantControl, CpuKernelPassesEverySeed) {
+  const sa::Kernel k(sa::kernels::cpu_kernel(), "built-in");
+  expect_passes(k, "attention_v2.rounding", sa::AttnType::float32);
+  expect_passes(k, "attention_v2.nan_propagates", sa::AttnType::fp8_e4m3);
+}
+
+TEST(CoverageMutantControl, NaiveKernelPassesEverySeed) {
+  const sa::Kernel k(sa::kernels::naive_kernel(), "built-in");
+  expect_passes(k, "attention_v2.rounding", sa::AttnType::float32);
+}
+
+}  // namespace
