@@ -43,7 +43,8 @@ extract() {
 }
 
 # Relative links ([text](path) and images) must name a file or folder that
-# exists, relative to the page; web links and in-page anchors are not followed.
+# exists, relative to the page, inside the repository; web links and in-page
+# anchors are not followed.
 check_links() {
   local f dir target bad=0
   for f in "${documented[@]}" "$repo"/*/README.md "$repo"/*/*/README.md; do
@@ -55,6 +56,9 @@ check_links() {
       case $target in ''|http://*|https://*|mailto:*) continue ;; esac
       if [ ! -e "$dir/$target" ]; then
         echo "FAIL ${f#"$repo"/}: link to '$target', which does not exist"
+        bad=$((bad + 1))
+      elif [[ $(realpath -m "$dir/$target") != "$(realpath "$repo")"/* ]]; then
+        echo "FAIL ${f#"$repo"/}: link to '$target', outside the repository (a user's clone has nothing there)"
         bad=$((bad + 1))
       fi
     done < <(grep -oE '\]\([^)[:space:]]+\)' "$f")
