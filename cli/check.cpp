@@ -336,7 +336,7 @@ void add_check_command(CLI::App& app) {
   c->add_option("--plugin", o->plugin, "Kernel library (.so) built against softmax_audit/kernel.h");
   c->add_option("--python", o->python,
                 "A Python kernel instead of a plugin: package.module:object (imported only in "
-                "the gate's isolated processes; README, \"From Python\")");
+                "the gate's isolated processes; docs/python.md)");
   std::string builtin_names;
   for (const Kernel& k : builtin_kernels())
     builtin_names += (builtin_names.empty() ? "" : ", ") + k.name();

@@ -84,9 +84,11 @@ int main(int argc, char** argv) {
       "softmax-audit — proves, tests and measures softmax numerics.\n"
       "Checks softmax and attention kernels against high-precision references and the\n"
       "theorems of \"Softmax is not Enough (for Sharp Size Generalisation)\".\n"
-      "Exit codes (every subcommand): 0 every requested check ran and held; 1 a check failed;\n"
-      "2 usage, input or load error; 3 incomplete: nothing failed, but a requested check\n"
-      "could not run (or nothing was checked)."};
+      "Exit codes of check, sweep and audit: 0 every requested check ran and held; 1 a check\n"
+      "failed; 2 usage, input or load error; 3 incomplete: nothing failed, but a requested\n"
+      "check could not run (or nothing was checked). fuzz: 1 only when a variant fails a\n"
+      "property it claims. report and bounds judge nothing: 0 once their output is written\n"
+      "(a report listing failures included), 2 on bad input."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "softmax-audit " SA_VERSION);
   sa::cli::add_bounds_command(app);

@@ -175,7 +175,7 @@ void exec_python_check() {
   }
   if (!readable_file(dir + "/softmax_audit/__init__.py"))
     throw std::invalid_argument("--python: the Python package softmax_audit is not in " + dir +
-                                " (install it with cmake --install, README \"From Python\"); "
+                                " (install it with cmake --install, docs/python.md); "
                                 "nothing was checked");
   // This command's own arguments, unchanged, as the kernel sees them: argv
   // from /proc/self/cmdline (NUL-separated).

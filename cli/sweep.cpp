@@ -327,7 +327,7 @@ int run_sweep_command(const SweepOptions& o) {
 }
 
 // One line per (dtype, distribution) over every n of the table: the figures
-// README quotes (spread range, largest weight and T1's upper bound at the
+// docs/measurements.md quotes (spread range, largest weight and T1's upper bound at the
 // smallest and largest n, the largest log n - H, the largest entropy error of
 // the kernel's streamed entropy, the worst sampled softmax error in ulps).
 void print_summary(const std::vector<props::SweepRow>& rows) {

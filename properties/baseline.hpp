@@ -39,7 +39,7 @@
 // Where each constant comes from:
 //   kFactor = 2: FlashAttention's factor on the reference implementation's
 //     error (theory.md T8). Calibrated peers reach at most 1.0x E(baseline)
-//     (README, "Calibration": Eigen and PyTorch are the 8-lane baseline's
+//     (docs/calibration.md: Eigen and PyTorch are the 8-lane baseline's
 //     layout exactly; oneDNN stays below the worst layout).
 //   kSlack = 4: per-element error a correct kernel may have and the
 //     baseline does not: a faithful rather than correctly rounded exp (+1.5u
@@ -60,8 +60,7 @@
 //     rows, from 2^16 on offset and 2^18 on uniform rows, and at 2^22 .. 2^24
 //     on gaussian, uniform, spike, offset and masked rows (not on near_ties
 //     and onednn_overflow rows, where every kernel is equally accurate, nor on
-//     fa3_outliers beyond 2^15, whose sums a few outliers dominate) (README,
-//     "Calibration"). It is also why a 3u
+//     fa3_outliers beyond 2^15, whose sums a few outliers dominate) (docs/calibration.md). It is also why a 3u
 //     systematic error is left to the bias rule (statistical, over
 //     rows): no per-row bound can see 3u without failing correct kernels.
 //   u_bf16: a bfloat16 output rounded twice (float32 result rounded again,
@@ -103,7 +102,7 @@ constexpr double kLambda = 3.0;
 // worse". Below 2^13 a textbook loop is an accepted implementation (its
 // rigorous bound, (n - 1) u, is below 2^-11 relative there, and every size the
 // gate draws by default is below it); from 2^13 on a kernel is held to the
-// vectorised sums, which is where README's calibration shows the sequential
+// vectorised sums, which is where docs/calibration.md shows the sequential
 // sum's systematic error taking over (flagged from 2^14 on).
 constexpr std::size_t kSequentialBelow = std::size_t(1) << 13;
 

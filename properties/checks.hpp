@@ -101,10 +101,10 @@ inline std::string why_unsupported(const Kernel& k, Op op, DType t) {
   if (!k.supports(op)) return "kernel does not implement " + std::string(name_of(op));
   if (!k.supports(t)) return "kernel does not support " + std::string(name_of(t));
   // SA_DTYPE_F16 covers the row operations; attention in float16 (inputs and
-  // budgets) comes with interface v2's attention arguments (issue 15).
+  // budgets) is checked through attention_v2's arguments.
   if (op == Op::attention && t == DType::float16)
-    return "not applicable: attention is checked in float32 and bfloat16; float16 attention "
-           "arrives with interface v2's attention arguments (issue 15)";
+    return "not applicable: the single-head attention op is checked in float32 and bfloat16; "
+           "float16 attention is checked through attention_v2";
   return "";
 }
 

@@ -324,7 +324,7 @@ std::vector<Rule> rules() {
        "vectorised libraries sum) and, below n = 2^13, in one sequential sum; the factor 2 is "
        "FlashAttention's (docs/theory.md T8), 3 sqrt(n) u "
        "a sequential sum's probabilistic error (Higham & Mary 2019); calibrated against Eigen, "
-       "oneDNN and PyTorch to n = 2^24 (README, Calibration)"},
+       "oneDNN and PyTorch to n = 2^24 (docs/calibration.md)"},
       {"flash_attention_2x",
        "FlashAttention's tests (docs/theory.md T8): max|out - ref| <= 2 max|naive same-dtype - "
        "ref| + "

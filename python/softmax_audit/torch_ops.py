@@ -1,4 +1,4 @@
-"""PyTorch's own CPU operators as a kernel: the peer checked in CI (README, "From Python").
+"""PyTorch's own CPU operators as a kernel: the peer checked in CI (docs/python.md).
 
     softmax_audit.check("softmax_audit.torch_ops:kernel")
 

@@ -1,5 +1,5 @@
 // softmax_audit._core: the property suite, the gate and the `check` command
-// for Python (README, "From Python").
+// for Python (docs/python.md).
 //
 // A Python kernel (an object with methods softmax, log_softmax, ... and a
 // declaration of its types and features; python/softmax_audit/_adapter.py)

@@ -2,7 +2,7 @@
 
 The run is small (a few cases per property, seed fixed); every verdict that is
 not a pass must be one of the named differences below, each with the reason
-(README, "From Python": the findings and the command that reproduces them).
+(docs/python.md: the findings and the command that reproduces them).
 A difference that disappears fails the test too, so the list stays true.
 """
 import pytest

@@ -1,6 +1,6 @@
 // What the gate finds in softmax libraries nobody here wrote (peers.hpp:
 // Eigen, oneDNN, PyTorch, those found at build time), each with the numerical
-// conventions it follows declared (docs/conventions.md): README's "What the
+// conventions it follows declared (docs/conventions.md): docs/calibration.md, "What the
 // gate finds in oneDNN, Eigen and PyTorch".
 //
 // For each peer, the property suite runs over softmax and log_softmax in the

@@ -4,7 +4,7 @@
 // worse than a vectorised sum at n = 2^14 on FlashAttention-3's outlier rows
 // and at 2^17, 2^18 on uniform rows (3.7x, 1.6x and 45x its threshold on the
 // sweep's seed 1; a sequential sum can be lucky on one row: the same
-// generator's 2^15 row is not flagged, README "Calibration"), while its
+// generator's 2^15 row is not flagged, docs/calibration.md), while its
 // per-element budget (n - 1)u and T7's bound pass it there. The production
 // cpu kernel (sums in double) passes every row. Small enough for the default
 // run (a few seconds).
