@@ -70,6 +70,9 @@ struct Verdict {
   // references and shrinking; properties/suite.cpp); NaN where not measured
   // (verdicts not made by run_suite, results files older than the field).
   double seconds = NAN;
+  // Cases the verdict was decided on (the applicable cases of its search; a
+  // coverage verdict: the cases run); -1 where not counted.
+  std::int64_t cases = -1;
   // A coverage verdict's table (attention_v2.coverage): empty otherwise.
   std::vector<CoverageCell> coverage;
 

@@ -1031,6 +1031,61 @@ void verdict_section(std::ostream& h, const Model& m) {
     << " verdicts, each with its claim, measured value, bound and worst case.</p>\n";
 }
 
+// The coverage tables of the runs' coverage verdicts (attention_v2.coverage):
+// per kernel, one row per feature and one column per input type, the cases
+// run; feature pairs in a collapsed table below; a cell short of its
+// requirement is marked.
+void coverage_section(std::ostream& h, const Model& m) {
+  bool any = false;
+  for (const auto& r : m.runs)
+    for (const auto& v : r.verdicts) any = any || !v.coverage.empty();
+  if (!any) return;
+  h << "<h3 id=\"coverage\">Coverage: cases run per declared feature</h3>\n<div "
+       "class=\"explain\"><p>How many of the attention cases actually run had each feature the "
+       "kernel declares, and each pair of them, per input type. Every cell must reach the "
+       "required count (the spec's <code>[attention] pair_cases</code>); a cell marked "
+       "<b>short</b> makes the run incomplete.</p></div>\n";
+  for (const auto& r : m.runs) {
+    std::vector<const Verdict*> cov;
+    for (const auto& v : r.verdicts)
+      if (!v.coverage.empty()) cov.push_back(&v);
+    if (cov.empty()) continue;
+    std::vector<std::string> cells;  // in the first verdict's order, then any others
+    std::set<std::string> seen;
+    for (const Verdict* v : cov)
+      for (const auto& c : v->coverage)
+        if (seen.insert(c.cell).second) cells.push_back(c.cell);
+    auto table = [&](bool pairs) {
+      h << "<div class=\"scroll\"><table><tr><th>" << (pairs ? "feature pair" : "feature")
+        << "</th>";
+      for (const Verdict* v : cov) h << "<th>" << esc(v->dtype) << "</th>";
+      h << "</tr>\n";
+      for (const auto& cell : cells) {
+        if ((cell.find('+') != std::string::npos) != pairs) continue;
+        h << "<tr><td><code>" << esc(cell) << "</code></td>";
+        for (const Verdict* v : cov) {
+          const auto it = std::find_if(v->coverage.begin(), v->coverage.end(),
+                                       [&](const CoverageCell& c) { return c.cell == cell; });
+          if (it == v->coverage.end()) {
+            h << "<td class=\"num\">&ndash;</td>";
+            continue;
+          }
+          const bool short_ = it->cases < it->required;
+          h << "<td class=\"num" << (short_ ? " fail" : "") << "\">" << it->cases
+            << (short_ ? " short (of " + std::to_string(it->required) + ")" : "") << "</td>";
+        }
+        h << "</tr>\n";
+      }
+      h << "</table></div>\n";
+    };
+    h << "<p><b>" << esc(r.kernel) << "</b></p>\n";
+    table(false);
+    h << "<details><summary>feature pairs</summary>\n";
+    table(true);
+    h << "</details>\n";
+  }
+}
+
 void rules_section(std::ostream& h, const Model& m, const Docs& docs) {
   h << "<h2 id=\"rules\">Rules and theorems</h2>\n<div class=\"explain\"><p>Every rule a verdict "
        "above is held to, with where its bound comes from. The theorems are stated, with the "
@@ -1780,6 +1835,7 @@ void write_report(const ReportInputs& in, std::ostream& h, json* doc_out) {
        "<li><a href=\"#variants\">Variants</a></li><li><a href=\"#rules\">Rules and "
        "theorems</a></li></ol>\n";
   verdict_section(h, m);
+  coverage_section(h, m);
   const bool sweep_given = !in.sweep.empty();
   error_section(h, P, m.sweep, sweep_given);
   dispersion_section(h, P, m.sweep, sweep_given);

@@ -387,7 +387,16 @@ void write_junit(std::ostream& os, const std::vector<RunRecord>& runs) {
       const Case& c = cases[name];
       const Verdict& w = *c.worst;
       std::string body;
-      for (const Verdict* v : vs) body += (body.empty() ? "" : "\n\n") + describe(*v);
+      for (const Verdict* v : vs) {
+        body += (body.empty() ? "" : "\n\n") + describe(*v);
+        // A coverage verdict's table: one line per feature and feature pair.
+        if (!v->coverage.empty()) {
+          body += "\n  coverage (cases run / required):";
+          for (const auto& cell : v->coverage)
+            body += "\n    " + cell.cell + " " + std::to_string(cell.cases) + "/" +
+                    std::to_string(cell.required) + (cell.cases < cell.required ? " SHORT" : "");
+        }
+      }
       os << "    <testcase classname=\"softmax-audit." << xml_escape(r.kernel) << "."
          << xml_escape(w.property) << "\" name=\"" << xml_escape(name) << "\" time=\"0\">\n";
       if (c.leader) {
@@ -568,6 +577,33 @@ void write_summary(std::ostream& os, const RunRecord& run, bool color) {
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f", run.seconds);
   os << " (" << run.processes << " process(es), " << secs << " s)\n";
+  // The cases actually run, per op: the fewest any passing or failing
+  // verdict of the op was decided on, and the coverage verdicts' totals.
+  std::map<std::string, std::pair<std::int64_t, std::string>> fewest;
+  std::map<std::string, std::string> run_cases;
+  for (const auto& v : run.verdicts) {
+    if (v.cases < 0 || v.op.empty()) continue;
+    if (!v.coverage.empty()) {
+      run_cases[v.op] += (run_cases[v.op].empty() ? "" : ", ") + v.dtype + " " +
+                         std::to_string(v.cases);
+      continue;
+    }
+    if (v.outcome != Outcome::pass && v.outcome != Outcome::fail) continue;
+    auto& f = fewest[v.op];
+    if (f.second.empty() || v.cases < f.first) f = {v.cases, case_name(v)};
+  }
+  if (!fewest.empty()) {
+    os << "  cases run:";
+    bool first = true;
+    for (const auto& [op, f] : fewest) {
+      os << (first ? " " : "; ") << op;
+      if (const auto it = run_cases.find(op); it != run_cases.end())
+        os << " " << it->second << " per type,";
+      os << " fewest " << f.first << " (" << printable(f.second) << ")";
+      first = false;
+    }
+    os << "\n";
+  }
 }
 
 void ProgressBar::update(int done, int total, const std::string& label) {

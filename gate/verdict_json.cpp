@@ -52,6 +52,7 @@ nlohmann::json to_json(const Verdict& v) {
   j["worst_case"] = v.worst_case;
   // Wall seconds the suite spent on it (absent when not measured).
   if (std::isfinite(v.seconds)) j["seconds"] = v.seconds;
+  if (v.cases >= 0) j["cases"] = v.cases;
   // A coverage verdict's table: the cases run per feature and feature pair.
   if (!v.coverage.empty()) {
     j["coverage"] = nlohmann::json::array();
@@ -100,6 +101,12 @@ Verdict verdict_from_json(const nlohmann::json& j) {
     if (!it->is_number())
       throw std::invalid_argument("verdict " + v.property + ": \"seconds\" must be a number");
     v.seconds = it->get<double>();
+  }
+  if (auto it = j.find("cases"); it != j.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<std::int64_t>() < 0)
+      throw std::invalid_argument("verdict " + v.property +
+                                  ": \"cases\" must be a non-negative integer");
+    v.cases = it->get<std::int64_t>();
   }
   if (auto it = j.find("coverage"); it != j.end() && !it->is_null()) {
     if (!it->is_array())

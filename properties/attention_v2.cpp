@@ -1199,6 +1199,7 @@ void run_attention_v2(const Run& run) {
       v.op = name_of(Op::attention_v2);
       v.dtype = name_of(t);
       v.coverage = cells;
+      v.cases = tally.cases();
       std::string short_cells;
       int n_short = 0;
       for (const auto& c : cells)

@@ -79,6 +79,7 @@ Verdict slot_verdict(const Run& run, const std::string& property, const std::str
   v.op = name_of(op);
   v.dtype = name_of(t);
   v.seconds = r.seconds;
+  v.cases = r.cases_applicable;
   if (!r.error.empty() && !r.failing) {
     v.outcome = Outcome::error;
     v.note = "kernel call failed: " + r.error;
