@@ -262,7 +262,9 @@ std::vector<unsigned char> regather(const sa_attention_v2_args* a, const sa_tens
   const std::size_t e = elem_size(a->qkv_dtype);
   const bool varlen = a->cu_seqlens_q != nullptr;
   const std::int64_t rows = varlen ? total : a->batch * rows_per_seq;
-  std::vector<unsigned char> out(static_cast<std::size_t>(rows * heads_out * dim) * e);
+  // At least one element: an empty tensor (a call with no keys) still needs
+  // a non-NULL pointer.
+  std::vector<unsigned char> out(std::max<std::size_t>(e, static_cast<std::size_t>(rows * heads_out * dim) * e));
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t b = varlen ? 0 : r / std::max<std::int64_t>(rows_per_seq, 1);
     const std::int64_t s = varlen ? r : r % std::max<std::int64_t>(rows_per_seq, 1);
