@@ -4,6 +4,7 @@
 // returns the results packed BSHD. Cases outside the kernel's capabilities
 // throw NotApplicable before any call.
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -182,7 +183,8 @@ std::string Kernel::why_not_applicable(const AttentionCase& c) const {
              " inputs is not declared";
   }
   if (!cap) return {};
-  const std::uint32_t f = cap->attention_features;
+  const std::uint32_t f = attention_features(c.qkv);
+  const AttentionDomainCaps dom = attention_domain();
   auto need = [&](bool used, std::uint32_t bit, const char* what) -> std::string {
     return used && (f & bit) == 0 ? std::string("feature not declared: ") + what : std::string();
   };
@@ -201,6 +203,36 @@ std::string Kernel::why_not_applicable(const AttentionCase& c) const {
         need(c.adaptive, SA_ATTN_ADAPTIVE, "adaptive temperature"),
         need(c.dv != c.d, SA_ATTN_UNEQUAL_HEAD_DIMS, "head_dim_v != head_dim")})
     if (!why.empty()) return why;
+  // The declared domain: features every call must have, the forms taken only
+  // in part, head dims' multiple.
+  const bool window = c.window_left >= 0 || c.window_right >= 0;
+  if ((dom.required & SA_ATTN_CAUSAL) && !c.causal) return "the kernel is causal-only (attention_required)";
+  if ((dom.required & SA_ATTN_WINDOW) && !window) return "the kernel needs a window (attention_required)";
+  if ((dom.required & SA_ATTN_SOFTCAP) && !(c.softcap > 0))
+    return "the kernel needs a softcap (attention_required)";
+  if ((dom.required & SA_ATTN_ALIBI) && c.alibi_slopes.empty())
+    return "the kernel needs ALiBi slopes (attention_required)";
+  if ((dom.required & SA_ATTN_SINKS) && c.sinks.empty())
+    return "the kernel needs sinks (attention_required)";
+  if ((dom.required & SA_ATTN_VARLEN) && !c.varlen())
+    return "the kernel needs varlen (attention_required)";
+  if ((dom.required & SA_ATTN_KEY_PADDING) && c.key_padding_mask.empty())
+    return "the kernel needs a key padding mask (attention_required)";
+  if ((dom.constraints & SA_ATTN_ONLY_BOTTOM_RIGHT) && c.top_left &&
+      (c.causal || window || !c.alibi_slopes.empty()))
+    return "top-left alignment: the kernel aligns bottom-right only";
+  if ((dom.constraints & SA_ATTN_ONLY_WINDOW_RIGHT_0) && window && c.window_right != 0 && !c.causal)
+    return "window_right " + std::to_string(c.window_right) + ": the kernel takes window_right 0 only";
+  if (dom.constraints & SA_ATTN_ONLY_Q_LE_K)
+    for (std::int64_t b = 0; b < c.batch; ++b)
+      if (c.len_q(b) > c.len_k(b))
+        return "sequence " + std::to_string(b) + " has more queries (" +
+               std::to_string(c.len_q(b)) + ") than keys (" + std::to_string(c.len_k(b)) +
+               "): the kernel takes seqlen_q <= seqlen_k only";
+  if (dom.head_dim_multiple > 1 &&
+      (c.d % dom.head_dim_multiple != 0 || c.dv % dom.head_dim_multiple != 0))
+    return "head dim " + std::to_string(c.d) + "/" + std::to_string(c.dv) + " is not a multiple of " +
+           std::to_string(dom.head_dim_multiple);
   auto dim_ok = [&](std::int64_t d) {
     if (cap->max_head_dim > 0 && d > cap->max_head_dim) return false;
     if (cap->head_dims && cap->num_head_dims > 0) {
@@ -224,6 +256,32 @@ std::string Kernel::why_not_applicable(const AttentionCase& c) const {
   if (cap->max_batch > 0 && c.batch > cap->max_batch) return "batch above max_batch";
   if (cap->max_heads > 0 && c.heads_q > cap->max_heads) return "heads above max_heads";
   return {};
+}
+
+std::uint32_t Kernel::attention_features(AttnType t) const {
+  if (abi_ < 2 || k_->attention_v2 == nullptr) return 0;
+  const sa_capabilities* cap = k_->capabilities;
+  if (!cap) return ~0u;
+  const std::size_t end =
+      offsetof(sa_capabilities, attention_features_by_dtype) + sizeof cap->attention_features_by_dtype;
+  if (cap->struct_size >= end) {
+    const std::uint32_t own = cap->attention_features_by_dtype[static_cast<int>(abi_of(t))];
+    if (own != 0) return own;
+  }
+  return cap->attention_features;
+}
+
+Kernel::AttentionDomainCaps Kernel::attention_domain() const {
+  AttentionDomainCaps d;
+  const sa_capabilities* cap = abi_ >= 2 ? k_->capabilities : nullptr;
+  if (!cap) return d;
+  if (cap->struct_size >= offsetof(sa_capabilities, attention_required) + 4)
+    d.required = cap->attention_required;
+  if (cap->struct_size >= offsetof(sa_capabilities, attention_constraints) + 4)
+    d.constraints = cap->attention_constraints;
+  if (cap->struct_size >= offsetof(sa_capabilities, head_dim_multiple) + 4)
+    d.head_dim_multiple = cap->head_dim_multiple;
+  return d;
 }
 
 bool Kernel::declares(std::uint32_t attention_feature) const {

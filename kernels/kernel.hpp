@@ -209,6 +209,17 @@ class Kernel {
   std::string why_not_applicable(const AttentionCase& c) const;
   // Whether the kernel's attention_v2 declares an SA_ATTN_* feature.
   bool declares(std::uint32_t attention_feature) const;
+  // The SA_ATTN_* features declared for input type t (attention_features_by_dtype,
+  // else attention_features; every feature without capabilities).
+  std::uint32_t attention_features(AttnType t) const;
+  // The domain fields appended to sa_capabilities, 0 where the kernel's
+  // struct predates them (struct_size): attention_required,
+  // attention_constraints (SA_ATTN_ONLY_*), head_dim_multiple.
+  struct AttentionDomainCaps {
+    std::uint32_t required = 0, constraints = 0;
+    std::int32_t head_dim_multiple = 0;
+  };
+  AttentionDomainCaps attention_domain() const;
   // Backward of softmax / log_softmax (interface v2): y is the forward's
   // output in `y`'s layout (values of type t), dy the incoming gradient in the
   // same layout (rows * stride values); returns dx in that layout. Throws

@@ -141,12 +141,16 @@ bool feature_allowed(const AttentionShapes& s, const V2Domain& dom, const char* 
           std::find(s.features->begin(), s.features->end(), feature) != s.features->end());
 }
 
-V2Domain domain_of(const Kernel& k) {
+V2Domain domain_of(const Kernel& k, AttnType t) {
   V2Domain d;
   if (k.abi_version() < 2) return d;
   const sa_capabilities* cap = k.raw().capabilities;
   if (!cap) return d;
-  d.features = cap->attention_features;
+  d.features = k.attention_features(t);
+  const Kernel::AttentionDomainCaps dc = k.attention_domain();
+  d.required = dc.required & d.features;
+  d.constraints = dc.constraints;
+  d.head_dim_multiple = dc.head_dim_multiple > 1 ? dc.head_dim_multiple : 0;
   if (cap->head_dims)
     for (int i = 0; i < cap->num_head_dims; ++i)
       if (cap->max_head_dim <= 0 || cap->head_dims[i] <= cap->max_head_dim)
@@ -194,12 +198,19 @@ rc::Gen<V2Params> gen_v2(bool fp8, const AttentionShapes& s, V2Domain dom) {
   const bool own_dims = !dims.empty();
   std::vector<std::int64_t> tile_dims(std::begin(kHeadDims), std::end(kHeadDims)),
       small_dims(std::begin(kSmallDims), std::end(kSmallDims));
-  if (dom.max_head_dim > 0)
-    for (auto* v : {&dims, &tile_dims, &small_dims})
-      std::erase_if(*v, [&](std::int64_t d) { return d > dom.max_head_dim; });
+  const std::int64_t mult = dom.head_dim_multiple;
+  for (auto* v : {&dims, &tile_dims, &small_dims})
+    std::erase_if(*v, [&](std::int64_t d) {
+      return (dom.max_head_dim > 0 && d > dom.max_head_dim) || (mult > 1 && d % mult != 0);
+    });
+  if (mult > 1 && small_dims.empty()) small_dims = {mult};
   if (!own_dims && small_dims.empty()) small_dims = {1};
   if (!own_dims && tile_dims.empty()) tile_dims = small_dims;
-  if (own_dims && dims.empty()) dims = {dom.max_head_dim};
+  if (own_dims && dims.empty()) dims = {mult > 1 ? mult : dom.max_head_dim};
+  // Sequences with more queries than keys, where the kernel takes none: the
+  // queries cut to the keys.
+  if (dom.constraints & SA_ATTN_ONLY_Q_LE_K)
+    for (auto& [lq, lk] : lengths) lq = std::min(lq, lk);
   return rc::gen::exec([fp8, s, dom, lengths, groups, dims, own_dims, tile_dims, small_dims] {
     V2Params p;
     static const char* const dists[] = {"gaussian", "fa3_outliers", "small_int"};
@@ -279,8 +290,29 @@ rc::Gen<V2Params> gen_v2(bool fp8, const AttentionShapes& s, V2Domain dom) {
                    ? kSplits[*rc::gen::inRange(1, 5)]
                    : 0;
     p.seed = *rc::gen::noShrink(rc::gen::inRange<std::uint64_t>(1, std::uint64_t(1) << 53));
+    apply_domain(p, dom);
     return p;
   });
+}
+
+void apply_domain(V2Params& p, const V2Domain& dom) {
+  const std::uint32_t r = dom.required;
+  if (r & SA_ATTN_CAUSAL) p.causal = true;
+  if ((r & SA_ATTN_WINDOW) && p.wl < 0 && p.wr < 0) p.wl = std::max<std::int64_t>(1, p.sk / 3);
+  if ((r & SA_ATTN_SOFTCAP) && !(p.softcap > 0)) p.softcap = 30;
+  if (r & SA_ATTN_ALIBI) p.alibi = true;
+  if (r & SA_ATTN_SINKS) p.sinks = true;
+  if (r & SA_ATTN_KEY_PADDING) p.key_pad = true;
+  if (r & SA_ATTN_VARLEN) p.varlen = true;
+  if (r & SA_ATTN_ADAPTIVE) p.adaptive = true;
+  if (dom.constraints & SA_ATTN_ONLY_BOTTOM_RIGHT) p.top_left = false;
+  if ((dom.constraints & SA_ATTN_ONLY_WINDOW_RIGHT_0) && (p.wl >= 0 || p.wr >= 0)) p.wr = 0;
+  if (dom.constraints & SA_ATTN_ONLY_Q_LE_K) p.sq = std::min(p.sq, p.sk);
+  if (dom.head_dim_multiple > 1) {
+    const std::int64_t m = dom.head_dim_multiple;
+    p.d = std::max(m, p.d / m * m);
+    p.dv = std::max(m, p.dv / m * m);
+  }
 }
 
 namespace {
@@ -709,7 +741,7 @@ void run_attention_v2(const Run& run) {
       kSlots
     };
     NotApplicableLog na;
-    const V2Domain dom = domain_of(k);
+    const V2Domain dom = domain_of(k, t);
     const AttentionShapes& shapes = run.config.attention;
     const std::vector<std::string> cov_features = coverage_features(dom, shapes);
     CoverageTally tally(cov_features);
@@ -724,7 +756,19 @@ void run_attention_v2(const Run& run) {
         return cs;  // nothing applicable
       }
       run.before(prop, describe(p));
-      const AttentionResultV2 o = k.attention_v2(c);
+      AttentionResultV2 o;
+      try {
+        o = k.attention_v2(c);
+      } catch (const KernelError& e) {
+        if (e.status != SA_UNSUPPORTED) throw;
+        // The kernel refused a case inside the domain it declares: a failure
+        // of that case (shrunk like any other), not an error of the property.
+        cs[kRound] = make_check(INFINITY, 0.0,
+                                std::string("the kernel refused a case its declaration allows: ") +
+                                    e.what());
+        cs[kRound].unit = "calls refused";
+        return cs;
+      }
       if (counting) tally.add(c);
       const ref::AttentionV2Values r = ref::attention_v2(c);
       const auto rb = budgets_v2(c, r);

@@ -43,11 +43,15 @@ struct V2Domain {
   std::vector<std::int64_t> head_dims;  // empty: any
   std::int64_t max_head_dim = 0, max_seqlen_q = 0, max_seqlen_k = 0, max_batch = 0,
                max_heads = 0;  // 0: no limit
+  std::uint32_t required = 0;     // SA_ATTN_* every case has (attention_required)
+  std::uint32_t constraints = 0;  // SA_ATTN_ONLY_*
+  std::int64_t head_dim_multiple = 0;
 };
 // Every feature of interface v2 except adaptive and split-KV (the random
 // cases of the reference tests, which predate them).
 inline constexpr std::uint32_t kClassicV2Features = ~(SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV);
-V2Domain domain_of(const Kernel& k);
+// The domain for input type t (the features declared for that type).
+V2Domain domain_of(const Kernel& k, AttnType t);
 
 // Whether a case may draw `feature` (a name of attention_features()): the
 // spec allows it and the kernel declares it.
@@ -57,7 +61,12 @@ bool feature_allowed(const AttentionShapes& s, const V2Domain& dom, const char* 
 // the suite's defaults where it names nothing) inside the kernel's domain
 // `dom`: every declared feature, fp8 descales when `fp8`.
 rc::Gen<V2Params> gen_v2(bool fp8, const AttentionShapes& s,
-                         V2Domain dom = V2Domain{kClassicV2Features, {}, 0, 0, 0, 0, 0});
+                         V2Domain dom = V2Domain{kClassicV2Features, {}, 0, 0, 0, 0, 0, 0, 0, 0});
+
+// Moves a case into the domain: required features on, the constrained forms
+// (bottom-right only, window_right 0, queries <= keys), head dims rounded
+// down to the declared multiple. Shrinking and fixed cases pass through it.
+void apply_domain(V2Params& p, const V2Domain& dom);
 
 // The case's inputs for input type t (values representable in t; fp8
 // inputs get a bfloat16 output type), drawn from p.seed.

@@ -41,13 +41,14 @@ std::vector<std::string> coverage_features(const V2Domain& dom, const AttentionS
   bool fewer = false, more = false;
   if (s.lengths.empty()) {
     fewer = dom.max_seqlen_k == 0 || dom.max_seqlen_k >= 2;
-    more = dom.max_seqlen_q == 0 || dom.max_seqlen_q >= 2;
+    more = (dom.max_seqlen_q == 0 || dom.max_seqlen_q >= 2) &&
+           !(dom.constraints & SA_ATTN_ONLY_Q_LE_K);
   } else {
     for (auto [lq, lk] : s.lengths) {
       if (dom.max_seqlen_q > 0) lq = std::min(lq, dom.max_seqlen_q);
       if (dom.max_seqlen_k > 0) lk = std::min(lk, dom.max_seqlen_k);
       fewer = fewer || lq < lk;
-      more = more || lq > lk;
+      more = more || (lq > lk && !(dom.constraints & SA_ATTN_ONLY_Q_LE_K));
     }
   }
   std::vector<std::int64_t> dims = !s.head_dims.empty() ? s.head_dims : dom.head_dims;
@@ -61,8 +62,9 @@ std::vector<std::string> coverage_features(const V2Domain& dom, const AttentionS
     else if (n == "strided")
       on = feature_allowed(s, dom, "strided") || feature_allowed(s, dom, "bhsd");
     else if (n == "top_left")
-      on = feature_allowed(s, dom, "causal") || feature_allowed(s, dom, "window") ||
-           feature_allowed(s, dom, "alibi");
+      on = !(dom.constraints & SA_ATTN_ONLY_BOTTOM_RIGHT) &&
+           (feature_allowed(s, dom, "causal") || feature_allowed(s, dom, "window") ||
+            feature_allowed(s, dom, "alibi"));
     else if (n == "fewer_queries")
       on = fewer;
     else if (n == "more_queries")
@@ -223,10 +225,12 @@ std::vector<V2Params> coverage_plan(bool fp8, const AttentionShapes& s, const V2
       return std::find(dom.head_dims.begin(), dom.head_dims.end(), d) == dom.head_dims.end();
     });
   if (dims.empty()) dims = {64, 32, 8, 40, 16};
-  if (dom.max_head_dim > 0) {
-    std::erase_if(dims, [&](std::int64_t d) { return d > dom.max_head_dim; });
-    if (dims.empty()) dims = {dom.max_head_dim};
-  }
+  std::erase_if(dims, [&](std::int64_t d) {
+    return (dom.max_head_dim > 0 && d > dom.max_head_dim) ||
+           (dom.head_dim_multiple > 1 && d % dom.head_dim_multiple != 0);
+  });
+  if (dims.empty())
+    dims = {dom.head_dim_multiple > 1 ? dom.head_dim_multiple : std::max<std::int64_t>(1, dom.max_head_dim)};
   std::int64_t gqa_group = 4;
   if (!s.gqa_ratios.empty())
     for (std::int64_t r : s.gqa_ratios)
@@ -287,6 +291,7 @@ std::vector<V2Params> coverage_plan(bool fp8, const AttentionShapes& s, const V2
     p.splits = on("split_kv") ? kSplits[r % 3] : 0;
     p.descale = fp8 ? static_cast<int>(r % 4) : 0;
     p.seed = (mix(seed ^ mix(r + 1)) >> 11) | 1;
+    apply_domain(p, dom);
     plan.push_back(p);
   }
   return plan;

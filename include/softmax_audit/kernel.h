@@ -310,6 +310,16 @@ enum {
   SA_ATTN_UNEQUAL_HEAD_DIMS = 1u << 14 /* head_dim_v != head_dim */
 };
 
+/* Bits of sa_capabilities.attention_constraints: forms of a feature a kernel
+ * takes only in part (real kernels' domains). The gate draws every case
+ * inside them; a call outside them is not applicable. */
+enum {
+  SA_ATTN_ONLY_Q_LE_K = 1u << 0,        /* every sequence has seqlen_q <= seqlen_k */
+  SA_ATTN_ONLY_BOTTOM_RIGHT = 1u << 1,  /* causal, window and ALiBi aligned bottom-right only */
+  SA_ATTN_ONLY_WINDOW_RIGHT_0 = 1u << 2 /* a window only with window_right 0 (-1 = unbounded
+                                           left allowed): a causal sliding window */
+};
+
 /* Bits of sa_capabilities.flags */
 enum {
   SA_CAP_DETERMINISTIC = 1u << 0,   /* identical calls give identical bits (all ops) */
@@ -351,7 +361,24 @@ typedef struct sa_capabilities {
   int64_t max_seqlen_q, max_seqlen_k;
   int64_t max_batch, max_heads;
   uint32_t flags; /* SA_CAP_* */
+  /* The fields below were appended to interface 2 (the kernel's domain,
+   * docs/kernel-contract.md). They are read only when struct_size covers
+   * them, so a kernel built against an earlier header keeps working; 0 means
+   * no constraint. */
+  /* attention_features_by_dtype[t]: the SA_ATTN_* features of attention_v2
+   * (and attention_backward) for input type t (an sa_dtype value, 1..5);
+   * 0: attention_features. E.g. sinks in the float16 model only. */
+  uint32_t attention_features_by_dtype[8];
+  /* SA_ATTN_* features every call must have (SA_ATTN_CAUSAL: a causal-only
+   * kernel); the gate draws them on in every case. */
+  uint32_t attention_required;
+  uint32_t attention_constraints; /* SA_ATTN_ONLY_* */
+  /* head_dim and head_dim_v are multiples of this (e.g. 8); 0 or 1: any. */
+  int32_t head_dim_multiple;
 } sa_capabilities;
+
+/* sizeof(sa_capabilities) before the domain fields were appended. */
+#define SA_CAPABILITIES_V2_0_SIZE offsetof(sa_capabilities, attention_features_by_dtype)
 
 typedef struct sa_kernel {
   uint32_t abi_version; /* SA_KERNEL_ABI_VERSION */
