@@ -487,7 +487,7 @@ struct VariantCell {
   bool claimed = false;
 };
 struct VariantRow {
-  std::string name, formula, origin, wrong_of;
+  std::string name, formula, origin, wrong_of, citation, streamable;
   bool wrong_formulation = false;
   std::vector<VariantCell> cells;  // one per column, same order ("" symbol: absent)
 };
@@ -514,10 +514,14 @@ bool bget(const json& j, const char* k) {
   return it != j.end() && it->is_boolean() && it->get<bool>();
 }
 
-// The cell symbol: holds / fails / not applicable / error; dispersion cells
-// show the measured limit of the top weight and whether theory predicted it.
+// The cell symbol: holds / failed claim / finding / not applicable / error;
+// dispersion cells show the measured limit of the top weight and whether
+// theory predicted it; the streamable cell says yes / no / n/s (not supplied).
+// A failed claim (a defect, exit 1) is \u2717; a finding (a property the
+// formulation does not keep, exit 0) is \u25cb.
 std::string variant_symbol(const std::string& id, const json& c) {
   const std::string o = sget(c, "outcome", "");
+  const std::string failed = bget(c, "claimed") ? "\u2717" : "\u25cb";
   if (id.rfind("dispersion", 0) == 0 && o != "error" && o != "skip") {
     const std::string note = sget(c, "note", "");
     std::string cls = note.find("measured to_zero") != std::string::npos  ? "\u21920"
@@ -531,10 +535,14 @@ std::string variant_symbol(const std::string& id, const json& c) {
       }
       cls = "\u2192" + num(m, 2);
     }
-    return cls + (o == "pass" ? " \u2713" : o == "fail" ? " \u2717" : "");
+    return cls + (o == "pass" ? " \u2713" : o == "fail" ? " " + failed : "");
+  }
+  if (id == "streamable") {
+    if (o == "pass") return "yes";
+    if (o == "skip") return sget(c, "note", "").rfind("no:", 0) == 0 ? "no" : "n/s";
   }
   return o == "pass"    ? "\u2713"
-         : o == "fail"  ? "\u2717"
+         : o == "fail"  ? failed
          : o == "skip"  ? "\u2013"
          : o == "error" ? "!"
                         : "?";
@@ -566,6 +574,8 @@ VariantMatrix load_variants(const std::string& path) {
     row.origin = sget(r, "origin", "");
     row.wrong_formulation = bget(r, "wrong_formulation");
     row.wrong_of = sget(r, "wrong_of", "");
+    row.citation = sget(r, "citation", "");
+    row.streamable = sget(r, "streamable", "");
     const json cells = r.value("cells", json::object());
     for (const auto& col : m.columns) {
       VariantCell cell;
@@ -1089,15 +1099,19 @@ void variants_section(std::ostream& h, const Model& m) {
        "softmax, each fuzzed against every property of the matrix (<code>softmax-audit fuzz"
        "</code>; "
     << doc("docs/variants.md")
-    << "). Legend: <b>&#10003;</b> holds on every generated case; "
-       "<b>&#10007;</b> fails (the cell links to the shrunk counterexample); <b>&ndash;</b> "
-       "does not apply; <b>!</b> the variant raised an error. Dispersion columns give the "
-       "measured limit of the largest weight as n grows (&rarr;0 disperses, &rarr;1 sharpens, "
-       "&rarr;c stays at c) and &#10003;/&#10007; whether theory predicted it. A <span "
-       "style=\"background:#f4b6b6\">red</span> cell fails a property the variant claims: a "
-       "defect. Other &#10007; cells are findings about a formulation (softmax's properties it "
-       "does not keep). A name marked &#9888; is a deliberately wrong formulation. Hover a cell "
-       "or header for its claim.</p></div>\n";
+    << "). Legend: <b>&#10003;</b> holds on every generated case; <b>&#10007;</b> (on <span "
+       "style=\"background:#f4b6b6\">red</span>) a <b>failed claim</b>: the variant fails a "
+       "property it claims (special values, its own rounding or streaming bound, its theory "
+       "prediction), a defect that makes <code>fuzz</code> exit 1; <b>&#9675;</b> a "
+       "<b>finding</b>: a property of softmax the formulation does not keep (exit 0); failing "
+       "cells link to the shrunk counterexample; <b>&ndash;</b> does not apply; <b>!</b> the "
+       "variant raised an error. Dispersion columns give the measured limit of the largest "
+       "weight as n grows (&rarr;0 disperses, &rarr;1 sharpens, &rarr;c stays at c) and "
+       "&#10003;/&#10007;/&#9675; whether theory predicted it. The <b>stream</b> column: "
+       "<b>yes</b> the variant supplies a streaming state (push/merge) and every split of a row "
+       "merged to the whole row; <b>no</b> the variant states its normaliser has no merge state; "
+       "<b>n/s</b> not supplied. A name marked &#9888; is a deliberately wrong formulation. Hover "
+       "a cell or header for its claim, a name for its formula and citation.</p></div>\n";
   if (!vm.given) {
     h << "<p class=\"noplot\">No variants matrix was given (<code>--variants "
          "matrix.json</code>, written by <code>softmax-audit fuzz --json</code>).</p>\n";
@@ -1114,8 +1128,8 @@ void variants_section(std::ostream& h, const Model& m) {
     std::string name = esc(r.name);  // may break after an underscore
     for (std::size_t at = name.find('_'); at != std::string::npos; at = name.find('_', at + 6))
       name.insert(at + 1, "<wbr>");
-    h << "<tr><td title=\"" << esc(r.formula) << "\">" << (r.wrong_formulation ? "&#9888; " : "")
-      << name << "</td>";
+    h << "<tr><td title=\"" << esc(r.formula + (r.citation.empty() ? "" : " [" + r.citation + "]"))
+      << "\">" << (r.wrong_formulation ? "&#9888; " : "") << name << "</td>";
     for (const auto& c : r.cells) {
       const bool failing = c.outcome == "fail" || c.outcome == "error";
       std::string title = c.claim;
@@ -1486,9 +1500,14 @@ json model_json(const Model& m, const ReportInputs& in) {
     for (const auto& c : m.variants.columns)
       v["columns"].push_back({{"id", c[0]}, {"column", c[1]}, {"claim", c[2]}});
     for (const auto& r : m.variants.rows) {
-      json row = {{"name", r.name},         {"formula", r.formula},
-                  {"origin", r.origin},     {"wrong_formulation", r.wrong_formulation},
-                  {"wrong_of", r.wrong_of}, {"cells", json::object()}};
+      json row = {{"name", r.name},
+                  {"formula", r.formula},
+                  {"origin", r.origin},
+                  {"citation", r.citation},
+                  {"streamable", r.streamable},
+                  {"wrong_formulation", r.wrong_formulation},
+                  {"wrong_of", r.wrong_of},
+                  {"cells", json::object()}};
       for (const auto& c : r.cells)
         if (!c.outcome.empty())
           row["cells"][c.id] = {{"symbol", c.symbol},
