@@ -599,6 +599,40 @@ Stream hardmax_stream() {
       });
 }
 
+// ---- alpha-entmax, alpha = 5/4 -------------------------------------------------------------
+Variant entmax_a125_variant() {
+  Variant v = make("entmax_a1.25",
+                   "alpha-entmax, alpha = 5/4: [z/4 - tau]_+^4, sum = 1 (Peters et al. 2019); "
+                   "bisection",
+                   [](auto z, auto p) {
+                     using R = typename decltype(p)::value_type;
+                     F::entmax_a125<R>(z, p);
+                   });
+  // f(tau) = sum (x - tau)_+^4 - 1 evaluated in float: x - tau (u), two
+  // squarings (relative 2u + 2u + 2u... <= 6u per term), sum of n nonnegative
+  // terms totalling ~1: |f error| <= (n + 5)u. At the root every term is <= 1,
+  // so sum (x - tau)^3 >= sum (x - tau)^4 = 1 and |f'| >= 4: bisection stops
+  // within D u of the root, D = (n + 5)/4 + 2(|tau| + 1) (the last term: ulp
+  // of tau). A weight d^4 moves by 4 d^3 D u + 6u d^4 <= (4D + 6)u; the
+  // renormalisation by the float sum moves every weight by at most
+  // (4D n + 6 + n + 1)u relatively. Total <= 4D(n + 1) + n + 13 (p <= 1).
+  v.f32_bound = [](std::span<const double> l) {
+    const double n = static_cast<double>(l.size());
+    const double D = (n + 5.0) / 4.0 + 2.0 * (max_abs_finite(l) / 4.0 + 2.0);
+    return 4.0 * D * (n + 1.0) + n + 13.0;
+  };
+  v.f32_bound_rule = "rounding analysis of bisection + renormalisation (|f'| >= 4 at the root)";
+  // Theory: one-hot iff (alpha - 1) g >= 1, i.e. g >= 4; below, the top weight
+  // tends to (g/4)^4 > 0, but only as fast as tau, like n^{-1/4}: at n = 2^20
+  // the curve has not settled (docs/variants.md), so no class is claimed.
+  v.citation = "Peters, Niculae & Martins 2019, alpha-entmax (arXiv 1905.05702), alpha = 5/4";
+  v.stream = not_streamable(
+      "tau solves sum (z/4 - tau)_+^4 = 1 over the whole row; no fixed-size state of a chunk "
+      "determines the merged tau");
+  return v;
+}
+SA_REGISTER_VARIANT(entmax_a125, entmax_a125_variant());
+
 // ---- top-k softmax / hardmax ---------------------------------------------------------------
 Variant topk_variant(std::size_t k) {
   Variant v = make(k == 1 ? "hardmax" : "top" + std::to_string(k) + "_softmax",

@@ -529,6 +529,54 @@ void entmax15(std::span<const R> z, std::span<R> p, bool exact_sort) {
     for (auto& v : p) v /= sum;
 }
 
+// alpha-entmax with alpha = 5/4 (Peters et al. 2019): p_i = [(alpha - 1) z_i -
+// tau]_+^{1/(alpha-1)} = [z_i/4 - tau]_+^4 with tau such that sum p = 1.
+// Bisection on tau in [top - 1, top - n^{-1/4}] (top = max z / 4): at the
+// lower end the top term alone is 1, at the upper end every term is <= 1/n.
+// iterations: 300 for Mp (256 bits), until adjacent values otherwise; then
+// renormalised by the sum.
+template <class R>
+void entmax_a125(std::span<const R> z, std::span<R> p) {
+  const RowInfo<R> info = inspect(z);
+  if (special_row(z, p, info, true)) return;
+  std::vector<R> x;
+  x.reserve(info.live);
+  for (const R& v : z)
+    if (!is_minf(v)) x.push_back(v / R(4));
+  const R top = info.max_finite / R(4);
+  R lo = top - R(1);
+  R hi = top - R(1) / r_sqrt(r_sqrt(R(static_cast<double>(x.size()))));
+  auto f = [&](const R& t) {
+    R s(0);
+    for (const R& v : x)
+      if (v > t) {
+        const R d2 = (v - t) * (v - t);
+        s += d2 * d2;
+      }
+    return s;
+  };
+  for (int it = 0; it < 300; ++it) {
+    const R mid = (lo + hi) / R(2);
+    if (!(mid > lo && mid < hi)) break;
+    if (f(mid) >= R(1))
+      lo = mid;
+    else
+      hi = mid;
+  }
+  R sum(0);
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    if (is_minf(z[i])) {
+      p[i] = R(0);
+      continue;
+    }
+    const R d = z[i] / R(4) - lo;
+    const R d2 = d > R(0) ? R(d * d) : R(0);
+    p[i] = d2 * d2;
+    sum += p[i];
+  }
+  for (auto& v : p) v /= sum;
+}
+
 // Top-k softmax: softmax over the k largest logits, others 0; items tied at
 // the k-th value share the remaining slots evenly (k = 1: argmax, ties split).
 template <class R>
