@@ -809,6 +809,7 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
     vd.dtype = "float64";
     try {
       const auto curve = dispersion_curve(v, g, cfg);
+      r.curves.push_back(curve);
       const double w = curve.top_weight.back();
       std::ostringstream os;
       os << "measured " << name_of(curve.measured) << ": w(2^10) = "
@@ -1050,6 +1051,14 @@ nlohmann::json to_json(const Matrix& m) {
                           {"citation", r.citation},
                           {"streamable", streamable_word(r)},
                           {"seconds", r.seconds}};
+    // The largest weight against n for each gap: the curve behind each
+    // dispersion cell (does the top item stay sharp as n grows?).
+    row["dispersion"] = nlohmann::json::array();
+    for (const auto& c : r.curves)
+      row["dispersion"].push_back({{"gap", c.gap},
+                                   {"log2_n", c.log2_n},
+                                   {"top_weight", c.top_weight},
+                                   {"measured", name_of(c.measured)}});
     row["cells"] = nlohmann::json::object();
     for (const auto& v : r.cells) {
       row["cells"][v.property] = to_json(v);

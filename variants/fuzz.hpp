@@ -57,6 +57,7 @@ struct VariantResult {
   std::string citation;
   std::vector<std::string> not_claimed;  // Variant::not_claimed
   std::vector<Verdict> cells;            // one per fuzz_properties() entry, same order
+  std::vector<DispersionCurve> curves;   // the dispersion sweep behind each dispersion cell
   double seconds = 0;
 };
 
