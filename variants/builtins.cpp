@@ -1041,6 +1041,27 @@ Variant fox_variant() {
         "decay, independent of n)"});
   };
   v.citation = "Lin et al. 2025, Forgetting Transformer (FoX, ICLR 2025, arXiv 2503.02130)";
+  // Streamed with the bias of item i formed directly as (n - 1 - i) log f (the
+  // chunk knows its offset and the row length), so no cumsum crosses chunks.
+  // Argument error: log f faithful (2u), the product (u), the sum (u):
+  // |dz_i| <= u |z_i| + 3u |bias_i|; softmax's Jacobian: 2 p_max max|dz|.
+  const float lf = std::log(15.0f / 16.0f);
+  v.stream = online_softmax_stream(
+      [lf](float x, std::size_t i, std::size_t n) {
+        return x == -INFINITY ? x : x + static_cast<float>(n - 1 - i) * lf;
+      },
+      kIdentityPost);
+  v.stream.bound = [](std::span<const double> l, std::size_t k) {
+    const double lf64 = std::log(15.0 / 16.0);
+    std::vector<double> z(l.begin(), l.end()), p(l.size());
+    for (std::size_t j = 0; j < l.size(); ++j) z[j] += static_cast<double>(l.size() - 1 - j) * lf64;
+    F::fox<double>(l, p, lf64, false);
+    const double max_bias = static_cast<double>(l.size() - 1) * std::abs(lf64);
+    return stream_softmax_bound(z, k, 1.0, pmax_of(p)) + 6.0 * pmax_of(p) * max_bias;
+  };
+  v.stream.bound_rule =
+      "online softmax 4n + 3k + 2 spread - 2 (docs/variants.md) + argument rounding of l + (n-1-i) "
+      "log f";
   return v;
 }
 SA_REGISTER_VARIANT(fox, fox_variant());

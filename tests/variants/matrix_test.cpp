@@ -205,7 +205,7 @@ void SpecialValuesAndKernelAccuracy() {
     EXPECT_EQ(streamable_word(row(n)), "no") << n;
   for (const auto& n : {"softmax", "ssmax_s0.5", "softmax_plus_one", "sink_b1", "qwen_logn_L2048",
                         "llama4_step", "yarn_s4", "stablemax", "sa_softmax", "cog_signed",
-                        "hardmax", "sigmoid_attention", "relu_attention"})
+                        "hardmax", "sigmoid_attention", "relu_attention", "fox_f15_16"})
     EXPECT_EQ(streamable_word(row(n)), "yes") << n;
 }
 
