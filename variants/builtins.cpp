@@ -720,7 +720,8 @@ Variant sink_variant() {
         Dispersion::to_zero, "p_max <= e^{max l}/(e^b + (n-1)e^{min l}) -> 0 (as T1, Theta(1/n))"});
   };
   v.citation =
-      "OpenAI 2025, gpt-oss-120b & gpt-oss-20b model card (arXiv 2508.10925): attention sinks";
+      "OpenAI 2025, gpt-oss-120b & gpt-oss-20b model card (arXiv 2508.10925, id not checked): "
+      "attention sinks";
   v.stream = online_softmax_stream(kIdentityArg, kIdentityPost, true, static_cast<float>(kSinkB));
   v.stream.bound = [](std::span<const double> l, std::size_t k) {
     std::vector<double> z(l.begin(), l.end()), p(l.size());
@@ -918,7 +919,8 @@ Variant sa_softmax_variant() {
     return std::optional<Prediction>(
         Prediction{Dispersion::to_zero, "(1+g) times softmax's top weight, which T1 sends to 0"});
   };
-  v.citation = "Zheng et al. 2025, self-adjusting softmax (SA-Softmax; arXiv 2502.18277)";
+  v.citation =
+      "Zheng et al. 2025, self-adjusting softmax (SA-Softmax; arXiv 2502.18277, id not checked)";
   v.stream = online_softmax_stream(kIdentityArg,
                                    [](float l, float q) { return l == -INFINITY ? 0.0f : l * q; });
   v.stream.bound = [sm_pmax](std::span<const double> l, std::size_t k) {
@@ -993,7 +995,7 @@ Variant cog_variant() {
   };
   v.citation =
       "Lv et al. 2024, Cog attention: more expressive attention with negative weights (arXiv "
-      "2411.07176)";
+      "2411.07176, id not checked)";
   v.stream = online_softmax_stream(
       [](float x, std::size_t, std::size_t) { return x == -INFINITY ? x : std::abs(x); },
       [](float l, float q) { return l < 0.0f && l != -INFINITY ? -q : (l == 0.0f ? 0.0f : q); });
