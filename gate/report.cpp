@@ -486,8 +486,13 @@ struct VariantCell {
   double measured = NAN, bound = NAN;
   bool claimed = false;
 };
+struct VariantCurve {
+  double gap = NAN;
+  std::vector<std::pair<double, double>> pts;  // (n, largest weight)
+};
 struct VariantRow {
   std::string name, formula, origin, wrong_of, citation, streamable;
+  std::vector<VariantCurve> curves;  // fuzz --json's "dispersion" (absent before version 3)
   bool wrong_formulation = false;
   std::vector<VariantCell> cells;  // one per column, same order ("" symbol: absent)
 };
@@ -576,6 +581,23 @@ VariantMatrix load_variants(const std::string& path) {
     row.wrong_of = sget(r, "wrong_of", "");
     row.citation = sget(r, "citation", "");
     row.streamable = sget(r, "streamable", "");
+    if (r.contains("dispersion") && r["dispersion"].is_array())
+      for (const auto& d : r["dispersion"]) {
+        if (!d.is_object() || !d.contains("log2_n") || !d.contains("top_weight") ||
+            !d["log2_n"].is_array() || !d["top_weight"].is_array())
+          continue;
+        VariantCurve c;
+        try {
+          c.gap = number_from_json(d.value("gap", json()));
+        } catch (...) {
+        }
+        const json &ks = d["log2_n"], &ws = d["top_weight"];
+        for (std::size_t k = 0; k < ks.size() && k < ws.size(); ++k) {
+          if (!ks[k].is_number() || !ws[k].is_number()) continue;
+          c.pts.emplace_back(std::ldexp(1.0, ks[k].get<int>()), ws[k].get<double>());
+        }
+        row.curves.push_back(std::move(c));
+      }
     const json cells = r.value("cells", json::object());
     for (const auto& col : m.columns) {
       VariantCell cell;
@@ -1093,7 +1115,69 @@ std::string sym_html(const std::string& sym) {
                                  : esc(sym.substr(0, sp)) + "<br>" + esc(sym.substr(sp + 1));
 }
 
-void variants_section(std::ostream& h, const Model& m) {
+// Does the largest weight survive growing n? Every variant's dispersion curve
+// at the gap nearest 2 (n - 1 logits at the base, the top one g above), over
+// T1's bound for a spread of g (which softmax meets with equality).
+void variant_sharpness(std::ostream& h, Plotter& P, const VariantMatrix& vm) {
+  double gap = NAN;
+  for (const auto& r : vm.rows)
+    for (const auto& c : r.curves)
+      if (std::isfinite(c.gap) && (!std::isfinite(gap) || std::abs(c.gap - 2) < std::abs(gap - 2)))
+        gap = c.gap;
+  if (!std::isfinite(gap)) return;
+  h << "<h3 id=\"variant-sharpness\">Does the top item stay sharp as n grows?</h3>\n<div "
+       "class=\"explain\"><p>The largest weight of each variant on rows of n &minus; 1 equal "
+       "logits and one that leads them by g = "
+    << num(gap, 3)
+    << " (the dispersion columns' rows, evaluated in float64), against n, over the bound "
+       "of "
+    << doc("docs/theory.md T1")
+    << " for a spread of g, which softmax meets. A position- or length-dependent temperature "
+       "(SSMax, log-n scaling, Llama 4's step form) keeps the top item only if its curve "
+       "levels off instead of following the bound down; "
+    << doc("docs/variants.md") << " tabulates the same curves.</p></div>\n";
+  Plot p{"Largest weight against n, gap g = " + num(gap, 3),
+         "n (row length, elements)",
+         "largest weight (dimensionless)",
+         true,
+         true,
+         {},
+         "outside right"};
+  Series t1{"T1 bound, spread g", {}, Kind::theory};
+  std::vector<double> ns;
+  for (const auto& r : vm.rows)
+    for (const auto& c : r.curves)
+      if (c.gap == gap)
+        for (const auto& [n, w] : c.pts) ns.push_back(n);
+  std::sort(ns.begin(), ns.end());
+  ns.erase(std::unique(ns.begin(), ns.end()), ns.end());
+  for (double n : ns) t1.pts.emplace_back(n, theory::dispersion_bounds(n, gap, 1.0).upper);
+  p.series.push_back(t1);
+  std::ostringstream table;
+  table << "<table><tr><th>variant</th>";
+  std::vector<double> cols;
+  for (double n : ns)
+    if (n == 16 || n == 1024 || n == 65536 || n == ns.back()) cols.push_back(n);
+  for (double n : cols) table << "<th>n = " << num(n, 8) << "</th>";
+  table << "</tr>\n";
+  for (const auto& r : vm.rows)
+    for (const auto& c : r.curves) {
+      if (c.gap != gap) continue;
+      p.series.push_back({r.name, c.pts, Kind::data});
+      table << "<tr><td>" << esc(r.name) << "</td>";
+      for (double n : cols) {
+        double w = NAN;
+        for (const auto& [x, y] : c.pts)
+          if (x == n) w = y;
+        table << "<td class=\"num\">" << num(w, 3) << "</td>";
+      }
+      table << "</tr>\n";
+    }
+  table << "</table>\n";
+  h << P.svg(p) << table.str();
+}
+
+void variants_section(std::ostream& h, Plotter& P, const Model& m) {
   const VariantMatrix& vm = m.variants;
   h << "<h2 id=\"variants\">7. Softmax variants</h2>\n<div class=\"explain\"><p>Alternatives to "
        "softmax, each fuzzed against every property of the matrix (<code>softmax-audit fuzz"
@@ -1162,6 +1246,7 @@ void variants_section(std::ostream& h, const Model& m) {
   const std::string list = ces.str();
   if (!list.empty())
     h << "<h3>Counterexamples of the variants (shrunk)</h3><ul>\n" << list << "</ul>\n";
+  variant_sharpness(h, P, vm);
 }
 
 void error_section(std::ostream& h, Plotter& P, const std::vector<SweepSeries>& sw,
@@ -1804,7 +1889,7 @@ void write_report(const ReportInputs& in, std::ostream& h, json* doc_out) {
   adaptive_section(h, P, m.sweep);
   streamed_section(h, P, m.sweep);
   other_section(h, P, m.sweep);
-  variants_section(h, m);
+  variants_section(h, P, m);
   rules_section(h, m, docs);
   h << kScript << "\n</body></html>\n";
   g_docs = nullptr;

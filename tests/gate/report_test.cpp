@@ -109,6 +109,10 @@ TEST(GateReportContent, VariantMatrixIsATableOfSymbolsReadFromFuzzJson) {
   EXPECT_NE(matrix.find(">stream<"), std::string::npos);
   EXPECT_NE(matrix.find(">yes<"), std::string::npos);
   EXPECT_NE(matrix.find(">n/s<"), std::string::npos);
+  // The sharpness curves: every variant's largest weight against n, with a table.
+  const auto sharp = h.find("id=\"variant-sharpness\"");
+  ASSERT_NE(sharp, std::string::npos) << "no largest-weight-against-n section";
+  EXPECT_NE(h.find("<td>sink_b1</td>", sharp), std::string::npos);
   EXPECT_NE(matrix.find("href=\"#vce-0\""), std::string::npos) << "failing cell without a link";
   EXPECT_NE(h.find("<li id=\"vce-0\">"), std::string::npos) << "link to no counterexample";
   // The header is the fuzz table's short one, never a JSON path or blob.
