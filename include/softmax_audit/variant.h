@@ -29,6 +29,8 @@
  * header keeps loading unchanged:
  *   1: up to ctx;
  *   2: appends the streaming interface (state/push/merge/finish, below).
+ * The version-1 header is kept, frozen, in tests/abi/v1/include; the example
+ * plugin is built against it and loaded by tests/variants/stream_test.cpp.
  *
  * Streaming (version 2, optional; leave the function pointers NULL and
  * stream_kind SA_STREAM_NOT_SUPPLIED when there is none). A streamable

@@ -54,6 +54,25 @@ TEST(Streamability, PluginLoadsEveryVersion) {
   EXPECT_EQ(v1.note.rfind("not supplied", 0), 0u) << v1.note;
 }
 
+// The example plugin compiled against the frozen version-1 header
+// (tests/abi/v1/include): same matrix as the version-2 build, stream n/s.
+TEST(Streamability, Version1BuildOfTheExamplePluginLoadsAndFuzzesAsBefore) {
+  const auto v1 = load_plugin(SA_VARIANT_EXAMPLE_V1_PLUGIN);
+  const auto v2 = load_plugin(SA_VARIANT_EXAMPLE_PLUGIN);
+  ASSERT_EQ(v1.size(), 2u);
+  FuzzConfig cfg;
+  cfg.cases = 40;
+  cfg.max_log2_n = 10;
+  const Matrix m1 = fuzz_all({&v1[0], &v1[1]}, cfg), m2 = fuzz_all({&v2[0], &v2[1]}, cfg);
+  for (std::size_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(m1.rows[r].variant, m2.rows[r].variant);
+    EXPECT_EQ(streamable_word(m1.rows[r]), "not supplied");
+    for (std::size_t k = 0; k < m1.rows[r].cells.size(); ++k)
+      EXPECT_EQ(m1.rows[r].cells[k].outcome, m2.rows[r].cells[k].outcome)
+          << m1.rows[r].cells[k].property;
+  }
+}
+
 TEST(Streamability, CorrectOnlineSoftmaxMergesToTheWholeRow) {
   const Verdict v = stream_verdict(plugin_variant("stream_softmax"));
   EXPECT_EQ(v.outcome, Outcome::pass) << describe(v);
