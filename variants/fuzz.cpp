@@ -399,6 +399,8 @@ Verdict stream_cell(const Variant& v, const PropertyInfo& info, const FuzzConfig
     Verdict e = skip(v, info, "");
     e.outcome = Outcome::error;
     e.note = "streaming claimed but state_bytes, init, push, merge or finish is missing";
+    e.rule = Rule{st.kind == StreamKind::bitwise ? "stream.bitwise" : "stream.bounded",
+                  "a streaming claim without the functions to check it: a claimed error"};
     return e;
   }
   const bool bitwise = st.kind == StreamKind::bitwise;
@@ -406,6 +408,8 @@ Verdict stream_cell(const Variant& v, const PropertyInfo& info, const FuzzConfig
     Verdict e = skip(v, info, "");
     e.outcome = Outcome::error;
     e.note = "bounded streaming claimed without a bound";
+    e.rule =
+        Rule{"stream.bounded", "a streaming claim without the bound to check it: a claimed error"};
     return e;
   }
   const Rule rule =

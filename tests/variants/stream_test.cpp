@@ -113,6 +113,20 @@ TEST(Streamability, BitwiseClaimOfAnInexactMergeFails) {
       << c.counterexample;
 }
 
+// A claimed stream without its functions or bound is a claimed error (the run fails).
+TEST(Streamability, ClaimWithoutFunctionsIsAClaimedError) {
+  Variant v = plugin_variant("stream_softmax");
+  v.name = "stream_softmax_without_bound";
+  v.stream.bound = nullptr;
+  FuzzConfig cfg;
+  cfg.cases = 10;
+  const Matrix m = fuzz_all({&v}, cfg);
+  const Verdict* c = cell(m.rows[0], "streamable");
+  EXPECT_EQ(c->outcome, Outcome::error) << describe(*c);
+  EXPECT_TRUE(claims(m.rows[0], *c));
+  EXPECT_EQ(claimed_failures(m).size(), 1u);
+}
+
 // Built-ins: the exact streams (hardmax's (max, count), a count for sigmoid
 // and ReLU attention) hold bit for bit; the online-softmax family within its
 // bound; sparsemax and entmax state they cannot be streamed.
