@@ -964,6 +964,71 @@ Variant power_norm_variant(bool half) {
   v.citation =
       "power normalisation ReLU(s)^tau/(sum ReLU(s)^tau)^beta (the issue-36 overflow and "
       "anti-dispersion probe; tau and beta chosen here)";
+  // Streamed as (M, S) = (max relu, sum (relu/M)^2), merged by rescaling the
+  // side with the smaller M by (M_small/M)^2: no r^2 is ever formed. The
+  // identity (0, 0) is also the state of a chunk without a positive logit.
+  struct PowerState {
+    float M;
+    float S;
+  };
+  v.stream = typed_stream<PowerState>(
+      StreamKind::bounded,
+      [] {
+        return PowerState{0.0f, 0.0f};
+      },
+      [](PowerState& s, std::span<const float> c, std::size_t, std::size_t) {
+        for (float x : c) {
+          if (!(x > 0.0f)) continue;
+          if (x > s.M) {
+            const float q = s.M / x;
+            s.S = s.S * (q * q) + 1.0f;
+            s.M = x;
+          } else {
+            const float q = x / s.M;
+            s.S += q * q;
+          }
+        }
+      },
+      [](PowerState& a, const PowerState& b) {
+        if (!(b.M > 0.0f)) return;
+        if (!(a.M > 0.0f)) {
+          a = b;
+          return;
+        }
+        if (a.M >= b.M) {
+          const float q = b.M / a.M;
+          a.S += b.S * (q * q);
+        } else {
+          const float q = a.M / b.M;
+          a.S = a.S * (q * q) + b.S;
+          a.M = b.M;
+        }
+      },
+      [half](const PowerState& s, std::span<const float> l, std::span<float> p) {
+        const float den = half ? std::sqrt(s.S) : s.S;
+        for (std::size_t i = 0; i < l.size(); ++i) {
+          if (!(l[i] > 0.0f) || !(s.M > 0.0f)) {
+            p[i] = 0.0f;
+            continue;
+          }
+          const float q = l[i] / s.M;
+          p[i] = half ? s.M * (q * q) / den : (q * q) / den;
+        }
+      });
+  // A term: its own (r/M)^2 (3u), at most R <= n + k - 2 rescales by a squared
+  // ratio times S (the ratio u, its square 2u + u, the product u: 4u each),
+  // n - 1 additions: S is
+  // within 4R + n + 2 units relatively. Finish: q^2 (3u) and the division (u):
+  // beta = 1: 5n + 4k - 2. beta = 1/2: sqrt halves S's error and adds u, M q^2
+  // adds u: 3 + 1 + 1 + 1 + (4R + n + 2)/2 = 2.5n + 2k + 3.
+  v.stream.bound = [half](std::span<const double> l, std::size_t k) {
+    std::vector<double> p(l.size());
+    F::power_norm2<double>(l, p, half);
+    const double n = static_cast<double>(l.size()), kk = static_cast<double>(k);
+    return (half ? 2.5 * n + 2.0 * kk + 3.0 : 5.0 * n + 4.0 * kk - 2.0) * pmax_of(p);
+  };
+  v.stream.bound_rule = half ? "online (max, sum of squared ratios): (2.5n + 2k + 3)u relative"
+                             : "online (max, sum of squared ratios): (5n + 4k - 2)u relative";
   return v;
 }
 SA_REGISTER_VARIANT(power_b1, power_norm_variant(false));

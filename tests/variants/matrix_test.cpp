@@ -203,9 +203,10 @@ void SpecialValuesAndKernelAccuracy() {
   }
   for (const auto& n : {"adaptive_temperature", "sparsemax", "entmax15", "entmax_a1.25"})
     EXPECT_EQ(streamable_word(row(n)), "no") << n;
-  for (const auto& n : {"softmax", "ssmax_s0.5", "softmax_plus_one", "sink_b1", "qwen_logn_L2048",
-                        "llama4_step", "yarn_s4", "stablemax", "sa_softmax", "cog_signed",
-                        "hardmax", "sigmoid_attention", "relu_attention", "fox_f15_16"})
+  for (const auto& n :
+       {"softmax", "ssmax_s0.5", "softmax_plus_one", "sink_b1", "qwen_logn_L2048", "llama4_step",
+        "yarn_s4", "stablemax", "sa_softmax", "cog_signed", "hardmax", "sigmoid_attention",
+        "relu_attention", "fox_f15_16", "power_t2_b1", "power_t2_b0.5"})
     EXPECT_EQ(streamable_word(row(n)), "yes") << n;
 }
 
