@@ -793,12 +793,12 @@ Prediction qwen_prediction(double g) {
           "beta = ln n/ln L for n > L is SSMax with s = 1/ln L: top weight n^{sg}/(n^{sg}+n-1), "
           "-> 0 for g < ln L = 7.62"};
 }
-SA_REGISTER_VARIANT(
-    qwen_logn,
-    position_temperature_variant(
-        "qwen_logn_L2048", "softmax(max(1, log_L n) l), L = 2048", QwenBeta{},
-        "Qwen team 2023, Qwen technical report (arXiv 2309.16609): log-n attention scaling",
-        qwen_prediction));
+SA_REGISTER_VARIANT(qwen_logn,
+                    position_temperature_variant(
+                        "qwen_logn_L2048", "softmax(max(1, log_L n) l), L = 2048", QwenBeta{},
+                        "Qwen team 2023, Qwen technical report (arXiv 2309.16609): log-n attention "
+                        "scaling (L = 2048 recalled as Qwen-7B's training length, not checked)",
+                        qwen_prediction));
 
 constexpr double kLlama4Floor = 8192.0, kLlama4Scale = 0.1;
 struct Llama4Beta {
@@ -813,13 +813,13 @@ Prediction llama4_prediction(double g) {
   return {sg > 1 ? Dispersion::to_one : Dispersion::to_zero,
           "beta ~ a ln n for n >> F: SSMax with s = a = 0.1: -> 0 for g < 1/a = 10"};
 }
-SA_REGISTER_VARIANT(llama4,
-                    position_temperature_variant(
-                        "llama4_step", "softmax((1 + a ln(floor(n/F) + 1)) l), F = 8192, a = 0.1",
-                        Llama4Beta{},
-                        "Meta 2025, Llama 4 (attention temperature tuning, floor_scale/attn_scale "
-                        "of the released configuration)",
-                        llama4_prediction));
+SA_REGISTER_VARIANT(
+    llama4,
+    position_temperature_variant(
+        "llama4_step", "softmax((1 + a ln(floor(n/F) + 1)) l), F = 8192, a = 0.1", Llama4Beta{},
+        "Meta 2025, Llama 4 attention temperature tuning (floor_scale = 8192, attn_scale = 0.1 "
+        "recalled from the released configuration, not checked)",
+        llama4_prediction));
 
 // YaRN: logits scaled by 1/t with sqrt(1/t) = 0.1 ln s + 1, s the context
 // extension factor (a constant, not a position); s = 4 here.

@@ -215,3 +215,30 @@ TEST(Streamability, TerminalSymbolsTellClaimsFromFindings) {
 
 }  // namespace
 }  // namespace sa::variants
+
+namespace sa::variants {
+namespace {
+
+// `fuzz --list` names every variant with its citation and streamability; every
+// built-in has a citation.
+TEST(FuzzList, EveryVariantWithItsCitation) {
+  for (const auto& v : registry().all())
+    if (v.origin == "builtin") EXPECT_FALSE(v.citation.empty()) << v.name;
+  testing::internal::CaptureStdout();
+  const int rc = run_cli({"fuzz", "--list"});
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(rc, 0);
+  for (const auto& v : registry().all()) {
+    const std::string head =
+        v.name + (v.wrong_formulation ? " [wrong_formulation of " + v.wrong_of + "]" : "");
+    const auto at = out.find(head + "  (" + v.origin + ")");
+    ASSERT_NE(at, std::string::npos) << v.name;
+    if (v.origin != "builtin") continue;
+    const auto cit = out.find("citation: " + v.citation, at);
+    EXPECT_NE(cit, std::string::npos) << v.name;
+  }
+  EXPECT_NE(out.find("streamable: no (the threshold tau"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace sa::variants
