@@ -1131,8 +1131,10 @@ void variant_sharpness(std::ostream& h, Plotter& P, const VariantMatrix& vm) {
     << num(gap, 3)
     << " (the dispersion columns' rows, evaluated in float64), against n, over the bound "
        "of "
-    << doc("docs/theory.md T1")
-    << " for a spread of g, which softmax meets. A position- or length-dependent temperature "
+    << doc("docs/theory.md T1") << " for a spread of g, which softmax meets, and "
+    << doc("docs/theory.md T2")
+    << "'s size n* past which softmax gives no weight above bfloat16's 2<sup>-8</sup>. A position- "
+       "or length-dependent temperature "
        "(SSMax, log-n scaling, Llama 4's step form) keeps the top item only if its curve "
        "levels off instead of following the bound down; "
     << doc("docs/variants.md") << " tabulates the same curves.</p></div>\n";
@@ -1153,6 +1155,20 @@ void variant_sharpness(std::ostream& h, Plotter& P, const VariantMatrix& vm) {
   ns.erase(std::unique(ns.begin(), ns.end()), ns.end());
   for (double n : ns) t1.pts.emplace_back(n, theory::dispersion_bounds(n, gap, 1.0).upper);
   p.series.push_back(t1);
+  // T2: past n* (spread g, bfloat16's 2^-8) softmax cannot give any weight above 2^-8.
+  const double nsb = theory::critical_size(DType::bfloat16, gap, 1.0);
+  if (!ns.empty() && nsb <= ns.back()) {
+    Series star{"T2 n* (bfloat16, spread g)", {{nsb, 1e-12}, {nsb, 1.0}}, Kind::marker};
+    p.series.push_back(star);
+  }
+  // Down to the smallest weight any curve reaches (one-hot curves aside).
+  double lowest = 1.0;
+  for (const auto& r : vm.rows)
+    for (const auto& c : r.curves)
+      if (c.gap == gap)
+        for (const auto& pt : c.pts)
+          if (pt.second > 0) lowest = std::min(lowest, pt.second);
+  p.yrange = std::pair{std::max(lowest / 2, 1e-300), 1.5};
   std::ostringstream table;
   table << "<table><tr><th>variant</th>";
   std::vector<double> cols;
