@@ -109,7 +109,7 @@ typedef struct sa_variant {
   int (*state_finish)(const void* state, const float* logits, int64_t n, float* weights, void* ctx);
   /* SA_STREAM_BOUNDED: bound on max_i |streamed_i - exact_i| for this row
    * split into `chunks` chunks, in units of 2^-24 (NULL: the generic online
-   * softmax bound 4n + 3 chunks + 2 spread + 4 + 2 max|l|, docs/variants.md). */
+   * softmax bound 4n + 3 chunks + 2 spread - 2 + 2 max|l|, docs/variants.md). */
   double (*stream_error_bound)(const double* logits, int64_t n, int64_t chunks, void* ctx);
 } sa_variant;
 
