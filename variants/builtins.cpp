@@ -608,18 +608,20 @@ Variant entmax_a125_variant() {
                      using R = typename decltype(p)::value_type;
                      F::entmax_a125<R>(z, p);
                    });
-  // f(tau) = sum (x - tau)_+^4 - 1 evaluated in float: x - tau (u), two
-  // squarings (relative 2u + 2u + 2u... <= 6u per term), sum of n nonnegative
-  // terms totalling ~1: |f error| <= (n + 5)u. At the root every term is <= 1,
-  // so sum (x - tau)^3 >= sum (x - tau)^4 = 1 and |f'| >= 4: bisection stops
-  // within D u of the root, D = (n + 5)/4 + 2(|tau| + 1) (the last term: ulp
-  // of tau). A weight d^4 moves by 4 d^3 D u + 6u d^4 <= (4D + 6)u; the
-  // renormalisation by the float sum moves every weight by at most
-  // (4D n + 6 + n + 1)u relatively. Total <= 4D(n + 1) + n + 13 (p <= 1).
+  // f(tau) = sum (x - tau)_+^4 - 1 evaluated in float (x = z/4 exact): d =
+  // x - tau (u), d^2 (2u + u = 3u), (d^2)^2 (6u + u = 7u) per term, n - 1
+  // additions of nonnegative terms totalling ~1: |f error| <= (n + 6)u. At the
+  // root every term is <= 1, so sum (x - tau)^3 >= sum (x - tau)^4 = 1 and
+  // |f'| >= 4: bisection stops within D u of the root, D = (n + 6)/4 +
+  // 2(|tau| + 1) (the last term: ulp of tau, |tau| <= max|z|/4 + 1). A weight
+  // d^4 moves by 4 d^3 D u + 7u d^4 <= (4D + 7)u; the renormalisation by the
+  // float sum moves every weight by at most ((4D + 7)n + n)u relatively
+  // (the weights' errors plus n - 1 additions and the division). Total
+  // <= (4D + 7)(n + 1) + n (p <= 1).
   v.f32_bound = [](std::span<const double> l) {
     const double n = static_cast<double>(l.size());
-    const double D = (n + 5.0) / 4.0 + 2.0 * (max_abs_finite(l) / 4.0 + 2.0);
-    return 4.0 * D * (n + 1.0) + n + 13.0;
+    const double D = (n + 6.0) / 4.0 + 2.0 * (max_abs_finite(l) / 4.0 + 2.0);
+    return (4.0 * D + 7.0) * (n + 1.0) + n;
   };
   v.f32_bound_rule = "rounding analysis of bisection + renormalisation (|f'| >= 4 at the root)";
   // Theory: one-hot iff (alpha - 1) g >= 1, i.e. g >= 4; below, the top weight
@@ -942,18 +944,19 @@ Variant power_norm_variant(bool half) {
                      using R = typename decltype(p)::value_type;
                      F::power_norm2<R>(z, p, half);
                    });
-  // q = (r/M)^2: division u, square u (relative 2u + u = 3u); sum of n
-  // nonnegative terms (n - 1)u. beta = 1: division u: (n + 3)u relative.
-  // beta = 1/2: sqrt halves the sum's error and adds u, then M q (u) and the
-  // division (u): 3 + (n - 1)/2 + 1 + 2 <= n/2 + 6.
+  // q_i = (r_i/M)^2: division u, square 2u + u: 3u relative. S = sum q: its
+  // terms' 3u plus n - 1 additions of nonnegative terms: (n + 2)u. beta = 1:
+  // p = q/S: 3 + (n + 2) + 1 = (n + 6)u relative. beta = 1/2: sqrt(S) halves
+  // S's error and adds u; M q (u) and the division (u):
+  // 3 + 1 + 1 + (n + 2)/2 + 1 = (n/2 + 7)u relative.
   v.f32_bound = [half](std::span<const double> l) {
     std::vector<double> p(l.size());
     F::power_norm2<double>(l, p, half);
     const double n = static_cast<double>(l.size());
-    return (half ? n / 2.0 + 6.0 : n + 3.0) * pmax_of(p);
+    return (half ? n / 2.0 + 7.0 : n + 6.0) * pmax_of(p);
   };
-  v.f32_bound_rule = half ? "rounding analysis: relative error (n/2 + 6)u"
-                          : "rounding analysis: relative error (n + 3)u";
+  v.f32_bound_rule = half ? "rounding analysis: relative error (n/2 + 7)u"
+                          : "rounding analysis: relative error (n + 6)u";
   v.predict = [half](double) {
     return std::optional<Prediction>(Prediction{
         Dispersion::to_zero,
