@@ -40,10 +40,15 @@ int run_fuzz(const FuzzOptions& o) {
   for (const auto& v : registry().all()) all.push_back(&v);
   for (const auto& v : plugin_variants) all.push_back(&v);
   if (o.list) {
-    for (const Variant* v : all)
+    for (const Variant* v : all) {
       std::cout << v->name
                 << (v->wrong_formulation ? " [wrong_formulation of " + v->wrong_of + "]" : "")
-                << "  (" << v->origin << ")\n    " << v->formula << "\n";
+                << "  (" << v->origin << ")\n    " << v->formula << "\n    citation: "
+                << (v->citation.empty() ? std::string("none given") : v->citation)
+                << "\n    streamable: " << name_of(v->stream.kind);
+      if (v->stream.kind == StreamKind::no) std::cout << " (" << v->stream.note << ")";
+      std::cout << "\n";
+    }
     return 0;
   }
   std::vector<const Variant*> chosen;

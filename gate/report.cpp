@@ -488,8 +488,13 @@ struct VariantCell {
   double measured = NAN, bound = NAN;
   bool claimed = false;
 };
+struct VariantCurve {
+  double gap = NAN;
+  std::vector<std::pair<double, double>> pts;  // (n, largest weight)
+};
 struct VariantRow {
-  std::string name, formula, origin, wrong_of;
+  std::string name, formula, origin, wrong_of, citation, streamable;
+  std::vector<VariantCurve> curves;  // fuzz --json's "dispersion" (absent before version 3)
   bool wrong_formulation = false;
   std::vector<VariantCell> cells;  // one per column, same order ("" symbol: absent)
 };
@@ -516,10 +521,14 @@ bool bget(const json& j, const char* k) {
   return it != j.end() && it->is_boolean() && it->get<bool>();
 }
 
-// The cell symbol: holds / fails / not applicable / error; dispersion cells
-// show the measured limit of the top weight and whether theory predicted it.
+// The cell symbol: holds / failed claim / finding / not applicable / error;
+// dispersion cells show the measured limit of the top weight and whether
+// theory predicted it; the streamable cell says yes / no / n/s (not supplied).
+// A failed claim (a defect, exit 1) is \u2717; a finding (a property the
+// formulation does not keep, exit 0) is \u25cb.
 std::string variant_symbol(const std::string& id, const json& c) {
   const std::string o = sget(c, "outcome", "");
+  const std::string failed = bget(c, "claimed") ? "\u2717" : "\u25cb";
   if (id.rfind("dispersion", 0) == 0 && o != "error" && o != "skip") {
     const std::string note = sget(c, "note", "");
     std::string cls = note.find("measured to_zero") != std::string::npos  ? "\u21920"
@@ -533,10 +542,14 @@ std::string variant_symbol(const std::string& id, const json& c) {
       }
       cls = "\u2192" + num(m, 2);
     }
-    return cls + (o == "pass" ? " \u2713" : o == "fail" ? " \u2717" : "");
+    return cls + (o == "pass" ? " \u2713" : o == "fail" ? " " + failed : "");
+  }
+  if (id == "streamable") {
+    if (o == "pass") return "yes";
+    if (o == "skip") return sget(c, "note", "").rfind("no:", 0) == 0 ? "no" : "n/s";
   }
   return o == "pass"    ? "\u2713"
-         : o == "fail"  ? "\u2717"
+         : o == "fail"  ? failed
          : o == "skip"  ? "\u2013"
          : o == "error" ? "!"
                         : "?";
@@ -568,6 +581,25 @@ VariantMatrix load_variants(const std::string& path) {
     row.origin = sget(r, "origin", "");
     row.wrong_formulation = bget(r, "wrong_formulation");
     row.wrong_of = sget(r, "wrong_of", "");
+    row.citation = sget(r, "citation", "");
+    row.streamable = sget(r, "streamable", "");
+    if (r.contains("dispersion") && r["dispersion"].is_array())
+      for (const auto& d : r["dispersion"]) {
+        if (!d.is_object() || !d.contains("log2_n") || !d.contains("top_weight") ||
+            !d["log2_n"].is_array() || !d["top_weight"].is_array())
+          continue;
+        VariantCurve c;
+        try {
+          c.gap = number_from_json(d.value("gap", json()));
+        } catch (...) {
+        }
+        const json &ks = d["log2_n"], &ws = d["top_weight"];
+        for (std::size_t k = 0; k < ks.size() && k < ws.size(); ++k) {
+          if (!ks[k].is_number() || !ws[k].is_number()) continue;
+          c.pts.emplace_back(std::ldexp(1.0, ks[k].get<int>()), ws[k].get<double>());
+        }
+        row.curves.push_back(std::move(c));
+      }
     const json cells = r.value("cells", json::object());
     for (const auto& col : m.columns) {
       VariantCell cell;
@@ -1140,21 +1172,103 @@ std::string sym_html(const std::string& sym) {
                                  : esc(sym.substr(0, sp)) + "<br>" + esc(sym.substr(sp + 1));
 }
 
-void variants_section(std::ostream& h, const Model& m) {
+// Does the largest weight survive growing n? Every variant's dispersion curve
+// at the gap nearest 2 (n - 1 logits at the base, the top one g above), over
+// T1's bound for a spread of g (which softmax meets with equality).
+void variant_sharpness(std::ostream& h, Plotter& P, const VariantMatrix& vm) {
+  double gap = NAN;
+  for (const auto& r : vm.rows)
+    for (const auto& c : r.curves)
+      if (std::isfinite(c.gap) && (!std::isfinite(gap) || std::abs(c.gap - 2) < std::abs(gap - 2)))
+        gap = c.gap;
+  if (!std::isfinite(gap)) return;
+  h << "<h3 id=\"variant-sharpness\">Does the top item stay sharp as n grows?</h3>\n<div "
+       "class=\"explain\"><p>The largest weight of each variant on rows of n &minus; 1 equal "
+       "logits and one that leads them by g = "
+    << num(gap, 3)
+    << " (the dispersion columns' rows, evaluated in float64), against n, over the bound "
+       "of "
+    << doc("docs/theory.md T1") << " for a spread of g, which softmax meets, and "
+    << doc("docs/theory.md T2")
+    << "'s size n* past which softmax gives no weight above bfloat16's 2<sup>-8</sup>. A position- "
+       "or length-dependent temperature "
+       "(SSMax, log-n scaling, Llama 4's step form) keeps the top item only if its curve "
+       "levels off instead of following the bound down; "
+    << doc("docs/variants.md") << " tabulates the same curves.</p></div>\n";
+  Plot p{"Largest weight against n, gap g = " + num(gap, 3),
+         "n (row length, elements)",
+         "largest weight (dimensionless)",
+         true,
+         true,
+         {},
+         "outside right"};
+  Series t1{"T1 bound, spread g", {}, Kind::theory};
+  std::vector<double> ns;
+  for (const auto& r : vm.rows)
+    for (const auto& c : r.curves)
+      if (c.gap == gap)
+        for (const auto& [n, w] : c.pts) ns.push_back(n);
+  std::sort(ns.begin(), ns.end());
+  ns.erase(std::unique(ns.begin(), ns.end()), ns.end());
+  for (double n : ns) t1.pts.emplace_back(n, theory::dispersion_bounds(n, gap, 1.0).upper);
+  p.series.push_back(t1);
+  // T2: past n* (spread g, bfloat16's 2^-8) softmax cannot give any weight above 2^-8.
+  const double nsb = theory::critical_size(DType::bfloat16, gap, 1.0);
+  if (!ns.empty() && nsb <= ns.back()) {
+    Series star{"T2 n* (bfloat16, spread g)", {{nsb, 1e-12}, {nsb, 1.0}}, Kind::marker};
+    p.series.push_back(star);
+  }
+  // Down to the smallest weight any curve reaches (one-hot curves aside).
+  double lowest = 1.0;
+  for (const auto& r : vm.rows)
+    for (const auto& c : r.curves)
+      if (c.gap == gap)
+        for (const auto& pt : c.pts)
+          if (pt.second > 0) lowest = std::min(lowest, pt.second);
+  p.yrange = std::pair{std::max(lowest / 2, 1e-300), 1.5};
+  std::ostringstream table;
+  table << "<table><tr><th>variant</th>";
+  std::vector<double> cols;
+  for (double n : ns)
+    if (n == 16 || n == 1024 || n == 65536 || n == ns.back()) cols.push_back(n);
+  for (double n : cols) table << "<th>n = " << num(n, 8) << "</th>";
+  table << "</tr>\n";
+  for (const auto& r : vm.rows)
+    for (const auto& c : r.curves) {
+      if (c.gap != gap) continue;
+      p.series.push_back({r.name, c.pts, Kind::data});
+      table << "<tr><td>" << esc(r.name) << "</td>";
+      for (double n : cols) {
+        double w = NAN;
+        for (const auto& [x, y] : c.pts)
+          if (x == n) w = y;
+        table << "<td class=\"num\">" << num(w, 3) << "</td>";
+      }
+      table << "</tr>\n";
+    }
+  table << "</table>\n";
+  h << P.svg(p) << table.str();
+}
+
+void variants_section(std::ostream& h, Plotter& P, const Model& m) {
   const VariantMatrix& vm = m.variants;
   h << "<h2 id=\"variants\">7. Softmax variants</h2>\n<div class=\"explain\"><p>Alternatives to "
        "softmax, each fuzzed against every property of the matrix (<code>softmax-audit fuzz"
        "</code>; "
     << doc("docs/variants.md")
-    << "). Legend: <b>&#10003;</b> holds on every generated case; "
-       "<b>&#10007;</b> fails (the cell links to the shrunk counterexample); <b>&ndash;</b> "
-       "does not apply; <b>!</b> the variant raised an error. Dispersion columns give the "
-       "measured limit of the largest weight as n grows (&rarr;0 disperses, &rarr;1 sharpens, "
-       "&rarr;c stays at c) and &#10003;/&#10007; whether theory predicted it. A <span "
-       "style=\"background:#f4b6b6\">red</span> cell fails a property the variant claims: a "
-       "defect. Other &#10007; cells are findings about a formulation (softmax's properties it "
-       "does not keep). A name marked &#9888; is a deliberately wrong formulation. Hover a cell "
-       "or header for its claim.</p></div>\n";
+    << "). Legend: <b>&#10003;</b> holds on every generated case; <b>&#10007;</b> (on <span "
+       "style=\"background:#f4b6b6\">red</span>) a <b>failed claim</b>: the variant fails a "
+       "property it claims (special values, its own rounding or streaming bound, its theory "
+       "prediction), a defect that makes <code>fuzz</code> exit 1; <b>&#9675;</b> a "
+       "<b>finding</b>: a property of softmax the formulation does not keep (exit 0); failing "
+       "cells link to the shrunk counterexample; <b>&ndash;</b> does not apply; <b>!</b> the "
+       "variant raised an error. Dispersion columns give the measured limit of the largest "
+       "weight as n grows (&rarr;0 disperses, &rarr;1 sharpens, &rarr;c stays at c) and "
+       "&#10003;/&#10007;/&#9675; whether theory predicted it. The <b>stream</b> column: "
+       "<b>yes</b> the variant supplies a streaming state (push/merge) and every split of a row "
+       "merged to the whole row; <b>no</b> the variant states its normaliser has no merge state; "
+       "<b>n/s</b> not supplied. A name marked &#9888; is a deliberately wrong formulation. Hover "
+       "a cell or header for its claim, a name for its formula and citation.</p></div>\n";
   if (!vm.given) {
     h << "<p class=\"noplot\">No variants matrix was given (<code>--variants "
          "matrix.json</code>, written by <code>softmax-audit fuzz --json</code>).</p>\n";
@@ -1171,8 +1285,8 @@ void variants_section(std::ostream& h, const Model& m) {
     std::string name = esc(r.name);  // may break after an underscore
     for (std::size_t at = name.find('_'); at != std::string::npos; at = name.find('_', at + 6))
       name.insert(at + 1, "<wbr>");
-    h << "<tr><td title=\"" << esc(r.formula) << "\">" << (r.wrong_formulation ? "&#9888; " : "")
-      << name << "</td>";
+    h << "<tr><td title=\"" << esc(r.formula + (r.citation.empty() ? "" : " [" + r.citation + "]"))
+      << "\">" << (r.wrong_formulation ? "&#9888; " : "") << name << "</td>";
     for (const auto& c : r.cells) {
       const bool failing = c.outcome == "fail" || c.outcome == "error";
       std::string title = c.claim;
@@ -1205,6 +1319,7 @@ void variants_section(std::ostream& h, const Model& m) {
   const std::string list = ces.str();
   if (!list.empty())
     h << "<h3>Counterexamples of the variants (shrunk)</h3><ul>\n" << list << "</ul>\n";
+  variant_sharpness(h, P, vm);
 }
 
 void error_section(std::ostream& h, Plotter& P, const std::vector<SweepSeries>& sw,
@@ -1543,9 +1658,14 @@ json model_json(const Model& m, const ReportInputs& in) {
     for (const auto& c : m.variants.columns)
       v["columns"].push_back({{"id", c[0]}, {"column", c[1]}, {"claim", c[2]}});
     for (const auto& r : m.variants.rows) {
-      json row = {{"name", r.name},         {"formula", r.formula},
-                  {"origin", r.origin},     {"wrong_formulation", r.wrong_formulation},
-                  {"wrong_of", r.wrong_of}, {"cells", json::object()}};
+      json row = {{"name", r.name},
+                  {"formula", r.formula},
+                  {"origin", r.origin},
+                  {"citation", r.citation},
+                  {"streamable", r.streamable},
+                  {"wrong_formulation", r.wrong_formulation},
+                  {"wrong_of", r.wrong_of},
+                  {"cells", json::object()}};
       for (const auto& c : r.cells)
         if (!c.outcome.empty())
           row["cells"][c.id] = {{"symbol", c.symbol},
@@ -1843,7 +1963,7 @@ void write_report(const ReportInputs& in, std::ostream& h, json* doc_out) {
   adaptive_section(h, P, m.sweep);
   streamed_section(h, P, m.sweep);
   other_section(h, P, m.sweep);
-  variants_section(h, m);
+  variants_section(h, P, m);
   rules_section(h, m, docs);
   h << kScript << "\n</body></html>\n";
   g_docs = nullptr;

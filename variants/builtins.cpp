@@ -9,6 +9,7 @@
 // inputs that are float32 values (the fuzzer only generates such).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 
 #include "variants/formulas.hpp"
@@ -78,6 +79,84 @@ double softmax_bound(std::span<const double> z, double r, double pmax) {
   return pmax * (2.0 * (n + 2.0 + 2.0 * spread(z)) + 2.0 * r * max_abs_finite(z));
 }
 
+// ---- streaming ------------------------------------------------------------------------------
+// Online softmax over per-item arguments a_i = arg(l_i, i, n) (float32): the
+// state (m, S) = (max a, sum e^{a - m}) of a chunk; merge rescales the side
+// with the smaller max. The identity is (-inf, 0); merging with it returns the
+// other side unchanged (no exp(-inf - -inf) = NaN). An optional sink logit b
+// enters once, at finish: S_total = S e^{m - M} + e^{b - M}, M = max(m, b)
+// (starting every chunk at (b, 1) would count it once per chunk). post(l_i, q_i)
+// maps the normalised exponential to the weight (SA-Softmax: l_i q_i).
+struct OnlineState {
+  float m;
+  float S;
+};
+
+template <class Arg, class Post>
+Stream online_softmax_stream(Arg arg, Post post, bool has_sink = false, float sink = 0.0f) {
+  auto init = [] { return OnlineState{-INFINITY, 0.0f}; };
+  auto push = [arg](OnlineState& s, std::span<const float> c, std::size_t off, std::size_t n) {
+    for (std::size_t k = 0; k < c.size(); ++k) {
+      const float a = arg(c[k], off + k, n);
+      if (a == -INFINITY) continue;
+      if (a > s.m) {
+        s.S = (s.m == -INFINITY ? 0.0f : s.S * std::exp(s.m - a)) + 1.0f;
+        s.m = a;
+      } else {
+        s.S += std::exp(a - s.m);
+      }
+    }
+  };
+  auto merge = [](OnlineState& a, const OnlineState& b) {
+    if (b.m == -INFINITY) return;
+    if (a.m == -INFINITY) {
+      a = b;
+      return;
+    }
+    if (a.m >= b.m) {
+      a.S += b.S * std::exp(b.m - a.m);
+    } else {
+      a.S = a.S * std::exp(a.m - b.m) + b.S;
+      a.m = b.m;
+    }
+  };
+  auto finish = [arg, post, has_sink, sink](const OnlineState& s, std::span<const float> l,
+                                            std::span<float> p) {
+    float M = s.m, S = s.S;
+    if (has_sink) {
+      M = std::max(s.m, sink);
+      S = (s.m == -INFINITY ? 0.0f : s.S * std::exp(s.m - M)) + std::exp(sink - M);
+    }
+    for (std::size_t i = 0; i < l.size(); ++i) {
+      const float a = arg(l[i], i, l.size());
+      p[i] = post(l[i], a == -INFINITY ? 0.0f : std::exp(a - M) / S);
+    }
+  };
+  return typed_stream<OnlineState>(StreamKind::bounded, init, push, merge, finish);
+}
+
+// Bound of a streamed softmax over arguments z of n terms in k chunks
+// (docs/variants.md, "Streamability"), first order, faithful exp (2u), in u:
+// a term's path is its own exp and at most R <= n + k - 2 rescales (exp 2u +
+// multiply u each), whose arguments sum to at most spread (argument rounding
+// u |arg| each); S adds n - 1 additions along any merge tree; finish: exp
+// (2u + u spread) and a division. rel <= 4n + 3k + 2 spread - 2, times p_max;
+// arguments that carry r roundings add 2 r max|z| p_max (softmax's Jacobian).
+double stream_softmax_bound(std::span<const double> z, std::size_t k, double r, double pmax) {
+  const double n = static_cast<double>(z.size()), kk = static_cast<double>(k);
+  return pmax * (4.0 * n + 3.0 * kk + 2.0 * spread(z) - 2.0) + 2.0 * r * max_abs_finite(z) * pmax;
+}
+
+Stream not_streamable(const std::string& why) {
+  Stream s;
+  s.kind = StreamKind::no;
+  s.note = why;
+  return s;
+}
+
+const auto kIdentityArg = [](float x, std::size_t, std::size_t) { return x; };
+const auto kIdentityPost = [](float, float q) { return q; };
+
 Prediction t1() {
   return {Dispersion::to_zero,
           "T1 (Lemma 2.1): p_max <= 1/(1+(n-1)e^{-g/theta}) -> 0 for fixed spread"};
@@ -120,6 +199,18 @@ Variant softmax_variant(const std::string& name, double theta) {
   };
   v.f32_bound_rule = "T7 (shifted softmax, faithful exp) + scaling by 1/theta";
   v.predict = [](double) { return std::optional<Prediction>(t1()); };
+  v.citation = "softmax (Bridle 1990); temperature as in Hinton et al. 2015";
+  const float th = static_cast<float>(theta);
+  v.stream = online_softmax_stream([th](float x, std::size_t, std::size_t) { return x / th; },
+                                   kIdentityPost);
+  v.stream.bound = [theta](std::span<const double> l, std::size_t k) {
+    std::vector<double> z(l.begin(), l.end()), p(l.size());
+    for (auto& x : z) x /= theta;
+    F::softmax_temperature<double>(l, p, theta);
+    return stream_softmax_bound(z, k, 1.0, pmax_of(p));
+  };
+  v.stream.bound_rule =
+      "online softmax 4n + 3k + 2 spread - 2 (docs/variants.md) + scaling by 1/theta";
   return v;
 }
 SA_REGISTER_VARIANT(softmax, softmax_variant("softmax", 1.0));
@@ -164,6 +255,10 @@ Variant adaptive_variant() {
         Prediction{Dispersion::to_zero,
                    "T5+T1: beta = 1 once H > 5.944 (near-uniform rows, n >~ 380), then T1"});
   };
+  v.citation = "docs/theory.md T5 (adaptive temperature, Velickovic et al. 2024, arXiv 2410.01104)";
+  v.stream = not_streamable(
+      "beta depends on the entropy of the whole row's softmax, and the weights are a second "
+      "softmax at that beta: two passes, not one merged state");
   return v;
 }
 SA_REGISTER_VARIANT(adaptive, adaptive_variant());
@@ -185,6 +280,24 @@ Variant ssmax_variant(const std::string& name, double s, const std::string& form
   };
   v.f32_bound_rule = "T7 (shifted softmax, faithful exp) + argument rounding of (s log n) l";
   v.predict = [s](double g) { return std::optional<Prediction>(ssmax_prediction(s, g)); };
+  v.citation = s == 1.0 ? "Chiang & Cholak 2022 (arXiv 2202.12172)"
+                        : "Nakanishi 2025, Scalable-Softmax (arXiv 2501.19399)";
+  // n is the row length (the query position), known before the first chunk.
+  const float sf = static_cast<float>(s);
+  v.stream = online_softmax_stream(
+      [sf](float x, std::size_t, std::size_t n) {
+        return n <= 1 ? x : x * (sf * std::log(static_cast<float>(n)));
+      },
+      kIdentityPost);
+  v.stream.bound = [s, r](std::span<const double> l, std::size_t k) {
+    std::vector<double> z(l.begin(), l.end()), p(l.size());
+    const double c = l.size() <= 1 ? 1.0 : s * std::log(static_cast<double>(l.size()));
+    for (auto& x : z) x *= c;
+    F::ssmax<double>(l, p, s);
+    return stream_softmax_bound(z, k, r, pmax_of(p));
+  };
+  v.stream.bound_rule =
+      "online softmax 4n + 3k + 2 spread - 2 (docs/variants.md) + argument rounding of (s log n) l";
   return v;
 }
 SA_REGISTER_VARIANT(ssmax, ssmax_variant("ssmax_s0.5", kSsmaxS, "softmax((s log n) l), s = 0.5"));
@@ -211,6 +324,7 @@ Variant ssmax_wrong_variant() {
   v.f32_bound_rule = "T7 (shifted softmax, faithful exp) + one rounding of l - s log n";
   // It claims to be SSMax, so it is held to SSMax's prediction.
   v.predict = [](double g) { return std::optional<Prediction>(ssmax_prediction(kSsmaxS, g)); };
+  v.citation = "a mis-statement of Nakanishi 2025 (arXiv 2501.19399)";
   return v;
 }
 SA_REGISTER_VARIANT(ssmax_wrong, ssmax_wrong_variant());
@@ -236,6 +350,15 @@ Variant plus_one_variant() {
         Prediction{Dispersion::to_zero,
                    "p_max <= e^{max l}/(1 + (n-1)e^{min l}) -> 0 (Theta(1/n), docs/variants.md)"});
   };
+  v.citation = "Miller 2023, \"Attention is off by one\" (blog post)";
+  v.stream = online_softmax_stream(kIdentityArg, kIdentityPost, true, 0.0f);
+  v.stream.bound = [](std::span<const double> l, std::size_t k) {
+    std::vector<double> z(l.begin(), l.end()), p(l.size());
+    z.push_back(0.0);
+    F::softmax_plus_one<double>(l, p);
+    return stream_softmax_bound(z, k + 1, 0.0, pmax_of(p));
+  };
+  v.stream.bound_rule = "online softmax over n+1 terms, the sink one more chunk (docs/variants.md)";
   return v;
 }
 SA_REGISTER_VARIANT(plus_one, plus_one_variant());
@@ -270,10 +393,32 @@ Variant softpick_variant(bool wrong) {
                    "logits in [1, 1+g]: p_max <= (e^{1+g}-1)/((n-1)(e-1)) -> 0 (docs/variants.md: "
                    "disperses for bounded positive logits)"});
   };
+  v.citation = wrong ? "a mis-statement of Zuhri et al. 2025 (arXiv 2504.20966)"
+                     : "Zuhri et al. 2025, softpick (arXiv 2504.20966)";
   return v;
 }
 SA_REGISTER_VARIANT(softpick, softpick_variant(false));
 SA_REGISTER_VARIANT(softpick_wrong, softpick_variant(true));
+
+// Element-wise variants whose only row statistic is n (the unmasked items):
+// the state is that count, merged exactly, so the streamed weights equal the
+// whole-row kernel bit for bit (the finish is the kernel's arithmetic with the
+// merged count in place of the counted one).
+struct CountState {
+  std::int64_t live;
+};
+template <class Finish>
+Stream count_stream(Finish fin) {
+  return typed_stream<CountState>(
+      StreamKind::bitwise, [] { return CountState{0}; },
+      [](CountState& s, std::span<const float> c, std::size_t, std::size_t) {
+        for (float x : c) s.live += !(std::isinf(x) && x < 0);
+      },
+      [](CountState& a, const CountState& b) { a.live += b.live; },
+      [fin](const CountState& s, std::span<const float> l, std::span<float> p) {
+        fin(l, p, static_cast<std::size_t>(s.live));
+      });
+}
 
 // ---- sigmoid attention ------------------------------------------------------------------------
 Variant sigmoid_variant() {
@@ -301,6 +446,10 @@ Variant sigmoid_variant() {
     return std::optional<Prediction>(Prediction{
         Dispersion::to_zero, "sigmoid(l - log n) <= e^{l}/n -> 0 (Theta(1/n), docs/variants.md)"});
   };
+  v.citation = "Ramapuram et al. 2024 (arXiv 2409.04431)";
+  v.stream = count_stream([](std::span<const float> l, std::span<float> p, std::size_t live) {
+    F::sigmoid_attention<float>(l, p, live);
+  });
   return v;
 }
 SA_REGISTER_VARIANT(sigmoid, sigmoid_variant());
@@ -339,6 +488,7 @@ Variant stick_variant() {
                    "the item nearest the query keeps w = sigmoid(l_last), independent of n "
                    "(docs/variants.md)"});
   };
+  v.citation = "Tan et al. 2025, stick-breaking attention (arXiv 2410.17980)";
   return v;
 }
 SA_REGISTER_VARIANT(stick, stick_variant());
@@ -365,6 +515,10 @@ Variant sparsemax_variant() {
     return std::optional<Prediction>(
         Prediction{g >= 1.0 ? Dispersion::to_one : Dispersion::bounded, src});
   };
+  v.citation = "Martins & Astudillo 2016 (arXiv 1602.02068)";
+  v.stream = not_streamable(
+      "the threshold tau solves sum (z - tau)_+ = 1 over the whole sorted row; two chunks' "
+      "thresholds do not determine the merged one");
   return v;
 }
 SA_REGISTER_VARIANT(sparsemax, sparsemax_variant());
@@ -395,9 +549,91 @@ Variant entmax_variant() {
     return std::optional<Prediction>(
         Prediction{g >= 2.0 ? Dispersion::to_one : Dispersion::bounded, src});
   };
+  v.citation = "Peters, Niculae & Martins 2019 (arXiv 1905.05702)";
+  v.stream = not_streamable(
+      "the threshold tau solves sum (z/2 - tau)_+^2 = 1 over the whole row; no fixed-size "
+      "state of a chunk determines the merged tau");
   return v;
 }
 SA_REGISTER_VARIANT(entmax, entmax_variant());
+
+// Hardmax streams exactly: the state is the maximum and how often it occurs
+// (exact in any merge order); finish repeats the kernel's arithmetic
+// (formulas.hpp topk_softmax with k = 1: frac = 1/c, each top item e^0 frac,
+// summed in row order, divided), so the claim is bitwise.
+struct MaxCountState {
+  float m;
+  std::int64_t count;
+};
+Stream hardmax_stream() {
+  return typed_stream<MaxCountState>(
+      StreamKind::bitwise,
+      [] {
+        return MaxCountState{-INFINITY, 0};
+      },
+      [](MaxCountState& s, std::span<const float> c, std::size_t, std::size_t) {
+        for (float x : c) {
+          if (x == -INFINITY) continue;
+          if (x > s.m) {
+            s.m = x;
+            s.count = 1;
+          } else if (x == s.m) {
+            ++s.count;
+          }
+        }
+      },
+      [](MaxCountState& a, const MaxCountState& b) {
+        if (b.m > a.m)
+          a = b;
+        else if (b.m == a.m)
+          a.count += b.count;
+      },
+      [](const MaxCountState& s, std::span<const float> l, std::span<float> p) {
+        const float frac = s.count > 1 ? 1.0f / static_cast<float>(s.count) : 1.0f;
+        float sum = 0.0f;
+        for (std::size_t i = 0; i < l.size(); ++i) {
+          p[i] = l[i] == s.m ? std::exp(0.0f) * frac : 0.0f;
+          sum += p[i];
+        }
+        for (auto& x : p) x /= sum;
+      });
+}
+
+// ---- alpha-entmax, alpha = 5/4 -------------------------------------------------------------
+Variant entmax_a125_variant() {
+  Variant v = make("entmax_a1.25",
+                   "alpha-entmax, alpha = 5/4: [z/4 - tau]_+^4, sum = 1 (Peters et al. 2019); "
+                   "bisection",
+                   [](auto z, auto p) {
+                     using R = typename decltype(p)::value_type;
+                     F::entmax_a125<R>(z, p);
+                   });
+  // f(tau) = sum (x - tau)_+^4 - 1 evaluated in float (x = z/4 exact): d =
+  // x - tau (u), d^2 (2u + u = 3u), (d^2)^2 (6u + u = 7u) per term, n - 1
+  // additions of nonnegative terms totalling ~1: |f error| <= (n + 6)u. At the
+  // root every term is <= 1, so sum (x - tau)^3 >= sum (x - tau)^4 = 1 and
+  // |f'| >= 4: bisection stops within D u of the root, D = (n + 6)/4 +
+  // 2(|tau| + 1) (the last term: ulp of tau, |tau| <= max|z|/4 + 1). A weight
+  // d^4 moves by 4 d^3 D u + 7u d^4 <= (4D + 7)u; the renormalisation by the
+  // float sum moves every weight by at most ((4D + 7)n + n)u relatively
+  // (the weights' errors plus n - 1 additions and the division). Total
+  // <= (4D + 7)(n + 1) + n (p <= 1).
+  v.f32_bound = [](std::span<const double> l) {
+    const double n = static_cast<double>(l.size());
+    const double D = (n + 6.0) / 4.0 + 2.0 * (max_abs_finite(l) / 4.0 + 2.0);
+    return (4.0 * D + 7.0) * (n + 1.0) + n;
+  };
+  v.f32_bound_rule = "rounding analysis of bisection + renormalisation (|f'| >= 4 at the root)";
+  // Theory: one-hot iff (alpha - 1) g >= 1, i.e. g >= 4; below, the top weight
+  // tends to (g/4)^4 > 0, but only as fast as tau, like n^{-1/4}: at n = 2^20
+  // the curve has not settled (docs/variants.md), so no class is claimed.
+  v.citation = "Peters, Niculae & Martins 2019, alpha-entmax (arXiv 1905.05702), alpha = 5/4";
+  v.stream = not_streamable(
+      "tau solves sum (z/4 - tau)_+^4 = 1 over the whole row; no fixed-size state of a chunk "
+      "determines the merged tau");
+  return v;
+}
+SA_REGISTER_VARIANT(entmax_a125, entmax_a125_variant());
 
 // ---- top-k softmax / hardmax ---------------------------------------------------------------
 Variant topk_variant(std::size_t k) {
@@ -424,6 +660,8 @@ Variant topk_variant(std::size_t k) {
     return std::optional<Prediction>(
         Prediction{Dispersion::bounded, "fixed k: p_top = e^g/(e^g + k - 1) for every n > k"});
   };
+  v.citation = k == 1 ? "argmax (hard attention)" : "top-k attention (e.g. Gupta et al. 2021)";
+  if (k == 1) v.stream = hardmax_stream();
   return v;
 }
 SA_REGISTER_VARIANT(top4, topk_variant(4));
@@ -447,9 +685,456 @@ Variant relu_variant() {
     return std::optional<Prediction>(Prediction{
         Dispersion::to_zero, "relu(l)/n <= max l / n -> 0 (Theta(1/n), docs/variants.md)"});
   };
+  v.citation = "Wortsman et al. 2023, ReLU attention (arXiv 2309.08586)";
+  v.stream = count_stream([](std::span<const float> l, std::span<float> p, std::size_t live) {
+    const float n = static_cast<float>(live);
+    for (std::size_t i = 0; i < l.size(); ++i) p[i] = (l[i] > 0.0f) ? l[i] / n : 0.0f;
+  });
   return v;
 }
 SA_REGISTER_VARIANT(relu, relu_variant());
+
+// ============================================================================================
+// The normalisations of 2024-2026 (issue 36). Constants a paper fixes are used
+// as stated; where a parameter is learned or its published value is not in
+// this project's reach, the value chosen here is named in the variant's name
+// or formula and in docs/variants.md.
+
+// ---- learnable sink (gpt-oss) -------------------------------------------------------------
+// exp(l_i) / (exp(b) + sum exp(l_j)), b a learned per-head logit; b = 1 here.
+constexpr double kSinkB = 1.0;
+Variant sink_variant() {
+  Variant v = make("sink_b1", "exp(l_i)/(exp(b) + sum exp(l_j)), b = 1 (a learned per-head sink)",
+                   [](auto z, auto p) {
+                     using R = typename decltype(p)::value_type;
+                     F::softmax_sink<R>(z, p, R(kSinkB));
+                   });
+  // T7 over the n + 1 terms (the sink's exp(b - m) one of them); no argument rounding.
+  v.f32_bound = [](std::span<const double> l) {
+    std::vector<double> z(l.begin(), l.end()), p(l.size());
+    z.push_back(kSinkB);
+    F::softmax_sink<double>(l, p, kSinkB);
+    return softmax_bound(z, 0.0, pmax_of(p));
+  };
+  v.f32_bound_rule = "T7 over n+1 terms (the sink is one), shifted by max(b, max l)";
+  v.predict = [](double) {
+    return std::optional<Prediction>(Prediction{
+        Dispersion::to_zero, "p_max <= e^{max l}/(e^b + (n-1)e^{min l}) -> 0 (as T1, Theta(1/n))"});
+  };
+  v.citation =
+      "OpenAI 2025, gpt-oss-120b & gpt-oss-20b model card (arXiv 2508.10925, id not checked): "
+      "attention sinks";
+  v.stream = online_softmax_stream(kIdentityArg, kIdentityPost, true, static_cast<float>(kSinkB));
+  v.stream.bound = [](std::span<const double> l, std::size_t k) {
+    std::vector<double> z(l.begin(), l.end()), p(l.size());
+    z.push_back(kSinkB);
+    F::softmax_sink<double>(l, p, kSinkB);
+    return stream_softmax_bound(z, k + 1, 0.0, pmax_of(p));
+  };
+  v.stream.bound_rule = "online softmax over n+1 terms, the sink one more chunk (docs/variants.md)";
+  return v;
+}
+SA_REGISTER_VARIANT(sink, sink_variant());
+
+// ---- position-dependent temperatures ----------------------------------------------------------
+// softmax(beta(n) l), n = the query position = the row's unmasked items.
+// beta in float: Qwen ln n / ln L (two faithful logs 2u each, a division u),
+// Llama 4 1 + a ln(k + 1) (log 2u, a rounded u, product u, sum u: 5u beta);
+// then beta * l: one more rounding, so r = 6 roundings of the argument.
+template <class Beta>
+Variant position_temperature_variant(std::string name, std::string formula, Beta beta,
+                                     std::string citation, Prediction (*pred)(double)) {
+  Variant v = make(std::move(name), std::move(formula), [beta](auto z, auto p) {
+    using R = typename decltype(p)::value_type;
+    const auto info = F::inspect<R>(z);
+    F::softmax_scaled<R>(z, p, beta.template operator()<R>(info.live));
+  });
+  auto scaled = [beta](std::span<const double> l) {
+    std::vector<double> z(l.begin(), l.end());
+    const double b = beta.template operator()<double>(static_cast<std::size_t>(live_count(l)));
+    for (auto& x : z)
+      if (std::isfinite(x)) x *= b;
+    return z;
+  };
+  v.f32_bound = [scaled, beta](std::span<const double> l) {
+    std::vector<double> p(l.size());
+    F::softmax_scaled<double>(
+        l, p, beta.template operator()<double>(static_cast<std::size_t>(live_count(l))));
+    return softmax_bound(scaled(l), 6.0, pmax_of(p));
+  };
+  v.f32_bound_rule = "T7 (shifted softmax, faithful exp) + 6 roundings of beta(n) l";
+  v.predict = [pred](double g) { return std::optional<Prediction>(pred(g)); };
+  v.citation = std::move(citation);
+  v.stream = online_softmax_stream(
+      [beta](float x, std::size_t, std::size_t n) {
+        return x * beta.template operator()<float>(n);
+      },
+      kIdentityPost);
+  v.stream.bound = [scaled, beta](std::span<const double> l, std::size_t k) {
+    std::vector<double> p(l.size());
+    F::softmax_scaled<double>(
+        l, p, beta.template operator()<double>(static_cast<std::size_t>(live_count(l))));
+    return stream_softmax_bound(scaled(l), k, 6.0, pmax_of(p));
+  };
+  v.stream.bound_rule =
+      "online softmax 4n + 3k + 2 spread - 2 (docs/variants.md) + 6 roundings of beta(n) l";
+  return v;
+}
+
+constexpr double kQwenL = 2048.0;  // the training length L of log_L n (Qwen-7B's seq_length)
+struct QwenBeta {
+  template <class R>
+  R operator()(std::size_t n) const {
+    return F::qwen_logn_beta<R>(n, kQwenL);
+  }
+};
+Prediction qwen_prediction(double g) {
+  // For n > L, beta = ln n / ln L: SSMax with s = 1/ln L, so s g > 1 iff g > ln L = 7.62.
+  const double sg = g / std::log(kQwenL);
+  return {sg > 1 ? Dispersion::to_one : (sg == 1 ? Dispersion::bounded : Dispersion::to_zero),
+          "beta = ln n/ln L for n > L is SSMax with s = 1/ln L: top weight n^{sg}/(n^{sg}+n-1), "
+          "-> 0 for g < ln L = 7.62"};
+}
+SA_REGISTER_VARIANT(qwen_logn,
+                    position_temperature_variant(
+                        "qwen_logn_L2048", "softmax(max(1, log_L n) l), L = 2048", QwenBeta{},
+                        "Qwen team 2023, Qwen technical report (arXiv 2309.16609): log-n attention "
+                        "scaling (L = 2048 recalled as Qwen-7B's training length, not checked)",
+                        qwen_prediction));
+
+constexpr double kLlama4Floor = 8192.0, kLlama4Scale = 0.1;
+struct Llama4Beta {
+  template <class R>
+  R operator()(std::size_t n) const {
+    return F::llama4_beta<R>(n, kLlama4Floor, kLlama4Scale);
+  }
+};
+Prediction llama4_prediction(double g) {
+  // beta = 1 + a ln(floor(n/F) + 1) ~ a ln n: SSMax with s = a asymptotically; a g <= 0.3 here.
+  const double sg = kLlama4Scale * g;
+  return {sg > 1 ? Dispersion::to_one : Dispersion::to_zero,
+          "beta ~ a ln n for n >> F: SSMax with s = a = 0.1: -> 0 for g < 1/a = 10"};
+}
+SA_REGISTER_VARIANT(
+    llama4,
+    position_temperature_variant(
+        "llama4_step", "softmax((1 + a ln(floor(n/F) + 1)) l), F = 8192, a = 0.1", Llama4Beta{},
+        "Meta 2025, Llama 4 attention temperature tuning (floor_scale = 8192, attn_scale = 0.1 "
+        "recalled from the released configuration, not checked)",
+        llama4_prediction));
+
+// YaRN: logits scaled by 1/t with sqrt(1/t) = 0.1 ln s + 1, s the context
+// extension factor (a constant, not a position); s = 4 here.
+constexpr double kYarnS = 4.0;
+Variant yarn_variant() {
+  const double beta = std::pow(0.1 * std::log(kYarnS) + 1.0, 2.0);
+  Variant v = make("yarn_s4", "softmax((0.1 ln s + 1)^2 l), s = 4", [beta](auto z, auto p) {
+    using R = typename decltype(p)::value_type;
+    F::softmax_scaled<R>(z, p, R(beta));
+  });
+  // beta rounded to float (u) and beta * l (u): r = 2.
+  v.f32_bound = [beta](std::span<const double> l) {
+    std::vector<double> z(l.begin(), l.end()), p(l.size());
+    for (auto& x : z) x *= beta;
+    F::softmax_scaled<double>(l, p, beta);
+    return softmax_bound(z, 2.0, pmax_of(p));
+  };
+  v.f32_bound_rule = "T7 (shifted softmax, faithful exp) + 2 roundings of beta l";
+  v.predict = [](double) { return std::optional<Prediction>(t1()); };
+  v.citation =
+      "Peng et al. 2023, YaRN (arXiv 2309.00071), attention scaling sqrt(1/t) = 0.1 ln s + 1";
+  const float bf = static_cast<float>(beta);
+  v.stream = online_softmax_stream([bf](float x, std::size_t, std::size_t) { return x * bf; },
+                                   kIdentityPost);
+  v.stream.bound = [beta](std::span<const double> l, std::size_t k) {
+    std::vector<double> z(l.begin(), l.end()), p(l.size());
+    for (auto& x : z) x *= beta;
+    F::softmax_scaled<double>(l, p, beta);
+    return stream_softmax_bound(z, k, 2.0, pmax_of(p));
+  };
+  v.stream.bound_rule = "online softmax 4n + 3k + 2 spread - 2 (docs/variants.md) + 2 roundings";
+  return v;
+}
+SA_REGISTER_VARIANT(yarn, yarn_variant());
+
+// ---- StableMax -----------------------------------------------------------------------------
+Variant stablemax_variant() {
+  Variant v = make("stablemax", "s(l_i)/sum s(l_j), s(x) = x + 1 (x >= 0), 1/(1 - x) (x < 0)",
+                   [](auto z, auto p) {
+                     using R = typename decltype(p)::value_type;
+                     F::stablemax<R>(z, p);
+                   });
+  // s(x): at most 2 roundings (2u relative); the sum of n positive terms
+  // (n - 1)u; the division u: relative error (n + 4)u on every weight.
+  v.f32_bound = [](std::span<const double> l) {
+    std::vector<double> p(l.size());
+    F::stablemax<double>(l, p);
+    return (static_cast<double>(l.size()) + 4.0) * pmax_of(p);
+  };
+  v.f32_bound_rule = "rounding analysis: relative error (n+4)u (positive terms)";
+  v.predict = [](double) {
+    return std::optional<Prediction>(Prediction{
+        Dispersion::to_zero, "logits in [1, 1+g]: p_max <= (2+g)/(2(n-1)) -> 0 (Theta(1/n))"});
+  };
+  v.citation = "Prieto et al. 2025, Grokking at the edge of numerical stability (arXiv 2501.04697)";
+  // The state is the sum of s(l): any merge tree adds the same n terms with
+  // n - 1 additions, so the kernel's (n + 4)u holds for every split.
+  struct SumState {
+    float S;
+  };
+  v.stream = typed_stream<SumState>(
+      StreamKind::bounded, [] { return SumState{0.0f}; },
+      [](SumState& s, std::span<const float> c, std::size_t, std::size_t) {
+        for (float x : c)
+          if (x != -INFINITY) s.S += F::stablemax_s(x);
+      },
+      [](SumState& a, const SumState& b) { a.S += b.S; },
+      [](const SumState& s, std::span<const float> l, std::span<float> p) {
+        for (std::size_t i = 0; i < l.size(); ++i)
+          p[i] = l[i] == -INFINITY ? 0.0f : F::stablemax_s(l[i]) / s.S;
+      });
+  v.stream.bound = [f = v.f32_bound](std::span<const double> l, std::size_t) { return f(l); };
+  v.stream.bound_rule = "relative error (n+4)u in any summation order";
+  return v;
+}
+SA_REGISTER_VARIANT(stablemax, stablemax_variant());
+
+// ---- SA-Softmax --------------------------------------------------------------------------
+Variant sa_softmax_variant() {
+  Variant v = make("sa_softmax", "l_i softmax(l)_i (self-adjusting softmax)", [](auto z, auto p) {
+    using R = typename decltype(p)::value_type;
+    F::sa_softmax<R>(z, p);
+  });
+  // |l_i| times the softmax error (T7), plus the product's rounding u |p_i|.
+  auto sm_pmax = [](std::span<const double> l) {
+    std::vector<double> q(l.size());
+    F::softmax<double>(l, q);
+    return pmax_of(q);
+  };
+  v.f32_bound = [sm_pmax](std::span<const double> l) {
+    std::vector<double> p(l.size());
+    F::sa_softmax<double>(l, p);
+    return max_abs_finite(l) * softmax_bound(l, 0.0, sm_pmax(l)) + pmax_of(p);
+  };
+  v.f32_bound_rule = "max|l| times T7 + one rounding of the product";
+  v.predict = [](double) {
+    return std::optional<Prediction>(
+        Prediction{Dispersion::to_zero, "(1+g) times softmax's top weight, which T1 sends to 0"});
+  };
+  v.citation =
+      "Zheng et al. 2025, self-adjusting softmax (SA-Softmax; arXiv 2502.18277, id not checked)";
+  v.stream = online_softmax_stream(kIdentityArg,
+                                   [](float l, float q) { return l == -INFINITY ? 0.0f : l * q; });
+  v.stream.bound = [sm_pmax](std::span<const double> l, std::size_t k) {
+    std::vector<double> p(l.size());
+    F::sa_softmax<double>(l, p);
+    return max_abs_finite(l) * stream_softmax_bound(l, k, 0.0, sm_pmax(l)) + pmax_of(p);
+  };
+  v.stream.bound_rule = "max|l| times the online softmax bound (docs/variants.md) + the product";
+  return v;
+}
+SA_REGISTER_VARIANT(sa_softmax, sa_softmax_variant());
+
+// ---- power normalisation ------------------------------------------------------------------
+Variant power_norm_variant(bool half) {
+  Variant v = make(half ? "power_t2_b0.5" : "power_t2_b1",
+                   half ? "relu(l_i)^tau/(sum relu(l_j)^tau)^beta, tau = 2, beta = 1/2"
+                        : "relu(l_i)^tau/(sum relu(l_j)^tau)^beta, tau = 2, beta = 1",
+                   [half](auto z, auto p) {
+                     using R = typename decltype(p)::value_type;
+                     F::power_norm2<R>(z, p, half);
+                   });
+  // q_i = (r_i/M)^2: division u, square 2u + u: 3u relative. S = sum q: its
+  // terms' 3u plus n - 1 additions of nonnegative terms: (n + 2)u. beta = 1:
+  // p = q/S: 3 + (n + 2) + 1 = (n + 6)u relative. beta = 1/2: sqrt(S) halves
+  // S's error and adds u; M q (u) and the division (u):
+  // 3 + 1 + 1 + (n + 2)/2 + 1 = (n/2 + 7)u relative.
+  v.f32_bound = [half](std::span<const double> l) {
+    std::vector<double> p(l.size());
+    F::power_norm2<double>(l, p, half);
+    const double n = static_cast<double>(l.size());
+    return (half ? n / 2.0 + 7.0 : n + 6.0) * pmax_of(p);
+  };
+  v.f32_bound_rule = half ? "rounding analysis: relative error (n/2 + 7)u"
+                          : "rounding analysis: relative error (n + 6)u";
+  v.predict = [half](double) {
+    return std::optional<Prediction>(Prediction{
+        Dispersion::to_zero,
+        half ? "logits in [1, 1+g]: p_top = (1+g)^2/((1+g)^2 + n - 1)^{1/2} -> 0 as n^{-1/2} "
+               "(the total mass grows as n^{1/2})"
+             : "logits in [1, 1+g]: p_top = (1+g)^2/((1+g)^2 + n - 1) -> 0 (Theta(1/n))"});
+  };
+  v.citation =
+      "power normalisation ReLU(s)^tau/(sum ReLU(s)^tau)^beta (the issue-36 overflow and "
+      "anti-dispersion probe; tau and beta chosen here)";
+  // Streamed as (M, S) = (max relu, sum (relu/M)^2), merged by rescaling the
+  // side with the smaller M by (M_small/M)^2: no r^2 is ever formed. The
+  // identity (0, 0) is also the state of a chunk without a positive logit.
+  struct PowerState {
+    float M;
+    float S;
+  };
+  v.stream = typed_stream<PowerState>(
+      StreamKind::bounded,
+      [] {
+        return PowerState{0.0f, 0.0f};
+      },
+      [](PowerState& s, std::span<const float> c, std::size_t, std::size_t) {
+        for (float x : c) {
+          if (!(x > 0.0f)) continue;
+          if (x > s.M) {
+            const float q = s.M / x;
+            s.S = s.S * (q * q) + 1.0f;
+            s.M = x;
+          } else {
+            const float q = x / s.M;
+            s.S += q * q;
+          }
+        }
+      },
+      [](PowerState& a, const PowerState& b) {
+        if (!(b.M > 0.0f)) return;
+        if (!(a.M > 0.0f)) {
+          a = b;
+          return;
+        }
+        if (a.M >= b.M) {
+          const float q = b.M / a.M;
+          a.S += b.S * (q * q);
+        } else {
+          const float q = a.M / b.M;
+          a.S = a.S * (q * q) + b.S;
+          a.M = b.M;
+        }
+      },
+      [half](const PowerState& s, std::span<const float> l, std::span<float> p) {
+        const float den = half ? std::sqrt(s.S) : s.S;
+        for (std::size_t i = 0; i < l.size(); ++i) {
+          if (!(l[i] > 0.0f) || !(s.M > 0.0f)) {
+            p[i] = 0.0f;
+            continue;
+          }
+          const float q = l[i] / s.M;
+          p[i] = half ? s.M * (q * q) / den : (q * q) / den;
+        }
+      });
+  // A term: its own (r/M)^2 (3u), at most R <= n + k - 2 rescales by a squared
+  // ratio times S (the ratio u, its square 2u + u, the product u: 4u each),
+  // n - 1 additions: S is
+  // within 4R + n + 2 units relatively. Finish: q^2 (3u) and the division (u):
+  // beta = 1: 5n + 4k - 2. beta = 1/2: sqrt halves S's error and adds u, M q^2
+  // adds u: 3 + 1 + 1 + 1 + (4R + n + 2)/2 = 2.5n + 2k + 3.
+  v.stream.bound = [half](std::span<const double> l, std::size_t k) {
+    std::vector<double> p(l.size());
+    F::power_norm2<double>(l, p, half);
+    const double n = static_cast<double>(l.size()), kk = static_cast<double>(k);
+    return (half ? 2.5 * n + 2.0 * kk + 3.0 : 5.0 * n + 4.0 * kk - 2.0) * pmax_of(p);
+  };
+  v.stream.bound_rule = half ? "online (max, sum of squared ratios): (2.5n + 2k + 3)u relative"
+                             : "online (max, sum of squared ratios): (5n + 4k - 2)u relative";
+  return v;
+}
+SA_REGISTER_VARIANT(power_b1, power_norm_variant(false));
+SA_REGISTER_VARIANT(power_b05, power_norm_variant(true));
+
+// ---- Cog attention (signed weights) -----------------------------------------------------------
+Variant cog_variant() {
+  Variant v =
+      make("cog_signed", "sign(l_i) e^{|l_i|}/sum e^{|l_j|} (signed weights)", [](auto z, auto p) {
+        using R = typename decltype(p)::value_type;
+        F::cog_signed<R>(z, p);
+      });
+  // T7 over |l| (|.| and the sign flip are exact).
+  auto abs_row = [](std::span<const double> l) {
+    std::vector<double> a(l.begin(), l.end());
+    for (auto& x : a)
+      if (!std::isinf(x)) x = std::abs(x);
+    return a;
+  };
+  v.f32_bound = [abs_row](std::span<const double> l) {
+    std::vector<double> p(l.size());
+    F::cog_signed<double>(l, p);
+    return softmax_bound(abs_row(l), 0.0, pmax_of(p));
+  };
+  v.f32_bound_rule = "T7 over |l| (the sign is exact)";
+  v.predict = [](double) {
+    return std::optional<Prediction>(
+        Prediction{Dispersion::to_zero, "positive logits: softmax of |l| = l, T1"});
+  };
+  v.citation =
+      "Lv et al. 2024, Cog attention: more expressive attention with negative weights (arXiv "
+      "2411.07176, id not checked)";
+  v.stream = online_softmax_stream(
+      [](float x, std::size_t, std::size_t) { return x == -INFINITY ? x : std::abs(x); },
+      [](float l, float q) { return l < 0.0f && l != -INFINITY ? -q : (l == 0.0f ? 0.0f : q); });
+  v.stream.bound = [abs_row](std::span<const double> l, std::size_t k) {
+    std::vector<double> p(l.size());
+    F::cog_signed<double>(l, p);
+    return stream_softmax_bound(abs_row(l), k, 0.0, pmax_of(p));
+  };
+  v.stream.bound_rule = "online softmax over |l| (docs/variants.md)";
+  return v;
+}
+SA_REGISTER_VARIANT(cog, cog_variant());
+
+// ---- Forgetting Transformer (FoX) --------------------------------------------------------------
+// The query attends from the last item; forget gate f constant (15/16 here;
+// FoX learns f_t = sigmoid(w^T x_t + b) per token and head). The float32
+// kernel forms Lambda by a running float32 sum and differences it, as a
+// kernel does; the reference uses the exact (n - 1 - j) log f.
+Variant fox_variant() {
+  Variant v = make("fox_f15_16",
+                   "softmax_j(l_j + Lambda_{n-1} - Lambda_j), Lambda = cumsum log f, f = 15/16",
+                   [](auto z, auto p) {
+                     using R = typename decltype(p)::value_type;
+                     const R log_f = hd::log(R(15) / R(16));
+                     F::fox<R>(z, p, log_f, std::is_same_v<R, float>);
+                   });
+  // The running sum Lambda_j errs by <= sum_{k<=j} u |Lambda_k| + 2u j |log f|
+  // <= (j^2/2 + 2j) u |log f|; a difference of two: <= (n^2 + 4n) u |log f|.
+  // The argument l_j + bias adds u |z_j|; softmax's Jacobian turns an argument
+  // error into 2 p_max max|dz|.
+  v.f32_bound = [](std::span<const double> l) {
+    const double lf = std::log(15.0 / 16.0), n = static_cast<double>(l.size());
+    std::vector<double> z(l.begin(), l.end()), p(l.size());
+    for (std::size_t j = 0; j < l.size(); ++j) z[j] += static_cast<double>(l.size() - 1 - j) * lf;
+    F::fox<double>(l, p, lf, false);
+    return softmax_bound(z, 1.0, pmax_of(p)) + 2.0 * pmax_of(p) * (n * n + 4.0 * n) * std::abs(lf);
+  };
+  v.f32_bound_rule = "T7 + one rounding of l + bias + the float32 cumsum's (n^2 + 4n) u |log f|";
+  v.not_claimed = {"special.neg_inf_mask"};  // a masked key keeps its place in the decay
+  v.predict = [](double g) {
+    (void)g;
+    return std::optional<Prediction>(Prediction{
+        Dispersion::bounded,
+        "items at distance d weigh e^{-d/15.5}: p_top -> e^g/(e^g + 1/(16/15 - 1)) (geometric "
+        "decay, independent of n)"});
+  };
+  v.citation = "Lin et al. 2025, Forgetting Transformer (FoX, ICLR 2025, arXiv 2503.02130)";
+  // Streamed with the bias of item i formed directly as (n - 1 - i) log f (the
+  // chunk knows its offset and the row length), so no cumsum crosses chunks.
+  // Argument error: log f faithful (2u), the product (u), the sum (u):
+  // |dz_i| <= u |z_i| + 3u |bias_i|; softmax's Jacobian: 2 p_max max|dz|.
+  const float lf = std::log(15.0f / 16.0f);
+  v.stream = online_softmax_stream(
+      [lf](float x, std::size_t i, std::size_t n) {
+        return x == -INFINITY ? x : x + static_cast<float>(n - 1 - i) * lf;
+      },
+      kIdentityPost);
+  v.stream.bound = [](std::span<const double> l, std::size_t k) {
+    const double lf64 = std::log(15.0 / 16.0);
+    std::vector<double> z(l.begin(), l.end()), p(l.size());
+    for (std::size_t j = 0; j < l.size(); ++j) z[j] += static_cast<double>(l.size() - 1 - j) * lf64;
+    F::fox<double>(l, p, lf64, false);
+    const double max_bias = static_cast<double>(l.size() - 1) * std::abs(lf64);
+    return stream_softmax_bound(z, k, 1.0, pmax_of(p)) + 6.0 * pmax_of(p) * max_bias;
+  };
+  v.stream.bound_rule =
+      "online softmax 4n + 3k + 2 spread - 2 (docs/variants.md) + argument rounding of l + (n-1-i) "
+      "log f";
+  return v;
+}
+SA_REGISTER_VARIANT(fox, fox_variant());
 
 }  // namespace
 }  // namespace sa::variants

@@ -182,18 +182,175 @@ void ssmax_wrong_shift(std::span<const R> z, std::span<R> p, const R& s) {
   softmax<R>(w, p);
 }
 
-// Softmax-plus-one: exp(z_i) / (1 + sum exp(z_j)), with m = max(0, max z).
+// Softmax with a sink logit b (gpt-oss's learnable per-head sink):
+// exp(z_i) / (exp(b) + sum exp(z_j)), shifted by m = max(b, max z).
 template <class R>
-void softmax_plus_one(std::span<const R> z, std::span<R> p) {
+void softmax_sink(std::span<const R> z, std::span<R> p, const R& b) {
   const RowInfo<R> info = inspect(z);
   if (special_row(z, p, info, true)) return;
-  const R m = info.max_finite > R(0) ? info.max_finite : R(0);
-  R sum = hd::exp(R(-m));
+  const R m = info.max_finite > b ? info.max_finite : b;
+  R sum = hd::exp(R(b - m));
   for (std::size_t i = 0; i < z.size(); ++i) {
     p[i] = is_minf(z[i]) ? R(0) : hd::exp(R(z[i] - m));
     sum += p[i];
   }
   for (auto& x : p) x /= sum;
+}
+
+// Softmax-plus-one: exp(z_i) / (1 + sum exp(z_j)), with m = max(0, max z):
+// the sink with b = 0.
+template <class R>
+void softmax_plus_one(std::span<const R> z, std::span<R> p) {
+  softmax_sink<R>(z, p, R(0));
+}
+
+// softmax(c z): c > 0 a row-level scale (a temperature depending on the row
+// length or on the query position); masks and +inf stay as they are.
+template <class R>
+void softmax_scaled(std::span<const R> z, std::span<R> p, const R& c) {
+  std::vector<R> w(z.begin(), z.end());
+  for (auto& x : w)
+    if (!is_minf(x) && !is_pinf(x) && !is_nan(x)) x *= c;
+  softmax<R>(w, p);
+}
+
+// Qwen's log-n attention scaling: beta = max(1, log_L n) = max(1, ln n / ln L),
+// n = the query position (here: the unmasked items of the row).
+template <class R>
+R qwen_logn_beta(std::size_t n, double L) {
+  if (n <= 1) return R(1);
+  const R b = hd::log(R(static_cast<double>(n))) / hd::log(R(L));
+  return b > R(1) ? b : R(1);
+}
+
+// Llama 4's attention temperature tuning, a step function of the position:
+// beta = 1 + a ln(floor(n / F) + 1).
+template <class R>
+R llama4_beta(std::size_t n, double F, double a) {
+  const double steps = std::floor(static_cast<double>(n) / F);
+  return R(1) + R(a) * hd::log(R(steps + 1.0));
+}
+
+// StableMax (Prieto et al. 2025): s(x) = x + 1 (x >= 0), 1 / (1 - x) (x < 0),
+// p_i = s(z_i) / sum s(z_j). s(-inf) = 0 masks; +inf items share the mass.
+template <class R>
+R stablemax_s(const R& x) {
+  return x >= R(0) ? R(x + R(1)) : R(R(1) / R(R(1) - x));
+}
+template <class R>
+void stablemax(std::span<const R> z, std::span<R> p) {
+  const RowInfo<R> info = inspect(z);
+  if (special_row(z, p, info, true)) return;
+  R sum(0);
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    p[i] = is_minf(z[i]) ? R(0) : stablemax_s(z[i]);
+    sum += p[i];
+  }
+  for (auto& x : p) x /= sum;
+}
+
+// SA-Softmax (self-adjusting softmax, 2025): z_i softmax(z)_i. A masked item
+// weighs 0; a +inf item's limit is +inf.
+template <class R>
+void sa_softmax(std::span<const R> z, std::span<R> p) {
+  const RowInfo<R> info = inspect(z);
+  softmax<R>(z, p);
+  if (info.nan) return;
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    if (is_minf(z[i]))
+      p[i] = R(0);
+    else if (is_pinf(z[i]))
+      p[i] = inf_of<R>();
+    else
+      p[i] = z[i] * p[i];
+  }
+}
+
+// Power normalisation with tau = 2: r_i^2 / (sum r_j^2)^beta, r = relu(z),
+// beta in {1, 1/2}; evaluated as M^{2(1-beta)} q_i / (sum q)^beta with
+// q_i = (r_i / M)^2, M = max r (no overflow of r^2). A row with no positive
+// logit has every weight 0. +inf: beta = 1 shares the mass among the +inf
+// items; beta = 1/2 sends them to +inf and the rest to 0.
+template <class R>
+void power_norm2(std::span<const R> z, std::span<R> p, bool half_beta) {
+  const RowInfo<R> info = inspect(z);
+  if (info.nan || info.live == 0) {
+    special_row(z, p, info, false);
+    return;
+  }
+  if (info.pinf > 0) {
+    if (!half_beta) {
+      special_row(z, p, info, true);
+      return;
+    }
+    for (std::size_t i = 0; i < z.size(); ++i) p[i] = is_pinf(z[i]) ? inf_of<R>() : R(0);
+    return;
+  }
+  const R M = info.max_finite > R(0) ? info.max_finite : R(0);
+  if (!(M > R(0))) {
+    std::fill(p.begin(), p.end(), R(0));
+    return;
+  }
+  R sum(0);
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    const R r = z[i] > R(0) ? R(z[i] / M) : R(0);
+    p[i] = r * r;
+    sum += p[i];
+  }
+  if (half_beta) {
+    const R den = r_sqrt(sum);
+    for (auto& x : p) x = M * x / den;
+  } else {
+    for (auto& x : p) x /= sum;
+  }
+}
+
+// Cog attention (signed weights): sign(z_i) e^{|z_i|} / sum e^{|z_j|}.
+template <class R>
+void cog_signed(std::span<const R> z, std::span<R> p) {
+  const RowInfo<R> info = inspect(z);
+  if (info.nan || info.live == 0) {
+    special_row(z, p, info, false);
+    return;
+  }
+  std::vector<R> a(z.size());
+  for (std::size_t i = 0; i < z.size(); ++i)
+    a[i] = is_minf(z[i]) ? z[i] : (z[i] < R(0) ? R(-z[i]) : z[i]);
+  softmax<R>(a, p);
+  for (std::size_t i = 0; i < z.size(); ++i)
+    if (z[i] < R(0) && !is_minf(z[i]))
+      p[i] = -p[i];
+    else if (z[i] == R(0))
+      p[i] = R(0);
+}
+
+// Forgetting Transformer (FoX) attention for the query at the last item:
+// softmax_j(z_j + Lambda_{n-1} - Lambda_j), Lambda_j = sum_{k<=j} log f_k,
+// here with a constant forget gate f. float_cumsum: Lambda as a running sum
+// in R (what a kernel does); otherwise the exact difference (n-1-j) log f.
+template <class R>
+void fox(std::span<const R> z, std::span<R> p, const R& log_f, bool float_cumsum) {
+  const RowInfo<R> info = inspect(z);
+  // +inf items: as they grow together their biases still differ, so the limit
+  // is the softmax of the +inf items' biases (not an even share).
+  if (special_row(z, p, info, false)) return;
+  const std::size_t n = z.size();
+  std::vector<R> lam(n), w(z.begin(), z.end());
+  R acc(0);
+  for (std::size_t j = 0; j < n; ++j) {
+    if (j > 0) acc += log_f;
+    lam[j] = acc;
+  }
+  for (std::size_t j = 0; j < n; ++j) {
+    if (is_minf(w[j])) continue;
+    const R bias =
+        float_cumsum ? R(lam[n - 1] - lam[j]) : R(R(static_cast<double>(n - 1 - j)) * log_f);
+    if (info.pinf > 0)
+      w[j] = is_pinf(w[j]) ? bias : -inf_of<R>();
+    else
+      w[j] += bias;
+  }
+  softmax<R>(w, p);
 }
 
 // Softpick: relu(exp(z_i) - 1) / (sum |exp(z_j) - 1| + eps) (Zuhri et al. 2025).
@@ -231,9 +388,11 @@ void softpick_impl(std::span<const R> z, std::span<R> p, const R& eps, bool wron
 }
 
 // Sigmoid attention: sigmoid(z_i + b), b = -log n (Ramapuram et al. 2024).
+// live: the n to use (the unmasked items when 0).
 template <class R>
-void sigmoid_attention(std::span<const R> z, std::span<R> p) {
-  const RowInfo<R> info = inspect(z);
+void sigmoid_attention(std::span<const R> z, std::span<R> p, std::size_t live_n = 0) {
+  RowInfo<R> info = inspect(z);
+  if (live_n > 0) info.live = live_n;
   if (info.nan) {
     std::fill(p.begin(), p.end(), nan_of<R>());
     return;
@@ -368,6 +527,54 @@ void entmax15(std::span<const R> z, std::span<R> p, bool exact_sort) {
   }
   if (!exact_sort)
     for (auto& v : p) v /= sum;
+}
+
+// alpha-entmax with alpha = 5/4 (Peters et al. 2019): p_i = [(alpha - 1) z_i -
+// tau]_+^{1/(alpha-1)} = [z_i/4 - tau]_+^4 with tau such that sum p = 1.
+// Bisection on tau in [top - 1, top - n^{-1/4}] (top = max z / 4): at the
+// lower end the top term alone is 1, at the upper end every term is <= 1/n.
+// iterations: 300 for Mp (256 bits), until adjacent values otherwise; then
+// renormalised by the sum.
+template <class R>
+void entmax_a125(std::span<const R> z, std::span<R> p) {
+  const RowInfo<R> info = inspect(z);
+  if (special_row(z, p, info, true)) return;
+  std::vector<R> x;
+  x.reserve(info.live);
+  for (const R& v : z)
+    if (!is_minf(v)) x.push_back(v / R(4));
+  const R top = info.max_finite / R(4);
+  R lo = top - R(1);
+  R hi = top - R(1) / r_sqrt(r_sqrt(R(static_cast<double>(x.size()))));
+  auto f = [&](const R& t) {
+    R s(0);
+    for (const R& v : x)
+      if (v > t) {
+        const R d2 = (v - t) * (v - t);
+        s += d2 * d2;
+      }
+    return s;
+  };
+  for (int it = 0; it < 300; ++it) {
+    const R mid = (lo + hi) / R(2);
+    if (!(mid > lo && mid < hi)) break;
+    if (f(mid) >= R(1))
+      lo = mid;
+    else
+      hi = mid;
+  }
+  R sum(0);
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    if (is_minf(z[i])) {
+      p[i] = R(0);
+      continue;
+    }
+    const R d = z[i] / R(4) - lo;
+    const R d2 = d > R(0) ? R(d * d) : R(0);
+    p[i] = d2 * d2;
+    sum += p[i];
+  }
+  for (auto& v : p) v /= sum;
 }
 
 // Top-k softmax: softmax over the k largest logits, others 0; items tied at

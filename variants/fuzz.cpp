@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
+#include <cstring>
 #include <cmath>
 #include <functional>
 #include <iomanip>
@@ -147,8 +149,10 @@ Verdict run_property(const Variant& v, const PropertyInfo& info, double bound, R
   out.rule = std::move(rule);
   out.kernel = v.name;
   out.op = "variant";
-  out.dtype = info.id.rfind("special", 0) == 0 || info.id == "f32_vs_reference" ? "float32"
-                                                                                : v.reference_name;
+  out.dtype =
+      info.id.rfind("special", 0) == 0 || info.id == "f32_vs_reference" || info.id == "streamable"
+          ? "float32"
+          : v.reference_name;
   double worst = 0;
   Check last_fail;
   bool failed = false;
@@ -253,6 +257,49 @@ const char* arrow(Dispersion d) {
   return "?";
 }
 
+// ---------------------------------------------------------------- streaming
+// A state buffer, aligned for any scalar type (variant.h promises 16 bytes).
+struct StateBuf {
+  std::vector<std::max_align_t> words;
+  explicit StateBuf(std::size_t bytes)
+      : words((bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t) + 1) {}
+  void* data() { return words.data(); }
+  const void* data() const { return words.data(); }
+};
+
+bool same_bits(float a, float b) {
+  if (std::isnan(a) && std::isnan(b)) return true;
+  return std::memcmp(&a, &b, sizeof(float)) == 0;
+}
+
+std::size_t bits_differing(const std::vector<float>& a, const std::vector<float>& b) {
+  std::size_t d = 0;
+  for (std::size_t k = 0; k < a.size(); ++k) d += !same_bits(a[k], b[k]);
+  return d;
+}
+
+// Streams the row l split at `cuts` (item k starts a new chunk when cut[k-1])
+// and merges adjacent states in the order `order` (step t merges the pair at
+// position order[t] mod (states left - 1)). Returns the finished weights.
+std::vector<float> stream_row(const Stream& st, const std::vector<float>& l,
+                              const std::vector<std::size_t>& starts,
+                              const std::vector<int>& order) {
+  std::vector<StateBuf> states;
+  for (std::size_t c = 0; c < starts.size(); ++c) {
+    const std::size_t b = starts[c], e = c + 1 < starts.size() ? starts[c + 1] : l.size();
+    states.emplace_back(st.state_bytes);
+    st.init(states.back().data());
+    st.push(states.back().data(), std::span<const float>(l).subspan(b, e - b), b, l.size());
+  }
+  for (std::size_t t = 0; states.size() > 1; ++t) {
+    const std::size_t j = static_cast<std::size_t>(order[t]) % (states.size() - 1);
+    st.merge(states[j].data(), states[j + 1].data());
+    states.erase(states.begin() + static_cast<std::ptrdiff_t>(j) + 1);
+  }
+  std::vector<float> p(l.size());
+  st.finish(states[0].data(), l, p);
+  return p;
+}
 }  // namespace
 
 // ---------------------------------------------------------------- properties
@@ -274,9 +321,14 @@ std::vector<PropertyInfo> fuzz_properties(const FuzzConfig& config) {
       {"special.pos_inf", "+inf",
        "float32 kernel: +inf logits give the limit as they grow (no NaN; within 2^-20 of the "
        "reference "
-       "with 2^20 in place of +inf)"},
+       "with 2^60 in place of +inf)"},
       {"f32_vs_reference", "f32~ref",
        "float32 kernel within the variant's stated rounding bound of its reference"},
+      {"streamable", "stream",
+       "the variant's streaming state (push/merge/finish) gives the whole row's weights for every "
+       "split into contiguous chunks and every merge order (bit for bit with the float32 kernel "
+       "where it claims bitwise, within its stated bound of the reference otherwise), and the "
+       "identity state is neutral (bit for bit)"},
   };
   for (double g : config.gaps) {
     std::ostringstream col;
@@ -328,6 +380,124 @@ DispersionCurve dispersion_curve(const Variant& v, double gap, const FuzzConfig&
   return c;
 }
 
+namespace {
+// The streamability cell: "yes" (pass), a shrunk split (fail), or skip with
+// "no: why" / "not supplied".
+Verdict stream_cell(const Variant& v, const PropertyInfo& info, const FuzzConfig& cfg) {
+  const Stream& st = v.stream;
+  if (st.kind == StreamKind::not_supplied) {
+    Verdict s = skip(v, info, "not supplied: the variant has no streaming state");
+    s.rule = Rule{"streamable.not_supplied", "no state/push/merge given: nothing to check"};
+    return s;
+  }
+  if (st.kind == StreamKind::no) {
+    Verdict s = skip(v, info, "no: " + st.note);
+    s.rule = Rule{"streamable.none", "the variant states its normaliser has no merge state"};
+    return s;
+  }
+  if (!st.init || !st.push || !st.merge || !st.finish || st.state_bytes == 0) {
+    Verdict e = skip(v, info, "");
+    e.outcome = Outcome::error;
+    e.note = "streaming claimed but state_bytes, init, push, merge or finish is missing";
+    e.rule = Rule{st.kind == StreamKind::bitwise ? "stream.bitwise" : "stream.bounded",
+                  "a streaming claim without the functions to check it: a claimed error"};
+    return e;
+  }
+  const bool bitwise = st.kind == StreamKind::bitwise;
+  if (!bitwise && !st.bound) {
+    Verdict e = skip(v, info, "");
+    e.outcome = Outcome::error;
+    e.note = "bounded streaming claimed without a bound";
+    e.rule =
+        Rule{"stream.bounded", "a streaming claim without the bound to check it: a claimed error"};
+    return e;
+  }
+  const Rule rule =
+      bitwise ? Rule{"stream.bitwise",
+                     "the variant claims its merged state finishes to the float32 kernel's "
+                     "whole-row weights bit for bit; identity neutrality is bit for bit"}
+              : Rule{"stream.bounded", st.bound_rule +
+                                           "; the reference is the variant's whole-row "
+                                           "reference, which shares no code with push/merge; "
+                                           "identity neutrality is bit for bit"};
+  const int N = cfg.max_n;
+  Verdict vd = run_property(v, info, bitwise ? 0.0 : 1.0, rule, cfg, [&] {
+    const auto l = gen_row(N);
+    const std::vector<float> lf(l.begin(), l.end());
+    const auto cut = l.size() > 1 ? pick_flags(l.size() - 1) : std::vector<bool>{};
+    std::vector<std::size_t> starts{0};
+    for (std::size_t k = 1; k < l.size(); ++k)
+      if (cut[k - 1]) starts.push_back(k);
+    const auto order = pick(rc::gen::container<std::vector<int>>(
+        starts.size() > 1 ? starts.size() - 1 : 0, rc::gen::inRange(0, 64)));
+    Check c;
+    std::ostringstream in;
+    in << "l = " << fmt_row(l) << ", split [";
+    for (std::size_t k = 0; k < l.size(); ++k) {
+      if (k > 0) in << (cut[k - 1] ? " | " : ", ");
+      in << l[k];
+    }
+    in << "] into " << starts.size() << " chunk" << (starts.size() == 1 ? "" : "s");
+    if (starts.size() > 2) {
+      in << ", merge order";
+      for (int o : order) in << " " << o;
+    }
+    c.input = in.str();
+    const auto p = stream_row(st, lf, starts, order);
+    // Identity neutrality: the whole row in one chunk, then an identity state
+    // merged on its left and on its right.
+    const auto whole = stream_row(st, lf, {0}, {});
+    StateBuf one(st.state_bytes), id(st.state_bytes), left(st.state_bytes);
+    st.init(one.data());
+    st.push(one.data(), lf, 0, lf.size());
+    st.init(left.data());
+    st.merge(left.data(), one.data());  // identity (+) s
+    st.init(id.data());
+    st.merge(one.data(), id.data());  // s (+) identity
+    std::vector<float> pl(l.size()), pr(l.size());
+    st.finish(left.data(), lf, pl);
+    st.finish(one.data(), lf, pr);
+    const std::size_t id_diff = bits_differing(pl, whole) + bits_differing(pr, whole);
+    std::ostringstream det;
+    if (id_diff > 0) {
+      c.ok = false;
+      c.measured = INFINITY;
+      det << "identity state not neutral: one chunk = " << fmt_vec(whole)
+          << ", identity (+) it = " << fmt_vec(pl) << ", it (+) identity = " << fmt_vec(pr);
+      c.detail = det.str();
+      return c;
+    }
+    if (bitwise) {
+      const auto k = kernel(v, l);
+      const std::size_t d = bits_differing(p, k);
+      c.measured = static_cast<double>(d);
+      c.ok = d == 0;
+      det << d << " weight" << (d == 1 ? "" : "s") << " differ from the whole-row kernel: streamed "
+          << fmt_vec(p) << ", whole row " << fmt_vec(k);
+    } else {
+      const auto q = math(v, l);
+      double err = 0;
+      for (std::size_t k = 0; k < l.size(); ++k) {
+        const double e =
+            std::isnan(p[k]) ? INFINITY : std::abs(to_d(Mp(double(p[k])) - q[k])) / kU32;
+        err = std::max(err, e);
+      }
+      const double B = st.bound(l, starts.size());
+      c.measured = B > 0 ? err / B : (err > 0 ? INFINITY : 0.0);
+      c.ok = err <= B;
+      det << "max error " << err << " u (u = 2^-24), bound " << B << " u: streamed " << fmt_vec(p)
+          << ", whole-row reference " << fmt_vec(q);
+    }
+    c.detail = det.str();
+    return c;
+  });
+  if (vd.outcome == Outcome::pass)
+    vd.note = std::string("yes (") + name_of(st.kind) + "); " + vd.note +
+              (bitwise ? " (differing weights)" : " (error / bound)");
+  return vd;
+}
+}  // namespace
+
 VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
   const auto t0 = std::chrono::steady_clock::now();
   ref::precision_bits();  // initialises the MPFR working precision (256 bits)
@@ -337,6 +507,7 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
   r.wrong_formulation = v.wrong_formulation;
   r.wrong_of = v.wrong_of;
   r.origin = v.origin;
+  r.citation = v.citation;
   r.not_claimed = v.not_claimed;
   const auto props = fuzz_properties(cfg);
   auto info = [&](const std::string& id) {
@@ -558,9 +729,10 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
       v, info("special.pos_inf"), 0x1p-20,
       Rule{"special.pos_inf",
            "include/softmax_audit/variant.h: +inf is the limit as the logit grows. Checked against "
-           "the "
-           "reference with 2^20 in place of +inf (finite logits <= 13, so the neglected terms are "
-           "< e^-(2^19)); 2^-20 covers the float32 rounding of weights of a row of n <= 16"},
+           "the reference with 2^60 in place of +inf (finite logits <= 13, so the neglected terms "
+           "are < e^-(2^59) for exponential normalisers and < 14 * 2^-60 for rational ones such as "
+           "StableMax's 1/(1-x) or a power x^2); 2^-20 covers the float32 rounding of weights of a "
+           "row of n <= 16"},
       cfg, [&] {
         auto l = gen_row(N);
         auto flags = pick_flags(l.size());
@@ -569,7 +741,7 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
         for (std::size_t k = 0; k < l.size(); ++k)
           if (flags[k]) {
             l[k] = std::numeric_limits<double>::infinity();
-            big[k] = 0x1p20;
+            big[k] = 0x1p60;
           }
         const auto p = kernel(v, l);
         Check c;
@@ -580,7 +752,7 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
           if (std::isnan(x)) worst = std::numeric_limits<double>::infinity();
         if (v.reference) {
           const auto q = v.reference(big);
-          c.detail += ", reference at 2^20 = " + fmt_vec(q);
+          c.detail += ", reference at 2^60 = " + fmt_vec(q);
           for (std::size_t k = 0; k < l.size(); ++k) {
             const double qk = to_d(q[k]);
             if (qk >= 0x1p10 && p[k] >= 0x1p10f) continue;  // both diverge with the logit
@@ -630,6 +802,7 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
     vd.note += os.str();
     r.cells.push_back(vd);
   }
+  r.cells.push_back(stream_cell(v, info("streamable"), cfg));
   for (double g : cfg.gaps) {
     const PropertyInfo pi = info(gap_id(g));
     Verdict vd;
@@ -640,6 +813,7 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
     vd.dtype = "float64";
     try {
       const auto curve = dispersion_curve(v, g, cfg);
+      r.curves.push_back(curve);
       const double w = curve.top_weight.back();
       std::ostringstream os;
       os << "measured " << name_of(curve.measured) << ": w(2^10) = "
@@ -689,6 +863,8 @@ bool claims(const VariantResult& r, const Verdict& c) {
   if (std::find(r.not_claimed.begin(), r.not_claimed.end(), c.property) != r.not_claimed.end())
     return false;
   if (c.property.rfind("special.", 0) == 0 || c.property == "f32_vs_reference") return true;
+  // A supplied streaming state claims its merge (rule stream.bitwise / stream.bounded).
+  if (c.property == "streamable") return c.rule.id.rfind("stream.", 0) == 0;
   return c.property.rfind("dispersion", 0) == 0 && c.rule.id == "dispersion.theory";
 }
 
@@ -708,7 +884,14 @@ const Verdict* cell(const VariantResult& r, const std::string& property_id) {
 }
 
 namespace {
-std::string cell_text(const Verdict& v) {
+// Terminal symbols. A failed claim (a defect: exit 1) and a finding (a
+// property the formulation does not keep: exit 0) look different.
+constexpr const char* kHolds = "holds";
+constexpr const char* kFinding = "lacks";
+constexpr const char* kClaimFail = "FAIL!";
+
+std::string cell_text(const VariantResult& r, const Verdict& v) {
+  const bool claimed = claims(r, v);
   if (v.property.rfind("dispersion", 0) == 0) {
     if (v.outcome == Outcome::error) return "error";
     std::string cls = v.note.find("measured to_zero") != std::string::npos  ? "->0"
@@ -720,14 +903,26 @@ std::string cell_text(const Verdict& v) {
       cls = os.str();
     }
     if (v.outcome == Outcome::pass) return cls + " ok";
-    if (v.outcome == Outcome::fail) return cls + " FAIL";
+    if (v.outcome == Outcome::fail) return cls + (claimed ? " FAIL!" : " off");
     return cls;
+  }
+  if (v.property == "streamable") {
+    switch (v.outcome) {
+      case Outcome::pass:
+        return "yes";
+      case Outcome::fail:
+        return claimed ? kClaimFail : kFinding;
+      case Outcome::skip:
+        return v.note.rfind("no:", 0) == 0 ? "no" : "n/s";
+      case Outcome::error:
+        return "error";
+    }
   }
   switch (v.outcome) {
     case Outcome::pass:
-      return "holds";
+      return kHolds;
     case Outcome::fail:
-      return "FAILS";
+      return claimed ? kClaimFail : kFinding;
     case Outcome::skip:
       return "n/a";
     case Outcome::error:
@@ -736,6 +931,36 @@ std::string cell_text(const Verdict& v) {
   return "?";
 }
 }  // namespace
+
+std::string streamable_word(const VariantResult& r) {
+  const Verdict* c = cell(r, "streamable");
+  if (!c) return "not supplied";
+  switch (c->outcome) {
+    case Outcome::pass:
+      return "yes";
+    case Outcome::fail:
+      return "FAILS";
+    case Outcome::error:
+      return "error";
+    case Outcome::skip:
+      return c->note.rfind("no:", 0) == 0 ? "no" : "not supplied";
+  }
+  return "not supplied";
+}
+
+std::string legend() {
+  return "Legend: holds = holds on every generated case; lacks = a finding: the formulation does "
+         "not keep this property (exit 0); FAIL! = a failed claim: the variant fails a property "
+         "it claims (special values, its own rounding or streaming bound, its theory "
+         "prediction; exit 1); n/a = not applicable.\n"
+         "  dispersion: ->0 disperses, ->c stays at c, ->1 sharpens; ok = as theory predicts, "
+         "FAIL! = not as predicted (claimed), off = not as predicted for a formulation that "
+         "claims nothing.\n"
+         "  stream: yes = state/push/merge supplied and every split merges to the whole row; "
+         "no = the variant states its normaliser has no merge state; n/s = not supplied.\n"
+         "  ! before a name = wrong_formulation (a deliberately mis-stated variant: it claims "
+         "nothing).\n";
+}
 
 std::string render_table(const Matrix& m) {
   std::ostringstream os;
@@ -756,21 +981,29 @@ std::string render_table(const Matrix& m) {
        << (r.wrong_formulation ? "!" + r.variant + " " : r.variant);
     for (std::size_t k = 0; k < m.columns.size(); ++k) {
       const Verdict* v = cell(r, m.columns[k].id);
-      os << std::setw(static_cast<int>(widths[k])) << (v ? cell_text(*v) : "-");
+      os << std::setw(static_cast<int>(widths[k])) << (v ? cell_text(r, *v) : "-");
     }
     os << "\n";
   }
-  os << "(! = wrong_formulation; dispersion: ->0 disperses, ->c stays at c, ->1 sharpens; ok/FAIL "
-        "= "
-        "agrees/disagrees with theory's prediction)\n";
+  os << legend();
   for (const auto& r : m.rows)
     if (r.wrong_formulation) os << "  " << r.variant << " mis-states " << r.wrong_of << "\n";
-  os << "\nFailures (minimal counterexamples after shrinking):\n";
-  for (const auto& r : m.rows)
-    for (const auto& v : r.cells)
-      if (v.outcome == Outcome::fail || v.outcome == Outcome::error)
-        os << "  " << r.variant << " / " << v.property << ": "
-           << (v.counterexample.empty() ? v.note : v.counterexample) << "\n";
+  for (const bool claimed : {true, false}) {
+    os << (claimed ? "\nFailed claims (FAIL!: defects, exit 1; minimal counterexamples after "
+                     "shrinking):\n"
+                   : "\nFindings (lacks/off: properties the formulation does not keep, exit 0; "
+                     "minimal counterexamples):\n");
+    std::size_t listed = 0;
+    for (const auto& r : m.rows)
+      for (const auto& v : r.cells)
+        if ((v.outcome == Outcome::fail || v.outcome == Outcome::error) &&
+            claims(r, v) == claimed) {
+          os << "  " << r.variant << " / " << v.property << ": "
+             << (v.counterexample.empty() ? v.note : v.counterexample) << "\n";
+          ++listed;
+        }
+    if (listed == 0) os << "  none\n";
+  }
   os << std::fixed << std::setprecision(2) << "\n"
      << m.rows.size() << " variants, " << m.config.cases << " cases per property, seed "
      << m.config.seed << ", " << m.seconds << " s\n";
@@ -801,7 +1034,10 @@ nlohmann::json to_json(const Verdict& v) {
 nlohmann::json to_json(const Matrix& m) {
   nlohmann::json j;
   j["format"] = "softmax-audit-variants";
-  j["version"] = 2;  // 2: seed as a string, non-finite numbers as "NaN"/"Infinity"/"-Infinity"
+  // 2: seed as a string, non-finite numbers as "NaN"/"Infinity"/"-Infinity";
+  // 3: the streamable column, per row "citation" and "streamable", "legend".
+  j["version"] = 3;
+  j["legend"] = legend();
   j["config"] = {{"cases", m.config.cases}, {"seed", std::to_string(m.config.seed)},
                  {"max_n", m.config.max_n}, {"gaps", m.config.gaps},
                  {"base", m.config.base},   {"max_log2_n", m.config.max_log2_n}};
@@ -816,7 +1052,17 @@ nlohmann::json to_json(const Matrix& m) {
                           {"wrong_formulation", r.wrong_formulation},
                           {"wrong_of", r.wrong_of},
                           {"origin", r.origin},
+                          {"citation", r.citation},
+                          {"streamable", streamable_word(r)},
                           {"seconds", r.seconds}};
+    // The largest weight against n for each gap: the curve behind each
+    // dispersion cell (does the top item stay sharp as n grows?).
+    row["dispersion"] = nlohmann::json::array();
+    for (const auto& c : r.curves)
+      row["dispersion"].push_back({{"gap", c.gap},
+                                   {"log2_n", c.log2_n},
+                                   {"top_weight", c.top_weight},
+                                   {"measured", name_of(c.measured)}});
     row["cells"] = nlohmann::json::object();
     for (const auto& v : r.cells) {
       row["cells"][v.property] = to_json(v);

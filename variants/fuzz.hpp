@@ -54,8 +54,10 @@ struct VariantResult {
   bool wrong_formulation = false;
   std::string wrong_of;
   std::string origin;
+  std::string citation;
   std::vector<std::string> not_claimed;  // Variant::not_claimed
   std::vector<Verdict> cells;            // one per fuzz_properties() entry, same order
+  std::vector<DispersionCurve> curves;   // the dispersion sweep behind each dispersion cell
   double seconds = 0;
 };
 
@@ -70,8 +72,13 @@ struct Matrix {
 
 Matrix fuzz_all(const std::vector<const Variant*>& variants, const FuzzConfig& config);
 
-// Terminal rendering: the matrix, then every failure with its counterexample.
+// Terminal rendering: the matrix, its legend, then every failed claim and
+// every finding with its counterexample.
 std::string render_table(const Matrix& m);
+// The legend of the terminal symbols (holds / lacks / FAIL! / n/a, dispersion, stream).
+std::string legend();
+// "yes", "no", "not supplied", "FAILS" or "error": the streamability of a row.
+std::string streamable_word(const VariantResult& r);
 nlohmann::json to_json(const Matrix& m);
 nlohmann::json to_json(const Verdict& v);
 

@@ -1,5 +1,7 @@
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "variants/variant.hpp"
@@ -17,6 +19,20 @@ const char* name_of(Dispersion d) {
       return "bounded";
     case Dispersion::to_one:
       return "to_one";
+  }
+  return "?";
+}
+
+const char* name_of(StreamKind k) {
+  switch (k) {
+    case StreamKind::not_supplied:
+      return "not supplied";
+    case StreamKind::bitwise:
+      return "bitwise";
+    case StreamKind::bounded:
+      return "bounded";
+    case StreamKind::no:
+      return "no";
   }
   return "?";
 }
@@ -64,12 +80,86 @@ double generic_bound(std::span<const double> l) {
   const double spread = hi >= lo ? hi - lo : 0.0;
   return 2.0 * (static_cast<double>(l.size()) + 2.0 + 2.0 * spread) + 2.0 * amax;
 }
+
+// The generic streamed-softmax bound for a plugin that states none
+// (docs/variants.md, "Streamability"): online softmax with faithful exp,
+// 4n + 3 chunks + 2 spread - 2, plus the input-scaling term 2 max|l|.
+double generic_stream_bound(std::span<const double> l, std::size_t chunks) {
+  double lo = INFINITY, hi = -INFINITY, amax = 0;
+  for (double x : l)
+    if (std::isfinite(x)) {
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+      amax = std::max(amax, std::abs(x));
+    }
+  const double spread = hi >= lo ? hi - lo : 0.0;
+  return 4.0 * static_cast<double>(l.size()) + 3.0 * static_cast<double>(chunks) + 2.0 * spread -
+         2.0 + 2.0 * amax;
+}
+
+// The ABI 2 streaming fields of a plugin that states version >= 2.
+Stream stream_from_c_abi(const sa_variant& c, const std::string& origin) {
+  Stream s;
+  const std::string who = origin + ": variant '" + c.name + "'";
+  switch (c.stream_kind) {
+    case SA_STREAM_NOT_SUPPLIED:
+      return s;
+    case SA_STREAM_NO:
+      s.kind = StreamKind::no;
+      s.note = c.stream_note ? c.stream_note : "the plugin states it has no merge state";
+      return s;
+    case SA_STREAM_BITWISE:
+      s.kind = StreamKind::bitwise;
+      break;
+    case SA_STREAM_BOUNDED:
+      s.kind = StreamKind::bounded;
+      break;
+    default:
+      throw std::runtime_error(who + ": stream_kind " + std::to_string(c.stream_kind) +
+                               " is none of SA_STREAM_* (include/softmax_audit/variant.h)");
+  }
+  if (!c.state_init || !c.state_push || !c.state_merge || !c.state_finish || c.state_bytes <= 0)
+    throw std::runtime_error(who +
+                             ": stream_kind claims streaming but state_bytes, state_init, "
+                             "state_push, state_merge or state_finish is missing");
+  const sa_variant* cp = &c;
+  const std::string name = c.name;
+  s.state_bytes = static_cast<std::size_t>(c.state_bytes);
+  s.init = [cp](void* st) { cp->state_init(st, cp->ctx); };
+  s.push = [cp, name](void* st, std::span<const float> ch, std::size_t off, std::size_t n) {
+    if (cp->state_push(st, ch.data(), static_cast<int64_t>(ch.size()), static_cast<int64_t>(off),
+                       static_cast<int64_t>(n), cp->ctx) != 0)
+      throw std::runtime_error("variant '" + name + "': state_push rejected a chunk");
+  };
+  s.merge = [cp, name](void* a, const void* b) {
+    if (cp->state_merge(a, b, cp->ctx) != 0)
+      throw std::runtime_error("variant '" + name + "': state_merge failed");
+  };
+  s.finish = [cp, name](const void* st, std::span<const float> l, std::span<float> p) {
+    if (cp->state_finish(st, l.data(), static_cast<int64_t>(l.size()), p.data(), cp->ctx) != 0)
+      throw std::runtime_error("variant '" + name + "': state_finish failed");
+  };
+  if (c.stream_error_bound) {
+    s.bound = [cp](std::span<const double> l, std::size_t chunks) {
+      return cp->stream_error_bound(l.data(), static_cast<int64_t>(l.size()),
+                                    static_cast<int64_t>(chunks), cp->ctx);
+    };
+    s.bound_rule = "plugin.stream_error_bound";
+  } else {
+    s.bound = generic_stream_bound;
+    s.bound_rule =
+        "stream.generic: online softmax, 4n + 3 chunks + 2 spread - 2 + 2 max|l| "
+        "(docs/variants.md, Streamability)";
+  }
+  return s;
+}
 }  // namespace
 
 Variant from_c_abi(const sa_variant& c, const std::string& origin) {
-  if (c.abi_version != SA_VARIANT_ABI_VERSION)
+  if (c.abi_version < SA_VARIANT_ABI_VERSION_MIN || c.abi_version > SA_VARIANT_ABI_VERSION)
     throw std::runtime_error(origin + ": variant ABI version " + std::to_string(c.abi_version) +
-                             ", expected " + std::to_string(SA_VARIANT_ABI_VERSION));
+                             ", expected " + std::to_string(SA_VARIANT_ABI_VERSION_MIN) + " to " +
+                             std::to_string(SA_VARIANT_ABI_VERSION));
   if (!c.name || !c.forward_f32)
     throw std::runtime_error(origin + ": a variant lacks a name or forward_f32");
   Variant v;
@@ -78,6 +168,9 @@ Variant from_c_abi(const sa_variant& c, const std::string& origin) {
   v.wrong_formulation = c.wrong_formulation != 0;
   v.wrong_of = c.wrong_of ? c.wrong_of : "";
   v.origin = origin;
+  v.citation = "plugin";
+  // Version 1 structs end at ctx: nothing past it is read.
+  if (c.abi_version >= 2) v.stream = stream_from_c_abi(c, origin);
   const sa_variant* cp = &c;
   v.kernel32 = [cp, name = v.name](std::span<const float> l, std::span<float> p) {
     if (cp->forward_f32(l.data(), static_cast<int64_t>(l.size()), p.data(), cp->ctx) != 0)

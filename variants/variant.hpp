@@ -30,6 +30,46 @@ struct Prediction {
   std::string source;  // theorem / derivation it comes from
 };
 
+// Streaming (include/softmax_audit/variant.h, ABI 2): a state folded chunk by
+// chunk, merged across adjacent chunks and finished into the row's weights.
+enum class StreamKind { not_supplied, bitwise, bounded, no };
+const char* name_of(StreamKind k);
+
+struct Stream {
+  StreamKind kind = StreamKind::not_supplied;
+  std::string note;  // kind no: why the normaliser has no merge state
+  std::size_t state_bytes = 0;
+  std::function<void(void* state)> init;  // the identity state
+  // Folds chunk (items offset .. offset + chunk.size() of a row of row_n) into state.
+  std::function<void(void* state, std::span<const float> chunk, std::size_t offset,
+                     std::size_t row_n)>
+      push;
+  std::function<void(void* left, const void* right)> merge;  // left = left (+) right
+  std::function<void(const void* state, std::span<const float> l, std::span<float> p)> finish;
+  // kind bounded: max_i |streamed_i - exact_i| / 2^-24 for this row in `chunks` chunks.
+  std::function<double(std::span<const double> l, std::size_t chunks)> bound;
+  std::string bound_rule;
+};
+
+// Wraps typed callables over a trivially copyable State into a Stream.
+template <class State, class Init, class Push, class Merge, class Finish>
+Stream typed_stream(StreamKind kind, Init init, Push push, Merge merge, Finish finish) {
+  Stream s;
+  s.kind = kind;
+  s.state_bytes = sizeof(State);
+  s.init = [init](void* st) { *static_cast<State*>(st) = init(); };
+  s.push = [push](void* st, std::span<const float> c, std::size_t off, std::size_t n) {
+    push(*static_cast<State*>(st), c, off, n);
+  };
+  s.merge = [merge](void* a, const void* b) {
+    merge(*static_cast<State*>(a), *static_cast<const State*>(b));
+  };
+  s.finish = [finish](const void* st, std::span<const float> l, std::span<float> p) {
+    finish(*static_cast<const State*>(st), l, p);
+  };
+  return s;
+}
+
 struct Variant {
   std::string name;
   std::string formula;
@@ -57,6 +97,10 @@ struct Variant {
   std::string f32_bound_rule;
   // Theory's prediction at gap g (empty = none).
   std::function<std::optional<Prediction>(double gap)> predict;
+  // Where the formula comes from (paper, year, arXiv id), shown by `fuzz --list`.
+  std::string citation;
+  // Streaming interface (kind not_supplied when there is none).
+  Stream stream;
 };
 
 class Registry {

@@ -1,4 +1,4 @@
-/* softmax-audit variant interface, ABI version 1.
+/* softmax-audit variant interface, ABI version 2 (version 1 still loads).
  *
  * A softmax *variant* is a normalisation proposed instead of softmax (see
  * docs: docs/variants.md). The fuzzer (`softmax-audit fuzz`) runs every
@@ -22,6 +22,29 @@
  * - NaN anywhere: every weight of the row is NaN.
  * - +inf: no NaN; the limit as those logits grow.
  * - Return 0 on success, nonzero for an argument the function rejects.
+ *
+ * Versions. abi_version says how much of struct sa_variant the plugin
+ * filled in; every version only appends fields, and the loader reads no field
+ * past the version the plugin states, so a plugin built against an older
+ * header keeps loading unchanged:
+ *   1: up to ctx;
+ *   2: appends the streaming interface (state/push/merge/finish, below).
+ * The version-1 header is kept, frozen, in tests/abi/v1/include; the example
+ * plugin is built against it and loaded by tests/variants/stream_test.cpp.
+ *
+ * Streaming (version 2, optional; leave the function pointers NULL and
+ * stream_kind SA_STREAM_NOT_SUPPLIED when there is none). A streamable
+ * normaliser folds a row chunk by chunk into a fixed-size state (as a flash
+ * attention kernel does with (m, S) for softmax), merges the states of
+ * adjacent chunks, and finishes the weights from the merged state and the
+ * row. The fuzzer splits rows at random into contiguous chunks, pushes each
+ * into a fresh identity state, merges the states of adjacent chunks in a
+ * random tree order (left chunk first), finishes, and holds the result to the
+ * whole row: bit for bit against forward_f32 when stream_kind is
+ * SA_STREAM_BITWISE, within stream_error_bound of forward_f64 (the same
+ * absolute units as f32_error_bound) when SA_STREAM_BOUNDED. It also checks
+ * that the identity state is neutral: merging it on either side changes no
+ * finished weight by a single bit.
  */
 #ifndef SOFTMAX_AUDIT_VARIANT_H
 #define SOFTMAX_AUDIT_VARIANT_H
@@ -32,7 +55,8 @@
 extern "C" {
 #endif
 
-#define SA_VARIANT_ABI_VERSION 1u
+#define SA_VARIANT_ABI_VERSION 2u
+#define SA_VARIANT_ABI_VERSION_MIN 1u /* the oldest version the loader accepts */
 
 /* What theory says the largest weight does as n grows, under bounded logits
  * whose top logit leads the rest by a fixed gap g (see predict_dispersion). */
@@ -66,7 +90,36 @@ typedef struct sa_variant {
   sa_dispersion (*predict_dispersion)(double gap, void* ctx);
   const char* prediction_source; /* where the prediction comes from, or NULL */
   void* ctx;                     /* passed back to every function */
+
+  /* ---- ABI version 2: streaming ---- */
+  int32_t stream_kind; /* sa_stream_kind */
+  /* Why the normaliser cannot be streamed (stream_kind SA_STREAM_NO), or NULL. */
+  const char* stream_note;
+  int64_t state_bytes; /* size of one state; the fuzzer allocates it, 16-byte aligned */
+  /* Writes the identity state (the state of an empty chunk). */
+  void (*state_init)(void* state, void* ctx);
+  /* Folds the chunk logits[0..n) into state; the chunk starts at item
+   * `offset` of a row of `row_n` items (for variants whose weights depend on
+   * positions or on the row length). */
+  int (*state_push)(void* state, const float* logits, int64_t n, int64_t offset, int64_t row_n,
+                    void* ctx);
+  /* left = left (+) right, where right's chunk follows left's in the row. */
+  int (*state_merge)(void* left, const void* right, void* ctx);
+  /* The weights of the whole row from the merged state of all its items. */
+  int (*state_finish)(const void* state, const float* logits, int64_t n, float* weights, void* ctx);
+  /* SA_STREAM_BOUNDED: bound on max_i |streamed_i - exact_i| for this row
+   * split into `chunks` chunks, in units of 2^-24 (NULL: the generic online
+   * softmax bound 4n + 3 chunks + 2 spread - 2 + 2 max|l|, docs/variants.md). */
+  double (*stream_error_bound)(const double* logits, int64_t n, int64_t chunks, void* ctx);
 } sa_variant;
+
+/* stream_kind */
+typedef enum sa_stream_kind {
+  SA_STREAM_NOT_SUPPLIED = 0, /* no streaming interface (the version 1 default) */
+  SA_STREAM_BITWISE = 1,      /* streamed weights equal forward_f32 bit for bit */
+  SA_STREAM_BOUNDED = 2,      /* within stream_error_bound of the exact weights */
+  SA_STREAM_NO = 3 /* the normaliser has no finite merge state (say why in stream_note) */
+} sa_stream_kind;
 
 typedef const sa_variant* (*sa_variant_entry_at_fn)(int index);
 

@@ -51,12 +51,14 @@ const std::string& good_results() {
 }
 
 // plugin_naive_softmax fails special-value claims it makes (a defect);
-// plugin_softmax holds everything.
+// plugin_softmax holds everything; the built-in sink_b1 has findings (it does
+// not sum to one nor shift) and a streaming state.
 const std::string& variants_json() {
   static const std::string path = [] {
     const std::string dir = temp_dir();
     const Ran r = run(kCli + " fuzz --plugin " + q(kVariants) +
-                      " --variant plugin_naive_softmax --variant plugin_softmax --cases 20 "
+                      " --variant plugin_naive_softmax --variant plugin_softmax --variant sink_b1 "
+                      "--cases 20 "
                       "--max-log2-n 10 --json " +
                       q(dir + "/v.json"));
     EXPECT_EQ(r.rc, 1) << r.output;
@@ -98,6 +100,19 @@ TEST(GateReportContent, VariantMatrixIsATableOfSymbolsReadFromFuzzJson) {
   EXPECT_NE(matrix.find("plugin_<wbr>naive_<wbr>softmax"), std::string::npos);
   EXPECT_NE(matrix.find("\u2713"), std::string::npos);  // holds
   EXPECT_NE(matrix.find("claimedfail"), std::string::npos) << "a claimed failure is not marked";
+  // A failed claim and a finding have different symbols, and the legend says which is which.
+  EXPECT_NE(matrix.find("\u2717"), std::string::npos) << "no failed-claim symbol";
+  EXPECT_NE(matrix.find("\u25cb"), std::string::npos) << "no finding symbol";
+  EXPECT_NE(h.find("<b>failed claim</b>"), std::string::npos);
+  EXPECT_NE(h.find("<b>finding</b>"), std::string::npos);
+  // The streamability column: the sink streams, the plugins supply no state.
+  EXPECT_NE(matrix.find(">stream<"), std::string::npos);
+  EXPECT_NE(matrix.find(">yes<"), std::string::npos);
+  EXPECT_NE(matrix.find(">n/s<"), std::string::npos);
+  // The sharpness curves: every variant's largest weight against n, with a table.
+  const auto sharp = h.find("id=\"variant-sharpness\"");
+  ASSERT_NE(sharp, std::string::npos) << "no largest-weight-against-n section";
+  EXPECT_NE(h.find("<td>sink_b1</td>", sharp), std::string::npos);
   EXPECT_NE(matrix.find("href=\"#vce-0\""), std::string::npos) << "failing cell without a link";
   EXPECT_NE(h.find("<li id=\"vce-0\">"), std::string::npos) << "link to no counterexample";
   // The header is the fuzz table's short one, never a JSON path or blob.
@@ -108,7 +123,9 @@ TEST(GateReportContent, VariantMatrixIsATableOfSymbolsReadFromFuzzJson) {
   // The twin says the same, and the report's status counts the claimed failure.
   const json doc = json::parse(slurp(dir + "/r.json"));
   ASSERT_TRUE(doc["variants"].is_object());
-  EXPECT_EQ(doc["variants"]["rows"].size(), 2u);
+  EXPECT_EQ(doc["variants"]["rows"].size(), 3u);
+  EXPECT_EQ(doc["variants"]["rows"][2]["streamable"], "yes");
+  EXPECT_EQ(doc["variants"]["rows"][2]["cells"]["sum_to_one"]["symbol"], "\u25cb");
   EXPECT_EQ(doc["status"], "fail");
 
   // Any other format is refused, naming the file and what was expected.

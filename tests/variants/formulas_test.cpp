@@ -3,6 +3,8 @@
 // each other.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
 #include <random>
 
 #include "reference/mpfr.hpp"
@@ -77,3 +79,27 @@ TEST(Formulas, EntmaxSortAndBisectionAgree) {
 }
 
 }  // namespace
+
+// The Forgetting Transformer's float32 hazard (issue 36): Lambda = cumsum log f
+// as a running float32 sum loses the increments' low bits once |Lambda| is
+// large (at |Lambda| ~ 2^16 the ulp is 2^-7 and log(15/16) = -0.0645 rounds to
+// a multiple of it), so the decay the last items see is wrong at long length,
+// while short rows are accurate. With all logits 0 the exact top weight is
+// (1 - 15/16) / (1 - (15/16)^n) -> 1/16.
+namespace {
+double fox_top_error(std::size_t n) {
+  std::vector<float> l32(n, 0.0f), p32(n);
+  F::fox<float>(l32, p32, std::log(15.0f / 16.0f), true);
+  std::vector<double> l64(n, 0.0), p64(n);
+  F::fox<double>(l64, p64, std::log(15.0 / 16.0), false);
+  std::printf("FoX n = %zu: float32 cumsum top weight %.7f, exact %.7f\n", n, p32[n - 1],
+              p64[n - 1]);
+  return std::abs(static_cast<double>(p32[n - 1]) - p64[n - 1]);
+}
+}  // namespace
+
+TEST(Formulas, FoxFloat32CumsumDriftsAtLongLengthOnly) {
+  EXPECT_LT(fox_top_error(1u << 10), 1e-5);
+  // The finding: at 2^20 the top weight is off by more than 1% of its 1/16.
+  EXPECT_GT(fox_top_error(1u << 20), 0.01 / 16.0);
+}
