@@ -160,8 +160,13 @@ int run_merge(const MergeOptions& o) {
   // Each table, read whole, before OUT is touched.
   for (Input& in : inputs) {
     const std::string csv = (fs::path(in.dir) / "sweep.csv").string();
+    std::error_code ec;
     try {
-      in.table = props::read_sweep_table(csv);
+      if (fs::exists(csv, ec))
+        in.table = props::read_sweep_table(csv);
+      else  // the shard stopped before its first row: incomplete, not an error
+        in.table.identity =
+            count > 1 ? identity + fmt::format("; shard={}/{}", in.index, count) : identity;
     } catch (const std::invalid_argument& e) {
       return usage(fmt::format("INPUT {}: {}", in.dir, e.what()));
     }

@@ -319,7 +319,7 @@ int run_sweep_command(const SweepOptions& o) {
     plan["format"] = "softmax-audit-shard";
     plan["version"] = 1;
     plan["command"] = "sweep";
-    plan["shard"] = {{"index", shard->index}, {"count", shard->count}, {"source", shard->source}};
+    plan["shard"] = {{"index", shard->index}, {"count", shard->count}};
     plan["kernel"] = kernel->name();
     plan["kernel_identity"] = c.kernel_identity;
     plan["table_identity"] = props::sweep_identity_line(*kernel, c, false);
@@ -333,9 +333,20 @@ int run_sweep_command(const SweepOptions& o) {
         if (shard->owns(sc.id)) ++shard_rows;
       }
       plan["cases"] = std::move(cases);
-      write_file_atomically(
-          (fs::path(o.out) / kShardFile).string(),
-          plan.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+      const std::string plan_path = (fs::path(o.out) / kShardFile).string();
+      const std::string text =
+          plan.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+      // A folder holds one shard of one sweep: a plan already there is this
+      // run's (a resumed shard) or the run is refused before any work.
+      std::ifstream old(plan_path, std::ios::binary);
+      const std::string before((std::istreambuf_iterator<char>(old)),
+                               std::istreambuf_iterator<char>());
+      if (old.is_open() && before != text)
+        throw std::invalid_argument(
+            "--out " + o.out + ": its " + kShardFile +
+            " is the plan of another sweep or shard (other options or another --shard); expected "
+            "the same command as the run that wrote it, or another --out (nothing was done)");
+      if (!old.is_open()) write_file_atomically(plan_path, text);
     } catch (const std::exception& e) {
       fmt::print(stderr, "softmax-audit sweep: error: {}\n", e.what());
       return exit_usage;

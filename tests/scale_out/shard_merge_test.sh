@@ -109,6 +109,11 @@ rc=$?
   || fail "conflicting --shard and SLURM variables: exit $rc: $out"
 [ ! -e conflict/sweep.csv ] || fail "a refused shard wrote a table"
 sum_before=$(cat shard0/* | md5sum)
+"$cli" sweep --out shard0 --shard 1/3 "${args[@]}" > reshard.log 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "shard.json.*plan of another" reshard.log \
+  || fail "a folder of shard 0/3 rerun as shard 1/3: exit $rc: $(cat reshard.log)"
+[ "$(cat shard0/* | md5sum)" = "$sum_before" ] || fail "the refused rerun changed the shard's folder"
 "$cli" merge shard0 shard0 shard1 shard2 > clobber.log 2>&1
 rc=$?
 [ $rc -eq 2 ] && grep -q "same file" clobber.log || fail "merge into an input folder: exit $rc: $(cat clobber.log)"
