@@ -389,6 +389,8 @@ int run_sweep_command(const SweepOptions& o) {
   const std::string rows_json = (fs::path(o.out) / "rows.json").string();
   const std::string path = (fs::path(o.out) / "sweep.json").string();
   try {
+    // A SIGTERM now stops the run once both files are whole (no stray temporary file).
+    const preempt::JournalWrite outputs;
     props::write_sweep_json(rows, rows_json);
     write_file_atomically(path, sweep_json_text(rows, kernel->name(), o.temperature_series_only));
   } catch (const OutputError& e) {

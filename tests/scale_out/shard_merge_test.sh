@@ -55,6 +55,11 @@ fi
 total=$(($(rows_of shard0) + $(rows_of shard1) + $(rows_of shard2)))
 [ "$total" -eq "$(rows_of full)" ] || fail "the shards hold $total rows, the unsharded run $(rows_of full)"
 for k in 0 1 2; do [ "$(rows_of shard$k)" -gt 0 ] || fail "shard $k/3 holds no row"; done
+schema=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../docs/schema" && pwd)
+for k in 0 1 2; do
+  python3 "$schema/validate.py" "$schema/shard.schema.json" "shard$k/shard.json" \
+    || fail "shard$k/shard.json does not match docs/schema/shard.schema.json"
+done
 "$cli" merge merged shard0 shard1 shard2 > merge.log 2>&1 || fail "merge exited $?: $(tail -3 merge.log)"
 same_outputs full merged && echo "ok: merge of 3 shards is byte-identical to the unsharded run"
 
