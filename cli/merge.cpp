@@ -150,12 +150,20 @@ int run_merge(const MergeOptions& o) {
   std::map<std::string, std::uint64_t> shard_of;  // key -> shard
   std::vector<std::string> order;
   std::map<std::uint64_t, std::size_t> cases_of;  // shard -> its number of cases
-  for (const auto& c : first.plan.at("cases")) {
-    const std::string key = c.at("key").get<std::string>();
-    const std::uint64_t s = c.at("shard").get<std::uint64_t>();
-    shard_of[key] = s;
-    order.push_back(key);
-    ++cases_of[s];
+  try {
+    for (const auto& c : first.plan.at("cases")) {
+      const std::string key = c.at("key").get<std::string>();
+      const std::uint64_t s = c.at("shard").get<std::uint64_t>();
+      if (s >= count || !shard_of.emplace(key, s).second)
+        throw std::invalid_argument("case " + key + ": a shard out of range or a repeated key");
+      order.push_back(key);
+      ++cases_of[s];
+    }
+  } catch (const std::exception& e) {
+    return usage(
+        fmt::format("INPUT {}: its {} lists a bad case ({}); expected the shard.json a "
+                    "sharded sweep wrote",
+                    first.dir, kShardFile, e.what()));
   }
   // Each table, read whole, before OUT is touched.
   for (Input& in : inputs) {
