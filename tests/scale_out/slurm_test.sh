@@ -102,5 +102,31 @@ for k in 0 1 2 3; do [ -s "out/shard-$k/sweep.csv" ] || { echo "FAIL: shard $k w
 for f in sweep.csv rows.json sweep.json; do
   cmp -s "out/merged/$f" "unsharded/$f" || { echo "FAIL: merged $f differs from the unsharded run's"; failures=1; }
 done
+# A task run again under its index (docs/scale-out.md: scontrol requeue) is
+# the same shard (SLURM_ARRAY_TASK_COUNT is still 4), resumes its table and
+# changes no byte of it.
+array=$(sed -n 's/.*job array \([0-9]*\).*/\1/p' <<< "$submitted")
+before=$(md5sum < out/shard-2/sweep.csv)
+if scontrol requeue "${array}_2" > requeue.log 2>&1; then
+  # Slurm makes a requeued job wait (its BeginTime) before it is eligible again: not here.
+  scontrol update JobId="${array}_2" StartTime=now >> requeue.log 2>&1
+  state=
+  for _ in $(seq 1 60); do
+    state=$(scontrol show job "${array}_2" 2> /dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' | head -1)
+    [ "$state" = COMPLETED ] && grep -q "shard 2/4" sa-sweep-"${array}"_2.log && break
+    sleep 1
+  done
+  [ "$state" = COMPLETED ] || {
+    echo "FAIL: requeued task 2 ended $state: $(scontrol show job "${array}_2" | grep -o 'Reason=[^ ]*')"
+    failures=1
+  }
+  [ "$(md5sum < out/shard-2/sweep.csv)" = "$before" ] || { echo "FAIL: the requeued task changed its table"; failures=1; }
+  grep -q "shard 2/4" sa-sweep-"${array}"_2.log || { echo "FAIL: the requeued task is not shard 2/4"; failures=1; }
+  [ "$(grep -c "Allocate JobId=${array}_2(" slurmctld.log)" -ge 2 ] || { echo "FAIL: task 2 did not run again"; failures=1; }
+  echo "requeued task ${array}_2: $state"
+else
+  echo "FAIL: scontrol requeue ${array}_2: $(cat requeue.log)"
+  failures=1
+fi
 if [ $failures -eq 0 ]; then echo "slurm_test: all passed"; else echo "slurm_test: failed"; fi
 [ $failures -eq 0 ]
