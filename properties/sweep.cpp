@@ -177,7 +177,10 @@ bool numeric(const std::string& f) {
 
 // The table's identity (its first line): the configuration every row shares.
 // Rows of another kernel, seed, sample count or generator level are never
-// mixed into one table (and so into one plotted series).
+// mixed into one table (and so into one plotted series). "draw=2": the rows'
+// logits come from sweep_row_seed (core/case_id.hpp, issue 34); a table
+// written before it (no draw field: seeds from std::hash) holds other rows and
+// is refused as another configuration, never resumed with rows of both.
 std::string identity_line(const std::string& kernel, std::uint64_t seed, int samples, int level) {
   std::string k;
   for (unsigned char c : kernel) {
@@ -190,7 +193,7 @@ std::string identity_line(const std::string& kernel, std::uint64_t seed, int sam
     }
   }
   return "# softmax-audit sweep table: kernel=" + k + "; seed=" + std::to_string(seed) +
-         "; samples=" + std::to_string(samples) + "; level=" + std::to_string(level);
+         "; samples=" + std::to_string(samples) + "; level=" + std::to_string(level) + "; draw=2";
 }
 
 // Parses one row line strictly; throws std::invalid_argument naming the line.
@@ -252,7 +255,8 @@ int open_table(const std::string& path, const std::string& identity, std::set<st
           content.compare(first.size() + 1, sweep_csv_header().size(), sweep_csv_header()) == 0)
         refuse("the table was made by another configuration (its first line is \"" + first +
                "\", this run's is \"" + identity +
-               "\"); rows of different kernels, seeds, sample counts or levels are never mixed: "
+               "\"); rows of different kernels, seeds, sample counts, levels or draws are never "
+               "mixed: "
                "use another --out, or remove the table to start again");
       refuse(
           "exists but is not a sweep table of this version (its first lines differ from "
