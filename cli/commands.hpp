@@ -26,6 +26,7 @@ void add_report_command(CLI::App& app);
 void add_fuzz_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
 void add_audit_command(CLI::App& app);
+void add_merge_command(CLI::App& app);  // needs sweep
 
 // Makes RapidCheck use `seed` too (RC_PARAMS gains seed=N unless it names one),
 // so that RapidCheck's own "Using configuration: seed=..." line, when it prints

@@ -104,6 +104,9 @@ int main(int argc, char** argv) {
 #ifdef SA_CLI_HAVE_SWEEP
   sa::cli::add_sweep_command(app);
 #endif
+#ifdef SA_CLI_HAVE_MERGE
+  sa::cli::add_merge_command(app);
+#endif
 #ifdef SA_CLI_HAVE_AUDIT
   sa::cli::add_audit_command(app);
 #endif

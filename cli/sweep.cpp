@@ -4,6 +4,12 @@
 // and run it again to continue, no row lost or repeated) and DIR/sweep.json
 // ({"rows": [...], "series": [...]}: every row, and the series the audit
 // report draws, each with the bound it is held to).
+//
+// --shard k/N (or a scheduler's variables, core/shard.hpp) runs one shard:
+// DIR/sweep.csv is then that shard's journal and DIR/shard.json its plan
+// (every case of the sweep, with its id and shard), which `merge` reads.
+// SIGTERM: the row in progress is abandoned (or finished, if it is being
+// written), exit 143; the same command resumes (core/preempt.hpp).
 #include <fmt/core.h>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -19,8 +25,13 @@
 #include <tuple>
 
 #include "cli/commands.hpp"
+#include "cli/sweep_outputs.hpp"
+#include "core/case_id.hpp"
 #include "core/output_file.hpp"
 #include "core/output_lock.hpp"
+#include "core/preempt.hpp"
+#include "core/shard.hpp"
+#include "gate/provenance.hpp"
 #include "gate/kernel_source.hpp"
 #include "kernels/builtin.hpp"
 #include "properties/generators.hpp"
@@ -40,6 +51,9 @@ struct SweepOptions {
   double max_memory_gib = 0;  // 0: the memory available now (/proc/meminfo)
   bool temperature_series_only = false;
   bool powers_of_two_only = false;
+  std::string shard;              // --shard k/N
+  std::uint64_t shard_count = 0;  // --shard-count N (with JOB_COMPLETION_INDEX)
+  bool no_timing = false;
 };
 
 // MemAvailable from /proc/meminfo, in bytes (0 when unknown).
@@ -135,6 +149,44 @@ nlohmann::json series_of(const std::vector<props::SweepRow>& rows, bool temperat
 
 void print_summary(const std::vector<props::SweepRow>& rows);
 
+}  // namespace
+
+std::string sweep_json_text(const std::vector<props::SweepRow>& rows, const std::string& kernel,
+                            bool temperature_series_only) {
+  nlohmann::json j;
+  j["format"] = "softmax-audit-sweep";
+  j["version"] = 2;  // docs/schema/sweep.schema.json
+  j["kernel"] = kernel;
+  j["series"] = series_of(rows, temperature_series_only);
+  j["rows_file"] = "rows.json";
+  return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+int print_sweep_verdict(const std::vector<props::SweepRow>& rows, const std::string& csv_path,
+                        const std::string& json_path) {
+  print_summary(rows);
+  // A sweep measures; its verdicts are the suite's. Say how many rows exceeded a bound.
+  // Every element of every row is checked (elements_checked = n; the MPFR
+  // columns *_sampled are the extra, sampled, correctly rounded check).
+  int over = 0, over_vec = 0;
+  std::int64_t elements = 0;
+  for (const auto& r : rows) {
+    const bool vec = !(r.rel_err_all <= r.vectorised_threshold);
+    over_vec += vec ? 1 : 0;
+    if (vec || r.max_ulp_sampled > r.ulp_budget_at_worst || !(r.max_ulp_all <= r.ulp_budget_all) ||
+        r.H_err > r.H_budget)
+      ++over;
+    elements += r.elements_checked;
+  }
+  fmt::print(
+      "{} rows in {} ({} over their bound, {} of them over vectorised_2x); every element "
+      "checked ({} elements, fraction 1); series for the report in {}\n",
+      rows.size(), csv_path, over, over_vec, elements, json_path);
+  return over > 0 ? exit_fail : exit_pass;
+}
+
+namespace {
+
 // "ETA 1h02m", "ETA 3m07s", "ETA 12s": the time left, taking a row's cost
 // as proportional to its n; "ETA --" until a row is done.
 std::string sweep_eta(double elapsed_s, double done, double total) {
@@ -149,12 +201,15 @@ std::string sweep_eta(double elapsed_s, double done, double total) {
 int run_sweep_command(const SweepOptions& o) {
   namespace fs = std::filesystem;
   std::optional<Kernel> kernel;
+  std::optional<Shard> shard;
   try {
+    shard = resolve_shard(o.shard, o.shard_count);
     // The plugin is none of the outputs (checked before it is even opened).
     refuse_overlapping_paths({{"--plugin", o.plugin}},
                              {{"--out", (fs::path(o.out) / "sweep.csv").string()},
                               {"--out", (fs::path(o.out) / "rows.json").string()},
-                              {"--out", (fs::path(o.out) / "sweep.json").string()}});
+                              {"--out", (fs::path(o.out) / "sweep.json").string()},
+                              {"--out", (fs::path(o.out) / kShardFile).string()}});
     if (!o.plugin.empty()) {
       // Probe it in a child first, so that a constructor that exits, crashes or
       // hangs is a load error (exit 2) and not the end of this process.
@@ -250,6 +305,54 @@ int run_sweep_command(const SweepOptions& o) {
   c.samples = o.samples;
   c.csv_path = (fs::path(o.out) / "sweep.csv").string();
   if (!o.powers_of_two_only) c.other_sizes = props::default_other_sizes(o.min_log2, o.max_log2);
+  c.timing = !o.no_timing;
+  c.kernel_identity = o.plugin.empty() ? "builtin:" + kernel->name() : gate::sha256_file(o.plugin);
+  if (shard) {
+    c.shard_index = shard->index;
+    c.shard_count = shard->count;
+  }
+  // A shard's plan: every case of the sweep with its id and shard, and what
+  // the merged table is (merge checks that its inputs are shards of one sweep).
+  std::size_t shard_rows = 0;
+  if (shard) {
+    nlohmann::json plan;
+    plan["format"] = "softmax-audit-shard";
+    plan["version"] = 1;
+    plan["command"] = "sweep";
+    plan["shard"] = {{"index", shard->index}, {"count", shard->count}};
+    plan["kernel"] = kernel->name();
+    plan["kernel_identity"] = c.kernel_identity;
+    plan["table_identity"] = props::sweep_identity_line(*kernel, c, false);
+    plan["temperature_series_only"] = o.temperature_series_only;
+    plan["lacking_dtypes"] = lacking;
+    nlohmann::json cases = nlohmann::json::array();
+    try {
+      for (const auto& sc : props::plan_sweep(*kernel, c)) {
+        cases.push_back(
+            {{"key", sc.key}, {"id", std::to_string(sc.id)}, {"shard", sc.id % shard->count}});
+        if (shard->owns(sc.id)) ++shard_rows;
+      }
+      plan["cases"] = std::move(cases);
+      const std::string plan_path = (fs::path(o.out) / kShardFile).string();
+      const std::string text =
+          plan.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+      // A folder holds one shard of one sweep: a plan already there is this
+      // run's (a resumed shard) or the run is refused before any work.
+      std::ifstream old(plan_path, std::ios::binary);
+      const std::string before((std::istreambuf_iterator<char>(old)),
+                               std::istreambuf_iterator<char>());
+      if (old.is_open() && before != text)
+        throw std::invalid_argument(
+            "--out " + o.out + ": its " + kShardFile +
+            " is the plan of another sweep or shard (other options or another --shard); expected "
+            "the same command as the run that wrote it, or another --out (nothing was done)");
+      if (!old.is_open()) write_file_atomically(plan_path, text);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "softmax-audit sweep: error: {}\n", e.what());
+      return exit_usage;
+    }
+  }
+  preempt::install();
   const bool tty = isatty(STDERR_FILENO) != 0;
   // Off a terminal (CI logs), a plain line every 10 s instead of the redrawn one.
   const auto start = std::chrono::steady_clock::now();
@@ -267,11 +370,14 @@ int run_sweep_command(const SweepOptions& o) {
       fmt::print(stderr, "  {}  {}\n", line, p.key);
     }
   };
-  fmt::print(stderr, "softmax-audit sweep: kernel '{}', n = 2^{}..2^{}{}, table {}\n",
+  fmt::print(stderr, "softmax-audit sweep: kernel '{}', n = 2^{}..2^{}{}, table {}{}\n",
              kernel->name(), o.min_log2, o.max_log2,
              c.other_sizes.empty() ? std::string()
                                    : fmt::format(" and {}", fmt::join(c.other_sizes, ", ")),
-             c.csv_path);
+             c.csv_path,
+             shard
+                 ? fmt::format("; shard {} ({}): {} rows", shard->text(), shard->source, shard_rows)
+                 : std::string());
   try {
     props::run_sweep(*kernel, c);
   } catch (const std::invalid_argument& e) {
@@ -280,41 +386,23 @@ int run_sweep_command(const SweepOptions& o) {
   }
   if (tty) fmt::print(stderr, "\n");
   const auto rows = props::read_sweep_csv(c.csv_path);
-  nlohmann::json j;
-  j["format"] = "softmax-audit-sweep";
-  j["version"] = 2;  // docs/schema/sweep.schema.json
-  j["kernel"] = kernel->name();
-  j["series"] = series_of(rows, o.temperature_series_only);
   const std::string rows_json = (fs::path(o.out) / "rows.json").string();
-  props::write_sweep_json(rows, rows_json);
-  j["rows_file"] = "rows.json";
   const std::string path = (fs::path(o.out) / "sweep.json").string();
   try {
-    write_file_atomically(path,
-                          j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    // A SIGTERM now stops the run once both files are whole (no stray temporary file).
+    const preempt::JournalWrite outputs;
+    props::write_sweep_json(rows, rows_json);
+    write_file_atomically(path, sweep_json_text(rows, kernel->name(), o.temperature_series_only));
   } catch (const OutputError& e) {
     fmt::print(stderr, "softmax-audit sweep: error: {}\n", e.what());
     return exit_usage;
   }
-  print_summary(rows);
-  // A sweep measures; its verdicts are the suite's. Say how many rows exceeded a bound.
-  // Every element of every row is checked (elements_checked = n; the MPFR
-  // columns *_sampled are the extra, sampled, correctly rounded check).
-  int over = 0, over_vec = 0;
-  std::int64_t elements = 0;
-  for (const auto& r : rows) {
-    const bool vec = !(r.rel_err_all <= r.vectorised_threshold);
-    over_vec += vec ? 1 : 0;
-    if (vec || r.max_ulp_sampled > r.ulp_budget_at_worst || !(r.max_ulp_all <= r.ulp_budget_all) ||
-        r.H_err > r.H_budget)
-      ++over;
-    elements += r.elements_checked;
+  if (print_sweep_verdict(rows, c.csv_path, path) == exit_fail) return exit_fail;
+  if (shard && shard_rows == 0 && lacking.empty()) {
+    fmt::print("shard {}: no case of this sweep belongs to it; `merge` needs it all the same\n",
+               shard->text());
+    return exit_pass;
   }
-  fmt::print(
-      "{} rows in {} ({} over their bound, {} of them over vectorised_2x); every element "
-      "checked ({} elements, fraction 1); series for the report in {}\n",
-      rows.size(), c.csv_path, over, over_vec, elements, path);
-  if (over > 0) return exit_fail;
   if (rows.empty() || !lacking.empty()) {
     fmt::print(stderr, "softmax-audit sweep: INCOMPLETE: {}\n",
                rows.empty() ? std::string("no row was measured; nothing was checked")
@@ -398,6 +486,17 @@ void add_sweep_command(CLI::App& app) {
   add_seed_option(c, &o->seed, "Seed of every row, 0 to 2^64 - 1 (default 1)");
   c->add_option("--samples", o->samples, "Sampled items per row for per-element errors")
       ->capture_default_str();
+  c->add_option("--shard", o->shard,
+                "Run shard k of N (k/N, k from 0): the rows whose case id mod N is k; also read "
+                "from SLURM_ARRAY_TASK_ID/COUNT, JOB_COMPLETION_INDEX (with --shard-count) and "
+                "GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS. `merge` unites the shards' --out folders")
+      ->type_name("K/N");
+  c->add_option("--shard-count", o->shard_count,
+                "Number of shards, for JOB_COMPLETION_INDEX (a Kubernetes Indexed Job's "
+                "completions)");
+  c->add_flag("--no-timing", o->no_timing,
+              "Write the seconds column as 0: the table is then the same bytes on every run "
+              "(and a merge of shards the same bytes as the unsharded sweep)");
   c->add_option("--max-memory", o->max_memory_gib,
                 "GiB the sweep may use (default: the memory available now); sizes whose estimate "
                 "(32 bytes per element) exceeds it are refused before any work");

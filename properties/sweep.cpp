@@ -18,7 +18,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/case_id.hpp"
 #include "core/output_file.hpp"
+#include "core/preempt.hpp"
 #include "properties/baseline.hpp"
 #include "properties/budgets.hpp"
 #include "properties/generators.hpp"
@@ -175,7 +177,10 @@ bool numeric(const std::string& f) {
 
 // The table's identity (its first line): the configuration every row shares.
 // Rows of another kernel, seed, sample count or generator level are never
-// mixed into one table (and so into one plotted series).
+// mixed into one table (and so into one plotted series). "draw=2": the rows'
+// logits come from sweep_row_seed (core/case_id.hpp, issue 34); a table
+// written before it (no draw field: seeds from std::hash) holds other rows and
+// is refused as another configuration, never resumed with rows of both.
 std::string identity_line(const std::string& kernel, std::uint64_t seed, int samples, int level) {
   std::string k;
   for (unsigned char c : kernel) {
@@ -188,13 +193,14 @@ std::string identity_line(const std::string& kernel, std::uint64_t seed, int sam
     }
   }
   return "# softmax-audit sweep table: kernel=" + k + "; seed=" + std::to_string(seed) +
-         "; samples=" + std::to_string(samples) + "; level=" + std::to_string(level);
+         "; samples=" + std::to_string(samples) + "; level=" + std::to_string(level) + "; draw=2";
 }
 
 // Parses one row line strictly; throws std::invalid_argument naming the line.
 SweepRow parse_row(const std::string& path, std::size_t lineno, const std::string& line);
 
 void write_all(int fd, const std::string& s, const std::string& path) {
+  const preempt::JournalWrite entry;  // a SIGTERM now takes effect once the line is durable
   std::size_t done = 0;
   while (done < s.size()) {
     const ssize_t w = ::write(fd, s.data() + done, s.size() - done);
@@ -249,7 +255,8 @@ int open_table(const std::string& path, const std::string& identity, std::set<st
           content.compare(first.size() + 1, sweep_csv_header().size(), sweep_csv_header()) == 0)
         refuse("the table was made by another configuration (its first line is \"" + first +
                "\", this run's is \"" + identity +
-               "\"); rows of different kernels, seeds, sample counts or levels are never mixed: "
+               "\"); rows of different kernels, seeds, sample counts, levels or draws are never "
+               "mixed: "
                "use another --out, or remove the table to start again");
       refuse(
           "exists but is not a sweep table of this version (its first lines differ from "
@@ -292,11 +299,10 @@ int floor_log2(std::int64_t n) {
   return k;
 }
 
-// `n`: a power of two's rows are drawn as they always were (their seed
-// from log2 n), any other size's from n itself.
+// The row's logits are drawn from sweep_row_seed(seed, n, distribution)
+// (core/case_id.hpp): the same on every build and for every kernel.
 SweepRow measure(const Kernel& k, DType t, const std::string& dist, int level, double theta,
                  std::int64_t n_row, std::uint64_t seed, int samples) {
-  const bool pow2 = (n_row & (n_row - 1)) == 0;
   const int log2n = floor_log2(n_row);
   SweepRow row;
   row.kernel = k.name();
@@ -311,10 +317,7 @@ SweepRow measure(const Kernel& k, DType t, const std::string& dist, int level, d
   p.n = row.n;
   p.level = level;
   p.temperature = theta;
-  p.seed = seed * 1000003ull +
-           (pow2 ? static_cast<std::uint64_t>(log2n) : static_cast<std::uint64_t>(n_row) << 8) *
-               7919ull +
-           std::hash<std::string>{}(dist) % 100000;
+  p.seed = sweep_row_seed(seed, n_row, dist);
   const RowBatch b = materialise(p, t);
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<float> w = k.softmax(t, b, theta);
@@ -460,15 +463,13 @@ SweepRow parse_row(const std::string& path, std::size_t lineno, const std::strin
   // match them was not written by a sweep.
   // A power of two's key holds |k<log2 n>, any other size's |n<n>
   // (with log2n = floor(log2 n)).
-  const bool pow2_ok =
-      r.key.find("|k" + std::to_string(r.log2n) + "|s" + std::to_string(r.seed) + "|") !=
-          std::string::npos &&
-      r.n == (std::int64_t(1) << std::clamp(r.log2n, 0, 62));
-  const bool other_ok =
-      r.n > 0 && (r.n & (r.n - 1)) != 0 && r.log2n >= 0 && r.log2n < 62 &&
-      (std::int64_t(1) << r.log2n) < r.n && r.n < (std::int64_t(2) << r.log2n) &&
-      r.key.find("|n" + std::to_string(r.n) + "|s" + std::to_string(r.seed) + "|") !=
-          std::string::npos;
+  const bool pow2_ok = r.key.find("|k" + std::to_string(r.log2n) + "|s" + std::to_string(r.seed) +
+                                  "|") != std::string::npos &&
+                       r.n == (std::int64_t(1) << std::clamp(r.log2n, 0, 62));
+  const bool other_ok = r.n > 0 && (r.n & (r.n - 1)) != 0 && r.log2n >= 0 && r.log2n < 62 &&
+                        (std::int64_t(1) << r.log2n) < r.n && r.n < (std::int64_t(2) << r.log2n) &&
+                        r.key.find("|n" + std::to_string(r.n) + "|s" + std::to_string(r.seed) +
+                                   "|") != std::string::npos;
   if (r.key.rfind(r.kernel + "|" + r.dtype + "|" + r.distribution + "|", 0) != 0 ||
       !(pow2_ok || other_ok))
     bad("its key does not match its kernel, dtype, distribution, size and seed");
@@ -477,13 +478,20 @@ SweepRow parse_row(const std::string& path, std::size_t lineno, const std::strin
 }  // namespace
 
 std::vector<SweepRow> read_sweep_csv(const std::string& path) {
+  return read_sweep_table(path).rows;
+}
+
+std::string sweep_csv_line(const SweepRow& row) { return to_line(row); }
+
+SweepTable read_sweep_table(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::invalid_argument("sweep: cannot read " + path);
-  std::vector<SweepRow> rows;
+  SweepTable table;
   std::string line;
   std::getline(in, line);
   if (line.rfind("# softmax-audit sweep table:", 0) != 0)
     throw std::invalid_argument("sweep: " + path + " does not start with a sweep table's identity");
+  table.identity = line;
   std::getline(in, line);
   if (line != sweep_csv_header())
     throw std::invalid_argument("sweep: " + path + " does not hold the sweep header");
@@ -497,12 +505,17 @@ std::vector<SweepRow> read_sweep_csv(const std::string& path) {
     if (line.empty()) continue;
     // Only the last line may be partial (a sweep killed or still writing).
     if (!have && in.eof() && split(line).size() != sizeof kColumns / sizeof kColumns[0]) break;
-    rows.push_back(parse_row(path, lineno, line));
+    table.rows.push_back(parse_row(path, lineno, line));
+    table.lines.push_back(line);
   }
-  return rows;
+  return table;
 }
 
 void write_sweep_json(const std::vector<SweepRow>& rows, const std::string& path) {
+  write_file_atomically(path, sweep_rows_json_text(rows));
+}
+
+std::string sweep_rows_json_text(const std::vector<SweepRow>& rows) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& r : rows) {
     const auto f = split(to_line(r).substr(0, to_line(r).size() - 1));
@@ -522,8 +535,7 @@ void write_sweep_json(const std::vector<SweepRow>& rows, const std::string& path
     a.push_back(o);
   }
   // A name that is not UTF-8 (a damaged table) is written with U+FFFD, not thrown on.
-  write_file_atomically(path,
-                        a.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  return a.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::vector<std::int64_t> default_other_sizes(int min_log2, int max_log2) {
@@ -531,20 +543,32 @@ std::vector<std::int64_t> default_other_sizes(int min_log2, int max_log2) {
   const std::int64_t lo = std::int64_t(1) << std::clamp(min_log2, 0, 30),
                      hi = std::int64_t(1) << std::clamp(max_log2, 0, 30);
   for (int k : {5, 10, 15})
-    for (std::int64_t n : {(std::int64_t(1) << k) - 1,
-                           (std::int64_t(1) << k) + (std::int64_t(1) << (k - 1)) + 1})
+    for (std::int64_t n :
+         {(std::int64_t(1) << k) - 1, (std::int64_t(1) << k) + (std::int64_t(1) << (k - 1)) + 1})
       if (n >= lo && n <= hi) out.push_back(n);
   return out;
 }
 
-std::vector<SweepRow> run_sweep(const Kernel& kernel, const SweepConfig& c) {
-  if (c.csv_path.empty())
-    throw std::invalid_argument("sweep: csv_path is empty; expected a file to append rows to");
+namespace {
+std::string kernel_identity_of(const Kernel& kernel, const SweepConfig& c) {
+  return c.kernel_identity.empty() ? "builtin:" + kernel.name() : c.kernel_identity;
+}
+}  // namespace
+
+std::string sweep_identity_line(const Kernel& kernel, const SweepConfig& c, bool with_shard) {
+  std::string id = identity_line(kernel.name(), c.seed, c.samples, c.level);
+  if (!c.timing) id += "; timing=off";
+  if (with_shard && c.shard_count > 1)
+    id += "; shard=" + std::to_string(c.shard_index) + "/" + std::to_string(c.shard_count);
+  return id;
+}
+
+std::vector<SweepCase> plan_sweep(const Kernel& kernel, const SweepConfig& c) {
   if (c.samples < 0) throw std::invalid_argument("sweep: samples must be >= 0");
-  if (!kernel.supports(Op::softmax))
-    throw std::invalid_argument("sweep: kernel '" + kernel.name() + "' does not implement softmax");
-  // The kernel's own declared conventions widen the element budgets (conventions.hpp).
-  const ConventionScope conventions(conventions_of(kernel, SuiteConfig{}));
+  if (c.shard_count < 1 || c.shard_index >= c.shard_count)
+    throw std::invalid_argument("sweep: shard " + std::to_string(c.shard_index) + "/" +
+                                std::to_string(c.shard_count) +
+                                ": expected an index from 0 to the number of shards - 1");
   std::vector<int> ks = c.log2_sizes;
   if (ks.empty())
     for (int k = 4; k <= 24; ++k) ks.push_back(k);
@@ -576,43 +600,75 @@ std::vector<SweepRow> run_sweep(const Kernel& kernel, const SweepConfig& c) {
   }
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-  std::set<std::string> done;
-  const int fd =
-      open_table(c.csv_path, identity_line(kernel.name(), c.seed, c.samples, c.level), done);
-  auto key_of = [&](DType t, const std::string& dist, double th, const std::string& size) {
-    return kernel.name() + "|" + name_of(t) + "|" + dist + "|L" + std::to_string(c.level) + "|t" +
-           num(th) + size + "|s" + std::to_string(c.seed) + "|m" + std::to_string(c.samples);
-  };
-  // This run's work, for the progress callback.
-  SweepProgress progress;
+  const std::string identity = kernel_identity_of(kernel, c);
+  std::vector<SweepCase> plan;
   for (DType t : dtypes) {
     if (!kernel.supports(t) || t == DType::float64) continue;
     for (const auto& dist : dists)
       for (double th : temps)
-        for (const auto& [n, size] : sizes)
-          if (!done.count(key_of(t, dist, th, size))) {
-            ++progress.rows;
-            progress.elements_total += static_cast<double>(n);
-          }
+        for (const auto& [n, size] : sizes) {
+          SweepCase sc;
+          sc.key = kernel.name() + "|" + name_of(t) + "|" + dist + "|L" + std::to_string(c.level) +
+                   "|t" + num(th) + size + "|s" + std::to_string(c.seed) + "|m" +
+                   std::to_string(c.samples);
+          CaseKey k;
+          k.kernel = identity;
+          k.op = "sweep";
+          k.dtype = name_of(t);
+          k.shape = {n};
+          k.distribution = dist;
+          k.theta = th;
+          k.level = c.level;
+          k.seed = c.seed;
+          k.index = 0;
+          sc.id = case_id(k);
+          sc.dtype = t;
+          sc.distribution = dist;
+          sc.temperature = th;
+          sc.n = n;
+          sc.size = size;
+          plan.push_back(std::move(sc));
+        }
   }
+  return plan;
+}
+
+std::vector<SweepRow> run_sweep(const Kernel& kernel, const SweepConfig& c) {
+  if (c.csv_path.empty())
+    throw std::invalid_argument("sweep: csv_path is empty; expected a file to append rows to");
+  if (!kernel.supports(Op::softmax))
+    throw std::invalid_argument("sweep: kernel '" + kernel.name() + "' does not implement softmax");
+  // The kernel's own declared conventions widen the element budgets (conventions.hpp).
+  const ConventionScope conventions(conventions_of(kernel, SuiteConfig{}));
+  std::vector<SweepCase> plan = plan_sweep(kernel, c);
+  // This shard's rows only (every row when unsharded).
+  plan.erase(
+      std::remove_if(plan.begin(), plan.end(),
+                     [&](const SweepCase& sc) { return sc.id % c.shard_count != c.shard_index; }),
+      plan.end());
+  std::set<std::string> done;
+  const int fd = open_table(c.csv_path, sweep_identity_line(kernel, c), done);
+  // This run's work, for the progress callback.
+  SweepProgress progress;
+  for (const SweepCase& sc : plan)
+    if (!done.count(sc.key)) {
+      ++progress.rows;
+      progress.elements_total += static_cast<double>(sc.n);
+    }
   try {
-    for (DType t : dtypes) {
-      if (!kernel.supports(t) || t == DType::float64) continue;
-      for (const auto& dist : dists)
-        for (double th : temps)
-          for (const auto& [n, size] : sizes) {
-            const std::string key = key_of(t, dist, th, size);
-            if (done.count(key)) continue;
-            SweepRow r = measure(kernel, t, dist, c.level, th, n, c.seed, c.samples);
-            r.key = key;
-            write_all(fd, to_line(r), c.csv_path);
-            done.insert(key);
-            if (c.on_row) c.on_row(key);
-            ++progress.row;
-            progress.elements_done += static_cast<double>(n);
-            progress.key = key;
-            if (c.on_progress) c.on_progress(progress);
-          }
+    for (const SweepCase& sc : plan) {
+      if (done.count(sc.key)) continue;
+      SweepRow r = measure(kernel, sc.dtype, sc.distribution, c.level, sc.temperature, sc.n, c.seed,
+                           c.samples);
+      r.key = sc.key;
+      if (!c.timing) r.seconds = 0;
+      write_all(fd, to_line(r), c.csv_path);
+      done.insert(sc.key);
+      if (c.on_row) c.on_row(sc.key);
+      ++progress.row;
+      progress.elements_done += static_cast<double>(sc.n);
+      progress.key = sc.key;
+      if (c.on_progress) c.on_progress(progress);
     }
   } catch (...) {
     ::close(fd);

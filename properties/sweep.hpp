@@ -33,6 +33,13 @@
 // sweep truncates a partial last line (a kill mid-write), skips every key
 // already present, and appends the rest: killed at any point, no row is lost
 // or repeated.
+//
+// Shards (issue 34, docs/scale-out.md): with shard_count N > 1 a sweep runs
+// only the rows whose case id (core/case_id.hpp: the kernel's identity,
+// "sweep", dtype, {n}, distribution, temperature, level, seed, index 0) is
+// shard_index mod N; its table is that shard's journal (its identity line
+// ends "; shard=k/N"). `softmax-audit merge` unites the shards' tables into
+// the table the unsharded sweep writes, byte for byte when timing is off.
 #pragma once
 
 #include <cstdint>
@@ -70,7 +77,7 @@ struct SweepProgress {
 std::vector<std::int64_t> default_other_sizes(int min_log2, int max_log2);
 
 struct SweepConfig {
-  std::vector<int> log2_sizes;             // default 4..24
+  std::vector<int> log2_sizes;  // default 4..24
   // Sizes that are not powers of two (each in [1, 2^30]); none by default.
   // Their rows' key holds "|n<n>" where a power of two's holds "|k<log2 n>",
   // and their log2n column is floor(log2 n); the table format is unchanged.
@@ -84,6 +91,15 @@ struct SweepConfig {
   std::string csv_path;   // required: the resumable table
   std::string json_path;  // optional: written from the whole CSV at the end
   std::function<void(const std::string& key)> on_row;  // after a row is durably written
+  // Which rows this run measures: those whose case id mod shard_count is
+  // shard_index (all of them by default).
+  std::uint64_t shard_index = 0, shard_count = 1;
+  // The kernel's identity in case ids: a plugin's SHA-256; "builtin:<name>"
+  // when empty.
+  std::string kernel_identity;
+  // false: the seconds column is written as 0, so that a table is the same
+  // bytes on every run (the identity line then ends "; timing=off").
+  bool timing = true;
   std::function<void(const SweepProgress&)> on_progress;  // likewise, with the totals
 };
 
@@ -120,6 +136,29 @@ struct SweepRow {
   double checked_fraction = 0, fallback_fraction = 0, max_ulps_from_cr = 0, cr_equal_fraction = 0;
 };
 
+// One row of a sweep's plan: its key (the table's first column), its case id
+// and what it measures.
+struct SweepCase {
+  std::string key;
+  std::uint64_t id = 0;
+  DType dtype = DType::float32;
+  std::string distribution;
+  double temperature = 1;
+  std::int64_t n = 0;
+  std::string size;  // "|k<log2 n>" or "|n<n>"
+};
+
+// Every row of the sweep `config` describes (all shards), in the order the
+// unsharded sweep writes them. Throws std::invalid_argument on a bad
+// configuration.
+std::vector<SweepCase> plan_sweep(const Kernel& kernel, const SweepConfig& config);
+
+// The table's identity line (its first line) for `config`, with its shard
+// suffix when shard_count > 1 (`with_shard` false: without it, as the merged
+// table has it).
+std::string sweep_identity_line(const Kernel& kernel, const SweepConfig& config,
+                                bool with_shard = true);
+
 // Runs (or resumes) the sweep; returns every row in the CSV afterwards.
 // Throws std::invalid_argument on a bad configuration or an unreadable file.
 std::vector<SweepRow> run_sweep(const Kernel& kernel, const SweepConfig& config);
@@ -127,6 +166,17 @@ std::vector<SweepRow> run_sweep(const Kernel& kernel, const SweepConfig& config)
 // The CSV's header line and row (de)serialisation.
 std::string sweep_csv_header();
 std::vector<SweepRow> read_sweep_csv(const std::string& path);
+// The table as written: its identity line, and each row with its line (no
+// newline) exactly as in the file. A partial last line is left out.
+struct SweepTable {
+  std::string identity;
+  std::vector<SweepRow> rows;
+  std::vector<std::string> lines;
+};
+SweepTable read_sweep_table(const std::string& path);
+std::string sweep_csv_line(const SweepRow& row);  // with its newline
 void write_sweep_json(const std::vector<SweepRow>& rows, const std::string& path);
+std::string sweep_rows_json_text(
+    const std::vector<SweepRow>& rows);  // what write_sweep_json writes
 
 }  // namespace sa::props

@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libboost-dev libmpfr-dev libgmp-dev          # high-precision reference
+  parallel                                     # sharded sweeps in tests and docs/scale-out.md
   librapidcheck-dev libgtest-dev libgmock-dev  # property tests
   libeigen3-dev                                # singular values (theory T3)
   libbenchmark-dev libdnnl-dev                 # benchmarks, oneDNN as the peer

@@ -137,6 +137,33 @@ TEST(SweepTable, RefusesToMixAnotherSeed) {
   std::remove(path.c_str());
 }
 
+// Issue 34: rows are drawn from specified seeds now ("draw=2" in the table's
+// first line). A table written before (its rows from std::hash-derived seeds,
+// no draw field) is refused, not resumed with rows of both kinds.
+TEST(SweepTable, RefusesATableOfTheEarlierDraw) {
+  const std::string path =
+      ::testing::TempDir() + "sa_sweep_draw_" + std::to_string(::getpid()) + ".csv";
+  std::remove(path.c_str());
+  const sa::Kernel k(sa::kernels::naive_kernel(), "built-in");
+  auto c = small_config(path);
+  c.log2_sizes = {4};
+  sa::props::run_sweep(k, c);
+  std::string text = slurp(path);
+  const std::size_t at = text.find("; draw=2\n");
+  ASSERT_NE(at, std::string::npos) << text.substr(0, text.find('\n'));
+  text.erase(at, std::string("; draw=2").size());
+  std::ofstream(path, std::ios::trunc) << text;
+  c.log2_sizes = {4, 5};
+  try {
+    sa::props::run_sweep(k, c);
+    ADD_FAILURE() << "a table of the earlier draw was resumed";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("another configuration"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(slurp(path), text) << "the refused run changed the table";
+  std::remove(path.c_str());
+}
+
 // A well-formed line that no sweep wrote (right field count, a key that does
 // not match its fields, or text where a number belongs) is refused, naming
 // the line; only a torn last line is dropped.
