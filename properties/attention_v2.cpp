@@ -1021,7 +1021,14 @@ void run_attention_v2(const Run& run) {
         }
         AttentionCase ec = sc;
         ec.sinks.clear();
-        ec.d = c.d + 1;
+        // The extra dimension padded with zeros to the kernel's head-dim
+        // multiple (q' = (q, 1, 0...), k' = (k, 0, 0...)), and v padded with
+        // zero columns where the kernel takes only head_dim_v == head_dim.
+        const std::int64_t pad = std::max<std::int64_t>(1, dom.head_dim_multiple);
+        const std::int64_t vpad =
+            c.d == c.dv && !(dom.features & SA_ATTN_UNEQUAL_HEAD_DIMS) ? pad : 0;
+        ec.d = c.d + pad;
+        ec.dv = c.dv + vpad;
         ec.heads_kv = c.heads_q;
         ec.q.clear();
         for (std::int64_t row = 0; row < c.total_q(); ++row)
@@ -1029,6 +1036,7 @@ void run_attention_v2(const Run& run) {
             ec.q.insert(ec.q.end(), c.q.begin() + (row * c.heads_q + h) * c.d,
                         c.q.begin() + (row * c.heads_q + h + 1) * c.d);
             ec.q.push_back(1.0f);
+            ec.q.insert(ec.q.end(), static_cast<std::size_t>(pad - 1), 0.0f);
           }
         ec.k.clear();
         ec.v.clear();
@@ -1046,8 +1054,10 @@ void run_attention_v2(const Run& run) {
               for (std::int64_t x = 0; x < c.d; ++x)
                 ec.k.push_back(extra ? 0.0f : c.k[(row * c.heads_kv + hk) * c.d + x]);
               ec.k.push_back(extra ? tk[h] : 0.0f);
+              ec.k.insert(ec.k.end(), static_cast<std::size_t>(pad - 1), 0.0f);
               for (std::int64_t x = 0; x < c.dv; ++x)
                 ec.v.push_back(extra ? 0.0f : c.v[(row * c.heads_kv + hk) * c.dv + x]);
+              ec.v.insert(ec.v.end(), static_cast<std::size_t>(vpad), 0.0f);
             }
             if (!c.key_padding_mask.empty())
               ec.key_padding_mask.push_back(extra ? 1 : c.key_padding_mask[row]);
@@ -1056,7 +1066,15 @@ void run_attention_v2(const Run& run) {
             ec.cu_k.push_back(ec.cu_k.back() + static_cast<std::int32_t>(c.len_k(b) + 1));
         }
         if (k.why_not_applicable(sc).empty() && k.why_not_applicable(ec).empty()) {
-          const AttentionResultV2 so = k.attention_v2(sc), eo = k.attention_v2(ec);
+          const AttentionResultV2 so = k.attention_v2(sc);
+          AttentionResultV2 eo = k.attention_v2(ec);
+          if (vpad > 0) {  // the padded value columns dropped
+            std::vector<float> out;
+            for (std::size_t row = 0; row * ec.dv < eo.out.size(); ++row)
+              out.insert(out.end(), eo.out.begin() + static_cast<std::ptrdiff_t>(row * ec.dv),
+                         eo.out.begin() + static_cast<std::ptrdiff_t>(row * ec.dv + c.dv));
+            eo.out = std::move(out);
+          }
           // Head 0's raised sink leaves its outputs below 2^-100 (weights
           // exp(-100)): subnormal arithmetic no rounding budget bounds, so
           // only its lse is compared.

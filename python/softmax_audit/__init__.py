@@ -48,6 +48,9 @@ class Verdict:
     worst_case: str = ""
     kernel: str = ""
     seconds: object = None  # wall seconds the suite spent on it (None: not measured)
+    cases: object = None  # cases the verdict was decided on (None: not counted)
+    # A coverage verdict's table: {cell: (cases run, cases required)}; else empty.
+    coverage: dict = None
 
     @property
     def passed(self):
@@ -119,7 +122,9 @@ def _verdicts(data):
                            bound=v.get("bound"), rule=v.get("rule", {}) or {},
                            counterexample=v.get("counterexample", ""), note=v.get("note", ""),
                            worst_case=v.get("worst_case", ""), kernel=v.get("kernel", ""),
-                           seconds=v.get("seconds")))
+                           seconds=v.get("seconds"), cases=v.get("cases"),
+                           coverage={c["cell"]: (c["cases"], c["required"])
+                                     for c in v.get("coverage", []) or []}))
     return out
 
 

@@ -10,6 +10,13 @@ methods named after the operations it implements, and a declaration:
     op_dtypes     optional {op: dtypes} overriding `dtypes` for some ops
     tensors       "torch" (default) or "numpy" (float32 and float16 only)
     attention_features  names among ATTENTION_FEATURES (attention only)
+    attention_features_by_dtype  optional {dtype: names}: the features for
+                  that input type where they differ (e.g. sinks in float16 only)
+    attention_required  names among ATTENTION_FEATURES every call has, e.g.
+                  ("causal",) for a causal-only kernel
+    attention_only  names among ATTENTION_ONLY: "q_le_k" (seqlen_q <= seqlen_k),
+                  "bottom_right" (no top-left alignment), "window_right_0"
+    head_dim_multiple  head dims are multiples of this (e.g. 8); 0: any
     device        "cpu" (default) or "cuda": with "cuda" the gate stages every
                   buffer in device memory and the kernel gets and returns CUDA
                   tensors (torch only; kernel.h's SA_MEMORY_CUDA). Pass such a
@@ -109,6 +116,8 @@ CONVENTIONS = {"double_rounding": 1 << 2, "flush_to_zero": 1 << 3, "ieee_special
 ATTENTION_FEATURES = {"batched": 1 << 0, "gqa": 1 << 1, "varlen": 1 << 2, "strided": 1 << 3,
                       "causal": 1 << 4, "window": 1 << 5, "softcap": 1 << 6, "alibi": 1 << 7, "sinks": 1 << 8,
                       "key_padding": 1 << 9, "lse": 1 << 10, "unequal_head_dims": 1 << 14}
+# kernel.h's SA_ATTN_ONLY_* (sa_capabilities.attention_constraints).
+ATTENTION_ONLY = {"q_le_k": 1 << 0, "bottom_right": 1 << 1, "window_right_0": 1 << 2}
 
 
 _forked = False
@@ -233,6 +242,28 @@ class Caller:
                 raise ValueError(f"attention feature {f!r}: expected some of "
                                  f"{', '.join(ATTENTION_FEATURES)}")
             feats |= ATTENTION_FEATURES[f]
+        def feature_bits(names, what):
+            bits = 0
+            for f in names or ():
+                if f not in ATTENTION_FEATURES:
+                    raise ValueError(f"{what}: feature {f!r}: expected some of "
+                                     f"{', '.join(ATTENTION_FEATURES)}")
+                bits |= ATTENTION_FEATURES[f]
+            return bits
+        by_dtype = {}
+        for t, names in (dict(getattr(k, "attention_features_by_dtype", {}) or {})).items():
+            name_t = _dtype_name(t)
+            by_dtype[name_t] = feature_bits(names, f"attention_features_by_dtype[{name_t!r}]")
+        required = feature_bits(getattr(k, "attention_required", ()), "attention_required")
+        only = 0
+        for o in getattr(k, "attention_only", ()) or ():
+            if o not in ATTENTION_ONLY:
+                raise ValueError(f"attention_only {o!r}: expected some of "
+                                 f"{', '.join(ATTENTION_ONLY)}")
+            only |= ATTENTION_ONLY[o]
+        multiple = int(getattr(k, "head_dim_multiple", 0) or 0)
+        if multiple < 0:
+            raise ValueError(f"head_dim_multiple = {multiple}: expected 0 or a positive integer")
         entropy_def = str(getattr(k, "adaptive_entropy", "shannon"))
         if entropy_def not in ENTROPY_DEFINITIONS:
             raise ValueError(f"adaptive_entropy = {entropy_def!r}: expected one of "
@@ -250,6 +281,8 @@ class Caller:
                 "adaptive_entropy": entropy_def, "device": "cuda" if self.device else "cpu",
                 "op_dtypes": op_dtypes, "max_n": int(getattr(k, "max_n", 0) or 0),
                 "attention_features": feats,
+                "attention_features_by_dtype": by_dtype, "attention_required": required,
+                "attention_constraints": only, "head_dim_multiple": multiple,
                 "deterministic": bool(getattr(k, "deterministic", False))}
 
     # ---- buffers ----

@@ -527,6 +527,16 @@ Adapter* make_adapter(py::object caller) {
   a->caps.struct_size = sizeof(sa_capabilities);
   a->caps.max_n = d["max_n"].cast<std::int64_t>();
   a->caps.attention_features = d["attention_features"].cast<std::uint32_t>();
+  // The declared domain (kernel.h): per-type features, required features,
+  // SA_ATTN_ONLY_* constraints, the head-dim multiple.
+  for (auto item : py::dict(d["attention_features_by_dtype"])) {
+    const std::string t = item.first.cast<std::string>();
+    const int index = t == "float32" ? SA_F32 : t == "bfloat16" ? SA_BF16 : SA_F16;
+    a->caps.attention_features_by_dtype[index] = item.second.cast<std::uint32_t>();
+  }
+  a->caps.attention_required = d["attention_required"].cast<std::uint32_t>();
+  a->caps.attention_constraints = d["attention_constraints"].cast<std::uint32_t>();
+  a->caps.head_dim_multiple = d["head_dim_multiple"].cast<std::int32_t>();
   a->caps.flags = d["deterministic"].cast<bool>() ? SA_CAP_DETERMINISTIC : 0u;
   // Declared conventions (the adapter checked the names): their SA_CAP_* bits.
   a->caps.flags |= d["convention_flags"].cast<std::uint32_t>() &

@@ -347,3 +347,22 @@ class CudaSoftmax(Good):
 
 
 cuda_softmax = CudaSoftmax()
+
+
+class AttentionCausalOnlyD8(Attention):
+    """The same attention declaring a real library's domain: causal-only, head dims
+    multiples of 8, bottom-right alignment only, sinks in bfloat16 only."""
+    name = "torch-attention-causal-d8"
+    attention_features = tuple(f for f in Attention.attention_features if f != "sinks")
+    attention_features_by_dtype = {"bfloat16": Attention.attention_features}
+    attention_required = ("causal",)
+    attention_only = ("bottom_right",)
+    head_dim_multiple = 8
+
+    def attention(self, q, k, v, **kw):
+        if not kw.get("causal") or q.shape[-1] % 8 or v.shape[-1] % 8:
+            raise NotImplementedError("causal only, head dims multiples of 8")
+        return super().attention(q, k, v, **kw)
+
+
+attention_causal_only_d8 = AttentionCausalOnlyD8()

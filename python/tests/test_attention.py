@@ -129,3 +129,33 @@ def test_p_rounded_to_the_input_type_is_the_named_low_precision_p_convention(tmp
     ok = softmax_audit.check(sa_test_kernels.attention, spec=p)
     v = next(v for v in ok.verdicts if v.property == "attention_v2.rounding")
     assert v.passed, v.describe()
+
+
+# A declared domain: causal-only, head dims multiples of 8, bottom-right only, sinks in
+# bfloat16 only (sa_test_kernels.AttentionCausalOnlyD8 refuses anything else).
+DOMAIN_SPEC = """
+ops = ["attention_v2"]
+dtypes = ["float32", "bfloat16"]
+properties = ["attention_v2.*"]
+cases = 4
+seed = 5
+[attention]
+lengths = [[5, 7], [8, 8], [1, 70], [7, 5]]
+head_dims = [8, 16]
+gqa_ratios = [1, 2]
+"""
+
+
+def test_cases_are_drawn_inside_the_declared_domain_with_full_coverage(tmp_path):
+    r = _run(sa_test_kernels.attention_causal_only_d8, tmp_path, DOMAIN_SPEC)
+    bad = [v.describe() for v in r.verdicts if v.failed or v.outcome == "incomplete"]
+    assert not bad, "\n\n".join(bad)
+    cov = {v.dtype: v for v in r.verdicts if v.property == "attention_v2.coverage"}
+    assert set(cov) == {"float32", "bfloat16"}
+    assert all(v.passed for v in cov.values())
+    assert "sinks" in cov["bfloat16"].coverage and "sinks" not in cov["float32"].coverage
+    assert "top_left" not in cov["float32"].coverage
+    for v in r.verdicts:
+        if v.property == "attention_v2.rounding":
+            assert "not applicable" not in v.note, v.describe()
+    assert r.exit_code == 0

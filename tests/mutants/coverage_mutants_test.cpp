@@ -117,3 +117,57 @@ TEST(CoverageMutantControl, NaiveKernelPassesEverySeed) {
 }
 
 }  // namespace
+
+namespace {
+
+// A correct kernel with a real library's domain: head dims multiples of 8,
+// causal-only, sinks in the float16 model only (the built-in CPU kernel
+// behind a descriptor that says so). Every case is drawn inside that domain,
+// every property that can apply passes, and coverage is full on every seed.
+const sa_kernel* domain_kernel() {
+  static const sa_capabilities caps = [] {
+    sa_capabilities c = *sa::kernels::cpu_kernel()->capabilities;
+    c.struct_size = sizeof(sa_capabilities);
+    c.head_dim_multiple = 8;
+    c.attention_required = SA_ATTN_CAUSAL;
+    c.attention_features_by_dtype[SA_F32] = c.attention_features & ~SA_ATTN_SINKS;
+    c.attention_features_by_dtype[SA_BF16] = c.attention_features & ~SA_ATTN_SINKS;
+    c.attention_features_by_dtype[SA_F16] = c.attention_features;
+    return c;
+  }();
+  static const sa_kernel k = [] {
+    sa_kernel x = *sa::kernels::cpu_kernel();
+    x.name = "cpu_causal_d8_f16_sinks";
+    x.capabilities = &caps;
+    return x;
+  }();
+  return &k;
+}
+
+TEST(DeclaredDomain, CausalOnlyHeadDim8Float16SinksPassesWithFullCoverage) {
+  const sa::Kernel k(domain_kernel(), "tests/mutants");
+  for (int seed = 1; seed <= kSeeds; ++seed) {
+    sa::props::SuiteConfig c;
+    c.ops = {sa::Op::attention_v2};
+    c.properties = {"attention_v2"};
+    c.attention.types = {sa::AttnType::float32, sa::AttnType::float16};
+    c.seed = static_cast<std::uint64_t>(seed);
+    int coverage = 0;
+    for (const auto& v : sa::props::run_suite(k, c)) {
+      EXPECT_TRUE(v.outcome == sa::Outcome::pass || v.outcome == sa::Outcome::skip)
+          << "seed " << seed << ": " << sa::describe(v);
+      // No case outside the declared domain was drawn (refusals would be
+      // counted as not applicable in the notes).
+      if (v.property == "attention_v2.rounding")
+        EXPECT_EQ(v.note.find("not applicable"), std::string::npos) << sa::describe(v);
+      if (v.property != "attention_v2.coverage") continue;
+      coverage += v.outcome == sa::Outcome::pass;
+      bool sinks = false;
+      for (const auto& cell : v.coverage) sinks = sinks || cell.cell == "sinks";
+      EXPECT_EQ(sinks, v.dtype == "float16") << "seed " << seed << " " << v.dtype;
+    }
+    EXPECT_EQ(coverage, 2) << "seed " << seed;
+  }
+}
+
+}  // namespace
