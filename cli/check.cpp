@@ -171,7 +171,10 @@ int list_names() {
             << "]\n"
                "  features   ";
   for (const auto& f : props::attention_features()) std::cout << " " << f;
-  std::cout << "\n  max_work    multiply-adds per case (default 8e6)\n";
+  std::cout << "\n  max_work    multiply-adds per case (default 8e6)\n"
+               "  pair_cases  cases each declared feature and feature pair must be in, per "
+               "input type (attention_v2.coverage), an integer in [0, 100] (default "
+            << props::AttentionShapes{}.pair_cases << ")\n";
   std::cout << "determinism (spec table [determinism], for determinism.* properties):\n"
                "  repeats     identical calls per input of determinism.bitwise, an integer in ["
             << gate::SpecLimits::min_repeats << ", " << gate::SpecLimits::max_repeats
