@@ -472,6 +472,7 @@ struct RowBudget {
   std::vector<double> out_lp_extra;  // 2 u_t P_c where low_precision_p is undeclared (else empty)
   double lse_abs = 0, H_abs = 0, beta_abs = 0;
   bool masked = true;
+  bool fully_masked = false;  // no visible key and no sink: every score -inf
 };
 
 std::vector<RowBudget> budgets_v2(const AttentionCase& c, const ref::AttentionV2Values& r) {
@@ -514,7 +515,10 @@ std::vector<RowBudget> budgets_v2(const AttentionCase& c, const ref::AttentionV2
           js.push_back(j);
         }
         const bool sink = !c.sinks.empty();
-        if (s.empty() && !sink) continue;  // fully masked: exact zeros
+        if (s.empty() && !sink) {  // fully masked: exact zeros
+          rb.fully_masked = true;
+          continue;
+        }
         rb.masked = s.empty();
         double m = -INFINITY, lo = INFINITY;
         for (double x : s) m = std::max(m, x), lo = std::min(lo, x);
@@ -752,8 +756,8 @@ void run_attention_v2(const Run& run) {
       std::vector<Check> cs(kSlots);
       const AttentionCase c = materialise(p, t);
       if (const std::string why = k.why_not_applicable(c); !why.empty()) {
-        na.add(why);
-        return cs;  // nothing applicable
+        if (counting) na.add(why);  // (a shrinking candidate outside the domain is no case)
+        return cs;                  // nothing applicable
       }
       run.before(prop, describe(p));
       AttentionResultV2 o;
@@ -780,6 +784,22 @@ void run_attention_v2(const Run& run) {
           return "row " + std::to_string(row / c.heads_q) + " head " +
                  std::to_string(row % c.heads_q);
         };
+        // A fully masked row (every score -inf, no sink) with NaN outputs:
+        // what exp(s - max) / sum gives in IEEE arithmetic (PyTorch's SDPA,
+        // ONNX Runtime), the ieee_special_values convention (kernel.h
+        // SA_CAP_IEEE_SPECIAL_VALUES); kernel.h's own semantics is out 0, lse -inf.
+        if (b.fully_masked) {
+          bool nan = !o.lse.empty() && std::isnan(o.lse[row]);
+          for (std::int64_t x = 0; x < c.dv; ++x) nan = nan || std::isnan(o.out[row * c.dv + x]);
+          if (nan) {
+            if (active_conventions().ieee_special_values) continue;
+            Check f = make_check(INFINITY, 0.0,
+                                 w() + ": every key masked, outputs NaN (kernel.h: out 0, lse -inf)");
+            f.convention = "ieee_special_values";
+            cs[kRound].worst(f);
+            continue;
+          }
+        }
         for (std::int64_t x = 0; x < c.dv; ++x) {
           const std::size_t e = row * c.dv + x;
           consider(
@@ -1235,7 +1255,12 @@ void run_attention_v2(const Run& run) {
     // values), then the random ones; both shrink by the case's switches.
     const std::vector<V2Params> plan = coverage_plan(is_fp8(t), shapes, dom, cov_features,
                                                      shapes.pair_cases, so.seed ^ 0xc0fe);
-    auto res = search<V2Params>(gen_v2(is_fp8(t), shapes, dom), kSlots, so, eval, shrink_v2, plan);
+    auto res = search<V2Params>(
+        gen_v2(is_fp8(t), shapes, dom), kSlots, so, eval,
+        [&](const V2Params& p, const std::function<bool(const V2Params&)>& fails, int& budget) {
+          return shrink_v2(p, fails, budget, dom);
+        },
+        plan);
     for (int s = 0; s < kSlots; ++s) {
       if (s == kFp8Sat && !is_fp8(t)) continue;  // fp8 inputs only
       if (!run.wants_property(ids[s])) continue;
@@ -1273,6 +1298,20 @@ void run_attention_v2(const Run& run) {
       v.measured = n_short;
       v.bound = 0;
       v.outcome = n_short ? Outcome::incomplete : Outcome::pass;
+      // A type the kernel does not take at all: nothing to cover.
+      bool type_refused = tally.cases() == 0 && na.count > 0;
+      for (const auto& [why, n] : na.reasons)
+        type_refused = type_refused && (why.rfind("input type", 0) == 0 ||
+                                        why.rfind("output type", 0) == 0);
+      if (type_refused) {
+        v.outcome = Outcome::skip;
+        v.measured = v.bound = NAN;
+        v.coverage.clear();
+        v.note = "not applicable: " + na.text();
+        run.emit(v);
+        run.tick(kAttentionV2TypeUnits);
+        continue;
+      }
       v.note = std::to_string(tally.cases()) + " cases run (" + std::to_string(plan.size()) +
                " fixed coverage cases, the rest random) over " +
                std::to_string(cov_features.size()) + " declared features and " +

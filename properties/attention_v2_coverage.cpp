@@ -298,16 +298,17 @@ std::vector<V2Params> coverage_plan(bool fp8, const AttentionShapes& s, const V2
 }
 
 V2Params shrink_v2(const V2Params& p0, const std::function<bool(const V2Params&)>& fails,
-                   int& budget) {
+                   int& budget, const V2Domain& dom) {
   V2Params p = p0;
   // One candidate per switch; the first that still fails is taken, and the
   // list is walked again from the start until none does or the budget ends.
-  auto candidates = [](const V2Params& x) {
+  auto candidates = [&dom](const V2Params& x) {
     std::vector<V2Params> c;
     auto add = [&](auto&& change) {
       V2Params y = x;
       change(y);
-      c.push_back(y);
+      apply_domain(y, dom);
+      if (describe(y) != describe(x)) c.push_back(y);  // a change the domain left standing
     };
     if (x.batch > 1) add([](V2Params& y) { y.batch = y.varlen ? 2 : 1; });
     if (x.batch > 2 && x.varlen) add([](V2Params& y) { y.batch = 2; });

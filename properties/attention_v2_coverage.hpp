@@ -60,8 +60,10 @@ bool compatible(const std::string& a, const std::string& b);
 
 // Greedy shrinking by the case's own switches: turns each feature off,
 // shrinks batch, heads, head dims and lengths, while `fails` holds and the
-// budget lasts (the fixed cases have no RapidCheck shrinks of their own).
+// budget lasts, within 3 s (the fixed cases have no RapidCheck shrinks of their own).
+// Candidates are moved into the kernel's domain `dom` (apply_domain), so a
+// shrunk case is one the kernel declares it takes.
 V2Params shrink_v2(const V2Params& p, const std::function<bool(const V2Params&)>& fails,
-                   int& budget);
+                   int& budget, const V2Domain& dom);
 
 }  // namespace sa::props::detail

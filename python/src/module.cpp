@@ -336,7 +336,10 @@ sa_status screen_attention(const Adapter& a, const sa_attention_v2_args* p) {
   const int i = op_index(SA_OP_ATTENTION_V2);
   if ((a.op_dtypes[i] & dtype_bit(p->qkv_dtype)) == 0 || p->out_dtype != p->qkv_dtype)
     return SA_UNSUPPORTED;
-  const std::uint32_t f = a.caps.attention_features;
+  // The features declared for this input type (attention_features_by_dtype).
+  const std::uint32_t own =
+      p->qkv_dtype >= 0 && p->qkv_dtype < 8 ? a.caps.attention_features_by_dtype[p->qkv_dtype] : 0;
+  const std::uint32_t f = own != 0 ? own : a.caps.attention_features;
   const bool window = p->window_left >= 0 || (!p->causal && p->window_right >= 0);
   if ((window && !(f & SA_ATTN_WINDOW)) || (p->softcap != 0 && !(f & SA_ATTN_SOFTCAP)) ||
       (p->alibi_slopes && !(f & SA_ATTN_ALIBI)) || (p->sinks && !(f & SA_ATTN_SINKS)))

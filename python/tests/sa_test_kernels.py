@@ -128,7 +128,10 @@ class Attention:
 
     def _forward(self, q, k, v, sinks=None, **kw):
         hq = q.shape[1]
-        _, s, vis = self._scores(q.float(), self._expand(k.float().nan_to_num(), hq), **kw)
+        # Keys no query sees are never read: their scores are masked to -inf
+        # whatever they hold, while a NaN in a key some query sees reaches
+        # that query's outputs (kernel.h).
+        _, s, vis = self._scores(q.float(), self._expand(k.float(), hq), **kw)
         m = s.amax(-1, keepdim=True)
         if sinks is not None:
             m = torch.maximum(m, sinks.float()[None, :, None, None])
@@ -157,7 +160,10 @@ class Attention:
             return backward_by_sequence(self.attention_backward, q, k, v, out, dout, lse,
                                         sinks=sinks, **kw)
         hq, hk = q.shape[1], k.shape[1]
-        _, s, vis = self._scores(q.float(), self._expand(k.float().nan_to_num(), hq), **kw)
+        # Keys no query sees are never read: their scores are masked to -inf
+        # whatever they hold, while a NaN in a key some query sees reaches
+        # that query's outputs (kernel.h).
+        _, s, vis = self._scores(q.float(), self._expand(k.float(), hq), **kw)
         t, _, _ = self._scores(q.float(), self._expand(self._seen(vis, k), hq), **kw)
         L = lse.float()[..., None]
         p = torch.where(vis & L.isfinite(), (s - torch.where(L.isfinite(), L, 0.0)).exp(),
@@ -361,7 +367,7 @@ class AttentionCausalOnlyD8(Attention):
 
     def attention(self, q, k, v, **kw):
         if not kw.get("causal") or q.shape[-1] % 8 or v.shape[-1] % 8:
-            raise NotImplementedError("causal only, head dims multiples of 8")
+            raise NotImplementedError(f"causal only, head dims multiples of 8: causal={kw.get('causal')} q{tuple(q.shape)} v{tuple(v.shape)}")
         return super().attention(q, k, v, **kw)
 
 
