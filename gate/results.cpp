@@ -584,8 +584,8 @@ void write_summary(std::ostream& os, const RunRecord& run, bool color) {
   for (const auto& v : run.verdicts) {
     if (v.cases < 0 || v.op.empty()) continue;
     if (!v.coverage.empty()) {
-      run_cases[v.op] += (run_cases[v.op].empty() ? "" : ", ") + v.dtype + " " +
-                         std::to_string(v.cases);
+      run_cases[v.op] +=
+          (run_cases[v.op].empty() ? "" : ", ") + v.dtype + " " + std::to_string(v.cases);
       continue;
     }
     if (v.outcome != Outcome::pass && v.outcome != Outcome::fail) continue;

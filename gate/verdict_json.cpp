@@ -118,8 +118,8 @@ Verdict verdict_from_json(const nlohmann::json& j) {
         throw std::invalid_argument("verdict " + v.property +
                                     ": a coverage cell must be {\"cell\": string, \"cases\": "
                                     "integer, \"required\": integer}");
-      v.coverage.push_back(
-          {c["cell"].get<std::string>(), c["cases"].get<std::int64_t>(), c["required"].get<std::int64_t>()});
+      v.coverage.push_back({c["cell"].get<std::string>(), c["cases"].get<std::int64_t>(),
+                            c["required"].get<std::int64_t>()});
     }
   }
   return v;

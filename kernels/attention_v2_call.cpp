@@ -206,8 +206,10 @@ std::string Kernel::why_not_applicable(const AttentionCase& c) const {
   // The declared domain: features every call must have, the forms taken only
   // in part, head dims' multiple.
   const bool window = c.window_left >= 0 || c.window_right >= 0;
-  if ((dom.required & SA_ATTN_CAUSAL) && !c.causal) return "the kernel is causal-only (attention_required)";
-  if ((dom.required & SA_ATTN_WINDOW) && !window) return "the kernel needs a window (attention_required)";
+  if ((dom.required & SA_ATTN_CAUSAL) && !c.causal)
+    return "the kernel is causal-only (attention_required)";
+  if ((dom.required & SA_ATTN_WINDOW) && !window)
+    return "the kernel needs a window (attention_required)";
   if ((dom.required & SA_ATTN_SOFTCAP) && !(c.softcap > 0))
     return "the kernel needs a softcap (attention_required)";
   if ((dom.required & SA_ATTN_ALIBI) && c.alibi_slopes.empty())
@@ -222,7 +224,8 @@ std::string Kernel::why_not_applicable(const AttentionCase& c) const {
       (c.causal || window || !c.alibi_slopes.empty()))
     return "top-left alignment: the kernel aligns bottom-right only";
   if ((dom.constraints & SA_ATTN_ONLY_WINDOW_RIGHT_0) && window && c.window_right != 0 && !c.causal)
-    return "window_right " + std::to_string(c.window_right) + ": the kernel takes window_right 0 only";
+    return "window_right " + std::to_string(c.window_right) +
+           ": the kernel takes window_right 0 only";
   if (dom.constraints & SA_ATTN_ONLY_Q_LE_K)
     for (std::int64_t b = 0; b < c.batch; ++b)
       if (c.len_q(b) > c.len_k(b))
@@ -231,8 +234,8 @@ std::string Kernel::why_not_applicable(const AttentionCase& c) const {
                "): the kernel takes seqlen_q <= seqlen_k only";
   if (dom.head_dim_multiple > 1 &&
       (c.d % dom.head_dim_multiple != 0 || c.dv % dom.head_dim_multiple != 0))
-    return "head dim " + std::to_string(c.d) + "/" + std::to_string(c.dv) + " is not a multiple of " +
-           std::to_string(dom.head_dim_multiple);
+    return "head dim " + std::to_string(c.d) + "/" + std::to_string(c.dv) +
+           " is not a multiple of " + std::to_string(dom.head_dim_multiple);
   auto dim_ok = [&](std::int64_t d) {
     if (cap->max_head_dim > 0 && d > cap->max_head_dim) return false;
     if (cap->head_dims && cap->num_head_dims > 0) {
@@ -262,8 +265,8 @@ std::uint32_t Kernel::attention_features(AttnType t) const {
   if (abi_ < 2 || k_->attention_v2 == nullptr) return 0;
   const sa_capabilities* cap = k_->capabilities;
   if (!cap) return ~0u;
-  const std::size_t end =
-      offsetof(sa_capabilities, attention_features_by_dtype) + sizeof cap->attention_features_by_dtype;
+  const std::size_t end = offsetof(sa_capabilities, attention_features_by_dtype) +
+                          sizeof cap->attention_features_by_dtype;
   if (cap->struct_size >= end) {
     const std::uint32_t own = cap->attention_features_by_dtype[static_cast<int>(abi_of(t))];
     if (own != 0) return own;

@@ -121,12 +121,18 @@ constexpr double kWorkCap = 8.0e6;
 // strided share SA_ATTN_STRIDED).
 std::uint32_t bit_of_feature(std::string_view f) {
   static const std::pair<const char*, std::uint32_t> bits[] = {
-      {"varlen", SA_ATTN_VARLEN},           {"causal", SA_ATTN_CAUSAL},
-      {"window", SA_ATTN_WINDOW},           {"softcap", SA_ATTN_SOFTCAP},
-      {"alibi", SA_ATTN_ALIBI},             {"sinks", SA_ATTN_SINKS},
-      {"key_padding", SA_ATTN_KEY_PADDING}, {"bhsd", SA_ATTN_STRIDED},
-      {"strided", SA_ATTN_STRIDED},         {"unequal_dv", SA_ATTN_UNEQUAL_HEAD_DIMS},
-      {"gqa", SA_ATTN_GQA},                 {"adaptive", SA_ATTN_ADAPTIVE},
+      {"varlen", SA_ATTN_VARLEN},
+      {"causal", SA_ATTN_CAUSAL},
+      {"window", SA_ATTN_WINDOW},
+      {"softcap", SA_ATTN_SOFTCAP},
+      {"alibi", SA_ATTN_ALIBI},
+      {"sinks", SA_ATTN_SINKS},
+      {"key_padding", SA_ATTN_KEY_PADDING},
+      {"bhsd", SA_ATTN_STRIDED},
+      {"strided", SA_ATTN_STRIDED},
+      {"unequal_dv", SA_ATTN_UNEQUAL_HEAD_DIMS},
+      {"gqa", SA_ATTN_GQA},
+      {"adaptive", SA_ATTN_ADAPTIVE},
       {"split_kv", SA_ATTN_SPLIT_KV}};
   for (const auto& [n, b] : bits)
     if (f == n) return b;
@@ -223,8 +229,7 @@ rc::Gen<V2Params> gen_v2(bool fp8, const AttentionShapes& s, V2Domain dom) {
                       : tile_dims[*rc::gen::inRange<std::size_t>(0, tile_dims.size())];
     };
     const bool real_dims = own_dims || *rc::gen::inRange(0, 4) != 0;
-    p.d = real_dims ? any_dim()
-                    : small_dims[*rc::gen::inRange<std::size_t>(0, small_dims.size())];
+    p.d = real_dims ? any_dim() : small_dims[*rc::gen::inRange<std::size_t>(0, small_dims.size())];
     p.dv = feature_allowed(s, dom, "unequal_dv") && *rc::gen::inRange(0, 5) == 4 ? any_dim() : p.d;
     p.group = groups[*rc::gen::inRange<std::size_t>(0, groups.size())];
     const bool batched = (dom.features & SA_ATTN_BATCHED) != 0;
@@ -542,11 +547,11 @@ std::vector<RowBudget> budgets_v2(const AttentionCase& c, const ref::AttentionV2
         const double dB = c.adaptive ? budget::beta_abs(r.entropy[o], rb.H_abs) : 0.0;
         rb.beta_abs = dB;
         const double splits = c.num_splits > 1 ? static_cast<double>(c.num_splits) : 0.0;
-        const double rel_w = u * (4 + budget::summation(live) + 3 * beta * delta +
-                                  (beta != 1.0 ? 2 * beta * maxabs : 0.0) +
-                                  (splits > 0 ? 2 + delta : 0.0)) +
-                             2 * beta * Es + 2 * delta * dB +
-                             (is_fp8(c.qkv) ? unit_of(c.qkv) : 0.0) + (lp_declared ? lp : 0.0);
+        const double rel_w =
+            u * (4 + budget::summation(live) + 3 * beta * delta +
+                 (beta != 1.0 ? 2 * beta * maxabs : 0.0) + (splits > 0 ? 2 + delta : 0.0)) +
+            2 * beta * Es + 2 * delta * dB + (is_fp8(c.qkv) ? unit_of(c.qkv) : 0.0) +
+            (lp_declared ? lp : 0.0);
         double S = 0;
         std::vector<double> p(s.size());
         for (std::size_t x = 0; x < s.size(); ++x) S += (p[x] = std::exp(beta * (s[x] - m)));
@@ -558,18 +563,17 @@ std::vector<RowBudget> budgets_v2(const AttentionCase& c, const ref::AttentionV2
           P *= std::abs(c.v_descale);
           const double ex = r.out[o * c.dv + x];
           // The output's own rounding as the row operations count it (budgets.hpp).
-          rb.out_abs[x] =
-              budget::output_abs(dtype_of_output(c.out_type), ex,
-                                 P * (rel_w + u * (live + 1 + splits)));
+          rb.out_abs[x] = budget::output_abs(dtype_of_output(c.out_type), ex,
+                                             P * (rel_w + u * (live + 1 + splits)));
           if (lp > 0 && !lp_declared) {
             rb.out_lp_extra.resize(static_cast<std::size_t>(c.dv), 0.0);
             rb.out_lp_extra[x] = P * lp;
           }
         }
-        rb.lse_abs = u * (live + 3 + beta * delta + (beta != 1.0 ? 2 * beta * maxabs : 0.0) +
-                          splits) +
-                     beta * Es + dB * maxabs + u * std::abs(r.lse[o]) +
-                     budget::ulp(DType::float32, r.lse[o]);
+        rb.lse_abs =
+            u * (live + 3 + beta * delta + (beta != 1.0 ? 2 * beta * maxabs : 0.0) + splits) +
+            beta * Es + dB * maxabs + u * std::abs(r.lse[o]) +
+            budget::ulp(DType::float32, r.lse[o]);
       }
   }
   return out;
@@ -707,10 +711,17 @@ void run_attention_v2(const Run& run) {
                              "attention_v2.window_within_causal",
                              "attention_v2.fp8_saturation",
                              "attention_v2.nan_propagates"};
-  const char* const rule_ids[] = {"attention_rounding", "flash_attention_2x", "kernel_h",
-                                  "attention_rounding", "attention_rounding", "attention_rounding",
-                                  "attention_rounding", "attention_rounding", "attention_rounding",
-                                  "attention_rounding", "kernel_h"};
+  const char* const rule_ids[] = {"attention_rounding",
+                                  "flash_attention_2x",
+                                  "kernel_h",
+                                  "attention_rounding",
+                                  "attention_rounding",
+                                  "attention_rounding",
+                                  "attention_rounding",
+                                  "attention_rounding",
+                                  "attention_rounding",
+                                  "attention_rounding",
+                                  "kernel_h"};
   constexpr int kIds = static_cast<int>(std::size(ids));
   bool any = false;
   for (const char* id : ids) any = any || run.wants_property(id);
@@ -767,9 +778,9 @@ void run_attention_v2(const Run& run) {
         if (e.status != SA_UNSUPPORTED) throw;
         // The kernel refused a case inside the domain it declares: a failure
         // of that case (shrunk like any other), not an error of the property.
-        cs[kRound] = make_check(INFINITY, 0.0,
-                                std::string("the kernel refused a case its declaration allows: ") +
-                                    e.what());
+        cs[kRound] = make_check(
+            INFINITY, 0.0,
+            std::string("the kernel refused a case its declaration allows: ") + e.what());
         cs[kRound].unit = "calls refused";
         return cs;
       }
@@ -793,8 +804,8 @@ void run_attention_v2(const Run& run) {
           for (std::int64_t x = 0; x < c.dv; ++x) nan = nan || std::isnan(o.out[row * c.dv + x]);
           if (nan) {
             if (active_conventions().ieee_special_values) continue;
-            Check f = make_check(INFINITY, 0.0,
-                                 w() + ": every key masked, outputs NaN (kernel.h: out 0, lse -inf)");
+            Check f = make_check(
+                INFINITY, 0.0, w() + ": every key masked, outputs NaN (kernel.h: out 0, lse -inf)");
             f.convention = "ieee_special_values";
             cs[kRound].worst(f);
             continue;
@@ -1212,7 +1223,8 @@ void run_attention_v2(const Run& run) {
           for (std::int64_t i = 0; i < c.len_q(bk); ++i)
             if (ref::visible_v2(c, bk, i, jk))
               for (std::int64_t h = 0; h < c.heads_q; ++h)
-                if (c.kv_head(h) == hk) hit[static_cast<std::size_t>(c.row_q(bk, i) * c.heads_q + h)] = 1;
+                if (c.kv_head(h) == hk)
+                  hit[static_cast<std::size_t>(c.row_q(bk, i) * c.heads_q + h)] = 1;
           std::size_t wrong = 0;
           std::string first;
           auto bad = [&](std::size_t row, const char* what, float before, float after) {
@@ -1225,11 +1237,13 @@ void run_attention_v2(const Run& run) {
           for (std::size_t row = 0; row < hit.size(); ++row) {
             for (std::int64_t x = 0; x < c.dv; ++x) {
               const std::size_t e = row * c.dv + x;
-              if (hit[row] ? !std::isnan(no.out[e]) : std::isnan(no.out[e]) && !std::isnan(o.out[e]))
+              if (hit[row] ? !std::isnan(no.out[e])
+                           : std::isnan(no.out[e]) && !std::isnan(o.out[e]))
                 bad(row, ("out[" + std::to_string(x) + "]").c_str(), o.out[e], no.out[e]);
             }
             if (row < no.lse.size() &&
-                (hit[row] ? !std::isnan(no.lse[row]) : std::isnan(no.lse[row]) && !std::isnan(o.lse[row])))
+                (hit[row] ? !std::isnan(no.lse[row])
+                          : std::isnan(no.lse[row]) && !std::isnan(o.lse[row])))
               bad(row, "lse", o.lse[row], no.lse[row]);
           }
           Check ch = make_check(static_cast<double>(wrong), 0.0,
@@ -1253,8 +1267,8 @@ void run_attention_v2(const Run& run) {
     so.on_cases_done = [&] { counting = false; };
     // The fixed coverage cases first (the same design on every seed, other
     // values), then the random ones; both shrink by the case's switches.
-    const std::vector<V2Params> plan = coverage_plan(is_fp8(t), shapes, dom, cov_features,
-                                                     shapes.pair_cases, so.seed ^ 0xc0fe);
+    const std::vector<V2Params> plan =
+        coverage_plan(is_fp8(t), shapes, dom, cov_features, shapes.pair_cases, so.seed ^ 0xc0fe);
     auto res = search<V2Params>(
         gen_v2(is_fp8(t), shapes, dom), kSlots, so, eval,
         [&](const V2Params& p, const std::function<bool(const V2Params&)>& fails, int& budget) {
@@ -1301,8 +1315,8 @@ void run_attention_v2(const Run& run) {
       // A type the kernel does not take at all: nothing to cover.
       bool type_refused = tally.cases() == 0 && na.count > 0;
       for (const auto& [why, n] : na.reasons)
-        type_refused = type_refused && (why.rfind("input type", 0) == 0 ||
-                                        why.rfind("output type", 0) == 0);
+        type_refused =
+            type_refused && (why.rfind("input type", 0) == 0 || why.rfind("output type", 0) == 0);
       if (type_refused) {
         v.outcome = Outcome::skip;
         v.measured = v.bound = NAN;
@@ -1347,8 +1361,8 @@ namespace sa::props {
 
 const std::vector<std::string>& attention_features() {
   static const std::vector<std::string> names = {
-      "varlen", "causal",  "window",     "softcap", "alibi",   "sinks",   "key_padding",
-      "bhsd",   "strided", "unequal_dv", "adaptive", "split_kv"};
+      "varlen",      "causal", "window",  "softcap",    "alibi",    "sinks",
+      "key_padding", "bhsd",   "strided", "unequal_dv", "adaptive", "split_kv"};
   return names;
 }
 

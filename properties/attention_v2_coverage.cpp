@@ -10,10 +10,10 @@
 namespace sa::props::detail {
 namespace {
 
-constexpr const char* kTable[] = {"varlen",       "gqa",           "causal",       "window",
-                                  "top_left",     "softcap",       "alibi",        "sinks",
-                                  "key_padding",  "strided",       "unequal_dv",   "adaptive",
-                                  "split_kv",     "fewer_queries", "more_queries"};
+constexpr const char* kTable[] = {"varlen",      "gqa",           "causal",      "window",
+                                  "top_left",    "softcap",       "alibi",       "sinks",
+                                  "key_padding", "strided",       "unequal_dv",  "adaptive",
+                                  "split_kv",    "fewer_queries", "more_queries"};
 
 bool has(const std::vector<std::string>& v, const std::string& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
@@ -144,8 +144,7 @@ std::vector<V2Params> coverage_plan(bool fp8, const AttentionShapes& s, const V2
   // need[i][j]: cases still owed to feature pair (i, j); need[i][i] to feature i.
   std::vector<std::vector<int>> need(nf, std::vector<int>(nf, 0));
   for (std::size_t i = 0; i < nf; ++i)
-    for (std::size_t j = i; j < nf; ++j)
-      need[i][j] = compatible(features[i], features[j]) ? k : 0;
+    for (std::size_t j = i; j < nf; ++j) need[i][j] = compatible(features[i], features[j]) ? k : 0;
   auto index = [&](const char* n) {
     const auto it = std::find(features.begin(), features.end(), n);
     return it == features.end() ? -1 : static_cast<int>(it - features.begin());
@@ -190,9 +189,9 @@ std::vector<V2Params> coverage_plan(bool fp8, const AttentionShapes& s, const V2
     rows.push_back(best);
   }
   // Shapes: small, tile-straddling lengths in the relation the row asks for.
-  static const std::pair<std::int64_t, std::int64_t> kFewer[] = {{17, 40}, {7, 33}, {64, 65}, {1, 65}},
-                                                     kMore[] = {{40, 17}, {33, 7}, {65, 64}, {9, 1}},
-                                                     kEqual[] = {{32, 32}, {16, 16}, {1, 1}};
+  static const std::pair<std::int64_t, std::int64_t>
+      kFewer[] = {{17, 40}, {7, 33}, {64, 65}, {1, 65}},
+      kMore[] = {{40, 17}, {33, 7}, {65, 64}, {9, 1}}, kEqual[] = {{32, 32}, {16, 16}, {1, 1}};
   auto pick_length = [&](std::size_t r, int rel) {  // rel: -1 fewer, 1 more, 0 neither
     std::vector<std::pair<std::int64_t, std::int64_t>> from;
     for (auto [lq, lk] : s.lengths) {
@@ -212,8 +211,9 @@ std::vector<V2Params> coverage_plan(bool fp8, const AttentionShapes& s, const V2
         return (rel < 0 && L.first >= L.second) || (rel > 0 && L.first <= L.second);
       });
     }
-    if (from.empty()) from.emplace_back(s.lengths.empty() ? 16 : s.lengths[0].first,
-                                        s.lengths.empty() ? 16 : s.lengths[0].second);
+    if (from.empty())
+      from.emplace_back(s.lengths.empty() ? 16 : s.lengths[0].first,
+                        s.lengths.empty() ? 16 : s.lengths[0].second);
     std::stable_sort(from.begin(), from.end(), [](const auto& a, const auto& b) {
       return a.first * a.second < b.first * b.second;
     });
@@ -230,7 +230,8 @@ std::vector<V2Params> coverage_plan(bool fp8, const AttentionShapes& s, const V2
            (dom.head_dim_multiple > 1 && d % dom.head_dim_multiple != 0);
   });
   if (dims.empty())
-    dims = {dom.head_dim_multiple > 1 ? dom.head_dim_multiple : std::max<std::int64_t>(1, dom.max_head_dim)};
+    dims = {dom.head_dim_multiple > 1 ? dom.head_dim_multiple
+                                      : std::max<std::int64_t>(1, dom.max_head_dim)};
   std::int64_t gqa_group = 4;
   if (!s.gqa_ratios.empty())
     for (std::int64_t r : s.gqa_ratios)
@@ -282,7 +283,8 @@ std::vector<V2Params> coverage_plan(bool fp8, const AttentionShapes& s, const V2
     p.sinks = on("sinks");
     p.key_pad = on("key_padding");
     if (on("strided")) {
-      const bool bhsd = feature_allowed(s, dom, "bhsd"), strided = feature_allowed(s, dom, "strided");
+      const bool bhsd = feature_allowed(s, dom, "bhsd"),
+                 strided = feature_allowed(s, dom, "strided");
       p.bhsd = bhsd && (!strided || r % 2 == 0);
       p.row_pad = strided && !p.bhsd ? 3 : 0;
       p.head_pad = strided && r % 4 == 1 ? 1 : 0;
@@ -327,7 +329,8 @@ V2Params shrink_v2(const V2Params& p0, const std::function<bool(const V2Params&)
     if (x.row_pad || x.head_pad) add([](V2Params& y) { y.row_pad = y.head_pad = 0; });
     if (x.descale) add([](V2Params& y) { y.descale = 0; });
     if (x.dv != x.d) add([](V2Params& y) { y.dv = y.d; });
-    if (x.d > 1 && x.dv == x.d) add([](V2Params& y) { y.d = y.dv = std::max<std::int64_t>(1, y.d / 2); });
+    if (x.d > 1 && x.dv == x.d)
+      add([](V2Params& y) { y.d = y.dv = std::max<std::int64_t>(1, y.d / 2); });
     if (x.sq > 1) add([](V2Params& y) { y.sq = std::max<std::int64_t>(1, y.sq / 2); });
     if (x.sk > 1) add([](V2Params& y) { y.sk = std::max<std::int64_t>(1, y.sk / 2); });
     if (x.dist != "small_int") add([](V2Params& y) { y.dist = "small_int"; });

@@ -480,13 +480,13 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
   // (suite_internal.hpp; they take about half of a check); determinism one. Every family that
   // runs is counted, so the bar reaches 100% when the suite returns.
   constexpr int kRowOps = static_cast<int>(std::size(row_ops));
-  constexpr int kPerDtype = kRowOps + 1 + 3 + 1 + kRowOps + 1 + static_cast<int>(std::size(all_ops));
+  constexpr int kPerDtype =
+      kRowOps + 1 + 3 + 1 + kRowOps + 1 + static_cast<int>(std::size(all_ops));
   for (DType t : dtypes) run.total += t == DType::float64 ? 1 : kPerDtype;
   const int v2_units =
       detail::kAttentionV2TypeUnits * static_cast<int>(detail::attention_v2_types(run).size());
-  const int bwd_units =
-      detail::kAttentionBackwardTypeUnits *
-      static_cast<int>(detail::attention_backward_types(run).size());
+  const int bwd_units = detail::kAttentionBackwardTypeUnits *
+                        static_cast<int>(detail::attention_backward_types(run).size());
   run.total += v2_units + bwd_units + 1;
   // `family` runs a family of `units` units: its own ticks stay inside it,
   // and progress is at its end when it returns.

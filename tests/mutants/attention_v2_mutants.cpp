@@ -204,20 +204,19 @@ sa_status buggy_call(Bug bug, const sa_attention_v2_args* a) {
       for (std::int64_t i = 0; i < Lq; ++i) {
         const std::int64_t qb =
             (varlen ? 0 : b * a->q.stride_b) + h * a->q.stride_h + (q0 + i) * a->q.stride_s;
-        for (std::int64_t c = 0; c < a->head_dim; ++c)
-          q[c] = load(a->q.data, qb + c);
+        for (std::int64_t c = 0; c < a->head_dim; ++c) q[c] = load(a->q.data, qb + c);
         RowIn r{};
         r.Lk = Lk;
-        r.diag = i + (a->alignment == SA_ALIGN_TOP_LEFT || bug == Bug::always_top_left ? 0 : Lk - Lq);
+        r.diag =
+            i + (a->alignment == SA_ALIGN_TOP_LEFT || bug == Bug::always_top_left ? 0 : Lk - Lq);
         r.d = a->head_dim;
         r.dv = a->head_dim_v;
         r.q = q.data();
         r.k = &k;
         r.v = &v;
         r.pad = a->key_padding_mask
-                    ? a->key_padding_mask + (varlen && bug != Bug::key_padding_dense_varlen
-                                                 ? k0
-                                                 : b * a->seqlen_k)
+                    ? a->key_padding_mask +
+                          (varlen && bug != Bug::key_padding_dense_varlen ? k0 : b * a->seqlen_k)
                     : nullptr;
         r.scale = static_cast<float>(a->scale * (fp8 ? a->q_descale * a->k_descale : 1.0f));
         r.cap = static_cast<float>(a->softcap);
@@ -264,7 +263,8 @@ std::vector<unsigned char> regather(const sa_attention_v2_args* a, const sa_tens
   const std::int64_t rows = varlen ? total : a->batch * rows_per_seq;
   // At least one element: an empty tensor (a call with no keys) still needs
   // a non-NULL pointer.
-  std::vector<unsigned char> out(std::max<std::size_t>(e, static_cast<std::size_t>(rows * heads_out * dim) * e));
+  std::vector<unsigned char> out(
+      std::max<std::size_t>(e, static_cast<std::size_t>(rows * heads_out * dim) * e));
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t b = varlen ? 0 : r / std::max<std::int64_t>(rows_per_seq, 1);
     const std::int64_t s = varlen ? r : r % std::max<std::int64_t>(rows_per_seq, 1);
