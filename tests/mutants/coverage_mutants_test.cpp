@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "attention_v2_mutants.hpp"
+#include "backward_mutants.hpp"
 #include "kernels/cpu/cpu_kernel.hpp"
 #include "kernels/naive/naive_kernel.hpp"
 #include "properties/suite.hpp"
@@ -168,6 +169,35 @@ TEST(DeclaredDomain, CausalOnlyHeadDim8Float16SinksPassesWithFullCoverage) {
     }
     EXPECT_EQ(coverage, 2) << "seed " << seed;
   }
+}
+
+}  // namespace
+
+namespace {
+
+// Row backward written wrongly in place (dy re-read after dx overwrote it) is
+// caught on every seed: the fixed in-place edge cases run on each one.
+TEST(InPlaceBackward, CaughtOnEverySeed) {
+  const sa_kernel* raw = nullptr;
+  for (const auto& m : sa::mutants::backward_mutants())
+    if (std::string(m.mutant.kernel->name) == "mutant_bwd_softmax_in_place") raw = m.mutant.kernel;
+  ASSERT_NE(raw, nullptr);
+  const sa::Kernel k(raw, "tests/mutants");
+  std::vector<int> escaped;
+  for (int seed = 1; seed <= kSeeds; ++seed) {
+    sa::props::SuiteConfig c;
+    c.ops = {sa::Op::softmax_backward};
+    c.properties = {"backward.rounding"};
+    c.dtypes = {sa::DType::float32};
+    c.seed = static_cast<std::uint64_t>(seed);
+    c.shrink_seconds = 0;
+    bool caught = false;
+    for (const auto& v : sa::props::run_suite(k, c))
+      caught = caught || (v.property == "backward.rounding" && v.outcome == sa::Outcome::fail);
+    if (!caught) escaped.push_back(seed);
+  }
+  EXPECT_TRUE(escaped.empty()) << "escaped on " << escaped.size() << " of " << kSeeds
+                               << " seeds, the first " << escaped[0];
 }
 
 }  // namespace
