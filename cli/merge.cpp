@@ -42,37 +42,12 @@ struct Input {
   props::SweepTable table;
 };
 
-// Fields of one CSV line (RFC 4180 quoting, as the sweep writes them).
-std::vector<std::string> csv_fields(const std::string& line) {
-  std::vector<std::string> f;
-  std::string cur;
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char ch = line[i];
-    if (quoted) {
-      if (ch == '"' && i + 1 < line.size() && line[i + 1] == '"')
-        cur += '"', ++i;
-      else if (ch == '"')
-        quoted = false;
-      else
-        cur += ch;
-    } else if (ch == '"' && cur.empty()) {
-      quoted = true;
-    } else if (ch == ',') {
-      f.push_back(cur), cur.clear();
-    } else {
-      cur += ch;
-    }
-  }
-  f.push_back(cur);
-  return f;
-}
 
 // The columns in which two lines of one key differ, the seconds column aside
 // ("" when none does).
 std::string differing_columns(const std::string& a, const std::string& b) {
-  const auto names = csv_fields(props::sweep_csv_header());
-  const auto fa = csv_fields(a), fb = csv_fields(b);
+  const auto names = props::csv_fields(props::sweep_csv_header());
+  const auto fa = props::csv_fields(a), fb = props::csv_fields(b);
   std::string out;
   for (std::size_t i = 0; i < names.size() && i < fa.size() && i < fb.size(); ++i)
     if (names[i] != "seconds" && fa[i] != fb[i])

@@ -32,6 +32,31 @@
 #include "theory/dispersion.hpp"
 
 namespace sa::props {
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> f;
+  std::string cur;
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char ch = line[i];
+    if (quoted) {
+      if (ch == '"' && i + 1 < line.size() && line[i + 1] == '"')
+        cur += '"', ++i;
+      else if (ch == '"')
+        quoted = false;
+      else
+        cur += ch;
+    } else if (ch == '"' && cur.empty()) {
+      quoted = true;
+    } else if (ch == ',') {
+      f.push_back(cur), cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  f.push_back(cur);
+  return f;
+}
+
 namespace {
 
 // Neumaier's compensated sum: error <= 2u|sum| + O(n u^2) sum|x_i|.
@@ -141,31 +166,6 @@ SweepRow from_fields(const std::vector<std::string>& f) {
   return r;
 }
 
-// Fields of one line; quoted fields (see csv_field()) may hold commas and "" for a quote.
-std::vector<std::string> split(const std::string& line) {
-  std::vector<std::string> f;
-  std::string cur;
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char ch = line[i];
-    if (quoted) {
-      if (ch == '"' && i + 1 < line.size() && line[i + 1] == '"')
-        cur += '"', ++i;
-      else if (ch == '"')
-        quoted = false;
-      else
-        cur += ch;
-    } else if (ch == '"' && cur.empty()) {
-      quoted = true;
-    } else if (ch == ',') {
-      f.push_back(cur), cur.clear();
-    } else {
-      cur += ch;
-    }
-  }
-  f.push_back(cur);
-  return f;
-}
 
 // A number field, whole: anything else makes the line not a row of the table.
 bool numeric(const std::string& f) {
@@ -450,7 +450,7 @@ std::string sweep_csv_header() {
 namespace {
 SweepRow parse_row(const std::string& path, std::size_t lineno, const std::string& line) {
   const std::size_t ncol = sizeof kColumns / sizeof kColumns[0];
-  const auto f = split(line);
+  const auto f = csv_fields(line);
   auto bad = [&](const std::string& why) {
     throw std::invalid_argument("sweep: " + path + ": line " + std::to_string(lineno) +
                                 " is not a row of this table (" + why + ")");
@@ -504,7 +504,7 @@ SweepTable read_sweep_table(const std::string& path) {
     have = static_cast<bool>(std::getline(in, next));
     if (line.empty()) continue;
     // Only the last line may be partial (a sweep killed or still writing).
-    if (!have && in.eof() && split(line).size() != sizeof kColumns / sizeof kColumns[0]) break;
+    if (!have && in.eof() && csv_fields(line).size() != sizeof kColumns / sizeof kColumns[0]) break;
     table.rows.push_back(parse_row(path, lineno, line));
     table.lines.push_back(line);
   }
@@ -518,7 +518,7 @@ void write_sweep_json(const std::vector<SweepRow>& rows, const std::string& path
 std::string sweep_rows_json_text(const std::vector<SweepRow>& rows) {
   nlohmann::json a = nlohmann::json::array();
   for (const auto& r : rows) {
-    const auto f = split(to_line(r).substr(0, to_line(r).size() - 1));
+    const auto f = csv_fields(to_line(r).substr(0, to_line(r).size() - 1));
     nlohmann::json o;
     for (std::size_t i = 0; i < f.size(); ++i) {
       const std::string c = kColumns[i];

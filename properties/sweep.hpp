@@ -179,4 +179,8 @@ void write_sweep_json(const std::vector<SweepRow>& rows, const std::string& path
 std::string sweep_rows_json_text(
     const std::vector<SweepRow>& rows);  // what write_sweep_json writes
 
+// The fields of one line of a sweep table (RFC 4180 quoting, as the sweep
+// writes them: a quoted field may hold commas, and "" for a quote).
+std::vector<std::string> csv_fields(const std::string& line);
+
 }  // namespace sa::props

@@ -236,20 +236,15 @@ class Caller:
                 raise ValueError("a NumPy kernel cannot take bfloat16 (NumPy has no such type); "
                                  "use tensors = 'torch'")
             op_dtypes[op] = ts
-        feats = 0
-        for f in getattr(k, "attention_features", ()) or ():
-            if f not in ATTENTION_FEATURES:
-                raise ValueError(f"attention feature {f!r}: expected some of "
-                                 f"{', '.join(ATTENTION_FEATURES)}")
-            feats |= ATTENTION_FEATURES[f]
         def feature_bits(names, what):
             bits = 0
             for f in names or ():
                 if f not in ATTENTION_FEATURES:
-                    raise ValueError(f"{what}: feature {f!r}: expected some of "
+                    raise ValueError(f"{what} {f!r}: expected some of "
                                      f"{', '.join(ATTENTION_FEATURES)}")
                 bits |= ATTENTION_FEATURES[f]
             return bits
+        feats = feature_bits(getattr(k, "attention_features", ()), "attention feature")
         by_dtype = {}
         for t, names in (dict(getattr(k, "attention_features_by_dtype", {}) or {})).items():
             name_t = _dtype_name(t)
