@@ -39,7 +39,7 @@ struct AttentionShapes {
   // of declared features is in at least this many cases of each input type;
   // fixed cases, built before the random ones, see to it (0: no requirement,
   // no fixed cases).
-  int pair_cases = 2;
+  int pair_cases = 3;
 };
 
 // The feature names of AttentionShapes::features, each one switch of the

@@ -183,6 +183,15 @@ sa_status buggy_call(Bug bug, const sa_attention_v2_args* a) {
   const std::int64_t group = a->heads_q / a->heads_kv;
   std::vector<float> q(static_cast<std::size_t>(a->head_dim)), k, v,
       o(static_cast<std::size_t>(a->head_dim_v));
+  // key_padding_dense_varlen: the packed mask read as if it were
+  // [batch][seqlen_k]; past the packed bytes the buffer holds 1 (keep), so
+  // the bug reads wrong bytes without reading outside memory.
+  std::vector<std::uint8_t> dense_mask;
+  if (bug == Bug::key_padding_dense_varlen && a->key_padding_mask && varlen) {
+    const std::int64_t tk = a->cu_seqlens_k[a->batch];
+    dense_mask.assign(static_cast<std::size_t>(std::max(tk, a->batch * a->seqlen_k)), 1);
+    std::copy(a->key_padding_mask, a->key_padding_mask + tk, dense_mask.begin());
+  }
   for (std::int64_t b = 0; b < a->batch; ++b) {
     const std::int64_t q0 = varlen ? a->cu_seqlens_q[b] : 0, k0 = varlen ? a->cu_seqlens_k[b] : 0;
     const std::int64_t Lq = varlen ? a->cu_seqlens_q[b + 1] - q0 : a->seqlen_q;
@@ -214,10 +223,10 @@ sa_status buggy_call(Bug bug, const sa_attention_v2_args* a) {
         r.q = q.data();
         r.k = &k;
         r.v = &v;
-        r.pad = a->key_padding_mask
-                    ? a->key_padding_mask +
-                          (varlen && bug != Bug::key_padding_dense_varlen ? k0 : b * a->seqlen_k)
-                    : nullptr;
+        r.pad =
+            a->key_padding_mask ? a->key_padding_mask + (varlen ? k0 : b * a->seqlen_k) : nullptr;
+        if (a->key_padding_mask && varlen && bug == Bug::key_padding_dense_varlen)
+          r.pad = dense_mask.data() + b * a->seqlen_k;
         r.scale = static_cast<float>(a->scale * (fp8 ? a->q_descale * a->k_descale : 1.0f));
         r.cap = static_cast<float>(a->softcap);
         r.alibi = a->alibi_slopes != nullptr;
