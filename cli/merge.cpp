@@ -42,7 +42,6 @@ struct Input {
   props::SweepTable table;
 };
 
-
 // The columns in which two lines of one key differ, the seconds column aside
 // ("" when none does).
 std::string differing_columns(const std::string& a, const std::string& b) {

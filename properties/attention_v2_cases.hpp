@@ -39,10 +39,10 @@ std::string describe(const V2Params& p);
 // SA_ATTN_* features, the head dims, the length, batch and head limits. Cases
 // are drawn inside it, so no drawn case is refused for a declared reason.
 struct V2Domain {
-  std::uint32_t features = ~0u;        // SA_ATTN_* bits
+  std::uint32_t features = ~0u;         // SA_ATTN_* bits
   std::vector<std::int64_t> head_dims;  // empty: any
   std::int64_t max_head_dim = 0, max_seqlen_q = 0, max_seqlen_k = 0, max_batch = 0,
-               max_heads = 0;  // 0: no limit
+               max_heads = 0;     // 0: no limit
   std::uint32_t required = 0;     // SA_ATTN_* every case has (attention_required)
   std::uint32_t constraints = 0;  // SA_ATTN_ONLY_*
   std::int64_t head_dim_multiple = 0;

@@ -60,9 +60,9 @@
 //     rows, from 2^16 on offset and 2^18 on uniform rows, and at 2^22 .. 2^24
 //     on gaussian, uniform, spike, offset and masked rows (not on near_ties
 //     and onednn_overflow rows, where every kernel is equally accurate, nor on
-//     fa3_outliers beyond 2^15, whose sums a few outliers dominate) (docs/calibration.md). It is also why a 3u
-//     systematic error is left to the bias rule (statistical, over
-//     rows): no per-row bound can see 3u without failing correct kernels.
+//     fa3_outliers beyond 2^15, whose sums a few outliers dominate) (docs/calibration.md). It is
+//     also why a 3u systematic error is left to the bias rule (statistical, over rows): no per-row
+//     bound can see 3u without failing correct kernels.
 //   u_bf16: a bfloat16 output rounded twice (float32 result rounded again,
 //     e.g. oneDNN) is up to 1 ulp of bfloat16 off, the baseline's single
 //     rounding 0.5 ulp, i.e. up to 2^-8 relative at the row maximum; so a

@@ -45,8 +45,8 @@ struct AttentionShapes {
 // The feature names of AttentionShapes::features, each one switch of the
 // case generator: varlen, causal (both alignments), window, softcap, alibi,
 // sinks, key_padding, bhsd (layout), strided (padded rows and heads),
-// unequal_dv (value head dim != key head dim), adaptive (adaptive temperature), split_kv (num_splits > 1). A feature is
-// drawn only where the kernel declares it as well.
+// unequal_dv (value head dim != key head dim), adaptive (adaptive temperature), split_kv
+// (num_splits > 1). A feature is drawn only where the kernel declares it as well.
 const std::vector<std::string>& attention_features();
 
 // What to run. Empty lists mean "everything applicable".
@@ -59,7 +59,7 @@ struct SuiteConfig {
                                            // opt-in "onednn_10eps"
   std::vector<std::string> properties;     // property ids to run (see properties()), or a family
                                         // ("differential", "metamorphic", "special"); empty = all
-  int cases = 100;         // random cases per property
+  int cases = 100;  // random cases per property
   // Seconds of shrinking one run may spend, shared by all its failures (0:
   // counterexamples are reported as found).
   double shrink_seconds = 20.0;

@@ -166,7 +166,6 @@ SweepRow from_fields(const std::vector<std::string>& f) {
   return r;
 }
 
-
 // A number field, whole: anything else makes the line not a row of the table.
 bool numeric(const std::string& f) {
   if (f.empty()) return false;
