@@ -122,8 +122,21 @@ __device__ State row_state(const G& g, ForEach for_each) {
     for_each([&](float z) { k += (z == pos_inf()) ? 1.f : 0.f; });
     return {pos_inf(), g.sum(k), 0.f};
   }
+  // Every logit here is finite or -inf (no NaN, and the max is finite), so
+  // entropy_push(s, z) against this max takes one branch of entropy_merge:
+  // nothing for z = -inf (its state is the identity) or where exp(z - m)
+  // underflows to 0, else S + e 1 and T + e (0 + d 1) with d = z - m. That
+  // branch is written out below, operation for operation (the same bits),
+  // without the per-element tests entropy_merge makes for the general case.
   State s{m, 0.f, 0.f};
-  for_each([&](float z) { s = sa::theory::entropy_push(s, z); });
+  for_each([&](float z) {
+    if (z == neg_inf()) return;
+    const float d = z - m;
+    const float e = expf(d);
+    if (e == 0.f) return;
+    s.S = s.S + e * 1.f;
+    s.T = s.T + e * (0.f + d * 1.f);
+  });
   return g.merge(s);
 }
 

@@ -63,8 +63,11 @@ RowPlan plan_rows(std::int64_t rows, std::int64_t n) {
       std::min<std::int64_t>(per_thread - 1 + ceil_log2(32) + (kRowThreads / 32 - 1), n - 1);
   // chunk states (m, S, T) + chunk sums (adaptive) per work item; per row: state,
   // beta, adaptive sum.
+  // One-pass path (rows.cu, fused_chunks_kernel): a chunk counter per row and
+  // one ticket counter, after the rest (8-byte aligned: up to 7 bytes more).
   p.workspace_bytes = static_cast<std::size_t>(p.work_items) * 4 * sizeof(float) +
-                      static_cast<std::size_t>(rows) * 5 * sizeof(float);
+                      static_cast<std::size_t>(rows) * 5 * sizeof(float) +
+                      (static_cast<std::size_t>(rows) + 2) * sizeof(unsigned long long);
   return p;
 }
 

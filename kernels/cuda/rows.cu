@@ -12,6 +12,18 @@
 // merges the chunk states (real rescaling merges, T6), and a last pass writes
 // the outputs (reading the logits again). Every loop over rows or chunks is a
 // grid-stride loop over a 1-D grid, and every element offset is 64-bit.
+//
+// Softmax and log_softmax of split rows take a one-pass path on a GPU when a
+// whole row's chunks fit on the device at once (fused_chunks_kernel): each
+// block keeps its chunk in registers, publishes the chunk's state, waits for
+// the row's other chunks, merges the states exactly as the split path does
+// (same order, same code: the same bits) and writes its chunk from registers.
+// Logits are read from memory once instead of twice. Blocks take chunks in
+// row order from one ticket counter, and the launch is cooperative (every
+// block resident at once), so a block waits only for chunks that resident
+// blocks hold or will take: with at least as many blocks as a row has chunks
+// no wait can last forever. Where the row has more chunks than the device
+// holds blocks, or the cooperative launch is refused, the split path runs.
 #include <algorithm>
 #include <cmath>
 
@@ -65,21 +77,29 @@ template <class T, int kThreads>
 struct Segment {
   float z[kSlots];
   int t;
+  int live;  // slots holding an element of the segment (the rest hold -inf)
   std::int64_t len;
 
   __device__ void load(const T* x, std::int64_t length, float theta, int thread) {
     t = thread;
     len = length;
+    live = len > t ? static_cast<int>(std::min<std::int64_t>((len - t - 1) / kThreads + 1, kSlots))
+                   : 0;
 #pragma unroll
     for (int k = 0; k < kSlots; ++k) {
       const std::int64_t i = static_cast<std::int64_t>(k) * kThreads + t;
       z[k] = i < len ? scaled(load_f(x + i), theta) : neg_inf();
     }
   }
+  // fn(z) for the live slots only: every use below ignores a -inf padding
+  // slot (max, NaN and +inf tests, the state, and adaptive sums, which would
+  // add exp(-inf) = 0 to a sum >= 0), so skipping them changes no bit; on a
+  // warp with 128-logit rows that is 28 of 32 slots.
   template <class Fn>
   __device__ void each(Fn fn) const {
 #pragma unroll
-    for (int k = 0; k < kSlots; ++k) fn(z[k]);
+    for (int k = 0; k < kSlots; ++k)
+      if (k < live) fn(z[k]);
   }
   template <class Fn>
   __device__ void each_index(Fn fn) const {
@@ -258,6 +278,100 @@ __global__ void __launch_bounds__(kRowThreads) write_chunks_kernel(RowArgs a) {
   }
 }
 
+#if !defined(SA_CUDA_EMULATION)
+// One-pass softmax / log_softmax of split rows (see the top of this file).
+// row_count[r] counts the published chunk states of row r; *ticket hands out
+// work items (r * chunks_per_row + c) in order.
+template <class T>
+__global__ void __launch_bounds__(kRowThreads) fused_chunks_kernel(
+    RowArgs a, unsigned long long* row_count, unsigned long long* ticket) {
+  __shared__ State scratch[kRowThreads / 32];
+  __shared__ long long item;
+  BlockGroup<kRowThreads> g{scratch};
+  const std::int64_t work = a.rows * a.chunks_per_row;
+  for (;;) {
+    __syncthreads();  // item is read by every thread below before it changes
+    if (threadIdx.x == 0) item = static_cast<long long>(atomicAdd(ticket, 1ull));
+    __syncthreads();
+    const std::int64_t w = item;
+    if (w >= work) return;
+    const std::int64_t r = w / a.chunks_per_row, c = w % a.chunks_per_row;
+    const std::int64_t begin = c * kChunk;
+    Segment<T, kRowThreads> seg;
+    seg.load(static_cast<const T*>(a.in) + r * a.in_stride + begin,
+             std::min(std::int64_t{kChunk}, a.n - begin), a.theta, threadIdx.x);
+    const State mine = row_state(g, [&](auto fn) { seg.each(fn); });
+    if (threadIdx.x == 0) {
+      a.chunk_state[w] = mine;
+      __threadfence();  // the state is visible before the count says so
+      atomicAdd(&row_count[r], 1ull);
+      const volatile unsigned long long* cnt = &row_count[r];
+      while (*cnt < static_cast<unsigned long long>(a.chunks_per_row)) __nanosleep(64);
+      __threadfence();
+    }
+    __syncthreads();
+    // The row's state, merged as merge_chunks_kernel merges it.
+    State s = sa::theory::entropy_identity<float>();
+    for (std::int64_t k = threadIdx.x; k < a.chunks_per_row; k += kRowThreads) {
+      const State* p = a.chunk_state + r * a.chunks_per_row + k;
+      const State x{__ldcg(&p->m), __ldcg(&p->S), __ldcg(&p->T)};
+      s = sa::theory::entropy_merge(s, x);
+    }
+    const State st = g.merge(s);
+    T* y = static_cast<T*>(a.out) + r * a.out_stride + begin;
+    if (a.op == RowOp::softmax) {
+      seg.each_index([&](std::int64_t i, float z) { store_f(y + i, softmax_weight(st, z)); });
+    } else {
+      const float logS = logf(st.S);
+      seg.each_index(
+          [&](std::int64_t i, float z) { store_f(y + i, log_softmax_value(st, logS, z)); });
+    }
+  }
+}
+
+// Runs the one-pass path when the device can hold a row's chunks at once;
+// false (nothing launched, no error left pending) otherwise.
+template <class T>
+bool try_fused(const RowArgs& a, unsigned long long* counters, std::string& error,
+               sa_status& status) {
+  int dev = 0, sms = 0, coop = 0, per_sm = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess || !coop ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, fused_chunks_kernel<T>, kRowThreads,
+                                                    0) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  const std::int64_t resident = static_cast<std::int64_t>(sms) * per_sm;
+  if (resident < a.chunks_per_row) return false;
+  const std::int64_t work = a.rows * a.chunks_per_row;
+  const unsigned grid = static_cast<unsigned>(std::min(resident, work));
+  if (cudaError_t e = cudaMemsetAsync(counters, 0, (a.rows + 1) * sizeof(unsigned long long));
+      e != cudaSuccess) {
+    status = host::cuda_failure(e, "row workspace clear", error);
+    return true;
+  }
+  RowArgs args = a;
+  unsigned long long* row_count = counters;
+  unsigned long long* ticket = counters + a.rows;
+  void* params[] = {&args, &row_count, &ticket};
+  const cudaError_t e = cudaLaunchCooperativeKernel(
+      reinterpret_cast<const void*>(fused_chunks_kernel<T>), dim3(grid), dim3(kRowThreads),
+      params, 0, nullptr);
+  if (e != cudaSuccess) {  // e.g. too large for this device's share: split path
+    cudaGetLastError();
+    return false;
+  }
+  if (cudaError_t s = cudaDeviceSynchronize(); s != cudaSuccess) {
+    status = host::cuda_failure(s, "row kernel", error);
+    return true;
+  }
+  status = SA_OK;
+  return true;
+}
+#endif
+
 template <class T>
 sa_status launch_typed(RowArgs a, std::string& error) {
   const RowPlan p = plan_rows(a.rows, a.n);
@@ -278,6 +392,17 @@ sa_status launch_typed(RowArgs a, std::string& error) {
     a.row_state = ws.as<State>(work * (sizeof(State) + sizeof(float)));
     a.row_beta = ws.as<float>(work * (sizeof(State) + sizeof(float)) + rows * sizeof(State));
     a.row_sum = a.row_beta + rows;
+#if !defined(SA_CUDA_EMULATION)
+    if (a.op == RowOp::softmax || a.op == RowOp::log_softmax) {
+      // After the per-row floats, aligned for 64-bit atomics (plan.cpp counts
+      // the slack).
+      const std::size_t used = work * (sizeof(State) + sizeof(float)) + rows * sizeof(State) +
+                               2 * rows * sizeof(float);
+      auto* counters = ws.as<unsigned long long>((used + 7) / 8 * 8);
+      sa_status status = SA_OK;
+      if (try_fused<T>(a, counters, error, status)) return status;
+    }
+#endif
     const auto row_grid = static_cast<unsigned>(grid_for(a.rows, 1));
     SA_LAUNCH(grid, kRowThreads, 0, chunk_state_kernel<T>)(a);
     SA_LAUNCH(row_grid, kRowThreads, 0, merge_chunks_kernel)(a);
