@@ -26,6 +26,7 @@
 #include "gate/results.hpp"
 #include "gate/spec.hpp"
 #include "kernels/builtin.hpp"
+#include "properties/conventions.hpp"
 
 namespace sa::cli {
 
@@ -149,15 +150,10 @@ int list_names() {
   std::cout << "ops:\n";
   for (Op op : checked_ops) std::cout << "  " << name_of(op) << "\n";
   std::cout << "dtypes:\n  float32\n  bfloat16\n  float16\n";
-  std::cout
-      << "conventions (spec key 'conventions', or kernel.h SA_CAP_* flags; "
-         "docs/conventions.md):\n"
-         "  double_rounding  a bfloat16/float16 output may be rounded twice (+u_t |x|)\n"
-         "  flush_to_zero    results below 2^-125 may be 0\n"
-         "  ieee_special_values  rows with +inf, or all -inf, may give NaN (IEEE exp(z - max) "
-         "/ sum)\n"
-         "  low_precision_p  attention's P rounded to the bfloat16/float16 input type before "
-         "P V (+2 u_t sum p |v|)\n";
+  std::cout << "conventions (spec key 'conventions', or kernel.h SA_CAP_* flags; "
+               "docs/conventions.md):\n";
+  for (const auto& c : props::convention_names())
+    std::cout << "  " << c << "  " << props::convention_summary(c) << "\n";
   std::cout << "attention (spec table [attention], for op attention_v2):\n"
                "  dtypes      float32, bfloat16, float16, fp8_e4m3, fp8_e5m2\n"
                "  head_dims   integers in [1, "

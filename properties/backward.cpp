@@ -37,6 +37,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <numbers>
 #include <random>
 #include <tuple>
 
@@ -457,6 +458,27 @@ void given_forward(const AttentionCase& c, const ref::AttentionGradients& r,
   for (std::size_t i = 0; i < r.lse.size(); ++i) (*lse)[i] = static_cast<float>(r.lse[i]);
 }
 
+// The lse handed to the kernel, in the convention it declares
+// (conventions.hpp): lse_base2, the exact lse / ln 2 rounded once to float32;
+// masked_lse_inf, +inf for a fully masked row (no sink). *budget_lse gets the
+// base-e value of what the kernel is handed (the budgets' lse_given).
+void hand_lse(const ref::AttentionGradients& r, const std::vector<float>& lse,
+              std::vector<float>* kernel_lse, std::vector<double>* budget_lse) {
+  const Conventions& cv = active_conventions();
+  kernel_lse->assign(lse.begin(), lse.end());
+  budget_lse->assign(lse.begin(), lse.end());
+  for (std::size_t i = 0; i < lse.size(); ++i) {
+    if (r.lse[i] == -INFINITY) {
+      if (cv.masked_lse_inf) (*kernel_lse)[i] = INFINITY;
+      continue;  // the budgets skip such rows
+    }
+    if (cv.lse_base2) {
+      (*kernel_lse)[i] = static_cast<float>(r.lse[i] * std::numbers::log2e);
+      (*budget_lse)[i] = static_cast<double>((*kernel_lse)[i]) * std::numbers::ln2;
+    }
+  }
+}
+
 struct GradBudgets {
   std::vector<double> dq, dk, dv, dsinks;
 };
@@ -476,7 +498,7 @@ struct GradBudgets {
 //   then the output's rounding (budgets.hpp output_abs).
 GradBudgets grad_budgets(const AttentionCase& c, std::span<const float> dout,
                          const ref::AttentionGradients& r, std::span<const float> out_given,
-                         std::span<const float> lse_given) {
+                         std::span<const double> lse_given) {
   const double u = u32;
   const std::int64_t HQ = c.heads_q, HK = c.heads_kv, d = c.d, dvv = c.dv;
   const double scale = std::abs(c.scale);
@@ -694,8 +716,11 @@ void run_attention_backward(const Run& run) {
       const ref::AttentionGradients r = ref::attention_backward(c, dout);
       std::vector<float> out, lse;
       given_forward(c, r, &out, &lse);
-      const AttentionGradientsV2 g = k.attention_backward(c, out, lse, dout);
-      const GradBudgets gb = grad_budgets(c, dout, r, out, lse);
+      std::vector<float> lse_k;  // what the kernel is handed (its convention)
+      std::vector<double> lse_b;
+      hand_lse(r, lse, &lse_k, &lse_b);
+      const AttentionGradientsV2 g = k.attention_backward(c, out, lse_k, dout);
+      const GradBudgets gb = grad_budgets(c, dout, r, out, lse_b);
       // rounding
       for (std::size_t e = 0; e < r.dq.size(); ++e)
         consider(cs[kRound], dt, g.dq[e], r.dq[e], gb.dq[e],
@@ -794,9 +819,9 @@ void run_attention_backward(const Run& run) {
                         c.v.begin() + (row * c.heads_kv + hk + 1) * c.dv);
           }
         if (k.why_not_applicable_backward(mc).empty()) {
-          const AttentionGradientsV2 mg = k.attention_backward(mc, out, lse, dout);
+          const AttentionGradientsV2 mg = k.attention_backward(mc, out, lse_k, dout);
           const ref::AttentionGradients mr = ref::attention_backward(mc, dout);
-          const GradBudgets mb = grad_budgets(mc, dout, mr, out, lse);
+          const GradBudgets mb = grad_budgets(mc, dout, mr, out, lse_b);
           const std::int64_t G = c.heads_q / c.heads_kv;
           auto group = [&](const char* what, const std::vector<float>& gq,
                            const std::vector<float>& gm, const std::vector<double>& bq,
@@ -841,7 +866,7 @@ void run_attention_backward(const Run& run) {
             }
           }
         if (!hidden.empty()) {
-          const AttentionGradientsV2 pg = k.attention_backward(pc, out, lse, dout);
+          const AttentionGradientsV2 pg = k.attention_backward(pc, out, lse_k, dout);
           std::size_t diff = 0;
           std::string first;
           for (std::int64_t r0 : hidden)

@@ -47,8 +47,24 @@
 //                    the denominator: the extra budget is 2 u_t sum_j p_j |v_j|.
 //                    No effect on float32 or fp8 inputs (fp8's P quantisation
 //                    is always allowed) or on lse and entropy.
+//   lse_base2        attention_v2 returns lse in base 2, log2(sum_j 2^(s_j log2 e)) =
+//                    lse / ln 2 (FlashInfer's default); attention_backward takes
+//                    its lse in base 2 too. Budget: the base-e budget over ln 2,
+//                    plus one ulp of the base-2 value for its own rounding.
+//   masked_lse_inf   a fully masked attention row (every key masked, no sink)
+//                    has lse +inf (FlashAttention 2 and 3 return it) where
+//                    kernel.h says -inf; out must still be 0, and the backward
+//                    is handed +inf for such rows.
+//   no_temperature   the row operations have no temperature parameter
+//                    (PyTorch's and ONNX Runtime's softmax): the suite calls
+//                    them with temperature 1 only (as a spec with
+//                    temperature_only at 1 does), and the one property that
+//                    needs two temperatures, metamorphic.entropy_temperature,
+//                    is not applicable. Undeclared, a kernel that ignores the
+//                    temperature fails, the note naming this convention.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -61,18 +77,33 @@ struct Conventions {
   bool flush_to_zero = false;
   bool ieee_special_values = false;
   bool low_precision_p = false;
+  bool lse_base2 = false;
+  bool masked_lse_inf = false;
+  bool no_temperature = false;
   bool any() const {
-    return double_rounding || flush_to_zero || ieee_special_values || low_precision_p;
+    return double_rounding || flush_to_zero || ieee_special_values || low_precision_p ||
+           lse_base2 || masked_lse_inf || no_temperature;
   }
   // "double_rounding, flush_to_zero" (empty when none).
   std::string names() const;
 };
 
 // Every convention's name, in a stable order: "double_rounding", "flush_to_zero",
-// "ieee_special_values", "low_precision_p".
+// "ieee_special_values", "low_precision_p", "lse_base2", "masked_lse_inf",
+// "no_temperature".
 const std::vector<std::string>& convention_names();
 // Sets the named convention in `c`; false when the name is not a convention.
 bool declare_convention(Conventions& c, std::string_view name);
+// The conventions that kernel.h SA_CAP_* bits in `flags` declare.
+Conventions conventions_of_flags(std::uint32_t flags);
+// Every SA_CAP_* bit that declares a convention.
+std::uint32_t convention_flags();
+// The SA_CAP_* bit that declares the named convention; 0 for no convention.
+std::uint32_t convention_flag(std::string_view name);
+// kernel.h's name of that bit ("SA_CAP_FLUSH_TO_ZERO"), and a one-line
+// summary of what the convention allows; "" for no convention.
+std::string convention_flag_name(std::string_view name);
+std::string convention_summary(std::string_view name);
 
 // Magnitudes below which flush_to_zero allows a 0 (2^-125, see above).
 constexpr double kFlushBelow = 0x1p-125;

@@ -416,6 +416,15 @@ void run_metamorphic(const Run& run, DType t) {
           return out;
         },
         cases);
+    if (active_conventions().no_temperature) {
+      if (run.wants_property("metamorphic.entropy_temperature") && run.wants_op(Op::entropy))
+        run.emit(skip_verdict(run, "metamorphic.entropy_temperature",
+                              claim_of("metamorphic.entropy_temperature"),
+                              rule_by_id(rule_of("metamorphic.entropy_temperature")), Op::entropy,
+                              t,
+                              "not applicable: the kernel declares no_temperature (it is called "
+                              "at temperature 1 only, and this property compares two)"));
+    } else
     row_property(
         run, "metamorphic.entropy_temperature", Op::entropy, t, {}, go,
         [&](const RowParams& p) {

@@ -395,17 +395,17 @@ std::vector<Rule> rules() {
 }
 
 Conventions conventions_of(const Kernel& kernel, const SuiteConfig& config) {
-  Conventions c;
-  c.double_rounding = kernel.claims(SA_CAP_DOUBLE_ROUNDING);
-  c.flush_to_zero = kernel.claims(SA_CAP_FLUSH_TO_ZERO);
-  c.ieee_special_values = kernel.claims(SA_CAP_IEEE_SPECIAL_VALUES);
-  c.low_precision_p = kernel.claims(SA_CAP_LOW_PRECISION_P);
+  std::uint32_t declared = 0;  // the convention bits the kernel claims
+  for (std::uint32_t bit = 1; bit != 0; bit <<= 1)
+    if ((convention_flags() & bit) && kernel.claims(bit)) declared |= bit;
+  Conventions c = conventions_of_flags(declared);
   for (const auto& name : config.conventions)
-    if (!declare_convention(c, name))
-      throw std::invalid_argument(
-          "run_suite: unknown convention '" + name +
-          "'; expected one of double_rounding, flush_to_zero, ieee_special_values, "
-          "low_precision_p");
+    if (!declare_convention(c, name)) {
+      std::string all;
+      for (const auto& n : convention_names()) all += (all.empty() ? "" : ", ") + n;
+      throw std::invalid_argument("run_suite: unknown convention '" + name +
+                                  "'; expected one of " + all);
+    }
   return c;
 }
 
@@ -462,7 +462,17 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
       if (n <= max_n) within.push_back(n);
     if (!within.empty()) sizes = std::move(within);
   }
-  detail::Run run{kernel, config, observer, out, seed, sizes, config.distributions};
+  // no_temperature (conventions.hpp): every call at temperature 1, as a spec
+  // with temperature_only at 1; another temperature contradicts the kernel.
+  SuiteConfig effective = config;
+  if (active_conventions().no_temperature) {
+    if (config.temperature != 1.0)
+      throw std::invalid_argument("run_suite: temperature = " + std::to_string(config.temperature) +
+                                  ", but the kernel declares no_temperature (it has no temperature "
+                                  "parameter); expected 1");
+    effective.temperature_only = true;
+  }
+  detail::Run run{kernel, effective, observer, out, seed, sizes, config.distributions};
   run.shrink_pool = config.shrink_seconds;
   std::vector<DType> dtypes = config.dtypes;
   if (dtypes.empty()) {

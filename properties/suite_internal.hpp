@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "properties/conventions.hpp"
 #include "properties/generators.hpp"
 #include "properties/search.hpp"
 #include "properties/suite.hpp"
@@ -56,12 +57,9 @@ struct Run {
 // What a failing verdict's note says when its failure holds under a
 // convention the kernel does not declare (Check::convention).
 inline std::string undeclared_convention_note(const std::string& convention) {
-  return "holds under the " + convention +
-         " convention, which the kernel does not declare (kernel.h SA_CAP_" +
-         (convention == "flush_to_zero"         ? "FLUSH_TO_ZERO"
-          : convention == "ieee_special_values" ? "IEEE_SPECIAL_VALUES"
-          : convention == "low_precision_p"     ? "LOW_PRECISION_P"
-                                                : "DOUBLE_ROUNDING") +
+  return "holds under the " + convention + " convention, which the kernel does not declare (" +
+         (convention_flag_name(convention).empty() ? std::string("kernel.h")
+                                                   : "kernel.h " + convention_flag_name(convention)) +
          ", or the gate spec's conventions; docs/conventions.md): a policy difference if the "
          "kernel means it, not an accuracy error";
 }

@@ -337,10 +337,19 @@ enum {
   SA_CAP_IEEE_SPECIAL_VALUES = 1u << 4, /* a row with +inf logits (no NaN), or all -inf, may give
                                            NaN outputs (exp(z - max) / sum as IEEE arithmetic
                                            evaluates it) instead of the limits defined above */
-  SA_CAP_LOW_PRECISION_P = 1u << 5 /* attention (forward, bfloat16/float16 inputs): P is rounded to
+  SA_CAP_LOW_PRECISION_P = 1u << 5, /* attention (forward, bfloat16/float16 inputs): P is rounded to
                                       the input type before P V, as tensor-core kernels do, and the
                                       denominator may sum the rounded values: up to 2 u_t
                                       sum_j p_j |v_j| more per output (u_t of the input type) */
+  SA_CAP_LSE_BASE2 = 1u << 6,       /* attention_v2's lse is log2 of the sum (FlashInfer's default):
+                                      lse / ln 2, one more rounding; attention_backward takes
+                                      its lse in the same base */
+  SA_CAP_MASKED_LSE_POS_INF = 1u << 7, /* a fully masked attention row (no visible key, no sink)
+                                          has lse +inf (FlashAttention 2 and 3) instead of -inf;
+                                          its out is still 0, and attention_backward takes +inf */
+  SA_CAP_NO_TEMPERATURE = 1u << 8      /* the row operations have no temperature (PyTorch's and
+                                          ONNX Runtime's softmax): the gate calls them with
+                                          temperature 1 only */
 };
 
 /* What a kernel supports. Cases outside it are "not applicable": reported as

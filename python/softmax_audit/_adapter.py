@@ -109,9 +109,9 @@ OPS = ("softmax", "log_softmax", "logsumexp", "entropy", "adaptive_softmax", "so
 # Operations on float32 states whatever the kernel's element types are.
 FLOAT32_OPS = ("merge_entropy_states", "merge_attention_states")
 ENTROPY_DEFINITIONS = ("shannon", "paper_eps")
-# Declarable numerical conventions and their kernel.h SA_CAP_* bits.
-CONVENTIONS = {"double_rounding": 1 << 2, "flush_to_zero": 1 << 3, "ieee_special_values": 1 << 4,
-               "low_precision_p": 1 << 5}
+# Declarable numerical conventions and their kernel.h SA_CAP_* bits: the
+# suite's own table (properties/conventions.cpp), exported by _core.
+from ._core import CONVENTIONS  # noqa: E402
 # kernel.h's SA_ATTN_* bits the Python attention signature can carry.
 ATTENTION_FEATURES = {"batched": 1 << 0, "gqa": 1 << 1, "varlen": 1 << 2, "strided": 1 << 3,
                       "causal": 1 << 4, "window": 1 << 5, "softcap": 1 << 6, "alibi": 1 << 7, "sinks": 1 << 8,

@@ -38,6 +38,7 @@
 #include "gate/kernel_source.hpp"
 #include "kernels/builtin.hpp"
 #include "kernels/kernel.hpp"
+#include "properties/conventions.hpp"
 #include "softmax_audit/kernel.h"
 
 namespace py = pybind11;
@@ -542,9 +543,7 @@ Adapter* make_adapter(py::object caller) {
   a->caps.head_dim_multiple = d["head_dim_multiple"].cast<std::int32_t>();
   a->caps.flags = d["deterministic"].cast<bool>() ? SA_CAP_DETERMINISTIC : 0u;
   // Declared conventions (the adapter checked the names): their SA_CAP_* bits.
-  a->caps.flags |= d["convention_flags"].cast<std::uint32_t>() &
-                   (SA_CAP_DOUBLE_ROUNDING | SA_CAP_FLUSH_TO_ZERO | SA_CAP_IEEE_SPECIAL_VALUES |
-                    SA_CAP_LOW_PRECISION_P);
+  a->caps.flags |= d["convention_flags"].cast<std::uint32_t>() & sa::props::convention_flags();
   k.capabilities = &a->caps;
   return a;
 }
@@ -715,6 +714,12 @@ PYBIND11_MODULE(_core, m) {
         py::arg("capture_stderr") = false,
         "Runs `softmax-audit <argv[1:]>` (the check command); returns (exit code, the "
         "messages it wrote to std::cerr when capture_stderr, else '')");
+  // Every declarable convention and the SA_CAP_* bit that declares it
+  // (properties/conventions.cpp's table; the adapter reads it from here).
+  py::dict conventions;
+  for (const auto& name : sa::props::convention_names())
+    conventions[py::str(name)] = sa::props::convention_flag(name);
+  m.attr("CONVENTIONS") = conventions;
   m.def("python_name_error", &sa::cli::python_kernel_name_error,
         "Empty when the name is package.module:object, else what was expected");
 }

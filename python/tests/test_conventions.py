@@ -75,3 +75,35 @@ def test_unknown_convention_is_a_usage_error(tmp_path):
 
     with pytest.raises((softmax_audit.UsageError, ValueError)):
         _run(tmp_path, Typo())
+
+
+class NoTemperatureTorch(DeclaredTorch):
+    """torch.softmax as it is: no temperature parameter, and it says so."""
+    conventions = ("ieee_special_values", "no_temperature")
+
+    def softmax(self, x, temperature):
+        assert temperature == 1.0, f"called at temperature {temperature}"
+        return torch.softmax(x, dim=-1)
+
+    def log_softmax(self, x, temperature):
+        assert temperature == 1.0, f"called at temperature {temperature}"
+        return torch.log_softmax(x, dim=-1)
+
+
+def test_no_temperature_declared_in_python_is_called_at_one_only(tmp_path):
+    # No `temperature = 1.0` in the spec: the declaration alone keeps every
+    # call at temperature 1 (the kernel raises otherwise).
+    p = tmp_path / "gate.toml"
+    p.write_text(SPEC.replace("temperature = 1.0\n", ""))
+    r = softmax_audit.check(NoTemperatureTorch(), spec=p)
+    bad = [v.describe() for v in r.verdicts if v.failed or v.outcome == "incomplete"]
+    assert not bad, "\n\n".join(bad)
+    assert r.exit_code == 0
+    judged = [v for v in r.verdicts if v.outcome == "pass" and v.property == "differential.ulp"]
+    assert judged and all("no_temperature" in v.note for v in judged)
+
+
+def test_every_convention_of_the_suite_is_declarable_in_python():
+    from softmax_audit import _adapter
+    assert {"lse_base2", "masked_lse_inf", "no_temperature", "ieee_special_values"} <= set(
+        _adapter.CONVENTIONS)
