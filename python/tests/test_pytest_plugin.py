@@ -164,3 +164,21 @@ def test_a_bad_spec_is_one_line_at_collection(tmp_path):
     # the message alone under the header: no traceback
     assert re.search(r"ERROR collecting test_gate.py _+\ngate spec \S+gate.toml:1: key 'shoe_size'",
                      r.stdout), r.stdout
+
+
+def test_cli_property_narrows_the_spec_and_its_required(tmp_path, cli):
+    spec = tmp_path / "gate.toml"
+    spec.write_text('properties = ["differential.*", "special.values"]\n'
+                    'required = ["differential.ulp", "special.values"]\n')
+    base = [cli, "check", "--builtin", "naive", "--spec", str(spec), "--cases", "3", "--seed", "5",
+            "--dtype", "float32", "-q"]
+    r = subprocess.run(base + ["--property", "differential.ulp", "--json", "-"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr  # special.values, required, is not run: not incomplete
+    import json
+    got = {v["property"] for v in json.loads(r.stdout)["runs"][0]["verdicts"]}
+    assert {p for p in got if not p.startswith("gate.")} == {"differential.ulp"}, got
+    for prop, why in (("nope", "no such property"),
+                      ("determinism.*", "selects none of the properties the spec runs")):
+        r = subprocess.run(base + ["--property", prop], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and why in r.stderr, r.stderr
