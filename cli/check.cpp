@@ -39,7 +39,7 @@ struct CheckOptions {
   std::optional<double> timeout, deadline;
   std::optional<std::uint64_t> seed;  // any printed seed, 0 .. 2^64 - 1
   std::optional<std::int64_t> cases;
-  std::vector<std::string> dtypes;  // --dtype, repeatable: replaces the spec's `dtypes`
+  std::vector<std::string> dtypes;      // --dtype, repeatable: replaces the spec's `dtypes`
   std::vector<std::string> properties;  // --property, repeatable: narrows the spec's selection
   bool no_isolation = false, no_guard = false, quiet = false, list = false, per_property = false;
   bool github_annotations = false;  // also when GITHUB_ACTIONS=true
