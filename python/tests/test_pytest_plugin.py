@@ -31,7 +31,7 @@ MODULE = textwrap.dedent('''
             return super().softmax(x, temperature)
 
     KERNELS
-    softmax_audit_options = {"cases": 20, "seed": 7, "spec": SPEC}
+    softmax_audit_options = {"cases": 20, "seed": 7, "spec": SPEC, OPTIONS}
 ''')
 
 SPEC = 'properties = ["special.values", "differential.ulp"]\nops = ["softmax"]\n'
@@ -48,11 +48,12 @@ RECORDER = textwrap.dedent('''
 
 
 def run_pytest(tmp_path, *args, kernels="softmax_audit_kernel = Unshifted()", spec=SPEC,
-               conftest=RECORDER):
+               conftest=RECORDER, options=""):
     path = tmp_path / "gate.toml"
     path.write_text(spec)
     (tmp_path / "test_gate.py").write_text(
-        MODULE.replace("KERNELS", kernels).replace("SPEC", repr(str(path))))
+        MODULE.replace("KERNELS", kernels).replace("SPEC", repr(str(path)))
+        .replace("OPTIONS", options))
     (tmp_path / "conftest.py").write_text(conftest)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [os.environ.get("PYTHONPATH", ""), HERE]))
@@ -115,6 +116,15 @@ def test_k_no_crash_runs_the_suite_for_the_gate_check(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert list(junit_cases(junit)) == ["softmax_audit[unshifted]::gate.no_crash"]
     assert checks(tmp_path) == [None]
+
+
+def test_a_gate_check_the_run_does_not_report_is_skipped(tmp_path):
+    junit = tmp_path / "junit.xml"
+    r = run_pytest(tmp_path, "-k", "no_crash", f"--junitxml={junit}", options='"isolate": False')
+    assert r.returncode == 0, r.stdout + r.stderr
+    (tc,) = junit_cases(junit).values()
+    assert tc.get("name") == "softmax_audit[unshifted]::gate.no_crash"
+    assert "not reported by this run" in tc.find("skipped").get("message"), r.stdout
 
 
 def test_two_kernels_in_one_module(tmp_path):
