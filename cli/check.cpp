@@ -5,6 +5,7 @@
 // failed), 2 (usage or load error).
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -39,7 +40,8 @@ struct CheckOptions {
   std::optional<double> timeout, deadline;
   std::optional<std::uint64_t> seed;  // any printed seed, 0 .. 2^64 - 1
   std::optional<std::int64_t> cases;
-  std::vector<std::string> dtypes;  // --dtype, repeatable: replaces the spec's `dtypes`
+  std::vector<std::string> dtypes;      // --dtype, repeatable: replaces the spec's `dtypes`
+  std::vector<std::string> properties;  // --property, repeatable: narrows the spec's selection
   bool no_isolation = false, no_guard = false, quiet = false, list = false, per_property = false;
   bool github_annotations = false;  // also when GITHUB_ACTIONS=true
 };
@@ -138,6 +140,27 @@ void validate_options(const CheckOptions& o) {
   }
 }
 
+// --property: run only those of the spec's properties that these ids or
+// "prefix.*" patterns select (the spec's `required` narrowed alike).
+void narrow_properties(gate::GateSpec& spec, const std::vector<std::string>& patterns) {
+  std::vector<std::string> selected;
+  for (const auto& p : patterns) {
+    const auto ids = gate::select_properties(p);
+    if (ids.empty())
+      usage_error("--property '" + p + "': no such property (check --list names them)");
+    selected.insert(selected.end(), ids.begin(), ids.end());
+  }
+  auto in = [](const std::vector<std::string>& v, const std::string& id) {
+    return std::find(v.begin(), v.end(), id) != v.end();
+  };
+  std::vector<std::string> keep;
+  for (const auto& id : gate::planned_properties(spec.suite))
+    if (in(selected, id)) keep.push_back(id);
+  if (keep.empty()) usage_error("--property: selects none of the properties the spec runs");
+  spec.suite.properties = keep;
+  std::erase_if(spec.required, [&](const std::string& id) { return !in(keep, id); });
+}
+
 // --list: the names a gate spec may use.
 int list_names() {
   std::cout << "properties (spec key 'properties'; a prefix ending in \".*\" selects several):\n";
@@ -203,6 +226,7 @@ int run_check(const CheckOptions& o) {
   if (o.deadline) spec.deadline_s = *o.deadline;
   if (o.seed) spec.suite.seed = *o.seed;
   if (o.cases) spec.suite.cases = static_cast<int>(*o.cases);
+  if (!o.properties.empty()) narrow_properties(spec, o.properties);
   if (!o.dtypes.empty()) {
     spec.suite.dtypes.clear();
     for (const auto& d : o.dtypes) spec.suite.dtypes.push_back(*parse_dtype(d));
@@ -371,6 +395,9 @@ void add_check_command(CLI::App& app) {
                 "Element type to check: float32, bfloat16 or float16; repeat for several "
                 "(overrides the spec's dtypes; default: float32, bfloat16, and float16 when the "
                 "kernel declares it)");
+  c->add_option("--property", o->properties,
+                "Run only these of the spec's properties: an id or a prefix ending in \".*\"; "
+                "repeat for several (--list names them)");
   c->add_option("--cases", o->cases,
                 "Random cases per property (overrides the spec; 1 to 1000000)");
   c->add_flag("--no-isolation", o->no_isolation,

@@ -724,7 +724,7 @@ IsolatedRun run_isolated(const KernelSource& source, const props::SuiteConfig& c
 
   // The gate's own checks: a failing verdict per finding, a passing one per check without any.
   auto& findings = sink.findings;
-  for (const char* id : {kNoCrash, kNoHang, kInBounds, kNoNanOutput, kFpEnvironment, kProtocol}) {
+  for (const char* id : kReportedChecks) {
     bool any = false;
     for (const auto& f : findings) any = any || f.property == id;
     if (any) continue;

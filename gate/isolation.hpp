@@ -36,6 +36,7 @@
 // survive fork); nothing in the gate does.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -98,5 +99,8 @@ inline constexpr const char* kNoNanOutput = "gate.no_nan_output";
 inline constexpr const char* kFpEnvironment = "gate.fp_environment";
 inline constexpr const char* kProtocol = "gate.protocol";
 inline constexpr const char* kDeadline = "gate.deadline";
+// The checks every isolated run reports (pass or fail), where they apply.
+inline constexpr std::array<const char*, 6> kReportedChecks{
+    kNoCrash, kNoHang, kInBounds, kNoNanOutput, kFpEnvironment, kProtocol};
 
 }  // namespace sa::gate

@@ -129,10 +129,11 @@ def _verdicts(data):
 
 
 def check(kernel, spec=None, seed=None, cases=None, dtypes=None, timeout=None, deadline=None,
-          isolate=True, junit=None, per_property=False):
+          isolate=True, junit=None, per_property=False, properties=None):
     """Runs the property suite on `kernel` (an object, or "package.module:object").
 
-    Arguments are `softmax-audit check`'s options (spec: a gate spec TOML path).
+    Arguments are `softmax-audit check`'s options (spec: a gate spec TOML path;
+    properties: ids or "prefix.*" patterns, running only those of the spec's).
     Returns Results (exit_code as the CLI's: 0 pass, 1 fail, 3 incomplete);
     raises UsageError for what the CLI answers with exit code 2.
     """
@@ -161,6 +162,8 @@ def check(kernel, spec=None, seed=None, cases=None, dtypes=None, timeout=None, d
                      ("--deadline", deadline), ("--junit", junit)):
         if val is not None:
             argv += [opt, _os.fspath(val) if opt == "--junit" else str(val)]
+    for p in [properties] if isinstance(properties, str) else properties or ():
+        argv += ["--property", p]
     for d in dtypes or ():
         argv += ["--dtype", str(d).replace("torch.", "")]
     if not isolate:

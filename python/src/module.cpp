@@ -35,7 +35,10 @@
 #include "cli/commands.hpp"
 #include "cli/python_kernel.hpp"
 #include "gate/child.hpp"
+#include "gate/coverage.hpp"
+#include "gate/isolation.hpp"
 #include "gate/kernel_source.hpp"
+#include "gate/spec.hpp"
 #include "kernels/builtin.hpp"
 #include "kernels/kernel.hpp"
 #include "properties/conventions.hpp"
@@ -720,6 +723,28 @@ PYBIND11_MODULE(_core, m) {
   for (const auto& name : sa::props::convention_names())
     conventions[py::str(name)] = sa::props::convention_flag(name);
   m.attr("CONVENTIONS") = conventions;
+  m.def(
+      "planned_properties",
+      [](const std::optional<std::string>& spec_path) {
+        sa::gate::GateSpec spec;
+        try {
+          if (spec_path) spec = sa::gate::load_gate_spec(*spec_path);
+        } catch (const sa::gate::SpecError& e) {
+          throw py::value_error(std::string("gate spec ") + e.what());
+        }
+        return sa::gate::planned_properties(spec.suite);
+      },
+      py::arg("spec") = py::none(),
+      "The property ids `check` runs under this gate spec (None: the defaults), in run order");
+  m.def(
+      "gate_checks",
+      [] {
+        std::vector<std::string> ids(sa::gate::kReportedChecks.begin(),
+                                     sa::gate::kReportedChecks.end());
+        ids.push_back(sa::gate::kCoverage);
+        return ids;
+      },
+      "The ids of the gate's own checks that a run reports beside the properties");
   m.def("python_name_error", &sa::cli::python_kernel_name_error,
         "Empty when the name is package.module:object, else what was expected");
 }
