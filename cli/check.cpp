@@ -176,7 +176,8 @@ int list_names() {
   std::cout << "conventions (spec key 'conventions', or kernel.h SA_CAP_* flags; "
                "docs/conventions.md):\n";
   for (const auto& c : props::convention_names())
-    std::cout << "  " << c << "  " << props::convention_summary(c) << "\n";
+    std::cout << "  " << c << std::string(c.size() < 20 ? 20 - c.size() : 1, ' ')
+              << props::convention_summary(c) << "\n";
   std::cout << "attention (spec table [attention], for op attention_v2):\n"
                "  dtypes      float32, bfloat16, float16, fp8_e4m3, fp8_e5m2\n"
                "  head_dims   integers in [1, "

@@ -32,8 +32,7 @@ constexpr Row kTable[] = {
     {"masked_lse_inf", &Conventions::masked_lse_inf, SA_CAP_MASKED_LSE_POS_INF,
      "SA_CAP_MASKED_LSE_POS_INF",
      "a fully masked attention row has lse +inf (FlashAttention 2/3), out still 0"},
-    {"no_temperature", &Conventions::no_temperature, SA_CAP_NO_TEMPERATURE,
-     "SA_CAP_NO_TEMPERATURE",
+    {"no_temperature", &Conventions::no_temperature, SA_CAP_NO_TEMPERATURE, "SA_CAP_NO_TEMPERATURE",
      "the row operations have no temperature: called at temperature 1 only"},
 };
 

@@ -418,35 +418,36 @@ void run_metamorphic(const Run& run, DType t) {
         cases);
     if (active_conventions().no_temperature) {
       if (run.wants_property("metamorphic.entropy_temperature") && run.wants_op(Op::entropy))
-        run.emit(skip_verdict(run, "metamorphic.entropy_temperature",
-                              claim_of("metamorphic.entropy_temperature"),
-                              rule_by_id(rule_of("metamorphic.entropy_temperature")), Op::entropy,
-                              t,
-                              "not applicable: the kernel declares no_temperature (it is called "
-                              "at temperature 1 only, and this property compares two)"));
+        run.emit(skip_verdict(
+            run, "metamorphic.entropy_temperature", claim_of("metamorphic.entropy_temperature"),
+            rule_by_id(rule_of("metamorphic.entropy_temperature")), Op::entropy, t,
+            "not applicable: the kernel declares no_temperature (it is called "
+            "at temperature 1 only, and this property compares two)"));
     } else
-    row_property(
-        run, "metamorphic.entropy_temperature", Op::entropy, t, {}, go,
-        [&](const RowParams& p) {
-          const RowBatch b = materialise(p, t);
-          const double t1 = p.temperature, t2 = p.temperature * 1.5;
-          const auto H1 = k.entropy(t, b, t1), H2 = k.entropy(t, b, t2);
-          Check out;
-          for (std::int64_t r = 0; r < b.rows; ++r) {
-            if (has_nan(b.row(r))) continue;
-            const budget::RowStats s1 = budget::stats(b.row(r), t1),
-                                   s2 = budget::stats(b.row(r), t2);
-            const double h1 = H1[static_cast<std::size_t>(r)], h2 = H2[static_cast<std::size_t>(r)];
-            const double bud = s1.finite ? budget::entropy_abs(s1, h1) + budget::entropy_abs(s2, h2)
-                                         : 2 * out_round(DType::float32, h1);
-            out.worst(
-                make_check(std::isnan(h1) || std::isnan(h2) ? NAN : std::max(h1 - h2, 0.0), bud,
-                           "row " + std::to_string(r) + ": H(theta=" + fmt(t1) + ") = " + fmt(h1) +
-                               " > H(theta=" + fmt(t2) + ") = " + fmt(h2)));
-          }
-          return out;
-        },
-        cases);
+      row_property(
+          run, "metamorphic.entropy_temperature", Op::entropy, t, {}, go,
+          [&](const RowParams& p) {
+            const RowBatch b = materialise(p, t);
+            const double t1 = p.temperature, t2 = p.temperature * 1.5;
+            const auto H1 = k.entropy(t, b, t1), H2 = k.entropy(t, b, t2);
+            Check out;
+            for (std::int64_t r = 0; r < b.rows; ++r) {
+              if (has_nan(b.row(r))) continue;
+              const budget::RowStats s1 = budget::stats(b.row(r), t1),
+                                     s2 = budget::stats(b.row(r), t2);
+              const double h1 = H1[static_cast<std::size_t>(r)],
+                           h2 = H2[static_cast<std::size_t>(r)];
+              const double bud = s1.finite
+                                     ? budget::entropy_abs(s1, h1) + budget::entropy_abs(s2, h2)
+                                     : 2 * out_round(DType::float32, h1);
+              out.worst(
+                  make_check(std::isnan(h1) || std::isnan(h2) ? NAN : std::max(h1 - h2, 0.0), bud,
+                             "row " + std::to_string(r) + ": H(theta=" + fmt(t1) +
+                                 ") = " + fmt(h1) + " > H(theta=" + fmt(t2) + ") = " + fmt(h2)));
+            }
+            return out;
+          },
+          cases);
   }
 
   // ---- adaptive beta (T5) ----

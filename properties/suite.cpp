@@ -403,8 +403,8 @@ Conventions conventions_of(const Kernel& kernel, const SuiteConfig& config) {
     if (!declare_convention(c, name)) {
       std::string all;
       for (const auto& n : convention_names()) all += (all.empty() ? "" : ", ") + n;
-      throw std::invalid_argument("run_suite: unknown convention '" + name +
-                                  "'; expected one of " + all);
+      throw std::invalid_argument("run_suite: unknown convention '" + name + "'; expected one of " +
+                                  all);
     }
   return c;
 }

@@ -58,8 +58,9 @@ struct Run {
 // convention the kernel does not declare (Check::convention).
 inline std::string undeclared_convention_note(const std::string& convention) {
   return "holds under the " + convention + " convention, which the kernel does not declare (" +
-         (convention_flag_name(convention).empty() ? std::string("kernel.h")
-                                                   : "kernel.h " + convention_flag_name(convention)) +
+         (convention_flag_name(convention).empty()
+              ? std::string("kernel.h")
+              : "kernel.h " + convention_flag_name(convention)) +
          ", or the gate spec's conventions; docs/conventions.md): a policy difference if the "
          "kernel means it, not an accuracy error";
 }

@@ -85,8 +85,7 @@ struct DeviceBuffer {
       if (dtype == SA_F32) {
         std::memcpy(&pool[i * 4], &x, 4);
       } else {
-        const std::uint16_t b =
-            dtype == SA_BF16 ? sa::bf16_from_float(x) : sa::f16_from_float(x);
+        const std::uint16_t b = dtype == SA_BF16 ? sa::bf16_from_float(x) : sa::f16_from_float(x);
         std::memcpy(&pool[i * 2], &b, 2);
       }
     }
@@ -187,7 +186,6 @@ void BM_Attention(benchmark::State& state, sa_dtype dtype) {
   state.counters["plain_TFLOP/s"] = 4.0 * n * n * d / (plain_ms / it / 1e3) / 1e12;
 }
 
-
 // Batched attention, interface v2: batch 4, 16 heads, contiguous BSHD.
 struct V2Shape {
   std::int64_t B = 4, H = 16, L, d;
@@ -233,7 +231,8 @@ void BM_AttentionV2(benchmark::State& state, sa_dtype dtype, bool backward) {
   auto bwd = [&] { return K().attention_backward(K().ctx, &b); };
   if (timed(fwd) < 0 || (backward && timed(bwd) < 0)) {
     cudaFree(lse);
-    state.SkipWithError(backward ? "attention_v2/backward call failed" : "attention_v2 call failed");
+    state.SkipWithError(backward ? "attention_v2/backward call failed"
+                                 : "attention_v2 call failed");
     return;
   }
   double fwd_ms = 0, bwd_ms = 0;

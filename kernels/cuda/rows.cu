@@ -283,8 +283,8 @@ __global__ void __launch_bounds__(kRowThreads) write_chunks_kernel(RowArgs a) {
 // row_count[r] counts the published chunk states of row r; *ticket hands out
 // work items (r * chunks_per_row + c) in order.
 template <class T>
-__global__ void __launch_bounds__(kRowThreads) fused_chunks_kernel(
-    RowArgs a, unsigned long long* row_count, unsigned long long* ticket) {
+__global__ void __launch_bounds__(kRowThreads)
+    fused_chunks_kernel(RowArgs a, unsigned long long* row_count, unsigned long long* ticket) {
   __shared__ State scratch[kRowThreads / 32];
   __shared__ long long item;
   BlockGroup<kRowThreads> g{scratch};
@@ -356,9 +356,9 @@ bool try_fused(const RowArgs& a, unsigned long long* counters, std::string& erro
   unsigned long long* row_count = counters;
   unsigned long long* ticket = counters + a.rows;
   void* params[] = {&args, &row_count, &ticket};
-  const cudaError_t e = cudaLaunchCooperativeKernel(
-      reinterpret_cast<const void*>(fused_chunks_kernel<T>), dim3(grid), dim3(kRowThreads),
-      params, 0, nullptr);
+  const cudaError_t e =
+      cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fused_chunks_kernel<T>), dim3(grid),
+                                  dim3(kRowThreads), params, 0, nullptr);
   if (e != cudaSuccess) {  // e.g. too large for this device's share: split path
     cudaGetLastError();
     return false;
@@ -396,8 +396,8 @@ sa_status launch_typed(RowArgs a, std::string& error) {
     if (a.op == RowOp::softmax || a.op == RowOp::log_softmax) {
       // After the per-row floats, aligned for 64-bit atomics (plan.cpp counts
       // the slack).
-      const std::size_t used = work * (sizeof(State) + sizeof(float)) + rows * sizeof(State) +
-                               2 * rows * sizeof(float);
+      const std::size_t used =
+          work * (sizeof(State) + sizeof(float)) + rows * sizeof(State) + 2 * rows * sizeof(float);
       auto* counters = ws.as<unsigned long long>((used + 7) / 8 * 8);
       sa_status status = SA_OK;
       if (try_fused<T>(a, counters, error, status)) return status;

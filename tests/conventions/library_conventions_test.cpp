@@ -31,8 +31,7 @@ const sa_kernel& inner() { return *sa::kernels::cpu_kernel(); }
 enum class Mode { base2, masked_inf, no_temperature };
 
 std::int64_t lse_count(const sa_attention_v2_args& a) {
-  const std::int64_t total_q =
-      a.cu_seqlens_q ? a.cu_seqlens_q[a.batch] : a.batch * a.seqlen_q;
+  const std::int64_t total_q = a.cu_seqlens_q ? a.cu_seqlens_q[a.batch] : a.batch * a.seqlen_q;
   return total_q * a.heads_q;
 }
 
@@ -163,8 +162,8 @@ TEST(LibraryConventions, ADeclarationIsNotAWaiver) {
   caps.flags |= SA_CAP_LSE_BASE2;
   sa_kernel k = inner();
   k.capabilities = &caps;
-  const auto vs = sa::props::run_suite(sa::Kernel(&k, "test"),
-                                       attention_config(1, {"attention_v2.rounding"}));
+  const auto vs =
+      sa::props::run_suite(sa::Kernel(&k, "test"), attention_config(1, {"attention_v2.rounding"}));
   EXPECT_EQ(verdict(vs, "attention_v2.rounding").outcome, sa::Outcome::fail) << all(vs);
 }
 
