@@ -163,6 +163,20 @@ int run_audit(const AuditOptions& o) {
     fmt::print(stderr, "softmax-audit audit: error: --plugin {}: no such file\n", o.plugin);
     return exit_usage;
   }
+  if (!o.plugin.empty()) {
+    // No output may replace an input: the audit replaces files anywhere under --out.
+    std::error_code e1, e2;
+    const fs::path lib = fs::weakly_canonical(fs::absolute(o.plugin), e1);
+    const fs::path out = fs::weakly_canonical(fs::absolute(o.out), e2);
+    const fs::path rel = lib.lexically_relative(out);
+    if (!e1 && !e2 && !rel.empty() && *rel.begin() != "..") {
+      fmt::print(stderr,
+                 "softmax-audit audit: error: --plugin {}: inside --out {}, whose files the audit "
+                 "replaces; expected the library outside it\n",
+                 o.plugin, o.out);
+      return exit_usage;
+    }
+  }
   if (o.kernel_index >= 0 && o.plugin.empty()) {
     fmt::print(stderr, "softmax-audit audit: error: --kernel-index {}: expected with --plugin\n",
                o.kernel_index);

@@ -459,4 +459,11 @@ TEST(GateAudit, AuditsAPluginAndExitsAsItsReportSays) {
   EXPECT_NE(missing.output.find("--plugin " + dir + "/nope.so: no such file"), std::string::npos)
       << missing.output;
   EXPECT_FALSE(std::filesystem::exists(dir + "/missing/report.html"));
+  // No output may replace an input: a library inside --out is refused.
+  std::filesystem::create_directories(dir + "/inside");
+  std::filesystem::copy_file(kGood, dir + "/inside/report.html");
+  const Ran inside = audit("inside", "--plugin " + q(dir + "/inside/report.html"));
+  EXPECT_EQ(inside.rc, 2) << inside.output;
+  EXPECT_NE(inside.output.find("inside --out"), std::string::npos) << inside.output;
+  EXPECT_EQ(slurp(dir + "/inside/report.html"), slurp(kGood));
 }
