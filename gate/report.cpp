@@ -787,7 +787,7 @@ table{border-collapse:collapse;margin:.6em 0;font-size:13px;max-width:100%}
 th,td{border:1px solid #bbb;padding:3px 6px;vertical-align:top;text-align:left}
 th{background:#eef}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 td.unit{color:#444;font-size:12px}
-#summary-table{width:100%}#summary-table td{overflow-wrap:anywhere}#summary-table td.result{font-weight:bold;overflow-wrap:normal}
+#summary-table{width:100%}#summary-table td.id{overflow-wrap:anywhere}#summary-table td.result{font-weight:bold}
 span.statement{display:block;margin:.15em 0}
 pre.ce{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere;word-break:normal;background:#f6f6f6;border:1px solid #ddd;padding:4px 6px;margin:2px 0;max-height:14em;overflow:auto}
 pre.ce.short{max-height:4.6em;margin-bottom:.3em}
@@ -862,9 +862,9 @@ void summary_section(std::ostream& h, const Model& m, const Docs& docs) {
     const Tally t = tally(r.verdicts);
     const auto [ops, dtypes] = checked_ops_dtypes(r);
     const char* s = status_of(t);
-    h << "<tr><td class=\"result " << s << "\">" << s << "</td><td>" << esc(r.kernel)
+    h << "<tr><td class=\"result " << s << "\">" << s << "</td><td class=\"id\">" << esc(r.kernel)
       << "</td><td class=\"num\">" << t.fail + t.error << "</td><td class=\"num\">" << t.pass
-      << "</td><td>" << esc(r.origin) << "</td><td>" << esc(joined(ops)) << "</td><td>"
+      << "</td><td class=\"id\">" << esc(r.origin) << "</td><td>" << esc(joined(ops)) << "</td><td>"
       << esc(joined(dtypes)) << "</td></tr>\n";
   }
   h << "</table>\n";
@@ -951,11 +951,11 @@ void summary_section(std::ostream& h, const Model& m, const Docs& docs) {
       }
       std::string ce = g.ce;
       if (ce.size() > 600) ce = ce.substr(0, 600) + " ...";
-      h << "<li title=\"" << esc(g.claim) << "\"><b>" << esc(g.kernel) << "</b> <code>"
-        << esc(g.property) << "</code> on " << esc(g.op.empty() ? "-" : g.op) << " " << esc(g.dtype)
-        << ": measured " << num(g.measured) << ", bound " << num(g.bound) << " " << esc(g.unit)
-        << " (" << g.count << " verdict" << (g.count == 1 ? "" : "s")
-        << ")<br><span class=\"statement\">" << esc(g.statement)
+      // The property, then what went wrong in words (kernel, op, type, where, got
+      // against exact, measured against bound in its unit), then the input.
+      h << "<li title=\"" << esc(g.claim) << "\"><code>" << esc(g.property) << "</code> ("
+        << g.count << " verdict" << (g.count == 1 ? "" : "s")
+        << ")<span class=\"statement\">" << esc(g.statement)
         << "</span><pre class=\"ce short\" title=\"the input that reproduces it\">" << esc(ce)
         << "</pre></li>\n";
     }
@@ -1899,7 +1899,9 @@ void comparison_section(std::ostream& h, const json& c) {
           << "</td>";
       else
         h << "<td>" << esc(sget(v, "outcome_before", "")) << "</td><td>"
-          << esc(sget(v, "outcome", "")) << "</td><td class=\"num\">" << num(num_of(v, "measured"))
+          << esc(sget(v, "outcome", ""))
+          << (bget(v, "different_cases") ? " <small>(the runs drew different cases)</small>" : "")
+          << "</td><td class=\"num\">" << num(num_of(v, "measured"))
           << "</td><td class=\"num\">" << num(num_of(v, "bound")) << "</td>";
       h << "<td class=\"unit\">" << esc(sget(v, "unit", "")) << "</td></tr>\n";
     }
