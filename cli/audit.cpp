@@ -1,6 +1,7 @@
-// `softmax-audit audit`: the main job. A full audit of the built-in kernels in
-// one command: the gate on every built-in kernel, a large-n sweep, the variant
-// property matrix, and the HTML report that ties them together.
+// `softmax-audit audit`: the main job. A full audit of the built-in kernels
+// (or of a user's kernel: --plugin, --python) in one command: the gate on
+// every kernel, a large-n sweep, the variant property matrix, and the HTML
+// report that ties them together. Its exit code is the report's status.
 //
 // Each step is this same program run as a child process with the step's
 // subcommand, so a step that crashes or fails loses nothing the others
@@ -380,7 +381,9 @@ void add_audit_command(CLI::App& app) {
   auto o = std::make_shared<AuditOptions>();
   CLI::App* c = app.add_subcommand(
       "audit",
-      "Full audit of the built-in kernels: gate, large-n sweep, variant matrix and HTML report");
+      "Full audit of the built-in kernels (or of --plugin/--python): gate, large-n sweep, "
+      "variant matrix and HTML report; the exit code is the report's status (0 PASS, 1 FAIL, "
+      "3 INCOMPLETE)");
   c->add_option("--out", o->out, "Directory for the report and every result file")
       ->capture_default_str();
   auto* plugin = c->add_option("--plugin", o->plugin,
