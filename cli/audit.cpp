@@ -253,10 +253,9 @@ int run_audit(const AuditOptions& o) {
   }
   // A user's kernel: the gate as `check --plugin/--python` runs it.
   const std::string user_name =
-      !o.plugin.empty()
-          ? fs::path(o.plugin).stem().string() +
-                (o.kernel_index >= 0 ? "-" + std::to_string(o.kernel_index) : "")
-          : o.python;
+      !o.plugin.empty() ? fs::path(o.plugin).stem().string() +
+                              (o.kernel_index >= 0 ? "-" + std::to_string(o.kernel_index) : "")
+                        : o.python;
   std::vector<std::string> user_args;  // --plugin P [--kernel-index K] or --python M:O
   if (!o.plugin.empty()) {
     user_args = {"--plugin", o.plugin};
@@ -274,8 +273,7 @@ int run_audit(const AuditOptions& o) {
     const std::string junit = (fs::path(o.out) / ("junit-" + file + ".xml")).string();
     std::vector<std::string> args = {"check"};
     args.insert(args.end(), user_args.begin(), user_args.end());
-    args.insert(args.end(),
-                {"--json", json, "--junit", junit, "--seed", std::to_string(o.seed)});
+    args.insert(args.end(), {"--json", json, "--junit", junit, "--seed", std::to_string(o.seed)});
     if (o.cases > 0) args.insert(args.end(), {"--cases", std::to_string(o.cases)});
     const int code = run_step("Gate: property suite on " + user_name, args);
     if (g_cancel) return cancelled();

@@ -523,7 +523,8 @@ std::string plain_statement(const std::string& kernel, const Verdict& v) {
   const std::string& ce = v.counterexample;
   std::string at;
   if (const auto p = ce.rfind("; at "); p != std::string::npos) at = ce.substr(p + 5);
-  static const std::regex got_re(R"(^(.*?):? got ([^ ,;]+),? (exact|expected|reference|want|wanted)( value)? ([^ ,;()]+))");
+  static const std::regex got_re(
+      R"(^(.*?):? got ([^ ,;]+),? (exact|expected|reference|want|wanted)( value)? ([^ ,;()]+))");
   std::smatch g;
   std::string where;
   if (!at.empty() && std::regex_search(at, g, got_re)) {
@@ -954,8 +955,8 @@ void summary_section(std::ostream& h, const Model& m, const Docs& docs) {
       // The property, then what went wrong in words (kernel, op, type, where, got
       // against exact, measured against bound in its unit), then the input.
       h << "<li title=\"" << esc(g.claim) << "\"><code>" << esc(g.property) << "</code> ("
-        << g.count << " verdict" << (g.count == 1 ? "" : "s")
-        << ")<span class=\"statement\">" << esc(g.statement)
+        << g.count << " verdict" << (g.count == 1 ? "" : "s") << ")<span class=\"statement\">"
+        << esc(g.statement)
         << "</span><pre class=\"ce short\" title=\"the input that reproduces it\">" << esc(ce)
         << "</pre></li>\n";
     }
@@ -1901,8 +1902,8 @@ void comparison_section(std::ostream& h, const json& c) {
         h << "<td>" << esc(sget(v, "outcome_before", "")) << "</td><td>"
           << esc(sget(v, "outcome", ""))
           << (bget(v, "different_cases") ? " <small>(the runs drew different cases)</small>" : "")
-          << "</td><td class=\"num\">" << num(num_of(v, "measured"))
-          << "</td><td class=\"num\">" << num(num_of(v, "bound")) << "</td>";
+          << "</td><td class=\"num\">" << num(num_of(v, "measured")) << "</td><td class=\"num\">"
+          << num(num_of(v, "bound")) << "</td>";
       h << "<td class=\"unit\">" << esc(sget(v, "unit", "")) << "</td></tr>\n";
     }
     h << "</table></div>\n";

@@ -328,10 +328,10 @@ TEST(GateReport, RendersInHeadlessChromium) {
       "my_company.kernels.fused_softmax_attention_module:FusedSoftmaxKernelWithOnlineNormalisation";
   std::ofstream(dir + "/long.json") << renamed.dump();
   const std::string html = dir + "/report.html";
-  const Ran rep = run(kCli + " report --results " + q(c.dir + "/r.json") + " --results " +
-                      q(dir + "/long.json") + " --variants " +
-                      q(dir + "/v.json") + " --sweep " + q(dir + "/sw/sweep.json") +
-                      " --not-audited 'cuda:no CUDA device' --html " + q(html));
+  const Ran rep =
+      run(kCli + " report --results " + q(c.dir + "/r.json") + " --results " +
+          q(dir + "/long.json") + " --variants " + q(dir + "/v.json") + " --sweep " +
+          q(dir + "/sw/sweep.json") + " --not-audited 'cuda:no CUDA device' --html " + q(html));
   ASSERT_EQ(rep.rc, 0) << rep.output;
   const std::string page = slurp(html);
   const bool plotted = page.find("<svg") != std::string::npos;

@@ -447,12 +447,14 @@ TEST(GateReportContent, FailingKernelIsSaidInWordsWithOnlyTheRulesThatRan) {
   r.kernel = "k";
   r.origin = "plugin";
   sa::Verdict f = verdict("differential.ulp", "ulp", 1.2, 1, "softmax", "float32");
-  f.counterexample = "seed=7 case=3 (shrunk 4 steps) n=9 logits=[0, -104, 1] ; at row 0 item 7: "
-                     "got 0, exact 6.8e-46";
+  f.counterexample =
+      "seed=7 case=3 (shrunk 4 steps) n=9 logits=[0, -104, 1] ; at row 0 item 7: "
+      "got 0, exact 6.8e-46";
   f.note = "measured and bound in ulps of float32";
-  sa::Verdict p = verdict("metamorphic.sum_to_one", "rounding_analysis", 0.5, 2, "softmax",
-                          "float32");
-  sa::Verdict s = verdict("attention_v2.rounding", "never_ran_here", NAN, 1, "attention", "float16");
+  sa::Verdict p =
+      verdict("metamorphic.sum_to_one", "rounding_analysis", 0.5, 2, "softmax", "float32");
+  sa::Verdict s =
+      verdict("attention_v2.rounding", "never_ran_here", NAN, 1, "attention", "float16");
   s.outcome = sa::Outcome::skip;
   s.note = "not applicable: the kernel has no attention";
   r.verdicts = {f, p, s};
@@ -528,9 +530,9 @@ TEST(GateReportContent, CompareSaysWhenSeedOrLibraryChangedAndDoesNotCallNoiseGr
     r.provenance = {{"seed", seed},
                     {"cases", 20},
                     {"kernel_library", {{"path", "/x/libk.so"}, {"sha256", sha}}}};
-    r.verdicts = {verdict("differential.ulp", "ulp", ulp, 2, "softmax", "float32"),
-                  verdict("metamorphic.sum_to_one", "rounding_analysis", 0.5, 2, "softmax",
-                          "float32")};
+    r.verdicts = {
+        verdict("differential.ulp", "ulp", ulp, 2, "softmax", "float32"),
+        verdict("metamorphic.sum_to_one", "rounding_analysis", 0.5, 2, "softmax", "float32")};
     const Written w = report_of(dir, {r});
     EXPECT_EQ(w.rc, 0) << w.out;
     return dir + "/r.json";
@@ -542,12 +544,11 @@ TEST(GateReportContent, CompareSaysWhenSeedOrLibraryChangedAndDoesNotCallNoiseGr
   gate::RunRecord r;
   r.kernel = "k";
   r.origin = "plugin";
-  r.provenance = {{"seed", "2"},
-                  {"cases", 20},
-                  {"kernel_library", {{"path", "/x/libk.so"}, {"sha256", sha1}}}};
-  r.verdicts = {verdict("differential.ulp", "ulp", 1.0, 2, "softmax", "float32"),
-                verdict("metamorphic.sum_to_one", "rounding_analysis", 0.5, 2, "softmax",
-                        "float32")};
+  r.provenance = {
+      {"seed", "2"}, {"cases", 20}, {"kernel_library", {{"path", "/x/libk.so"}, {"sha256", sha1}}}};
+  r.verdicts = {
+      verdict("differential.ulp", "ulp", 1.0, 2, "softmax", "float32"),
+      verdict("metamorphic.sum_to_one", "rounding_analysis", 0.5, 2, "softmax", "float32")};
   const Written w = report_of(b, {r}, "--compare " + q(before));
   ASSERT_EQ(w.rc, 0) << w.out;
   EXPECT_NE(w.out.find("NOTE: kernel k: seed 1 -> 2. The runs drew different cases"),
