@@ -1,6 +1,7 @@
-// `softmax-audit audit`: the main job. A full audit of the built-in kernels in
-// one command: the gate on every built-in kernel, a large-n sweep, the variant
-// property matrix, and the HTML report that ties them together.
+// `softmax-audit audit`: the main job. A full audit of the built-in kernels
+// (or of a user's kernel: --plugin, --python) in one command: the gate on
+// every kernel, a large-n sweep, the variant property matrix, and the HTML
+// report that ties them together. Its exit code is the report's status.
 //
 // Each step is this same program run as a child process with the step's
 // subcommand, so a step that crashes or fails loses nothing the others
@@ -15,6 +16,8 @@
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +33,10 @@ namespace {
 
 struct AuditOptions {
   std::string out = "audit-out";
+  // A user's kernel instead of the built-in ones (as `check` takes them).
+  std::string plugin, python;
+  int kernel_index = -1;
+  std::vector<std::string> not_audited;  // NAME:REASON, passed to the report
   int cases = 0;
   std::uint64_t seed = 1;
   int sweep_max_log2 = 20;
@@ -146,6 +153,45 @@ int run_audit(const AuditOptions& o) {
     fmt::print(stderr, "softmax-audit audit: error: {}\n", e.what());
     return exit_usage;
   }
+  if (!o.plugin.empty() && !o.python.empty()) {
+    fmt::print(stderr,
+               "softmax-audit audit: error: --plugin {} and --python {}: expected one kernel, "
+               "not both\n",
+               o.plugin, o.python);
+    return exit_usage;
+  }
+  if (!o.plugin.empty() && !fs::is_regular_file(o.plugin)) {
+    fmt::print(stderr, "softmax-audit audit: error: --plugin {}: no such file\n", o.plugin);
+    return exit_usage;
+  }
+  if (!o.plugin.empty()) {
+    // No output may replace an input: the audit replaces files anywhere under --out.
+    std::error_code e1, e2;
+    const fs::path lib = fs::weakly_canonical(fs::absolute(o.plugin), e1);
+    const fs::path out = fs::weakly_canonical(fs::absolute(o.out), e2);
+    const fs::path rel = lib.lexically_relative(out);
+    if (!e1 && !e2 && !rel.empty() && *rel.begin() != "..") {
+      fmt::print(stderr,
+                 "softmax-audit audit: error: --plugin {}: inside --out {}, whose files the audit "
+                 "replaces; expected the library outside it\n",
+                 o.plugin, o.out);
+      return exit_usage;
+    }
+  }
+  if (o.kernel_index >= 0 && o.plugin.empty()) {
+    fmt::print(stderr, "softmax-audit audit: error: --kernel-index {}: expected with --plugin\n",
+               o.kernel_index);
+    return exit_usage;
+  }
+  for (const auto& n : o.not_audited)
+    if (const auto colon = n.find(':');
+        colon == std::string::npos || colon == 0 || colon + 1 == n.size()) {
+      fmt::print(stderr,
+                 "softmax-audit audit: error: --not-audited '{}': expected NAME:REASON (e.g. "
+                 "'cuda:no CUDA device')\n",
+                 n);
+      return exit_usage;
+    }
   std::error_code ec;
   fs::create_directories(o.out, ec);
   if (ec || access(o.out.c_str(), W_OK) != 0) {
@@ -173,7 +219,8 @@ int run_audit(const AuditOptions& o) {
                g_cancel == SIGINT ? "SIGINT" : "SIGTERM", o.out);
     return 128 + static_cast<int>(g_cancel);
   };
-  const auto kernels = builtin_kernels();
+  const bool user_kernel = !o.plugin.empty() || !o.python.empty();
+  const auto kernels = user_kernel ? std::vector<Kernel>{} : builtin_kernels();
   int worst = exit_pass;
   // Worst first: usage (a step could not run) > fail > incomplete > pass.
   auto note = [&](int code) {
@@ -204,14 +251,49 @@ int run_audit(const AuditOptions& o) {
     note(code);
     if (fs::exists(json)) results.push_back(json);
   }
+  // A user's kernel: the gate as `check --plugin/--python` runs it.
+  const std::string user_name =
+      !o.plugin.empty() ? fs::path(o.plugin).stem().string() +
+                              (o.kernel_index >= 0 ? "-" + std::to_string(o.kernel_index) : "")
+                        : o.python;
+  std::vector<std::string> user_args;  // --plugin P [--kernel-index K] or --python M:O
+  if (!o.plugin.empty()) {
+    user_args = {"--plugin", o.plugin};
+    if (o.kernel_index >= 0)
+      user_args.insert(user_args.end(), {"--kernel-index", std::to_string(o.kernel_index)});
+  } else if (!o.python.empty()) {
+    user_args = {"--python", o.python};
+  }
+  if (user_kernel) {
+    std::string file = user_name;
+    for (char& ch : file)
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.')
+        ch = '_';
+    const std::string json = (fs::path(o.out) / ("results-" + file + ".json")).string();
+    const std::string junit = (fs::path(o.out) / ("junit-" + file + ".xml")).string();
+    std::vector<std::string> args = {"check"};
+    args.insert(args.end(), user_args.begin(), user_args.end());
+    args.insert(args.end(), {"--json", json, "--junit", junit, "--seed", std::to_string(o.seed)});
+    if (o.cases > 0) args.insert(args.end(), {"--cases", std::to_string(o.cases)});
+    const int code = run_step("Gate: property suite on " + user_name, args);
+    if (g_cancel) return cancelled();
+    note(code);
+    if (fs::exists(json)) results.push_back(json);
+  }
 
   std::string sweep, sweep_temperature;
 #ifdef SA_CLI_HAVE_SWEEP
-  if (!o.no_sweep) {
+  // `sweep` takes a built-in kernel or a plugin; a Python kernel is gated only.
+  if (!o.no_sweep && !o.python.empty())
+    fmt::print("\n== Sweep: skipped (sweep takes a C plugin or a built-in kernel, not --python)\n");
+  if (!o.no_sweep && o.python.empty()) {
     const std::string dir = (fs::path(o.out) / "sweep").string();
+    std::vector<std::string> sargs = {"sweep", "--out", dir, "--max-log2-n",
+                                      std::to_string(o.sweep_max_log2)};
+    sargs.insert(sargs.end(), user_args.begin(), user_args.end());
     const int code = run_step(
         "Sweep: errors and dispersion against n up to 2^" + std::to_string(o.sweep_max_log2),
-        {"sweep", "--out", dir, "--max-log2-n", std::to_string(o.sweep_max_log2)});
+        sargs);
     if (g_cancel) return cancelled();
     note(code);
     if (fs::exists(fs::path(dir) / "sweep.json")) sweep = (fs::path(dir) / "sweep.json").string();
@@ -222,6 +304,7 @@ int run_audit(const AuditOptions& o) {
         "--max-log2-n",   "10",       "--dtype", "float32",      "--temperature-series-only",
         "--distribution", "gaussian", "uniform", "spike",        "--temperature"};
     for (const char* t : {"0.05", "0.1", "0.25", "0.5", "1", "2", "4", "10"}) targs.push_back(t);
+    targs.insert(targs.end(), user_args.begin(), user_args.end());
     note(run_step("Sweep: entropy against temperature at n = 2^10 (T4, the paper's Figure 5)",
                   targs));
     if (g_cancel) return cancelled();
@@ -249,15 +332,27 @@ int run_audit(const AuditOptions& o) {
     return exit_usage;
   }
   const std::string html = (fs::path(o.out) / "report.html").string();
-  std::vector<std::string> args = {"report", "--html", html, "--title",
-                                   "softmax-audit: built-in kernels"};
+  std::vector<std::string> args = {
+      "report", "--html", html, "--title",
+      user_kernel ? "softmax-audit: " + user_name : std::string("softmax-audit: built-in kernels")};
   for (const auto& r : results) args.insert(args.end(), {"--results", r});
   if (!sweep.empty()) args.insert(args.end(), {"--sweep", sweep});
   if (!sweep_temperature.empty()) args.insert(args.end(), {"--sweep", sweep_temperature});
   if (!variants.empty()) args.insert(args.end(), {"--variants", variants});
   for (const auto& s : skipped_why) args.insert(args.end(), {"--not-audited", s});
+  for (const auto& s : o.not_audited) args.insert(args.end(), {"--not-audited", s});
   note(run_step("Report: one self-contained HTML file and its JSON twin", args));
   if (g_cancel) return cancelled();
+  // The exit code says what the report says: a report that is INCOMPLETE (a
+  // kernel not audited here, e.g. CUDA without a device) or FAIL is never exit 0.
+  std::string status;
+  try {
+    std::ifstream f(fs::path(o.out) / "report.json");
+    status = nlohmann::json::parse(f).value("status", "");
+  } catch (const std::exception&) {
+  }
+  if (status == "incomplete") note(exit_incomplete);
+  if (status == "fail") note(exit_fail);
 
   if (!skipped.empty())
     fmt::print("\nNot audited here (no device): {}\n", fmt::join(skipped, ", "));
@@ -265,15 +360,16 @@ int run_audit(const AuditOptions& o) {
       "\nAudit written to {}/ (report.html, report.json, results-*.json, junit-*.xml{}{}). "
       "Verdict: {}\n",
       o.out, sweep.empty() ? "" : ", sweep/", variants.empty() ? "" : ", variants.json",
-      worst == exit_pass
-          ? (skipped.empty() ? "every claim holds"
-                             : "every claim checked holds; not audited here: " +
-                                   fmt::format("{}", fmt::join(skipped, ", ")) +
-                                   " (no device; the report says INCOMPLETE, the exit code "
-                                   "stays 0 because this machine cannot run it)")
-      : worst == exit_fail       ? std::string("some claims FAILED (see report)")
-      : worst == exit_incomplete ? std::string("INCOMPLETE: a requested check could not run")
-                                 : std::string("a step could not run"));
+      worst == exit_pass   ? std::string("every claim holds")
+      : worst == exit_fail ? std::string("some claims FAILED (see report)")
+      : worst == exit_incomplete
+          ? (skipped.empty() && o.not_audited.empty()
+                 ? std::string("INCOMPLETE: a requested check could not run")
+                 : "INCOMPLETE: every claim checked holds, but not everything was audited (" +
+                       fmt::format("{}", fmt::join(skipped, ", ")) +
+                       (skipped.empty() || o.not_audited.empty() ? "" : ", ") +
+                       fmt::format("{}", fmt::join(o.not_audited, ", ")) + "; see report)")
+          : std::string("a step could not run"));
   return worst;
 }
 
@@ -283,9 +379,23 @@ void add_audit_command(CLI::App& app) {
   auto o = std::make_shared<AuditOptions>();
   CLI::App* c = app.add_subcommand(
       "audit",
-      "Full audit of the built-in kernels: gate, large-n sweep, variant matrix and HTML report");
+      "Full audit of the built-in kernels (or of --plugin/--python): gate, large-n sweep, "
+      "variant matrix and HTML report; the exit code is the report's status (0 PASS, 1 FAIL, "
+      "3 INCOMPLETE)");
   c->add_option("--out", o->out, "Directory for the report and every result file")
       ->capture_default_str();
+  auto* plugin = c->add_option("--plugin", o->plugin,
+                               "Audit this kernel library (.so, softmax_audit/kernel.h) instead "
+                               "of the built-in kernels");
+  c->add_option("--kernel-index", o->kernel_index,
+                "Which kernel of a multi-kernel plugin (sa_kernel_entry_at index)");
+  c->add_option("--python", o->python,
+                "Audit a Python kernel, package.module:object, instead of the built-in kernels "
+                "(the gate only: sweep takes no Python kernel)")
+      ->excludes(plugin);
+  c->add_option("--not-audited", o->not_audited,
+                "NAME:REASON of something this audit could not check (repeatable), e.g. "
+                "'cuda:no CUDA device'; the report is then INCOMPLETE (exit 3)");
   c->add_option("--cases", o->cases, "Random cases per property (default: the suite's)");
   add_seed_option(c, &o->seed, "Random seed for every step, 0 to 2^64 - 1 (0 = random; default 1)");
   c->add_option("--sweep-max-log2-n", o->sweep_max_log2, "Largest sweep size as log2 n (<= 24)")

@@ -506,6 +506,50 @@ struct VariantMatrix {
   nlohmann::json config;
 };
 
+// What went wrong, in one plain sentence for a reader who will not decode a
+// counterexample: the kernel, operation and type; where it went wrong and
+// what the kernel returned against the exact value (from the
+// counterexample's "; at WHERE: got X, exact Y"); and how far over its bound
+// the measurement is, in its unit. Empty for a verdict that did not fail.
+std::string plain_statement(const std::string& kernel, const Verdict& v) {
+  if (v.outcome != Outcome::fail && v.outcome != Outcome::error) return "";
+  std::string s = kernel;
+  if (!v.op.empty()) s += " " + v.op;
+  if (!v.dtype.empty()) s += " " + v.dtype;
+  s += ": ";
+  if (v.outcome == Outcome::error)
+    return s + (v.note.empty() ? std::string("the check could not be completed") : v.note) + ".";
+  // The counterexample's last "; at ..." names the element and its values.
+  const std::string& ce = v.counterexample;
+  std::string at;
+  if (const auto p = ce.rfind("; at "); p != std::string::npos) at = ce.substr(p + 5);
+  static const std::regex got_re(
+      R"(^(.*?):? got ([^ ,;]+),? (exact|expected|reference|want|wanted)( value)? ([^ ,;()]+))");
+  std::smatch g;
+  std::string where;
+  if (!at.empty() && std::regex_search(at, g, got_re)) {
+    where = g[1].str();
+    s += (where.empty() ? std::string("the kernel") : where + ": the kernel") + " returned " +
+         g[2].str() + " where the " + (g[3] == "exact" ? "exact" : g[3].str()) + " value is " +
+         g[5].str();
+  } else if (!at.empty()) {
+    s += "at " + (at.size() > 160 ? at.substr(0, 160) + " ..." : at);
+  } else {
+    s += "the claim does not hold";
+  }
+  const std::string unit = unit_of(v);
+  if (std::isnan(v.measured) || std::isinf(v.measured)) {
+    s += " (measured " + num(v.measured) + ", bound " + num(v.bound) + " " + unit +
+         ": a value that must be finite or equal is not)";
+  } else if (std::isfinite(v.bound) && v.bound > 0) {
+    s += " (" + num(v.measured, 3) + " " + unit + ", " + num(v.measured / v.bound, 3) +
+         " times the bound of " + num(v.bound, 3) + ")";
+  } else if (std::isfinite(v.bound)) {
+    s += " (" + num(v.measured, 3) + " " + unit + " where the bound is " + num(v.bound, 3) + ")";
+  }
+  return s + ".";
+}
+
 // Fields of an input document, whatever their JSON type: a string as is,
 // anything else as its JSON text, a missing or null one as `def`. (An input of
 // the wrong shape is shown, never a crash.)
@@ -650,6 +694,18 @@ int rank_outcome(Outcome o) {
 }
 bool bad(Outcome o) { return o == Outcome::fail || o == Outcome::error; }
 
+// The rules that decided a verdict of this run (pass, fail or error),
+// first-seen order: a check that was skipped (not applicable) or incomplete
+// (not run to its end) applied none.
+std::vector<std::string> rules_applied(const RunRecord& r) {
+  std::vector<std::string> ids;
+  for (const auto& v : r.verdicts)
+    if ((v.outcome == Outcome::pass || bad(v.outcome)) && !v.rule.id.empty() &&
+        std::find(ids.begin(), ids.end(), v.rule.id) == ids.end())
+      ids.push_back(v.rule.id);
+  return ids;
+}
+
 std::string status_of_model(const Model& m) {
   Tally all;
   for (const auto& r : m.runs) {
@@ -732,6 +788,8 @@ table{border-collapse:collapse;margin:.6em 0;font-size:13px;max-width:100%}
 th,td{border:1px solid #bbb;padding:3px 6px;vertical-align:top;text-align:left}
 th{background:#eef}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 td.unit{color:#444;font-size:12px}
+#summary-table{width:100%}#summary-table td.id{overflow-wrap:anywhere}#summary-table td.result{font-weight:bold}
+span.statement{display:block;margin:.15em 0}
 pre.ce{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12px;white-space:pre-wrap;overflow-wrap:anywhere;word-break:normal;background:#f6f6f6;border:1px solid #ddd;padding:4px 6px;margin:2px 0;max-height:14em;overflow:auto}
 pre.ce.short{max-height:4.6em;margin-bottom:.3em}
 tr.detail td{background:#fcfcfc;font-size:12px;border-top:none}
@@ -794,18 +852,23 @@ void summary_section(std::ostream& h, const Model& m, const Docs& docs) {
     << "</p>\n";
   // What was audited.
   h << "<p><b>Audited:</b> " << m.runs.size() << " kernel" << (m.runs.size() == 1 ? "" : "s")
-    << ".</p>\n<div class=\"scroll\"><table><tr><th>kernel</th><th>origin</th><th>operations "
-       "checked</th><th>types</th><th>claims held</th><th>failed</th><th>result</th></tr>\n";
+    << ".</p>\n";
+  // The result first, then the counts, then the long lists: at 800 px the
+  // result is on screen however long the list of operations is (the table
+  // wraps its text; it never needs scrolling sideways to show the result).
+  h << "<table id=\"summary-table\"><tr><th class=\"result\">result</th><th>kernel</th>"
+       "<th>failed</th><th>claims held</th><th>origin</th><th>operations checked</th>"
+       "<th>types</th></tr>\n";
   for (const auto& r : m.runs) {
     const Tally t = tally(r.verdicts);
     const auto [ops, dtypes] = checked_ops_dtypes(r);
     const char* s = status_of(t);
-    h << "<tr><td>" << esc(r.kernel) << "</td><td>" << esc(r.origin) << "</td><td>"
-      << esc(joined(ops)) << "</td><td>" << esc(joined(dtypes)) << "</td><td class=\"num\">"
-      << t.pass << "</td><td class=\"num\">" << t.fail + t.error << "</td><td class=\"" << s
-      << "\">" << s << "</td></tr>\n";
+    h << "<tr><td class=\"result " << s << "\">" << s << "</td><td class=\"id\">" << esc(r.kernel)
+      << "</td><td class=\"num\">" << t.fail + t.error << "</td><td class=\"num\">" << t.pass
+      << "</td><td class=\"id\">" << esc(r.origin) << "</td><td>" << esc(joined(ops)) << "</td><td>"
+      << esc(joined(dtypes)) << "</td></tr>\n";
   }
-  h << "</table></div>\n";
+  h << "</table>\n";
   int held = 0, checked = 0;
   for (const auto& r : m.runs) {
     const Tally t = tally(r.verdicts);
@@ -838,15 +901,21 @@ void summary_section(std::ostream& h, const Model& m, const Docs& docs) {
   h << ". " << skips << " further checks were not applicable (<a href=\"#not-audited\">why</a>)."
     << (m.sweep.empty() ? " No sweep was given." : "")
     << (m.variants.given ? "" : " No variants matrix was given.") << "</p>\n";
-  // Rules.
+  // Rules: those that decided a verdict on each kernel (a skipped check applied no rule).
   h << "<p><b>Rules applied:</b> ";
-  for (std::size_t i = 0; i < m.rules.size(); ++i)
-    h << (i ? ", " : "") << "<a href=\"#rule-" << i << "\">" << esc(m.rules[i].id) << "</a>";
-  if (m.rules.empty()) h << "none";
+  for (std::size_t k = 0; k < m.runs.size(); ++k) {
+    const auto ids = rules_applied(m.runs[k]);
+    if (m.runs.size() > 1) h << (k ? "; " : "") << "<b>" << esc(m.runs[k].kernel) << "</b>: ";
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      h << (i ? ", " : "") << "<a href=\"#" << rule_anchor(m, ids[i]) << "\">" << esc(ids[i])
+        << "</a>";
+    if (ids.empty()) h << "none";
+  }
+  if (m.runs.empty()) h << "none";
   h << ". The theorems are stated in " << linkify("docs/theory.md", docs) << ".</p>\n";
   // What fails, each with its shortest counterexample.
   struct Group {
-    std::string kernel, property, op, dtype, claim, ce, unit;
+    std::string kernel, property, op, dtype, claim, ce, unit, statement;
     double measured, bound;
     int count = 0;
   };
@@ -859,14 +928,14 @@ void summary_section(std::ostream& h, const Model& m, const Docs& docs) {
       });
       const std::string ce = v.counterexample.empty() ? v.note : v.counterexample;
       if (it == fails.end()) {
-        fails.push_back(
-            {r.kernel, v.property, v.op, v.dtype, v.claim, ce, unit_of(v), v.measured, v.bound, 1});
+        fails.push_back({r.kernel, v.property, v.op, v.dtype, v.claim, ce, unit_of(v),
+                         plain_statement(r.kernel, v), v.measured, v.bound, 1});
         continue;
       }
       ++it->count;
       if (!ce.empty() && (it->ce.empty() || ce.size() < it->ce.size())) {
         it->ce = ce, it->op = v.op, it->dtype = v.dtype, it->measured = v.measured,
-        it->bound = v.bound, it->unit = unit_of(v);
+        it->bound = v.bound, it->unit = unit_of(v), it->statement = plain_statement(r.kernel, v);
       }
     }
   if (fails.empty()) {
@@ -883,11 +952,13 @@ void summary_section(std::ostream& h, const Model& m, const Docs& docs) {
       }
       std::string ce = g.ce;
       if (ce.size() > 600) ce = ce.substr(0, 600) + " ...";
-      h << "<li title=\"" << esc(g.claim) << "\"><b>" << esc(g.kernel) << "</b> <code>"
-        << esc(g.property) << "</code> on " << esc(g.op.empty() ? "-" : g.op) << " " << esc(g.dtype)
-        << ": measured " << num(g.measured) << ", bound " << num(g.bound) << " " << esc(g.unit)
-        << " (" << g.count << " verdict" << (g.count == 1 ? "" : "s") << ")<pre class=\"ce short\">"
-        << esc(ce) << "</pre></li>\n";
+      // The property, then what went wrong in words (kernel, op, type, where, got
+      // against exact, measured against bound in its unit), then the input.
+      h << "<li title=\"" << esc(g.claim) << "\"><code>" << esc(g.property) << "</code> ("
+        << g.count << " verdict" << (g.count == 1 ? "" : "s") << ")<span class=\"statement\">"
+        << esc(g.statement)
+        << "</span><pre class=\"ce short\" title=\"the input that reproduces it\">" << esc(ce)
+        << "</pre></li>\n";
     }
     h << "</ul>\n";
   }
@@ -1049,7 +1120,11 @@ void verdict_section(std::ostream& h, const Model& m) {
       << "</td><td class=\"num\">" << num(v->measured) << "</td><td class=\"num\">" << num(v->bound)
       << "</td><td class=\"unit\">" << esc(unit_of(*v)) << "</td><td><a href=\"#"
       << rule_anchor(m, v->rule.id) << "\">" << esc(v->rule.id)
-      << "</a></td></tr>\n<tr class=\"detail\"><td colspan=\"9\">" << esc(v->claim);
+      << "</a></td></tr>\n<tr class=\"detail\"><td colspan=\"9\">";
+    if (bad(v->outcome))
+      h << "<b>What went wrong:</b> <span class=\"statement\">"
+        << esc(plain_statement(r->kernel, *v)) << "</span><br><b>Claim:</b> ";
+    h << esc(v->claim);
     if (!ce.empty())
       h << "<br><b>" << (bad(v->outcome) ? "counterexample" : "worst case")
         << ":</b><pre class=\"ce\">" << esc(ce) << "</pre>";
@@ -1628,6 +1703,7 @@ json model_json(const Model& m, const ReportInputs& in) {
                               {"error", t.error},
                               {"incomplete", t.incomplete},
                               {"status", status_of(t)}}},
+                            {"rules_applied", rules_applied(r)},
                             {"processes", r.processes},
                             {"crashes", r.crashes},
                             {"hangs", r.hangs},
@@ -1636,6 +1712,7 @@ json model_json(const Model& m, const ReportInputs& in) {
       json j = to_json(v);
       j["kernel"] = r.kernel;
       j["unit"] = unit_of(v);
+      if (bad(v.outcome)) j["statement"] = plain_statement(r.kernel, v);
       d["verdicts"].push_back(j);
     }
   }
@@ -1698,6 +1775,25 @@ json model_json(const Model& m, const ReportInputs& in) {
   return d;
 }
 
+// Per kernel, what its check drew its cases from and the binary it called,
+// read from a report twin's provenance (empty where not recorded).
+struct RunIdentity {
+  std::string seed, cases, sha256;
+};
+std::map<std::string, RunIdentity> runs_of(const json& doc) {
+  std::map<std::string, RunIdentity> out;
+  if (!doc.contains("provenance") || !doc["provenance"].is_object()) return out;
+  const json& checks = doc["provenance"].value("checks", json());
+  if (!checks.is_array()) return out;
+  for (const auto& p : checks) {
+    if (!p.is_object()) continue;
+    const json lib = p.value("kernel_library", json());
+    out[sget(p, "kernel", "")] = {sget(p, "seed", ""), sget(p, "cases", ""),
+                                  lib.is_object() ? sget(lib, "sha256", "") : std::string()};
+  }
+  return out;
+}
+
 std::string key_of(const json& v) {
   return sget(v, "kernel", "") + "\x1f" + sget(v, "property", "") + "\x1f" + sget(v, "op", "") +
          "\x1f" + sget(v, "dtype", "");
@@ -1750,12 +1846,42 @@ json brief(const json& v) {
           {"counterexample", sget(v, "counterexample", "")}};
 }
 
+// One kernel whose run differs between two audits, in words: the seed or
+// case count (other inputs drawn) and the kernel library's SHA-256.
+std::string run_difference(const json& d) {
+  auto or_none = [](const std::string& x) { return x.empty() ? std::string("not recorded") : x; };
+  std::string s = "kernel " + sget(d, "kernel", "?") + ":";
+  if (sget(d, "seed_before", "") != sget(d, "seed_after", ""))
+    s += " seed " + or_none(sget(d, "seed_before", "")) + " -> " +
+         or_none(sget(d, "seed_after", "")) + ";";
+  if (sget(d, "cases_before", "") != sget(d, "cases_after", ""))
+    s += " cases " + or_none(sget(d, "cases_before", "")) + " -> " +
+         or_none(sget(d, "cases_after", "")) + ";";
+  if (bget(d, "library_changed"))
+    s += " kernel library SHA-256 " + or_none(sget(d, "sha256_before", "")) + " -> " +
+         or_none(sget(d, "sha256_after", "")) + ";";
+  s.pop_back();
+  if (bget(d, "different_cases"))
+    s += ". The runs drew different cases: its measurements are not compared (a difference is "
+         "other inputs, not error growth), and a new or fixed failure may be one the other run "
+         "did not draw";
+  else
+    s += ". Same cases, another binary: the changes below are the library's";
+  return s;
+}
+
 void comparison_section(std::ostream& h, const json& c) {
   h << "<section id=\"comparison\"><h2>Changes since the earlier audit</h2>\n<p>Compared with "
        "the audit generated "
     << esc(sget(c["before"], "generated", "?")) << " (commit <code>"
     << esc(sget(c["before"], "git_commit", "?")) << "</code>, status "
     << esc(sget(c["before"], "status", "?")) << ").</p>\n";
+  if (c.contains("runs_differ") && !c["runs_differ"].empty()) {
+    h << "<div class=\"headline incomplete\" id=\"runs-differ\"><p>The two audits did not run "
+         "the same way:</p><ul>\n";
+    for (const auto& d : c["runs_differ"]) h << "<li>" << esc(run_difference(d)) << ".</li>\n";
+    h << "</ul></div>\n";
+  }
   auto rows = [&](const char* title, const json& list, bool growth) {
     h << "<h3>" << title << " (" << list.size() << ")</h3>\n";
     if (list.empty()) return;
@@ -1769,19 +1895,25 @@ void comparison_section(std::ostream& h, const json& c) {
         << "</td><td>" << esc(sget(v, "dtype", "")) << "</td>";
       if (growth)
         h << "<td class=\"num\">" << num(num_of(v, "before")) << "</td><td class=\"num\">"
-          << num(num_of(v, "after")) << "</td><td class=\"num\">" << num(num_of(v, "factor"), 3)
+          << num(num_of(v, "after")) << "</td><td class=\"num\">"
+          << (v.contains("factor") ? num(num_of(v, "factor"), 3) : std::string("&ndash;"))
           << "</td>";
       else
         h << "<td>" << esc(sget(v, "outcome_before", "")) << "</td><td>"
-          << esc(sget(v, "outcome", "")) << "</td><td class=\"num\">" << num(num_of(v, "measured"))
-          << "</td><td class=\"num\">" << num(num_of(v, "bound")) << "</td>";
+          << esc(sget(v, "outcome", ""))
+          << (bget(v, "different_cases") ? " <small>(the runs drew different cases)</small>" : "")
+          << "</td><td class=\"num\">" << num(num_of(v, "measured")) << "</td><td class=\"num\">"
+          << num(num_of(v, "bound")) << "</td>";
       h << "<td class=\"unit\">" << esc(sget(v, "unit", "")) << "</td></tr>\n";
     }
     h << "</table></div>\n";
   };
   rows("New failures", c["new_failures"], false);
   rows("Fixed failures", c["fixed_failures"], false);
-  rows("Error growth (measured grew by more than 10%)", c["error_growth"], true);
+  rows("Error growth (measured grew by more than 10%, same cases)", c["error_growth"], true);
+  if (c.contains("different_cases") && !c["different_cases"].empty())
+    rows("Different cases (measured differs by more than 10% on other inputs: not compared)",
+         c["different_cases"], true);
   h << "<p>Checks added: " << c.value("checks_added", 0)
     << "; removed: " << c.value("checks_removed", 0)
     << ". Kernels added: " << esc(c["kernels_added"].dump())
@@ -1808,6 +1940,31 @@ json compare_reports(const json& before, const json& after) {
   c["new_failures"] = json::array();
   c["fixed_failures"] = json::array();
   c["error_growth"] = json::array();
+  // What each kernel's check drew its cases from (seed, cases) and which
+  // binary it called (the library's SHA-256): a kernel whose seed or case
+  // count changed was run on other inputs, so its measurements are not
+  // comparable and a change in them is not error growth.
+  const auto ra = runs_of(before), rb = runs_of(after);
+  c["runs_differ"] = json::array();
+  std::set<std::string> other_cases;
+  for (const auto& [k, x] : rb) {
+    const auto it = ra.find(k);
+    if (it == ra.end()) continue;
+    const RunIdentity& w = it->second;
+    if (w.seed == x.seed && w.cases == x.cases && w.sha256 == x.sha256) continue;
+    const bool drawn = w.seed != x.seed || w.cases != x.cases;
+    if (drawn) other_cases.insert(k);
+    c["runs_differ"].push_back({{"kernel", k},
+                                {"seed_before", w.seed},
+                                {"seed_after", x.seed},
+                                {"cases_before", w.cases},
+                                {"cases_after", x.cases},
+                                {"sha256_before", w.sha256},
+                                {"sha256_after", x.sha256},
+                                {"different_cases", drawn},
+                                {"library_changed", w.sha256 != x.sha256}});
+  }
+  c["different_cases"] = json::array();
   int added = 0, removed = 0;
   std::set<std::string> ka, kb;
   for (const auto& [k, v] : a) ka.insert(sget(v, "kernel", ""));
@@ -1817,23 +1974,32 @@ json compare_reports(const json& before, const json& after) {
     const std::string now = sget(v, "outcome", "");
     const std::string was = it == a.end() ? "absent" : sget(it->second, "outcome", "");
     if (it == a.end()) ++added;
+    const bool drawn = other_cases.count(sget(v, "kernel", "")) > 0;
     if (bad_outcome(now) && !bad_outcome(was)) {
       json x = brief(v);
       x["outcome_before"] = was;
+      if (drawn) x["different_cases"] = true;
       c["new_failures"].push_back(x);
     } else if (!bad_outcome(now) && bad_outcome(was) && now == "pass") {
       json x = brief(v);
       x["outcome_before"] = was;
+      if (drawn) x["different_cases"] = true;
       c["fixed_failures"].push_back(x);
     }
     if (it == a.end()) continue;
     const double m0 = num_of(it->second, "measured"), m1 = num_of(v, "measured");
     const std::string unit = sget(v, "unit", "");
-    if (std::isfinite(m0) && std::isfinite(m1) && m1 > 0 && m1 > 1.1 * std::max(m0, 0.0) &&
-        unit == sget(it->second, "unit", "") && unit.find("seconds") == std::string::npos) {
-      json x = brief(v);
-      x["before"] = number_to_json(m0);
-      x["after"] = number_to_json(m1);
+    if (!(std::isfinite(m0) && std::isfinite(m1) && unit == sget(it->second, "unit", "") &&
+          unit.find("seconds") == std::string::npos))
+      continue;
+    json x = brief(v);
+    x["before"] = number_to_json(m0);
+    x["after"] = number_to_json(m1);
+    if (drawn) {
+      // Other inputs: a different number, not a growth; listed when it differs by 10%.
+      if (std::fabs(m1 - m0) > 0.1 * std::max(std::fabs(m0), std::fabs(m1)))
+        c["different_cases"].push_back(x);
+    } else if (m1 > 0 && m1 > 1.1 * std::max(m0, 0.0)) {
       x["factor"] = m0 > 0 ? number_to_json(m1 / m0) : json("Infinity");
       c["error_growth"].push_back(x);
     }
@@ -1860,14 +2026,31 @@ std::string describe_comparison(const json& c) {
        << sget(v, "op", "") << " " << sget(v, "dtype", "");
   };
   os << "Compared with the audit of " << sget(c["before"], "generated", "?") << ":\n";
+  const json none = json::array();
+  const json& differ = c.contains("runs_differ") ? c["runs_differ"] : none;
+  for (const auto& d : differ) os << "NOTE: " << run_difference(d) << "\n";
+  auto marked = [&](const json& v) {
+    line(v);
+    if (bget(v, "different_cases")) os << " (the runs drew different cases)";
+    os << "\n";
+  };
   os << c["new_failures"].size() << " new failure(s)\n";
-  for (const auto& v : c["new_failures"]) line(v), os << "\n";
+  for (const auto& v : c["new_failures"]) marked(v);
   os << c["fixed_failures"].size() << " fixed failure(s)\n";
-  for (const auto& v : c["fixed_failures"]) line(v), os << "\n";
+  for (const auto& v : c["fixed_failures"]) marked(v);
   os << c["error_growth"].size() << " measurement(s) grew by more than 10%\n";
   for (const auto& v : c["error_growth"])
     line(v), os << ": " << num(num_of(v, "before")) << " -> " << num(num_of(v, "after")) << " "
                 << sget(v, "unit", "") << "\n";
+  const json& other = c.contains("different_cases") ? c["different_cases"] : none;
+  if (!other.empty()) {
+    os << other.size()
+       << " measurement(s) differ by more than 10% between runs that drew different cases (not "
+          "compared: other inputs, not error growth)\n";
+    for (const auto& v : other)
+      line(v), os << ": " << num(num_of(v, "before")) << " -> " << num(num_of(v, "after")) << " "
+                  << sget(v, "unit", "") << "\n";
+  }
   return os.str();
 }
 

@@ -132,7 +132,11 @@ for e in "${entries[@]}"; do
   sub=$(awk '{print $2}' <<< "$cmd")
   case $sub in
     check) [[ $cmd == *--cases* || $cmd == *--list* ]] || cmd+=" --cases 3" ;;
-    audit) [[ $cmd == *--cases* ]] || cmd+=" --cases 3 --sweep-max-log2-n 10" ;;
+    audit) [[ $cmd == *--cases* ]] || cmd+=" --cases 3 --sweep-max-log2-n 10"
+           # A built-in kernel this machine cannot run (CUDA without a device) makes
+           # the audit INCOMPLETE, exit 3, as its report says; that is not a doc error.
+           [ "$want" -eq 0 ] && cmd="$cmd > audit.log 2>&1; rc=\$?; cat audit.log; \
+if [ \$rc -eq 3 ] && grep -q '^Not audited here (no device)' audit.log; then exit 0; fi; exit \$rc" ;;
     sweep) cmd=${cmd/--max-log2-n 24/--max-log2-n 12} ;;
   esac
   run_one "$file:$line" "$want" "$base" "$cmd"

@@ -11,7 +11,8 @@ build=${1:-build}
 cli=$build/cli/softmax-audit
 here=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/sa-shots-XXXXXX)
-"$cli" audit --out "$work/pass" --cases 20 --sweep-max-log2-n 12 --seed 1
+# exit 3 (INCOMPLETE) where a built-in kernel cannot run here (CUDA without a device)
+"$cli" audit --out "$work/pass" --cases 20 --sweep-max-log2-n 12 --seed 1 || test $? -eq 3
 mkdir -p "$work/fail"
 "$cli" check --plugin "$build/tests/gate/libsa_gate_bad_kernels.so" --kernel-index 0 --cases 20 \
   --seed 7 --json "$work/fail/results.json" >/dev/null || test $? -eq 1

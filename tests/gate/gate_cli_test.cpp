@@ -320,10 +320,18 @@ TEST(GateReport, RendersInHeadlessChromium) {
   const Ran sw = run("cd " + q(dir) + " && " + kCli + " sweep --plugin " + q(kGood) +
                      " --out sw --min-log2-n 4 --max-log2-n 8 --samples 8");
   ASSERT_EQ(sw.rc, 0) << sw.output;
+  // The same run again under a long kernel name without a break (as a Python
+  // kernel's package.module:object can be): its summary row must not push the
+  // result column off screen.
+  json renamed = c.results;
+  renamed["runs"][0]["kernel"]["name"] =
+      "my_company.kernels.fused_softmax_attention_module:FusedSoftmaxKernelWithOnlineNormalisation";
+  std::ofstream(dir + "/long.json") << renamed.dump();
   const std::string html = dir + "/report.html";
-  const Ran rep = run(kCli + " report --results " + q(c.dir + "/r.json") + " --variants " +
-                      q(dir + "/v.json") + " --sweep " + q(dir + "/sw/sweep.json") +
-                      " --not-audited 'cuda:no CUDA device' --html " + q(html));
+  const Ran rep =
+      run(kCli + " report --results " + q(c.dir + "/r.json") + " --results " +
+          q(dir + "/long.json") + " --variants " + q(dir + "/v.json") + " --sweep " +
+          q(dir + "/sw/sweep.json") + " --not-audited 'cuda:no CUDA device' --html " + q(html));
   ASSERT_EQ(rep.rc, 0) << rep.output;
   const std::string page = slurp(html);
   const bool plotted = page.find("<svg") != std::string::npos;
@@ -347,12 +355,38 @@ TEST(GateReport, RendersInHeadlessChromium) {
   ASSERT_GT(size_of(dir + "/blank.png"), 0u) << b.output;
   // A blank page compresses to almost nothing; tables and plots do not.
   EXPECT_GT(size_of(dir + "/report.png"), 10 * size_of(dir + "/blank.png"));
+  // A copy of the page with the test's own measurement of the summary table's
+  // result column (found by its header's text, wherever it is): every cell of
+  // it inside the window and inside any box that clips it (a scrolling table
+  // wrapper), so it is read without scrolling sideways.
+  std::string measured = page;
+  const std::string probe = R"(<script>(function(){function m(){
+var s=document.getElementById('summary'),t=s&&s.querySelector('table'),out='no table',far=0;
+if(t){var hs=t.rows[0].cells,ix=-1;for(var i=0;i<hs.length;i++)if(hs[i].textContent.trim()==='result')ix=i;
+out=ix<0?'no result column':'yes';
+for(var r=0;ix>=0&&r<t.rows.length;r++){var c=t.rows[r].cells[ix],b=c.getBoundingClientRect(),clip=window.innerWidth;
+for(var p=c.parentElement;p&&p!==document.body;p=p.parentElement){if(getComputedStyle(p).overflowX!=='visible')clip=Math.min(clip,p.getBoundingClientRect().right);}
+far=Math.max(far,Math.round(b.right));if(b.right>clip+0.5||b.left<0)out='no';}}
+document.body.setAttribute('data-summary-result-visible',out);document.body.setAttribute('data-summary-result-right',String(far));}
+m();window.addEventListener('load',m);})();</script>)";
+  measured.insert(measured.rfind("</body>"), probe);
+  std::ofstream(dir + "/measured.html") << measured;
   for (int width : {800, 1400}) {
     SCOPED_TRACE("window width " + std::to_string(width));
     const Ran dom =
         run("cd " + q(dir) + " && HOME=" + q(dir) + " timeout 90 " + chromium + flags(width, 2000) +
-            "--virtual-time-budget=5000 --dump-dom " + q("file://" + html));
+            "--virtual-time-budget=5000 --dump-dom " + q("file://" + dir + "/measured.html"));
     const std::string& d = dom.output;
+    // The summary's result column is on screen (issue 35: at 800 px the fail
+    // cell was off to the right, inside the table's scrolling box).
+    std::smatch rm;
+    ASSERT_TRUE(std::regex_search(d, rm,
+                                  std::regex("data-summary-result-visible=\"([^\"]*)\" "
+                                             "data-summary-result-right=\"([0-9]+)\"")))
+        << "the test's probe did not run: " << d.substr(0, 500);
+    EXPECT_EQ(rm[1], "yes") << "the summary's result column is not on screen (its right edge at "
+                            << rm[2] << " px)";
+    EXPECT_LE(std::stoi(rm[2]), width);
     EXPECT_NE(d.find("<svg"), std::string::npos) << "no <svg> in the rendered DOM";
     EXPECT_NE(d.find("<path"), std::string::npos) << "the plots hold no curves";
     std::smatch m;
@@ -383,4 +417,53 @@ TEST(GateReport, RendersInHeadlessChromium) {
     // The filter opens on the failures, which this kernel has.
     EXPECT_NE(d.find("data-outcome=\"fail\""), std::string::npos);
   }
+}
+
+// `audit` on a user's kernel (issue 35, item 6): --plugin (and --kernel-index)
+// audits that kernel instead of the built-in ones, and the exit code says what
+// the report says: FAIL is 1, INCOMPLETE (something not audited) 3, PASS 0.
+TEST(GateAudit, AuditsAPluginAndExitsAsItsReportSays) {
+  const std::string dir = temp_dir();
+  auto audit = [&](const std::string& name, const std::string& args) {
+    return run(kCli + " audit --out " + q(dir + "/" + name) +
+               " --cases 5 --seed 5 --no-sweep --no-variants " + args);
+  };
+  auto status = [&](const std::string& name) -> std::string {
+    const std::string twin = slurp(dir + "/" + name + "/report.json");
+    return twin.empty() ? "no report" : json::parse(twin).value("status", "?");
+  };
+  const Ran failing = audit("bad", bad(0));
+  EXPECT_EQ(failing.rc, 1) << failing.output;
+  EXPECT_EQ(status("bad"), "fail");
+  EXPECT_NE(failing.output.find(" check --plugin " + kBad + " --kernel-index 0"), std::string::npos)
+      << failing.output;
+  const std::string twin = slurp(dir + "/bad/report.json");
+  if (!twin.empty()) {
+    const json doc = json::parse(twin);
+    ASSERT_EQ(doc["kernels"].size(), 1u) << "built-in kernels audited too";
+    EXPECT_NE(doc["kernels"][0]["origin"].get<std::string>().find("libsa_gate_bad_kernels"),
+              std::string::npos);
+    EXPECT_NE(doc["title"].get<std::string>().find("libsa_gate_bad_kernels-0"), std::string::npos);
+  }
+  const Ran good = audit("good", "--plugin " + q(kGood));
+  EXPECT_EQ(good.rc, 0) << good.output;
+  EXPECT_EQ(status("good"), "pass");
+  // Not everything audited: the report says INCOMPLETE, and so does the exit code.
+  const Ran partial = audit("partial", "--plugin " + q(kGood) + " --not-audited 'cuda:no device'");
+  EXPECT_EQ(status("partial"), "incomplete");
+  EXPECT_EQ(partial.rc, 3) << partial.output;
+  EXPECT_NE(partial.output.find("Verdict: INCOMPLETE"), std::string::npos) << partial.output;
+  // Bad input: one line naming it, exit 2, before any work.
+  const Ran missing = audit("missing", "--plugin " + q(dir + "/nope.so"));
+  EXPECT_EQ(missing.rc, 2) << missing.output;
+  EXPECT_NE(missing.output.find("--plugin " + dir + "/nope.so: no such file"), std::string::npos)
+      << missing.output;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/missing/report.html"));
+  // No output may replace an input: a library inside --out is refused.
+  std::filesystem::create_directories(dir + "/inside");
+  std::filesystem::copy_file(kGood, dir + "/inside/report.html");
+  const Ran inside = audit("inside", "--plugin " + q(dir + "/inside/report.html"));
+  EXPECT_EQ(inside.rc, 2) << inside.output;
+  EXPECT_NE(inside.output.find("inside --out"), std::string::npos) << inside.output;
+  EXPECT_EQ(slurp(dir + "/inside/report.html"), slurp(kGood));
 }
