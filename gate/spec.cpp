@@ -535,6 +535,12 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
     auto names = strings(origin, "conventions", *n);
     check_names(where(origin, *n), "conventions", names, props::convention_names());
     cfg.conventions = names;
+    // no_temperature: the kernel is called at temperature 1 only, so another
+    // temperature in the same spec contradicts it (refused before any work).
+    if (cfg.temperature != 1.0 &&
+        std::find(names.begin(), names.end(), "no_temperature") != names.end())
+      throw SpecError(where(origin, *n) + ": conventions names no_temperature, but temperature = " +
+                      std::to_string(cfg.temperature) + "; expected temperature 1 (or none)");
   }
   return spec;
 }

@@ -201,6 +201,29 @@ TEST(GateSpec, TinyTimeoutOrDeadlineIsRefusedNamingTheKey) {
   EXPECT_DOUBLE_EQ(parse_gate_spec("timeout = 0.01", "ok.toml").timeout_s, 0.01);
 }
 
+// no_temperature (issue 31): the kernel is called at temperature 1 only, so a
+// spec that also asks for another temperature is refused before any work,
+// naming both keys; with temperature 1, or none, it is accepted.
+TEST(GateSpec, NoTemperatureWithAnotherTemperatureIsRefused) {
+  for (const char* text : {"conventions = [\"no_temperature\"]\ntemperature = 2.0",
+                           "temperature = 0.5\nconventions = \"no_temperature\""}) {
+    try {
+      parse_gate_spec(text, "nt.toml");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const SpecError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("nt.toml"), std::string::npos) << m;
+      EXPECT_NE(m.find("no_temperature"), std::string::npos) << m;
+      EXPECT_NE(m.find("expected temperature 1"), std::string::npos) << m;
+    }
+  }
+  EXPECT_EQ(parse_gate_spec("conventions = [\"no_temperature\"]\ntemperature = 1.0", "ok.toml")
+                .suite.conventions,
+            std::vector<std::string>{"no_temperature"});
+  EXPECT_EQ(parse_gate_spec("conventions = [\"no_temperature\"]", "ok.toml").suite.conventions,
+            std::vector<std::string>{"no_temperature"});
+}
+
 // Issue 29, item 10: a number beyond double's range (1e999) in a results file
 // gave an error that did not name the file.
 TEST(GateJson, NumberBeyondDoubleNamesTheFile) {
