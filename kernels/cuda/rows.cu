@@ -22,8 +22,15 @@
 // row order from one ticket counter, and the launch is cooperative (every
 // block resident at once), so a block waits only for chunks that resident
 // blocks hold or will take: with at least as many blocks as a row has chunks
-// no wait can last forever. Where the row has more chunks than the device
-// holds blocks, or the cooperative launch is refused, the split path runs.
+// no wait can last forever. Why: a block publishes its chunk's state before
+// it waits, and a ticket is taken only by a running block. Suppose every block
+// waits and a ticket is left. Take the lowest row r some block waits on; r is
+// incomplete, so one of its chunks is unpublished, hence not yet handed out.
+// Tickets go out in order, so every handed-out ticket precedes that chunk:
+// every waiting block holds a chunk of row r, fewer than chunks_per_row of
+// them, yet all G >= chunks_per_row blocks wait, a contradiction. Where the
+// row has more chunks than the device holds blocks, or the cooperative launch
+// is refused, the split path runs.
 #include <algorithm>
 #include <cmath>
 

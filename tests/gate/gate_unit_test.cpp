@@ -291,10 +291,11 @@ TEST(GateJunit, FailuresOfOneFirstFailingCaseAreOneRootCause) {
   RunRecord r;
   r.kernel = "k";
   r.verdicts = {
-      failing("a.ulp", "float32",
-              "seed=11 edge case 3 (run on every seed) (shrunk 0 steps) dist=edge_single n=1 rows=1 "
-              "stride=1 level=0 theta=1 value_seed=1 aux=0 (an edge row: run on every seed) "
-              "values=[0] ; at row 0 item 0: got 0, exact 1"),
+      failing(
+          "a.ulp", "float32",
+          "seed=11 edge case 3 (run on every seed) (shrunk 0 steps) dist=edge_single n=1 rows=1 "
+          "stride=1 level=0 theta=1 value_seed=1 aux=0 (an edge row: run on every seed) "
+          "values=[0] ; at row 0 item 0: got 0, exact 1"),
       failing("b.sum", "float32",
               "seed=11 case=1 (shrunk 5 steps) dist=gaussian n=1 rows=1 stride=1 level=0 theta=1 "
               "value_seed=31 aux=13 (values shrunk) values=[0] ; at row 0 sum = 0"),
