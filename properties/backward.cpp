@@ -458,25 +458,58 @@ void given_forward(const AttentionCase& c, const ref::AttentionGradients& r,
   for (std::size_t i = 0; i < r.lse.size(); ++i) (*lse)[i] = static_cast<float>(r.lse[i]);
 }
 
-// The lse handed to the kernel, in the convention it declares
-// (conventions.hpp): lse_base2, the exact lse / ln 2 rounded once to float32;
-// masked_lse_inf, +inf for a fully masked row (no sink). *budget_lse gets the
-// base-e value of what the kernel is handed (the budgets' lse_given).
-void hand_lse(const ref::AttentionGradients& r, const std::vector<float>& lse,
-              std::vector<float>* kernel_lse, std::vector<double>* budget_lse) {
+// The lse handed to the kernel, in the conventions it declares
+// (conventions.hpp): lse_without_sink, the keys' exact lse (from the forward
+// reference of the case without its sinks: the backward has no adaptive
+// temperature); alibi_lse_shift, plus c = slope_h (i + off); lse_base2, over
+// ln 2; each formed exactly and rounded once to float32. masked_lse_inf, +inf
+// for a fully masked row (no sink). *budget_lse gets the base-e, unshifted,
+// sink-including value that what the kernel is handed stands for (the budgets'
+// lse_given), and *lse_extra the error of the kernel's own way back to it:
+// 3u |c| for the shifted scores and their difference, and 4u (|L| + |sink|) + 2u
+// for adding the sink back (a log, an exp and a sum in float32).
+void hand_lse(const AttentionCase& c, const ref::AttentionGradients& r,
+              const std::vector<float>& lse, std::vector<float>* kernel_lse,
+              std::vector<double>* budget_lse, std::vector<double>* lse_extra) {
   const Conventions& cv = active_conventions();
   kernel_lse->assign(lse.begin(), lse.end());
   budget_lse->assign(lse.begin(), lse.end());
-  for (std::size_t i = 0; i < lse.size(); ++i) {
-    if (r.lse[i] == -INFINITY) {
-      if (cv.masked_lse_inf) (*kernel_lse)[i] = INFINITY;
-      continue;  // the budgets skip such rows
-    }
-    if (cv.lse_base2) {
-      (*kernel_lse)[i] = static_cast<float>(r.lse[i] * std::numbers::log2e);
-      (*budget_lse)[i] = static_cast<double>((*kernel_lse)[i]) * std::numbers::ln2;
-    }
+  lse_extra->assign(lse.size(), 0.0);
+  const bool keys_only = cv.lse_without_sink && !c.sinks.empty();
+  std::vector<double> keys;
+  if (keys_only) {
+    AttentionCase nc = c;
+    nc.sinks.clear();
+    keys = ref::attention_v2(nc).lse;
   }
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t i = 0; i < c.len_q(b); ++i)
+      for (std::int64_t h = 0; h < c.heads_q; ++h) {
+        const std::size_t ro = static_cast<std::size_t>(c.row_q(b, i) * c.heads_q + h);
+        if (r.lse[ro] == -INFINITY) {
+          if (cv.masked_lse_inf) (*kernel_lse)[ro] = INFINITY;
+          continue;  // the budgets skip such rows
+        }
+        if (!keys_only && !cv.alibi_lse_shift && !cv.lse_base2) continue;
+        double L = keys_only ? keys[ro] : r.lse[ro];
+        const double shift = cv.alibi_lse_shift ? alibi_lse_shift_of(c, b, i, h) : 0.0;
+        L += shift;
+        const float handed =
+            static_cast<float>(cv.lse_base2 ? L * std::numbers::log2e : L);  // rounded once
+        (*kernel_lse)[ro] = handed;
+        double back = cv.lse_base2 ? static_cast<double>(handed) * std::numbers::ln2
+                                   : static_cast<double>(handed);
+        back -= shift;
+        double extra = 3 * u32 * std::abs(shift);
+        if (keys_only) {
+          const double sink = c.sinks[static_cast<std::size_t>(h)];
+          const double hi = std::max(back, sink);
+          back = hi + std::log(std::exp(back - hi) + std::exp(sink - hi));  // -inf keys: the sink
+          extra += 4 * u32 * (std::abs(back) + std::abs(sink)) + 2 * u32;
+        }
+        (*budget_lse)[ro] = back;
+        (*lse_extra)[ro] = extra;
+      }
 }
 
 struct GradBudgets {
@@ -498,7 +531,7 @@ struct GradBudgets {
 //   then the output's rounding (budgets.hpp output_abs).
 GradBudgets grad_budgets(const AttentionCase& c, std::span<const float> dout,
                          const ref::AttentionGradients& r, std::span<const float> out_given,
-                         std::span<const double> lse_given) {
+                         std::span<const double> lse_given, std::span<const double> lse_extra) {
   const double u = u32;
   const std::int64_t HQ = c.heads_q, HK = c.heads_kv, d = c.d, dvv = c.dv;
   const double scale = std::abs(c.scale);
@@ -516,7 +549,7 @@ GradBudgets grad_budgets(const AttentionCase& c, std::span<const float> dout,
         const std::size_t ro = static_cast<std::size_t>(row * HQ + h);
         const double L = r.lse[ro], Lg = lse_given[ro];
         if (L == -INFINITY) continue;
-        const double eL = std::abs(Lg - L);
+        const double eL = std::abs(Lg - L) + (lse_extra.empty() ? 0.0 : lse_extra[ro]);
         const float* q = c.q.data() + ro * d;
         const float* go = dout.data() + ro * dvv;
         double D = 0, ED = 0, sDO = 0;
@@ -717,10 +750,10 @@ void run_attention_backward(const Run& run) {
       std::vector<float> out, lse;
       given_forward(c, r, &out, &lse);
       std::vector<float> lse_k;  // what the kernel is handed (its convention)
-      std::vector<double> lse_b;
-      hand_lse(r, lse, &lse_k, &lse_b);
+      std::vector<double> lse_b, lse_x;
+      hand_lse(c, r, lse, &lse_k, &lse_b, &lse_x);
       const AttentionGradientsV2 g = k.attention_backward(c, out, lse_k, dout);
-      const GradBudgets gb = grad_budgets(c, dout, r, out, lse_b);
+      const GradBudgets gb = grad_budgets(c, dout, r, out, lse_b, lse_x);
       // rounding
       for (std::size_t e = 0; e < r.dq.size(); ++e)
         consider(cs[kRound], dt, g.dq[e], r.dq[e], gb.dq[e],
@@ -821,7 +854,7 @@ void run_attention_backward(const Run& run) {
         if (k.why_not_applicable_backward(mc).empty()) {
           const AttentionGradientsV2 mg = k.attention_backward(mc, out, lse_k, dout);
           const ref::AttentionGradients mr = ref::attention_backward(mc, dout);
-          const GradBudgets mb = grad_budgets(mc, dout, mr, out, lse_b);
+          const GradBudgets mb = grad_budgets(mc, dout, mr, out, lse_b, lse_x);
           const std::int64_t G = c.heads_q / c.heads_kv;
           auto group = [&](const char* what, const std::vector<float>& gq,
                            const std::vector<float>& gm, const std::vector<double>& bq,

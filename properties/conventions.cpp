@@ -34,6 +34,13 @@ constexpr Row kTable[] = {
      "a fully masked attention row has lse +inf (FlashAttention 2/3), out still 0"},
     {"no_temperature", &Conventions::no_temperature, SA_CAP_NO_TEMPERATURE, "SA_CAP_NO_TEMPERATURE",
      "the row operations have no temperature: called at temperature 1 only"},
+    {"alibi_lse_shift", &Conventions::alibi_lse_shift, SA_CAP_ALIBI_LSE_SHIFT,
+     "SA_CAP_ALIBI_LSE_SHIFT",
+     "causal ALiBi as +slope j (FlashAttention): lse larger by slope (i + off), out unchanged"},
+    {"lse_without_sink", &Conventions::lse_without_sink, SA_CAP_LSE_WITHOUT_SINK,
+     "SA_CAP_LSE_WITHOUT_SINK", "attention's lse over the keys only, the sink left out"},
+    {"finite_mask", &Conventions::finite_mask, SA_CAP_FINITE_MASK, "SA_CAP_FINITE_MASK",
+     "masks by a large finite value (ONNX Runtime -10000): masked positions are read"},
 };
 
 const Row* row_of(std::string_view name) {

@@ -62,13 +62,49 @@
 //                    needs two temperatures, metamorphic.entropy_temperature,
 //                    is not applicable. Undeclared, a kernel that ignores the
 //                    temperature fails, the note naming this convention.
+//   alibi_lse_shift  FlashAttention's ALiBi (its alibi.h): on a causal row
+//                    without a left window (window_right 0, window_left
+//                    unbounded or >= seqlen_k, as its API normalises it) the
+//                    bias is +slope_h j instead of -slope_h |i + off - j|.
+//                    For every visible key the two differ by the row constant
+//                    c = slope_h (i + off), so weights, out, entropy and beta
+//                    are kernel.h's and the lse is lse + beta c (beta 1 unless
+//                    adaptive); attention_backward is handed that lse. Budget:
+//                    the lse budget plus 3u |beta c| (the larger scores' and
+//                    sum's roundings) and the ulp of the shifted value. A sink
+//                    is not shifted, so a kernel with both changes its out and
+//                    fails: the convention covers the lse only.
+//   lse_without_sink attention's lse leaves the sink out, log sum_j exp(beta
+//                    s_j) over the visible keys only (-inf with none), while
+//                    out and entropy still normalise with it; the backward is
+//                    handed that lse and must add the sink back. The exact
+//                    value is formed from the row's scores in double (its own
+//                    error, below 2^-50 of the largest score, joins the budget).
+//   finite_mask      masks add (or put) a large finite value instead of -inf
+//                    (ONNX Runtime's mask_filter_value = -10000, Hugging Face's
+//                    finfo.min): masked positions are read. Which value and
+//                    whether it is added once per mask is not declared, so
+//                    the gate checks what every such kernel shares: a row
+//                    with a visible key is kernel.h's (the masked weights
+//                    underflow to exact zeros); a row with every key masked
+//                    (no sink) gives out inside the convex hull of its
+//                    sequence's values (each coordinate between their min and
+//                    max, plus the summation's rounding), an lse and entropy
+//                    that are numbers (entropy within [0, log Lk]); and
+//                    masked_never_leak poisons masked keys with finite values
+//                    of the case's own magnitude (a NaN under a mask reaches
+//                    the row through 0 * NaN), skipping rows whose every key
+//                    is masked.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "core/attention_case.hpp"
 
 namespace sa::props {
 
@@ -80,9 +116,13 @@ struct Conventions {
   bool lse_base2 = false;
   bool masked_lse_inf = false;
   bool no_temperature = false;
+  bool alibi_lse_shift = false;
+  bool lse_without_sink = false;
+  bool finite_mask = false;
   bool any() const {
     return double_rounding || flush_to_zero || ieee_special_values || low_precision_p ||
-           lse_base2 || masked_lse_inf || no_temperature;
+           lse_base2 || masked_lse_inf || no_temperature || alibi_lse_shift || lse_without_sink ||
+           finite_mask;
   }
   // "double_rounding, flush_to_zero" (empty when none).
   std::string names() const;
@@ -104,6 +144,24 @@ std::uint32_t convention_flag(std::string_view name);
 // summary of what the convention allows; "" for no convention.
 std::string convention_flag_name(std::string_view name);
 std::string convention_summary(std::string_view name);
+
+// alibi_lse_shift's row constant c = slope_h (i + off) for query i of sequence
+// b, head h: nonzero only on a causal row without a left window (window_right
+// 0; window_left -1 or at least the largest key length, which FlashAttention's
+// API turns into -1) of a case with ALiBi. Exact in double (a float times an
+// integer below 2^31).
+inline double alibi_lse_shift_of(const AttentionCase& c, std::int64_t b, std::int64_t i,
+                                 std::int64_t h) {
+  if (c.alibi_slopes.empty()) return 0.0;
+  const std::int64_t right = c.causal ? 0 : c.window_right;
+  if (right != 0) return 0.0;
+  std::int64_t max_k = 0;
+  for (std::int64_t x = 0; x < c.batch; ++x) max_k = std::max(max_k, c.len_k(x));
+  if (c.window_left >= 0 && c.window_left < max_k) return 0.0;
+  const std::int64_t off = c.top_left ? 0 : c.len_k(b) - c.len_q(b);
+  return static_cast<double>(c.alibi_slopes[static_cast<std::size_t>(h)]) *
+         static_cast<double>(i + off);
+}
 
 // Magnitudes below which flush_to_zero allows a 0 (2^-125, see above).
 constexpr double kFlushBelow = 0x1p-125;

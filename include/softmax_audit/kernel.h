@@ -347,9 +347,21 @@ enum {
   SA_CAP_MASKED_LSE_POS_INF = 1u << 7, /* a fully masked attention row (no visible key, no sink)
                                           has lse +inf (FlashAttention 2 and 3) instead of -inf;
                                           its out is still 0, and attention_backward takes +inf */
-  SA_CAP_NO_TEMPERATURE = 1u << 8      /* the row operations have no temperature (PyTorch's and
+  SA_CAP_NO_TEMPERATURE = 1u << 8,     /* the row operations have no temperature (PyTorch's and
                                           ONNX Runtime's softmax): the gate calls them with
                                           temperature 1 only */
+  SA_CAP_ALIBI_LSE_SHIFT = 1u << 9,    /* FlashAttention's ALiBi on causal rows without a left
+                                          window: +slope*j instead of -slope*|i + off - j|, the
+                                          same weights and out, lse larger by beta*slope*(i + off);
+                                          attention_backward takes that lse */
+  SA_CAP_LSE_WITHOUT_SINK = 1u << 10,  /* attention's lse leaves the sink out: log sum_j exp(s_j)
+                                          over the keys only (out and entropy still count it);
+                                          attention_backward takes that lse */
+  SA_CAP_FINITE_MASK = 1u << 11        /* attention masks with a large finite value (ONNX
+                                          Runtime's mask_filter_value, -10000) instead of -inf:
+                                          masked positions are read, so a NaN under a mask may
+                                          reach the row, and a row with every key masked gives a
+                                          convex combination of its values, not 0 */
 };
 
 /* What a kernel supports. Cases outside it are "not applicable": reported as
