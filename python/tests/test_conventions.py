@@ -105,5 +105,5 @@ def test_no_temperature_declared_in_python_is_called_at_one_only(tmp_path):
 
 def test_every_convention_of_the_suite_is_declarable_in_python():
     from softmax_audit import _adapter
-    assert {"lse_base2", "masked_lse_inf", "no_temperature", "ieee_special_values"} <= set(
-        _adapter.CONVENTIONS)
+    assert {"lse_base2", "masked_lse_inf", "no_temperature", "ieee_special_values",
+            "alibi_lse_shift", "lse_without_sink", "finite_mask"} <= set(_adapter.CONVENTIONS)

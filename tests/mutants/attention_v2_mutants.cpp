@@ -40,6 +40,7 @@ enum class Bug {
   nan_score_as_masked,       // a NaN score treated like a masked one (skipped)
   split_kv_unscaled,         // split-KV: parts merged without rescaling by exp(m_p - m)
   adaptive_entropy_in_bits,  // adaptive: beta evaluated at the entropy in bits, not nats
+  sink_in_every_split,       // split-KV: every part counts the sink (kernel.h: exactly once)
 };
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -147,6 +148,13 @@ void buggy_row(Bug bug, const RowIn& r, float* out, float* lse, float* H, float*
     }
     if (sink != -kInf) S += std::exp(sink - m);
     M = m;
+  }
+  if (bug == Bug::sink_in_every_split && r.splits > 1 && !r.adaptive && sink != -kInf) {
+    // Each part's partial sum carries the sink, and the merge adds them up:
+    // the sink is counted once per non-empty part instead of once.
+    const std::int64_t chunk = (r.Lk + r.splits - 1) / r.splits;
+    const std::int64_t parts = chunk > 0 ? (r.Lk + chunk - 1) / chunk : 1;
+    S += static_cast<float>(parts - 1) * std::exp(sink - m);
   }
   const bool fp8 = r.qkv == SA_FP8_E4M3 || r.qkv == SA_FP8_E5M2;
   if (fp8 && (bug == Bug::fp8_p_saturating || bug == Bug::fp8_p_overflowing)) {
@@ -419,6 +427,9 @@ std::vector<Mutant> attention_v2_mutants() {
       make("mutant_v2_split_kv_unscaled",
            "split-KV: parts merged without the exp(m_p - m) rescaling",
            call<Bug::split_kv_unscaled>, caps_with(SA_ATTN_SPLIT_KV, SA_ATTN_ADAPTIVE)),
+      make("mutant_v2_sink_in_every_split",
+           "split-KV: the sink counted in every part's sum, not in exactly one",
+           call<Bug::sink_in_every_split>, caps_with(SA_ATTN_SPLIT_KV, SA_ATTN_ADAPTIVE)),
       make("mutant_v2_adaptive_entropy_in_bits",
            "adaptive temperature: beta evaluated at the entropy in bits, not nats",
            call<Bug::adaptive_entropy_in_bits>, caps_with(0, 0)),

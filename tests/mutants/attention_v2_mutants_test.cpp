@@ -55,6 +55,7 @@ const std::map<std::string, Expected> kExpected = {
     {"mutant_v2_fp8_nan_as_max", {{"attention_v2.nan_propagates"}, true}},
     {"mutant_v2_nan_score_as_masked", {{"attention_v2.nan_propagates"}}},
     {"mutant_v2_split_kv_unscaled", {{"attention_v2.rounding"}}},
+    {"mutant_v2_sink_in_every_split", {{"attention_v2.rounding"}}},
     {"mutant_v2_adaptive_entropy_in_bits", {{"attention_v2.rounding"}}},
 };
 

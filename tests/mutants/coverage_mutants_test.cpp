@@ -29,6 +29,7 @@ struct Case {
 
 const Case kCases[] = {
     {"mutant_v2_split_kv_unscaled", "attention_v2.rounding", sa::AttnType::float32},
+    {"mutant_v2_sink_in_every_split", "attention_v2.rounding", sa::AttnType::float32},
     {"mutant_v2_adaptive_entropy_in_bits", "attention_v2.rounding", sa::AttnType::float32},
     {"mutant_v2_key_padding_dense_varlen", "attention_v2.rounding", sa::AttnType::float32},
     {"mutant_v2_always_top_left", "attention_v2.rounding", sa::AttnType::float32},
