@@ -12,6 +12,8 @@
 //                     masked_fill with finfo.min): a row whose every key is
 //                     masked averages its sequence's values, and a NaN under
 //                     a mask reaches the rows that read it.
+//   ieee_special_values  (already declarable) PyTorch SDPA's and ONNX
+//                     Runtime's NaN for a row whose every key is masked.
 // Claims, over seeds 1-3: undeclared, the stand-in fails with a note naming
 // the convention (on the seeds whose cases exercise it, at least 2 of 3);
 // declared, it passes; and the plain CPU kernel declaring it still passes
@@ -37,7 +39,7 @@ namespace {
 
 const sa_kernel& inner() { return *sa::kernels::cpu_kernel(); }
 
-enum class Mode { alibi_shift, keys_lse, finite_mask };
+enum class Mode { alibi_shift, keys_lse, finite_mask, nan_masked };
 
 struct Geometry {
   const sa_attention_v2_args& a;
@@ -124,6 +126,20 @@ sa_status forward(void*, const sa_attention_v2_args* a) {
     if (s2 != SA_OK) return s2;
     std::memcpy(a->lse, lse.data(), lse.size() * sizeof(float));
   }
+  if (M == Mode::nan_masked) {  // exp(s - max) / sum over all -inf scores: 0/0
+    for (std::int64_t b = 0; b < a->batch; ++b)
+      for (std::int64_t i = 0; i < g.len_q(b); ++i)
+        for (std::int64_t h = 0; h < a->heads_q; ++h) {
+          bool any = a->sinks != nullptr;
+          for (std::int64_t j = 0; j < g.len_k(b) && !any; ++j) any = g.visible(b, i, j);
+          if (any) continue;
+          float* o = g.orow(b, i, h);
+          for (std::int64_t x = 0; x < a->head_dim_v; ++x) o[x] = NAN;
+          const std::int64_t st = g.stat(b, i, h);
+          if (a->lse) a->lse[st] = NAN;
+          if (a->entropy) a->entropy[st] = NAN;
+        }
+  }
   if (M == Mode::finite_mask) {
     for (std::int64_t b = 0; b < a->batch; ++b)
       for (std::int64_t i = 0; i < g.len_q(b); ++i)
@@ -206,8 +222,10 @@ struct StandIn {
     } else if (m == Mode::keys_lse) {
       k.attention_v2 = forward<Mode::keys_lse>;
       k.attention_backward = backward<Mode::keys_lse>;
-    } else {
+    } else if (m == Mode::finite_mask) {
       k.attention_v2 = forward<Mode::finite_mask>;
+    } else {
+      k.attention_v2 = forward<Mode::nan_masked>;
     }
   }
 };
@@ -294,6 +312,13 @@ TEST(AttentionConventions, LseWithoutSink) {
                            {"attention_v2.rounding"},
                            {"attention_v2.rounding", "attention_backward.rounding",
                             "attention_v2.sink_equals_extra_key"});
+}
+
+// PyTorch SDPA and ONNX Runtime: a row whose every key is masked is NaN.
+TEST(AttentionConventions, NanForFullyMaskedRowsIsIeeeSpecialValues) {
+  undeclared_then_declared(Mode::nan_masked, SA_CAP_IEEE_SPECIAL_VALUES, "ieee_special_values",
+                           {"attention_v2.rounding"},
+                           {"attention_v2.rounding", "attention_v2.masked_never_leak"});
 }
 
 TEST(AttentionConventions, FiniteMask) {
