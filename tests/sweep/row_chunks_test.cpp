@@ -20,7 +20,7 @@ std::vector<float> draw_row(std::int64_t n, std::uint64_t seed) {
   std::normal_distribution<float> d(0.0f, 4.0f);
   std::vector<float> x(static_cast<std::size_t>(n));
   for (auto& v : x) v = d(g);
-  x[17] = 60.0f;  // a spike: the chunk holding it has the row's maximum
+  x[17] = 20.0f;  // a spike: the chunk holding it has the row's maximum
   for (std::size_t j = 100; j < 110; ++j) x[j] = -INFINITY;  // masked items
   return x;
 }
@@ -67,11 +67,12 @@ TEST(RowChunks, MergedChunkStatesGiveTheWholeRow) {
     const double H = sa::props::state_entropy(merged).convert_to<double>();
     EXPECT_EQ(lse, sa::props::state_lse(whole).convert_to<double>());
     EXPECT_EQ(H, sa::props::state_entropy(whole).convert_to<double>());
-    // In MPFR the two agree to the precision's last bits, not just in double.
-    const sa::ref::Mp rel =
-        abs(sa::props::state_entropy(merged) - sa::props::state_entropy(whole)) /
-        sa::props::state_entropy(whole);
-    EXPECT_LT(rel.convert_to<double>(), std::ldexp(1.0, -110));
+    // In MPFR the two agree to the precision's last bits, not just in double
+    // (entropy is judged with absolute budgets: an absolute difference).
+    const sa::ref::Mp diff =
+        abs(sa::props::state_entropy(merged) - sa::props::state_entropy(whole));
+    EXPECT_LT(diff.convert_to<double>(), std::ldexp(1.0, -110));
+    EXPECT_GT(H, 0.05) << "a row whose entropy is not lost to cancellation";
     // Phase 2: every element's exact weight from the merged global state.
     std::int64_t differ = 0;
     double sum = 0;
