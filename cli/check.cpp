@@ -336,7 +336,7 @@ int run_check(const CheckOptions& o) {
 
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::vector<Verdict>> unit_verdicts;
-  std::size_t shard_units = 0, resumed_units = 0;
+  std::size_t shard_units = 0, resumed_units = 0, unit_count = 0;
   auto run_one = [&](const props::SuiteConfig& config, const gate::IsolationOptions& opt) {
     try {
       // --no-isolation: the kernel shares this process, so a kernel that calls
@@ -373,15 +373,21 @@ int run_check(const CheckOptions& o) {
                         {"origin", rec.origin},
                         {"description", rec.description},
                         {"config", rec.config}};
+    plan_json["properties"] = plan;
     nlohmann::json units = nlohmann::json::array();
-    std::vector<std::pair<std::string, std::uint64_t>> mine;
-    for (const auto& id : plan) {
-      const std::uint64_t cid = check_unit_id(identity, id, spec.suite.temperature, seed);
-      units.push_back({{"key", id}, {"id", std::to_string(cid)}, {"shard", cid % shard->count}});
-      if (shard->owns(cid)) mine.emplace_back(id, cid);
+    std::vector<std::pair<CheckUnit, std::uint64_t>> mine;
+    const std::vector<CheckUnit> all_units = check_units(plan);
+    for (const auto& u : all_units) {
+      const std::uint64_t cid = check_unit_id(identity, u.key, spec.suite.temperature, seed);
+      units.push_back({{"key", u.key},
+                       {"properties", u.properties},
+                       {"id", std::to_string(cid)},
+                       {"shard", cid % shard->count}});
+      if (shard->owns(cid)) mine.emplace_back(u, cid);
     }
     plan_json["units"] = std::move(units);
     shard_units = mine.size();
+    unit_count = all_units.size();
     const std::string plan_text =
         plan_json.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     std::error_code ec;
@@ -416,8 +422,8 @@ int run_check(const CheckOptions& o) {
     }
     std::map<std::string, CheckUnitResult> finished;
     for (auto& u : done) {
-      const bool ours =
-          std::any_of(mine.begin(), mine.end(), [&](const auto& m) { return m.first == u.key; });
+      const bool ours = std::any_of(mine.begin(), mine.end(),
+                                    [&](const auto& m) { return m.first.key == u.key; });
       if (!ours)
         usage_error(journal_path + ": unit " + u.key + " is not one of shard " + shard->text() +
                     "'s; expected the journal this shard wrote");
@@ -425,15 +431,17 @@ int run_check(const CheckOptions& o) {
     }
     resumed_units = finished.size();
     std::cerr << "softmax-audit check: shard " << shard->text() << " (" << shard->source
-              << "): " << mine.size() << " of " << plan.size() << " properties"
+              << "): " << mine.size() << " of " << all_units.size() << " units (" << plan.size()
+              << " properties)"
               << (resumed_units ? ", " + std::to_string(resumed_units) + " already journaled"
                                 : std::string())
               << "; journal " << journal_path << "\n";
     preempt::install();
-    for (const auto& [id, cid] : mine) {
+    for (const auto& [unit, cid] : mine) {
+      const std::string& id = unit.key;
       if (finished.count(id)) continue;
       props::SuiteConfig one = spec.suite;
-      one.properties = {id};
+      one.properties = unit.properties;
       gate::IsolationOptions opt = iso;
       if (spec.deadline_s > 0) {
         const double left =
@@ -459,8 +467,8 @@ int run_check(const CheckOptions& o) {
       }
       finished.emplace(id, parse_check_unit_line(line));
     }
-    for (const auto& [id, cid] : mine) {
-      const CheckUnitResult& u = finished.at(id);
+    for (const auto& [unit, cid] : mine) {
+      const CheckUnitResult& u = finished.at(unit.key);
       rec.processes += u.processes;
       rec.crashes += u.crashes;
       rec.hangs += u.hangs;
@@ -514,8 +522,8 @@ int run_check(const CheckOptions& o) {
   }
   if (shard)
     (stdout_taken ? std::cerr : std::cout)
-        << "shard " << shard->text() << ": " << shard_units << " of " << plan.size()
-        << " properties journaled in " << journal_path
+        << "shard " << shard->text() << ": " << shard_units << " of " << unit_count
+        << " units journaled in " << journal_path
         << (resumed_units ? " (" + std::to_string(resumed_units) + " from an earlier run)"
                           : std::string())
         << (shard_units == 0 ? "; none belongs to this shard, and `merge` needs it all the same"

@@ -2,9 +2,10 @@
 // what `check --shard k/N --out DIR` writes and `merge` reads.
 //
 // The unit of a shard is one property of the gate's plan (gate::
-// planned_properties): one run_suite call that selects that property alone,
+// planned_properties), or the properties of one family that share their
+// searches (check_unit_of): one run_suite call that selects them alone,
 // with every op and dtype of the run. Its case id is case_id() (core/
-// case_id.hpp) over the kernel's identity, op "check:<property>", no dtype,
+// case_id.hpp) over the kernel's identity, op "check:<unit>", no dtype,
 // shape or distribution, the run's temperature, level 0, the run's seed and
 // index 0; the unit belongs to shard id mod N. A property's searches draw
 // their cases from the run's seed and the property, op and dtype alone
@@ -45,12 +46,45 @@ namespace sa::cli {
 
 inline constexpr const char* kCheckJournal = "journal.jsonl";
 
-// The case id of the unit that runs `property`.
-inline std::uint64_t check_unit_id(const std::string& kernel_identity, const std::string& property,
+// The families whose properties share their searches: one differential
+// search judges every tolerance rule of an op and dtype, one attention_v2
+// search every attention_v2 property (and counts attention_v2.coverage's
+// cases) of an input type, and so on. A family's properties are one unit, so
+// that no shard repeats another's search; every other property (each
+// metamorphic one, interface.sizes, special.values) is a unit of its own.
+inline std::string check_unit_of(const std::string& property) {
+  for (const char* family :
+       {"differential", "attention_v2", "backward", "attention_backward", "determinism"})
+    if (property.rfind(std::string(family) + ".", 0) == 0) return family;
+  return property;
+}
+
+struct CheckUnit {
+  std::string key;                      // a family, or a property
+  std::vector<std::string> properties;  // those of the plan it runs, in the plan's order
+};
+
+// The units of a plan, in the order their first property appears in it.
+inline std::vector<CheckUnit> check_units(const std::vector<std::string>& plan) {
+  std::vector<CheckUnit> out;
+  for (const auto& p : plan) {
+    const std::string key = check_unit_of(p);
+    auto it =
+        std::find_if(out.begin(), out.end(), [&](const CheckUnit& u) { return u.key == key; });
+    if (it == out.end())
+      out.push_back({key, {p}});
+    else
+      it->properties.push_back(p);
+  }
+  return out;
+}
+
+// The case id of a unit (its key: a family or a property).
+inline std::uint64_t check_unit_id(const std::string& kernel_identity, const std::string& unit,
                                    double temperature, std::uint64_t seed) {
   CaseKey k;
   k.kernel = kernel_identity;
-  k.op = "check:" + property;
+  k.op = "check:" + unit;
   k.dtype = "";
   k.shape = {};
   k.distribution = "";

@@ -367,7 +367,7 @@ int run_merge_check(const MergeOptions& o) {
   }
   const CheckInput& first = inputs.front();
   for (const CheckInput& in : inputs) {
-    for (const char* field : {"kernel_identity", "run", "units", "no_timing"})
+    for (const char* field : {"kernel_identity", "run", "properties", "units", "no_timing"})
       if (in.plan.value(field, nlohmann::json()) != first.plan.value(field, nlohmann::json()))
         return usage(fmt::format(
             "INPUT {} is a shard of another check than INPUT {} (their {} differ); expected "
@@ -484,7 +484,14 @@ int run_merge_check(const MergeOptions& o) {
     unit_verdicts.push_back(u.verdict_list);
   }
   if (!no_timing) rec.provenance["command_line"] = gate::base_provenance()["command_line"];
-  rec.verdicts = combine_unit_verdicts(unit_verdicts, order, seed);
+  std::vector<std::string> properties;
+  try {
+    properties = first.plan.at("properties").get<std::vector<std::string>>();
+  } catch (const std::exception& e) {
+    return usage(
+        fmt::format("INPUT {}: its {} lists no properties ({})", first.dir, kShardFile, e.what()));
+  }
+  rec.verdicts = combine_unit_verdicts(unit_verdicts, properties, seed);
   try {
     rec.verdicts.push_back(
         gate::coverage_verdict(rec.verdicts, coverage_spec_of(rec.config), rec.kernel));
@@ -522,11 +529,11 @@ int run_merge_check(const MergeOptions& o) {
     if (!present.count(s))
       fmt::print(stderr,
                  "softmax-audit merge: shard {}/{} missing: no INPUT is that shard; its {} "
-                 "propert{} absent\n",
-                 s, count, missing[s], missing[s] == 1 ? "y is" : "ies are");
+                 "unit{} of properties {} absent\n",
+                 s, count, missing[s], missing[s] == 1 ? "" : "s", missing[s] == 1 ? "is" : "are");
     else
       fmt::print(stderr,
-                 "softmax-audit merge: shard {}/{} incomplete: {} of its {} properties are absent "
+                 "softmax-audit merge: shard {}/{} incomplete: {} of its {} units are absent "
                  "(run it again: it resumes from its journal)\n",
                  s, count, missing[s], units_of[s]);
   }
