@@ -17,9 +17,12 @@ set -uo pipefail
 cli=${1:?usage: check_shard_test.sh CLI WORKDIR}
 work=${2:?usage: check_shard_test.sh CLI WORKDIR}
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-# 13 properties of the row ops, float32, 5 cases each: about a second a run.
+# 14 units of 14 properties, float32, 5 cases each: about 1.5 s a run. With
+# attention_v2.coverage, whose table of cases per feature and feature pair
+# the merge must carry as the unsharded run writes it.
 args=(--builtin cpu --cases 5 --seed 7 --dtype float32 --property 'metamorphic.*'
-      --property differential.ulp --property special.values --no-timing -q)
+      --property differential.ulp --property special.values --property attention_v2.coverage
+      --no-timing -q)
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 same() {  # file file
@@ -52,28 +55,29 @@ else
 fi
 planned=$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["units"]))' shard0/shard.json)
 total=$(($(units_of shard0) + $(units_of shard1) + $(units_of shard2)))
-[ "$total" -eq "$planned" ] && [ "$planned" -eq 13 ] || fail "the shards journaled $total properties of $planned, expected 13"
-for k in 0 1 2; do [ "$(units_of shard$k)" -gt 0 ] || fail "shard $k/3 journaled no property"; done
+[ "$total" -eq "$planned" ] && [ "$planned" -eq 14 ] || fail "the shards journaled $total units of $planned, expected 14"
+for k in 0 1 2; do [ "$(units_of shard$k)" -gt 0 ] || fail "shard $k/3 journaled no unit"; done
+grep -q '"cell": "varlen"' full.json || fail "the unsharded run has no attention_v2.coverage table"
 "$cli" merge merged shard0 shard1 shard2 > merge.log 2>&1 || fail "merge exited $?: $(tail -3 merge.log)"
 same full.json merged/gate.json && same full.xml merged/gate.xml \
   && echo "ok: merge of 3 check shards is byte-identical to the unsharded check (JSON and JUnit)"
 # The whole run as one shard (0/1) is the unsharded run too.
 "$cli" check "${args[@]}" --out whole --shard 0/1 > whole.log 2>&1 || fail "shard 0/1 exited $?"
 
-# 2. SIGKILL mid-run (shard 0/1: every property, one after another), then the same command.
+# 2. SIGKILL mid-run (shard 0/1: every unit, one after another), then the same command.
 "$cli" check "${args[@]}" --out killed --shard 0/1 > killed.log 2>&1 &
 pid=$!
 for _ in $(seq 1 3000); do [ "$(units_of killed)" -ge 2 ] && break; sleep 0.01; done
 if kill -KILL $pid 2> /dev/null; then
   wait $pid 2> /dev/null
   before=$(units_of killed)
-  [ "$before" -lt "$planned" ] || fail "the shard had finished before SIGKILL ($before properties)"
+  [ "$before" -lt "$planned" ] || fail "the shard had finished before SIGKILL ($before units)"
   "$cli" check "${args[@]}" --out killed --shard 0/1 > killed-rerun.log 2>&1 || fail "rerun after SIGKILL exited $?"
   grep -q "$before already journaled" killed-rerun.log || fail "the rerun did not resume: $(cat killed-rerun.log)"
   same killed/journal.jsonl whole/journal.jsonl
   "$cli" merge merged-killed killed > merge-killed.log 2>&1 || fail "merge after SIGKILL exited $?"
   same full.json merged-killed/gate.json && same full.xml merged-killed/gate.xml \
-    && echo "ok: killed with SIGKILL after $before properties and restarted: same bytes"
+    && echo "ok: killed with SIGKILL after $before units and restarted: same bytes"
 else
   fail "the shard ended before it could be killed"
 fi
@@ -85,7 +89,7 @@ for _ in $(seq 1 3000); do [ "$(units_of termed)" -ge 2 ] && break; sleep 0.01; 
 kill -TERM $pid 2> /dev/null || fail "the shard ended before SIGTERM"
 wait $pid
 rc=$?
-if [ $rc -eq 143 ]; then echo "ok: SIGTERM: exit 143 after $(units_of termed) properties"; else fail "SIGTERM: exit $rc, expected 143"; fi
+if [ $rc -eq 143 ]; then echo "ok: SIGTERM: exit 143 after $(units_of termed) units"; else fail "SIGTERM: exit $rc, expected 143"; fi
 grep -q "SIGTERM" termed.log || fail "SIGTERM: no message on stderr"
 [ "$(tail -c 1 termed/journal.jsonl | od -An -c | tr -d ' ')" = '\n' ] || fail "SIGTERM left a partial line"
 "$cli" check "${args[@]}" --out termed --shard 0/1 > termed-rerun.log 2>&1 || fail "rerun after SIGTERM exited $?"
