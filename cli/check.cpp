@@ -592,7 +592,8 @@ void add_check_command(CLI::App& app) {
               "Run each property in its own run_suite call from the start (slower; the default "
               "does so only after a crash or hang)");
   c->add_option("--shard", o->shard,
-                "Run shard k of N (k/N, k from 0): the properties whose case id mod N is k, "
+                "Run shard k of N (k/N, k from 0): the units (a property, or a family sharing "
+                "its searches) whose case id mod N is k, "
                 "journaled in --out DIR; also read from SLURM_ARRAY_TASK_ID/COUNT, "
                 "JOB_COMPLETION_INDEX (with --shard-count) and GTEST_SHARD_INDEX/"
                 "GTEST_TOTAL_SHARDS. Needs a fixed --seed. `merge` unites the shards' folders")
@@ -602,7 +603,7 @@ void add_check_command(CLI::App& app) {
                 "completions)");
   c->add_option("--out", o->out,
                 "A shard's folder: its plan (shard.json) and journal (journal.jsonl, one fsync'd "
-                "line per finished property; a rerun resumes from it)");
+                "line per finished unit; a rerun resumes from it)");
   c->add_flag("--no-timing", o->no_timing,
               "Write every seconds field and the process count as 0 and leave the command line "
               "out: the output is then the same bytes on every run (and a merge of shards the "
