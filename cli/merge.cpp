@@ -299,8 +299,8 @@ int run_merge(const MergeOptions& o) {
 }
 
 // `merge` of a sharded check (`check --shard k/N --out DIR`): the union of
-// the shards' journals by unit (property) into OUT/gate.json and OUT/gate.xml,
-// as the unsharded check writes its --json and --junit (byte for byte under
+// the shards' journals by unit (a property, or a family sharing its searches) into OUT/gate.json
+// and OUT/gate.xml, as the unsharded check writes its --json and --junit (byte for byte under
 // --no-timing), with gate.coverage judged over the merged verdicts.
 int run_merge_check(const MergeOptions& o) {
   namespace fs = std::filesystem;
@@ -514,7 +514,7 @@ int run_merge_check(const MergeOptions& o) {
   }
   gate::write_summary(std::cout, rec, false);
   fmt::print(
-      "merged {} input{} (shards of {}): {} of {} properties; {} and {}\n", inputs.size(),
+      "merged {} input{} (shards of {}): {} of {} units; {} and {}\n", inputs.size(),
       inputs.size() == 1 ? "" : "s", count,
       order.size() -
           [&] {
