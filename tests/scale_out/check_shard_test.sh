@@ -72,6 +72,9 @@ if kill -KILL $pid 2> /dev/null; then
   wait $pid 2> /dev/null
   before=$(units_of killed)
   [ "$before" -lt "$planned" ] || fail "the shard had finished before SIGKILL ($before units)"
+  "$cli" merge merged-torn killed > merge-torn.log 2>&1
+  rc=$?
+  [ $rc -eq 3 ] && grep -q "shard 0/1 incomplete" merge-torn.log     || fail "merge of a killed shard: exit $rc, expected 3 naming it: $(tail -2 merge-torn.log)"
   "$cli" check "${args[@]}" --out killed --shard 0/1 > killed-rerun.log 2>&1 || fail "rerun after SIGKILL exited $?"
   grep -q "$before already journaled" killed-rerun.log || fail "the rerun did not resume: $(cat killed-rerun.log)"
   same killed/journal.jsonl whole/journal.jsonl
