@@ -16,6 +16,7 @@
 set -uo pipefail
 cli=${1:?usage: check_shard_test.sh CLI WORKDIR}
 work=${2:?usage: check_shard_test.sh CLI WORKDIR}
+schema=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../docs/schema" && pwd)
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 # 14 units of 14 properties, float32, 5 cases each: about 1.5 s a run. With
 # attention_v2.coverage, whose table of cases per feature and feature pair
@@ -58,6 +59,10 @@ total=$(($(units_of shard0) + $(units_of shard1) + $(units_of shard2)))
 [ "$total" -eq "$planned" ] && [ "$planned" -eq 14 ] || fail "the shards journaled $total units of $planned, expected 14"
 for k in 0 1 2; do [ "$(units_of shard$k)" -gt 0 ] || fail "shard $k/3 journaled no unit"; done
 grep -q '"cell": "varlen"' full.json || fail "the unsharded run has no attention_v2.coverage table"
+for k in 0 1 2; do
+  python3 "$schema/validate.py" "$schema/check-shard.schema.json" "shard$k/shard.json" \
+    || fail "shard$k/shard.json does not match docs/schema/check-shard.schema.json"
+done
 "$cli" merge merged shard0 shard1 shard2 > merge.log 2>&1 || fail "merge exited $?: $(tail -3 merge.log)"
 same full.json merged/gate.json && same full.xml merged/gate.xml \
   && echo "ok: merge of 3 check shards is byte-identical to the unsharded check (JSON and JUnit)"
