@@ -140,15 +140,15 @@ int run_step(const std::string& title, const std::vector<std::string>& args) {
 
 int run_audit(const AuditOptions& o) {
   namespace fs = std::filesystem;
-  // audit does not shard (issue 34: `sweep --shard` does). A scheduler's
-  // shard variables would reach its sweep step and make it one shard of a
-  // sweep, silently: refused before any work.
+  // audit does not shard (issue 34: `check --shard` and `sweep --shard` do).
+  // A scheduler's shard variables would reach its check and sweep steps and
+  // make each one shard, silently: refused before any work.
   try {
     if (const auto shard = resolve_shard("", 0))
       throw std::invalid_argument(
           shard->source + " asks for shard " + shard->text() +
-          ", and audit does not shard; expected it unset (run `sweep --shard k/N` in the job "
-          "array and `merge` after it, see docs/scale-out.md)");
+          ", and audit does not shard; expected it unset (run `check --shard k/N` and `sweep "
+          "--shard k/N` in the job array and `merge` after them, see docs/scale-out.md)");
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "softmax-audit audit: error: {}\n", e.what());
     return exit_usage;

@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <iostream>
 #include <optional>
 #include <random>
@@ -17,9 +19,14 @@
 #include <stdexcept>
 #include <vector>
 
+#include "cli/check_shard.hpp"
 #include "cli/commands.hpp"
 #include "cli/python_kernel.hpp"
+#include "cli/sweep_outputs.hpp"
 #include "core/output_file.hpp"
+#include "core/output_lock.hpp"
+#include "core/preempt.hpp"
+#include "core/shard.hpp"
 #include "gate/coverage.hpp"
 #include "gate/isolation.hpp"
 #include "gate/kernel_source.hpp"
@@ -44,6 +51,10 @@ struct CheckOptions {
   std::vector<std::string> properties;  // --property, repeatable: narrows the spec's selection
   bool no_isolation = false, no_guard = false, quiet = false, list = false, per_property = false;
   bool github_annotations = false;  // also when GITHUB_ACTIONS=true
+  std::string shard;                // --shard k/N (core/shard.hpp)
+  std::uint64_t shard_count = 0;    // --shard-count N (with JOB_COMPLETION_INDEX)
+  std::string out;                  // --out DIR: a shard's plan and journal
+  bool no_timing = false;           // seconds 0, no command line, processes 0
 };
 
 // A usage, input or load error: the message names the input and what was
@@ -206,11 +217,34 @@ int list_names() {
 int run_check(const CheckOptions& o) {
   if (o.list) return list_names();
   validate_options(o);
+  namespace fs = std::filesystem;
+  // Which shard, from --shard or a scheduler's variables (the same sources and
+  // conflict rules as the sweep's, core/shard.hpp); refused before any work.
+  std::optional<Shard> shard;
+  try {
+    shard = resolve_shard(o.shard, o.shard_count);
+  } catch (const std::invalid_argument& e) {
+    usage_error(e.what());
+  }
+  if (shard && o.out.empty())
+    usage_error("shard " + shard->text() + " (" + shard->source +
+                "): a sharded check keeps its plan and journal in a folder; expected --out DIR "
+                "(one folder per shard, which `softmax-audit merge` reads)");
+  if (!shard && !o.out.empty())
+    usage_error("--out " + o.out +
+                ": only a sharded check writes a folder; expected --shard k/N with it (or "
+                "--json/--junit for an unsharded check)");
+  const std::string plan_path = shard ? (fs::path(o.out) / kShardFile).string() : std::string();
+  const std::string journal_path =
+      shard ? (fs::path(o.out) / kCheckJournal).string() : std::string();
   // No output may replace an input or another output (`--junit k.so` deleted the plugin).
   try {
-    refuse_overlapping_paths(
-        {{"--plugin", o.plugin}, {"--spec", o.spec}},
-        {{"--junit", o.junit}, {"--json", o.json}, {"--summary-md", o.summary_md}});
+    refuse_overlapping_paths({{"--plugin", o.plugin}, {"--spec", o.spec}},
+                             {{"--junit", o.junit},
+                              {"--json", o.json},
+                              {"--summary-md", o.summary_md},
+                              {"--out", plan_path},
+                              {"--out", journal_path}});
   } catch (const std::invalid_argument& e) {
     usage_error(e.what());
   }
@@ -232,6 +266,11 @@ int run_check(const CheckOptions& o) {
     spec.suite.dtypes.clear();
     for (const auto& d : o.dtypes) spec.suite.dtypes.push_back(*parse_dtype(d));
   }
+  // Every shard must draw the same cases: a drawn seed would differ between them.
+  if (shard && spec.suite.seed == 0)
+    usage_error("shard " + shard->text() +
+                ": no seed given; expected --seed S (or the spec's seed), the same for every "
+                "shard, so that all shards and the unsharded run draw the same cases");
   // One seed for the whole run, drawn here when none was given: printed, written
   // to the JSON, and RapidCheck's own seed line (if any) agrees with it.
   if (spec.suite.seed == 0)
@@ -258,7 +297,7 @@ int run_check(const CheckOptions& o) {
     usage_error(why + "; nothing was checked");
 
   const bool tty = isatty(STDERR_FILENO) != 0;
-  gate::ProgressBar bar(std::cerr, !o.quiet, tty);
+  gate::ProgressBar bar(std::cerr, !o.quiet && !shard, tty);
   std::string current;
   props::SuiteObserver obs;
   obs.before_case = [&](const std::string& p, const std::string&) { current = p; };
@@ -271,28 +310,15 @@ int run_check(const CheckOptions& o) {
   iso.guard.guard_buffers = !o.no_guard;
   if (o.per_property) iso.granularity = gate::Granularity::per_property;
 
-  const auto t0 = std::chrono::steady_clock::now();
-  gate::IsolatedRun run;
-  try {
-    // --no-isolation: the kernel shares this process, so a kernel that calls
-    // exit(0) would end it with exit 0 and nothing written; while the suite
-    // runs, such an exit prints one line and ends with exit 1 instead.
-    const ExitGuard guard(o.no_isolation);
-    run = gate::run_isolated(*kernel, spec.suite, iso, &obs);
-  } catch (const std::exception& e) {
-    bar.finish();
-    usage_error(std::string("the gate itself failed: ") + e.what());
-  }
-  bar.finish();
-
+  const std::uint64_t seed = spec.suite.seed;
   gate::RunRecord rec;
   rec.kernel = kernel->name();
   rec.origin = kernel->identity().origin;
   rec.description = kernel->identity().description;
   rec.config = gate::config_to_json(spec);
-  rec.config["seed"] = std::to_string(run.seed);  // the seed used (drawn when none was given)
+  rec.config["seed"] = std::to_string(seed);  // the seed used (drawn when none was given)
   rec.provenance = gate::base_provenance();
-  rec.provenance["seed"] = std::to_string(run.seed);
+  rec.provenance["seed"] = std::to_string(seed);
   rec.provenance["cases"] = spec.suite.cases;
   rec.provenance["mpfr_precision_bits"] = props::suite_mpfr_bits;
   if (kernel->is_plugin()) {
@@ -304,12 +330,162 @@ int run_check(const CheckOptions& o) {
     const std::string simd = builtin_simd_target(kernel->name());
     rec.provenance["simd_target"] = simd.empty() ? "not exposed by the kernel" : simd;
   }
-  rec.processes = run.processes;
-  rec.crashes = run.crashes;
-  rec.hangs = run.hangs;
+  if (o.no_timing) rec.provenance.erase("command_line");
+  // The properties the run covers: the units of a sharded check, and the order
+  // the verdicts are written in (check_shard.hpp, combine_unit_verdicts).
+  const std::vector<std::string> plan = gate::planned_properties(spec.suite);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::vector<Verdict>> unit_verdicts;
+  std::size_t shard_units = 0, resumed_units = 0, unit_count = 0;
+  auto run_one = [&](const props::SuiteConfig& config, const gate::IsolationOptions& opt) {
+    try {
+      // --no-isolation: the kernel shares this process, so a kernel that calls
+      // exit(0) would end it with exit 0 and nothing written; while the suite
+      // runs, such an exit prints one line and ends with exit 1 instead.
+      const ExitGuard guard(o.no_isolation);
+      return gate::run_isolated(*kernel, config, opt, &obs);
+    } catch (const std::exception& e) {
+      bar.finish();
+      usage_error(std::string("the gate itself failed: ") + e.what());
+    }
+  };
+  if (!shard) {
+    gate::IsolatedRun run = run_one(spec.suite, iso);
+    rec.processes = run.processes;
+    rec.crashes = run.crashes;
+    rec.hangs = run.hangs;
+    unit_verdicts.push_back(std::move(run.verdicts));
+  } else {
+    // A sharded check: the units (properties) whose case id mod N is k, each
+    // run alone and journaled when finished; a rerun resumes after the last.
+    const std::string identity =
+        kernel->is_plugin()
+            ? gate::sha256_file(kernel->path())
+            : (!o.python.empty() ? "python:" + o.python : "builtin:" + kernel->name());
+    nlohmann::json plan_json;
+    plan_json["format"] = "softmax-audit-shard";
+    plan_json["version"] = 1;
+    plan_json["command"] = "check";
+    plan_json["shard"] = {{"index", shard->index}, {"count", shard->count}};
+    plan_json["kernel_identity"] = identity;
+    plan_json["no_timing"] = o.no_timing;
+    plan_json["run"] = {{"kernel", rec.kernel},
+                        {"origin", rec.origin},
+                        {"description", rec.description},
+                        {"config", rec.config}};
+    plan_json["properties"] = plan;
+    nlohmann::json units = nlohmann::json::array();
+    std::vector<std::pair<CheckUnit, std::uint64_t>> mine;
+    const std::vector<CheckUnit> all_units = check_units(plan);
+    for (const auto& u : all_units) {
+      const std::uint64_t cid = check_unit_id(identity, u.key, spec.suite.temperature, seed);
+      units.push_back({{"key", u.key},
+                       {"properties", u.properties},
+                       {"id", std::to_string(cid)},
+                       {"shard", cid % shard->count}});
+      if (shard->owns(cid)) mine.emplace_back(u, cid);
+    }
+    plan_json["units"] = std::move(units);
+    shard_units = mine.size();
+    unit_count = all_units.size();
+    const std::string plan_text =
+        plan_json.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    std::error_code ec;
+    fs::create_directories(o.out, ec);
+    if (!fs::is_directory(o.out, ec))
+      usage_error("--out " + o.out + ": cannot create this directory");
+    std::optional<OutputDirLock> lock;
+    std::vector<CheckUnitResult> done;
+    try {
+      lock.emplace(o.out, "--out");
+      // A folder holds one shard of one check: a plan already there is this
+      // run's (a resumed shard) or the run is refused before any work.
+      std::ifstream old(plan_path, std::ios::binary);
+      const std::string before((std::istreambuf_iterator<char>(old)),
+                               std::istreambuf_iterator<char>());
+      if (old.is_open() && before != plan_text)
+        throw std::invalid_argument(
+            "--out " + o.out + ": its " + kShardFile +
+            " is the plan of another check or shard (other options, another kernel or another "
+            "--shard); expected the same command as the run that wrote it, or another --out "
+            "(nothing was done)");
+      if (!old.is_open()) {
+        if (fs::exists(journal_path, ec))
+          throw std::invalid_argument("--out " + o.out + ": holds a " + kCheckJournal + " but no " +
+                                      kShardFile +
+                                      "; expected a new folder or one a sharded check wrote");
+        write_file_atomically(plan_path, plan_text);
+      }
+      done = read_check_journal(journal_path, true);
+    } catch (const std::exception& e) {
+      usage_error(e.what());
+    }
+    std::map<std::string, CheckUnitResult> finished;
+    for (auto& u : done) {
+      const bool ours = std::any_of(mine.begin(), mine.end(),
+                                    [&](const auto& m) { return m.first.key == u.key; });
+      if (!ours)
+        usage_error(journal_path + ": unit " + u.key + " is not one of shard " + shard->text() +
+                    "'s; expected the journal this shard wrote");
+      finished.emplace(u.key, std::move(u));
+    }
+    resumed_units = finished.size();
+    std::cerr << "softmax-audit check: shard " << shard->text() << " (" << shard->source
+              << "): " << mine.size() << " of " << all_units.size() << " units (" << plan.size()
+              << " properties)"
+              << (resumed_units ? ", " + std::to_string(resumed_units) + " already journaled"
+                                : std::string())
+              << "; journal " << journal_path << "\n";
+    preempt::install();
+    for (const auto& [unit, cid] : mine) {
+      const std::string& id = unit.key;
+      if (finished.count(id)) continue;
+      props::SuiteConfig one = spec.suite;
+      one.properties = unit.properties;
+      gate::IsolationOptions opt = iso;
+      if (spec.deadline_s > 0) {
+        const double left =
+            spec.deadline_s -
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        opt.deadline_s = std::max(1.0, left);
+      }
+      const auto u0 = std::chrono::steady_clock::now();
+      gate::IsolatedRun run = run_one(one, opt);
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - u0).count();
+      if (o.no_timing) {
+        for (auto& v : run.verdicts) strip_timing(v);
+        run.processes = 0;
+        secs = 0;
+      }
+      nlohmann::json prov = rec.provenance;
+      prov.erase("command_line");
+      const std::string line = check_unit_line(id, cid, run, secs, prov);
+      try {
+        append_journal_line(journal_path, line);
+      } catch (const std::exception& e) {
+        usage_error(e.what());
+      }
+      finished.emplace(id, parse_check_unit_line(line));
+    }
+    for (const auto& [unit, cid] : mine) {
+      const CheckUnitResult& u = finished.at(unit.key);
+      rec.processes += u.processes;
+      rec.crashes += u.crashes;
+      rec.hangs += u.hangs;
+      unit_verdicts.push_back(u.verdict_list);
+    }
+  }
+  bar.finish();
   rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  rec.verdicts = std::move(run.verdicts);
-  rec.verdicts.push_back(gate::coverage_verdict(rec.verdicts, spec, rec.kernel));
+  rec.verdicts = combine_unit_verdicts(unit_verdicts, plan, seed);
+  if (o.no_timing) {
+    for (auto& v : rec.verdicts) strip_timing(v);
+    rec.seconds = 0;
+    rec.processes = 0;
+  }
+  // gate.coverage judges the whole run: a shard's is the merge's to write.
+  if (!shard) rec.verdicts.push_back(gate::coverage_verdict(rec.verdicts, spec, rec.kernel));
 
   // The summary first: it is on the terminal even if an output cannot be written.
   // With an output on standard output ('-'), the summary goes to stderr so
@@ -345,6 +521,15 @@ int run_check(const CheckOptions& o) {
     gate::write_github_annotations(ann, {rec});
     (stdout_taken ? std::cerr : std::cout) << ann.str() << std::flush;
   }
+  if (shard)
+    (stdout_taken ? std::cerr : std::cout)
+        << "shard " << shard->text() << ": " << shard_units << " of " << unit_count
+        << " units journaled in " << journal_path
+        << (resumed_units ? " (" + std::to_string(resumed_units) + " from an earlier run)"
+                          : std::string())
+        << (shard_units == 0 ? "; none belongs to this shard, and `merge` needs it all the same"
+                             : std::string())
+        << "; gate.coverage is judged when `softmax-audit merge` unites the shards\n";
   return code;
 }
 
@@ -407,6 +592,23 @@ void add_check_command(CLI::App& app) {
   c->add_flag("--per-property", o->per_property,
               "Run each property in its own run_suite call from the start (slower; the default "
               "does so only after a crash or hang)");
+  c->add_option("--shard", o->shard,
+                "Run shard k of N (k/N, k from 0): the units (a property, or a family sharing "
+                "its searches) whose case id mod N is k, "
+                "journaled in --out DIR; also read from SLURM_ARRAY_TASK_ID/COUNT, "
+                "JOB_COMPLETION_INDEX (with --shard-count) and GTEST_SHARD_INDEX/"
+                "GTEST_TOTAL_SHARDS. Needs a fixed --seed. `merge` unites the shards' folders")
+      ->type_name("K/N");
+  c->add_option("--shard-count", o->shard_count,
+                "Number of shards, for JOB_COMPLETION_INDEX (a Kubernetes Indexed Job's "
+                "completions)");
+  c->add_option("--out", o->out,
+                "A shard's folder: its plan (shard.json) and journal (journal.jsonl, one fsync'd "
+                "line per finished unit; a rerun resumes from it)");
+  c->add_flag("--no-timing", o->no_timing,
+              "Write every seconds field and the process count as 0 and leave the command line "
+              "out: the output is then the same bytes on every run (and a merge of shards the "
+              "unsharded run's bytes)");
   c->add_flag("-q,--quiet", o->quiet, "No summary and no progress bar");
   c->add_flag(
       "--list", o->list,

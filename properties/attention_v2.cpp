@@ -863,6 +863,9 @@ void run_attention_v2(const Run& run) {
   constexpr int kIds = static_cast<int>(std::size(ids));
   bool any = false;
   for (const char* id : ids) any = any || run.wants_property(id);
+  // attention_v2.coverage counts the same search's cases: selected alone (a
+  // run per property, after a crash or in a shard), it still runs it.
+  any = any || run.wants_property("attention_v2.coverage");
   if (!any) return;
   const std::vector<AttnType> types = attention_v2_types(run);
   if (k.abi_version() < 2 || !k.supports(Op::attention_v2)) {
