@@ -19,10 +19,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "core/output_file.hpp"
 #include "core/output_lock.hpp"
 #include "core/shard.hpp"
 #include "gate/isolation.hpp"
@@ -41,7 +43,13 @@ struct AuditOptions {
   std::uint64_t seed = 1;
   int sweep_max_log2 = 20;
   bool no_sweep = false, no_variants = false;
+  std::string shard;              // --shard k/N (core/shard.hpp)
+  std::uint64_t shard_count = 0;  // --shard-count N (with JOB_COMPLETION_INDEX)
 };
+
+// A sharded audit's plan, in its --out folder: what `merge` needs to unite
+// the shards' check and sweep folders and write the report.
+constexpr const char* kAuditShardFile = "audit-shard.json";
 
 std::string self_path() {
   std::error_code ec;
@@ -140,19 +148,25 @@ int run_step(const std::string& title, const std::vector<std::string>& args) {
 
 int run_audit(const AuditOptions& o) {
   namespace fs = std::filesystem;
-  // audit does not shard (issue 34: `check --shard` and `sweep --shard` do).
-  // A scheduler's shard variables would reach its check and sweep steps and
-  // make each one shard, silently: refused before any work.
+  // Which shard, from --shard or a scheduler's variables (core/shard.hpp),
+  // resolved once here: the steps get it as --shard k/N, and the variables
+  // are removed from their environment so that no step resolves it again.
+  std::optional<Shard> shard;
   try {
-    if (const auto shard = resolve_shard("", 0))
-      throw std::invalid_argument(
-          shard->source + " asks for shard " + shard->text() +
-          ", and audit does not shard; expected it unset (run `check --shard k/N` and `sweep "
-          "--shard k/N` in the job array and `merge` after them, see docs/scale-out.md)");
+    shard = resolve_shard(o.shard, o.shard_count);
+    if (shard && o.seed == 0)
+      throw std::invalid_argument("shard " + shard->text() + " (" + shard->source +
+                                  ") with --seed 0 (a drawn seed): expected a fixed seed, the "
+                                  "same in every shard, so that all shards draw the same cases");
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "softmax-audit audit: error: {}\n", e.what());
     return exit_usage;
   }
+  for (const char* v : {"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN",
+                        "JOB_COMPLETION_INDEX", "GTEST_SHARD_INDEX", "GTEST_TOTAL_SHARDS"})
+    unsetenv(v);
+  std::vector<std::string> shard_args;  // appended to every sharded step
+  if (shard) shard_args = {"--shard", shard->text()};
   if (!o.plugin.empty() && !o.python.empty()) {
     fmt::print(stderr,
                "softmax-audit audit: error: --plugin {} and --python {}: expected one kernel, "
@@ -233,6 +247,8 @@ int run_audit(const AuditOptions& o) {
   };
 
   std::vector<std::string> results, skipped, skipped_why;
+  // A sharded audit's check folders: (kernel name, folder under --out).
+  std::vector<std::pair<std::string, std::string>> check_dirs;
   for (const auto& k : kernels) {
     if (const std::string why = gate::why_kernel_cannot_run(k); !why.empty()) {
       fmt::print("\n== Gate: built-in kernel '{}' skipped: {}\n", k.name(), why);
@@ -242,14 +258,26 @@ int run_audit(const AuditOptions& o) {
     }
     const std::string json = (fs::path(o.out) / ("results-" + k.name() + ".json")).string();
     const std::string junit = (fs::path(o.out) / ("junit-" + k.name() + ".xml")).string();
-    std::vector<std::string> args = {"check",  "--builtin", k.name(),
-                                     "--json", json,        "--junit",
-                                     junit,    "--seed",    std::to_string(o.seed)};
+    const std::string dir = (fs::path(o.out) / ("check-" + k.name())).string();
+    std::vector<std::string> args = {"check", "--builtin", k.name(), "--seed",
+                                     std::to_string(o.seed)};
+    if (shard) {
+      args.insert(args.end(), {"--out", dir});
+      args.insert(args.end(), shard_args.begin(), shard_args.end());
+    } else {
+      args.insert(args.end(), {"--json", json, "--junit", junit});
+    }
     if (o.cases > 0) args.insert(args.end(), {"--cases", std::to_string(o.cases)});
-    const int code = run_step("Gate: property suite on built-in kernel '" + k.name() + "'", args);
+    const int code = run_step("Gate: property suite on built-in kernel '" + k.name() + "'" +
+                                  (shard ? ", shard " + shard->text() : std::string()),
+                              args);
     if (g_cancel) return cancelled();
     note(code);
-    if (fs::exists(json)) results.push_back(json);
+    if (shard) {
+      check_dirs.push_back({k.name(), "check-" + k.name()});
+    } else if (fs::exists(json)) {
+      results.push_back(json);
+    }
   }
   // A user's kernel: the gate as `check --plugin/--python` runs it.
   const std::string user_name =
@@ -271,14 +299,27 @@ int run_audit(const AuditOptions& o) {
         ch = '_';
     const std::string json = (fs::path(o.out) / ("results-" + file + ".json")).string();
     const std::string junit = (fs::path(o.out) / ("junit-" + file + ".xml")).string();
+    const std::string dir = (fs::path(o.out) / ("check-" + file)).string();
     std::vector<std::string> args = {"check"};
     args.insert(args.end(), user_args.begin(), user_args.end());
-    args.insert(args.end(), {"--json", json, "--junit", junit, "--seed", std::to_string(o.seed)});
+    args.insert(args.end(), {"--seed", std::to_string(o.seed)});
+    if (shard) {
+      args.insert(args.end(), {"--out", dir});
+      args.insert(args.end(), shard_args.begin(), shard_args.end());
+    } else {
+      args.insert(args.end(), {"--json", json, "--junit", junit});
+    }
     if (o.cases > 0) args.insert(args.end(), {"--cases", std::to_string(o.cases)});
-    const int code = run_step("Gate: property suite on " + user_name, args);
+    const int code = run_step("Gate: property suite on " + user_name +
+                                  (shard ? ", shard " + shard->text() : std::string()),
+                              args);
     if (g_cancel) return cancelled();
     note(code);
-    if (fs::exists(json)) results.push_back(json);
+    if (shard) {
+      check_dirs.push_back({user_name, "check-" + file});
+    } else if (fs::exists(json)) {
+      results.push_back(json);
+    }
   }
 
   std::string sweep, sweep_temperature;
@@ -291,12 +332,14 @@ int run_audit(const AuditOptions& o) {
     std::vector<std::string> sargs = {"sweep", "--out", dir, "--max-log2-n",
                                       std::to_string(o.sweep_max_log2)};
     sargs.insert(sargs.end(), user_args.begin(), user_args.end());
+    sargs.insert(sargs.end(), shard_args.begin(), shard_args.end());
     const int code = run_step(
         "Sweep: errors and dispersion against n up to 2^" + std::to_string(o.sweep_max_log2),
         sargs);
     if (g_cancel) return cancelled();
     note(code);
     if (fs::exists(fs::path(dir) / "sweep.json")) sweep = (fs::path(dir) / "sweep.json").string();
+    if (shard) sweep = "sweep";  // a shard's folder, merged by `merge`
     // The paper's Figure 5 on the kernel's own entropy: H against the temperature.
     const std::string tdir = (fs::path(o.out) / "sweep-temperature").string();
     std::vector<std::string> targs = {
@@ -305,17 +348,20 @@ int run_audit(const AuditOptions& o) {
         "--distribution", "gaussian", "uniform", "spike",        "--temperature"};
     for (const char* t : {"0.05", "0.1", "0.25", "0.5", "1", "2", "4", "10"}) targs.push_back(t);
     targs.insert(targs.end(), user_args.begin(), user_args.end());
+    targs.insert(targs.end(), shard_args.begin(), shard_args.end());
     note(run_step("Sweep: entropy against temperature at n = 2^10 (T4, the paper's Figure 5)",
                   targs));
     if (g_cancel) return cancelled();
     if (fs::exists(fs::path(tdir) / "sweep.json"))
       sweep_temperature = (fs::path(tdir) / "sweep.json").string();
+    if (shard) sweep_temperature = "sweep-temperature";
   }
 #endif
 
   std::string variants;
 #ifdef SA_CLI_HAVE_FUZZ
-  if (!o.no_variants) {
+  // Sharded: the variant matrix (seconds, one process) is shard 0's alone.
+  if (!o.no_variants && (!shard || shard->index == 0)) {
     const std::string json = (fs::path(o.out) / "variants.json").string();
     const int code =
         run_step("Variants: property matrix of every built-in softmax variant",
@@ -326,6 +372,32 @@ int run_audit(const AuditOptions& o) {
   }
 #endif
 
+  if (shard) {
+    // No report from one shard: its plan says what `merge` unites.
+    nlohmann::json plan = {{"format", "softmax-audit-audit-shard"},
+                           {"version", 1},
+                           {"shard", {{"index", shard->index}, {"count", shard->count}}},
+                           {"seed", std::to_string(o.seed)},
+                           {"cases", o.cases},
+                           {"title", user_kernel ? "softmax-audit: " + user_name
+                                                 : std::string("softmax-audit: built-in kernels")},
+                           {"checks", nlohmann::json::array()},
+                           {"sweeps", nlohmann::json::array()},
+                           {"variants", variants.empty() ? "" : "variants.json"},
+                           {"not_audited", nlohmann::json::array()}};
+    for (const auto& [name, dir] : check_dirs)
+      plan["checks"].push_back({{"kernel", name}, {"dir", dir}});
+    for (const auto& d : {sweep, sweep_temperature})
+      if (!d.empty()) plan["sweeps"].push_back(d);
+    for (const auto& n : skipped_why) plan["not_audited"].push_back(n);
+    for (const auto& n : o.not_audited) plan["not_audited"].push_back(n);
+    write_file_atomically((fs::path(o.out) / kAuditShardFile).string(), plan.dump(2) + "\n");
+    fmt::print(
+        "\nAudit shard {} written to {}/ ({}). After every shard: softmax-audit merge OUT "
+        "FOLDER... unites them and writes the report.\n",
+        shard->text(), o.out, kAuditShardFile);
+    return worst;
+  }
   if (results.empty()) {
     fmt::print(stderr,
                "softmax-audit audit: error: no gate results were produced; nothing to report\n");
@@ -375,6 +447,151 @@ int run_audit(const AuditOptions& o) {
 
 }  // namespace
 
+bool is_audit_shard(const std::string& dir) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(std::filesystem::path(dir) / kAuditShardFile, ec);
+}
+
+// `merge OUT FOLDER...` of a sharded audit: every shard's plan must be of one
+// audit (the same shard count, seed, cases, title, checks and sweeps); each
+// check and sweep is merged by `merge` as its own shards are (a child
+// process per step, as the audit runs its steps), then `report` writes
+// OUT/report.html and its JSON twin from the merged results, shard 0's
+// variant matrix and the plans' not-audited list. A missing shard is named
+// and the merged audit is INCOMPLETE (exit 3); the exit code otherwise is the
+// report's status, as the unsharded audit's.
+int run_merge_audit(const std::string& out, const std::vector<std::string>& inputs) {
+  namespace fs = std::filesystem;
+  auto usage = [](const std::string& why) {
+    fmt::print(stderr, "softmax-audit merge: error: {}\n", why);
+    return exit_usage;
+  };
+  struct In {
+    std::string dir;
+    nlohmann::json plan;
+    std::uint64_t index = 0, count = 0;
+  };
+  std::vector<In> ins;
+  for (const auto& dir : inputs) {
+    const std::string path = (fs::path(dir) / kAuditShardFile).string();
+    In in;
+    in.dir = dir;
+    try {
+      std::ifstream f(path);
+      if (!f) throw std::invalid_argument("cannot be read");
+      in.plan = nlohmann::json::parse(f);
+      if (in.plan.value("format", "") != "softmax-audit-audit-shard" ||
+          in.plan.value("version", 0) != 1)
+        throw std::invalid_argument("not an audit shard's plan of version 1");
+      in.index = in.plan.at("shard").at("index").get<std::uint64_t>();
+      in.count = in.plan.at("shard").at("count").get<std::uint64_t>();
+      if (in.count < 1 || in.index >= in.count) throw std::invalid_argument("bad shard index");
+    } catch (const std::exception& e) {
+      return usage("INPUT " + dir + ": " + path + ": " + e.what() +
+                   "; expected the --out folder of an `audit --shard k/N`");
+    }
+    ins.push_back(std::move(in));
+  }
+  // No output may replace an input: OUT is none of the folders and in none.
+  std::error_code e1;
+  const fs::path o = fs::weakly_canonical(fs::absolute(out), e1);
+  for (const In& in : ins) {
+    std::error_code e2;
+    const fs::path d = fs::weakly_canonical(fs::absolute(in.dir), e2);
+    const fs::path a = o.lexically_relative(d), b = d.lexically_relative(o);
+    if ((!a.empty() && *a.begin() != "..") || (!b.empty() && *b.begin() != ".."))
+      return usage("OUT " + out + " and INPUT " + in.dir +
+                   ": one holds the other, and merge writes under OUT; expected separate folders");
+  }
+  const nlohmann::json& first = ins.front().plan;
+  for (const In& in : ins)
+    for (const char* field : {"seed", "cases", "title", "checks", "sweeps"})
+      if (in.plan.at(field) != first.at(field) || in.count != ins.front().count)
+        return usage("INPUT " + in.dir + ": its audit-shard.json differs from " + ins.front().dir +
+                     "'s in '" + field + "' (or the shard count); expected shards of one audit");
+  const std::uint64_t count = ins.front().count;
+  std::set<std::uint64_t> have;
+  for (const In& in : ins)
+    if (!have.insert(in.index).second)
+      return usage("INPUT " + in.dir + ": shard " + std::to_string(in.index) +
+                   " is given twice; expected each shard once");
+  std::vector<std::string> missing;
+  for (std::uint64_t k = 0; k < count; ++k)
+    if (!have.count(k)) missing.push_back(std::to_string(k) + "/" + std::to_string(count));
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec || access(out.c_str(), W_OK) != 0)
+    return usage("OUT " + out + ": cannot create or write this directory");
+  std::optional<OutputDirLock> lock;
+  try {
+    lock.emplace(out, "OUT");
+  } catch (const std::invalid_argument& e) {
+    return usage(e.what());
+  }
+  const ForwardSignals forward;
+  int worst = exit_pass;
+  auto note = [&](int code) {
+    auto rank = [](int c) {
+      return c == exit_pass ? 0 : c == exit_incomplete ? 1 : c == exit_fail ? 2 : 3;
+    };
+    const int c =
+        code == exit_pass || code == exit_fail || code == exit_incomplete ? code : exit_usage;
+    if (rank(c) > rank(worst)) worst = c;
+  };
+  auto merge_step = [&](const std::string& title, const std::string& sub) {
+    std::vector<std::string> args = {"merge", (fs::path(out) / sub).string()};
+    for (const In& in : ins) args.push_back((fs::path(in.dir) / sub).string());
+    note(run_step(title, args));
+    return (fs::path(out) / sub).string();
+  };
+  std::vector<std::string> results, sweeps;
+  for (const auto& c : first.at("checks")) {
+    const std::string dir =
+        merge_step("Merge: the gate's shards on " + c.at("kernel").get<std::string>(),
+                   c.at("dir").get<std::string>());
+    if (g_cancel) return 128 + static_cast<int>(g_cancel);
+    if (fs::exists(fs::path(dir) / "gate.json"))
+      results.push_back((fs::path(dir) / "gate.json").string());
+  }
+  for (const auto& d : first.at("sweeps")) {
+    const std::string dir = merge_step("Merge: the sweep's shards (" + d.get<std::string>() + ")",
+                                       d.get<std::string>());
+    if (g_cancel) return 128 + static_cast<int>(g_cancel);
+    if (fs::exists(fs::path(dir) / "sweep.json"))
+      sweeps.push_back((fs::path(dir) / "sweep.json").string());
+  }
+  if (results.empty()) return usage("no shard's gate results could be merged; nothing to report");
+  std::vector<std::string> args = {"report", "--html", (fs::path(out) / "report.html").string(),
+                                   "--title", first.value("title", "softmax-audit")};
+  for (const auto& r : results) args.insert(args.end(), {"--results", r});
+  for (const auto& w : sweeps) args.insert(args.end(), {"--sweep", w});
+  for (const In& in : ins)
+    if (const std::string v = in.plan.value("variants", ""); !v.empty())
+      args.insert(args.end(), {"--variants", (fs::path(in.dir) / v).string()});
+  for (const auto& n : first.at("not_audited"))
+    args.insert(args.end(), {"--not-audited", n.get<std::string>()});
+  for (const auto& m : missing)
+    args.insert(args.end(), {"--not-audited", "shard " + m + ":its folder was not given to merge"});
+  note(run_step("Report: one self-contained HTML file and its JSON twin", args));
+  if (g_cancel) return 128 + static_cast<int>(g_cancel);
+  std::string status;
+  try {
+    std::ifstream f(fs::path(out) / "report.json");
+    status = nlohmann::json::parse(f).value("status", "");
+  } catch (const std::exception&) {
+  }
+  if (status == "incomplete") note(exit_incomplete);
+  if (status == "fail") note(exit_fail);
+  if (!missing.empty()) {
+    fmt::print(stderr, "softmax-audit merge: INCOMPLETE: shard{} {} not given\n",
+               missing.size() == 1 ? "" : "s", fmt::join(missing, ", "));
+    note(exit_incomplete);
+  }
+  fmt::print("\nMerged audit of {} shard{} written to {}/ (report.html, report.json)\n", ins.size(),
+             ins.size() == 1 ? "" : "s", out);
+  return worst;
+}
+
 void add_audit_command(CLI::App& app) {
   auto o = std::make_shared<AuditOptions>();
   CLI::App* c = app.add_subcommand(
@@ -403,6 +620,13 @@ void add_audit_command(CLI::App& app) {
       ->capture_default_str();
   c->add_flag("--no-sweep", o->no_sweep, "Skip the sweep");
   c->add_flag("--no-variants", o->no_variants, "Skip the variant matrix");
+  c->add_option("--shard", o->shard,
+                "Run shard k of N (k/N) of the gate and sweep steps into --out, no report; also "
+                "from SLURM_ARRAY_TASK_ID/COUNT, JOB_COMPLETION_INDEX (with --shard-count) and "
+                "GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS. `merge OUT FOLDER...` unites the shards "
+                "and writes the report (docs/scale-out.md)");
+  c->add_option("--shard-count", o->shard_count,
+                "N for a Kubernetes Indexed Job (JOB_COMPLETION_INDEX gives k)");
   c->callback([o] { exit_code() = run_audit(*o); });
 }
 

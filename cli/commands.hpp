@@ -27,6 +27,11 @@ void add_fuzz_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
 void add_audit_command(CLI::App& app);
 void add_merge_command(CLI::App& app);  // needs sweep
+// `merge OUT FOLDER...` of a sharded audit (folders holding audit-shard.json,
+// cli/audit.cpp): merges each step's shards and writes the report; returns
+// the exit code. `is_audit_shard` tells such a folder.
+bool is_audit_shard(const std::string& dir);
+int run_merge_audit(const std::string& out, const std::vector<std::string>& inputs);
 
 // Makes RapidCheck use `seed` too (RC_PARAMS gains seed=N unless it names one),
 // so that RapidCheck's own "Using configuration: seed=..." line, when it prints

@@ -80,6 +80,7 @@ int run_merge(const MergeOptions& o) {
     return exit_usage;
   };
   if (o.inputs.empty()) return usage("no INPUT given; expected the --out folders of the shards");
+  if (is_audit_shard(o.inputs.front())) return run_merge_audit(o.out, o.inputs);
   if (shard_command(o.inputs.front()) == "check") return run_merge_check(o);
   const std::string out_csv = (fs::path(o.out) / "sweep.csv").string(),
                     out_rows = (fs::path(o.out) / "rows.json").string(),
@@ -559,9 +560,9 @@ void add_merge_command(CLI::App& app) {
   auto o = std::make_shared<MergeOptions>();
   CLI::App* c = app.add_subcommand(
       "merge",
-      "Unite the --out folders of a sharded sweep or check (--shard k/N) into OUT, as the "
-      "unsharded run writes it; exit 1 on a determinism finding, 3 when a shard is missing or "
-      "incomplete");
+      "Unite the --out folders of a sharded sweep, check or audit (--shard k/N) into OUT, as the "
+      "unsharded run writes it (an audit's: each step merged, then the report); exit 1 on a "
+      "determinism finding, 3 when a shard is missing or incomplete");
   c->add_option("OUT", o->out,
                 "Folder for the merged sweep.csv, rows.json and sweep.json (a sweep's shards) or "
                 "gate.json and gate.xml (a check's)")
