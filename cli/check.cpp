@@ -5,10 +5,13 @@
 // failed), 2 (usage or load error).
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -17,6 +20,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "cli/case_file.hpp"
 #include "cli/commands.hpp"
 #include "cli/python_kernel.hpp"
 #include "core/output_file.hpp"
@@ -34,7 +38,7 @@ namespace sa::cli {
 namespace {
 
 struct CheckOptions {
-  std::string plugin, builtin, python, spec, junit, json, summary_md;
+  std::string plugin, builtin, python, spec, junit, json, summary_md, cases_dir;
   int kernel_index = -1;
   // Given on the command line (they override the spec); validated before any work.
   std::optional<double> timeout, deadline;
@@ -203,9 +207,49 @@ int list_names() {
   return 0;
 }
 
+// Where failing counterexamples' case files go: --cases-dir, else beside
+// the --json (or --junit) file: gate.json -> gate.cases/. None when every
+// output goes to standard output or nowhere.
+std::string cases_dir_of(const CheckOptions& o) {
+  if (!o.cases_dir.empty()) return o.cases_dir;
+  for (const std::string& f : {o.json, o.junit}) {
+    if (f.empty() || is_stdout_path(f)) continue;
+    const std::filesystem::path p(f);
+    return (p.parent_path() / (p.stem().string() + ".cases")).string();
+  }
+  return "";
+}
+
+// Case files are named after a property (cli/case_file.hpp): a file in the
+// cases directory with such a name could be replaced. Refuses an input or
+// another output there, and a cases directory that is an existing file.
+void refuse_case_collisions(const std::string& dir, const CheckOptions& o) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    usage_error("--cases-dir " + dir + ": exists and is not a directory; expected a directory " +
+                "for the case files of failing counterexamples");
+  const fs::path d = fs::weakly_canonical(fs::absolute(dir, ec), ec);
+  for (const auto& [opt, f] : std::vector<std::pair<std::string, std::string>>{
+           {"--plugin", o.plugin}, {"--spec", o.spec}, {"--json", o.json}, {"--junit", o.junit},
+           {"--summary-md", o.summary_md}}) {
+    if (f.empty() || is_stdout_path(f)) continue;
+    const fs::path p = fs::weakly_canonical(fs::absolute(f, ec), ec);
+    const std::string name = p.filename().string();
+    const bool case_like = (name.size() > 4 && (name.ends_with(".npz") || name.ends_with(".json"))) &&
+                           name.find('.') < name.size() - 5;
+    if (p.parent_path() == d && case_like)
+      usage_error(opt + " " + f + ": lies in the cases directory " + dir +
+                  ", where a case file could replace it; expected it elsewhere (or another "
+                  "--cases-dir)");
+  }
+}
+
 int run_check(const CheckOptions& o) {
   if (o.list) return list_names();
   validate_options(o);
+  const std::string cases_dir = cases_dir_of(o);
+  if (!cases_dir.empty()) refuse_case_collisions(cases_dir, o);
   // No output may replace an input or another output (`--junit k.so` deleted the plugin).
   try {
     refuse_overlapping_paths(
@@ -246,6 +290,26 @@ int run_check(const CheckOptions& o) {
   } catch (const std::invalid_argument& e) {
     usage_error(e.what());
   }
+
+  if (!cases_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(cases_dir, ec);
+    if (ec || access(cases_dir.c_str(), W_OK) != 0)
+      usage_error("--cases-dir " + cases_dir + ": cannot create or write it (" +
+                  (ec ? ec.message() : std::string("not writable")) +
+                  "); expected a writable directory");
+    // The judge (a child of this process) writes each failing counterexample's
+    // calls there as it emits the verdict (kernels/call_log.hpp).
+    call_log::set_sink([cases_dir](const Verdict& v, const std::vector<call_log::Call>& calls) {
+      try {
+        write_case_file(cases_dir, v, calls);
+      } catch (const std::exception& e) {
+        std::cerr << "softmax-audit check: warning: no case file for " << v.property << " ["
+                  << v.op << "/" << v.dtype << "]: " << e.what() << "\n";
+      }
+    });
+  }
+  const auto cases_since = std::filesystem::file_time_type::clock::now();
 
   std::optional<gate::KernelSource> kernel;
   try {
@@ -336,7 +400,38 @@ int run_check(const CheckOptions& o) {
     gate::write_junit(junit, {rec});
     write(o.junit, junit.str());
   }
-  write(o.json, gate::results_to_json({rec}).dump(2) + "\n");
+  // Each failing verdict names its case file (written by the judge during this run).
+  nlohmann::json results = gate::results_to_json({rec});
+  int case_files = 0;
+  std::string first_case;
+  if (!cases_dir.empty()) {
+    auto& vs = results["runs"][0]["verdicts"];
+    for (std::size_t i = 0; i < rec.verdicts.size() && i < vs.size(); ++i) {
+      const Verdict& v = rec.verdicts[i];
+      if (v.outcome != Outcome::fail) continue;
+      const std::string path = cases_dir + "/" + case_file_name(v) + ".npz";
+      std::error_code ec;
+      const auto when = std::filesystem::last_write_time(path, ec);
+      if (ec || when < cases_since) continue;
+      vs[i]["case_file"] = path;
+      if (case_files++ == 0) first_case = path;
+    }
+  }
+  if (!o.quiet && case_files > 0) {
+    std::string how = !o.plugin.empty()    ? "--plugin " + o.plugin
+                      : !o.builtin.empty() ? "--builtin " + o.builtin
+                                           : "--python " + o.python;
+    if (o.kernel_index >= 0) how += " --kernel-index " + std::to_string(o.kernel_index);
+    (stdout_taken ? std::cerr : std::cout)
+        << case_files << " replayable case file(s) in " << cases_dir
+        << "/ (inputs, arguments, expected and got values; numpy.load reads them). Rerun one:\n"
+        << "  softmax-audit replay " << first_case << " " << how << "\n";
+  } else if (!o.quiet && cases_dir.empty() && !tally.ok()) {
+    (stdout_taken ? std::cerr : std::cout)
+        << "(give --cases-dir DIR, or --json FILE, to keep each failing counterexample as a "
+           "replayable case file)\n";
+  }
+  write(o.json, results.dump(2) + "\n");
   if (!o.summary_md.empty()) write(o.summary_md, gate::summary_markdown({rec}));
   // GitHub Actions reads workflow commands (::error) from the step's output.
   const char* gha = std::getenv("GITHUB_ACTIONS");
@@ -378,6 +473,11 @@ void add_check_command(CLI::App& app) {
   c->add_option("--summary-md", o->summary_md,
                 "Write a short Markdown summary here, one line per root cause (for a CI job "
                 "summary page, e.g. $GITHUB_STEP_SUMMARY; '-': standard output)");
+  c->add_option("--cases-dir", o->cases_dir,
+                "Write each failing counterexample as a replayable case file (.npz + .json: "
+                "inputs, arguments, expected and got values) in this directory (default: beside "
+                "--json or --junit, e.g. gate.json -> gate.cases/); `softmax-audit replay` reruns "
+                "one");
   c->add_flag("--github-annotations", o->github_annotations,
               "Print a GitHub Actions '::error' line per root cause of failure (automatic when "
               "GITHUB_ACTIONS=true)");

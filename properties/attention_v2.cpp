@@ -49,6 +49,7 @@
 // are never run, never errors, never passes, and each verdict names them.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <numbers>
 #include <cstring>
@@ -656,10 +657,46 @@ AttnType attn_type_of(DType t) {
                                : AttnType::float32;
 }
 
+// describe(p), then the inputs themselves when every tensor is small (at
+// most 16 elements each): a reader can paste them without the case file.
+std::string describe_inline(const V2Params& p, AttnType t) {
+  std::string r = describe(p);
+  AttentionCase c;
+  try {
+    c = materialise(p, t);
+  } catch (const std::exception&) {
+    return r;
+  }
+  constexpr std::size_t kMax = 16;
+  if (c.q.size() > kMax || c.k.size() > kMax || c.v.size() > kMax) return r;
+  auto list = [](const std::vector<float>& x) {
+    std::string o = "[";
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(x[i]));
+      o += (i ? ", " : "") + std::string(buf);
+    }
+    return o + "]";
+  };
+  r += " q=" + list(c.q) + " k=" + list(c.k) + " v=" + list(c.v);
+  if (!c.sinks.empty() && c.sinks.size() <= kMax) r += " sinks=" + list(c.sinks);
+  if (!c.alibi_slopes.empty() && c.alibi_slopes.size() <= kMax)
+    r += " alibi_slopes=" + list(c.alibi_slopes);
+  if (!c.key_padding_mask.empty() && c.key_padding_mask.size() <= kMax) {
+    r += " key_padding_mask=[";
+    for (std::size_t i = 0; i < c.key_padding_mask.size(); ++i)
+      r += (i ? ", " : "") + std::to_string(c.key_padding_mask[i]);
+    r += "]";
+  }
+  char sc[32];
+  std::snprintf(sc, sizeof sc, "%.9g", c.scale);
+  return r + " scale=" + sc + " (q, k, v packed [rows][heads][dim])";
+}
+
 Verdict v2_verdict(const Run& run, const std::string& id, const Rule& rule, AttnType t,
                    const SlotResult<V2Params>& r, const NotApplicableLog& na) {
   Verdict v = slot_verdict<V2Params>(run, id, claim_of(id), rule, Op::attention_v2, DType::float32,
-                                     r, [](const V2Params& p) { return describe(p); });
+                                     r, [t](const V2Params& p) { return describe_inline(p, t); });
   v.dtype = name_of(t);
   if (r.cases_applicable == 0 && v.outcome == Outcome::skip)
     v.note = "not applicable: " + (na.count ? na.text() : std::string("no case applied"));
