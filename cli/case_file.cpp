@@ -19,9 +19,9 @@
 
 namespace sa::cli {
 
-using nlohmann::json;
 using call_log::Array;
 using call_log::Call;
+using nlohmann::json;
 
 std::uint32_t crc32(const void* data, std::size_t size) {
   static const auto table = [] {
@@ -245,8 +245,9 @@ std::map<std::string, std::string> unzip_stored(const std::string& b, const std:
     if (at + 46 + nlen > b.size()) bad(what, "damaged zip central directory");
     const std::string name = b.substr(at + 46, nlen);
     if (method != 0 || csize != usize)
-      bad(what, "member " + name + " is compressed; expected stored members (numpy.savez, not "
-                "savez_compressed)");
+      bad(what, "member " + name +
+                    " is compressed; expected stored members (numpy.savez, not "
+                    "savez_compressed)");
     if (local + 30 > b.size() || get32(b, local) != 0x04034b50u)
       bad(what, "damaged zip local header of " + name);
     const std::size_t data = local + 30 + get16(b, local + 26) + get16(b, local + 28);
@@ -260,7 +261,8 @@ std::map<std::string, std::string> unzip_stored(const std::string& b, const std:
 }
 
 std::string case_file_name(const Verdict& v) {
-  std::string n = v.property + (v.op.empty() ? "" : "." + v.op) + (v.dtype.empty() ? "" : "." + v.dtype);
+  std::string n =
+      v.property + (v.op.empty() ? "" : "." + v.op) + (v.dtype.empty() ? "" : "." + v.dtype);
   for (char& c : n)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_')) c = '_';
   return n;
@@ -331,8 +333,8 @@ std::vector<Array> expected_of(const Call& c) {
     const AttentionCase a = call_log::attention_case_of(c);
     const auto o = ref::attention_v2_rounded(dtype_named(output_dtype(c, "out")), a);
     like("out", to_floats(o.out));
-    const auto s = output_dtype(c, "out") == "float32" ? o
-                                                       : ref::attention_v2_rounded(DType::float32, a);
+    const auto s =
+        output_dtype(c, "out") == "float32" ? o : ref::attention_v2_rounded(DType::float32, a);
     like("lse", to_floats(s.lse));
     like("entropy", to_floats(s.entropy));
     like("beta", to_floats(s.beta));
@@ -346,10 +348,10 @@ std::vector<Array> expected_of(const Call& c) {
     like("dk", to_floats(g.dk));
     like("dv", to_floats(g.dv));
     if (!a.sinks.empty())
-      like("dsinks", to_floats(gt == "float32" ? g.dsinks
-                                               : ref::attention_backward_rounded(
-                                                     DType::float32, a, dout->f)
-                                                     .dsinks));
+      like("dsinks",
+           to_floats(gt == "float32"
+                         ? g.dsinks
+                         : ref::attention_backward_rounded(DType::float32, a, dout->f).dsinks));
   }
   return e;
 }
@@ -395,7 +397,8 @@ std::string write_case_file(const std::string& dir, const Verdict& v,
     json jc;
     jc["op"] = c.op;
     json args = json::object();
-    for (const auto& a : c.args) args[a.name] = a.word.empty() ? number_json(a.number) : json(a.word);
+    for (const auto& a : c.args)
+      args[a.name] = a.word.empty() ? number_json(a.number) : json(a.word);
     jc["args"] = args;
     auto add = [&](const char* group, const std::string& stem, const Array& a) {
       const std::string key = prefix + stem;
@@ -422,11 +425,16 @@ std::string write_case_file(const std::string& dir, const Verdict& v,
   }
   json meta;
   meta["format"] = "softmax-audit case 1";
-  meta["verdict"] = {{"property", v.property},   {"kernel", v.kernel},
-                     {"op", v.op},               {"dtype", v.dtype},
-                     {"claim", v.claim},         {"measured", number_json(v.measured)},
-                     {"bound", number_json(v.bound)}, {"rule", v.rule.id},
-                     {"counterexample", v.counterexample}, {"note", v.note}};
+  meta["verdict"] = {{"property", v.property},
+                     {"kernel", v.kernel},
+                     {"op", v.op},
+                     {"dtype", v.dtype},
+                     {"claim", v.claim},
+                     {"measured", number_json(v.measured)},
+                     {"bound", number_json(v.bound)},
+                     {"rule", v.rule.id},
+                     {"counterexample", v.counterexample},
+                     {"note", v.note}};
   meta["tolerance_ulps"] = tolerance_of(v);
   meta["calls"] = jcalls;
   meta["replay"] = "softmax-audit replay " + case_file_name(v) +
@@ -509,7 +517,10 @@ double ulp_error(const std::string& dtype, double got, double expected) {
   if (!std::isfinite(got) || !std::isfinite(expected)) return INFINITY;
   // Spacing of the type at |expected| (its subnormal spacing below the normal range).
   const int p = dtype == "bfloat16" ? 8 : dtype == "float16" ? 11 : dtype == "float64" ? 53 : 24;
-  const int emin = dtype == "bfloat16" ? -126 : dtype == "float16" ? -14 : dtype == "float64" ? -1022 : -126;
+  const int emin = dtype == "bfloat16"  ? -126
+                   : dtype == "float16" ? -14
+                   : dtype == "float64" ? -1022
+                                        : -126;
   int e = 0;
   std::frexp(expected, &e);  // expected = m 2^e, 0.5 <= |m| < 1
   const double ulp = std::ldexp(1.0, std::max(e - 1, emin) - (p - 1));

@@ -230,14 +230,18 @@ void refuse_case_collisions(const std::string& dir, const CheckOptions& o) {
     usage_error("--cases-dir " + dir + ": exists and is not a directory; expected a directory " +
                 "for the case files of failing counterexamples");
   const fs::path d = fs::weakly_canonical(fs::absolute(dir, ec), ec);
-  for (const auto& [opt, f] : std::vector<std::pair<std::string, std::string>>{
-           {"--plugin", o.plugin}, {"--spec", o.spec}, {"--json", o.json}, {"--junit", o.junit},
-           {"--summary-md", o.summary_md}}) {
+  for (const auto& [opt, f] :
+       std::vector<std::pair<std::string, std::string>>{{"--plugin", o.plugin},
+                                                        {"--spec", o.spec},
+                                                        {"--json", o.json},
+                                                        {"--junit", o.junit},
+                                                        {"--summary-md", o.summary_md}}) {
     if (f.empty() || is_stdout_path(f)) continue;
     const fs::path p = fs::weakly_canonical(fs::absolute(f, ec), ec);
     const std::string name = p.filename().string();
-    const bool case_like = (name.size() > 4 && (name.ends_with(".npz") || name.ends_with(".json"))) &&
-                           name.find('.') < name.size() - 5;
+    const bool case_like =
+        (name.size() > 4 && (name.ends_with(".npz") || name.ends_with(".json"))) &&
+        name.find('.') < name.size() - 5;
     if (p.parent_path() == d && case_like)
       usage_error(opt + " " + f + ": lies in the cases directory " + dir +
                   ", where a case file could replace it; expected it elsewhere (or another "
@@ -304,8 +308,8 @@ int run_check(const CheckOptions& o) {
       try {
         write_case_file(cases_dir, v, calls);
       } catch (const std::exception& e) {
-        std::cerr << "softmax-audit check: warning: no case file for " << v.property << " ["
-                  << v.op << "/" << v.dtype << "]: " << e.what() << "\n";
+        std::cerr << "softmax-audit check: warning: no case file for " << v.property << " [" << v.op
+                  << "/" << v.dtype << "]: " << e.what() << "\n";
       }
     });
   }

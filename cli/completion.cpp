@@ -123,7 +123,8 @@ std::string man_page(const CLI::App& app) {
     << ".TH SOFTMAX\\-AUDIT 1 \"\" \"softmax-audit " << SA_VERSION << "\" \"User Commands\"\n"
     << ".SH NAME\nsoftmax\\-audit \\- proves, tests and measures softmax numerics\n"
     << ".SH SYNOPSIS\n.B softmax\\-audit\n.I subcommand\n[\\fIoptions\\fR]\n"
-    << ".SH DESCRIPTION\n" << roff(app.get_description()) << "\n";
+    << ".SH DESCRIPTION\n"
+    << roff(app.get_description()) << "\n";
   auto option_block = [&](const std::vector<OptionInfo>& opts) {
     for (const auto& o : opts) {
       s << ".TP\n.B ";

@@ -109,7 +109,8 @@ RowBatch batch_of(const call_log::Call& c, DType& t, double& theta) {
 std::vector<float> compact(const std::vector<float>& v, const RowBatch& b) {
   std::vector<float> r;
   for (std::int64_t i = 0; i < b.rows; ++i)
-    for (std::int64_t j = 0; j < b.n; ++j) r.push_back(v[static_cast<std::size_t>(i * b.stride + j)]);
+    for (std::int64_t j = 0; j < b.n; ++j)
+      r.push_back(v[static_cast<std::size_t>(i * b.stride + j)]);
   return r;
 }
 
@@ -150,10 +151,9 @@ std::map<std::string, std::vector<float>> run_call(const Kernel& k, const call_l
   }
   if (c.op == "attention_backward") {
     const AttentionCase a = call_log::attention_case_of(c);
-    const auto g = k.attention_backward(a, call_log::find(c.inputs, "out")->f,
-                                        call_log::find(c.inputs, "lse")->f,
-                                        call_log::find(c.inputs, "dout")->f,
-                                        num_arg(c, "deterministic") != 0);
+    const auto g = k.attention_backward(
+        a, call_log::find(c.inputs, "out")->f, call_log::find(c.inputs, "lse")->f,
+        call_log::find(c.inputs, "dout")->f, num_arg(c, "deterministic") != 0);
     r["dq"] = g.dq;
     r["dk"] = g.dk;
     r["dv"] = g.dv;
@@ -218,7 +218,8 @@ int run_replay(const ReplayOptions& o) {
   if (int(!o.plugin.empty()) + int(!o.builtin.empty()) + int(!o.python.empty()) != 1)
     (void)pick(o);  // names the choice that is missing (Usage)
   const double tol = o.tolerance ? *o.tolerance : cf.meta.value("tolerance_ulps", 2.0);
-  const nlohmann::json& verdict = cf.meta.contains("verdict") ? cf.meta["verdict"] : nlohmann::json();
+  const nlohmann::json& verdict =
+      cf.meta.contains("verdict") ? cf.meta["verdict"] : nlohmann::json();
   std::optional<gate::KernelSource> source;
   source.emplace(pick(o));
   if (const std::string why = source->why_cannot_run(); !why.empty())
@@ -234,8 +235,9 @@ int run_replay(const ReplayOptions& o) {
     incidents += std::string(incidents.empty() ? "" : "; ") + "the kernel host " +
                  (e.kind == gate::HostEvent::Kind::crash  ? "crashed"
                   : e.kind == gate::HostEvent::Kind::hang ? "hung"
-                                                           : "misbehaved") +
-                 (e.op.empty() ? "" : " in " + e.op) + (e.fault.empty() ? "" : " (" + e.fault + ")") +
+                                                          : "misbehaved") +
+                 (e.op.empty() ? "" : " in " + e.op) +
+                 (e.fault.empty() ? "" : " (" + e.fault + ")") +
                  (e.how.empty() ? "" : ": " + e.how);
   };
   try {
@@ -252,8 +254,8 @@ int run_replay(const ReplayOptions& o) {
   if (host)
     guarded = std::make_unique<gate::GuardedKernel>(
         host->kernel(), gate::GuardOptions{}, [&](const gate::GuardIncident& i) {
-          incidents += std::string(incidents.empty() ? "" : "; ") + i.kind + " in " + i.op + ": " +
-                       i.detail;
+          incidents +=
+              std::string(incidents.empty() ? "" : "; ") + i.kind + " in " + i.op + ": " + i.detail;
         });
   const Kernel& k = guarded ? guarded->kernel() : *local;
 
@@ -279,8 +281,8 @@ int run_replay(const ReplayOptions& o) {
         std::cout << " " << a.name << "=" << (a.word.empty() ? g9(a.number) : a.word);
     std::cout << "\n";
     if (!error.empty()) {
-      std::cout << "  the call failed: " << error << (incidents.empty() ? "" : " (" + incidents + ")")
-                << "\n";
+      std::cout << "  the call failed: " << error
+                << (incidents.empty() ? "" : " (" + incidents + ")") << "\n";
       fails = true;
       continue;
     }

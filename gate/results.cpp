@@ -245,8 +245,8 @@ std::string got_where_exact(const std::string& ce) {
   const std::string at = ce.substr(p + 5);
   if (!std::regex_search(at, g, got_re)) return "";
   const std::string exact = g[5].str();
-  const bool exact_finite = exact != "nan" && exact != "inf" && exact != "-inf" &&
-                            exact != "NaN" && exact != "Infinity" && exact != "-Infinity";
+  const bool exact_finite = exact != "nan" && exact != "inf" && exact != "-inf" && exact != "NaN" &&
+                            exact != "Infinity" && exact != "-Infinity";
   return "got " + g[2].str() + " where the " + (g[3] == "exact" ? "exact" : g[3].str()) +
          " value is " + (exact_finite ? "finite (" + exact + ")" : exact) +
          (g[1].str().empty() ? "" : " at " + g[1].str());

@@ -620,7 +620,8 @@ AttentionGradientsV2 Kernel::attention_backward(const AttentionCase& c, std::spa
     rc.args.push_back({"deterministic", deterministic ? 1.0 : 0.0, {}});
     rc.inputs.push_back(call_log::floats("out", {tq, c.heads_q, c.dv}, {out.begin(), out.end()}));
     rc.inputs.push_back(call_log::floats("lse", {tq, c.heads_q}, {lse.begin(), lse.end()}));
-    rc.inputs.push_back(call_log::floats("dout", {tq, c.heads_q, c.dv}, {dout.begin(), dout.end()}));
+    rc.inputs.push_back(
+        call_log::floats("dout", {tq, c.heads_q, c.dv}, {dout.begin(), dout.end()}));
     rc.got.push_back(call_log::floats("dq", {tq, c.heads_q, c.d}, g.dq));
     rc.got.push_back(call_log::floats("dk", {tk, c.heads_kv, c.d}, g.dk));
     rc.got.push_back(call_log::floats("dv", {tk, c.heads_kv, c.dv}, g.dv));

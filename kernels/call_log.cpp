@@ -150,15 +150,16 @@ AttentionCase attention_case_of(const Call& c) {
   auto i64 = [&](const char* n) { return static_cast<std::int64_t>(arg(n).number); };
   auto type = [&](const char* n) {
     const std::string w = arg(n).word;
-    for (AttnType t : {AttnType::float32, AttnType::bfloat16, AttnType::float16,
-                       AttnType::fp8_e4m3, AttnType::fp8_e5m2})
+    for (AttnType t : {AttnType::float32, AttnType::bfloat16, AttnType::float16, AttnType::fp8_e4m3,
+                       AttnType::fp8_e5m2})
       if (w == name_of(t)) return t;
     throw std::invalid_argument(std::string("argument '") + n + "' is '" + w +
                                 "'; expected float32, bfloat16, float16, fp8_e4m3 or fp8_e5m2");
   };
   auto arr = [&](const char* n, bool required) -> const Array* {
     const Array* a = find(c.inputs, n);
-    if (!a && required) throw std::invalid_argument(std::string("the call has no input '") + n + "'");
+    if (!a && required)
+      throw std::invalid_argument(std::string("the call has no input '") + n + "'");
     return a;
   };
   AttentionCase a;

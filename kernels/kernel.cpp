@@ -379,8 +379,8 @@ std::vector<float> compact_rows(const std::vector<float>& v, std::int64_t rows, 
 // Records a row operation's call (call_log.hpp) with what it returned.
 void record_rows(Op op, DType t, const RowBatch& in, const sa_rows& shape, double temperature,
                  std::vector<call_log::Array> got) {
-  call_log::Call c = call_log::rows_call(name_of(op), t, in.rows, in.n, in.stride,
-                                         shape.out_stride, in.in_place, temperature, in.data);
+  call_log::Call c = call_log::rows_call(name_of(op), t, in.rows, in.n, in.stride, shape.out_stride,
+                                         in.in_place, temperature, in.data);
   c.got = std::move(got);
   call_log::record(std::move(c));
 }
@@ -411,8 +411,9 @@ std::vector<float> rows_to_rows(const Kernel& k, Op op, RowsToRows fn, DType t, 
   check_gaps(k.name(), name_of(op), y0, res, in.rows, in.n, shape.out_stride);
   std::vector<float> r = relayout(unpack(res), in.rows, in.n, shape.out_stride, in.stride);
   if (call_log::recording())
-    record_rows(op, t, in, shape, temperature,
-                {call_log::floats("out", {in.rows, in.n}, compact_rows(r, in.rows, in.n, in.stride))});
+    record_rows(
+        op, t, in, shape, temperature,
+        {call_log::floats("out", {in.rows, in.n}, compact_rows(r, in.rows, in.n, in.stride))});
   return r;
 }
 }  // namespace
@@ -493,7 +494,8 @@ std::vector<float> Kernel::logsumexp(DType t, const RowBatch& in, double tempera
   check_status(*this, k_->logsumexp(k_->ctx, to_abi(t), &shape, dx, dl), Op::logsumexp);
   st.fetch();
   if (call_log::recording())
-    record_rows(Op::logsumexp, t, in, shape, temperature, {call_log::floats("lse", {in.rows}, lse)});
+    record_rows(Op::logsumexp, t, in, shape, temperature,
+                {call_log::floats("lse", {in.rows}, lse)});
   return lse;
 }
 
@@ -514,7 +516,8 @@ std::vector<float> Kernel::entropy(DType t, const RowBatch& in, double temperatu
   check_status(*this, k_->entropy(k_->ctx, to_abi(t), &shape, dx, dH, ds), Op::entropy);
   st.fetch();
   if (call_log::recording())
-    record_rows(Op::entropy, t, in, shape, temperature, {call_log::floats("entropy", {in.rows}, H)});
+    record_rows(Op::entropy, t, in, shape, temperature,
+                {call_log::floats("entropy", {in.rows}, H)});
   return H;
 }
 
