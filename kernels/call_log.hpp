@@ -47,6 +47,10 @@ struct Call {
   std::vector<Array> got;     // what it returned
 };
 
+// A row call with more input elements than this is not recorded (its case
+// file would be too large to be useful; the counterexample text names it).
+inline constexpr std::size_t kMaxRecordedElements = std::size_t(1) << 22;
+
 // True while a Capture records on this thread.
 bool recording();
 // Appends a call to the innermost Capture of this thread (no-op otherwise).

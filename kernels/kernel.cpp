@@ -379,6 +379,7 @@ std::vector<float> compact_rows(const std::vector<float>& v, std::int64_t rows, 
 // Records a row operation's call (call_log.hpp) with what it returned.
 void record_rows(Op op, DType t, const RowBatch& in, const sa_rows& shape, double temperature,
                  std::vector<call_log::Array> got) {
+  if (in.data.size() > call_log::kMaxRecordedElements) return;
   call_log::Call c = call_log::rows_call(name_of(op), t, in.rows, in.n, in.stride, shape.out_stride,
                                          in.in_place, temperature, in.data);
   c.got = std::move(got);

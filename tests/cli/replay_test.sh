@@ -1,14 +1,16 @@
 #!/bin/sh
 # Replayable counterexamples (issue 35, item 2), end to end:
-#   replay_test.sh CLI BROKEN_LIB GOOD_LIB WORKDIR
+#   replay_test.sh CLI BROKEN_LIB GOOD_LIB WORKDIR BAD_KERNELS_LIB
 # BROKEN_LIB returns lse = -inf for one-key attention (tests/cli/kernels/
 # lse_one_key_kernel.c), GOOD_LIB is the example kernel it wraps. `check`
 # must write the failing attention_v2 counterexample as a case file named in
 # its JSON, with the inputs inline in the text and the infinite error in
 # plain words; `replay` must reproduce the recorded numbers (exit 1) on the
-# broken kernel and pass (exit 0) on the good one.
+# broken kernel and pass (exit 0) on the good one. Then the same for a row
+# operation: BAD_KERNELS_LIB's kernel 7 forgets its remainder loop (kernel 6
+# is correct), failing differential.ulp, interface.sizes and special.values.
 set -u
-cli=$1 broken=$2 good=$3 work=$4
+cli=$1 broken=$2 good=$3 work=$4 bad=$5
 fail() { echo "FAIL: $*" >&2; exit 1; }
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 
@@ -50,4 +52,21 @@ rc=$?
 [ $rc -eq 0 ] || { cat replay-good.out; fail "replay on the good kernel exited $rc, expected 0"; }
 grep -q "PASSES now" replay-good.out || fail "replay does not say it passes now"
 grep -q "CHANGED" replay-good.out || fail "the good kernel's lse should differ from the recorded -inf"
+
+"$cli" check --plugin "$bad" --kernel-index 7 --property differential.ulp \
+  --property interface.sizes --property special.values --dtype float32 --cases 20 --seed 5 \
+  --cases-dir rows -q > rows.out 2>&1
+rc=$?
+[ $rc -eq 1 ] || { cat rows.out; fail "check of the remainder kernel exited $rc, expected 1"; }
+for p in differential.ulp interface.sizes special.values; do
+  [ -f "rows/$p.softmax.float32.npz" ] || { ls rows; fail "no case file for $p"; }
+done
+for p in differential.ulp interface.sizes special.values; do
+  "$cli" replay "rows/$p.softmax.float32.npz" --plugin "$bad" --kernel-index 7 > r.out 2>&1
+  rc=$?
+  [ $rc -eq 1 ] && ! grep -q CHANGED r.out || { cat r.out; fail "replay of $p on the remainder kernel: exit $rc"; }
+  "$cli" replay "rows/$p.softmax.float32.npz" --plugin "$bad" --kernel-index 6 > r.out 2>&1
+  rc=$?
+  [ $rc -eq 0 ] || { cat r.out; fail "replay of $p on the correct kernel 6: exit $rc, expected 0"; }
+done
 echo "replay round trip: ok"
