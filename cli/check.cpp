@@ -226,6 +226,9 @@ std::string cases_dir_of(const CheckOptions& o) {
 void refuse_case_collisions(const std::string& dir, const CheckOptions& o) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  if (is_stdout_path(dir))
+    usage_error("--cases-dir -: expected a directory (case files are several files each, so "
+                "standard output cannot hold them)");
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     usage_error("--cases-dir " + dir + ": exists and is not a directory; expected a directory " +
                 "for the case files of failing counterexamples");

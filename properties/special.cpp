@@ -76,10 +76,10 @@ void run_special(const Run& run, Op op, DType t) {
   std::string failing_input;
   std::string error;
   int count = 0;
-  // The kernel calls of the last row input run (its label), and of the
-  // input of the worst check: what a case file replays (kernels/call_log.hpp).
+  // The kernel call of the row input being checked (row operations; the
+  // merges record none), and of the input of the worst check: what a case
+  // file replays (kernels/call_log.hpp).
   std::vector<call_log::Call> calls, failing_calls;
-  std::string calls_label;
   // The input of the worst check (a failing one beats any passing one), so
   // that the verdict names the input its measured value comes from.
   auto record = [&](const Check& c, const std::string& input) {
@@ -88,7 +88,7 @@ void run_special(const Run& run, Op op, DType t) {
     if (!before.applicable || before.ratio != worst.ratio || before.where != worst.where ||
         before.convention != worst.convention) {
       failing_input = input;
-      failing_calls = input == calls_label ? calls : std::vector<call_log::Call>{};
+      failing_calls = calls;
     }
   };
   const auto def = k.adaptive_entropy() == SA_ENTROPY_PAPER_EPS ? ref::EntropyDefinition::paper_eps
@@ -145,7 +145,6 @@ void run_special(const Run& run, Op op, DType t) {
             }
           }
           calls = capture.take();
-          calls_label = label;
           for (std::int64_t r = 0; r < b.rows; ++r) {
             const auto row = b.row(r);
             const std::vector<double> l(row.begin(), row.end());
