@@ -372,18 +372,6 @@ double json_number(const json& j) {
   throw std::invalid_argument("expected a number, got " + j.dump());
 }
 
-// The replay tolerance a verdict implies: its bound where it is measured in
-// ulps (of the output) and at least half an ulp, else 2 ulps.
-double tolerance_of(const Verdict& v) {
-  const bool in_ulps = v.note.find("measured and bound in ulps") != std::string::npos ||
-                       v.property == "differential.ulp" || v.property == "attention_v2.rounding" ||
-                       v.property == "attention_backward.rounding" ||
-                       v.property == "backward.rounding" || v.property == "special.values" ||
-                       v.property == "interface.sizes";
-  if (in_ulps && std::isfinite(v.bound) && v.bound >= 0.5) return v.bound;
-  return 2.0;
-}
-
 }  // namespace
 
 std::string write_case_file(const std::string& dir, const Verdict& v,
@@ -435,7 +423,7 @@ std::string write_case_file(const std::string& dir, const Verdict& v,
                      {"rule", v.rule.id},
                      {"counterexample", v.counterexample},
                      {"note", v.note}};
-  meta["tolerance_ulps"] = tolerance_of(v);
+  meta["tolerance_ulps"] = kDefaultToleranceUlps;
   meta["calls"] = jcalls;
   meta["replay"] = "softmax-audit replay " + case_file_name(v) +
                    ".npz --plugin LIB | --python MOD:ATTR | --builtin NAME";
@@ -511,7 +499,7 @@ CaseFile read_case_file(const std::string& path) {
   return cf;
 }
 
-double ulp_error(const std::string& dtype, double got, double expected) {
+double ulp_error(const std::string& dtype, double got, double expected, double scale) {
   if (std::isnan(got) && std::isnan(expected)) return 0;
   if (got == expected) return 0;
   if (!std::isfinite(got) || !std::isfinite(expected)) return INFINITY;
@@ -522,7 +510,7 @@ double ulp_error(const std::string& dtype, double got, double expected) {
                    : dtype == "float64" ? -1022
                                         : -126;
   int e = 0;
-  std::frexp(expected, &e);  // expected = m 2^e, 0.5 <= |m| < 1
+  std::frexp(std::max(std::abs(expected), scale), &e);  // = m 2^e, 0.5 <= m < 1
   const double ulp = std::ldexp(1.0, std::max(e - 1, emin) - (p - 1));
   return std::abs(got - expected) / ulp;
 }

@@ -58,8 +58,14 @@ struct CaseFile {
 CaseFile read_case_file(const std::string& path);
 
 // The error of `got` against `expected` (a value of type `dtype`) in ulps of
-// that type at `expected`: 0 when both are the same NaN/infinity or equal;
-// infinity when one is not finite and they differ.
-double ulp_error(const std::string& dtype, double got, double expected);
+// that type at max(|expected|, scale): 0 when both are the same NaN/infinity
+// or equal; infinity when one is not finite and they differ.
+double ulp_error(const std::string& dtype, double got, double expected, double scale = 0);
+
+// What `replay` holds each output to, unless --tolerance-ulps: this many ulps
+// of the largest exact value of that output (an error budget of the output's
+// scale, as the gate's attention and backward budgets are: a correct kernel's
+// rounding errors stay within a few such ulps, a wrong result does not).
+inline constexpr double kDefaultToleranceUlps = 4;
 
 }  // namespace sa::cli

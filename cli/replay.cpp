@@ -217,7 +217,8 @@ int run_replay(const ReplayOptions& o) {
   for (const auto& c : cf.calls) validate_call(c);
   if (int(!o.plugin.empty()) + int(!o.builtin.empty()) + int(!o.python.empty()) != 1)
     (void)pick(o);  // names the choice that is missing (Usage)
-  const double tol = o.tolerance ? *o.tolerance : cf.meta.value("tolerance_ulps", 2.0);
+  const double tol =
+      o.tolerance ? *o.tolerance : cf.meta.value("tolerance_ulps", kDefaultToleranceUlps);
   const nlohmann::json& verdict =
       cf.meta.contains("verdict") ? cf.meta["verdict"] : nlohmann::json();
   std::optional<gate::KernelSource> source;
@@ -263,7 +264,8 @@ int run_replay(const ReplayOptions& o) {
             << " [" << verdict.value("kernel", "?") << "/" << verdict.value("op", "?") << "/"
             << verdict.value("dtype", "?") << "] failed\n  now:      kernel " << k.name() << " ("
             << k.origin() << "), in a kernel host process\n  tolerance: " << g9(tol)
-            << " ulp per output against the correctly rounded value\n";
+            << " ulp of each output's largest exact value, against the correctly rounded "
+               "values\n";
   bool fails = false;
   for (std::size_t ci = 0; ci < cf.calls.size(); ++ci) {
     const call_log::Call& c = cf.calls[ci];
@@ -300,6 +302,11 @@ int run_replay(const ReplayOptions& o) {
         std::cout << "  " << rec.name << ": the kernel no longer returns it\n";
         continue;
       }
+      // Errors in ulps of this output's largest finite exact value (its scale).
+      double scale = 0;
+      if (exp)
+        for (float e : *exp)
+          if (std::isfinite(e)) scale = std::max(scale, std::abs(static_cast<double>(e)));
       std::size_t over = 0, changed = 0;
       double worst = 0;
       std::vector<std::string> lines;
@@ -309,8 +316,8 @@ int run_replay(const ReplayOptions& o) {
         if (!same) ++changed;
         double ug = NAN, ur = NAN;
         if (exp && i < exp->size()) {
-          ug = ulp_error(dt, g, (*exp)[i]);
-          ur = ulp_error(dt, r, (*exp)[i]);
+          ug = ulp_error(dt, g, (*exp)[i], scale);
+          ur = ulp_error(dt, r, (*exp)[i], scale);
           if (!(ug <= tol)) ++over;
           worst = std::max(worst, std::isnan(ug) ? INFINITY : ug);
         }
@@ -326,7 +333,8 @@ int run_replay(const ReplayOptions& o) {
       }
       std::cout << "  " << rec.name << " (" << dt << ", " << rec.f.size() << " values): ";
       if (exp)
-        std::cout << over << " over " << g9(tol) << " ulp, worst " << ulps_text(worst) << " ulp; ";
+        std::cout << over << " over " << g9(tol) << " ulp, worst " << ulps_text(worst)
+                  << " ulp (ulps at its largest exact value, " << g9(scale) << "); ";
       else
         std::cout << "no reference value recorded; ";
       std::cout << changed << " differ from the recorded got\n";
@@ -356,8 +364,8 @@ void add_replay_command(CLI::App& app) {
   c->add_option("--python", o->python, "A Python kernel: package.module:object");
   c->add_option("--builtin", o->builtin, "A built-in kernel by name");
   c->add_option("--tolerance-ulps", o->tolerance,
-                "Ulps an output may differ from the correctly rounded value (default: the case's "
-                "tolerance_ulps: the failed bound where it was in ulps, else 2)");
+                "How far an output may be from its correctly rounded value, in ulps of that "
+                "output's largest exact value (default: the case's tolerance_ulps, 4)");
   c->add_option("--timeout", o->timeout,
                 "Seconds the call (or opening the kernel) may take (default 60)");
   c->callback([o] {
