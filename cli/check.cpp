@@ -210,10 +210,14 @@ int list_names() {
 // Where failing counterexamples' case files go: --cases-dir, else beside
 // the --json (or --junit) file: gate.json -> gate.cases/. None when every
 // output goes to standard output or nowhere.
+// Only beside a file that is, or will be, a regular file (never /dev/null).
 std::string cases_dir_of(const CheckOptions& o) {
   if (!o.cases_dir.empty()) return o.cases_dir;
   for (const std::string& f : {o.json, o.junit}) {
     if (f.empty() || is_stdout_path(f)) continue;
+    std::error_code ec;
+    const auto st = std::filesystem::symlink_status(f, ec);
+    if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) continue;
     const std::filesystem::path p(f);
     return (p.parent_path() / (p.stem().string() + ".cases")).string();
   }
@@ -227,8 +231,9 @@ void refuse_case_collisions(const std::string& dir, const CheckOptions& o) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (is_stdout_path(dir))
-    usage_error("--cases-dir -: expected a directory (case files are several files each, so "
-                "standard output cannot hold them)");
+    usage_error(
+        "--cases-dir -: expected a directory (case files are several files each, so "
+        "standard output cannot hold them)");
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     usage_error("--cases-dir " + dir + ": exists and is not a directory; expected a directory " +
                 "for the case files of failing counterexamples");
@@ -255,8 +260,7 @@ void refuse_case_collisions(const std::string& dir, const CheckOptions& o) {
 int run_check(const CheckOptions& o) {
   if (o.list) return list_names();
   validate_options(o);
-  const std::string cases_dir = cases_dir_of(o);
-  if (!cases_dir.empty()) refuse_case_collisions(cases_dir, o);
+  if (const std::string d = cases_dir_of(o); !d.empty()) refuse_case_collisions(d, o);
   // No output may replace an input or another output (`--junit k.so` deleted the plugin).
   try {
     refuse_overlapping_paths(
@@ -298,17 +302,39 @@ int run_check(const CheckOptions& o) {
     usage_error(e.what());
   }
 
+  // Case files: --cases-dir is made now (an error if it cannot be); the
+  // default directory beside --json only when a case is written. An earlier
+  // run's case files there (named after a property) are removed first, so
+  // that none is mistaken for this run's.
+  std::string cases_dir = cases_dir_of(o);
   if (!cases_dir.empty()) {
+    namespace fs = std::filesystem;
     std::error_code ec;
-    std::filesystem::create_directories(cases_dir, ec);
-    if (ec || access(cases_dir.c_str(), W_OK) != 0)
-      usage_error("--cases-dir " + cases_dir + ": cannot create or write it (" +
-                  (ec ? ec.message() : std::string("not writable")) +
-                  "); expected a writable directory");
+    if (!o.cases_dir.empty()) {
+      fs::create_directories(cases_dir, ec);
+      if (ec || access(cases_dir.c_str(), W_OK) != 0)
+        usage_error("--cases-dir " + cases_dir + ": cannot create or write it (" +
+                    (ec ? ec.message() : std::string("not writable")) +
+                    "); expected a writable directory");
+    }
+    if (fs::is_directory(cases_dir, ec))
+      for (const auto& e : fs::directory_iterator(cases_dir, ec)) {
+        const std::string n = e.path().filename().string();
+        if (!(n.ends_with(".npz") || n.ends_with(".json")) || !e.is_regular_file(ec)) continue;
+        for (const auto& p : props::properties())
+          if (n.rfind(p.id + ".", 0) == 0) {
+            fs::remove(e.path(), ec);
+            break;
+          }
+      }
+  }
+  if (!cases_dir.empty()) {
     // The judge (a child of this process) writes each failing counterexample's
     // calls there as it emits the verdict (kernels/call_log.hpp).
     call_log::set_sink([cases_dir](const Verdict& v, const std::vector<call_log::Call>& calls) {
       try {
+        std::error_code ec;
+        std::filesystem::create_directories(cases_dir, ec);
         write_case_file(cases_dir, v, calls);
       } catch (const std::exception& e) {
         std::cerr << "softmax-audit check: warning: no case file for " << v.property << " [" << v.op

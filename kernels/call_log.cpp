@@ -29,7 +29,9 @@ namespace {
 thread_local std::map<std::string, std::vector<Call>> g_stash;
 }
 void stash(const std::string& key, std::vector<Call> calls) {
-  if (!calls.empty()) g_stash[key] = std::move(calls);
+  // Nothing is kept for a program that writes no case files (no sink): a
+  // verdict that is never emitted leaves nothing behind.
+  if (sink() && !calls.empty()) g_stash[key] = std::move(calls);
 }
 std::vector<Call> claim(const std::string& key) {
   const auto it = g_stash.find(key);

@@ -53,6 +53,15 @@ rc=$?
 grep -q "PASSES now" replay-good.out || fail "replay does not say it passes now"
 grep -q "CHANGED" replay-good.out || fail "the good kernel's lse should differ from the recorded -inf"
 
+# A later run with the same --json removes the earlier run's case files (a
+# passing one leaves none), so none is mistaken for its own.
+mkdir -p again/gate.cases && cp "$case_file" again/gate.cases/ && : > again/gate.cases/notes.json
+"$cli" check --plugin "$good" --property attention_v2.rounding --dtype float32 --cases 16 \
+  --seed 3 --json again/gate.json -q > again.out 2>&1 || { cat again.out; fail "the example kernel should pass"; }
+[ -e again/gate.cases/attention_v2.rounding.attention_v2.float32.npz ] &&
+  fail "an earlier run's case file was left beside --json"
+[ -e again/gate.cases/notes.json ] || fail "a file not named after a property was removed"
+
 "$cli" check --plugin "$bad" --kernel-index 7 --property differential.ulp \
   --property interface.sizes --property special.values --dtype float32 --cases 20 --seed 5 \
   --cases-dir rows -q > rows.out 2>&1
