@@ -32,7 +32,6 @@ struct ReplayOptions {
   int kernel_index = -1;
   std::optional<double> tolerance;
   double timeout = 60;
-  bool all = false;
 };
 
 struct Usage : std::runtime_error {
