@@ -62,6 +62,7 @@
 #include "core/fp8.hpp"
 #include "kernels/naive/attention_v2.hpp"
 #include "properties/attention_v2_cases.hpp"
+#include "properties/inline_inputs.hpp"
 #include "properties/attention_v2_coverage.hpp"
 #include "properties/budgets.hpp"
 #include "properties/checks.hpp"
@@ -657,40 +658,14 @@ AttnType attn_type_of(DType t) {
                                : AttnType::float32;
 }
 
-// describe(p), then the inputs themselves when every tensor is small (at
-// most 16 elements each): a reader can paste them without the case file.
+// describe(p), then the inputs themselves when every tensor is small
+// (inline_inputs.hpp).
 std::string describe_inline(const V2Params& p, AttnType t) {
-  std::string r = describe(p);
-  AttentionCase c;
   try {
-    c = materialise(p, t);
+    return describe(p) + inline_inputs(materialise(p, t));
   } catch (const std::exception&) {
-    return r;
+    return describe(p);
   }
-  constexpr std::size_t kMax = 16;
-  if (c.q.size() > kMax || c.k.size() > kMax || c.v.size() > kMax) return r;
-  auto list = [](const std::vector<float>& x) {
-    std::string o = "[";
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(x[i]));
-      o += (i ? ", " : "") + std::string(buf);
-    }
-    return o + "]";
-  };
-  r += " q=" + list(c.q) + " k=" + list(c.k) + " v=" + list(c.v);
-  if (!c.sinks.empty() && c.sinks.size() <= kMax) r += " sinks=" + list(c.sinks);
-  if (!c.alibi_slopes.empty() && c.alibi_slopes.size() <= kMax)
-    r += " alibi_slopes=" + list(c.alibi_slopes);
-  if (!c.key_padding_mask.empty() && c.key_padding_mask.size() <= kMax) {
-    r += " key_padding_mask=[";
-    for (std::size_t i = 0; i < c.key_padding_mask.size(); ++i)
-      r += (i ? ", " : "") + std::to_string(c.key_padding_mask[i]);
-    r += "]";
-  }
-  char sc[32];
-  std::snprintf(sc, sizeof sc, "%.9g", c.scale);
-  return r + " scale=" + sc + " (q, k, v packed [rows][heads][dim])";
 }
 
 Verdict v2_verdict(const Run& run, const std::string& id, const Rule& rule, AttnType t,

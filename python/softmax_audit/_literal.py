@@ -4,7 +4,8 @@ Row operations print `values=[a, b | c, d]` (rows separated by '|'); an
 attention_v2 counterexample small enough to print inline (every tensor at
 most 16 elements) prints `heads=HQ/HKV ... d=D dv=DV ... q=[...] k=[...]
 v=[...]`, packed [rows][heads][dim] (rows of every sequence one after the
-other). Both become torch.tensor literals of that shape."""
+other; attention_backward's also dout, shaped like out). Both become
+torch.tensor literals of that shape."""
 
 import re
 
@@ -13,7 +14,7 @@ _TORCH = {"float32": "torch.float32", "bfloat16": "torch.bfloat16", "float16": "
 # fp8 inputs: exact float32 values converted (torch.tensor takes no fp8 dtype directly).
 _FP8 = {"fp8_e4m3": "torch.float8_e4m3fn", "fp8_e5m2": "torch.float8_e5m2"}
 _ATTN = {name: re.compile(r"(?:^|\s)" + name + r"=\[([^\]]*)\]")
-         for name in ("q", "k", "v", "sinks", "alibi_slopes")}
+         for name in ("q", "k", "v", "dout", "sinks", "alibi_slopes")}
 _HEADS = re.compile(r"\bheads=(\d+)/(\d+)")
 _DIM = {name: re.compile(r"\b" + name + r"=(\d+)\b") for name in ("d", "dv")}
 
@@ -68,6 +69,17 @@ def attention_literal(text, dtype):
             return None
         shape = (len(vals) // (heads_n * dim), heads_n, dim)
         lines.append(f"{name} = torch.tensor({_nested(vals, shape)}{tail}")
+    m = _ATTN["dout"].search(text)  # attention_backward: dout has out's shape
+    if m:
+        try:
+            vals = [_number(x) for x in m.group(1).split(",") if x.strip()]
+        except ValueError:
+            return None
+        if not vals or len(vals) % (hq * dv):
+            return None
+        shape = (len(vals) // (hq * dv), hq, dv)
+        out_type = _TORCH.get(dtype, "torch.float32")  # fp8 inputs: a wider out type
+        lines.append(f"dout = torch.tensor({_nested(vals, shape)}, dtype={out_type})")
     for name in ("sinks", "alibi_slopes"):
         m = _ATTN[name].search(text)
         if m:

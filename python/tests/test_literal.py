@@ -43,3 +43,9 @@ def test_attention_without_inline_inputs_gives_no_literal():
     # values that do not fill whole rows of heads x dim: no literal rather than a wrong one
     assert tensor_literal(ATTENTION.replace("q=[0.5, -1, 2, 3]", "q=[0.5, -1, 2]"),
                           "float32") is None
+
+
+def test_attention_backward_dout_is_shaped_like_out():
+    text = ATTENTION.replace(" sinks=[0.5, 1]", " dout=[0.25, -0.5]")
+    assert tensor_literal(text, "float32").splitlines()[-1] == (
+        'dout = torch.tensor([[[0.25], [-0.5]]], dtype=torch.float32)')
