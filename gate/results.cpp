@@ -256,7 +256,8 @@ std::string got_where_exact(const std::string& ce) {
 // infinite or NaN measurement in plain words ("got -inf where the exact
 // value is finite (-0.69) at ...") rather than "measured Infinity".
 std::string measured_vs_bound(const Verdict& v) {
-  if (v.outcome == Outcome::fail && (std::isinf(v.measured) || std::isnan(v.measured))) {
+  if (v.outcome == Outcome::fail &&
+      (std::isinf(v.measured) || (std::isnan(v.measured) && !std::isnan(v.bound)))) {
     std::string s = got_where_exact(v.counterexample);
     if (s.empty())
       s = std::isnan(v.measured) ? "no finite measurement (NaN): a value that must be a number is "
