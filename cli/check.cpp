@@ -5,8 +5,6 @@
 // failed), 2 (usage or load error).
 #include <unistd.h>
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -208,9 +206,9 @@ int list_names() {
 }
 
 // Where failing counterexamples' case files go: --cases-dir, else beside
-// the --json (or --junit) file: gate.json -> gate.cases/. None when every
-// output goes to standard output or nowhere.
-// Only beside a file that is, or will be, a regular file (never /dev/null).
+// the --json (or --junit) file when it is, or will be, a regular file:
+// gate.json -> gate.cases/. None when every output goes to standard output
+// or nowhere.
 std::string cases_dir_of(const CheckOptions& o) {
   if (!o.cases_dir.empty()) return o.cases_dir;
   for (const std::string& f : {o.json, o.junit}) {
@@ -224,9 +222,17 @@ std::string cases_dir_of(const CheckOptions& o) {
   return "";
 }
 
-// Case files are named after a property (cli/case_file.hpp): a file in the
-// cases directory with such a name could be replaced. Refuses an input or
-// another output there, and a cases directory that is an existing file.
+// Whether a file name is one write_case_file gives (a property id, a dot,
+// ..., .npz or .json): such a file in the cases directory is replaced.
+bool case_file_like(const std::string& name) {
+  if (!name.ends_with(".npz") && !name.ends_with(".json")) return false;
+  for (const auto& p : props::properties())
+    if (name.rfind(p.id + ".", 0) == 0) return true;
+  return false;
+}
+
+// Refuses an input or another output in the cases directory with a name a
+// case file could take, and a cases directory that is an existing file.
 void refuse_case_collisions(const std::string& dir, const CheckOptions& o) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -246,11 +252,7 @@ void refuse_case_collisions(const std::string& dir, const CheckOptions& o) {
                                                         {"--summary-md", o.summary_md}}) {
     if (f.empty() || is_stdout_path(f)) continue;
     const fs::path p = fs::weakly_canonical(fs::absolute(f, ec), ec);
-    const std::string name = p.filename().string();
-    const bool case_like =
-        (name.size() > 4 && (name.ends_with(".npz") || name.ends_with(".json"))) &&
-        name.find('.') < name.size() - 5;
-    if (p.parent_path() == d && case_like)
+    if (p.parent_path() == d && case_file_like(p.filename().string()))
       usage_error(opt + " " + f + ": lies in the cases directory " + dir +
                   ", where a case file could replace it; expected it elsewhere (or another "
                   "--cases-dir)");
@@ -319,13 +321,8 @@ int run_check(const CheckOptions& o) {
     }
     if (fs::is_directory(cases_dir, ec))
       for (const auto& e : fs::directory_iterator(cases_dir, ec)) {
-        const std::string n = e.path().filename().string();
-        if (!(n.ends_with(".npz") || n.ends_with(".json")) || !e.is_regular_file(ec)) continue;
-        for (const auto& p : props::properties())
-          if (n.rfind(p.id + ".", 0) == 0) {
-            fs::remove(e.path(), ec);
-            break;
-          }
+        if (e.is_regular_file(ec) && case_file_like(e.path().filename().string()))
+          fs::remove(e.path(), ec);
       }
   }
   if (!cases_dir.empty()) {

@@ -29,8 +29,8 @@ expect2 "cases dir is a file" "--cases-dir plain-file: exists and is not a direc
   "$cli" check --plugin "$good" --cases-dir plain-file --cases 1
 expect2 "cases dir -" "--cases-dir -: expected a directory" \
   "$cli" check --plugin "$good" --cases-dir - --cases 1
-expect2 "cases dir holds the json" "--json d/x.float32.json: lies in the cases directory d" \
-  "$cli" check --plugin "$good" --cases-dir d --json d/x.float32.json --cases 1
+expect2 "cases dir holds the json" "--json d/special.values.x.json: lies in the cases directory d" \
+  "$cli" check --plugin "$good" --cases-dir d --json d/special.values.x.json --cases 1
 expect2 "bad tolerance" "--tolerance-ulps -1: expected a finite number >= 0" \
   "$cli" replay junk.npz --plugin "$good" --tolerance-ulps -1
 echo "bad input: ok"
