@@ -196,9 +196,11 @@ std::string index_text(std::size_t i, const std::vector<std::int64_t>& shape) {
     idx[d] = static_cast<std::int64_t>(i % n);
     i /= n;
   }
-  std::string s = "[";
-  for (std::size_t d = 0; d < idx.size(); ++d) s += (d ? "," : "") + std::to_string(idx[d]);
-  return s + "]";
+  std::ostringstream s;
+  s << "[";
+  for (std::size_t d = 0; d < idx.size(); ++d) s << (d ? "," : "") << idx[d];
+  s << "]";
+  return s.str();
 }
 
 int run_replay(const ReplayOptions& o) {
