@@ -6,12 +6,14 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 
 #include "core/dtype.hpp"
 #include "core/output_file.hpp"
 #include "reference/attention_backward_cr.hpp"
+#include "reference/backward.hpp"
 #include "reference/attention_cr.hpp"
 #include "reference/entropy_cr.hpp"
 #include "reference/log_softmax_cr.hpp"
@@ -286,7 +288,7 @@ std::string output_dtype(const Call& c, const std::string& out) {
     }
     return arg(c, "out_dtype").word;
   }
-  if (out == "out") return arg(c, "dtype").word;
+  if (out == "out" || out == "dx") return arg(c, "dtype").word;
   return "float32";
 }
 
@@ -329,6 +331,25 @@ std::vector<Array> expected_of(const Call& c) {
       }
     }
     like(c.op == "logsumexp" ? "lse" : c.op == "entropy" ? "entropy" : "out", std::move(out));
+  } else if (c.op == "softmax_backward" || c.op == "log_softmax_backward") {
+    const DType t = dtype_named(arg(c, "dtype").word);
+    const auto rows = static_cast<std::int64_t>(arg(c, "rows").number);
+    const auto n = static_cast<std::int64_t>(arg(c, "n").number);
+    const auto stride = static_cast<std::int64_t>(arg(c, "stride").number);
+    const double theta = arg(c, "temperature").number;
+    const Array* y = call_log::find(c.inputs, "y");
+    const Array* dy = call_log::find(c.inputs, "dy");
+    if (!y || !dy) return e;
+    std::vector<float> out;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::span<const float> yr(y->f.data() + r * stride, static_cast<std::size_t>(n));
+      const std::span<const float> dr(dy->f.data() + r * stride, static_cast<std::size_t>(n));
+      const ref::RowGradient g = c.op == "softmax_backward"
+                                     ? ref::softmax_backward(t, yr, dr, theta)
+                                     : ref::log_softmax_backward(t, yr, dr, theta);
+      for (double x : g.rounded) out.push_back(static_cast<float>(x));
+    }
+    like("dx", std::move(out));
   } else if (c.op == "attention_v2") {
     const AttentionCase a = call_log::attention_case_of(c);
     const auto o = ref::attention_v2_rounded(dtype_named(output_dtype(c, "out")), a);

@@ -83,6 +83,8 @@ std::string word_arg(const call_log::Call& c, const char* n) {
 
 // A recorded row call as the batch the suite passed; checked before any work.
 RowBatch batch_of(const call_log::Call& c, DType& t, double& theta) {
+  const bool backward = c.op == "softmax_backward" || c.op == "log_softmax_backward";
+  const char* in = backward ? "y" : "x";
   const auto pt = parse_dtype(word_arg(c, "dtype"));
   if (!pt || *pt == DType::float64)
     throw Usage("the recorded call's dtype '" + word_arg(c, "dtype") +
@@ -95,12 +97,19 @@ RowBatch batch_of(const call_log::Call& c, DType& t, double& theta) {
   b.stride = static_cast<std::int64_t>(num_arg(c, "stride"));
   b.out_stride = static_cast<std::int64_t>(num_arg(c, "out_stride"));
   b.in_place = num_arg(c, "in_place") != 0;
-  const call_log::Array* x = call_log::find(c.inputs, "x");
-  if (!x || x->kind != 'f') throw Usage("the recorded row call has no float32 input 'x'");
+  const call_log::Array* x = call_log::find(c.inputs, in);
+  if (!x || x->kind != 'f')
+    throw Usage("the recorded row call has no float32 input '" + std::string(in) + "'");
   if (b.rows < 1 || b.n < 1 || b.stride < b.n ||
       static_cast<std::int64_t>(x->f.size()) != b.rows * b.stride)
-    throw Usage("the recorded row call's x has " + std::to_string(x->f.size()) +
+    throw Usage("the recorded row call's " + std::string(in) + " has " +
+                std::to_string(x->f.size()) +
                 " values; expected rows x stride with stride >= n >= 1");
+  if (backward) {
+    const call_log::Array* dy = call_log::find(c.inputs, "dy");
+    if (!dy || dy->kind != 'f' || dy->f.size() != x->f.size())
+      throw Usage("the recorded " + c.op + " call has no float32 input 'dy' the size of y");
+  }
   b.data = x->f;
   return b;
 }
@@ -116,7 +125,7 @@ std::vector<float> compact(const std::vector<float>& v, const RowBatch& b) {
 // Validates a call before any work (Usage naming what is wrong).
 void validate_call(const call_log::Call& c) {
   if (c.op == "softmax" || c.op == "log_softmax" || c.op == "logsumexp" || c.op == "entropy" ||
-      c.op == "adaptive_softmax") {
+      c.op == "adaptive_softmax" || c.op == "softmax_backward" || c.op == "log_softmax_backward") {
     DType t;
     double th;
     (void)batch_of(c, t, th);
@@ -133,7 +142,7 @@ void validate_call(const call_log::Call& c) {
   } else {
     throw Usage("the recorded call's op '" + c.op +
                 "': expected softmax, log_softmax, logsumexp, entropy, adaptive_softmax, "
-                "attention_v2 or attention_backward");
+                "softmax_backward, log_softmax_backward, attention_v2 or attention_backward");
   }
 }
 
@@ -162,6 +171,12 @@ std::map<std::string, std::vector<float>> run_call(const Kernel& k, const call_l
   DType t;
   double th;
   const RowBatch b = batch_of(c, t, th);
+  if (c.op == "softmax_backward" || c.op == "log_softmax_backward") {
+    const std::vector<float>& dy = call_log::find(c.inputs, "dy")->f;
+    r["dx"] = compact(c.op == "softmax_backward" ? k.softmax_backward(t, b, dy, th)
+                                                 : k.log_softmax_backward(t, b, dy, th),
+                      b);
+  }
   if (c.op == "softmax") r["out"] = compact(k.softmax(t, b, th), b);
   if (c.op == "log_softmax") r["out"] = compact(k.log_softmax(t, b, th), b);
   if (c.op == "logsumexp") r["lse"] = k.logsumexp(t, b, th);

@@ -463,7 +463,17 @@ std::vector<float> rows_backward(const Kernel& k, Op op, RowsBackward fn, DType 
   check_status(k, fn(k.raw().ctx, to_abi(t), &shape, py, pg, px), op);
   st.fetch();
   check_gaps(k.name(), name_of(op), x0, res, in.rows, in.n, shape.out_stride);
-  return relayout(unpack(res), in.rows, in.n, shape.out_stride, in.stride);
+  std::vector<float> r = relayout(unpack(res), in.rows, in.n, shape.out_stride, in.stride);
+  if (call_log::recording() && 2 * in.data.size() <= call_log::kMaxRecordedElements) {
+    call_log::Call c = call_log::rows_call(name_of(op), t, in.rows, in.n, in.stride,
+                                           shape.out_stride, in.in_place, temperature, in.data);
+    c.inputs[0].name = "y";
+    c.inputs.push_back(call_log::floats("dy", {in.rows, in.stride}, {dy.begin(), dy.end()}));
+    c.got.push_back(
+        call_log::floats("dx", {in.rows, in.n}, compact_rows(r, in.rows, in.n, in.stride)));
+    call_log::record(std::move(c));
+  }
+  return r;
 }
 }  // namespace
 
