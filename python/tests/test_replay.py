@@ -1,6 +1,6 @@
-"""softmax-audit replay --python (issue 35): a failing attention_backward call of a Python
-kernel, written by check as a case file, reruns in a kernel host. About 14 s (three
-interpreters importing torch): label long."""
+"""softmax-audit replay --python (issue 35): a failing attention_backward call and a failing
+softmax_backward call of a Python kernel, written by check as case files, rerun in a kernel
+host. About 25 s (interpreters importing torch): label long."""
 import os
 import subprocess
 
@@ -53,3 +53,17 @@ def test_replay_reruns_a_python_kernels_failing_backward_call(cli, tmp_path):
     good = replay(cli, str(case), "--python", "sa_test_kernels:attention")
     assert good.returncode == 0, good.stdout + good.stderr
     assert "PASSES now" in good.stdout, good.stdout
+
+
+def test_replay_reruns_a_python_kernels_failing_softmax_backward_call(cli, tmp_path):
+    r = run(cli, "--python", "sa_test_kernels:row_backward_no_sum", "--property",
+            "backward.rounding", "--dtype", "float32", "--cases", "10", "--seed", "2",
+            "--json", str(tmp_path / "r.json"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    case = tmp_path / "r.cases" / "backward.rounding.softmax_backward.float32.npz"
+    assert case.exists(), r.stdout + r.stderr
+    bad = replay(cli, str(case), "--python", "sa_test_kernels:row_backward_no_sum")
+    assert bad.returncode == 1 and "CHANGED" not in bad.stdout, bad.stdout + bad.stderr
+    assert " dx[" in bad.stdout, bad.stdout
+    good = replay(cli, str(case), "--python", "sa_test_kernels:row_backward")
+    assert good.returncode == 0 and "PASSES now" in good.stdout, good.stdout + good.stderr
