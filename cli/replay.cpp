@@ -279,7 +279,10 @@ int run_replay(const ReplayOptions& o) {
   std::cout << "replay of " << o.case_path << "\n  recorded: " << verdict.value("property", "?")
             << " [" << verdict.value("kernel", "?") << "/" << verdict.value("op", "?") << "/"
             << verdict.value("dtype", "?") << "] failed\n  now:      kernel " << k.name() << " ("
-            << k.origin() << "), in a kernel host process\n  tolerance: " << g9(tol)
+            << k.origin() << "), "
+            << (host ? "in a kernel host process"
+                     : "in this process (a device kernel, as the gate's judge runs it)")
+            << "\n  tolerance: " << g9(tol)
             << " ulp of each output's largest exact value, against the correctly rounded "
                "values\n";
   bool fails = false;
