@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <filesystem>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <iostream>
@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "cli/case_file.hpp"
 #include "cli/check_shard.hpp"
 #include "cli/commands.hpp"
 #include "cli/python_kernel.hpp"
@@ -41,7 +42,7 @@ namespace sa::cli {
 namespace {
 
 struct CheckOptions {
-  std::string plugin, builtin, python, spec, junit, json, summary_md;
+  std::string plugin, builtin, python, spec, junit, json, summary_md, cases_dir;
   int kernel_index = -1;
   // Given on the command line (they override the spec); validated before any work.
   std::optional<double> timeout, deadline;
@@ -214,6 +215,60 @@ int list_names() {
   return 0;
 }
 
+// Where failing counterexamples' case files go: --cases-dir, else beside
+// the --json (or --junit) file when it is, or will be, a regular file:
+// gate.json -> gate.cases/. None when every output goes to standard output
+// or nowhere.
+std::string cases_dir_of(const CheckOptions& o) {
+  if (!o.cases_dir.empty()) return o.cases_dir;
+  for (const std::string& f : {o.json, o.junit}) {
+    if (f.empty() || is_stdout_path(f)) continue;
+    std::error_code ec;
+    const auto st = std::filesystem::symlink_status(f, ec);
+    if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) continue;
+    const std::filesystem::path p(f);
+    return (p.parent_path() / (p.stem().string() + ".cases")).string();
+  }
+  return "";
+}
+
+// Whether a file name is one write_case_file gives (a property id, a dot,
+// ..., .npz or .json): such a file in the cases directory is replaced.
+bool case_file_like(const std::string& name) {
+  if (!name.ends_with(".npz") && !name.ends_with(".json")) return false;
+  for (const auto& p : props::properties())
+    if (name.rfind(p.id + ".", 0) == 0) return true;
+  return false;
+}
+
+// Refuses an input or another output in the cases directory with a name a
+// case file could take, and a cases directory that is an existing file.
+void refuse_case_collisions(const std::string& dir, const CheckOptions& o) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (is_stdout_path(dir))
+    usage_error(
+        "--cases-dir -: expected a directory (case files are several files each, so "
+        "standard output cannot hold them)");
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    usage_error("--cases-dir " + dir + ": exists and is not a directory; expected a directory " +
+                "for the case files of failing counterexamples");
+  const fs::path d = fs::weakly_canonical(fs::absolute(dir, ec), ec);
+  for (const auto& [opt, f] :
+       std::vector<std::pair<std::string, std::string>>{{"--plugin", o.plugin},
+                                                        {"--spec", o.spec},
+                                                        {"--json", o.json},
+                                                        {"--junit", o.junit},
+                                                        {"--summary-md", o.summary_md}}) {
+    if (f.empty() || is_stdout_path(f)) continue;
+    const fs::path p = fs::weakly_canonical(fs::absolute(f, ec), ec);
+    if (p.parent_path() == d && case_file_like(p.filename().string()))
+      usage_error(opt + " " + f + ": lies in the cases directory " + dir +
+                  ", where a case file could replace it; expected it elsewhere (or another "
+                  "--cases-dir)");
+  }
+}
+
 int run_check(const CheckOptions& o) {
   if (o.list) return list_names();
   validate_options(o);
@@ -237,6 +292,7 @@ int run_check(const CheckOptions& o) {
   const std::string plan_path = shard ? (fs::path(o.out) / kShardFile).string() : std::string();
   const std::string journal_path =
       shard ? (fs::path(o.out) / kCheckJournal).string() : std::string();
+  if (const std::string d = cases_dir_of(o); !d.empty()) refuse_case_collisions(d, o);
   // No output may replace an input or another output (`--junit k.so` deleted the plugin).
   try {
     refuse_overlapping_paths({{"--plugin", o.plugin}, {"--spec", o.spec}},
@@ -285,6 +341,43 @@ int run_check(const CheckOptions& o) {
   } catch (const std::invalid_argument& e) {
     usage_error(e.what());
   }
+
+  // Case files: --cases-dir is made now (an error if it cannot be); the
+  // default directory beside --json only when a case is written. An earlier
+  // run's case files there (named after a property) are removed first, so
+  // that none is mistaken for this run's.
+  std::string cases_dir = cases_dir_of(o);
+  if (!cases_dir.empty()) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!o.cases_dir.empty()) {
+      fs::create_directories(cases_dir, ec);
+      if (ec || access(cases_dir.c_str(), W_OK) != 0)
+        usage_error("--cases-dir " + cases_dir + ": cannot create or write it (" +
+                    (ec ? ec.message() : std::string("not writable")) +
+                    "); expected a writable directory");
+    }
+    if (fs::is_directory(cases_dir, ec))
+      for (const auto& e : fs::directory_iterator(cases_dir, ec)) {
+        if (e.is_regular_file(ec) && case_file_like(e.path().filename().string()))
+          fs::remove(e.path(), ec);
+      }
+  }
+  if (!cases_dir.empty()) {
+    // The judge (a child of this process) writes each failing counterexample's
+    // calls there as it emits the verdict (kernels/call_log.hpp).
+    call_log::set_sink([cases_dir](const Verdict& v, const std::vector<call_log::Call>& calls) {
+      try {
+        std::error_code ec;
+        std::filesystem::create_directories(cases_dir, ec);
+        write_case_file(cases_dir, v, calls);
+      } catch (const std::exception& e) {
+        std::cerr << "softmax-audit check: warning: no case file for " << v.property << " [" << v.op
+                  << "/" << v.dtype << "]: " << e.what() << "\n";
+      }
+    });
+  }
+  const auto cases_since = std::filesystem::file_time_type::clock::now();
 
   std::optional<gate::KernelSource> kernel;
   try {
@@ -512,7 +605,38 @@ int run_check(const CheckOptions& o) {
     gate::write_junit(junit, {rec});
     write(o.junit, junit.str());
   }
-  write(o.json, gate::results_to_json({rec}).dump(2) + "\n");
+  // Each failing verdict names its case file (written by the judge during this run).
+  nlohmann::json results = gate::results_to_json({rec});
+  int case_files = 0;
+  std::string first_case;
+  if (!cases_dir.empty()) {
+    auto& vs = results["runs"][0]["verdicts"];
+    for (std::size_t i = 0; i < rec.verdicts.size() && i < vs.size(); ++i) {
+      const Verdict& v = rec.verdicts[i];
+      if (v.outcome != Outcome::fail) continue;
+      const std::string path = cases_dir + "/" + case_file_name(v) + ".npz";
+      std::error_code ec;
+      const auto when = std::filesystem::last_write_time(path, ec);
+      if (ec || when < cases_since) continue;
+      vs[i]["case_file"] = path;
+      if (case_files++ == 0) first_case = path;
+    }
+  }
+  if (!o.quiet && case_files > 0) {
+    std::string how = !o.plugin.empty()    ? "--plugin " + o.plugin
+                      : !o.builtin.empty() ? "--builtin " + o.builtin
+                                           : "--python " + o.python;
+    if (o.kernel_index >= 0) how += " --kernel-index " + std::to_string(o.kernel_index);
+    (stdout_taken ? std::cerr : std::cout)
+        << case_files << " replayable case file(s) in " << cases_dir
+        << "/ (inputs, arguments, expected and got values; numpy.load reads them). Rerun one:\n"
+        << "  softmax-audit replay " << first_case << " " << how << "\n";
+  } else if (!o.quiet && cases_dir.empty() && !tally.ok()) {
+    (stdout_taken ? std::cerr : std::cout)
+        << "(give --cases-dir DIR, or --json FILE, to keep each failing counterexample as a "
+           "replayable case file)\n";
+  }
+  write(o.json, results.dump(2) + "\n");
   if (!o.summary_md.empty()) write(o.summary_md, gate::summary_markdown({rec}));
   // GitHub Actions reads workflow commands (::error) from the step's output.
   const char* gha = std::getenv("GITHUB_ACTIONS");
@@ -563,6 +687,11 @@ void add_check_command(CLI::App& app) {
   c->add_option("--summary-md", o->summary_md,
                 "Write a short Markdown summary here, one line per root cause (for a CI job "
                 "summary page, e.g. $GITHUB_STEP_SUMMARY; '-': standard output)");
+  c->add_option("--cases-dir", o->cases_dir,
+                "Write each failing counterexample as a replayable case file (.npz + .json: "
+                "inputs, arguments, expected and got values) in this directory (default: beside "
+                "--json or --junit, e.g. gate.json -> gate.cases/); `softmax-audit replay` reruns "
+                "one");
   c->add_flag("--github-annotations", o->github_annotations,
               "Print a GitHub Actions '::error' line per root cause of failure (automatic when "
               "GITHUB_ACTIONS=true)");

@@ -26,7 +26,10 @@ void add_report_command(CLI::App& app);
 void add_fuzz_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
 void add_audit_command(CLI::App& app);
-void add_merge_command(CLI::App& app);  // needs sweep
+void add_merge_command(CLI::App& app);   // needs sweep
+void add_replay_command(CLI::App& app);  // cli/replay.cpp (with check)
+// `completion bash|zsh` and `man`, from the app's own tables: add them last.
+void add_completion_commands(CLI::App& app);
 // `merge OUT FOLDER...` of a sharded audit (folders holding audit-shard.json,
 // cli/audit.cpp): merges each step's shards and writes the report; returns
 // the exit code. `is_audit_shard` tells such a folder.

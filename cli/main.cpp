@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
   sa::cli::add_bounds_command(app);
 #ifdef SA_CLI_HAVE_CHECK
   sa::cli::add_check_command(app);
+  sa::cli::add_replay_command(app);
 #endif
 #ifdef SA_CLI_HAVE_REPORT
   sa::cli::add_report_command(app);
@@ -110,6 +111,7 @@ int main(int argc, char** argv) {
 #ifdef SA_CLI_HAVE_AUDIT
   sa::cli::add_audit_command(app);
 #endif
+  sa::cli::add_completion_commands(app);
 #ifdef SA_CLI_HAVE_BUILTINS
   // An instruction-set limit for the built-in kernels that would be ignored.
   if (const std::string e = sa::builtin_environment_error(); !e.empty()) {

@@ -234,8 +234,38 @@ std::string seconds_text(double s) {
   std::snprintf(buf, sizeof buf, "%.3f", std::isfinite(s) && s > 0 ? s : 0.0);
   return buf;
 }
-// "measured 3 > bound 2", or what is known when a number is missing.
+// "got X where the exact value is Y" from a counterexample's last
+// "; at WHERE: got X, exact Y" (checks.hpp's wording), or "".
+std::string got_where_exact(const std::string& ce) {
+  const auto p = ce.rfind("; at ");
+  if (p == std::string::npos) return "";
+  static const std::regex got_re(
+      R"(^(.*?):? got ([^ ,;]+),? (exact|expected|reference|kernel\.h's limit)( value)? ([^ ,;()]+))");
+  std::smatch g;
+  const std::string at = ce.substr(p + 5);
+  if (!std::regex_search(at, g, got_re)) return "";
+  const std::string exact = g[5].str();
+  const bool exact_finite = exact != "nan" && exact != "inf" && exact != "-inf" && exact != "NaN" &&
+                            exact != "Infinity" && exact != "-Infinity";
+  return "got " + g[2].str() + " where the " + (g[3] == "exact" ? "exact" : g[3].str()) +
+         " value is " + (exact_finite ? "finite (" + exact + ")" : exact) +
+         (g[1].str().empty() ? "" : " at " + g[1].str());
+}
+
+// "measured 3 > bound 2", or what is known when a number is missing; an
+// infinite or NaN measurement in plain words ("got -inf where the exact
+// value is finite (-0.69) at ...") rather than "measured Infinity".
 std::string measured_vs_bound(const Verdict& v) {
+  if (v.outcome == Outcome::fail &&
+      (std::isinf(v.measured) || (std::isnan(v.measured) && !std::isnan(v.bound)))) {
+    std::string s = got_where_exact(v.counterexample);
+    if (s.empty())
+      s = std::isnan(v.measured) ? "no finite measurement (NaN): a value that must be a number is "
+                                   "not"
+                                 : "an infinite error: a value that must be finite (or equal to "
+                                   "the exact one) is not";
+    return s + (std::isnan(v.bound) ? "" : " (bound " + num(v.bound) + ")");
+  }
   const bool m = !std::isnan(v.measured), b = !std::isnan(v.bound);
   if (!m && !b) return "no measurement";
   if (!b) return "measured " + num(v.measured);

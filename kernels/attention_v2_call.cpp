@@ -13,6 +13,7 @@
 #include "core/float16.hpp"
 #include "core/fp8.hpp"
 #include "kernels/call_internal.hpp"
+#include "kernels/call_log.hpp"
 #include "kernels/kernel.hpp"
 
 namespace sa {
@@ -417,6 +418,16 @@ AttentionResultV2 Kernel::attention_v2(const AttentionCase& c) const {
         if (c.adaptive) r.beta[mine] = beta[abi];
       }
   }
+  if (call_log::recording()) {
+    call_log::Call rc = call_log::attention_call("attention_v2", c);
+    const std::int64_t tq = c.total_q();
+    rc.got.push_back(call_log::floats("out", {tq, c.heads_q, c.dv}, r.out));
+    if (!r.lse.empty()) rc.got.push_back(call_log::floats("lse", {tq, c.heads_q}, r.lse));
+    if (!r.entropy.empty())
+      rc.got.push_back(call_log::floats("entropy", {tq, c.heads_q}, r.entropy));
+    if (!r.beta.empty()) rc.got.push_back(call_log::floats("beta", {tq, c.heads_q}, r.beta));
+    call_log::record(std::move(rc));
+  }
   return r;
 }
 
@@ -603,6 +614,20 @@ AttentionGradientsV2 Kernel::attention_backward(const AttentionCase& c, std::spa
   g.dk = gather(c, false, c.heads_kv, c.d, sk, dk);
   g.dv = gather(c, false, c.heads_kv, c.dv, sv, dv);
   g.dsinks = dsinks;
+  if (call_log::recording()) {
+    call_log::Call rc = call_log::attention_call("attention_backward", c);
+    const std::int64_t tq = c.total_q(), tk = c.total_k();
+    rc.args.push_back({"deterministic", deterministic ? 1.0 : 0.0, {}});
+    rc.inputs.push_back(call_log::floats("out", {tq, c.heads_q, c.dv}, {out.begin(), out.end()}));
+    rc.inputs.push_back(call_log::floats("lse", {tq, c.heads_q}, {lse.begin(), lse.end()}));
+    rc.inputs.push_back(
+        call_log::floats("dout", {tq, c.heads_q, c.dv}, {dout.begin(), dout.end()}));
+    rc.got.push_back(call_log::floats("dq", {tq, c.heads_q, c.d}, g.dq));
+    rc.got.push_back(call_log::floats("dk", {tk, c.heads_kv, c.d}, g.dk));
+    rc.got.push_back(call_log::floats("dv", {tk, c.heads_kv, c.dv}, g.dv));
+    if (!g.dsinks.empty()) rc.got.push_back(call_log::floats("dsinks", {c.heads_q}, g.dsinks));
+    call_log::record(std::move(rc));
+  }
   return g;
 }
 

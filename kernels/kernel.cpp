@@ -11,6 +11,7 @@
 
 #include "core/bfloat16.hpp"
 #include "kernels/call_internal.hpp"
+#include "kernels/call_log.hpp"
 #include "core/float16.hpp"
 
 namespace sa {
@@ -365,6 +366,27 @@ void require_within_max_n(const Kernel& k, Op op, const RowBatch& in) {
 }
 }  // namespace
 
+namespace {
+// Rows x n of a result laid out with row stride `stride` (a recorded call's got).
+std::vector<float> compact_rows(const std::vector<float>& v, std::int64_t rows, std::int64_t n,
+                                std::int64_t stride) {
+  std::vector<float> r;
+  r.reserve(static_cast<std::size_t>(rows * n));
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < n; ++j) r.push_back(v[static_cast<std::size_t>(i * stride + j)]);
+  return r;
+}
+// Records a row operation's call (call_log.hpp) with what it returned.
+void record_rows(Op op, DType t, const RowBatch& in, const sa_rows& shape, double temperature,
+                 std::vector<call_log::Array> got) {
+  if (in.data.size() > call_log::kMaxRecordedElements) return;
+  call_log::Call c = call_log::rows_call(name_of(op), t, in.rows, in.n, in.stride, shape.out_stride,
+                                         in.in_place, temperature, in.data);
+  c.got = std::move(got);
+  call_log::record(std::move(c));
+}
+}  // namespace
+
 std::int64_t Kernel::max_n() const {
   return abi_ >= 2 && k_->capabilities && k_->capabilities->max_n > 0 ? k_->capabilities->max_n : 0;
 }
@@ -388,7 +410,12 @@ std::vector<float> rows_to_rows(const Kernel& k, Op op, RowsToRows fn, DType t, 
   check_status(k, fn(k.raw().ctx, to_abi(t), &shape, dx, dy), op);
   st.fetch();
   check_gaps(k.name(), name_of(op), y0, res, in.rows, in.n, shape.out_stride);
-  return relayout(unpack(res), in.rows, in.n, shape.out_stride, in.stride);
+  std::vector<float> r = relayout(unpack(res), in.rows, in.n, shape.out_stride, in.stride);
+  if (call_log::recording())
+    record_rows(
+        op, t, in, shape, temperature,
+        {call_log::floats("out", {in.rows, in.n}, compact_rows(r, in.rows, in.n, in.stride))});
+  return r;
 }
 }  // namespace
 
@@ -436,7 +463,17 @@ std::vector<float> rows_backward(const Kernel& k, Op op, RowsBackward fn, DType 
   check_status(k, fn(k.raw().ctx, to_abi(t), &shape, py, pg, px), op);
   st.fetch();
   check_gaps(k.name(), name_of(op), x0, res, in.rows, in.n, shape.out_stride);
-  return relayout(unpack(res), in.rows, in.n, shape.out_stride, in.stride);
+  std::vector<float> r = relayout(unpack(res), in.rows, in.n, shape.out_stride, in.stride);
+  if (call_log::recording() && 2 * in.data.size() <= call_log::kMaxRecordedElements) {
+    call_log::Call c = call_log::rows_call(name_of(op), t, in.rows, in.n, in.stride,
+                                           shape.out_stride, in.in_place, temperature, in.data);
+    c.inputs[0].name = "y";
+    c.inputs.push_back(call_log::floats("dy", {in.rows, in.stride}, {dy.begin(), dy.end()}));
+    c.got.push_back(
+        call_log::floats("dx", {in.rows, in.n}, compact_rows(r, in.rows, in.n, in.stride)));
+    call_log::record(std::move(c));
+  }
+  return r;
 }
 }  // namespace
 
@@ -467,6 +504,9 @@ std::vector<float> Kernel::logsumexp(DType t, const RowBatch& in, double tempera
   auto* dl = static_cast<float*>(st.out(lse.data(), lse.size() * 4));
   check_status(*this, k_->logsumexp(k_->ctx, to_abi(t), &shape, dx, dl), Op::logsumexp);
   st.fetch();
+  if (call_log::recording())
+    record_rows(Op::logsumexp, t, in, shape, temperature,
+                {call_log::floats("lse", {in.rows}, lse)});
   return lse;
 }
 
@@ -486,6 +526,9 @@ std::vector<float> Kernel::entropy(DType t, const RowBatch& in, double temperatu
                     : nullptr;
   check_status(*this, k_->entropy(k_->ctx, to_abi(t), &shape, dx, dH, ds), Op::entropy);
   st.fetch();
+  if (call_log::recording())
+    record_rows(Op::entropy, t, in, shape, temperature,
+                {call_log::floats("entropy", {in.rows}, H)});
   return H;
 }
 
@@ -510,6 +553,12 @@ AdaptiveOutput Kernel::adaptive_softmax(DType t, const RowBatch& in, double temp
   st.fetch();
   check_gaps(name_, "adaptive_softmax", y0, res, in.rows, in.n, shape.out_stride);
   r.weights = relayout(unpack(res), in.rows, in.n, shape.out_stride, in.stride);
+  if (call_log::recording())
+    record_rows(Op::adaptive_softmax, t, in, shape, temperature,
+                {call_log::floats("out", {in.rows, in.n},
+                                  compact_rows(r.weights, in.rows, in.n, in.stride)),
+                 call_log::floats("beta", {in.rows}, r.beta),
+                 call_log::floats("entropy", {in.rows}, r.entropy)});
   return r;
 }
 

@@ -49,6 +49,7 @@
 // are never run, never errors, never passes, and each verdict names them.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <numbers>
 #include <cstring>
@@ -61,6 +62,7 @@
 #include "core/fp8.hpp"
 #include "kernels/naive/attention_v2.hpp"
 #include "properties/attention_v2_cases.hpp"
+#include "properties/inline_inputs.hpp"
 #include "properties/attention_v2_coverage.hpp"
 #include "properties/budgets.hpp"
 #include "properties/checks.hpp"
@@ -769,10 +771,20 @@ AttnType attn_type_of(DType t) {
                                : AttnType::float32;
 }
 
+// describe(p), then the inputs themselves when every tensor is small
+// (inline_inputs.hpp).
+std::string describe_inline(const V2Params& p, AttnType t) {
+  try {
+    return describe(p) + inline_inputs(materialise(p, t));
+  } catch (const std::exception&) {
+    return describe(p);
+  }
+}
+
 Verdict v2_verdict(const Run& run, const std::string& id, const Rule& rule, AttnType t,
                    const SlotResult<V2Params>& r, const NotApplicableLog& na) {
   Verdict v = slot_verdict<V2Params>(run, id, claim_of(id), rule, Op::attention_v2, DType::float32,
-                                     r, [](const V2Params& p) { return describe(p); });
+                                     r, [t](const V2Params& p) { return describe_inline(p, t); });
   v.dtype = name_of(t);
   if (r.cases_applicable == 0 && v.outcome == Outcome::skip)
     v.note = "not applicable: " + (na.count ? na.text() : std::string("no case applied"));

@@ -46,6 +46,7 @@
 #include "kernels/naive/backward.hpp"
 #include "properties/attention_backward_cases.hpp"
 #include "properties/budgets.hpp"
+#include "properties/inline_inputs.hpp"
 #include "properties/checks.hpp"
 #include "properties/suite_internal.hpp"
 #include "reference/attention_v2.hpp"
@@ -958,7 +959,16 @@ void run_attention_backward(const Run& run) {
       }
       Verdict v = slot_verdict<BwdParams>(
           run, ids[s], claim_of(ids[s]), rule_by_id(rule_ids[s]), Op::attention_backward, dt,
-          res[static_cast<std::size_t>(s)], [](const BwdParams& p) { return describe(p); });
+          res[static_cast<std::size_t>(s)], [t](const BwdParams& p) {
+            // The inputs inline when small (inline_inputs.hpp).
+            try {
+              std::vector<float> dout;
+              const AttentionCase c = make_case(p, t, &dout);
+              return describe(p) + inline_inputs(c, &dout);
+            } catch (const std::exception&) {
+              return describe(p);
+            }
+          });
       if (res[static_cast<std::size_t>(s)].cases_applicable == 0 && v.outcome == Outcome::skip)
         v.note = "not applicable: " + (na.count ? na.text() : std::string("no case applied"));
       else if (na.count)

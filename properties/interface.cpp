@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/call_log.hpp"
 #include "properties/budgets.hpp"
 #include "properties/checks.hpp"
 #include "properties/suite_internal.hpp"
@@ -145,6 +146,7 @@ void run_interface_sizes(const Run& run, Op op, DType t) {
   const auto sizes = interface_sizes(run.config.max_log2_n);
   Check worst;
   std::string worst_input, error, first_not_applicable;
+  std::vector<call_log::Call> worst_calls;  // the worst input's call (kernels/call_log.hpp)
   int calls = 0, not_applicable = 0;
   for (std::size_t i = 0; i < sizes.size() && error.empty(); ++i) {
     RowParams p;
@@ -168,6 +170,7 @@ void run_interface_sizes(const Run& run, Op op, DType t) {
     run.before(id, input);
     ++calls;
     std::vector<float> got, beta, H;
+    call_log::Capture capture;  // this input's call, for a case file
     try {
       switch (op) {
         case Op::softmax:
@@ -195,12 +198,15 @@ void run_interface_sizes(const Run& run, Op op, DType t) {
       error = e.what() + std::string(" (input: ") + input + ")";
       break;
     }
+    const std::vector<call_log::Call> calls = capture.take();
     auto record = [&](const Check& c) {
       const Check before = worst;
       worst.worst(c);  // a failure beats a pass, an outright failure a convention's
       if (worst.applicable &&
-          (!before.applicable || worst.ratio != before.ratio || worst.where != before.where))
+          (!before.applicable || worst.ratio != before.ratio || worst.where != before.where)) {
         worst_input = input;
+        worst_calls = calls;
+      }
     };
     for (std::int64_t r = 0; r < b.rows; ++r) {
       const auto row = b.row(r);
@@ -270,6 +276,7 @@ void run_interface_sizes(const Run& run, Op op, DType t) {
     v.counterexample =
         "seed=" + std::to_string(run.seed) + " " + worst_input + " ; at " + worst.where;
     v.worst_case = v.counterexample;
+    call_log::stash(v.counterexample, worst_calls);
     v.note = range + "; every element checked";
   } else {
     v.outcome = Outcome::pass;

@@ -17,6 +17,7 @@
 
 #include <rapidcheck.h>
 
+#include "kernels/call_log.hpp"
 #include "kernels/kernel.hpp"
 
 namespace sa::props::detail {
@@ -75,6 +76,9 @@ struct SlotResult {
   int cases_not_applicable = 0;
   std::string not_applicable;
   std::string error;  // a kernel error (exception text) on some case
+  // The kernel calls of the last evaluation of `failing` (kernels/call_log.hpp):
+  // what a case file replays.
+  std::vector<call_log::Call> calls;
   // Wall seconds of the whole search (cases, references, shrinking), split
   // evenly among its slots: the slots share every case, so each verdict the
   // search decides carries an equal part of its time (Verdict::seconds).
@@ -205,11 +209,13 @@ std::vector<SlotResult<P>> search(
     P p = s.value();
     if (extra_shrink && budget > 0) p = extra_shrink(p, fails, budget);
     out[k].failing = p;
+    call_log::Capture capture;
     try {
       auto cs = eval(p);
       if (k < cs.size() && cs[k].fails()) out[k].failing_check = cs[k];
     } catch (...) {
     }
+    out[k].calls = capture.take();
   }
   if (o.shrink_pool)
     *o.shrink_pool -=

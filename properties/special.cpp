@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 
+#include "kernels/call_log.hpp"
 #include "properties/budgets.hpp"
 #include "properties/suite_internal.hpp"
 #include "reference/attention.hpp"
@@ -75,14 +76,20 @@ void run_special(const Run& run, Op op, DType t) {
   std::string failing_input;
   std::string error;
   int count = 0;
+  // The kernel call of the row input being checked (row operations; the
+  // merges record none), and of the input of the worst check: what a case
+  // file replays (kernels/call_log.hpp).
+  std::vector<call_log::Call> calls, failing_calls;
   // The input of the worst check (a failing one beats any passing one), so
   // that the verdict names the input its measured value comes from.
   auto record = [&](const Check& c, const std::string& input) {
     const Check before = worst;
     worst.worst(c);
     if (!before.applicable || before.ratio != worst.ratio || before.where != worst.where ||
-        before.convention != worst.convention)
+        before.convention != worst.convention) {
       failing_input = input;
+      failing_calls = calls;
+    }
   };
   const auto def = k.adaptive_entropy() == SA_ENTROPY_PAPER_EPS ? ref::EntropyDefinition::paper_eps
                                                                 : ref::EntropyDefinition::shannon;
@@ -118,6 +125,7 @@ void run_special(const Run& run, Op op, DType t) {
           run.before(id, label);
           ++count;
           std::vector<float> got, beta, H;
+          call_log::Capture capture;
           switch (op) {
             case Op::softmax:
               got = k.softmax(t, b);
@@ -136,6 +144,7 @@ void run_special(const Run& run, Op op, DType t) {
               got = a.weights, beta = a.beta, H = a.entropy;
             }
           }
+          calls = capture.take();
           for (std::int64_t r = 0; r < b.rows; ++r) {
             const auto row = b.row(r);
             const std::vector<double> l(row.begin(), row.end());
@@ -377,6 +386,7 @@ void run_special(const Run& run, Op op, DType t) {
     v.outcome = Outcome::fail;
     v.counterexample = "fixed input \"" + failing_input + "\"; at " + worst.where;
     v.worst_case = v.counterexample;
+    call_log::stash(v.counterexample, failing_calls);
     if (!worst.convention.empty())
       v.note = "holds under the " + worst.convention +
                " convention, which the kernel does not declare (docs/conventions.md): a policy "

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "properties/reference_values.hpp"
+#include "kernels/call_log.hpp"
 #include "properties/suite_internal.hpp"
 #include "reference/mpfr.hpp"
 
@@ -52,6 +53,9 @@ void Run::emit(Verdict v) const {
   const auto now = std::chrono::steady_clock::now();
   if (std::isnan(v.seconds)) v.seconds = std::chrono::duration<double>(now - last_emit).count();
   last_emit = now;
+  // A failing verdict's recorded calls go to the case-file sink (kernels/call_log.hpp).
+  if (v.outcome == Outcome::fail && !v.counterexample.empty())
+    call_log::publish(v, call_log::claim(v.counterexample));
   if (observer && observer->on_verdict) observer->on_verdict(v);
   out.push_back(std::move(v));
 }

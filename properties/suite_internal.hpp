@@ -100,6 +100,7 @@ Verdict slot_verdict(const Run& run, const std::string& property, const std::str
       v.note +=
           (v.note.empty() ? "" : "; ") + undeclared_convention_note(r.failing_check.convention);
     v.worst_case = v.counterexample;
+    call_log::stash(v.counterexample, r.calls);
     return v;
   }
   // Cases outside the kernel's capabilities were not run (kernel.h): named.

@@ -10,15 +10,20 @@ name the kernel (an object, or "package.module:object"), or several:
 
 Collection runs nothing: each kernel becomes a collector
 `softmax_audit[<kernel>]` holding one test per property the spec runs (the
-suite's own list) and per gate check, e.g.
-`test_k.py::softmax_audit[fast]::differential.ulp`. The first test of a kernel
+suite's own list) and element type, and one per gate check, e.g.
+`test_k.py::softmax_audit[fast]::differential.ulp[float32]` and
+`...::gate.no_crash`; `-k float32` selects one type. The types are the
+options' `dtypes` (else float32, bfloat16 and float16), and for
+attention_v2.* also fp8_e4m3 and fp8_e5m2. The first test of a kernel
 that runs calls the gate once (isolated child processes, as `softmax-audit
-check`), restricted to the properties selected (`-k`, node ids); the others
-read that run. A test fails on any failing verdict of its property (every op
-and type; the claim, measured value, bound, rule and the shrunk counterexample
-as a torch.tensor literal), skips when all are not applicable, and fails when
-the run gave its property no verdict. A gate check the run did not report
-(e.g. no_crash with isolate=False) is a skip.
+check`), restricted to the properties and types selected (`-k`, node ids);
+the others read that run. A test fails on any failing verdict of its
+property and type (every op; the claim, measured value, bound, rule and the
+shrunk counterexample as a torch.tensor literal), skips when all are not
+applicable or the run checked that type for other types only (a type the
+kernel does not declare), and fails when the run gave its property no
+verdict at all. A gate check the run did not report (e.g. no_crash with
+isolate=False) is a skip.
 """
 import os
 
@@ -49,15 +54,33 @@ def _kernel_names(kernels):
     return out
 
 
+ROW_DTYPES = ("float32", "bfloat16", "float16")
+FP8_DTYPES = ("fp8_e4m3", "fp8_e5m2")
+
+
+def _dtypes_of(property, options):
+    """The element types a property's items are split by (none for gate checks)."""
+    given = options.get("dtypes")
+    row = [given] if isinstance(given, str) else list(given or ROW_DTYPES)
+    if property.startswith("attention_v2.") and not given:
+        return row + list(FP8_DTYPES)
+    return row
+
+
 class PropertyItem(pytest.Item):
-    def __init__(self, *, property, **kw):
+    def __init__(self, *, property, dtype=None, **kw):
         super().__init__(**kw)
         self.property = property
+        self.dtype = dtype
 
     def runtest(self):
         results = self.parent.results()
         self.user_properties.append(("seed", str(results.seed)))
-        mine = [v for v in results.verdicts if v.property == self.property]
+        of_property = [v for v in results.verdicts if v.property == self.property]
+        mine = [v for v in of_property if self.dtype is None or v.dtype == self.dtype]
+        if self.dtype is not None and not mine and of_property:
+            pytest.skip(f"{self.property}: the run checked no {self.dtype} (the kernel does not "
+                        "declare it, or the options leave it out)")
         if mine:
             self.add_report_section("call", "verdicts", "\n".join(
                 f"{v.op or '-'}/{v.dtype or '-'}: {v.outcome}" for v in mine))
@@ -107,7 +130,10 @@ class KernelCollector(pytest.Collector):
             raise self.CollectError(str(e)) from None
         self.gate_checks = _core.gate_checks()
         self.properties = properties
-        for p in properties + self.gate_checks:
+        for p in properties:
+            for t in _dtypes_of(p, self.options):
+                yield PropertyItem.from_parent(self, name=f"{p}[{t}]", property=p, dtype=t)
+        for p in self.gate_checks:
             yield PropertyItem.from_parent(self, name=p, property=p)
 
     def results(self):
@@ -116,11 +142,18 @@ class KernelCollector(pytest.Collector):
         if self._results is None:
             # This kernel's properties that the session runs (after -k and
             # deselection); when none but gate checks: the whole suite.
-            selected = [i.property for i in self.session.items
-                        if i.parent is self and i.property in self.properties]
+            mine = [i for i in self.session.items
+                    if i.parent is self and i.property in self.properties]
+            selected = sorted({i.property for i in mine})
             options = dict(self.options)
             if selected and len(selected) < len(self.properties):
                 options["properties"] = selected
+            # The types selected: the run is narrowed to them when they are
+            # row types (--dtype) and not every one of them.
+            types = sorted({i.dtype for i in mine if i.dtype})
+            every = set(_dtypes_of("", self.options))
+            if types and set(types) <= every and set(types) != every:
+                options["dtypes"] = types
             try:
                 self._results = softmax_audit.check(self.kernel, **options)
             except softmax_audit.UsageError as e:

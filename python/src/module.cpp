@@ -686,6 +686,7 @@ py::tuple run_main(std::vector<std::string> argv, py::object kernel, bool captur
   CLI::App app{"softmax-audit (Python package) — check a kernel with the property suite"};
   app.require_subcommand(1);
   sa::cli::add_check_command(app);
+  sa::cli::add_replay_command(app);
   std::vector<const char*> args;
   for (auto& s : argv) args.push_back(s.c_str());
   std::ostringstream captured;

@@ -372,3 +372,26 @@ class AttentionCausalOnlyD8(Attention):
 
 
 attention_causal_only_d8 = AttentionCausalOnlyD8()
+
+
+class RowBackward(Good):
+    """float32 softmax_backward in float32: dx = y (dy - sum(y dy)) / theta"""
+    name = "row-backward"
+    dtypes = ("float32",)
+
+    def softmax_backward(self, y, dy, temperature):
+        yf, df = y.float(), dy.float()
+        s = (yf * df).sum(-1, keepdim=True)
+        return ((yf * (df - s)) / temperature).to(y.dtype)
+
+
+class RowBackwardNoSum(RowBackward):
+    """softmax_backward bug: dx = y dy / theta (forgets the - sum(y dy) term)"""
+    name = "row-backward-no-sum"
+
+    def softmax_backward(self, y, dy, temperature):
+        return (y.float() * dy.float() / temperature).to(y.dtype)
+
+
+row_backward = RowBackward()
+row_backward_no_sum = RowBackwardNoSum()

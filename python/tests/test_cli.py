@@ -185,3 +185,4 @@ def test_an_environment_without_torch_is_one_line_exit_2_naming_its_interpreter(
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
     assert "No module named 'torch'" in lines[0] and str(python) in lines[0], lines[0]
+

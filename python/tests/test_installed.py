@@ -73,8 +73,8 @@ def test_pytest_loads_the_plugin_without_p(installed):
                        capture_output=True, text=True, env=env, cwd=work, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     names = {tc.get("name") for tc in ET.parse(junit).iter("testcase")}
-    assert "softmax_audit[Softmax]::differential.ulp" in names, sorted(names)
-    assert "softmax_audit[Softmax]::special.values" in names, sorted(names)
+    assert "softmax_audit[Softmax]::differential.ulp[float32]" in names, sorted(names)
+    assert "softmax_audit[Softmax]::special.values[float32]" in names, sorted(names)
 
 
 def test_installed_cli_checks_a_python_kernel(installed):

@@ -1,5 +1,6 @@
-"""The pytest plugin: one test per kernel and property, collected without running anything;
--k; several kernels per module; JUnit; tensor literals."""
+"""The pytest plugin: one test per kernel, property and element type, collected without
+running anything; -k (a property, a type); several kernels per module; JUnit; tensor
+literals."""
 import os
 import re
 import subprocess
@@ -78,10 +79,13 @@ def test_each_property_is_a_test_with_junit_and_a_literal(tmp_path):
     r = run_pytest(tmp_path, "-rA", f"--junitxml={junit}")
     assert r.returncode == 1, r.stdout + r.stderr  # the unshifted softmax fails
     names = junit_cases(junit)
-    assert "softmax_audit[unshifted]::differential.ulp" in names, sorted(names)
+    assert "softmax_audit[unshifted]::differential.ulp[float32]" in names, sorted(names)
+    assert "softmax_audit[unshifted]::differential.ulp[bfloat16]" in names, sorted(names)
     assert "softmax_audit[unshifted]::gate.no_crash" in names
     failed = [n for n, tc in names.items() if tc.find("failure") is not None]
-    assert "softmax_audit[unshifted]::differential.ulp" in failed
+    assert "softmax_audit[unshifted]::differential.ulp[float32]" in failed
+    # the kernel declares float32 only: its other types are skipped, never failed
+    assert "softmax_audit[unshifted]::differential.ulp[bfloat16]" not in failed
     assert "torch.tensor([[" in r.stdout and "dtype=torch.float32)" in r.stdout, r.stdout
     # the seed on every item, and one gate run for the module
     assert all('name="seed"' in ET.tostring(tc, encoding="unicode") for tc in names.values())
@@ -94,20 +98,39 @@ def test_collect_only_lists_the_suites_properties_and_calls_nothing(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert not (tmp_path / "called").exists() and checks(tmp_path) == []
     ids = re.findall(r"softmax_audit\[marking\]::(\S+)", r.stdout)
-    # The suite's own list (the CLI's `check --list`), then the gate's checks.
+    # The suite's own list (the CLI's `check --list`), each once per element type
+    # (attention_v2's with the fp8 types too), then the gate's checks.
     listing = subprocess.run([os.environ["SA_CLI"], "check", "--list"], capture_output=True,
                              text=True, check=True).stdout
     props = re.findall(r"^  (\S+)  — ", listing.split("distributions:")[0], re.M)
-    assert len(props) > 20 and ids[:len(props)] == props, (props, ids)
-    assert ids[len(props):] == _core.gate_checks() and "gate.coverage" in ids
+    types = ["float32", "bfloat16", "float16"]
+    want = [f"{p}[{t}]" for p in props
+            for t in types + (["fp8_e4m3", "fp8_e5m2"] if p.startswith("attention_v2.") else [])]
+    assert len(props) > 20 and ids[:len(want)] == want, (want, ids)
+    assert ids[len(want):] == _core.gate_checks() and "gate.coverage" in ids
 
 
 def test_k_runs_the_selected_properties_only(tmp_path):
     junit = tmp_path / "junit.xml"
     r = run_pytest(tmp_path, "-k", "ulp", f"--junitxml={junit}")
     assert r.returncode == 1, r.stdout + r.stderr
-    assert list(junit_cases(junit)) == ["softmax_audit[unshifted]::differential.ulp"]
+    assert list(junit_cases(junit)) == [f"softmax_audit[unshifted]::differential.ulp[{t}]"
+                                        for t in ("float32", "bfloat16", "float16")]
     assert checks(tmp_path) == [["differential.ulp"]]
+
+
+def test_k_selects_an_element_type(tmp_path):
+    junit = tmp_path / "junit.xml"
+    r = run_pytest(tmp_path, "-k", "ulp and float32", f"--junitxml={junit}",
+                   conftest=RECORDER.replace('kw.get("properties")',
+                                             '[kw.get("properties"), kw.get("dtypes")]'))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert list(junit_cases(junit)) == ["softmax_audit[unshifted]::differential.ulp[float32]"]
+    assert checks(tmp_path) == [[["differential.ulp"], ["float32"]]]
+    # "float16" is also a substring of "bfloat16": pytest's -k matches substrings.
+    r = run_pytest(tmp_path, "--collect-only", "-q", "-k", "float16 and not bfloat16")
+    ids = re.findall(r"::(softmax_audit\S+)", r.stdout)
+    assert len(ids) == 2 and all(i.endswith("[float16]") for i in ids), r.stdout
 
 
 def test_k_no_crash_runs_the_suite_for_the_gate_check(tmp_path):
@@ -136,14 +159,17 @@ def test_two_kernels_in_one_module(tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     cases = junit_cases(junit)
     failed = sorted(n for n, tc in cases.items() if tc.find("failure") is not None)
-    assert sorted(cases) == sorted(f"softmax_audit[{k}]::{p}" for k in ("good", "bad")
-                                   for p in ("differential.ulp", "special.values")), sorted(cases)
-    assert failed == ["softmax_audit[bad]::differential.ulp", "softmax_audit[bad]::special.values"]
+    types = ("float32", "bfloat16", "float16")
+    assert sorted(cases) == sorted(f"softmax_audit[{k}]::{p}[{t}]" for k in ("good", "bad")
+                                   for p in ("differential.ulp", "special.values")
+                                   for t in types), sorted(cases)
+    assert failed == ["softmax_audit[bad]::differential.ulp[float32]",
+                      "softmax_audit[bad]::special.values[float32]"]
     assert checks(tmp_path) == [None, None]  # every property selected: the spec's run
     # -k on the kernel and the property together
     r = run_pytest(tmp_path, "--collect-only", "-q", "-k", "good and ulp", kernels=kernels)
     assert re.findall(r"::(softmax_audit\S+)", r.stdout) == [
-        "softmax_audit[good]::differential.ulp"], r.stdout
+        f"softmax_audit[good]::differential.ulp[{t}]" for t in types], r.stdout
 
 
 def test_a_property_without_a_verdict_fails(tmp_path):
@@ -157,8 +183,9 @@ def test_a_property_without_a_verdict_fails(tmp_path):
                    kernels="import sa_test_kernels\nsoftmax_audit_kernel = sa_test_kernels.good",
                    conftest=drop)
     assert r.returncode == 1, r.stdout + r.stderr
-    (tc,) = junit_cases(junit).values()
-    assert "the run gave no verdict" in ET.tostring(tc, encoding="unicode"), r.stdout
+    tcs = list(junit_cases(junit).values())
+    assert len(tcs) == 3 and all(
+        "the run gave no verdict" in ET.tostring(tc, encoding="unicode") for tc in tcs), r.stdout
 
 
 def test_check_runs_only_the_named_properties():

@@ -35,7 +35,15 @@ endforeach()
 if(NOT EXISTS ${WORK}/prefix/share/doc/softmax-audit/LICENSE)
   message(FATAL_ERROR "the license is not installed (share/doc/softmax-audit/LICENSE)")
 endif()
-message(STATUS "installed files: headers under include/softmax_audit/ only, no CUDA, license: ok")
+# The man page and shell completions, generated from the CLI's tables (cli/completion.cpp).
+foreach(f share/man/man1/softmax-audit.1 share/bash-completion/completions/softmax-audit
+          share/zsh/vendor-completions/_softmax-audit)
+  if(NOT EXISTS ${WORK}/prefix/${f})
+    message(FATAL_ERROR "not installed: ${f} (the man page and completions of cli/CMakeLists.txt)")
+  endif()
+endforeach()
+message(STATUS "installed files: headers under include/softmax_audit/ only, no CUDA, license, "
+               "man page and completions: ok")
 step("configure consumer" ${CMAKE_COMMAND} -S ${SRC}/examples/consumer -B ${WORK}/build -G Ninja
      -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${WORK}/prefix)
 step("build consumer" ${CMAKE_COMMAND} --build ${WORK}/build -j2)
