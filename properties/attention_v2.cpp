@@ -684,6 +684,14 @@ Check finite_mask_row(const AttentionCase& c, const AttentionResultV2& o, std::s
   const std::int64_t Lk = c.len_k(b.seq);
   const std::int64_t hk = c.kv_head(static_cast<std::int64_t>(row) % c.heads_q);
   Check worst = make_check(0.0, 0.0, where + ": every key masked, finite mask");
+  // With ieee_special_values also declared, NaN is allowed here too (PyTorch's
+  // composition: -inf masks, so 0/0 for such a row, and masked values read
+  // through 0 * v in P V).
+  if (active_conventions().ieee_special_values) {
+    bool nan = !o.lse.empty() && std::isnan(o.lse[row]);
+    for (std::int64_t x = 0; x < c.dv; ++x) nan = nan || std::isnan(o.out[row * c.dv + x]);
+    if (nan) return make_check(0.0, 0.0, where + ": every key masked, NaN (ieee_special_values)");
+  }
   if (!o.lse.empty() && std::isnan(o.lse[row]))
     worst.worst(make_check(INFINITY, 0.0, where + " lse: NaN with every key masked"));
   if (Lk == 0) {  // no key at all: nothing to weight, kernel.h's zeros

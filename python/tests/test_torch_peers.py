@@ -36,13 +36,16 @@ REQUIRED_FAIL = {("special.values", op, t) for op in ("softmax", "log_softmax")
 # logsumexp returns bfloat16 where kernel.h's lse is float32; float16 requested
 # and not run is gate.coverage's `incomplete`.
 ALLOWED_FAIL = {"special.values", "gate.no_nan_output", "differential.ulp",
-                "gate.coverage", "attention_v2.rounding"}
+                "gate.coverage", "attention_v2.rounding", "metamorphic.sum_to_one"}
 # What PyTorch gets right, checked to pass:
 REQUIRED_PASS = {("differential.ulp", "logsumexp", "float32"),
                  ("special.values", "logsumexp", "float32"),
-                 ("metamorphic.sum_to_one", "softmax", "float32"),
-                 ("metamorphic.sum_to_one", "softmax", "bfloat16"),
                  ("gate.no_crash", "", ""), ("gate.in_bounds", "", ""), ("gate.no_hang", "", "")}
+# Sums to one everywhere but on the rows holding +inf that a seed may draw
+# (its special distribution), whose NaN must then be named as the
+# ieee_special_values convention.
+PASS_OR_IEEE = {("metamorphic.sum_to_one", "softmax", "float32"),
+                ("metamorphic.sum_to_one", "softmax", "bfloat16")}
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +68,8 @@ def test_named_differences_and_passes(results):
     for t in ("float32", "bfloat16"):
         v = got[("attention_v2.rounding", "attention_v2", t)]
         assert v.passed or "ieee_special_values" in v.describe(), v.describe()
+    for k in PASS_OR_IEEE:
+        assert k in got and (got[k].passed or "ieee_special_values" in got[k].describe()), k
     not_passed = [k for k in REQUIRED_PASS if k not in got or not got[k].passed]
     assert not not_passed, "\n\n".join(got[k].describe() if k in got else str(k)
                                          for k in not_passed)
