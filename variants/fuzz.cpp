@@ -557,6 +557,9 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
   r.origin = v.origin;
   r.citation = v.citation;
   r.not_claimed = v.not_claimed;
+  r.in2_kind = v.in2_kind;
+  r.in2 = v.in2;
+  r.scalar_output = v.scalar_output;
   const auto props = fuzz_properties(cfg);
   auto info = [&](const std::string& id) {
     for (const auto& p : props)
@@ -571,9 +574,12 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
   // The weight properties (sums, [0, 1], monotonicity) are n/a for a variant
   // whose output is one number per row (variant.h SA_OUT_SCALAR).
   auto weights_only = [&](const std::string& id, const std::function<Check()>& body) {
-    if (v.scalar_output)
-      return skip(v, info(id), "n/a: the output is one number per row (" + v.formula +
-                                   "), not weights");
+    if (v.scalar_output) {
+      Verdict n = skip(v, info(id), "n/a: the output is one number per row (" + v.formula +
+                                        "), not weights");
+      n.rule = Rule{"n/a.scalar_output", "variant.h SA_OUT_SCALAR: no weights to hold to it"};
+      return n;
+    }
     return run_property(v, info(id), NAN, exact, cfg, body);
   };
 
@@ -904,6 +910,7 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
     vd.dtype = "float64";
     if (v.scalar_output) {
       vd = skip(v, pi, "n/a: the output is one number per row, not weights");
+      vd.rule = Rule{"n/a.scalar_output", "variant.h SA_OUT_SCALAR: no largest weight to sweep"};
       r.cells.push_back(vd);
       continue;
     }
@@ -990,6 +997,7 @@ std::string cell_text(const VariantResult& r, const Verdict& v) {
   const bool claimed = claims(r, v);
   if (v.property.rfind("dispersion", 0) == 0) {
     if (v.outcome == Outcome::error) return "error";
+    if (v.outcome == Outcome::skip && v.note.rfind("n/a", 0) == 0) return "n/a";
     std::string cls = v.note.find("measured to_zero") != std::string::npos  ? "->0"
                       : v.note.find("measured to_one") != std::string::npos ? "->1"
                                                                             : "";
@@ -1131,7 +1139,8 @@ nlohmann::json to_json(const Matrix& m) {
   nlohmann::json j;
   j["format"] = "softmax-audit-variants";
   // 2: seed as a string, non-finite numbers as "NaN"/"Infinity"/"-Infinity";
-  // 3: the streamable column, per row "citation" and "streamable", "legend".
+  // 3: the streamable column, per row "citation" and "streamable", "legend";
+  //    later, additively: an optional per-row "in2" (two-row variants, variant.h ABI 3).
   j["version"] = 3;
   j["legend"] = legend();
   j["config"] = {{"cases", m.config.cases}, {"seed", std::to_string(m.config.seed)},
@@ -1153,6 +1162,10 @@ nlohmann::json to_json(const Matrix& m) {
                           {"seconds", r.seconds}};
     // The largest weight against n for each gap: the curve behind each
     // dispersion cell (does the top item stay sharp as n grows?).
+    if (r.in2_kind != In2Kind::none)
+      row["in2"] = {{"kind", name_of(r.in2_kind)},
+                    {"meaning", r.in2},
+                    {"scalar_output", r.scalar_output}};
     row["dispersion"] = nlohmann::json::array();
     for (const auto& c : r.curves)
       row["dispersion"].push_back({{"gap", c.gap},
