@@ -6,6 +6,8 @@
 // build; a malformed version-3 struct is refused with a message naming it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -101,6 +103,37 @@ TEST(TwoRow, Version2BuildOfTheExamplePluginLoadsAndFuzzesAsBefore) {
       EXPECT_EQ(m2.rows[r].cells[k].outcome, m3.rows[r].cells[k].outcome)
           << m2.rows[r].cells[k].property;
   }
+}
+
+// The fuzzer moves the second row as its kind says: e^{a_i} / (sum e^a + sum e^b)
+// is invariant under a shift of both rows but not of the first alone, so the same
+// formula keeps shift invariance declared as a second logit row (shifted with the
+// first) and lacks it declared as per-key data (never shifted).
+Variant joint_softmax(In2Kind kind) {
+  Variant v;
+  v.name = std::string("joint_softmax_") + name_of(kind);
+  v.formula = "e^{a_i} / (sum e^a + sum e^b)";
+  v.in2_kind = kind;
+  v.in2 = "b";
+  auto f = [](auto a, auto b, auto o) {
+    double m = -INFINITY, s = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) m = std::max({m, double(a[i]), double(b[i])});
+    for (std::size_t i = 0; i < a.size(); ++i) s += std::exp(a[i] - m) + std::exp(b[i] - m);
+    for (std::size_t i = 0; i < a.size(); ++i) o[i] = std::exp(a[i] - m) / s;
+  };
+  v.kernel32_2 = f;
+  v.eval64_2 = f;
+  v.reference_name = "float64";
+  v.reference_unit_roundoff = 0x1p-53;
+  return v;
+}
+
+TEST(TwoRow, SecondLogitRowIsShiftedWithTheFirstPerKeyDataIsNot) {
+  const auto logits = fuzz_variant(joint_softmax(In2Kind::logits), quick());
+  const auto per_key = fuzz_variant(joint_softmax(In2Kind::per_key), quick());
+  EXPECT_EQ(cell(logits, "shift_invariance")->outcome, Outcome::pass)
+      << describe(*cell(logits, "shift_invariance"));
+  EXPECT_EQ(cell(per_key, "shift_invariance")->outcome, Outcome::fail);
 }
 
 int dummy_f2(const float*, const float*, int64_t, float*, void*) { return 0; }
