@@ -1193,7 +1193,8 @@ Variant asentmax_variant() {
   };
   v.citation =
       "Vasylenko, Pitorro, Martins & Treviso, Long-Context Generalization with Sparse Attention "
-      "(ICLR 2026, arXiv 2506.16640); scale form delta + beta (log n)^gamma with delta = gamma = 1, "
+      "(ICLR 2026, arXiv 2506.16640); scale form delta + beta (log n)^gamma with delta = gamma = "
+      "1, "
       "alpha = 1.5 ASSUMED from a third-party implementation, beta learned there (0.5 here)";
   v.stream = not_streamable(
       "tau solves sum (c z/2 - tau)_+^2 = 1 over the whole row (c depends on n too); no "
@@ -1426,7 +1427,8 @@ Variant laser_variant() {
   };
   v.f32_bound_rule =
       "LASER: rel(T/S) <= 2n + 6 + spread_l + spread_v/2, log 2 spread_v, m_v + log u/2 |o| "
-      "(rounded up: 2n + 8 + 2 spread_l + 3 spread_v + max|v|)";
+      "(rounded up: 2n + 8 + 2 spread_l + 3 spread_v + max|v|); assumes T does not underflow, "
+      "true while spread_l + spread_v <= 87 (docs/variants.md: beyond, T is subnormal)";
   v.citation =
       "Duvvuri & Dhillon 2025, LASER: attention with exponential transformation (arXiv id not "
       "recalled); one value dimension; the paper's log-weighted-sum-exp trick for the stable "

@@ -93,8 +93,7 @@ std::size_t out_n(const Variant& v, std::size_t n) { return v.scalar_output ? 1 
 Input gen_input(const Variant& v, int max_n) {
   Input in;
   in.l = gen_row(max_n);
-  if (two_row(v))
-    in.l2 = *rc::gen::container<std::vector<double>>(in.l.size(), logit_gen());
+  if (two_row(v)) in.l2 = *rc::gen::container<std::vector<double>>(in.l.size(), logit_gen());
   return in;
 }
 
@@ -105,7 +104,9 @@ std::string fmt_in(const Input& in) {
   return s;
 }
 
-bool has_reference(const Variant& v) { return two_row(v) ? bool(v.reference_2) : bool(v.reference); }
+bool has_reference(const Variant& v) {
+  return two_row(v) ? bool(v.reference_2) : bool(v.reference);
+}
 
 std::vector<Mp> reference(const Variant& v, const Input& in) {
   return two_row(v) ? v.reference_2(in.l, in.l2) : v.reference(in.l);
@@ -575,8 +576,8 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
   // whose output is one number per row (variant.h SA_OUT_SCALAR).
   auto weights_only = [&](const std::string& id, const std::function<Check()>& body) {
     if (v.scalar_output) {
-      Verdict n = skip(v, info(id), "n/a: the output is one number per row (" + v.formula +
-                                        "), not weights");
+      Verdict n = skip(v, info(id),
+                       "n/a: the output is one number per row (" + v.formula + "), not weights");
       n.rule = Rule{"n/a.scalar_output", "variant.h SA_OUT_SCALAR: no weights to hold to it"};
       return n;
     }
@@ -663,8 +664,7 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
     if (v.scalar_output)
       d = std::abs(to_d(q[0] - p[0]));  // one number per row: invariant
     else
-      for (std::size_t k = 0; k < l.size(); ++k)
-        d = std::max(d, std::abs(to_d(q[k] - p[perm[k]])));
+      for (std::size_t k = 0; k < l.size(); ++k) d = std::max(d, std::abs(to_d(q[k] - p[perm[k]])));
     Check c;
     c.measured = d;
     c.ok = d <= tol(v, l);
@@ -1163,9 +1163,8 @@ nlohmann::json to_json(const Matrix& m) {
     // The largest weight against n for each gap: the curve behind each
     // dispersion cell (does the top item stay sharp as n grows?).
     if (r.in2_kind != In2Kind::none)
-      row["in2"] = {{"kind", name_of(r.in2_kind)},
-                    {"meaning", r.in2},
-                    {"scalar_output", r.scalar_output}};
+      row["in2"] = {
+          {"kind", name_of(r.in2_kind)}, {"meaning", r.in2}, {"scalar_output", r.scalar_output}};
     row["dispersion"] = nlohmann::json::array();
     for (const auto& c : r.curves)
       row["dispersion"].push_back({{"gap", c.gap},

@@ -200,8 +200,8 @@ Variant two_row_from_c_abi(const sa_variant& c, Variant v, const std::string& or
                             std::span<float> out) {
     if (cp->forward2_f32(l.data(), l2.data(), static_cast<int64_t>(l.size()), out.data(),
                          cp->ctx) != 0)
-      throw std::runtime_error("variant '" + name + "': forward2_f32 rejected a row of n = " +
-                               std::to_string(l.size()));
+      throw std::runtime_error("variant '" + name +
+                               "': forward2_f32 rejected a row of n = " + std::to_string(l.size()));
   };
   if (c.forward2_f64) {
     v.eval64_2 = [cp, name](std::span<const double> l, std::span<const double> l2,
@@ -212,7 +212,7 @@ Variant two_row_from_c_abi(const sa_variant& c, Variant v, const std::string& or
                                  std::to_string(l.size()));
     };
     v.reference_2 = [f = v.eval64_2, scalar = v.scalar_output](std::span<const double> l,
-                                                                std::span<const double> l2) {
+                                                               std::span<const double> l2) {
       std::vector<double> p(scalar ? 1 : l.size());
       f(l, l2, p);
       return std::vector<ref::Mp>(p.begin(), p.end());

@@ -116,8 +116,7 @@ struct Variant {
   bool scalar_output = false;
   std::function<void(std::span<const float> l, std::span<const float> l2, std::span<float> out)>
       kernel32_2;
-  std::function<void(std::span<const double> l, std::span<const double> l2,
-                     std::span<double> out)>
+  std::function<void(std::span<const double> l, std::span<const double> l2, std::span<double> out)>
       eval64_2;
   std::function<std::vector<ref::Mp>(std::span<const double> l, std::span<const double> l2)>
       reference_2;

@@ -147,8 +147,7 @@ typedef struct sa_variant {
    * (SA_OUT_WEIGHTS) or 1 (SA_OUT_SCALAR). */
   int (*forward2_f32)(const float* logits, const float* in2, int64_t n, float* out, void* ctx);
   /* Reference in float64 (optional), as forward_f64. */
-  int (*forward2_f64)(const double* logits, const double* in2, int64_t n, double* out,
-                      void* ctx);
+  int (*forward2_f64)(const double* logits, const double* in2, int64_t n, double* out, void* ctx);
   /* Bound on max_i |forward2_f32 - exact| in units of 2^-24 (optional; NULL:
    * the generic softmax bound of the first row plus that of the second). */
   double (*f32_error_bound2)(const double* logits, const double* in2, int64_t n, void* ctx);

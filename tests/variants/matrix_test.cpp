@@ -219,8 +219,7 @@ void TwoRowVariantsAsVariantsMdSays() {
   // softmax is shift invariant and both rows move together, so shift, permutation,
   // monotonicity (in A1) and continuity hold; with A2 uniform it disperses (T1).
   EXPECT_EQ(outcome("diff_l0.5", "sum_to_one"), Outcome::fail);
-  EXPECT_NE(cell(row("diff_l0.5"), "sum_to_one")->counterexample.find("in2 = "),
-            std::string::npos);
+  EXPECT_NE(cell(row("diff_l0.5"), "sum_to_one")->counterexample.find("in2 = "), std::string::npos);
   EXPECT_EQ(outcome("diff_l0.5", "bounded_01"), Outcome::fail);
   for (const auto* p : {"sum_at_most_one", "shift_invariance", "permutation_equivariance",
                         "monotonicity", "continuity", "special.neg_inf_mask"})
@@ -231,8 +230,8 @@ void TwoRowVariantsAsVariantsMdSays() {
   for (const auto* p : {"sum_to_one", "sum_at_most_one", "bounded_01", "monotonicity",
                         "dispersion_g0.5", "dispersion_g3"})
     EXPECT_EQ(outcome("laser", p), Outcome::skip) << p;
-  for (const auto* p : {"shift_invariance", "permutation_equivariance", "continuity",
-                        "special.neg_inf_mask"})
+  for (const auto* p :
+       {"shift_invariance", "permutation_equivariance", "continuity", "special.neg_inf_mask"})
     EXPECT_EQ(outcome("laser", p), Outcome::pass) << p;
   for (const auto& n : {"diff_l0.5", "selective", "laser"}) {
     EXPECT_EQ(streamable_word(row(n)), "not supplied") << n;

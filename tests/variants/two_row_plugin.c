@@ -204,9 +204,8 @@ static const sa_variant variants[] = {
     {V3_HEAD("two_select_no_relu", "softmax(l - ReLU(s)), kernel without the ReLU"), NO_ONE_ROW,
      NO_STREAM, "s: selection logits", SA_IN2_PER_KEY, SA_OUT_WEIGHTS, select_no_relu_f32,
      select_f64, select_bound},
-    {V3_HEAD("two_laser_mask_v", "log sum p_j e^{v_j}, masked values leak"), NO_ONE_ROW,
-     NO_STREAM, "v: a value per key", SA_IN2_PER_KEY, SA_OUT_SCALAR, laser_mask_v_f32, laser_f64,
-     laser_bound},
+    {V3_HEAD("two_laser_mask_v", "log sum p_j e^{v_j}, masked values leak"), NO_ONE_ROW, NO_STREAM,
+     "v: a value per key", SA_IN2_PER_KEY, SA_OUT_SCALAR, laser_mask_v_f32, laser_f64, laser_bound},
 };
 
 #if defined(__GNUC__)
