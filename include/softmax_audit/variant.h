@@ -103,7 +103,8 @@ typedef struct sa_variant {
   int32_t wrong_formulation;
   const char* wrong_of; /* name of the variant it mis-states, or NULL */
 
-  /* The kernel under test: float32 weights of one row. Required. */
+  /* The kernel under test: float32 weights of one row. Required, except for a
+   * version-3 variant with a second row (in2), which supplies forward2_f32. */
   int (*forward_f32)(const float* logits, int64_t n, float* weights, void* ctx);
   /* A reference in float64 (optional, NULL if none): the fuzzer checks the
    * mathematical properties on it and holds forward_f32 to it within
