@@ -47,6 +47,9 @@ int run_fuzz(const FuzzOptions& o) {
                 << (v->citation.empty() ? std::string("none given") : v->citation)
                 << "\n    streamable: " << name_of(v->stream.kind);
       if (v->stream.kind == StreamKind::no) std::cout << " (" << v->stream.note << ")";
+      if (v->in2_kind != In2Kind::none)
+        std::cout << "\n    second row (" << name_of(v->in2_kind) << "): " << v->in2
+                  << (v->scalar_output ? "\n    output: one number per row" : "");
       std::cout << "\n";
     }
     return 0;

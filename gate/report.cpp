@@ -627,6 +627,11 @@ VariantMatrix load_variants(const std::string& path) {
     row.wrong_of = sget(r, "wrong_of", "");
     row.citation = sget(r, "citation", "");
     row.streamable = sget(r, "streamable", "");
+    // A two-row variant (variant.h ABI 3): say what its second row is next to the formula.
+    if (r.contains("in2") && r["in2"].is_object())
+      row.formula += " [second row (" + sget(r["in2"], "kind", "?") +
+                     "): " + sget(r["in2"], "meaning", "") +
+                     (bget(r["in2"], "scalar_output") ? "; one output per row" : "") + "]";
     if (r.contains("dispersion") && r["dispersion"].is_array())
       for (const auto& d : r["dispersion"]) {
         if (!d.is_object() || !d.contains("log2_n") || !d.contains("top_weight") ||

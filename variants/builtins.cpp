@@ -1136,5 +1136,306 @@ Variant fox_variant() {
 }
 SA_REGISTER_VARIANT(fox, fox_variant());
 
+// ---- ASEntmax (adaptive-scalable entmax) ----------------------------------------------------
+// alpha-entmax of length-scaled logits, entmax_alpha((delta + beta (ln n)^gamma) l). The paper
+// (Vasylenko, Pitorro, Martins & Treviso, ICLR 2026, arXiv 2506.16640) learns beta per query
+// (softplus of a projection of the query); delta, gamma and alpha here are ASSUMED (alpha = 1.5,
+// delta = 1, gamma = 1, as a third-party implementation states them; not checked against the
+// paper) and beta = 1/2 is chosen: docs/variants.md says what is assumed.
+constexpr double kAsBeta = 0.5, kAsDelta = 1.0, kAsGamma = 1.0;
+
+// The entmax15 bisection bound (entmax_variant above) on logits l.
+double entmax15_bound(std::span<const double> l) {
+  const double n = static_cast<double>(l.size()), a = max_abs_finite(l) / 2.0;
+  const double D = 2.0 * (a + 1.0) + n + 4.0;
+  return (2.0 * std::sqrt(n) + 2.0) * D + 2.0 * (2.0 * a + 1.0) + n + 7.0;
+}
+
+template <class R>
+R as_scale(std::size_t live) {
+  using std::log;
+  using std::pow;
+  const R ln = live > 1 ? R(log(R(static_cast<double>(live)))) : R(0);
+  return R(kAsDelta) + R(kAsBeta) * (kAsGamma == 1.0 ? ln : R(pow(ln, R(kAsGamma))));
+}
+
+Variant asentmax_variant() {
+  Variant v = make("asentmax_b0.5",
+                   "1.5-entmax((delta + beta (ln n)^gamma) l), n = unmasked items; beta = 0.5 "
+                   "chosen, delta = 1, gamma = 1, alpha = 1.5 assumed",
+                   [](auto z, auto p) {
+                     using R = typename decltype(p)::value_type;
+                     const auto info = F::inspect<R>(z);
+                     const R c = as_scale<R>(info.live);
+                     std::vector<R> s(z.begin(), z.end());
+                     for (auto& x : s)
+                       if (!F::is_minf(x) && !F::is_pinf(x) && !F::is_nan(x)) x *= c;
+                     F::entmax15<R>(s, p, std::is_same_v<R, Mp>);
+                   });
+  // c = delta + beta ln n in float: ln faithful (2u), times beta (exact, 1/2), plus delta (u):
+  // c errs by <= 3u relatively; the product c l adds u: every argument carries <= 4u |c l_i|.
+  // 1.5-entmax's Jacobian (diag(s) - s s^T / sum s) / 2, s_i = sqrt(p_i) on the support, has
+  // infinity norm <= max s_i <= 1, so argument errors add 4 max|c l|; the bisection bound is
+  // entmax15's on the scaled logits.
+  v.f32_bound = [](std::span<const double> l) {
+    const double c = as_scale<double>(static_cast<std::size_t>(live_count(l)));
+    std::vector<double> z(l.begin(), l.end());
+    for (auto& x : z) x *= c;
+    return entmax15_bound(z) + 4.0 * max_abs_finite(z);
+  };
+  v.f32_bound_rule =
+      "1.5-entmax bisection bound on the scaled logits + 4u argument error (Jacobian norm <= 1)";
+  v.predict = [](double g) {
+    return std::optional<Prediction>(Prediction{
+        Dispersion::to_one,
+        "1.5-entmax is one-hot once the scaled gap (1 + beta ln n) g >= 2, i.e. for n >= "
+        "e^{(2/g - 1)/beta} (403 at g = 0.5, beta = 0.5): every g > 0 sharpens"});
+  };
+  v.citation =
+      "Vasylenko, Pitorro, Martins & Treviso, Long-Context Generalization with Sparse Attention "
+      "(ICLR 2026, arXiv 2506.16640); scale form delta + beta (log n)^gamma with delta = gamma = "
+      "1, "
+      "alpha = 1.5 ASSUMED from a third-party implementation, beta learned there (0.5 here)";
+  v.stream = not_streamable(
+      "tau solves sum (c z/2 - tau)_+^2 = 1 over the whole row (c depends on n too); no "
+      "fixed-size state of a chunk determines the merged tau");
+  return v;
+}
+SA_REGISTER_VARIANT(asentmax, asentmax_variant());
+
+// ---- two-row variants (variant.h ABI 3) -------------------------------------------------------
+// Their MPFR references are written here, apart from formulas.hpp, so that the
+// reference shares no code with the float32 kernels it judges.
+
+// Softmax of one row in MPFR: NaN -> all NaN, all masked -> zeros, +inf items share the mass.
+std::vector<Mp> ref_softmax(std::span<const double> z) {
+  std::vector<Mp> p(z.size(), Mp(0));
+  std::size_t live = 0, pinf = 0;
+  double m = -INFINITY;
+  for (double x : z) {
+    if (std::isnan(x)) return std::vector<Mp>(z.size(), Mp(NAN));
+    if (x == -INFINITY) continue;
+    ++live;
+    if (x == INFINITY) ++pinf;
+    m = std::max(m, x);
+  }
+  if (live == 0) return p;
+  if (pinf > 0) {
+    for (std::size_t i = 0; i < z.size(); ++i)
+      if (z[i] == INFINITY) p[i] = Mp(1) / Mp(static_cast<double>(pinf));
+    return p;
+  }
+  Mp sum(0);
+  for (std::size_t i = 0; i < z.size(); ++i)
+    if (z[i] != -INFINITY) {
+      p[i] = exp(Mp(z[i]) - Mp(m));
+      sum += p[i];
+    }
+  for (auto& x : p) x /= sum;
+  return p;
+}
+
+double pmax_softmax(std::span<const double> z) {
+  std::vector<double> q(z.size());
+  F::softmax<double>(z, q);
+  return pmax_of(q);
+}
+
+// ---- differential attention ------------------------------------------------------------------
+// Ye et al. 2024: softmax(A1) - lambda softmax(A2), two logit rows over the same keys. lambda is
+// learned in the paper (re-parametrised; lambda_init = 0.8 - 0.6 exp(-0.3 (layer - 1)), recalled);
+// lambda = 1/2 is chosen here (exact in float32, so lambda * p2 is exact).
+constexpr double kDiffLambda = 0.5;
+
+template <class R>
+void diff_attention(std::span<const R> a1, std::span<const R> a2, std::span<R> out) {
+  std::vector<R> p1(a1.size()), p2(a2.size());
+  F::softmax<R>(a1, p1);
+  F::softmax<R>(a2, p2);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = p1[i] - R(kDiffLambda) * p2[i];
+}
+
+Variant diff_variant() {
+  Variant v;
+  v.name = "diff_l0.5";
+  v.formula = "softmax(A1)_i - lambda softmax(A2)_i, lambda = 0.5 (A2: the second row)";
+  v.in2_kind = In2Kind::logits;
+  v.in2 = "A2, the second logit row of the differential pair (same keys, masked with A1)";
+  v.kernel32_2 = [](std::span<const float> a, std::span<const float> b, std::span<float> o) {
+    diff_attention<float>(a, b, o);
+  };
+  v.eval64_2 = [](std::span<const double> a, std::span<const double> b, std::span<double> o) {
+    diff_attention<double>(a, b, o);
+  };
+  v.reference_2 = [](std::span<const double> a, std::span<const double> b) {
+    auto p1 = ref_softmax(a);
+    const auto p2 = ref_softmax(b);
+    for (std::size_t i = 0; i < p1.size(); ++i) p1[i] -= Mp(kDiffLambda) * p2[i];
+    return p1;
+  };
+  // T7 for each softmax (lambda times the second: lambda * p2 is exact), plus the
+  // subtraction's rounding u/2 |out| <= u/2.
+  v.f32_bound_2 = [](std::span<const double> a, std::span<const double> b) {
+    return softmax_bound(a, 0.0, pmax_softmax(a)) +
+           kDiffLambda * softmax_bound(b, 0.0, pmax_softmax(b)) + 0.5;
+  };
+  v.f32_bound_rule = "T7(A1) + lambda T7(A2) + the subtraction's rounding";
+  v.dispersion_in2 = 1.0;  // A2 uniform over the sweep's keys (its base logit)
+  v.predict = [](double) {
+    return std::optional<Prediction>(Prediction{
+        Dispersion::to_zero, "T1 on softmax(A1); with A2 uniform the top weight is p1 - lambda/n"});
+  };
+  v.citation =
+      "Ye et al. 2024, Differential Transformer (ICLR 2025, arXiv 2410.05258); lambda learned "
+      "there (lambda_init = 0.8 - 0.6 e^{-0.3 (layer - 1)}, recalled), 0.5 chosen here";
+  return v;
+}
+SA_REGISTER_VARIANT(diff_attention, diff_variant());
+
+// ---- selective attention -----------------------------------------------------------------------
+// Leviathan et al. 2024: softmax_j(l_j - F_ij), F_ij = sum_{k<i} ReLU(s_kj), s the selection
+// logits of earlier queries k. The second row is s for a single earlier query (the paper's F for
+// query i = 1), or an already accumulated F (>= 0, where the ReLU is the identity).
+template <class R>
+void selective(std::span<const R> l, std::span<const R> s, std::span<R> out) {
+  std::vector<R> z(l.begin(), l.end());
+  for (std::size_t i = 0; i < z.size(); ++i) {
+    using std::max;
+    z[i] = l[i] - max(R(0), s[i]);  // -inf, +inf and NaN pass through (s is finite)
+  }
+  F::softmax<R>(z, out);
+}
+
+Variant selective_variant() {
+  Variant v;
+  v.name = "selective";
+  v.formula = "softmax_j(l_j - ReLU(s_j)) (s: the second row)";
+  v.in2_kind = In2Kind::per_key;
+  v.in2 =
+      "s: selection logits of an earlier query for each key, or the accumulated F_ij = "
+      "sum_{k<i} ReLU(s_kj) (>= 0)";
+  v.kernel32_2 = [](std::span<const float> a, std::span<const float> b, std::span<float> o) {
+    selective<float>(a, b, o);
+  };
+  v.eval64_2 = [](std::span<const double> a, std::span<const double> b, std::span<double> o) {
+    selective<double>(a, b, o);
+  };
+  v.reference_2 = [](std::span<const double> a, std::span<const double> b) {
+    std::vector<double> z(a.begin(), a.end());
+    for (std::size_t i = 0; i < z.size(); ++i)
+      if (std::isfinite(z[i])) z[i] -= std::max(0.0, b[i]);  // exact: both on the 2^-6 grid
+    return ref_softmax(z);
+  };
+  // z = l - ReLU(s): one rounding (r = 1); T7 on z.
+  v.f32_bound_2 = [](std::span<const double> a, std::span<const double> b) {
+    std::vector<double> z(a.begin(), a.end());
+    for (std::size_t i = 0; i < z.size(); ++i)
+      if (std::isfinite(z[i])) z[i] -= std::max(0.0, b[i]);
+    return softmax_bound(z, 1.0, pmax_softmax(z));
+  };
+  v.f32_bound_rule = "T7 on l - ReLU(s) + its one argument rounding";
+  v.dispersion_in2 = 0.0;  // no selection: softmax
+  v.predict = [](double) {
+    return std::optional<Prediction>(
+        Prediction{Dispersion::to_zero, "T1: with no selection (s = 0) it is softmax"});
+  };
+  v.citation =
+      "Leviathan, Kalman & Matias 2024, Selective Attention Improves Transformer (arXiv "
+      "2410.02703, id not checked); the paper's exemptions (the first token, a token masking "
+      "itself) recalled, not modelled: the second row is taken as given";
+  return v;
+}
+SA_REGISTER_VARIANT(selective, selective_variant());
+
+// ---- LASER -------------------------------------------------------------------------------------
+// Duvvuri & Dhillon 2025: attention in exponentiated value space, o = log sum_j p_j e^{v_j},
+// p = softmax(l), for one value dimension v (the second row). Computed as the brief of issue 36
+// states it: o = m_v + log(T / S), S = sum e^{l_j - m}, T = sum e^{l_j - m} e^{v_j - m_v}
+// (T / S = sum p_j e^{v_j - m_v}). Masked keys are absent; a fully masked row gives 0; +inf
+// logits share the mass (o = log of the mean of e^{v_j} over them).
+template <class R>
+void laser(std::span<const R> l, std::span<const R> v, std::span<R> out) {
+  using std::exp;
+  using std::log;
+  const auto info = F::inspect<R>(l);
+  if (info.nan) {
+    out[0] = F::nan_of<R>();
+    return;
+  }
+  if (info.live == 0) {
+    out[0] = R(0);
+    return;
+  }
+  const bool pinf = info.pinf > 0;
+  auto in = [&](std::size_t j) { return pinf ? F::is_pinf(l[j]) : !F::is_minf(l[j]); };
+  R mv = -F::inf_of<R>();
+  for (std::size_t j = 0; j < l.size(); ++j)
+    if (in(j) && v[j] > mv) mv = v[j];
+  R S(0), T(0);
+  for (std::size_t j = 0; j < l.size(); ++j) {
+    if (!in(j)) continue;
+    const R e = pinf ? R(1) : R(exp(R(l[j] - info.max_finite)));
+    S += e;
+    T += e * R(exp(R(v[j] - mv)));
+  }
+  out[0] = mv + R(log(R(T / S)));
+}
+
+Variant laser_variant() {
+  Variant v;
+  v.name = "laser";
+  v.formula = "log sum_j softmax(l)_j e^{v_j} = m_v + log sum_j p_j e^{v_j - m_v} (v: second row)";
+  v.in2_kind = In2Kind::per_key;
+  v.scalar_output = true;
+  v.in2 = "v: one value dimension, a value per key (the output is one number per row)";
+  v.kernel32_2 = [](std::span<const float> a, std::span<const float> b, std::span<float> o) {
+    laser<float>(a, b, o);
+  };
+  v.eval64_2 = [](std::span<const double> a, std::span<const double> b, std::span<double> o) {
+    laser<double>(a, b, o);
+  };
+  // Reference: log sum e^{l_j + v_j - M} - log sum e^{l_j - M} in MPFR (an identity of the
+  // definition, evaluated without the kernel's m_v split).
+  v.reference_2 = [](std::span<const double> a, std::span<const double> b) {
+    std::size_t live = 0, pinf = 0;
+    double m = -INFINITY;
+    for (double x : a) {
+      if (std::isnan(x)) return std::vector<Mp>{Mp(NAN)};
+      if (x == -INFINITY) continue;
+      ++live;
+      if (x == INFINITY) ++pinf;
+      m = std::max(m, x);
+    }
+    if (live == 0) return std::vector<Mp>{Mp(0)};
+    Mp S(0), T(0);
+    for (std::size_t j = 0; j < a.size(); ++j) {
+      if (pinf ? a[j] != INFINITY : a[j] == -INFINITY) continue;
+      const Mp arg = pinf ? Mp(0) : Mp(a[j]) - Mp(m);
+      S += exp(arg);
+      T += exp(arg + Mp(b[j]));
+    }
+    return std::vector<Mp>{log(T) - log(S)};
+  };
+  // First order, in u, rounded up (docs/variants.md, "Two-row variants"): S's terms carry the
+  // exp (2u) and argument (spread_l/2 u) errors, T's also e^{v - m_v} (2u + spread_v/2 u) and a
+  // product (u); n - 1 additions each; the quotient u: rel(T/S) <= 2n + 6 + spread_l +
+  // spread_v/2. log's absolute error is that plus 2u |log(T/S)| <= 2 spread_v u; adding m_v
+  // rounds by u/2 |o| <= max|v|/2.
+  v.f32_bound_2 = [](std::span<const double> a, std::span<const double> b) {
+    const double n = static_cast<double>(a.size());
+    return 2.0 * n + 8.0 + 2.0 * spread(a) + 3.0 * spread(b) + max_abs_finite(b);
+  };
+  v.f32_bound_rule =
+      "LASER: rel(T/S) <= 2n + 6 + spread_l + spread_v/2, log 2 spread_v, m_v + log u/2 |o| "
+      "(rounded up: 2n + 8 + 2 spread_l + 3 spread_v + max|v|); assumes T does not underflow, "
+      "true while spread_l + spread_v <= 87 (docs/variants.md: beyond, T is subnormal)";
+  v.citation =
+      "Duvvuri & Dhillon 2025, LASER: attention with exponential transformation (arXiv id not "
+      "recalled); one value dimension; the paper's log-weighted-sum-exp trick for the stable "
+      "form recalled, not checked";
+  return v;
+}
+SA_REGISTER_VARIANT(laser, laser_variant());
+
 }  // namespace
 }  // namespace sa::variants

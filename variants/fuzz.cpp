@@ -81,18 +81,57 @@ std::string fmt_vec(const std::vector<T>& v) {
 }
 
 // ---------------------------------------------------------------- evaluation
+// One fuzzed input: the row of logits and, for a two-row variant (variant.h
+// ABI 3), the second row of the same length drawn from the same grid.
+struct Input {
+  std::vector<double> l, l2;
+};
+
+bool two_row(const Variant& v) { return v.in2_kind != In2Kind::none; }
+std::size_t out_n(const Variant& v, std::size_t n) { return v.scalar_output ? 1 : n; }
+
+Input gen_input(const Variant& v, int max_n) {
+  Input in;
+  in.l = gen_row(max_n);
+  if (two_row(v)) in.l2 = *rc::gen::container<std::vector<double>>(in.l.size(), logit_gen());
+  return in;
+}
+
+// "l = [...]" and, for a two-row variant, ", in2 = [...]".
+std::string fmt_in(const Input& in) {
+  std::string s = "l = " + fmt_row(in.l);
+  if (!in.l2.empty()) s += ", in2 = " + fmt_row(in.l2);
+  return s;
+}
+
+bool has_reference(const Variant& v) {
+  return two_row(v) ? bool(v.reference_2) : bool(v.reference);
+}
+
+std::vector<Mp> reference(const Variant& v, const Input& in) {
+  return two_row(v) ? v.reference_2(in.l, in.l2) : v.reference(in.l);
+}
+
 // What the mathematical properties run on: the variant's reference (MPFR for
 // built-ins) or, failing that, its float64 evaluation.
-std::vector<Mp> math(const Variant& v, std::span<const double> l) {
-  if (v.reference) return v.reference(l);
-  std::vector<double> p(l.size());
-  v.eval64(l, p);
+std::vector<Mp> math(const Variant& v, const Input& in) {
+  if (has_reference(v)) return reference(v, in);
+  std::vector<double> p(out_n(v, in.l.size()));
+  if (two_row(v))
+    v.eval64_2(in.l, in.l2, p);
+  else
+    v.eval64(in.l, p);
   return {p.begin(), p.end()};
 }
 
-std::vector<float> kernel(const Variant& v, std::span<const double> l) {
-  std::vector<float> lf(l.begin(), l.end()), p(l.size());
-  v.kernel32(lf, p);
+std::vector<float> kernel(const Variant& v, const Input& in) {
+  std::vector<float> lf(in.l.begin(), in.l.end()), p(out_n(v, in.l.size()));
+  if (two_row(v)) {
+    const std::vector<float> l2f(in.l2.begin(), in.l2.end());
+    v.kernel32_2(lf, l2f, p);
+  } else {
+    v.kernel32(lf, p);
+  }
   return p;
 }
 
@@ -349,7 +388,10 @@ DispersionCurve dispersion_curve(const Variant& v, double gap, const FuzzConfig&
     const std::size_t n = std::size_t{1} << k;
     std::vector<double> l(n, config.base), p(n);
     l[n - 1] = config.base + gap;
-    v.eval64(l, p);
+    if (v.in2_kind != In2Kind::none)
+      v.eval64_2(l, std::vector<double>(n, v.dispersion_in2), p);
+    else
+      v.eval64(l, p);
     c.log2_n.push_back(k);
     c.top_weight.push_back(p[n - 1]);
   }
@@ -385,6 +427,13 @@ namespace {
 // "no: why" / "not supplied".
 Verdict stream_cell(const Variant& v, const PropertyInfo& info, const FuzzConfig& cfg) {
   const Stream& st = v.stream;
+  if (two_row(v)) {
+    Verdict s = skip(v, info,
+                     "not supplied: streaming with a second row is not in the interface "
+                     "(variant.h ABI 3: state_push carries one row)");
+    s.rule = Rule{"streamable.not_supplied", "two-row variant: nothing to check"};
+    return s;
+  }
   if (st.kind == StreamKind::not_supplied) {
     Verdict s = skip(v, info, "not supplied: the variant has no streaming state");
     s.rule = Rule{"streamable.not_supplied", "no state/push/merge given: nothing to check"};
@@ -468,14 +517,14 @@ Verdict stream_cell(const Variant& v, const PropertyInfo& info, const FuzzConfig
       return c;
     }
     if (bitwise) {
-      const auto k = kernel(v, l);
+      const auto k = kernel(v, Input{l, {}});
       const std::size_t d = bits_differing(p, k);
       c.measured = static_cast<double>(d);
       c.ok = d == 0;
       det << d << " weight" << (d == 1 ? "" : "s") << " differ from the whole-row kernel: streamed "
           << fmt_vec(p) << ", whole row " << fmt_vec(k);
     } else {
-      const auto q = math(v, l);
+      const auto q = math(v, Input{l, {}});
       double err = 0;
       for (std::size_t k = 0; k < l.size(); ++k) {
         const double e =
@@ -509,6 +558,9 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
   r.origin = v.origin;
   r.citation = v.citation;
   r.not_claimed = v.not_claimed;
+  r.in2_kind = v.in2_kind;
+  r.in2 = v.in2;
+  r.scalar_output = v.scalar_output;
   const auto props = fuzz_properties(cfg);
   auto info = [&](const std::string& id) {
     for (const auto& p : props)
@@ -520,90 +572,119 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
       "mathematical identity checked on the reference; tolerance 2^10 (n+2) u_ref max(1,|l|) "
       "covers only the reference's own rounding"};
   const int N = cfg.max_n;
+  // The weight properties (sums, [0, 1], monotonicity) are n/a for a variant
+  // whose output is one number per row (variant.h SA_OUT_SCALAR).
+  auto weights_only = [&](const std::string& id, const std::function<Check()>& body) {
+    if (v.scalar_output) {
+      Verdict n = skip(v, info(id),
+                       "n/a: the output is one number per row (" + v.formula + "), not weights");
+      n.rule = Rule{"n/a.scalar_output", "variant.h SA_OUT_SCALAR: no weights to hold to it"};
+      return n;
+    }
+    return run_property(v, info(id), NAN, exact, cfg, body);
+  };
 
-  r.cells.push_back(run_property(v, info("sum_to_one"), NAN, exact, cfg, [&] {
-    const auto l = gen_row(N);
+  r.cells.push_back(weights_only("sum_to_one", [&] {
+    const auto in = gen_input(v, N);
+    const auto& l = in.l;
     Mp s(0);
-    for (const auto& x : math(v, l)) s += x;
+    for (const auto& x : math(v, in)) s += x;
     Check c;
     c.measured = std::abs(to_d(s - 1));
     c.ok = c.measured <= tol(v, l);
-    c.input = "l = " + fmt_row(l);
+    c.input = fmt_in(in);
     c.detail = "sum = " + std::to_string(to_d(s));
     return c;
   }));
-  r.cells.push_back(run_property(v, info("sum_at_most_one"), NAN, exact, cfg, [&] {
-    const auto l = gen_row(N);
+  r.cells.push_back(weights_only("sum_at_most_one", [&] {
+    const auto in = gen_input(v, N);
+    const auto& l = in.l;
     Mp s(0);
-    for (const auto& x : math(v, l)) s += x;
+    for (const auto& x : math(v, in)) s += x;
     Check c;
     c.measured = to_d(s - 1);
     c.ok = c.measured <= tol(v, l);
-    c.input = "l = " + fmt_row(l);
+    c.input = fmt_in(in);
     c.detail = "sum = " + std::to_string(to_d(s));
     return c;
   }));
-  r.cells.push_back(run_property(v, info("bounded_01"), NAN, exact, cfg, [&] {
-    const auto l = gen_row(N);
-    const auto p = math(v, l);
+  r.cells.push_back(weights_only("bounded_01", [&] {
+    const auto in = gen_input(v, N);
+    const auto& l = in.l;
+    const auto p = math(v, in);
     double worst = 0;
     for (const auto& x : p) worst = std::max({worst, to_d(-x), to_d(x - 1)});
     Check c;
     c.measured = worst;
     c.ok = !(worst > tol(v, l));
-    c.input = "l = " + fmt_row(l);
+    c.input = fmt_in(in);
     c.detail = "p = " + fmt_vec(p);
     return c;
   }));
   r.cells.push_back(run_property(v, info("shift_invariance"), NAN, exact, cfg, [&] {
-    const auto l = gen_row(N);
+    const auto in = gen_input(v, N);
+    const auto& l = in.l;
     const double shift =
         zigzag(pick(rc::gen::inRange(0, 41))) + pick(rc::gen::inRange(0, 64)) / 64.0;
-    std::vector<double> ls(l);
+    Input shifted(in);
+    std::vector<double>& ls = shifted.l;
     for (auto& x : ls) x += shift;  // exact: both are multiples of 2^-6 below 2^6
-    const auto p = math(v, l), q = math(v, ls);
+    // A second logit row moves with the first (variant.h SA_IN2_LOGITS).
+    if (v.in2_kind == In2Kind::logits)
+      for (auto& x : shifted.l2) x += shift;
+    const auto p = math(v, in), q = math(v, shifted);
     double d = 0;
     for (std::size_t i = 0; i < p.size(); ++i) d = std::max(d, std::abs(to_d(p[i] - q[i])));
     Check c;
     c.measured = d;
     c.ok = d <= tol(v, ls) * (1 + std::abs(shift));
     std::ostringstream os;
-    os << "l = " << fmt_row(l) << ", c = " << shift;
+    os << fmt_in(in) << ", c = " << shift;
     c.input = os.str();
     c.detail = "p(l) = " + fmt_vec(p) + ", p(l+c) = " + fmt_vec(q);
     return c;
   }));
   r.cells.push_back(run_property(v, info("permutation_equivariance"), NAN, exact, cfg, [&] {
-    const auto l = gen_row(N);
+    const auto in = gen_input(v, N);
+    const auto& l = in.l;
     const auto keys = pick(rc::gen::container<std::vector<int>>(
         l.size(), rc::gen::inRange(0, static_cast<int>(l.size()))));
     std::vector<std::size_t> perm(l.size());
     std::iota(perm.begin(), perm.end(), 0);
     std::stable_sort(perm.begin(), perm.end(),
                      [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
-    std::vector<double> lp(l.size());
-    for (std::size_t k = 0; k < l.size(); ++k) lp[k] = l[perm[k]];
-    const auto p = math(v, l), q = math(v, lp);
+    Input permuted(in);
+    std::vector<double>& lp = permuted.l;
+    for (std::size_t k = 0; k < l.size(); ++k) {
+      lp[k] = l[perm[k]];
+      if (two_row(v)) permuted.l2[k] = in.l2[perm[k]];  // the second row moves with its key
+    }
+    const auto p = math(v, in), q = math(v, permuted);
     double d = 0;
-    for (std::size_t k = 0; k < l.size(); ++k) d = std::max(d, std::abs(to_d(q[k] - p[perm[k]])));
+    if (v.scalar_output)
+      d = std::abs(to_d(q[0] - p[0]));  // one number per row: invariant
+    else
+      for (std::size_t k = 0; k < l.size(); ++k) d = std::max(d, std::abs(to_d(q[k] - p[perm[k]])));
     Check c;
     c.measured = d;
     c.ok = d <= tol(v, l);
     std::ostringstream os;
-    os << "l = " << fmt_row(l) << ", pi = [";
+    os << fmt_in(in) << ", pi = [";
     for (std::size_t k = 0; k < perm.size(); ++k) os << (k ? ", " : "") << perm[k];
-    os << "], l[pi] = " << fmt_row(lp);
+    os << "], permuted: " << fmt_in(permuted);
     c.input = os.str();
     c.detail = "p(l) = " + fmt_vec(p) + ", p(permuted) = " + fmt_vec(q);
     return c;
   }));
-  r.cells.push_back(run_property(v, info("monotonicity"), NAN, exact, cfg, [&] {
-    const auto l = gen_row(N);
+  r.cells.push_back(weights_only("monotonicity", [&] {
+    const auto in = gen_input(v, N);
+    const auto& l = in.l;
     const auto i = pick_index(l.size());
     const double d = (1 + pick(rc::gen::inRange(0, 256))) / 64.0;
-    std::vector<double> lr(l);
+    Input raised(in);
+    std::vector<double>& lr = raised.l;
     lr[i] += d;
-    const auto p = math(v, l), q = math(v, lr);
+    const auto p = math(v, in), q = math(v, raised);
     double worst = to_d(p[i] - q[i]);
     for (std::size_t j = 0; j < l.size(); ++j)
       if (j != i) worst = std::max(worst, to_d(q[j] - p[j]));
@@ -611,7 +692,7 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
     c.measured = std::max(worst, 0.0);
     c.ok = worst <= tol(v, lr);
     std::ostringstream os;
-    os << "l = " << fmt_row(l) << ", raise l[" << i << "] by " << d;
+    os << fmt_in(in) << ", raise l[" << i << "] by " << d;
     c.input = os.str();
     c.detail = "p before = " + fmt_vec(p) + ", after = " + fmt_vec(q);
     return c;
@@ -622,19 +703,20 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
                                       "2^-20 under a 2^-30 perturbation; a jump "
                                       "discontinuity does not shrink with the perturbation"},
                                  cfg, [&] {
-                                   const auto l = gen_row(N);
+                                   const auto in = gen_input(v, N);
+                                   const auto& l = in.l;
                                    // A quarter of the cases move every logit up (finds steep spots
                                    // at thresholds such as softpick's 0); the rest use random signs
                                    // (break ties).
                                    auto signs = pick_flags(l.size());
                                    if (pick(rc::gen::inRange(0, 4)) == 0)
                                      std::fill(signs.begin(), signs.end(), false);
-                                   std::vector<double> lp(l);
+                                   Input moved(in);
                                    for (std::size_t k = 0; k < l.size(); ++k)
-                                     lp[k] += signs[k] ? -0x1p-30 : 0x1p-30;
-                                   const auto p = math(v, l), q = math(v, lp);
+                                     moved.l[k] += signs[k] ? -0x1p-30 : 0x1p-30;
+                                   const auto p = math(v, in), q = math(v, moved);
                                    double d = 0;
-                                   for (std::size_t k = 0; k < l.size(); ++k)
+                                   for (std::size_t k = 0; k < p.size(); ++k)
                                      d = std::max(d, std::abs(to_d(q[k] - p[k])));
                                    Check c;
                                    c.measured = d;
@@ -643,12 +725,12 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
                                    if (!c.ok) {
                                      // Tell a jump from a steep slope: at 2^-50 a continuous
                                      // function's change shrinks by ~2^20, a jump's does not.
-                                     std::vector<double> lq(l);
+                                     Input lq(in);
                                      for (std::size_t k = 0; k < l.size(); ++k)
-                                       lq[k] += signs[k] ? -0x1p-50 : 0x1p-50;
+                                       lq.l[k] += signs[k] ? -0x1p-50 : 0x1p-50;
                                      const auto r2 = math(v, lq);
                                      double d2 = 0;
-                                     for (std::size_t k = 0; k < l.size(); ++k)
+                                     for (std::size_t k = 0; k < p.size(); ++k)
                                        d2 = std::max(d2, std::abs(to_d(r2[k] - p[k])));
                                      std::ostringstream ks;
                                      if (d2 > d / 64)
@@ -659,7 +741,7 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
                                      kind = ks.str();
                                    }
                                    std::ostringstream os;
-                                   os << "l = " << fmt_row(l) << ", perturbation 2^-30 * [";
+                                   os << fmt_in(in) << ", perturbation 2^-30 * [";
                                    for (std::size_t k = 0; k < l.size(); ++k)
                                      os << (k ? ", " : "") << (signs[k] ? "-1" : "+1");
                                    os << "]";
@@ -674,32 +756,40 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
            "include/softmax_audit/variant.h: -inf is a mask; exp(-inf) = 0 etc. add exact zeros, "
            "so only a reordering of exact terms may differ: <= 2 float32 ulps apart"},
       cfg, [&] {
-        const auto l = gen_row(N);
+        const auto in = gen_input(v, N);
+        const auto& l = in.l;
         auto masked = pick_flags(l.size());
         masked[pick_index(l.size())] = true;
-        std::vector<double> lm(l), reduced;
+        // A masked key is absent from both rows: a second logit row is masked
+        // with the first, per-key data keeps its (ignored) value; the reduced
+        // input drops the key from both.
+        Input lm(in), reduced;
         for (std::size_t k = 0; k < l.size(); ++k) {
-          if (masked[k])
-            lm[k] = -std::numeric_limits<double>::infinity();
-          else
-            reduced.push_back(l[k]);
+          if (masked[k]) {
+            lm.l[k] = -std::numeric_limits<double>::infinity();
+            if (v.in2_kind == In2Kind::logits) lm.l2[k] = -std::numeric_limits<double>::infinity();
+          } else {
+            reduced.l.push_back(l[k]);
+            if (two_row(v)) reduced.l2.push_back(in.l2[k]);
+          }
         }
         const auto p = kernel(v, lm);
         Check c;
-        c.input = "l = " + fmt_row(lm);
+        c.input = fmt_in(lm);
         c.detail = "kernel = " + fmt_vec(p);
         double worst = 0;
-        for (std::size_t k = 0; k < l.size(); ++k)
-          if (masked[k] && !(p[k] == 0.0f)) worst = std::numeric_limits<double>::infinity();
-        if (reduced.empty()) {
+        if (!v.scalar_output)
+          for (std::size_t k = 0; k < l.size(); ++k)
+            if (masked[k] && !(p[k] == 0.0f)) worst = std::numeric_limits<double>::infinity();
+        if (reduced.l.empty()) {
           for (float x : p)
             if (!(x == 0.0f)) worst = std::numeric_limits<double>::infinity();
         } else {
           const auto q = kernel(v, reduced);
           c.detail += ", kernel without the masked items = " + fmt_vec(q);
           std::size_t j = 0;
-          for (std::size_t k = 0; k < l.size(); ++k) {
-            if (masked[k]) continue;
+          for (std::size_t k = 0; k < p.size(); ++k) {
+            if (!v.scalar_output && masked[k]) continue;
             const auto apart = ref::ulps_apart(DType::float32, p[k], q[j++]);
             worst = std::max(worst, apart == INT64_MAX ? std::numeric_limits<double>::infinity()
                                                        : static_cast<double>(apart));
@@ -713,15 +803,16 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
       v, info("special.nan"), 0,
       Rule{"special.nan", "include/softmax_audit/variant.h: NaN anywhere -> the whole row NaN"},
       cfg, [&] {
-        auto l = gen_row(N);
+        auto in = gen_input(v, N);
+        auto& l = in.l;
         const auto i = pick_index(l.size());
         l[i] = std::numeric_limits<double>::quiet_NaN();
-        const auto p = kernel(v, l);
+        const auto p = kernel(v, in);
         Check c;
         c.measured = static_cast<double>(
             std::count_if(p.begin(), p.end(), [](float x) { return !std::isnan(x); }));
         c.ok = c.measured == 0;
-        c.input = "l = " + fmt_row(l);
+        c.input = fmt_in(in);
         c.detail = "kernel = " + fmt_vec(p);
         return c;
       }));
@@ -734,26 +825,31 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
            "StableMax's 1/(1-x) or a power x^2); 2^-20 covers the float32 rounding of weights of a "
            "row of n <= 16"},
       cfg, [&] {
-        auto l = gen_row(N);
+        auto in = gen_input(v, N);
+        auto& l = in.l;
         auto flags = pick_flags(l.size());
         flags[pick_index(l.size())] = true;
-        std::vector<double> big(l);
+        Input big(in);
         for (std::size_t k = 0; k < l.size(); ++k)
           if (flags[k]) {
             l[k] = std::numeric_limits<double>::infinity();
-            big[k] = 0x1p60;
+            big.l[k] = 0x1p60;
+            if (v.in2_kind == In2Kind::logits) {  // +inf in both logit rows
+              in.l2[k] = std::numeric_limits<double>::infinity();
+              big.l2[k] = 0x1p60;
+            }
           }
-        const auto p = kernel(v, l);
+        const auto p = kernel(v, in);
         Check c;
-        c.input = "l = " + fmt_row(l);
+        c.input = fmt_in(in);
         c.detail = "kernel = " + fmt_vec(p);
         double worst = 0;
         for (float x : p)
           if (std::isnan(x)) worst = std::numeric_limits<double>::infinity();
-        if (v.reference) {
-          const auto q = v.reference(big);
+        if (has_reference(v)) {
+          const auto q = reference(v, big);
           c.detail += ", reference at 2^60 = " + fmt_vec(q);
-          for (std::size_t k = 0; k < l.size(); ++k) {
+          for (std::size_t k = 0; k < p.size(); ++k) {
             const double qk = to_d(q[k]);
             if (qk >= 0x1p10 && p[k] >= 0x1p10f) continue;  // both diverge with the logit
             const double d = std::abs(static_cast<double>(p[k]) - qk);
@@ -764,24 +860,25 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
         c.ok = worst <= 0x1p-20;
         return c;
       }));
-  if (!v.reference || !v.f32_bound) {
+  if (!has_reference(v) || !(two_row(v) ? bool(v.f32_bound_2) : bool(v.f32_bound))) {
     r.cells.push_back(
         skip(v, info("f32_vs_reference"), "the variant has no reference to compare with"));
   } else {
     double worst_err = 0, worst_bound = 0;
     Verdict vd = run_property(
         v, info("f32_vs_reference"), 1.0, Rule{"variant.f32_bound", v.f32_bound_rule}, cfg, [&] {
-          const auto l = gen_row(N);
-          const auto p = kernel(v, l);
-          const auto q = v.reference(l);
+          const auto in = gen_input(v, N);
+          const auto& l = in.l;
+          const auto p = kernel(v, in);
+          const auto q = reference(v, in);
           double err = 0;
-          for (std::size_t k = 0; k < l.size(); ++k) {
+          for (std::size_t k = 0; k < p.size(); ++k) {
             const double e = std::isnan(p[k]) || to_d(q[k]) != to_d(q[k])
                                  ? (std::isnan(p[k]) && to_d(q[k]) != to_d(q[k]) ? 0.0 : INFINITY)
                                  : std::abs(to_d(Mp(static_cast<double>(p[k])) - q[k])) / kU32;
             err = std::max(err, e);
           }
-          const double B = v.f32_bound(l);
+          const double B = two_row(v) ? v.f32_bound_2(l, in.l2) : v.f32_bound(l);
           Check c;
           c.measured = B > 0 ? err / B : (err > 0 ? INFINITY : 0.0);
           c.ok = err <= B;
@@ -792,7 +889,7 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
           std::ostringstream os;
           os << "max error " << err << " u (u = 2^-24), bound " << B
              << " u; kernel = " << fmt_vec(p) << ", reference = " << fmt_vec(q);
-          c.input = "l = " + fmt_row(l);
+          c.input = fmt_in(in);
           c.detail = os.str();
           return c;
         });
@@ -811,6 +908,12 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
     vd.kernel = v.name;
     vd.op = "variant";
     vd.dtype = "float64";
+    if (v.scalar_output) {
+      vd = skip(v, pi, "n/a: the output is one number per row, not weights");
+      vd.rule = Rule{"n/a.scalar_output", "variant.h SA_OUT_SCALAR: no largest weight to sweep"};
+      r.cells.push_back(vd);
+      continue;
+    }
     try {
       const auto curve = dispersion_curve(v, g, cfg);
       r.curves.push_back(curve);
@@ -894,6 +997,7 @@ std::string cell_text(const VariantResult& r, const Verdict& v) {
   const bool claimed = claims(r, v);
   if (v.property.rfind("dispersion", 0) == 0) {
     if (v.outcome == Outcome::error) return "error";
+    if (v.outcome == Outcome::skip && v.note.rfind("n/a", 0) == 0) return "n/a";
     std::string cls = v.note.find("measured to_zero") != std::string::npos  ? "->0"
                       : v.note.find("measured to_one") != std::string::npos ? "->1"
                                                                             : "";
@@ -1035,7 +1139,8 @@ nlohmann::json to_json(const Matrix& m) {
   nlohmann::json j;
   j["format"] = "softmax-audit-variants";
   // 2: seed as a string, non-finite numbers as "NaN"/"Infinity"/"-Infinity";
-  // 3: the streamable column, per row "citation" and "streamable", "legend".
+  // 3: the streamable column, per row "citation" and "streamable", "legend";
+  //    later, additively: an optional per-row "in2" (two-row variants, variant.h ABI 3).
   j["version"] = 3;
   j["legend"] = legend();
   j["config"] = {{"cases", m.config.cases}, {"seed", std::to_string(m.config.seed)},
@@ -1057,6 +1162,9 @@ nlohmann::json to_json(const Matrix& m) {
                           {"seconds", r.seconds}};
     // The largest weight against n for each gap: the curve behind each
     // dispersion cell (does the top item stay sharp as n grows?).
+    if (r.in2_kind != In2Kind::none)
+      row["in2"] = {
+          {"kind", name_of(r.in2_kind)}, {"meaning", r.in2}, {"scalar_output", r.scalar_output}};
     row["dispersion"] = nlohmann::json::array();
     for (const auto& c : r.curves)
       row["dispersion"].push_back({{"gap", c.gap},

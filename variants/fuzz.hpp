@@ -56,6 +56,9 @@ struct VariantResult {
   std::string origin;
   std::string citation;
   std::vector<std::string> not_claimed;  // Variant::not_claimed
+  In2Kind in2_kind = In2Kind::none;      // Variant::in2_kind (two-row variants)
+  std::string in2;                       // Variant::in2
+  bool scalar_output = false;            // Variant::scalar_output
   std::vector<Verdict> cells;            // one per fuzz_properties() entry, same order
   std::vector<DispersionCurve> curves;   // the dispersion sweep behind each dispersion cell
   double seconds = 0;

@@ -37,11 +37,27 @@ const char* name_of(StreamKind k) {
   return "?";
 }
 
+const char* name_of(In2Kind k) {
+  switch (k) {
+    case In2Kind::none:
+      return "none";
+    case In2Kind::logits:
+      return "logits";
+    case In2Kind::per_key:
+      return "per_key";
+  }
+  return "?";
+}
+
 bool Registry::add(Variant v) {
   if (v.name.empty()) throw std::invalid_argument("variant registry: a variant has an empty name");
-  if (!v.kernel32)
+  if (v.in2_kind != In2Kind::none) {
+    if (!v.kernel32_2 || !v.eval64_2)
+      throw std::invalid_argument("variant registry: two-row variant '" + v.name +
+                                  "' needs kernel32_2 and eval64_2");
+  } else if (!v.kernel32)
     throw std::invalid_argument("variant registry: variant '" + v.name + "' has no float32 kernel");
-  if (!v.eval64)
+  if (v.in2_kind == In2Kind::none && !v.eval64)
     throw std::invalid_argument("variant registry: variant '" + v.name +
                                 "' has no float64 evaluation");
   if (find(v.name))
@@ -153,6 +169,95 @@ Stream stream_from_c_abi(const sa_variant& c, const std::string& origin) {
   }
   return s;
 }
+
+// The ABI 3 two-row functions of a plugin that states a second row.
+Variant two_row_from_c_abi(const sa_variant& c, Variant v, const std::string& origin) {
+  const std::string who = origin + ": variant '" + c.name + "'";
+  switch (c.in2_kind) {
+    case SA_IN2_LOGITS:
+      v.in2_kind = In2Kind::logits;
+      break;
+    case SA_IN2_PER_KEY:
+      v.in2_kind = In2Kind::per_key;
+      break;
+    default:
+      throw std::runtime_error(who + ": in2_kind " + std::to_string(c.in2_kind) +
+                               " is neither SA_IN2_LOGITS nor SA_IN2_PER_KEY "
+                               "(include/softmax_audit/variant.h)");
+  }
+  if (c.out_kind != SA_OUT_WEIGHTS && c.out_kind != SA_OUT_SCALAR)
+    throw std::runtime_error(who + ": out_kind " + std::to_string(c.out_kind) +
+                             " is neither SA_OUT_WEIGHTS nor SA_OUT_SCALAR");
+  if (c.stream_kind != SA_STREAM_NOT_SUPPLIED && c.stream_kind != SA_STREAM_NO)
+    throw std::runtime_error(who +
+                             ": streaming is not supported for two-row variants at ABI version 3 "
+                             "(state_push carries no second row)");
+  v.in2 = c.in2;
+  v.scalar_output = c.out_kind == SA_OUT_SCALAR;
+  const sa_variant* cp = &c;
+  const std::string name = v.name;
+  v.kernel32_2 = [cp, name](std::span<const float> l, std::span<const float> l2,
+                            std::span<float> out) {
+    if (cp->forward2_f32(l.data(), l2.data(), static_cast<int64_t>(l.size()), out.data(),
+                         cp->ctx) != 0)
+      throw std::runtime_error("variant '" + name +
+                               "': forward2_f32 rejected a row of n = " + std::to_string(l.size()));
+  };
+  if (c.forward2_f64) {
+    v.eval64_2 = [cp, name](std::span<const double> l, std::span<const double> l2,
+                            std::span<double> out) {
+      if (cp->forward2_f64(l.data(), l2.data(), static_cast<int64_t>(l.size()), out.data(),
+                           cp->ctx) != 0)
+        throw std::runtime_error("variant '" + name + "': forward2_f64 rejected a row of n = " +
+                                 std::to_string(l.size()));
+    };
+    v.reference_2 = [f = v.eval64_2, scalar = v.scalar_output](std::span<const double> l,
+                                                               std::span<const double> l2) {
+      std::vector<double> p(scalar ? 1 : l.size());
+      f(l, l2, p);
+      return std::vector<ref::Mp>(p.begin(), p.end());
+    };
+    v.reference_name = "float64 (plugin forward2_f64)";
+    v.reference_unit_roundoff = 0x1p-53;
+  } else {
+    v.eval64_2 = [k = v.kernel32_2](std::span<const double> l, std::span<const double> l2,
+                                    std::span<double> out) {
+      std::vector<float> lf(l.begin(), l.end()), l2f(l2.begin(), l2.end()), of(out.size());
+      k(lf, l2f, of);
+      std::copy(of.begin(), of.end(), out.begin());
+    };
+    v.reference_name = "none (float32 kernel)";
+    v.reference_unit_roundoff = 0x1p-24;
+  }
+  if (c.f32_error_bound2) {
+    v.f32_bound_2 = [cp](std::span<const double> l, std::span<const double> l2) {
+      return cp->f32_error_bound2(l.data(), l2.data(), static_cast<int64_t>(l.size()), cp->ctx);
+    };
+    v.f32_bound_rule = "plugin.f32_error_bound2";
+  } else {
+    v.f32_bound_2 = [](std::span<const double> l, std::span<const double> l2) {
+      return generic_bound(l) + generic_bound(l2);
+    };
+    v.f32_bound_rule = "T7.generic of the first row plus that of the second";
+  }
+  if (c.predict_dispersion) {
+    v.predict = [cp](double g) -> std::optional<Prediction> {
+      const sa_dispersion d = cp->predict_dispersion(g, cp->ctx);
+      const std::string src = cp->prediction_source ? cp->prediction_source : "plugin";
+      switch (d) {
+        case SA_DISPERSION_TO_ZERO:
+          return Prediction{Dispersion::to_zero, src};
+        case SA_DISPERSION_BOUNDED:
+          return Prediction{Dispersion::bounded, src};
+        case SA_DISPERSION_TO_ONE:
+          return Prediction{Dispersion::to_one, src};
+        default:
+          return std::nullopt;
+      }
+    };
+  }
+  return v;
+}
 }  // namespace
 
 Variant from_c_abi(const sa_variant& c, const std::string& origin) {
@@ -160,8 +265,13 @@ Variant from_c_abi(const sa_variant& c, const std::string& origin) {
     throw std::runtime_error(origin + ": variant ABI version " + std::to_string(c.abi_version) +
                              ", expected " + std::to_string(SA_VARIANT_ABI_VERSION_MIN) + " to " +
                              std::to_string(SA_VARIANT_ABI_VERSION));
-  if (!c.name || !c.forward_f32)
+  // Version 3 may leave forward_f32 NULL when it supplies forward2_f32.
+  const bool two_row = c.abi_version >= 3 && c.in2 != nullptr;
+  if (!c.name || (!two_row && !c.forward_f32))
     throw std::runtime_error(origin + ": a variant lacks a name or forward_f32");
+  if (two_row && !c.forward2_f32)
+    throw std::runtime_error(origin + ": variant '" + c.name +
+                             "' states a second row (in2) but no forward2_f32");
   Variant v;
   v.name = c.name;
   v.formula = c.formula ? c.formula : "";
@@ -172,6 +282,7 @@ Variant from_c_abi(const sa_variant& c, const std::string& origin) {
   // Version 1 structs end at ctx: nothing past it is read.
   if (c.abi_version >= 2) v.stream = stream_from_c_abi(c, origin);
   const sa_variant* cp = &c;
+  if (two_row) return two_row_from_c_abi(c, std::move(v), origin);
   v.kernel32 = [cp, name = v.name](std::span<const float> l, std::span<float> p) {
     if (cp->forward_f32(l.data(), static_cast<int64_t>(l.size()), p.data(), cp->ctx) != 0)
       throw std::runtime_error("variant '" + name +

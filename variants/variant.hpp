@@ -70,6 +70,10 @@ Stream typed_stream(StreamKind kind, Init init, Push push, Merge merge, Finish f
   return s;
 }
 
+// A second input row (include/softmax_audit/variant.h, ABI 3).
+enum class In2Kind { none, logits, per_key };
+const char* name_of(In2Kind k);
+
 struct Variant {
   std::string name;
   std::string formula;
@@ -101,6 +105,25 @@ struct Variant {
   std::string citation;
   // Streaming interface (kind not_supplied when there is none).
   Stream stream;
+
+  // ---- A second input row (ABI 3). in2_kind none: a one-row variant and the
+  // fields below are unused. Otherwise the fuzzer calls only the two-row
+  // functions (kernel32 etc. may be empty) with a second row l2 of the same
+  // length, drawn from the logits' grid and moved with the first row as
+  // in2_kind says (variant.h); scalar_output: one output per row.
+  In2Kind in2_kind = In2Kind::none;
+  std::string in2;  // what the second row means, one line (fuzz --list)
+  bool scalar_output = false;
+  std::function<void(std::span<const float> l, std::span<const float> l2, std::span<float> out)>
+      kernel32_2;
+  std::function<void(std::span<const double> l, std::span<const double> l2, std::span<double> out)>
+      eval64_2;
+  std::function<std::vector<ref::Mp>(std::span<const double> l, std::span<const double> l2)>
+      reference_2;
+  std::function<double(std::span<const double> l, std::span<const double> l2)> f32_bound_2;
+  // The constant the second row holds in the dispersion sweep (A2 uniform, no
+  // selection penalty, ...).
+  double dispersion_in2 = 0.0;
 };
 
 class Registry {

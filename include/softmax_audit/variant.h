@@ -1,4 +1,4 @@
-/* softmax-audit variant interface, ABI version 2 (version 1 still loads).
+/* softmax-audit variant interface, ABI version 3 (versions 1 and 2 still load).
  *
  * A softmax *variant* is a normalisation proposed instead of softmax (see
  * docs: docs/variants.md). The fuzzer (`softmax-audit fuzz`) runs every
@@ -28,9 +28,12 @@
  * past the version the plugin states, so a plugin built against an older
  * header keeps loading unchanged:
  *   1: up to ctx;
- *   2: appends the streaming interface (state/push/merge/finish, below).
- * The version-1 header is kept, frozen, in tests/abi/v1/include; the example
- * plugin is built against it and loaded by tests/variants/stream_test.cpp.
+ *   2: appends the streaming interface (state/push/merge/finish, below);
+ *   3: appends an optional second input row (in2, below).
+ * The version-1 and version-2 headers are kept, frozen, in
+ * tests/abi/v1/include and tests/abi/v2/include; the example plugin is built
+ * against each and loaded by tests/variants/stream_test.cpp and
+ * tests/variants/two_row_test.cpp.
  *
  * Streaming (version 2, optional; leave the function pointers NULL and
  * stream_kind SA_STREAM_NOT_SUPPLIED when there is none). A streamable
@@ -45,6 +48,30 @@
  * absolute units as f32_error_bound) when SA_STREAM_BOUNDED. It also checks
  * that the identity state is neutral: merging it on either side changes no
  * finished weight by a single bit.
+ *
+ * A second input row (version 3, optional; in2 NULL for a one-row variant).
+ * Some normalisations need a second row per query: differential attention a
+ * second logit row A2, LASER the values, selective attention the accumulated
+ * selection penalty. Such a variant sets in2 to a one-line statement of what
+ * the row means (shown by `fuzz --list`), in2_kind to how the row moves when
+ * the fuzzer transforms the first one, out_kind to the output's shape, and
+ * supplies forward2_f32 (required), forward2_f64 and f32_error_bound2
+ * (optional, as their one-row counterparts). forward_f32 may then be NULL:
+ * the fuzzer calls only the two-row functions. The second row is always
+ * finite (the fuzzer draws it from the same grid as the logits); the special
+ * values of the first row keep the semantics above, and a masked item (-inf
+ * in the first row) is absent from both rows.
+ *   SA_IN2_LOGITS: a second logit row over the same keys: shifted, masked
+ *     (-inf) and permuted together with the first;
+ *   SA_IN2_PER_KEY: a per-key quantity (values, penalties): permuted with the
+ *     first row and dropped with a masked key, never shifted.
+ *   SA_OUT_WEIGHTS: n outputs, one per key (held to the weight properties);
+ *   SA_OUT_SCALAR: one output per row (LASER's log sum p_j e^{v_j}); the
+ *     weight properties (sum, [0,1], monotonicity, dispersion) are n/a, a
+ *     fully masked row gives 0, and the output need not be O(1) (bounds stay
+ *     absolute in units of 2^-24).
+ * Streaming (version 2) is not supplied for two-row variants in this version:
+ * state_push carries no second row; set stream_kind SA_STREAM_NOT_SUPPLIED.
  */
 #ifndef SOFTMAX_AUDIT_VARIANT_H
 #define SOFTMAX_AUDIT_VARIANT_H
@@ -55,7 +82,7 @@
 extern "C" {
 #endif
 
-#define SA_VARIANT_ABI_VERSION 2u
+#define SA_VARIANT_ABI_VERSION 3u
 #define SA_VARIANT_ABI_VERSION_MIN 1u /* the oldest version the loader accepts */
 
 /* What theory says the largest weight does as n grows, under bounded logits
@@ -76,7 +103,8 @@ typedef struct sa_variant {
   int32_t wrong_formulation;
   const char* wrong_of; /* name of the variant it mis-states, or NULL */
 
-  /* The kernel under test: float32 weights of one row. Required. */
+  /* The kernel under test: float32 weights of one row. Required, except for a
+   * version-3 variant with a second row (in2), which supplies forward2_f32. */
   int (*forward_f32)(const float* logits, int64_t n, float* weights, void* ctx);
   /* A reference in float64 (optional, NULL if none): the fuzzer checks the
    * mathematical properties on it and holds forward_f32 to it within
@@ -111,7 +139,33 @@ typedef struct sa_variant {
    * split into `chunks` chunks, in units of 2^-24 (NULL: the generic online
    * softmax bound 4n + 3 chunks + 2 spread - 2 + 2 max|l|, docs/variants.md). */
   double (*stream_error_bound)(const double* logits, int64_t n, int64_t chunks, void* ctx);
+
+  /* ---- ABI version 3: a second input row ---- */
+  const char* in2;  /* what the second row means, one line; NULL: one-row variant */
+  int32_t in2_kind; /* sa_in2_kind */
+  int32_t out_kind; /* sa_out_kind */
+  /* The kernel under test for two-row variants: out has n entries
+   * (SA_OUT_WEIGHTS) or 1 (SA_OUT_SCALAR). */
+  int (*forward2_f32)(const float* logits, const float* in2, int64_t n, float* out, void* ctx);
+  /* Reference in float64 (optional), as forward_f64. */
+  int (*forward2_f64)(const double* logits, const double* in2, int64_t n, double* out, void* ctx);
+  /* Bound on max_i |forward2_f32 - exact| in units of 2^-24 (optional; NULL:
+   * the generic softmax bound of the first row plus that of the second). */
+  double (*f32_error_bound2)(const double* logits, const double* in2, int64_t n, void* ctx);
 } sa_variant;
+
+/* in2_kind */
+typedef enum sa_in2_kind {
+  SA_IN2_NONE = 0,   /* one-row variant (in2 NULL) */
+  SA_IN2_LOGITS = 1, /* a second logit row: shifted, masked and permuted with the first */
+  SA_IN2_PER_KEY = 2 /* per-key data (values, penalties): permuted and dropped, never shifted */
+} sa_in2_kind;
+
+/* out_kind */
+typedef enum sa_out_kind {
+  SA_OUT_WEIGHTS = 0, /* n outputs, one per key */
+  SA_OUT_SCALAR = 1   /* one output per row */
+} sa_out_kind;
 
 /* stream_kind */
 typedef enum sa_stream_kind {

@@ -42,7 +42,9 @@ const std::set<std::string> kSumsToOne = {
     "softmax", "softmax_theta0.5", "adaptive_temperature", "ssmax_s0.5", "log_length",
     "ssmax_wrong_shift", "sparsemax", "entmax15", "top4_softmax", "hardmax",
     // issue 36
-    "qwen_logn_L2048", "llama4_step", "yarn_s4", "stablemax", "fox_f15_16"};
+    "qwen_logn_L2048", "llama4_step", "yarn_s4", "stablemax", "fox_f15_16",
+    // issue 36, second part (selective: softmax of l - ReLU(s); ASEntmax: 1.5-entmax)
+    "selective", "asentmax_b0.5"};
 const std::set<std::string> kNotSumToOne = {
     "softmax_plus_one", "softpick", "softpick_wrong_relu_den", "sigmoid_attention",
     "stick_breaking", "relu_attention",
@@ -178,7 +180,8 @@ void DispersionAsVariantsMdSays() {
     if (r.wrong_formulation) continue;
     for (const auto& v : r.cells)
       if (v.property.rfind("dispersion", 0) == 0)
-        EXPECT_EQ(v.outcome, r.variant == "entmax_a1.25" ? Outcome::skip : Outcome::pass)
+        EXPECT_EQ(v.outcome, r.variant == "entmax_a1.25" || r.variant == "laser" ? Outcome::skip
+                                                                                 : Outcome::pass)
             << describe(v);
   }
 }
@@ -208,6 +211,38 @@ void SpecialValuesAndKernelAccuracy() {
         "yarn_s4", "stablemax", "sa_softmax", "cog_signed", "hardmax", "sigmoid_attention",
         "relu_attention", "fox_f15_16", "power_t2_b1", "power_t2_b0.5"})
     EXPECT_EQ(streamable_word(row(n)), "yes") << n;
+}
+
+// The two-row variants (variant.h ABI 3) and ASEntmax, as docs/variants.md says.
+void TwoRowVariantsAsVariantsMdSays() {
+  // Differential attention: sums to 1 - lambda, signed weights (findings); each
+  // softmax is shift invariant and both rows move together, so shift, permutation,
+  // monotonicity (in A1) and continuity hold; with A2 uniform it disperses (T1).
+  EXPECT_EQ(outcome("diff_l0.5", "sum_to_one"), Outcome::fail);
+  EXPECT_NE(cell(row("diff_l0.5"), "sum_to_one")->counterexample.find("in2 = "), std::string::npos);
+  EXPECT_EQ(outcome("diff_l0.5", "bounded_01"), Outcome::fail);
+  for (const auto* p : {"sum_at_most_one", "shift_invariance", "permutation_equivariance",
+                        "monotonicity", "continuity", "special.neg_inf_mask"})
+    EXPECT_EQ(outcome("diff_l0.5", p), Outcome::pass) << p;
+  EXPECT_FALSE(claims(row("diff_l0.5"), *cell(row("diff_l0.5"), "sum_to_one")));
+  // LASER: one number per row, so the weight properties are n/a; invariant under a
+  // shift of the logits and a joint permutation of keys and values; continuous.
+  for (const auto* p : {"sum_to_one", "sum_at_most_one", "bounded_01", "monotonicity",
+                        "dispersion_g0.5", "dispersion_g3"})
+    EXPECT_EQ(outcome("laser", p), Outcome::skip) << p;
+  for (const auto* p :
+       {"shift_invariance", "permutation_equivariance", "continuity", "special.neg_inf_mask"})
+    EXPECT_EQ(outcome("laser", p), Outcome::pass) << p;
+  for (const auto& n : {"diff_l0.5", "selective", "laser"}) {
+    EXPECT_EQ(streamable_word(row(n)), "not supplied") << n;
+    EXPECT_NE(row(n).in2_kind, In2Kind::none) << n;
+  }
+  EXPECT_TRUE(row("laser").scalar_output);
+  // ASEntmax: the scale 1 + beta ln n makes the scaled gap reach 2: one-hot at every gap.
+  for (const auto& g : {"0.5", "1", "2", "3"})
+    EXPECT_EQ(cell(row("asentmax_b0.5"), std::string("dispersion_g") + g)->measured, 1.0) << g;
+  EXPECT_EQ(streamable_word(row("asentmax_b0.5")), "no");
+  EXPECT_TRUE(claimed_failures(builtin_matrix()).empty());
 }
 
 void JsonCarriesVerdictFieldsPerCell() {
@@ -246,6 +281,10 @@ TEST(VariantMatrix, ReproducesVariantsMd) {
   {
     SCOPED_TRACE("SpecialValuesAndKernelAccuracy");
     SpecialValuesAndKernelAccuracy();
+  }
+  {
+    SCOPED_TRACE("TwoRowVariantsAsVariantsMdSays");
+    TwoRowVariantsAsVariantsMdSays();
   }
   {
     SCOPED_TRACE("JsonCarriesVerdictFieldsPerCell");
