@@ -146,6 +146,17 @@ int run_step(const std::string& title, const std::vector<std::string>& args) {
   return code;
 }
 
+// The worse of two exit codes, worst first: usage (a step could not run) >
+// fail > incomplete > pass; any other code counts as usage.
+int worse_exit(int worst, int code) {
+  auto rank = [](int c) {
+    return c == exit_pass ? 0 : c == exit_incomplete ? 1 : c == exit_fail ? 2 : 3;
+  };
+  const int c =
+      code == exit_pass || code == exit_fail || code == exit_incomplete ? code : exit_usage;
+  return rank(c) > rank(worst) ? c : worst;
+}
+
 int run_audit(const AuditOptions& o) {
   namespace fs = std::filesystem;
   // Which shard, from --shard or a scheduler's variables (core/shard.hpp),
@@ -236,15 +247,7 @@ int run_audit(const AuditOptions& o) {
   const bool user_kernel = !o.plugin.empty() || !o.python.empty();
   const auto kernels = user_kernel ? std::vector<Kernel>{} : builtin_kernels();
   int worst = exit_pass;
-  // Worst first: usage (a step could not run) > fail > incomplete > pass.
-  auto note = [&](int code) {
-    auto rank = [](int c) {
-      return c == exit_pass ? 0 : c == exit_incomplete ? 1 : c == exit_fail ? 2 : 3;
-    };
-    const int c =
-        code == exit_pass || code == exit_fail || code == exit_incomplete ? code : exit_usage;
-    if (rank(c) > rank(worst)) worst = c;
-  };
+  auto note = [&](int code) { worst = worse_exit(worst, code); };
 
   std::vector<std::string> results, skipped, skipped_why;
   // A sharded audit's check folders: (kernel name, folder under --out).
@@ -530,14 +533,7 @@ int run_merge_audit(const std::string& out, const std::vector<std::string>& inpu
   }
   const ForwardSignals forward;
   int worst = exit_pass;
-  auto note = [&](int code) {
-    auto rank = [](int c) {
-      return c == exit_pass ? 0 : c == exit_incomplete ? 1 : c == exit_fail ? 2 : 3;
-    };
-    const int c =
-        code == exit_pass || code == exit_fail || code == exit_incomplete ? code : exit_usage;
-    if (rank(c) > rank(worst)) worst = c;
-  };
+  auto note = [&](int code) { worst = worse_exit(worst, code); };
   auto merge_step = [&](const std::string& title, const std::string& sub) {
     std::vector<std::string> args = {"merge", (fs::path(out) / sub).string()};
     for (const In& in : ins) args.push_back((fs::path(in.dir) / sub).string());
