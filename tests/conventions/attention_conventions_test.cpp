@@ -247,8 +247,8 @@ sa::props::SuiteConfig config(Mode m, std::uint64_t seed, std::vector<std::strin
   c.ops = {sa::Op::attention_v2, sa::Op::attention_backward};
   c.dtypes = {sa::DType::float32};
   c.properties = std::move(props);
-  c.cases = 6;
-  c.shrink_seconds = 1;
+  c.cases = 4;
+  c.shrink_seconds = 0;  // the tests read notes, not shrunk counterexamples
   c.seed = seed;
   c.conventions = std::move(conventions);
   return c;
@@ -303,8 +303,7 @@ void undeclared_then_declared(Mode m, std::uint32_t flag, const std::string& nam
 TEST(AttentionConventions, AlibiLseShift) {
   undeclared_then_declared(Mode::alibi_shift, SA_CAP_ALIBI_LSE_SHIFT, "alibi_lse_shift",
                            {"attention_v2.rounding"},
-                           {"attention_v2.rounding", "attention_backward.rounding",
-                            "attention_v2.varlen_equals_separate"});
+                           {"attention_v2.rounding", "attention_backward.rounding"});
 }
 
 TEST(AttentionConventions, LseWithoutSink) {
