@@ -11,13 +11,14 @@
 #      seed (--seed 0, here from a Slurm array's variables) are one-line
 #      errors (exit 2) before any work.
 #
-#   tests/scale_out/audit_shard_test.sh CLI WORKDIR PLUGIN
+#   tests/scale_out/audit_shard_test.sh CLI WORKDIR PLUGIN [CASES]
 set -uo pipefail
-cli=${1:?usage: audit_shard_test.sh CLI WORKDIR PLUGIN}
-work=${2:?usage: audit_shard_test.sh CLI WORKDIR PLUGIN}
-plugin=${3:?usage: audit_shard_test.sh CLI WORKDIR PLUGIN}
+cli=${1:?usage: audit_shard_test.sh CLI WORKDIR PLUGIN [CASES]}
+work=${2:?usage: audit_shard_test.sh CLI WORKDIR PLUGIN [CASES]}
+plugin=${3:?usage: audit_shard_test.sh CLI WORKDIR PLUGIN [CASES]}
+cases=${4:-3}
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-args=(--plugin "$plugin" --cases 3 --seed 7 --sweep-max-log2-n 6 --no-variants)
+args=(--plugin "$plugin" --cases "$cases" --seed 7 --sweep-max-log2-n 6 --no-variants)
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
