@@ -649,10 +649,11 @@ Check lse_check(float got, double exact, const RowBudget& b, const std::string& 
   if (cv.lse_base2) what += " (base 2)";
   Check ch = elem(DType::float32, got, f.value, f.budget, what);
   if (ch.fails() && ch.convention.empty()) {
-    // The one undeclared convention that alone would allow this lse.
+    // The one undeclared convention that alone would allow this lse (`skip`:
+    // declared already, or one that changes nothing on this row).
     const struct {
       const char* name;
-      bool declared;
+      bool skip;
       Form alt;
     } alts[] = {
         {"lse_base2", cv.lse_base2, form(cv.lse_without_sink, cv.alibi_lse_shift, true)},
@@ -662,7 +663,7 @@ Check lse_check(float got, double exact, const RowBudget& b, const std::string& 
          form(true, cv.alibi_lse_shift, cv.lse_base2)},
     };
     for (const auto& a : alts)
-      if (!a.declared &&
+      if (!a.skip &&
           (static_cast<double>(got) == a.alt.value ||
            (std::isfinite(a.alt.value) && std::abs(got - a.alt.value) <= a.alt.budget))) {
         ch.convention = a.name;

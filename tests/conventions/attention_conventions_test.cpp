@@ -33,6 +33,7 @@
 
 #include "kernels/cpu/cpu_kernel.hpp"
 #include "properties/suite.hpp"
+#include "tests/conventions/verdicts.hpp"
 #include "softmax_audit/kernel.h"
 
 namespace {
@@ -254,17 +255,8 @@ sa::props::SuiteConfig config(Mode m, std::uint64_t seed, std::vector<std::strin
   return c;
 }
 
-const sa::Verdict& verdict(const std::vector<sa::Verdict>& vs, const std::string& property) {
-  for (const auto& v : vs)
-    if (v.property == property) return v;
-  throw std::runtime_error("no " + property + " verdict");
-}
-
-std::string all(const std::vector<sa::Verdict>& vs) {
-  std::string s;
-  for (const auto& v : vs) s += sa::describe(v) + "\n";
-  return s;
-}
+using sa::conventions_test::all;
+using sa::conventions_test::verdict;
 
 constexpr std::uint64_t kSeeds[] = {1, 2, 3};
 
