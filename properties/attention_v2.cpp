@@ -65,6 +65,7 @@
 #include "properties/inline_inputs.hpp"
 #include "properties/attention_v2_coverage.hpp"
 #include "properties/budgets.hpp"
+#include "properties/plan.hpp"
 #include "properties/checks.hpp"
 #include "properties/suite_internal.hpp"
 #include "reference/attention_v2.hpp"
@@ -748,11 +749,6 @@ void consider(Check& worst, double got, double exact, double budget, Where where
   worst.worst(c);
 }
 
-std::string claim_of(const std::string& id) {
-  for (const auto& i : properties())
-    if (i.id == id) return i.claim;
-  return {};
-}
 
 // Collects why cases were not applicable (the reasons are named in verdicts).
 struct NotApplicableLog {
@@ -1546,20 +1542,24 @@ void run_attention_v2(const Run& run) {
 }
 
 std::vector<AttnType> attention_v2_types(const Run& run) {
-  std::vector<AttnType> types = run.config.attention.types;
-  if (!types.empty()) {
-  } else if (run.config.dtypes.empty())
-    types = {AttnType::float32, AttnType::bfloat16, AttnType::float16, AttnType::fp8_e4m3,
-             AttnType::fp8_e5m2};
-  else
-    for (DType t : run.config.dtypes)
-      if (t != DType::float64) types.push_back(attn_type_of(t));
-  return types;
+  return props::attention_v2_types(run.config);
 }
 
 }  // namespace sa::props::detail
 
 namespace sa::props {
+
+std::vector<AttnType> attention_v2_types(const SuiteConfig& config) {
+  std::vector<AttnType> types = config.attention.types;
+  if (!types.empty()) {
+  } else if (config.dtypes.empty())
+    types = {AttnType::float32, AttnType::bfloat16, AttnType::float16, AttnType::fp8_e4m3,
+             AttnType::fp8_e5m2};
+  else
+    for (DType t : config.dtypes)
+      if (t != DType::float64) types.push_back(detail::attn_type_of(t));
+  return types;
+}
 
 const std::vector<std::string>& attention_features() {
   static const std::vector<std::string> names = {

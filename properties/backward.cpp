@@ -46,6 +46,7 @@
 #include "kernels/naive/backward.hpp"
 #include "properties/attention_backward_cases.hpp"
 #include "properties/budgets.hpp"
+#include "properties/plan.hpp"
 #include "properties/inline_inputs.hpp"
 #include "properties/checks.hpp"
 #include "properties/suite_internal.hpp"
@@ -57,11 +58,6 @@ namespace {
 
 using budget::u32;
 
-std::string claim_of(const std::string& id) {
-  for (const auto& i : properties())
-    if (i.id == id) return i.claim;
-  return {};
-}
 
 // ---------------------------------------------------------------- rows
 
@@ -381,12 +377,6 @@ namespace {
 float round_attn(AttnType t, double x) {
   const float f = static_cast<float>(x);
   return t == AttnType::bfloat16 ? round_to_bf16(f) : t == AttnType::float16 ? round_to_f16(f) : f;
-}
-
-DType dtype_of(AttnType t) {
-  return t == AttnType::bfloat16  ? DType::bfloat16
-         : t == AttnType::float16 ? DType::float16
-                                  : DType::float32;
 }
 
 }  // namespace
@@ -980,11 +970,19 @@ void run_attention_backward(const Run& run) {
 }
 
 std::vector<AttnType> attention_backward_types(const Run& run) {
+  return props::attention_backward_types(run.config);
+}
+
+}  // namespace sa::props::detail
+
+namespace sa::props {
+
+std::vector<AttnType> attention_backward_types(const SuiteConfig& config) {
   std::vector<AttnType> types;
-  if (run.config.dtypes.empty())
+  if (config.dtypes.empty())
     types = {AttnType::float32, AttnType::bfloat16, AttnType::float16};
   else
-    for (DType t : run.config.dtypes)
+    for (DType t : config.dtypes)
       if (t != DType::float64)
         types.push_back(t == DType::bfloat16  ? AttnType::bfloat16
                         : t == DType::float16 ? AttnType::float16
@@ -992,4 +990,4 @@ std::vector<AttnType> attention_backward_types(const Run& run) {
   return types;
 }
 
-}  // namespace sa::props::detail
+}  // namespace sa::props
