@@ -923,7 +923,8 @@ Variant sa_softmax_variant() {
         Prediction{Dispersion::to_zero, "(1+g) times softmax's top weight, which T1 sends to 0"});
   };
   v.citation =
-      "Zheng et al. 2025, self-adjusting softmax (SA-Softmax; arXiv 2502.18277, id not checked)";
+      "Zheng et al. 2025, Self-Adjust Softmax (SA-Softmax; EMNLP 2025, arXiv 2502.18277; the "
+      "abstract checked)";
   v.stream = online_softmax_stream(kIdentityArg,
                                    [](float l, float q) { return l == -INFINITY ? 0.0f : l * q; });
   v.stream.bound = [sm_pmax](std::span<const double> l, std::size_t k) {
