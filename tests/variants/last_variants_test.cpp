@@ -3,11 +3,13 @@
 // SA-Softmax of the paper's abstract against hand-computed weights, and the
 // built-in two-row streams (variant.h ABI 4). Each check has a planted bug
 // here that it catches: LASER's first stable form m_v + log(T/S) (T
-// underflows), a normalised SA-Softmax that forgets the clamp at 0, and (in
+// underflows), as a kernel and as a stream, a normalised SA-Softmax that
+// forgets the clamp at 0, and (in
 // two_row_test.cpp) a plugin whose second state's merge does not rescale.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <functional>
 #include <iostream>
 #include <limits>
@@ -98,6 +100,83 @@ TEST(LastVariants, LaserKernelStaysWithinItsBoundWhereTheFirstStableFormUnderflo
   // Issue 36's example: the m_v form's 2.8e5 u; the bound of the safe form.
   const Measured old = laser_error(laser_mv_form, {0, -100}, {-100, 0});
   EXPECT_GT(old.err_u, 1e5);
+}
+
+// The same rows streamed in two chunks (the first key | the rest) through the
+// built-in LASER stream ((m, S) over l, (M, T) over l + v), against its stream
+// bound of the MPFR reference. The planted bug: a stream of the first form, state
+// (m, S, m_v, T) with T = sum e^{l_j - m} e^{v_j - m_v}, finished as m_v + log(T/S).
+struct MvState {
+  float m, S, mv, T;
+};
+Stream laser_mv_stream() {
+  return typed_stream2<MvState>(
+      StreamKind::bounded,
+      [] {
+        return MvState{-INFINITY, 0.0f, -INFINITY, 0.0f};
+      },
+      [](MvState& s, std::span<const float> c, std::span<const float> c2, std::size_t,
+         std::size_t) {
+        for (std::size_t k = 0; k < c.size(); ++k) {  // rows here are finite and unmasked
+          const float m = std::max(s.m, c[k]), mv = std::max(s.mv, c2[k]);
+          const float r = s.m == -INFINITY ? 0.0f : std::exp(s.m - m);
+          const float rv = s.mv == -INFINITY ? 0.0f : std::exp(s.mv - mv);
+          s.S = s.S * r + std::exp(c[k] - m);
+          s.T = s.T * r * rv + std::exp(c[k] - m) * std::exp(c2[k] - mv);
+          s.m = m;
+          s.mv = mv;
+        }
+      },
+      [](MvState& a, const MvState& b) {
+        if (b.m == -INFINITY) return;
+        if (a.m == -INFINITY) {
+          a = b;
+          return;
+        }
+        const float m = std::max(a.m, b.m), mv = std::max(a.mv, b.mv);
+        const float ra = std::exp(a.m - m), rb = std::exp(b.m - m);
+        a.S = a.S * ra + b.S * rb;
+        a.T = a.T * ra * std::exp(a.mv - mv) + b.T * rb * std::exp(b.mv - mv);
+        a.m = m;
+        a.mv = mv;
+      },
+      [](const MvState& s, std::span<const float>, std::span<const float>, std::span<float> o) {
+        o[0] = s.mv + std::log(s.T / s.S);
+      });
+}
+
+double streamed_error(const Stream& st, const std::vector<double>& l,
+                      const std::vector<double>& v) {
+  const std::vector<float> lf(l.begin(), l.end()), vf(v.begin(), v.end());
+  std::vector<std::max_align_t> a(8), b(8);  // 128 bytes each, aligned
+  st.init(a.data());
+  st.init(b.data());
+  st.push2(a.data(), std::span<const float>(lf).first(1), std::span<const float>(vf).first(1), 0,
+           lf.size());
+  st.push2(b.data(), std::span<const float>(lf).subspan(1), std::span<const float>(vf).subspan(1),
+           1, lf.size());
+  st.merge(a.data(), b.data());
+  std::vector<float> o(1);
+  st.finish2(a.data(), lf, vf, o);
+  const auto ref = builtin("laser").reference_2(l, v);
+  return std::isfinite(o[0]) ? std::abs((ref::Mp(double(o[0])) - ref[0]).convert_to<double>()) / kU
+                             : std::numeric_limits<double>::infinity();
+}
+
+TEST(LastVariants, LaserStreamStaysWithinItsBoundWhereTheFirstFormUnderflows) {
+  const Variant& laser = builtin("laser");
+  ASSERT_LE(laser.stream.state_bytes, 8 * sizeof(std::max_align_t));
+  const Stream bug = laser_mv_stream();
+  for (const auto& row : kLaserRows) {
+    if (row.l.size() < 2) continue;
+    const double B = laser.stream.bound2(row.l, row.v, 2);
+    const double safe = streamed_error(laser.stream, row.l, row.v);
+    EXPECT_LE(safe, B) << "l[1] = " << row.l[1];
+    const double old = streamed_error(bug, row.l, row.v);
+    EXPECT_EQ(old > B, row.mv_form_fails) << "first form streamed: " << old << " u against " << B;
+    std::cout << "laser streamed, l1 = " << row.l[1] << ": safe " << safe << " u, m_v form " << old
+              << " u, bound " << B << " u\n";
+  }
 }
 
 // The normalised SA-Softmax of the abstract, w_i = (l_i - a)/(b - a) softmax(l)_i,

@@ -292,18 +292,21 @@ static double diff_stream_bound(const double* a, const double* b, int64_t n, int
 #define V3_HEAD(name, formula) SA_VARIANT_ABI_VERSION, name, formula, 0, NULL
 #define NO_ONE_ROW NULL, NULL, NULL, NULL, NULL, NULL
 #define NO_STREAM SA_STREAM_NOT_SUPPLIED, NULL, 0, NULL, NULL, NULL, NULL, NULL
+#define NO_STREAM2 NULL, NULL, NULL
 
 static const sa_variant variants[] = {
     {V3_HEAD("two_diff", "softmax(A1) - softmax(A2)/2"), NO_ONE_ROW, NO_STREAM,
-     "A2: the second logit row", SA_IN2_LOGITS, SA_OUT_WEIGHTS, diff_f32, diff_f64, diff_bound},
+     "A2: the second logit row", SA_IN2_LOGITS, SA_OUT_WEIGHTS, diff_f32, diff_f64, diff_bound,
+     NO_STREAM2},
     {V3_HEAD("two_diff_reversed", "softmax(A1) - softmax(A2)/2, kernel reads A2 reversed"),
      NO_ONE_ROW, NO_STREAM, "A2: the second logit row", SA_IN2_LOGITS, SA_OUT_WEIGHTS,
-     diff_reversed_f32, diff_f64, diff_bound},
+     diff_reversed_f32, diff_f64, diff_bound, NO_STREAM2},
     {V3_HEAD("two_select_no_relu", "softmax(l - ReLU(s)), kernel without the ReLU"), NO_ONE_ROW,
      NO_STREAM, "s: selection logits", SA_IN2_PER_KEY, SA_OUT_WEIGHTS, select_no_relu_f32,
-     select_f64, select_bound},
+     select_f64, select_bound, NO_STREAM2},
     {V3_HEAD("two_laser_mask_v", "log sum p_j e^{v_j}, masked values leak"), NO_ONE_ROW, NO_STREAM,
-     "v: a value per key", SA_IN2_PER_KEY, SA_OUT_SCALAR, laser_mask_v_f32, laser_f64, laser_bound},
+     "v: a value per key", SA_IN2_PER_KEY, SA_OUT_SCALAR, laser_mask_v_f32, laser_f64, laser_bound,
+     NO_STREAM2},
     {V3_HEAD("two_diff_stream", "softmax(A1) - softmax(A2)/2, streamed with two (m, S) states"),
      NO_ONE_ROW, SA_STREAM_BOUNDED, NULL, sizeof(diff_state), diff_init, NULL, diff_merge, NULL,
      NULL, "A2: the second logit row", SA_IN2_LOGITS, SA_OUT_WEIGHTS, diff_f32, diff_f64,
