@@ -1674,9 +1674,10 @@ Variant laser_variant() {
       "LASER, two shifted log-sum-exps: 2n + 4 + max|l + v| + spread(l + v) + spread_l + 2 ln n "
       "+ 2 max|v| (docs/variants.md; no underflow: T, S in [1, n])";
   v.citation =
-      "Duvvuri & Dhillon 2025, LASER: attention with exponential transformation (arXiv id not "
-      "recalled); one value dimension; the paper's log-weighted-sum-exp trick for the stable "
-      "form recalled, not checked";
+      "Duvvuri & Dhillon 2025, LASER: Attention with Exponential Transformation (ICML 2025, "
+      "arXiv 2411.03493); one value dimension; the paper's log-weighted-sum-exp trick shifts the "
+      "values by their max m_v (the form that underflows), this kernel forms two shifted "
+      "log-sum-exps instead (the same value)";
   // Two online log-sum-exp states: (m, S) over l and (M, T) over l + v; finish
   // o = (M - m) + log(T / S) as the kernel does.
   v.stream = typed_stream2<TwoStates>(
