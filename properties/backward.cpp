@@ -140,6 +140,83 @@ std::string row_describe(const RowParams& p, DType t) {
                      : " (dy: N(0,1) from the seed)");
 }
 
+// What every row-backward property sees of one row: the case, the row's
+// dy, the kernel's dx, the reference's exact gradient and its budgets.
+struct RowBwdCtx {
+  DType t;
+  bool log;  // log_softmax_backward
+  double theta;
+  const RowCase& c;
+  std::int64_t r;  // the row
+  std::span<const float> dy;
+  const ref::RowGradient& ref;
+  std::vector<double> b;      // per-element budgets (row_budgets)
+  std::span<const float> dx;  // the kernel's dx of this row
+};
+
+// backward.rounding: every dx within its budget of the correctly rounded
+// reference.
+void row_rounding(const RowBwdCtx& cx, Check& res) {
+  for (std::int64_t i = 0; i < cx.c.y.n; ++i)
+    res.worst(elem(cx.t, cx.dx[i], cx.ref.exact[i], cx.b[i],
+                   "row " + std::to_string(cx.r) + " dx[" + std::to_string(i) + "]"));
+}
+
+// backward.rows_sum_zero: the row's dx sums to the exact sum for the given y,
+// within the sum of the element budgets.
+void rows_sum_zero(const RowBwdCtx& cx, Check& res) {
+  long double sum = 0, exact_sum = 0, budget_sum = 0;
+  for (std::int64_t i = 0; i < cx.c.y.n; ++i) {
+    sum += cx.dx[i];
+    exact_sum += cx.ref.exact[i];
+    budget_sum += cx.b[i];
+  }
+  Check sc = make_check(
+      static_cast<double>(std::abs(sum)), static_cast<double>(std::abs(exact_sum) + budget_sum),
+      "row " + std::to_string(cx.r) + ": sum dx = " + fmt(static_cast<double>(sum)) +
+          " (exact for the given y: " + fmt(static_cast<double>(exact_sum)) + ")");
+  sc.unit = "absolute";
+  res.worst(sc);
+}
+
+// backward.directional_derivative: <dx, v> against a 320-bit MPFR central
+// difference along a random v (drawn from `n01` over `g`, which carry over
+// from row to row), for rows with a live item.
+void directional_derivative(const RowBwdCtx& cx, std::mt19937_64& g,
+                            std::normal_distribution<double>& n01, Check& res) {
+  const RowCase& c = cx.c;
+  const std::int64_t r = cx.r;
+  bool live = false;
+  for (std::int64_t i = 0; i < c.y.n; ++i)
+    live = live || c.x.data[static_cast<std::size_t>(r * c.x.stride + i)] != -INFINITY;
+  if (!live) return;
+  std::vector<double> v(static_cast<std::size_t>(c.y.n));
+  for (std::int64_t i = 0; i < c.y.n; ++i)
+    v[i] = std::isinf(c.x.data[static_cast<std::size_t>(r * c.x.stride + i)]) ? 0.0 : n01(g);
+  const double dd = ref::softmax_directional_derivative(c.x.row(r), cx.dy, v, cx.theta, cx.log);
+  // The gradient at the exact weights p, and what y's rounding moves it by.
+  const long double* pr = c.p.data() + r * c.y.n;
+  long double cp = 0, sdy = 0;
+  for (std::int64_t i = 0; i < c.y.n; ++i) cp += pr[i] * cx.dy[i], sdy += cx.dy[i];
+  long double got_dd = 0, shift = 0, bud = 0, mag = 0;
+  for (std::int64_t i = 0; i < c.y.n; ++i) {
+    const long double gp = (cx.log ? cx.dy[i] - pr[i] * sdy : pr[i] * (cx.dy[i] - cp)) / cx.theta;
+    got_dd += v[i] * cx.dx[i];
+    shift += v[i] * (cx.ref.exact[i] - gp);
+    bud += std::abs(v[i]) * cx.b[i];
+    mag += std::abs(v[i]) * (std::abs(gp) + std::abs(cx.ref.exact[i]));
+  }
+  const double bound = static_cast<double>(std::abs(shift) + bud) +
+                       static_cast<double>(c.y.n + 4) * 0x1p-60 * static_cast<double>(mag);
+  Check dc =
+      make_check(static_cast<double>(std::abs(got_dd - dd)), bound,
+                 "row " + std::to_string(r) + ": <dx, v> = " + fmt(static_cast<double>(got_dd)) +
+                     ", MPFR derivative " + fmt(dd) + " (y's rounding accounts for " +
+                     fmt(static_cast<double>(shift)) + ")");
+  dc.unit = "absolute";
+  res.worst(dc);
+}
+
 void run_row_backward(const Run& run, Op op, DType t) {
   const Kernel& k = run.kernel;
   const bool log = op == Op::log_softmax_backward;
@@ -185,52 +262,21 @@ void run_row_backward(const Run& run, Op op, DType t) {
                                       static_cast<std::size_t>(c.y.n));
       const ref::RowGradient ref = log ? ref::log_softmax_backward(t, y, dy, p.temperature)
                                        : ref::softmax_backward(t, y, dy, p.temperature);
-      const auto b = row_budgets(t, log, y, dy, p.temperature, ref.exact);
-      long double sum = 0, exact_sum = 0, budget_sum = 0;
-      for (std::int64_t i = 0; i < c.y.n; ++i) {
-        const float got = dx[static_cast<std::size_t>(r * c.y.stride + i)];
-        cs[kRound].worst(elem(t, got, ref.exact[i], b[i],
-                              "row " + std::to_string(r) + " dx[" + std::to_string(i) + "]"));
-        sum += got;
-        exact_sum += ref.exact[i];
-        budget_sum += b[i];
-      }
-      Check sc = make_check(
-          static_cast<double>(std::abs(sum)), static_cast<double>(std::abs(exact_sum) + budget_sum),
-          "row " + std::to_string(r) + ": sum dx = " + fmt(static_cast<double>(sum)) +
-              " (exact for the given y: " + fmt(static_cast<double>(exact_sum)) + ")");
-      sc.unit = "absolute";
-      cs[kSum].worst(sc);
-      // Directional derivative, for rows with a live item.
-      bool live = false;
-      for (std::int64_t i = 0; i < c.y.n; ++i)
-        live = live || c.x.data[static_cast<std::size_t>(r * c.x.stride + i)] != -INFINITY;
-      if (!live) continue;
-      std::vector<double> v(static_cast<std::size_t>(c.y.n));
-      for (std::int64_t i = 0; i < c.y.n; ++i)
-        v[i] = std::isinf(c.x.data[static_cast<std::size_t>(r * c.x.stride + i)]) ? 0.0 : n01(g);
-      const double dd = ref::softmax_directional_derivative(c.x.row(r), dy, v, p.temperature, log);
-      // The gradient at the exact weights p, and what y's rounding moves it by.
-      const long double* pr = c.p.data() + r * c.y.n;
-      long double cp = 0, sdy = 0;
-      for (std::int64_t i = 0; i < c.y.n; ++i) cp += pr[i] * dy[i], sdy += dy[i];
-      long double got_dd = 0, shift = 0, bud = 0, mag = 0;
-      for (std::int64_t i = 0; i < c.y.n; ++i) {
-        const long double gp = (log ? dy[i] - pr[i] * sdy : pr[i] * (dy[i] - cp)) / p.temperature;
-        got_dd += v[i] * dx[static_cast<std::size_t>(r * c.y.stride + i)];
-        shift += v[i] * (ref.exact[i] - gp);
-        bud += std::abs(v[i]) * b[i];
-        mag += std::abs(v[i]) * (std::abs(gp) + std::abs(ref.exact[i]));
-      }
-      const double bound = static_cast<double>(std::abs(shift) + bud) +
-                           static_cast<double>(c.y.n + 4) * 0x1p-60 * static_cast<double>(mag);
-      Check dc = make_check(static_cast<double>(std::abs(got_dd - dd)), bound,
-                            "row " + std::to_string(r) +
-                                ": <dx, v> = " + fmt(static_cast<double>(got_dd)) +
-                                ", MPFR derivative " + fmt(dd) + " (y's rounding accounts for " +
-                                fmt(static_cast<double>(shift)) + ")");
-      dc.unit = "absolute";
-      cs[kDir].worst(dc);
+      const RowBwdCtx cx{
+          t,
+          log,
+          p.temperature,
+          c,
+          r,
+          dy,
+          ref,
+          row_budgets(t, log, y, dy, p.temperature, ref.exact),
+          std::span<const float>(dx.data() + r * c.y.stride, static_cast<std::size_t>(c.y.n))};
+      // One function per property (above run_row_backward), each judging
+      // this row into its slot.
+      row_rounding(cx, cs[kRound]);
+      rows_sum_zero(cx, cs[kSum]);
+      directional_derivative(cx, g, n01, cs[kDir]);
     }
     return cs;
   };
