@@ -211,9 +211,8 @@ int list_markdown() {
   std::cout << "\n## Properties\n\n"
                "| id | claim | ops | needs | rule | unit |\n|---|---|---|---|---|---|\n";
   for (const auto& p : props::properties())
-    std::cout << "| `" << p.id << "` | " << cell(p.claim) << " | " << cell(ops_text(p.ops))
-              << " | " << cell(p.needs) << " | `" << p.rule << "` | " << cell(p.measure)
-              << " |\n";
+    std::cout << "| `" << p.id << "` | " << cell(p.claim) << " | " << cell(ops_text(p.ops)) << " | "
+              << cell(p.needs) << " | `" << p.rule << "` | " << cell(p.measure) << " |\n";
   std::cout << "\n## The gate's own checks\n\n"
                "Reported by every isolated run (`gate.coverage` and `gate.deadline` where a "
                "spec or deadline applies).\n\n"

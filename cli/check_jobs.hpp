@@ -113,13 +113,16 @@ struct JobResult {
 // each start and end. Throws std::runtime_error naming the unit when a child
 // failed (the gate itself, not the kernel: the kernel's crashes are
 // run_isolated's verdicts).
-inline std::vector<JobResult> run_jobs(const std::vector<JobUnit>& units, int jobs,
-                                       const std::function<gate::IsolatedRun(const JobUnit&)>& run_unit,
-                                       const std::function<void(int, int, int)>& progress) {
+inline std::vector<JobResult> run_jobs(
+    const std::vector<JobUnit>& units, int jobs,
+    const std::function<gate::IsolatedRun(const JobUnit&)>& run_unit,
+    const std::function<void(int, int, int)>& progress) {
   namespace fs = std::filesystem;
-  char tmpl[] = "/tmp/softmax-audit-jobs-XXXXXX";
-  if (!mkdtemp(tmpl))
-    throw std::runtime_error(std::string("cannot create a temporary folder: ") +
+  std::error_code ec;
+  std::string tmpl = (fs::temp_directory_path(ec) / "softmax-audit-jobs-XXXXXX").string();
+  if (ec) tmpl = "/tmp/softmax-audit-jobs-XXXXXX";
+  if (!mkdtemp(tmpl.data()))
+    throw std::runtime_error("cannot create a temporary folder " + tmpl + ": " +
                              std::strerror(errno));
   const fs::path dir(tmpl);
   struct Cleanup {
@@ -131,9 +134,8 @@ inline std::vector<JobResult> run_jobs(const std::vector<JobUnit>& units, int jo
   } cleanup{dir};
   std::vector<std::size_t> order(units.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return units[a].weight > units[b].weight;
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return units[a].weight > units[b].weight; });
   const pid_t gate = getpid();
   std::map<pid_t, std::size_t> running;
   std::vector<JobResult> results(units.size());
@@ -197,11 +199,11 @@ inline std::vector<JobResult> run_jobs(const std::vector<JobUnit>& units, int jo
       std::ifstream err(file.string() + ".err");
       if (err) why.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
       kill_all();
-      throw std::runtime_error(
-          "the gate process of unit " + units[i].key + " " +
-          (WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status))
-                               : "exited " + std::to_string(WEXITSTATUS(status))) +
-          (why.empty() ? std::string() : ": " + why));
+      throw std::runtime_error("the gate process of unit " + units[i].key + " " +
+                               (WIFSIGNALED(status)
+                                    ? "was killed by signal " + std::to_string(WTERMSIG(status))
+                                    : "exited " + std::to_string(WEXITSTATUS(status))) +
+                               (why.empty() ? std::string() : ": " + why));
     }
     std::ifstream f(file, std::ios::binary);
     std::string line;

@@ -147,7 +147,9 @@ std::vector<PropertyInfo> properties() {
        "every output is within its per-element rounding budget of the correctly rounded MPFR "
        "reference",
        "ulp",
-       {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy, Op::adaptive_softmax, Op::attention, Op::merge_entropy_states, Op::merge_attention_states, Op::merge_attention_states_n},
+       {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy, Op::adaptive_softmax,
+        Op::attention, Op::merge_entropy_states, Op::merge_attention_states,
+        Op::merge_attention_states_n},
        "ulps",
        ""},
       {"differential.t7_apriori",
@@ -187,11 +189,13 @@ std::vector<PropertyInfo> properties() {
        "relative (float32); mismatches, 1 = not the rounded reference (bfloat16, float16)",
        "opt-in: the rule onednn_10eps named in the spec"},
       {"differential.bias",
-       "the mean signed error (in ulps) is zero within its statistical uncertainty", "bias",
+       "the mean signed error (in ulps) is zero within its statistical uncertainty",
+       "bias",
        {Op::softmax, Op::adaptive_softmax},
        "ulps (mean signed)",
        "enough rows for a standard error"},
-      {"metamorphic.sum_to_one", "softmax weights sum to one (zero for a fully masked row)",
+      {"metamorphic.sum_to_one",
+       "softmax weights sum to one (zero for a fully masked row)",
        "rounding_analysis",
        {Op::softmax, Op::adaptive_softmax},
        "absolute (|sum - 1|)",
@@ -214,21 +218,27 @@ std::vector<PropertyInfo> properties() {
        {Op::softmax},
        "absolute (weight)",
        ""},
-      {"metamorphic.t1_bounds", "every weight lies in the dispersion bounds of Lemma 2.1", "T1",
+      {"metamorphic.t1_bounds",
+       "every weight lies in the dispersion bounds of Lemma 2.1",
+       "T1",
        {Op::softmax},
        "absolute (weight)",
        ""},
-      {"metamorphic.entropy_range", "0 <= H <= log(number of unmasked items)", "T4",
+      {"metamorphic.entropy_range",
+       "0 <= H <= log(number of unmasked items)",
+       "T4",
        {Op::entropy},
        "nats",
        ""},
-      {"metamorphic.entropy_temperature", "entropy does not decrease when the temperature rises",
+      {"metamorphic.entropy_temperature",
+       "entropy does not decrease when the temperature rises",
        "T4",
        {Op::entropy},
        "nats",
        ""},
       {"metamorphic.adaptive_beta",
-       "beta >= 1, beta = 1 when H <= 0.5, and beta = beta(H) for the kernel's own H", "T5",
+       "beta >= 1, beta = 1 when H <= 0.5, and beta = beta(H) for the kernel's own H",
+       "T5",
        {Op::adaptive_softmax},
        "beta (dimensionless)",
        ""},
@@ -419,22 +429,26 @@ std::vector<PropertyInfo> properties() {
        "when the kernel claims SA_CAP_DETERMINISTIC, and for attention_backward called with "
        "deterministic = 1; reported otherwise)",
        "bitwise",
-       {Op::softmax, Op::log_softmax, Op::softmax_backward, Op::log_softmax_backward, Op::attention_v2, Op::attention_backward},
+       {Op::softmax, Op::log_softmax, Op::softmax_backward, Op::log_softmax_backward,
+        Op::attention_v2, Op::attention_backward},
        "calls that differed",
-       "the claim SA_CAP_DETERMINISTIC (judged; otherwise reported), or attention_backward called with deterministic = 1"},
+       "the claim SA_CAP_DETERMINISTIC (judged; otherwise reported), or attention_backward called "
+       "with deterministic = 1"},
       {"determinism.batch_invariance",
        "a row, or an attention sequence, computed alone gives the same bits as inside a batch "
        "(and under any split count) (checked when the kernel claims SA_CAP_BATCH_INVARIANT; "
        "reported otherwise)",
        "bitwise",
-       {Op::softmax, Op::log_softmax, Op::softmax_backward, Op::log_softmax_backward, Op::attention_v2, Op::attention_backward},
+       {Op::softmax, Op::log_softmax, Op::softmax_backward, Op::log_softmax_backward,
+        Op::attention_v2, Op::attention_backward},
        "calls that differed",
        "the claim SA_CAP_BATCH_INVARIANT (judged; otherwise reported)"},
       {"special.values",
        "masks, fully masked rows, +inf, NaN and n = 1 follow include/softmax_audit/kernel.h "
        "exactly",
        "kernel_h",
-       {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy, Op::adaptive_softmax, Op::attention, Op::merge_entropy_states, Op::merge_attention_states},
+       {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy, Op::adaptive_softmax,
+        Op::attention, Op::merge_entropy_states, Op::merge_attention_states},
        "ulps",
        ""},
   };
@@ -598,8 +612,7 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
     const auto all = properties();
     if (std::none_of(all.begin(), all.end(), [&](const PropertyInfo& x) {
           return x.id == p || x.id.rfind(p + ".", 0) == 0;
-        }))
-    {
+        })) {
       std::string fams;
       for (const auto& f : families()) fams += (fams.empty() ? "" : ", ") + f.name;
       throw std::invalid_argument("run_suite: unknown property '" + p +
@@ -666,8 +679,7 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
   steps.push_back([&run](DType t) {
     if (run.wants_op(Op::attention)) detail::run_attention_differential(run, t);
   });
-  for (Op op :
-       {Op::merge_entropy_states, Op::merge_attention_states, Op::merge_attention_states_n})
+  for (Op op : {Op::merge_entropy_states, Op::merge_attention_states, Op::merge_attention_states_n})
     steps.push_back([&run, op](DType t) {
       if (run.wants_op(op) && t == DType::float32) detail::run_merge_differential(run, op, t);
     });
