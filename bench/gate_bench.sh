@@ -11,6 +11,9 @@
 #   --audit        also time `audit --builtin cpu` (about 2x a check's time;
 #                  off by default, as a loaded audit can take half an hour)
 #   --seed S       the check's seed (default 1)
+#   --jobs N       also time `check --jobs N` (name "check-jN"), alternating
+#                  with the serial check in each repeat, and print the ratio
+#                  serial wall / --jobs wall per mode
 # Anything after `--` goes to `check` (e.g. `-- --cases 50` for a shorter run;
 # say so next to any figure measured that way).
 #
@@ -27,6 +30,7 @@ repeats=2
 modes=quiet,loaded
 audit=0
 seed=1
+jobs=
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -35,6 +39,7 @@ while [ $# -gt 0 ]; do
     --modes) modes=$2; shift 2 ;;
     --audit) audit=1; shift ;;
     --seed) seed=$2; shift 2 ;;
+    --jobs) jobs=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     *) echo "gate_bench.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -88,6 +93,8 @@ IFS=, read -r -a mode_list <<<"$modes"
 for mode in "${mode_list[@]}"; do
   for ((r = 1; r <= repeats; ++r)); do
     run_one "$mode" check "$bin" check --builtin cpu --seed "$seed" -q --json "$tmp/check.json" "${extra[@]}"
+    [ -n "$jobs" ] && run_one "$mode" "check-j$jobs" "$bin" check --builtin cpu --seed "$seed" -q \
+      --jobs "$jobs" --json "$tmp/check-j.json" "${extra[@]}"
     [ "$audit" = 1 ] && run_one "$mode" audit "$bin" audit --builtin cpu -q --out "$tmp/audit"
   done
 done
@@ -110,16 +117,24 @@ print(find(j) or "not recorded")' "$tmp/check.json" 2>/dev/null)
 fi
 
 echo "--- medians over $repeats run(s) each"
-for name in check audit; do
+for name in check ${jobs:+check-j$jobs} audit; do
   for mode in "${mode_list[@]}"; do
     f=$tmp/$mode.$name
     [ -f "$f" ] || continue
     w=$(cut -d' ' -f1 "$f" | median); c=$(cut -d' ' -f2 "$f" | median)
     printf '%-8s %-6s median wall %8.2f s  median user+sys %8.2f s\n' "$name" "$mode" "$w" "$c"
-    eval "med_${name}_${mode}=$w"
+    eval "med_${name//-/_}_${mode}=$w"
   done
-  q=med_${name}_quiet; l=med_${name}_loaded
+  q=med_${name//-/_}_quiet; l=med_${name//-/_}_loaded
   if [ -n "${!q:-}" ] && [ -n "${!l:-}" ]; then
     awk -v q="${!q}" -v l="${!l}" -v n="$name" 'BEGIN{printf "%-8s loaded/quiet wall ratio %.2f\n", n, l/q}'
   fi
 done
+if [ -n "$jobs" ]; then
+  for mode in "${mode_list[@]}"; do
+    s=med_check_$mode; j=med_check_j${jobs}_$mode
+    [ -n "${!s:-}" ] && [ -n "${!j:-}" ] &&
+      awk -v s="${!s}" -v j="${!j}" -v m="$mode" -v n="$jobs" \
+        'BEGIN{printf "check %-6s serial wall / --jobs %s wall %.2f\n", m, n, s/j}'
+  done
+fi
