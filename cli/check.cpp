@@ -502,6 +502,18 @@ int run_check(const CheckOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::vector<Verdict>> unit_verdicts;
   std::size_t shard_units = 0, resumed_units = 0, unit_count = 0;
+  // The options of one unit of a sharded or --jobs check: the overall
+  // deadline less the time already spent (at least 1 s).
+  auto unit_options = [&] {
+    gate::IsolationOptions opt = iso;
+    if (spec.deadline_s > 0) {
+      const double left =
+          spec.deadline_s -
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      opt.deadline_s = std::max(1.0, left);
+    }
+    return opt;
+  };
   auto run_one = [&](const props::SuiteConfig& config, const gate::IsolationOptions& opt) {
     try {
       // --no-isolation: the kernel shares this process, so a kernel that calls
@@ -522,14 +534,7 @@ int run_check(const CheckOptions& o) {
       results = run_jobs(
           units, jobs,
           [&](const JobUnit& u) {
-            gate::IsolationOptions opt = iso;
-            if (spec.deadline_s > 0) {
-              const double left =
-                  spec.deadline_s -
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-              opt.deadline_s = std::max(1.0, left);
-            }
-            return gate::run_isolated(*kernel, u.config, opt, nullptr);
+            return gate::run_isolated(*kernel, u.config, unit_options(), nullptr);
           },
           [&](int done, int total, int running) {
             bar.update(done, total,
@@ -638,13 +643,7 @@ int run_check(const CheckOptions& o) {
       if (finished.count(id)) continue;
       props::SuiteConfig one = spec.suite;
       one.properties = unit.properties;
-      gate::IsolationOptions opt = iso;
-      if (spec.deadline_s > 0) {
-        const double left =
-            spec.deadline_s -
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        opt.deadline_s = std::max(1.0, left);
-      }
+      const gate::IsolationOptions opt = unit_options();
       const auto u0 = std::chrono::steady_clock::now();
       gate::IsolatedRun run = run_one(one, opt);
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - u0).count();

@@ -1022,18 +1022,7 @@ void gqa_equals_repeated(const V2Ctx& cx, Check& out) {
   const AttentionCase& c = cx.c;
   const AttentionResultV2& o = cx.o;
   const std::vector<RowBudget>& rb = cx.rb;
-  AttentionCase mc = c;
-  mc.heads_kv = c.heads_q;
-  mc.k.clear();
-  mc.v.clear();
-  for (std::int64_t row = 0; row < c.total_k(); ++row)
-    for (std::int64_t h = 0; h < c.heads_q; ++h) {
-      const std::int64_t hk = c.kv_head(h);
-      mc.k.insert(mc.k.end(), c.k.begin() + (row * c.heads_kv + hk) * c.d,
-                  c.k.begin() + (row * c.heads_kv + hk + 1) * c.d);
-      mc.v.insert(mc.v.end(), c.v.begin() + (row * c.heads_kv + hk) * c.dv,
-                  c.v.begin() + (row * c.heads_kv + hk + 1) * c.dv);
-    }
+  const AttentionCase mc = with_repeated_kv_heads(c);
   if (k.why_not_applicable(mc).empty()) {
     const AttentionResultV2 mo = k.attention_v2(mc);
     for (std::size_t row = 0; row < rb.size(); ++row)

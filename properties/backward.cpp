@@ -857,18 +857,7 @@ void gqa_group_sum(const BwdCtx& cx, Check& res) {
   const std::vector<double>& lse_x = cx.lse_x;
   const AttentionGradientsV2& g = cx.g;
   const GradBudgets& gb = cx.gb;
-  AttentionCase mc = c;
-  mc.heads_kv = c.heads_q;
-  mc.k.clear();
-  mc.v.clear();
-  for (std::int64_t row = 0; row < c.total_k(); ++row)
-    for (std::int64_t h = 0; h < c.heads_q; ++h) {
-      const std::int64_t hk = c.kv_head(h);
-      mc.k.insert(mc.k.end(), c.k.begin() + (row * c.heads_kv + hk) * c.d,
-                  c.k.begin() + (row * c.heads_kv + hk + 1) * c.d);
-      mc.v.insert(mc.v.end(), c.v.begin() + (row * c.heads_kv + hk) * c.dv,
-                  c.v.begin() + (row * c.heads_kv + hk + 1) * c.dv);
-    }
+  const AttentionCase mc = with_repeated_kv_heads(c);
   if (k.why_not_applicable_backward(mc).empty()) {
     const AttentionGradientsV2 mg = k.attention_backward(mc, out, lse_k, dout);
     const ref::AttentionGradients mr = ref::attention_backward(mc, dout);

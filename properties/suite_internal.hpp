@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/attention_case.hpp"
 #include "properties/conventions.hpp"
 #include "properties/generators.hpp"
 #include "properties/search.hpp"
@@ -55,6 +56,25 @@ struct Run {
     if (observer && observer->before_case) observer->before_case(property, input);
   }
 };
+
+// The case with each key/value head repeated for its query heads (GQA/MQA
+// made MHA: heads_kv = heads_q), as the GQA properties of attention_v2 and
+// attention_backward compare against.
+inline AttentionCase with_repeated_kv_heads(const AttentionCase& c) {
+  AttentionCase mc = c;
+  mc.heads_kv = c.heads_q;
+  mc.k.clear();
+  mc.v.clear();
+  for (std::int64_t row = 0; row < c.total_k(); ++row)
+    for (std::int64_t h = 0; h < c.heads_q; ++h) {
+      const std::int64_t hk = c.kv_head(h);
+      mc.k.insert(mc.k.end(), c.k.begin() + (row * c.heads_kv + hk) * c.d,
+                  c.k.begin() + (row * c.heads_kv + hk + 1) * c.d);
+      mc.v.insert(mc.v.end(), c.v.begin() + (row * c.heads_kv + hk) * c.dv,
+                  c.v.begin() + (row * c.heads_kv + hk + 1) * c.dv);
+    }
+  return mc;
+}
 
 // What a failing verdict's note says when its failure holds under a
 // convention the kernel does not declare (Check::convention).
