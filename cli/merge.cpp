@@ -25,6 +25,7 @@
 
 #include "cli/check_shard.hpp"
 #include "cli/commands.hpp"
+#include "cli/split_rows.hpp"
 #include "cli/sweep_outputs.hpp"
 #include "gate/coverage.hpp"
 #include "gate/provenance.hpp"
@@ -82,6 +83,8 @@ int run_merge(const MergeOptions& o) {
   if (o.inputs.empty()) return usage("no INPUT given; expected the --out folders of the shards");
   if (is_audit_shard(o.inputs.front())) return run_merge_audit(o.out, o.inputs);
   if (shard_command(o.inputs.front()) == "check") return run_merge_check(o);
+  if (shard_command(o.inputs.front()) == kSplitRowsCommand)
+    return run_merge_split_rows(o.out, o.inputs);
   const std::string out_csv = (fs::path(o.out) / "sweep.csv").string(),
                     out_rows = (fs::path(o.out) / "rows.json").string(),
                     out_json = (fs::path(o.out) / "sweep.json").string();
