@@ -132,8 +132,19 @@ struct ChunkCase {
   std::string key;
   std::size_t row = 0;
   std::int64_t index = 0, begin = 0, len = 0;
-  std::uint64_t id = 0;
+  std::uint64_t id = 0;      // the chunk's case id
+  std::uint64_t row_id = 0;  // its row's
 };
+
+// Chunks are dealt round-robin from an offset of the row's case id: chunk c
+// of a row goes to shard (row id + c) mod N, so no shard holds more than
+// ceil(C/N) chunks of a row (what must fit one machine), and the rows of a
+// sweep start on different shards. (By each chunk's own id mod N, as a
+// sweep's rows are dealt, the first try put all 4 chunks of a row on shard 0
+// of 3.)
+std::uint64_t shard_of(const ChunkCase& c, std::uint64_t count) {
+  return (c.row_id % count + static_cast<std::uint64_t>(c.index) % count) % count;
+}
 struct Plan {
   std::string kernel_name, kernel_identity;
   std::uint64_t seed = 1;
@@ -191,6 +202,16 @@ Plan make_plan(const Kernel& k, const std::string& identity, const SplitRowsOpti
           r.key = fmt::format("{}|{}|{}|L{}|t{}|k{}|C{}|s{}", k.name(), name_of(t), d, p.level,
                               num(th), lg, p.chunks, p.seed);
           r.first = p.cases.size();
+          CaseKey rk;
+          rk.kernel = identity;
+          rk.op = "sweep-row-chunks";
+          rk.dtype = name_of(t);
+          rk.shape = {r.n, p.chunks};
+          rk.distribution = d;
+          rk.theta = th;
+          rk.level = p.level;
+          rk.seed = p.seed;
+          const std::uint64_t row_id = case_id(rk);
           for (std::int64_t c = 0; c < p.chunks; ++c) {
             ChunkCase cc;
             cc.row = p.rows.size();
@@ -213,6 +234,7 @@ Plan make_plan(const Kernel& k, const std::string& identity, const SplitRowsOpti
             ck.seed = p.seed;
             ck.index = static_cast<std::uint64_t>(c);
             cc.id = case_id(ck);
+            cc.row_id = row_id;
             p.cases.push_back(std::move(cc));
           }
           p.rows.push_back(std::move(r));
@@ -754,7 +776,7 @@ std::string plan_text(const Plan& p, int phase, const Shard& sh, const SplitRows
                   {"seed", std::to_string(o.seed)}};
   nlohmann::json cases = nlohmann::json::array();
   for (const auto& c : p.cases)
-    cases.push_back({{"key", c.key}, {"id", std::to_string(c.id)}, {"shard", c.id % sh.count}});
+    cases.push_back({{"key", c.key}, {"id", std::to_string(c.id)}, {"shard", shard_of(c, sh.count)}});
   j["cases"] = std::move(cases);
   if (phase == 2) {
     j["state_digest"] = hex64(splitmix64_hash(state_text));
@@ -842,9 +864,9 @@ void run_chunks(const Plan& p, const Shard& sh, Journal& journal, LineOf line_of
                 const char* what) {
   std::size_t todo = 0, done = 0;
   for (const auto& c : p.cases)
-    if (sh.owns(c.id) && !journal.lines().count(c.key)) ++todo;
+    if (shard_of(c, sh.count) == sh.index && !journal.lines().count(c.key)) ++todo;
   for (const auto& c : p.cases) {
-    if (!sh.owns(c.id) || journal.lines().count(c.key)) continue;
+    if (shard_of(c, sh.count) != sh.index || journal.lines().count(c.key)) continue;
     journal.add(c.key, line_of(c));
     ++done;
     fmt::print(stderr, "  {} chunk {} of {}: {}\n", what, done, todo, c.key);
@@ -918,7 +940,7 @@ int run_split_rows(const SplitRowsOptions& o) {
   }
   preempt::install();
   std::size_t mine = 0;
-  for (const auto& c : plan.cases) mine += sh.owns(c.id) ? 1 : 0;
+  for (const auto& c : plan.cases) mine += shard_of(c, sh.count) == sh.index ? 1 : 0;
   fmt::print(stderr,
              "softmax-audit sweep: kernel '{}', {} row{} of 2^{}..2^{} items in {} chunks each; "
              "{}{}: {} of {} chunks\n",
@@ -1087,11 +1109,11 @@ int run_merge_split_rows(const std::string& out_dir, const std::vector<std::stri
   } catch (const std::exception& e) {
     return usage(fmt::format("INPUT {}: {}", first.dir, e.what()));
   }
-  std::map<std::string, std::uint64_t> shard_of;
+  std::map<std::string, std::uint64_t> shard_of_key;
   std::map<std::uint64_t, std::size_t> cases_of;
   for (const auto& c : plan.cases) {
-    shard_of[c.key] = c.id % count;
-    ++cases_of[c.id % count];
+    shard_of_key[c.key] = shard_of(c, count);
+    ++cases_of[shard_of(c, count)];
   }
   // The union by chunk key; one key with different bytes in two inputs is a
   // determinism finding.
@@ -1112,8 +1134,8 @@ int run_merge_split_rows(const std::string& out_dir, const std::vector<std::stri
                                path, id, want_identity));
     for (const auto& l : ls) {
       const std::string key = split_tabs(l)[0];
-      const auto s = shard_of.find(key);
-      if (s == shard_of.end())
+      const auto s = shard_of_key.find(key);
+      if (s == shard_of_key.end())
         return usage(fmt::format("INPUT {}: chunk {} is not one of this split sweep's", path, key));
       if (s->second != in.index)
         return usage(fmt::format("INPUT {}: chunk {} belongs to shard {}/{}, not to {}/{}", path,
@@ -1126,7 +1148,7 @@ int run_merge_split_rows(const std::string& out_dir, const std::vector<std::stri
   }
   std::map<std::uint64_t, std::vector<std::string>> missing;
   for (const auto& c : plan.cases)
-    if (!lines.count(c.key)) missing[c.id % count].push_back(c.key);
+    if (!lines.count(c.key)) missing[shard_of(c, count)].push_back(c.key);
   for (const auto& [s, keys] : missing) {
     if (!present.count(s))
       fmt::print(stderr,

@@ -55,7 +55,7 @@ struct SweepOptions {
   std::string shard;              // --shard k/N
   std::uint64_t shard_count = 0;  // --shard-count N (with JOB_COMPLETION_INDEX)
   bool no_timing = false;
-  std::int64_t row_chunks = 0;  // --row-chunks C: rows larger than one machine
+  std::int64_t row_chunks = -1;  // --row-chunks C (rows larger than one machine); -1: not given
   std::string state;            // --state FILE: their phase 2
 };
 
@@ -203,8 +203,8 @@ std::string sweep_eta(double elapsed_s, double done, double total) {
 
 int run_sweep_command(const SweepOptions& o) {
   namespace fs = std::filesystem;
-  if (o.row_chunks != 0 || !o.state.empty()) {
-    if (o.row_chunks == 0) {
+  if (o.row_chunks != -1 || !o.state.empty()) {
+    if (o.row_chunks == -1) {
       fmt::print(stderr,
                  "softmax-audit sweep: error: --state {}: expected --row-chunks C with it (the "
                  "states are phase 1's of a split sweep)\n",

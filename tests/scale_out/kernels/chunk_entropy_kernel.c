@@ -7,7 +7,11 @@
  * (m - m') S term of T when the running maximum rises (theory T6's push:
  * T' = a (T + (m - m') S) + ...), a bug of streamed entropy that only rows
  * whose maximum is not their first item show. Its lse and softmax stay right,
- * so only the chunks' entropies (and the merged row's) are wrong. */
+ * so only the chunks' entropies (and the merged row's) are wrong. With
+ * CHUNK_MERGE_BUG, its entropy is right and merge_entropy_states takes the
+ * state of the smaller maximum for the identity (it tests m where the
+ * identity is S = 0) and returns the other: every chunk is right, the merged
+ * row is not. */
 #define sa_kernel_entry example_sa_kernel_entry
 #include "example_kernel.c"
 #undef sa_kernel_entry
@@ -64,7 +68,11 @@ static sa_status merge_states(void* ctx, int64_t count, const sa_entropy_state* 
       out[i] = y;
       continue;
     }
+#ifdef CHUNK_MERGE_BUG
+    if (!(y.S > 0) || y.m < x.m) {
+#else
     if (!(y.S > 0)) {
+#endif
       out[i] = x;
       continue;
     }
@@ -84,7 +92,11 @@ static sa_kernel chunk_kernel;
 
 SA_EXPORT const sa_kernel* sa_kernel_entry(void) {
   chunk_kernel = example_kernel;
-#ifdef CHUNK_ENTROPY_BUG
+#if defined(CHUNK_MERGE_BUG)
+  chunk_kernel.name = "chunk_merge_mutant";
+  chunk_kernel.description = "the example kernel whose merge_entropy_states drops the state of the "
+                             "smaller maximum (a test kernel)";
+#elif defined(CHUNK_ENTROPY_BUG)
   chunk_kernel.name = "chunk_entropy_mutant";
   chunk_kernel.description = "the example kernel with a streamed entropy that forgets T's rescale "
                              "term (a test kernel)";
