@@ -218,9 +218,9 @@ Plan make_plan(const Kernel& k, const std::string& identity, const SplitRowsOpti
             cc.index = c;
             cc.begin = static_cast<std::int64_t>((static_cast<unsigned __int128>(r.n) * c) /
                                                  static_cast<std::uint64_t>(p.chunks));
-            const auto end = static_cast<std::int64_t>(
-                (static_cast<unsigned __int128>(r.n) * (c + 1)) /
-                static_cast<std::uint64_t>(p.chunks));
+            const auto end =
+                static_cast<std::int64_t>((static_cast<unsigned __int128>(r.n) * (c + 1)) /
+                                          static_cast<std::uint64_t>(p.chunks));
             cc.len = end - cc.begin;
             cc.key = r.key + "|c" + std::to_string(c);
             CaseKey ck;
@@ -366,8 +366,8 @@ std::string phase1_line(const Kernel& k, const Plan& p, const ChunkCase& c) {
   }
   const float lse = k.logsumexp(r.dtype, b, r.theta)[0];
   const float H = k.entropy(r.dtype, b, r.theta)[0];
-  return fmt::format("{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}", c.key, c.len, live, num(zmax),
-                     num(zmin), num(zabs), state, num(lse), num(H));
+  return fmt::format("{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}", c.key, c.len, live, num(zmax), num(zmin),
+                     num(zabs), state, num(lse), num(H));
 }
 
 struct Phase1Chunk {
@@ -378,8 +378,9 @@ struct Phase1Chunk {
 };
 Phase1Chunk parse_phase1(const std::string& where, const std::string& line) {
   const auto f = split_tabs(line);
-  if (f.size() != 9) throw Usage(where + ": a line with " + std::to_string(f.size()) +
-                                 " fields; expected 9 (a chunk of phase 1)");
+  if (f.size() != 9)
+    throw Usage(where + ": a line with " + std::to_string(f.size()) +
+                " fields; expected 9 (a chunk of phase 1)");
   try {
     Phase1Chunk c;
     c.len = to_int(f[1]), c.live = to_int(f[2]);
@@ -392,8 +393,7 @@ Phase1Chunk parse_phase1(const std::string& where, const std::string& line) {
   }
 }
 
-budget::RowStats stats_of(std::int64_t live, double zmax, double zmin, double zabs,
-                          double theta) {
+budget::RowStats stats_of(std::int64_t live, double zmax, double zmin, double zabs, double theta) {
   budget::RowStats s;
   s.live = live;
   s.max = zmax;
@@ -426,8 +426,8 @@ budget::RowStats stats_of(std::int64_t live, double zmax, double zmin, double za
 struct RowBudgets {
   double lse = 0, H = 0;
 };
-RowBudgets row_budgets(const budget::RowStats& row, std::int64_t largest_chunk,
-                       std::int64_t chunks, double D, double lse, double H) {
+RowBudgets row_budgets(const budget::RowStats& row, std::int64_t largest_chunk, std::int64_t chunks,
+                       double D, double lse, double H) {
   const double A = budget::summation(double(largest_chunk));
   const double lambda = A + 4.0 + row.spread + budget::theta_term(row);
   const double rho = A + 4.0 + 2.0 * row.spread + budget::theta_term(row);
@@ -478,8 +478,7 @@ std::string merge_states(const Plan& p, const std::map<std::string, Phase1Chunk>
     // right by its own merge_entropy_states.
     sa_entropy_state acc{};
     for (std::size_t c = 0; c < cs.size(); ++c) {
-      const sa_entropy_state s{static_cast<float>(cs[c]->lse), 1.0f,
-                               static_cast<float>(-cs[c]->H)};
+      const sa_entropy_state s{static_cast<float>(cs[c]->lse), 1.0f, static_cast<float>(-cs[c]->H)};
       acc = c == 0 ? s
                    : k.merge_entropy_states(std::span<const sa_entropy_state>(&acc, 1),
                                             std::span<const sa_entropy_state>(&s, 1))[0];
@@ -503,8 +502,8 @@ std::string merge_states(const Plan& p, const std::map<std::string, Phase1Chunk>
     for (std::size_t c = 0; c < cs.size(); ++c) {
       const props::ChunkState s = props::chunk_state_from_text(cs[c]->state);
       const double Hc = s.S == 0 ? 0.0 : props::state_entropy(s).convert_to<double>();
-      const budget::RowStats st = stats_of(cs[c]->live, cs[c]->zmax, cs[c]->zmin, cs[c]->zabs,
-                                           r.theta);
+      const budget::RowStats st =
+          stats_of(cs[c]->live, cs[c]->zmax, cs[c]->zmin, cs[c]->zabs, r.theta);
       const double lb = budget::lse_abs(st, Lc[c]), hb = budget::entropy_abs(st, Hc);
       const double le = std::abs(cs[c]->lse - Lc[c]), he = std::abs(cs[c]->H - Hc);
       const bool ok = (s.S == 0 && cs[c]->lse == -INFINITY) || (within(le, lb) && within(he, hb));
@@ -633,11 +632,10 @@ std::string phase2_line(const Kernel& k, const Plan& p, const ChunkCase& c, cons
     const double e = z == -INFINITY ? 0.0 : std::exp(z - s.m) / s.S;
     const double qe = z == -INFINITY ? 0.0 : std::exp(z - Lc);
     const double g = double(q[jj]) * fk;
-    const double bud =
-        e == 0.0 ? 0.0
-                 : f * budget::softmax_abs(r.dtype, st, z, qe) +
-                       e * (s.lse_budget_c[ci] + s.lse_budget +
-                            ref_rel * (4.0 + std::abs(z) + std::abs(s.m)));
+    const double bud = e == 0.0 ? 0.0
+                                : f * budget::softmax_abs(r.dtype, st, z, qe) +
+                                      e * (s.lse_budget_c[ci] + s.lse_budget +
+                                           ref_rel * (4.0 + std::abs(z) + std::abs(s.m)));
     const double err = std::abs(g - e);
     const double ratio = std::isnan(g) ? INFINITY
                          : bud > 0     ? err / bud
@@ -661,8 +659,9 @@ struct Phase2Chunk {
 };
 Phase2Chunk parse_phase2(const std::string& where, const std::string& line) {
   const auto f = split_tabs(line);
-  if (f.size() != 10) throw Usage(where + ": a line with " + std::to_string(f.size()) +
-                                  " fields; expected 10 (a chunk of phase 2)");
+  if (f.size() != 10)
+    throw Usage(where + ": a line with " + std::to_string(f.size()) +
+                " fields; expected 10 (a chunk of phase 2)");
   try {
     Phase2Chunk c;
     c.len = to_int(f[1]), c.over = to_int(f[2]), c.worst = to_int(f[3]);
@@ -714,12 +713,12 @@ std::string final_table(const Plan& p, const std::string& state_text,
     ++rep.rows;
     rep.rows_over += ok ? 0 : 1;
     rep.elements += checked;
-    out += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(r.key),
-        csv_field(p.kernel_name), name_of(r.dtype), r.dist, num(r.theta), r.n, p.chunks, p.seed,
-        g("lse_exact"), g("lse_kernel"), g("lse_err"), g("lse_budget"), g("H_exact"),
-        g("H_kernel"), g("H_err"), g("H_budget"), chunks_over, checked, over, worst, num(ulps),
-        num(bud), num(sum - 1.0));
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                       csv_field(r.key), csv_field(p.kernel_name), name_of(r.dtype), r.dist,
+                       num(r.theta), r.n, p.chunks, p.seed, g("lse_exact"), g("lse_kernel"),
+                       g("lse_err"), g("lse_budget"), g("H_exact"), g("H_kernel"), g("H_err"),
+                       g("H_budget"), chunks_over, checked, over, worst, num(ulps), num(bud),
+                       num(sum - 1.0));
   }
   return out;
 }
@@ -738,8 +737,8 @@ Kernel load_kernel(const std::string& builtin, const std::string& plugin, int in
     if (k.name() == builtin) return k;
     names += (names.empty() ? "" : ", ") + k.name();
   }
-  throw Usage("--builtin " + builtin + ": no built-in kernel of that name; expected one of: " +
-              names);
+  throw Usage("--builtin " + builtin +
+              ": no built-in kernel of that name; expected one of: " + names);
 }
 
 void require_ops(const Kernel& k) {
@@ -776,7 +775,8 @@ std::string plan_text(const Plan& p, int phase, const Shard& sh, const SplitRows
                   {"seed", std::to_string(o.seed)}};
   nlohmann::json cases = nlohmann::json::array();
   for (const auto& c : p.cases)
-    cases.push_back({{"key", c.key}, {"id", std::to_string(c.id)}, {"shard", shard_of(c, sh.count)}});
+    cases.push_back(
+        {{"key", c.key}, {"id", std::to_string(c.id)}, {"shard", shard_of(c, sh.count)}});
   j["cases"] = std::move(cases);
   if (phase == 2) {
     j["state_digest"] = hex64(splitmix64_hash(state_text));
@@ -807,16 +807,17 @@ void validate(const SplitRowsOptions& o) {
         "sizes 2^{}..2^{}: expected 0 <= --min-log2-n <= --max-log2-n <= 32 with --row-chunks",
         o.min_log2, o.max_log2));
   if (o.chunks < 1 || o.chunks > (std::int64_t(1) << o.min_log2))
-    throw Usage(fmt::format("--row-chunks {}: expected 1 to 2^{} (the smallest row, 2^{} items; "
-                            "every chunk holds at least one item)",
-                            o.chunks, o.min_log2, o.min_log2));
+    throw Usage(
+        fmt::format("--row-chunks {}: expected 1 to 2^{} (the smallest row, 2^{} items; "
+                    "every chunk holds at least one item)",
+                    o.chunks, o.min_log2, o.min_log2));
   const std::int64_t largest = ((std::int64_t(1) << o.max_log2) + o.chunks - 1) / o.chunks;
   if (largest > kMaxChunkItems)
-    throw Usage(fmt::format("--row-chunks {}: a row of 2^{} items then has chunks of {} items; "
-                            "expected at most 2^30 per chunk (--row-chunks >= {})",
-                            o.chunks, o.max_log2, largest,
-                            ((std::int64_t(1) << o.max_log2) + kMaxChunkItems - 1) /
-                                kMaxChunkItems));
+    throw Usage(
+        fmt::format("--row-chunks {}: a row of 2^{} items then has chunks of {} items; "
+                    "expected at most 2^30 per chunk (--row-chunks >= {})",
+                    o.chunks, o.max_log2, largest,
+                    ((std::int64_t(1) << o.max_log2) + kMaxChunkItems - 1) / kMaxChunkItems));
   for (double th : o.temperatures)
     if (!(th > 0) || !std::isfinite(th))
       throw Usage(fmt::format("--temperature {}: expected a finite number > 0", th));
@@ -834,10 +835,10 @@ void validate(const SplitRowsOptions& o) {
       if (key == "MemAvailable:") avail = kb * 1024;
   }
   if (avail > 0 && need > avail)
-    throw Usage(fmt::format("--row-chunks {}: a chunk of {} items needs about {:.1f} GiB ({} bytes "
-                            "per item) and {:.1f} GiB are available; expected more chunks",
-                            o.chunks, largest, need / (1 << 30), kBytesPerChunkItem,
-                            avail / (1 << 30)));
+    throw Usage(
+        fmt::format("--row-chunks {}: a chunk of {} items needs about {:.1f} GiB ({} bytes "
+                    "per item) and {:.1f} GiB are available; expected more chunks",
+                    o.chunks, largest, need / (1 << 30), kBytesPerChunkItem, avail / (1 << 30)));
 }
 
 std::string read_text(const std::string& path) {
@@ -941,23 +942,26 @@ int run_split_rows(const SplitRowsOptions& o) {
   preempt::install();
   std::size_t mine = 0;
   for (const auto& c : plan.cases) mine += shard_of(c, sh.count) == sh.index ? 1 : 0;
-  fmt::print(stderr,
-             "softmax-audit sweep: kernel '{}', {} row{} of 2^{}..2^{} items in {} chunks each; "
-             "{}{}: {} of {} chunks\n",
-             kernel->name(), plan.rows.size(), plan.rows.size() == 1 ? "" : "s", o.min_log2,
-             o.max_log2, o.chunks,
-             shard || phase2 ? fmt::format("phase {}", phase2 ? 2 : 1) : std::string("phases 1 and 2"),
-             shard ? fmt::format(", shard {} ({})", shard->text(), shard->source) : std::string(),
-             mine, plan.cases.size());
+  fmt::print(
+      stderr,
+      "softmax-audit sweep: kernel '{}', {} row{} of 2^{}..2^{} items in {} chunks each; "
+      "{}{}: {} of {} chunks\n",
+      kernel->name(), plan.rows.size(), plan.rows.size() == 1 ? "" : "s", o.min_log2, o.max_log2,
+      o.chunks,
+      shard || phase2 ? fmt::format("phase {}", phase2 ? 2 : 1) : std::string("phases 1 and 2"),
+      shard ? fmt::format(", shard {} ({})", shard->text(), shard->source) : std::string(), mine,
+      plan.cases.size());
   try {
     if (!phase2) {
       Journal j1((out / kChunkJournal).string(), chunk_journal_identity(plan));
-      run_chunks(plan, sh, j1, [&](const ChunkCase& c) { return phase1_line(*kernel, plan, c); },
-                 "phase 1");
+      run_chunks(
+          plan, sh, j1, [&](const ChunkCase& c) { return phase1_line(*kernel, plan, c); },
+          "phase 1");
       if (shard) {
-        fmt::print("shard {}: phase 1 done, {} chunk{} in {}; next: softmax-audit merge STATES "
-                   "<every shard's --out>\n",
-                   sh.text(), mine, mine == 1 ? "" : "s", (out / kChunkJournal).string());
+        fmt::print(
+            "shard {}: phase 1 done, {} chunk{} in {}; next: softmax-audit merge STATES "
+            "<every shard's --out>\n",
+            sh.text(), mine, mine == 1 ? "" : "s", (out / kChunkJournal).string());
         return exit_pass;
       }
       // Unsharded: the merge, phase 2 and the final merge, in this process.
@@ -978,9 +982,10 @@ int run_split_rows(const SplitRowsOptions& o) {
         },
         "phase 2");
     if (shard || phase2) {
-      fmt::print("shard {}: phase 2 done, {} chunk{} in {}; next: softmax-audit merge OUT "
-                 "<every shard's phase-2 --out>\n",
-                 sh.text(), mine, mine == 1 ? "" : "s", (out / kElementJournal).string());
+      fmt::print(
+          "shard {}: phase 2 done, {} chunk{} in {}; next: softmax-audit merge OUT "
+          "<every shard's phase-2 --out>\n",
+          sh.text(), mine, mine == 1 ? "" : "s", (out / kElementJournal).string());
       return exit_pass;
     }
     std::map<std::string, Phase2Chunk> chunks;
@@ -1015,8 +1020,10 @@ int run_merge_split_rows(const std::string& out_dir, const std::vector<std::stri
     const std::string plan_path = (fs::path(dir) / kPlanFile).string();
     std::error_code ec;
     if (!fs::is_directory(dir, ec) || !fs::exists(plan_path, ec))
-      return usage("INPUT " + dir + ": not the --out folder of a `sweep --row-chunks --shard k/N` "
-                   "(no " + kPlanFile + "); expected the folders of one phase's shards");
+      return usage("INPUT " + dir +
+                   ": not the --out folder of a `sweep --row-chunks --shard k/N` "
+                   "(no " +
+                   kPlanFile + "); expected the folders of one phase's shards");
     In in;
     in.dir = dir;
     try {
@@ -1042,9 +1049,10 @@ int run_merge_split_rows(const std::string& out_dir, const std::vector<std::stri
   const In& first = ins.front();
   for (const In& in : ins) {
     if (in.phase != first.phase)
-      return usage(fmt::format("INPUT {} is a phase-{} shard and INPUT {} a phase-{} one; expected "
-                               "the shards of one phase (merge phase 1's, then phase 2's)",
-                               in.dir, in.phase, first.dir, first.phase));
+      return usage(
+          fmt::format("INPUT {} is a phase-{} shard and INPUT {} a phase-{} one; expected "
+                      "the shards of one phase (merge phase 1's, then phase 2's)",
+                      in.dir, in.phase, first.dir, first.phase));
     for (const char* field : {"identity", "plan", "kernel_identity", "options", "state_digest"})
       if (in.plan.value(field, nlohmann::json()) != first.plan.value(field, nlohmann::json()))
         return usage(fmt::format(
@@ -1183,10 +1191,11 @@ int run_merge_split_rows(const std::string& out_dir, const std::vector<std::stri
       const std::string text = merge_states(plan, chunks, *kernel, rep);
       write_file_atomically(out_state, text);
       print_state_report(rep);
-      fmt::print("merged phase 1 of {} input{} (shards of {}): {} rows' states in {}; next: "
-                 "sweep ... --row-chunks {} --state {} --shard k/N --out <phase-2 folder>\n",
-                 ins.size(), ins.size() == 1 ? "" : "s", count, plan.rows.size(), out_state,
-                 plan.chunks, out_state);
+      fmt::print(
+          "merged phase 1 of {} input{} (shards of {}): {} rows' states in {}; next: "
+          "sweep ... --row-chunks {} --state {} --shard k/N --out <phase-2 folder>\n",
+          ins.size(), ins.size() == 1 ? "" : "s", count, plan.rows.size(), out_state, plan.chunks,
+          out_state);
       verdict = rep.rows_over > 0 ? exit_fail : exit_pass;
     } else {
       std::map<std::string, Phase2Chunk> chunks;
@@ -1197,12 +1206,13 @@ int run_merge_split_rows(const std::string& out_dir, const std::vector<std::stri
       {  // the row-level lines again, from the state
         const nlohmann::json st = nlohmann::json::parse(state_text);
         for (const auto& r : st.at("rows"))
-          fmt::print("row {}: merged lse error {} (budget {}), entropy error {} (budget {}); {} "
-                     "chunk{} over\n",
-                     r.at("key").get<std::string>(), r.at("lse_err").get<std::string>(),
-                     r.at("lse_budget").get<std::string>(), r.at("H_err").get<std::string>(),
-                     r.at("H_budget").get<std::string>(), r.at("chunks_over").get<int>(),
-                     r.at("chunks_over").get<int>() == 1 ? "" : "s");
+          fmt::print(
+              "row {}: merged lse error {} (budget {}), entropy error {} (budget {}); {} "
+              "chunk{} over\n",
+              r.at("key").get<std::string>(), r.at("lse_err").get<std::string>(),
+              r.at("lse_budget").get<std::string>(), r.at("H_err").get<std::string>(),
+              r.at("H_budget").get<std::string>(), r.at("chunks_over").get<int>(),
+              r.at("chunks_over").get<int>() == 1 ? "" : "s");
       }
       verdict = table_verdict(rep, out_table);
     }
@@ -1211,14 +1221,16 @@ int run_merge_split_rows(const std::string& out_dir, const std::vector<std::stri
   }
   for (const auto& f : findings) fmt::print("determinism finding: {}\n", f);
   if (!findings.empty()) {
-    fmt::print(stderr, "softmax-audit merge: FAIL: {} determinism finding{} (one chunk, different "
+    fmt::print(stderr,
+               "softmax-audit merge: FAIL: {} determinism finding{} (one chunk, different "
                "bytes)\n",
                findings.size(), findings.size() == 1 ? "" : "s");
     return exit_fail;
   }
   if (verdict == exit_fail) return exit_fail;
   if (!missing.empty()) {
-    fmt::print(stderr, "softmax-audit merge: INCOMPLETE: the merged split rows lack the chunks "
+    fmt::print(stderr,
+               "softmax-audit merge: INCOMPLETE: the merged split rows lack the chunks "
                "named above\n");
     return exit_incomplete;
   }

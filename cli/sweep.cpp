@@ -56,7 +56,7 @@ struct SweepOptions {
   std::uint64_t shard_count = 0;  // --shard-count N (with JOB_COMPLETION_INDEX)
   bool no_timing = false;
   std::int64_t row_chunks = -1;  // --row-chunks C (rows larger than one machine); -1: not given
-  std::string state;            // --state FILE: their phase 2
+  std::string state;             // --state FILE: their phase 2
 };
 
 // MemAvailable from /proc/meminfo, in bytes (0 when unknown).

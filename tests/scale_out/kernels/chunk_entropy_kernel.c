@@ -94,16 +94,19 @@ SA_EXPORT const sa_kernel* sa_kernel_entry(void) {
   chunk_kernel = example_kernel;
 #if defined(CHUNK_MERGE_BUG)
   chunk_kernel.name = "chunk_merge_mutant";
-  chunk_kernel.description = "the example kernel whose merge_entropy_states drops the state of the "
-                             "smaller maximum (a test kernel)";
+  chunk_kernel.description =
+      "the example kernel whose merge_entropy_states drops the state of the "
+      "smaller maximum (a test kernel)";
 #elif defined(CHUNK_ENTROPY_BUG)
   chunk_kernel.name = "chunk_entropy_mutant";
-  chunk_kernel.description = "the example kernel with a streamed entropy that forgets T's rescale "
-                             "term (a test kernel)";
+  chunk_kernel.description =
+      "the example kernel with a streamed entropy that forgets T's rescale "
+      "term (a test kernel)";
 #else
   chunk_kernel.name = "chunk_entropy";
-  chunk_kernel.description = "the example kernel with a streamed entropy and T6's merge (a test "
-                             "kernel)";
+  chunk_kernel.description =
+      "the example kernel with a streamed entropy and T6's merge (a test "
+      "kernel)";
 #endif
   chunk_kernel.ops |= SA_OP_ENTROPY | SA_OP_MERGE_ENTROPY_STATES;
   chunk_kernel.entropy = chunk_entropy;
