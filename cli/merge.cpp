@@ -567,8 +567,9 @@ void add_merge_command(CLI::App& app) {
       "unsharded run writes it (an audit's: each step merged, then the report); exit 1 on a "
       "determinism finding, 3 when a shard is missing or incomplete");
   c->add_option("OUT", o->out,
-                "Folder for the merged sweep.csv, rows.json and sweep.json (a sweep's shards) or "
-                "gate.json and gate.xml (a check's)")
+                "Folder for the merged sweep.csv, rows.json and sweep.json (a sweep's shards), "
+                "gate.json and gate.xml (a check's), or row-states.json and split-rows.csv (the "
+                "phases of a `sweep --row-chunks`)")
       ->required();
   c->add_option("INPUT", o->inputs, "The shards' --out folders")->required();
   c->callback([o] { exit_code() = run_merge(*o); });
