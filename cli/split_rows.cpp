@@ -826,6 +826,11 @@ void validate(const SplitRowsOptions& o) {
     if (std::find(distribution_names().begin(), distribution_names().end(), d) ==
         distribution_names().end())
       throw Usage("--distribution " + d + ": not a distribution of the sweep");
+    else if (d == "special")
+      throw Usage(
+          "--distribution special: expected a distribution of finite (or -inf) logits "
+          "with --row-chunks (the chunk states hold no +inf or NaN; `check`'s "
+          "special.values checks those)");
   const double need = kBytesFixed + kBytesPerChunkItem * double(largest);
   double avail = o.max_memory_gib > 0 ? o.max_memory_gib * (1 << 30) : 0;
   if (avail == 0) {
