@@ -4,7 +4,8 @@
 #      shards: phase 1 (chunk states), `merge` (T6), phase 2 (every element
 #      against the merged state) and the final `merge` give row-states.json and
 #      split-rows.csv byte-identical to the unsharded `sweep --row-chunks`;
-#   2. (unless "equality-only") a missing chunk is named (exit 3, at either
+#   2. (unless "equality-only") a chunk's state is the same bytes on 1 and 2
+#      threads; a missing chunk is named (exit 3, at either
 #      merge); a copy of a shard that differs in one chunk is a determinism
 #      finding (exit 1); a kernel whose chunk entropy is wrong (MUTANT) is
 #      caught at the phase-1 merge (exit 1, the chunk named), as is one whose
@@ -83,6 +84,17 @@ if [ "$good" = "equality-only" ] || [ -z "$good" ]; then
   echo "split_rows_test: $failures failure(s)"
   exit 1
 fi
+
+section
+# The reference's chunk state runs in blocks of 2^16 items on every core: a
+# row of 2^17 in 2 chunks (two blocks each) gives the same bytes on 1 and 2 threads.
+bargs=(--builtin cpu --distribution gaussian --dtype float32 --min-log2-n 17 --max-log2-n 17 --row-chunks 2)
+OMP_NUM_THREADS=1 expect 0 omp1 "$cli" sweep "${bargs[@]}" --out omp1
+OMP_NUM_THREADS=2 expect 0 omp2 "$cli" sweep "${bargs[@]}" --out omp2
+for f in chunks.txt row-states.json split-rows.csv; do
+  cmp -s "omp1/$f" "omp2/$f" || fail "omp1/$f differs from omp2/$f (1 and 2 threads)"
+done
+ok "a chunk's reference state is the same bytes on 1 and 2 threads"
 
 section
 # 2. A missing chunk: the shard that holds chunk 0 left out, at both merges.
