@@ -1180,8 +1180,9 @@ int run_merge_split_rows(const std::string& out_dir, const std::vector<std::stri
     if (!present.count(s))
       fmt::print(stderr,
                  "softmax-audit merge: shard {}/{} missing: no INPUT is that shard; its {} "
-                 "chunk{} of phase {} are absent (first: {})\n",
-                 s, count, keys.size(), keys.size() == 1 ? "" : "s", phase, keys.front());
+                 "chunk{} of phase {} {} absent (first: {})\n",
+                 s, count, keys.size(), keys.size() == 1 ? "" : "s", phase,
+                 keys.size() == 1 ? "is" : "are", keys.front());
     else
       fmt::print(stderr,
                  "softmax-audit merge: shard {}/{} incomplete: {} of its {} chunks of phase {} are "
