@@ -25,6 +25,7 @@
 
 #include "cli/check_shard.hpp"
 #include "cli/commands.hpp"
+#include "cli/split_rows.hpp"
 #include "cli/sweep_outputs.hpp"
 #include "gate/coverage.hpp"
 #include "gate/provenance.hpp"
@@ -82,6 +83,8 @@ int run_merge(const MergeOptions& o) {
   if (o.inputs.empty()) return usage("no INPUT given; expected the --out folders of the shards");
   if (is_audit_shard(o.inputs.front())) return run_merge_audit(o.out, o.inputs);
   if (shard_command(o.inputs.front()) == "check") return run_merge_check(o);
+  if (shard_command(o.inputs.front()) == kSplitRowsCommand)
+    return run_merge_split_rows(o.out, o.inputs);
   const std::string out_csv = (fs::path(o.out) / "sweep.csv").string(),
                     out_rows = (fs::path(o.out) / "rows.json").string(),
                     out_json = (fs::path(o.out) / "sweep.json").string();
@@ -564,8 +567,9 @@ void add_merge_command(CLI::App& app) {
       "unsharded run writes it (an audit's: each step merged, then the report); exit 1 on a "
       "determinism finding, 3 when a shard is missing or incomplete");
   c->add_option("OUT", o->out,
-                "Folder for the merged sweep.csv, rows.json and sweep.json (a sweep's shards) or "
-                "gate.json and gate.xml (a check's)")
+                "Folder for the merged sweep.csv, rows.json and sweep.json (a sweep's shards), "
+                "gate.json and gate.xml (a check's), or row-states.json and split-rows.csv (the "
+                "phases of a `sweep --row-chunks`)")
       ->required();
   c->add_option("INPUT", o->inputs, "The shards' --out folders")->required();
   c->callback([o] { exit_code() = run_merge(*o); });

@@ -25,6 +25,7 @@
 #include <tuple>
 
 #include "cli/commands.hpp"
+#include "cli/split_rows.hpp"
 #include "cli/sweep_outputs.hpp"
 #include "core/case_id.hpp"
 #include "core/output_file.hpp"
@@ -54,6 +55,8 @@ struct SweepOptions {
   std::string shard;              // --shard k/N
   std::uint64_t shard_count = 0;  // --shard-count N (with JOB_COMPLETION_INDEX)
   bool no_timing = false;
+  std::int64_t row_chunks = -1;  // --row-chunks C (rows larger than one machine); -1: not given
+  std::string state;             // --state FILE: their phase 2
 };
 
 // MemAvailable from /proc/meminfo, in bytes (0 when unknown).
@@ -200,6 +203,33 @@ std::string sweep_eta(double elapsed_s, double done, double total) {
 
 int run_sweep_command(const SweepOptions& o) {
   namespace fs = std::filesystem;
+  if (o.row_chunks != -1 || !o.state.empty()) {
+    if (o.row_chunks == -1) {
+      fmt::print(stderr,
+                 "softmax-audit sweep: error: --state {}: expected --row-chunks C with it (the "
+                 "states are phase 1's of a split sweep)\n",
+                 o.state);
+      return exit_usage;
+    }
+    if (o.temperature_series_only || o.powers_of_two_only || o.samples != 64) {
+      fmt::print(stderr,
+                 "softmax-audit sweep: error: --row-chunks {}: expected none of "
+                 "--temperature-series-only, --powers-of-two-only and --samples with it (a split "
+                 "sweep has rows of 2^k items only and checks every element)\n",
+                 o.row_chunks);
+      return exit_usage;
+    }
+    SplitRowsOptions s;
+    s.builtin = o.builtin, s.plugin = o.plugin, s.out = o.out, s.state = o.state;
+    s.kernel_index = o.kernel_index;
+    s.min_log2 = o.min_log2, s.max_log2 = o.max_log2;
+    s.chunks = o.row_chunks;
+    s.distributions = o.distributions, s.dtypes = o.dtypes, s.temperatures = o.temperatures;
+    s.seed = static_cast<std::uint64_t>(o.seed);
+    s.shard = o.shard, s.shard_count = o.shard_count;
+    s.max_memory_gib = o.max_memory_gib;
+    return run_split_rows(s);
+  }
   std::optional<Kernel> kernel;
   std::optional<Shard> shard;
   try {
@@ -497,6 +527,15 @@ void add_sweep_command(CLI::App& app) {
   c->add_flag("--no-timing", o->no_timing,
               "Write the seconds column as 0: the table is then the same bytes on every run "
               "(and a merge of shards the same bytes as the unsharded sweep)");
+  c->add_option("--row-chunks", o->row_chunks,
+                "Cut every row into C chunks spread over shards (rows to 2^32): phase 1 journals "
+                "each chunk's state, `merge` combines them (T6), phase 2 (--state) checks every "
+                "element against the row's merged state; docs/scale-out.md")
+      ->type_name("C");
+  c->add_option("--state", o->state,
+                "With --row-chunks: phase 2, against the row-states.json that `merge` wrote from "
+                "phase 1's shards")
+      ->type_name("FILE");
   c->add_option("--max-memory", o->max_memory_gib,
                 "GiB the sweep may use (default: the memory available now); sizes whose estimate "
                 "(32 bytes per element) exceeds it are refused before any work");
