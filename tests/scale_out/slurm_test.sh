@@ -128,5 +128,29 @@ else
   echo "FAIL: scontrol requeue ${array}_2: $(cat requeue.log)"
   failures=1
 fi
+# Rows larger than one machine: examples/scale-out/slurm-split-rows.sh chains
+# two arrays of 2 tasks and two merge jobs; the merged rows are the bytes of
+# the same split row run in one process.
+rargs=(--builtin cpu --dtype float32 --distribution gaussian --min-log2-n 12 --max-log2-n 12
+       --row-chunks 4)
+rows=$(SA_OUT=$work/rows N=2 "$repo/examples/scale-out/slurm-split-rows.sh" "${rargs[@]}") \
+  || { echo "FAIL: split rows submit: $rows"; failures=1; }
+echo "$rows"
+last=$(sed -n 's/.*merge: job \([0-9]*\)$/\1/p' <<< "$rows")
+state=
+for _ in $(seq 1 300); do
+  state=$(scontrol show job "$last" 2> /dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+  case $state in COMPLETED | FAILED | CANCELLED | TIMEOUT | OUT_OF_MEMORY | NODE_FAIL | "") [ -n "$state" ] && break ;; esac
+  sleep 1
+done
+echo "split rows, last merge job $last: $state"
+"$cli" sweep "${rargs[@]}" --out rows-full > rows-full.log 2>&1 || { echo "FAIL: split rows in one process"; failures=1; }
+if [ "$state" = COMPLETED ]; then
+  for f in split-rows.csv row-states.json; do
+    cmp -s "rows/merged/$f" "rows-full/$f" || { echo "FAIL: split rows: merged $f differs from the one-process run's"; failures=1; }
+  done
+else
+  echo "FAIL: split rows: the last merge job ended ${state:-unknown}"; tail -3 rows/rows-*.log; failures=1
+fi
 if [ $failures -eq 0 ]; then echo "slurm_test: all passed"; else echo "slurm_test: failed"; fi
 [ $failures -eq 0 ]
