@@ -30,6 +30,17 @@
  *                    to every descriptor 3..63, tries to open its parent's and grandparent's
  *                    memory for writing (and says on stderr whether it could); every output
  *                    of every call is NaN
+ *
+ * CUDA-memory kernels (sa_kernel.memory = SA_MEMORY_CUDA), for the fake CUDA
+ * runtime of tests/gate/fake_cudart.c (whose device memory is host memory, so
+ * they compute on the pointers directly). Every call first checks that each
+ * buffer it is given is the fake runtime's device memory (found by its
+ * soname, libcudart.so.12, in this process), and refuses the call otherwise:
+ *   CUDA_OK           the correct example kernel
+ *   CUDA_FORGE        FORGE, on device memory
+ *   CUDA_CRASH        softmax dies of SIGSEGV for n >= 64
+ *   CUDA_INPUT_WRITE  softmax is correct but then overwrites the first logit of its (device)
+ *                     input with 42
  */
 #include <math.h>
 #include <signal.h>
@@ -63,6 +74,10 @@
 #define MAX_N_64 16
 #define FORGE 17
 #define OMP_AFTER_CRASH 18
+#define CUDA_OK 19
+#define CUDA_FORGE 20
+#define CUDA_CRASH 21
+#define CUDA_INPUT_WRITE 22
 
 #ifndef HOSTILE
 #error "build with -DHOSTILE=<behaviour>"
@@ -88,7 +103,32 @@ __attribute__((destructor)) static void hostile_fini(void) {
 
 static int first_call = 1;
 
-#if HOSTILE == FORGE
+#define HOSTILE_ON_DEVICE (HOSTILE >= CUDA_OK && HOSTILE <= CUDA_INPUT_WRITE)
+#define HOSTILE_FORGES (HOSTILE == FORGE || HOSTILE == CUDA_FORGE)
+
+#if HOSTILE_ON_DEVICE
+#include <dlfcn.h>
+/* Whether p is device memory of the fake runtime loaded in this process. */
+static int on_device(const void* p) {
+  static int (*is_device)(const void*, size_t) = NULL;
+  if (!is_device) {
+    void* rt = dlopen("libcudart.so.12", RTLD_NOW | RTLD_NOLOAD);
+    if (rt) *(void**)&is_device = dlsym(rt, "sa_fake_cuda_is_device");
+  }
+  return p == NULL || (is_device && is_device(p, 1));
+}
+/* A call whose rows are not empty must get device pointers only. */
+#define REQUIRE_DEVICE(s, a, b)                                                          \
+  do {                                                                                   \
+    if ((s) && (s)->rows > 0 && (s)->n > 0 && (!on_device(a) || !on_device(b)))          \
+      return invalid("hostile CUDA kernel: a buffer is not device memory of the fake "   \
+                     "CUDA runtime (libcudart.so.12) in this process");                  \
+  } while (0)
+#else
+#define REQUIRE_DEVICE(s, a, b) (void)0
+#endif
+
+#if HOSTILE_FORGES
 #include <errno.h>
 #include <fcntl.h>
 
@@ -218,7 +258,7 @@ static void misbehave(void) {
   if (first_call) exit(0);
 #elif HOSTILE == FP_ENV && defined(__x86_64__)
   _mm_setcsr(_mm_getcsr() | 0x8040u);
-#elif HOSTILE == FORGE
+#elif HOSTILE_FORGES
   if (first_call) forge();
 #endif
   first_call = 0;
@@ -238,6 +278,10 @@ static void misbehave(void) {
 static sa_status h_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* in, void* out) {
   misbehave();
   REFUSE_LONG_ROWS(s);
+  REQUIRE_DEVICE(s, in, out);
+#if HOSTILE == CUDA_CRASH
+  if (s && s->n >= 64) raise(SIGSEGV);
+#endif
   sa_status st = softmax(ctx, t, s, in, out);
   if (st != SA_OK) return st;
   const int64_t total = s->rows > 0 ? (s->rows - 1) * s->out_stride + s->n : 0;
@@ -246,8 +290,10 @@ static sa_status h_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* 
   for (int64_t i = 0; i < total; ++i) y[i] *= 1.001f;
 #elif HOSTILE == HELPER_OOB
   if (s->n >= 64) ((volatile float*)y)[total + 1024] = 1.0f;
-#elif HOSTILE == FORGE
+#elif HOSTILE_FORGES
   if (t == SA_F32) all_nan(s, y, s->n);
+#elif HOSTILE == CUDA_INPUT_WRITE
+  if (in != out) ((float*)in)[0] = 42.0f;
 #elif HOSTILE == OMP_AFTER_CRASH
   if (s->n >= 64) raise(SIGSEGV);
 #endif
@@ -259,6 +305,7 @@ static sa_status h_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* 
 static sa_status h_log_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* in, void* out) {
   misbehave();
   REFUSE_LONG_ROWS(s);
+  REQUIRE_DEVICE(s, in, out);
 #if HOSTILE == OMP_AFTER_CRASH
   volatile double sink = 0;
 #pragma omp parallel for reduction(+ : sink)
@@ -266,7 +313,7 @@ static sa_status h_log_softmax(void* ctx, sa_dtype t, const sa_rows* s, const vo
   (void)sink;
 #endif
   const sa_status st = log_softmax(ctx, t, s, in, out);
-#if HOSTILE == FORGE
+#if HOSTILE_FORGES
   if (st == SA_OK && t == SA_F32) all_nan(s, (float*)out, s->n);
 #endif
   return st;
@@ -275,8 +322,9 @@ static sa_status h_log_softmax(void* ctx, sa_dtype t, const sa_rows* s, const vo
 static sa_status h_logsumexp(void* ctx, sa_dtype t, const sa_rows* s, const void* in, float* lse) {
   misbehave();
   REFUSE_LONG_ROWS(s);
+  REQUIRE_DEVICE(s, in, lse);
   const sa_status st = logsumexp(ctx, t, s, in, lse);
-#if HOSTILE == FORGE
+#if HOSTILE_FORGES
   if (st == SA_OK) all_nan(s, lse, 1);
 #endif
   return st;
@@ -348,7 +396,11 @@ static const sa_kernel hostile_kernel = {SA_KERNEL_ABI_VERSION,
                                          "a deliberately misbehaving test kernel",
                                          HOSTILE_OPS,
                                          SA_DTYPE_F32,
+#if HOSTILE_ON_DEVICE
+                                         SA_MEMORY_CUDA,
+#else
                                          SA_MEMORY_HOST,
+#endif
                                          SA_ENTROPY_SHANNON,
                                          NULL,
                                          h_softmax,
