@@ -263,10 +263,10 @@ int run_replay(const ReplayOptions& o) {
     throw Usage(std::string("opening the kernel: ") + e.what());
   }
   const auto guarded = std::make_unique<gate::GuardedKernel>(
-        host->kernel(), gate::GuardOptions{}, [&](const gate::GuardIncident& i) {
-          incidents +=
-              std::string(incidents.empty() ? "" : "; ") + i.kind + " in " + i.op + ": " + i.detail;
-        });
+      host->kernel(), gate::GuardOptions{}, [&](const gate::GuardIncident& i) {
+        incidents +=
+            std::string(incidents.empty() ? "" : "; ") + i.kind + " in " + i.op + ": " + i.detail;
+      });
   const Kernel& k = guarded->kernel();
 
   std::cout << "replay of " << o.case_path << "\n  recorded: " << verdict.value("property", "?")

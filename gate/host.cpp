@@ -327,7 +327,9 @@ class DeviceCall {
     return pa.dev;
   }
   static std::uint64_t W(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
-  static void* P(std::uint64_t w) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(w)); }
+  static void* P(std::uint64_t w) {
+    return reinterpret_cast<void*>(static_cast<std::uintptr_t>(w));
+  }
 
   void stage_v2(sa_attention_v2_args& g) {
     g.cu_seqlens_q = tr(g.cu_seqlens_q);
@@ -659,13 +661,13 @@ struct KernelHost::Impl {
       dm = &device_memory();
       if (!dm->alloc) {
         hello->failed = 1;
-        copy_text(hello->error, sizeof hello->error,
-                  ("kernel '" + opened->name() +
-                   "' works on CUDA device memory, but no CUDA device is usable in the kernel's "
-                   "process (" +
-                   std::string(dm->why_unavailable ? dm->why_unavailable() : "no CUDA device") +
-                   ")")
-                      .c_str());
+        copy_text(
+            hello->error, sizeof hello->error,
+            ("kernel '" + opened->name() +
+             "' works on CUDA device memory, but no CUDA device is usable in the kernel's "
+             "process (" +
+             std::string(dm->why_unavailable ? dm->why_unavailable() : "no CUDA device") + ")")
+                .c_str());
         send_packet(fd, hello.get(), sizeof *hello);
         _exit(0);
       }

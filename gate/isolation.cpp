@@ -254,10 +254,10 @@ struct Sink {
 
 // Runs `units` in order in children, starting a fresh child after a crash or
 // hang (which abandons the unit it happened in, or retries a one-property
-// unit with the op that failed answered by the gate). Every restart makes progress: the unit after it is a later
-// one, or the same one calling the kernel for strictly fewer ops, so the
-// loop ends after at most (units x ops) children. Progress is reported as
-// units done out of `units.size()`.
+// unit with the op that failed answered by the gate). Every restart makes
+// progress: the unit after it is a later one, or the same one calling the
+// kernel for strictly fewer ops, so the loop ends after at most (units x ops)
+// children. Progress is reported as units done out of `units.size()`.
 Sink run_units(const KernelSource& source, const props::SuiteConfig& config,
                const IsolationOptions& opt, props::SuiteObserver* observer, bool forward_verdicts,
                std::vector<Unit> units, CallBox* box, double deadline, std::set<Op> refused) {
@@ -517,7 +517,8 @@ Sink run_units(const KernelSource& source, const props::SuiteConfig& config,
       retry.ops = ops;
       retry.retry = true;
       retry.refuse.push_back(*failed_op);
-      retry.name = units[next].properties[0] + " (" + op_names({*failed_op}) + " answered by the gate)";
+      retry.name =
+          units[next].properties[0] + " (" + op_names({*failed_op}) + " answered by the gate)";
       units[next] = retry;
       v.note += "; the gate went on with the property in a fresh process, answering its further " +
                 op_names({*failed_op}) + " calls itself";
