@@ -293,13 +293,21 @@ TEST(HostilePlugin, AnOpenMPKernelRunsInAHostRestartedAfterACrash) {
 // runtime of tests/gate/fake_cudart.c, whose allocations are mappings of
 // their own) and back; the judge never loads a CUDA runtime. Before, the
 // judge opened a device kernel itself and staged its buffers in its own
-// process. The kernel refuses any buffer that is not device memory.
+// process. The kernel refuses any buffer that is not device memory,
+// attention_v2's included (tensors, lse, cu_seqlens of the varlen cases).
 TEST(HostilePlugin, ACudaMemoryKernelRunsInAKernelHostAndTheJudgeNeverLoadsCuda) {
   const std::string dir = gate_test::temp_dir();
   const FakeDevice dev = fake_device(dir);
-  const auto c = check(lib("cuda_ok"), "--spec " + q(small_spec(dir)), dev.env);
+  const std::string spec = dir + "/spec.toml";
+  std::ofstream(spec) << "properties = [\"differential.ulp\", \"attention_v2.rounding\", "
+                         "\"attention_v2.varlen_equals_separate\"]\n"
+                         "dtypes = [\"float32\"]\ncases = 2\nseed = 7\n";
+  const auto c = check(lib("cuda_ok"), "--spec " + q(spec), dev.env);
   EXPECT_EQ(c.ran.rc, 0) << c.ran.output;
   EXPECT_TRUE(any_outcome(verdicts_of(c.json, "differential.ulp"), "pass")) << c.json.dump();
+  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "attention_v2.varlen_equals_separate"), "pass"))
+      << c.json.dump();
+  EXPECT_FALSE(any_outcome(verdicts_of(c.json, "attention_v2.rounding"), "fail")) << c.json.dump();
   // Checks the guard makes in the judge, once reported only for host-memory kernels.
   EXPECT_TRUE(any_outcome(verdicts_of(c.json, "gate.in_bounds"), "pass")) << c.json.dump();
   EXPECT_TRUE(any_outcome(verdicts_of(c.json, "gate.fp_environment"), "pass")) << c.json.dump();

@@ -36,7 +36,8 @@
  * they compute on the pointers directly). Every call first checks that each
  * buffer it is given is the fake runtime's device memory (found by its
  * soname, libcudart.so.12, in this process), and refuses the call otherwise:
- *   CUDA_OK           the correct example kernel
+ *   CUDA_OK           the correct example kernel, attention_v2 included (every pointer of its
+ *                     arguments must be device memory: tensors, lse, cu_seqlens, masks, ...)
  *   CUDA_FORGE        FORGE, on device memory
  *   CUDA_CRASH        softmax dies of SIGSEGV for n >= 64
  *   CUDA_INPUT_WRITE  softmax is correct but then overwrites the first logit of its (device)
@@ -118,11 +119,12 @@ static int on_device(const void* p) {
   return p == NULL || (is_device && is_device(p, 1));
 }
 /* A call whose rows are not empty must get device pointers only. */
-#define REQUIRE_DEVICE(s, a, b)                                                          \
-  do {                                                                                   \
-    if ((s) && (s)->rows > 0 && (s)->n > 0 && (!on_device(a) || !on_device(b)))          \
-      return invalid("hostile CUDA kernel: a buffer is not device memory of the fake "   \
-                     "CUDA runtime (libcudart.so.12) in this process");                  \
+#define REQUIRE_DEVICE(s, a, b)                                                 \
+  do {                                                                          \
+    if ((s) && (s)->rows > 0 && (s)->n > 0 && (!on_device(a) || !on_device(b))) \
+      return invalid(                                                           \
+          "hostile CUDA kernel: a buffer is not device memory of the fake "     \
+          "CUDA runtime (libcudart.so.12) in this process");                    \
   } while (0)
 #else
 #define REQUIRE_DEVICE(s, a, b) (void)0
@@ -366,6 +368,24 @@ static sa_status h_entropy(void* ctx, sa_dtype t, const sa_rows* s, const void* 
   return SA_OK;
 }
 
+#if HOSTILE == CUDA_OK
+/* attention_v2 on device memory: every pointer the arguments hold (the
+ * structure itself is host memory, as kernel.h's callers pass it). */
+static sa_status h_attention_v2(void* ctx, const sa_attention_v2_args* a) {
+  if (a && a->struct_size >= sizeof(sa_attention_v2_args) && a->batch > 0) {
+    const void* p[] = {a->q.data,       a->k.data,           a->v.data,       a->out,
+                       a->lse,          a->entropy,          a->beta,         a->cu_seqlens_q,
+                       a->cu_seqlens_k, a->key_padding_mask, a->alibi_slopes, a->sinks};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; ++i)
+      if (!on_device(p[i]))
+        return invalid(
+            "hostile CUDA kernel: an attention_v2 buffer is not device memory of the "
+            "fake CUDA runtime");
+  }
+  return attention_v2(ctx, a);
+}
+#endif
+
 #if HOSTILE == NAME_NEWLINE
 #define HOSTILE_NAME "x\nPASS 99 passed, 0 failed"
 #elif HOSTILE == NAME_SHELL
@@ -377,6 +397,9 @@ static sa_status h_entropy(void* ctx, sa_dtype t, const sa_rows* s, const void* 
 #if HOSTILE == HELPER_OOB
 #define HOSTILE_OPS (SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP | SA_OP_ENTROPY)
 #define HOSTILE_ENTROPY h_entropy
+#elif HOSTILE == CUDA_OK
+#define HOSTILE_OPS (SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP | SA_OP_ATTENTION_V2)
+#define HOSTILE_ENTROPY NULL
 #else
 #define HOSTILE_OPS (SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP)
 #define HOSTILE_ENTROPY NULL
@@ -386,6 +409,8 @@ static sa_status h_entropy(void* ctx, sa_dtype t, const sa_rows* s, const void* 
 static const sa_capabilities hostile_caps = {.struct_size = sizeof(sa_capabilities),
                                              .max_n = HOSTILE_MAX_N};
 #define HOSTILE_CAPS &hostile_caps
+#elif HOSTILE == CUDA_OK
+#define HOSTILE_CAPS &example_capabilities
 #else
 #define HOSTILE_CAPS NULL
 #endif
@@ -412,7 +437,13 @@ static const sa_kernel hostile_kernel = {SA_KERNEL_ABI_VERSION,
                                          NULL,
                                          NULL,
                                          last_error,
-                                         HOSTILE_CAPS};
+                                         HOSTILE_CAPS,
+#if HOSTILE == CUDA_OK
+                                         h_attention_v2
+#else
+                                         NULL
+#endif
+};
 
 __attribute__((visibility("default"))) const sa_kernel* sa_kernel_entry(void) {
 #if HOSTILE == ENTRY_CRASH
