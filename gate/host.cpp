@@ -209,6 +209,7 @@ class DeviceCall {
     }
   }
   ~DeviceCall() {
+    for (void* d : bytes_) dm_.free(d);
     for (auto& b : bufs_)
       if (b.dev) dm_.free(b.dev);
     for (auto& a : arrays_)
@@ -280,15 +281,20 @@ class DeviceCall {
       if (a >= b.lo && a <= b.hi) return &b;
     return nullptr;
   }
-  // The device address of arena address p (its buffer staged on first use);
-  // a pointer outside the arena (null, or an argument the guard passed
-  // through unchecked) is passed on as it is.
+  // The device address of arena address p (its buffer staged on first use;
+  // one byte more than its pages, so that the end of a buffer of no bytes is
+  // still inside the allocation). Null stays null. A pointer the guard left
+  // outside the arena (a buffer of no elements, or arguments it could not
+  // size, which the kernel should refuse) becomes a device pointer to one
+  // byte, as sa::Kernel stages a buffer of no bytes: never a host address.
   void* tr(const void* p) {
+    if (!p) return nullptr;
     const auto a = reinterpret_cast<std::uintptr_t>(p);
-    Buf* b = p ? find(a) : nullptr;
-    if (!b || b->pointers) return const_cast<void*>(p);
+    Buf* b = find(a);
+    if (b && b->pointers) return const_cast<void*>(p);
+    if (!b) return bytes_.emplace_back(dm_.alloc(1));
     if (!b->dev) {
-      b->dev = dm_.alloc(b->hi - b->lo);
+      b->dev = dm_.alloc(b->hi - b->lo + 1);
       dm_.to_device(b->dev, reinterpret_cast<const void*>(b->lo), b->hi - b->lo);
     }
     return static_cast<unsigned char*>(b->dev) + (a - b->lo);
@@ -429,6 +435,7 @@ class DeviceCall {
 
   const DeviceMemory& dm_;
   std::vector<Buf> bufs_;
+  std::vector<void*> bytes_;  // one-byte allocations for pointers outside the arena
   std::deque<PointerArray> arrays_;
   sa_rows rows_{};
   sa_attention_args attention_{};

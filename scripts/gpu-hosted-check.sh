@@ -17,6 +17,13 @@
 #
 # Exit status: 0 when all of that holds, 1 otherwise, 2 for a usage error.
 # scripts/gpu-check.sh runs it as its step check-hosted.
+#
+# For a dry run without a GPU: GPU_HOSTED_KERNEL (default "--builtin cuda")
+# names another kernel and GPU_HOSTED_MAPS (default 'libcuda\.so|/dev/nvidia')
+# what marks a process as holding the runtime, e.g. with the gate tests' fake
+#   SA_CUDA_RUNTIME=build/tests/gate/fake-cuda/libcudart.so.12 \
+#   GPU_HOSTED_KERNEL="--plugin build/tests/gate/hostile/libhostile_cuda_ok.so" \
+#   GPU_HOSTED_MAPS='fake-cuda/libcudart' scripts/gpu-hosted-check.sh build/cli/softmax-audit x.json
 set -u
 if [ $# -lt 2 ]; then
   echo "usage: $0 CLI OUT_JSON [more check options...]" >&2
@@ -26,7 +33,8 @@ cli=$1
 json=$2
 shift 2
 
-"$cli" check --builtin cuda --seed 3 --cases 20 --json "$json" "$@" &
+# shellcheck disable=SC2086
+"$cli" check ${GPU_HOSTED_KERNEL:---builtin cuda} --seed 3 --cases 20 --json "$json" "$@" &
 gate=$!
 
 filters() { awk '/^Seccomp_filters:/ {print $2}' "/proc/$1/status" 2> /dev/null; }
@@ -39,7 +47,8 @@ descendants() {
   done
 }
 # Whether $1 holds the CUDA driver (maps readable and naming it).
-has_cuda() { grep -qE 'libcuda\.so|/dev/nvidia' "/proc/$1/maps" 2> /dev/null; }
+maps=${GPU_HOSTED_MAPS:-'libcuda\.so|/dev/nvidia'}
+has_cuda() { grep -qE "$maps" "/proc/$1/maps" 2> /dev/null; }
 # Whether $1 is a kernel host: one seccomp filter more than its parent.
 is_host() {
   local pp f pf

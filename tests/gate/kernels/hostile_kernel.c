@@ -376,11 +376,25 @@ static sa_status h_attention_v2(void* ctx, const sa_attention_v2_args* a) {
     const void* p[] = {a->q.data,       a->k.data,           a->v.data,       a->out,
                        a->lse,          a->entropy,          a->beta,         a->cu_seqlens_q,
                        a->cu_seqlens_k, a->key_padding_mask, a->alibi_slopes, a->sinks};
+    static const char* const what[] = {
+        "hostile CUDA kernel: attention_v2's q is not device memory of the fake CUDA runtime",
+        "hostile CUDA kernel: attention_v2's k is not device memory of the fake CUDA runtime",
+        "hostile CUDA kernel: attention_v2's v is not device memory of the fake CUDA runtime",
+        "hostile CUDA kernel: attention_v2's out is not device memory of the fake CUDA runtime",
+        "hostile CUDA kernel: attention_v2's lse is not device memory of the fake CUDA runtime",
+        "hostile CUDA kernel: attention_v2's entropy is not device memory of the fake CUDA runtime",
+        "hostile CUDA kernel: attention_v2's beta is not device memory of the fake CUDA runtime",
+        "hostile CUDA kernel: attention_v2's cu_seqlens_q is not device memory of the fake CUDA "
+        "runtime",
+        "hostile CUDA kernel: attention_v2's cu_seqlens_k is not device memory of the fake CUDA "
+        "runtime",
+        "hostile CUDA kernel: attention_v2's key_padding_mask is not device memory of the fake "
+        "CUDA runtime",
+        "hostile CUDA kernel: attention_v2's alibi_slopes is not device memory of the fake CUDA "
+        "runtime",
+        "hostile CUDA kernel: attention_v2's sinks is not device memory of the fake CUDA runtime"};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; ++i)
-      if (!on_device(p[i]))
-        return invalid(
-            "hostile CUDA kernel: an attention_v2 buffer is not device memory of the "
-            "fake CUDA runtime");
+      if (!on_device(p[i])) return invalid(what[i]);
   }
   return attention_v2(ctx, a);
 }
