@@ -294,14 +294,16 @@ TEST(HostilePlugin, AnOpenMPKernelRunsInAHostRestartedAfterACrash) {
 // their own) and back; the judge never loads a CUDA runtime. Before, the
 // judge opened a device kernel itself and staged its buffers in its own
 // process. The kernel refuses any buffer that is not device memory,
-// attention_v2's included (tensors, lse, cu_seqlens of the varlen cases).
+// attention_v2's included (tensors, lse, cu_seqlens of the varlen cases; with
+// seed 3, varlen_equals_separate makes calls whose k and v have no elements,
+// which the guard leaves outside the arena: they too must be device pointers).
 TEST(HostilePlugin, ACudaMemoryKernelRunsInAKernelHostAndTheJudgeNeverLoadsCuda) {
   const std::string dir = gate_test::temp_dir();
   const FakeDevice dev = fake_device(dir);
   const std::string spec = dir + "/spec.toml";
   std::ofstream(spec) << "properties = [\"differential.ulp\", \"attention_v2.rounding\", "
                          "\"attention_v2.varlen_equals_separate\"]\n"
-                         "dtypes = [\"float32\"]\ncases = 2\nseed = 7\n";
+                         "dtypes = [\"float32\"]\ncases = 2\nseed = 3\n";
   const auto c = check(lib("cuda_ok"), "--spec " + q(spec), dev.env);
   EXPECT_EQ(c.ran.rc, 0) << c.ran.output;
   EXPECT_TRUE(any_outcome(verdicts_of(c.json, "differential.ulp"), "pass")) << c.json.dump();
