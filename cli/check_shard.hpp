@@ -47,16 +47,17 @@ namespace sa::cli {
 
 inline constexpr const char* kCheckJournal = "journal.jsonl";
 
-// The families whose properties share their searches: one differential
-// search judges every tolerance rule of an op and dtype, one attention_v2
-// search every attention_v2 property (and counts attention_v2.coverage's
-// cases) of an input type, and so on. A family's properties are one unit, so
-// that no shard repeats another's search; every other property (each
-// metamorphic one, interface.sizes, special.values) is a unit of its own.
+// The families whose properties share their searches (props::families(),
+// shared_search): one differential search judges every tolerance rule of an
+// op and dtype, one attention_v2 search every attention_v2 property (and
+// counts attention_v2.coverage's cases) of an input type, and so on. A
+// family's properties are one unit, so that no shard repeats another's
+// search; every other property (each metamorphic one, interface.sizes,
+// special.values) is a unit of its own.
 inline std::string check_unit_of(const std::string& property) {
-  for (const char* family :
-       {"differential", "attention_v2", "backward", "attention_backward", "determinism"})
-    if (property.rfind(std::string(family) + ".", 0) == 0) return family;
+  const std::string family = property.substr(0, property.find('.'));
+  for (const auto& f : props::families())
+    if (f.shared_search && f.name == family && family.size() < property.size()) return family;
   return property;
 }
 

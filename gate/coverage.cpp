@@ -1,5 +1,7 @@
 #include "gate/coverage.hpp"
 
+#include "gate/checks.hpp"
+
 #include <algorithm>
 #include <set>
 
@@ -15,9 +17,7 @@ Verdict coverage_verdict(const std::vector<Verdict>& verdicts, const GateSpec& s
                          const std::string& kernel) {
   Verdict c;
   c.property = kCoverage;
-  c.claim =
-      "every requested check ran: at least one property was checked, every op and dtype the spec "
-      "names and every property its `required` list selects got a verdict that passed or failed";
+  c.claim = gate_claim(kCoverage);
   c.rule = {"gate.required",
             "the gate spec's `ops`, `dtypes` and `required` keys (docs/gate-spec.md, \"What must "
             "be checked\")"};

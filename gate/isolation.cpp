@@ -20,6 +20,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "gate/checks.hpp"
 #include "gate/child.hpp"
 #include "gate/host.hpp"
 #include "gate/verdict_json.hpp"
@@ -196,19 +197,7 @@ Verdict gate_verdict(const char* property, const std::string& claim, const std::
   return v;
 }
 
-const char* claim_of(const std::string& id) {
-  if (id == kNoCrash) return "every kernel call returns (the process is not killed by a signal)";
-  if (id == kNoHang) return "every case finishes within the case timeout";
-  if (id == kInBounds) return "the kernel reads and writes only inside the buffers it is given";
-  if (id == kFpEnvironment)
-    return "every kernel call leaves the floating-point environment (rounding mode, "
-           "flush-to-zero, denormals-are-zero) as it found it";
-  if (id == kProtocol)
-    return "only the gate writes the gate's messages: the kernel neither writes to the gate's "
-           "pipe nor forks a copy of the process running the suite";
-  if (id == kDeadline) return "the whole run finishes within the overall deadline";
-  return "outputs are NaN only for rows whose inputs hold a NaN";
-}
+const std::string& claim_of(const std::string& id) { return gate_claim(id); }
 
 const char* incident_property(const std::string& kind) {
   if (kind == "nan_output") return kNoNanOutput;

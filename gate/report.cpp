@@ -25,6 +25,7 @@
 #include <sstream>
 
 #include "core/dtype.hpp"
+#include "gate/checks.hpp"
 #include "gate/provenance.hpp"
 #include "gate/results.hpp"
 #include "gate/verdict_json.hpp"
@@ -423,59 +424,12 @@ std::string unit_of(const Verdict& v) {
     u = u.substr(0, u.find_first_of(";)\n"));
     if (!u.empty()) return u;
   }
-  // Otherwise the quantity each property measures (properties/*.cpp).
+  // Otherwise the quantity each property measures (its registry row).
   const std::string& p = v.property;
-  static const std::map<std::string, std::string> by_property = {
-      {"gate.no_hang", "seconds without progress"},
-      {"gate.deadline", "seconds"},
-      {"gate.coverage", "checks not run"},
-      {"differential.ulp", "ulps"},
-      {"differential.t7_apriori", "relative (max-norm)"},
-      {"differential.vectorised_2x", "relative (max-norm)"},
-      {"differential.flash_attention_2x", "absolute"},
-      {"differential.pytorch_fudge5", "ratio to tolerance"},
-      {"differential.bias", "ulps (mean signed)"},
-      {"metamorphic.sum_to_one", "absolute (|sum - 1|)"},
-      {"metamorphic.shift_invariance", "ulps"},
-      {"metamorphic.permutation", "ulps"},
-      {"metamorphic.monotonicity", "absolute (weight)"},
-      {"metamorphic.t1_bounds", "absolute (weight)"},
-      {"metamorphic.entropy_range", "nats"},
-      {"metamorphic.entropy_temperature", "nats"},
-      {"metamorphic.adaptive_beta", "beta (dimensionless)"},
-      {"metamorphic.streamed_entropy", "ulps of float32"},
-      {"metamorphic.merge_algebra", "ulps of float32"},
-      {"metamorphic.split_kv", "ulps"},
-      {"interface.sizes", "ulps"},
-      {"special.values", "ulps"},
-      {"attention_v2.rounding", "ulps of float32"},
-      {"attention_v2.flash_attention_2x", "absolute"},
-      {"attention_v2.masked_never_leak", "outputs changed"},
-      {"attention_v2.gqa_equals_repeated", "ulps of float32"},
-      {"attention_v2.varlen_equals_separate", "ulps of float32"},
-      {"attention_v2.key_permutation", "ulps of float32"},
-      {"attention_v2.head_independence", "ulps of float32"},
-      {"attention_v2.sink_equals_extra_key", "ulps of float32"},
-      {"attention_v2.window_within_causal", "ulps of float32"},
-      {"attention_v2.fp8_saturation", "absolute"},
-      {"attention_v2.nan_propagates", "outputs wrong"},
-      {"attention_v2.coverage", "cells short"},
-      {"backward.rounding", "ulps"},
-      {"backward.rows_sum_zero", "absolute"},
-      {"backward.directional_derivative", "absolute"},
-      {"attention_backward.rounding", "ulps"},
-      {"attention_backward.flash_attention_3x", "absolute"},
-      {"attention_backward.gqa_group_sum", "absolute"},
-      {"attention_backward.masked_zero", "gradients wrong or changed"},
-      {"attention_backward.no_nan", "non-finite gradients"},
-      {"attention_backward.cudnn_frontend", "absolute"},
-      {"determinism.bitwise", "calls that differed"},
-      {"determinism.batch_invariance", "calls that differed"},
-  };
-  if (const auto it = by_property.find(p); it != by_property.end()) return it->second;
   if (p == "differential.onednn_10eps")
-    return v.dtype == "bfloat16" ? "mismatches (1 = not the rounded reference)" : "relative";
-  if (p.rfind("gate.", 0) == 0) return "occurrences";
+    return v.dtype == "float32" ? "relative" : "mismatches (1 = not the rounded reference)";
+  if (const props::PropertyInfo* info = props::find_property(p)) return info->measure;
+  if (const props::PropertyInfo* info = find_gate_check(p)) return info->measure;
   return "as stated by the claim";
 }
 

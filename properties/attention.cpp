@@ -22,11 +22,6 @@ namespace {
 
 using budget::u32;
 
-std::string claim_of(const std::string& id) {
-  for (const auto& i : properties())
-    if (i.id == id) return i.claim;
-  return {};
-}
 
 // Double-precision view of one query row, for the budgets (not the reference).
 struct QueryBudget {

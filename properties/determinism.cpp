@@ -34,11 +34,6 @@
 namespace sa::props::detail {
 namespace {
 
-std::string claim_of(const std::string& id) {
-  for (const auto& i : properties())
-    if (i.id == id) return i.claim;
-  return {};
-}
 
 // Index of the first element whose bits differ, or -1.
 std::int64_t first_diff(const std::vector<float>& a, const std::vector<float>& b) {

@@ -105,12 +105,6 @@ bool applies(Op op, int slot) {
 
 void run_differential(const Run& run, Op op, DType t) {
   const Kernel& k = run.kernel;
-  const auto infos = properties();
-  auto claim_of = [&](const std::string& id) {
-    for (const auto& i : infos)
-      if (i.id == id) return i.claim;
-    return std::string();
-  };
   const bool want_bias = (op == Op::softmax || op == Op::adaptive_softmax) &&
                          run.wants_rule("bias") && run.wants_property("differential.bias");
   std::vector<int> slots;

@@ -113,11 +113,6 @@ Check worst_element(DType out, std::size_t n, Got got, Ex exact, Bud bud,
   return c;
 }
 
-std::string claim_of(const std::string& id) {
-  for (const auto& i : properties())
-    if (i.id == id) return i.claim;
-  return {};
-}
 
 }  // namespace
 

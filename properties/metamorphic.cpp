@@ -41,15 +41,9 @@ bool has_nan(std::span<const float> r) {
   return std::any_of(r.begin(), r.end(), [](float x) { return std::isnan(x); });
 }
 
-std::string claim_of(const std::string& id) {
-  for (const auto& i : properties())
-    if (i.id == id) return i.claim;
-  return {};
-}
 std::string rule_of(const std::string& id) {
-  for (const auto& i : properties())
-    if (i.id == id) return i.rule;
-  return {};
+  const PropertyInfo* p = find_property(id);
+  return p ? p->rule : std::string();
 }
 
 // Runs one single-slot row property and emits its verdict.

@@ -56,11 +56,6 @@ std::vector<Named> row_inputs() {
   return v;
 }
 
-std::string claim_of(const std::string& id) {
-  for (const auto& i : properties())
-    if (i.id == id) return i.claim;
-  return {};
-}
 
 }  // namespace
 

@@ -14,6 +14,12 @@
 namespace sa::props {
 namespace detail {
 
+const std::string& claim_of(const std::string& id) {
+  static const std::string none;
+  const PropertyInfo* p = find_property(id);
+  return p ? p->claim : none;
+}
+
 const Rule& rule_by_id(const std::string& id) {
   static const std::vector<Rule> all = rules();
   for (const Rule& r : all)
@@ -140,168 +146,340 @@ std::vector<PropertyInfo> properties() {
       {"differential.ulp",
        "every output is within its per-element rounding budget of the correctly rounded MPFR "
        "reference",
-       "ulp"},
+       "ulp",
+       {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy, Op::adaptive_softmax,
+        Op::attention, Op::merge_entropy_states, Op::merge_attention_states,
+        Op::merge_attention_states_n},
+       "ulps",
+       ""},
       {"differential.t7_apriori",
        "softmax's max-norm relative error is within the a-priori bound (n + 4 + 2 delta) u "
        "(faithful exp; docs/theory.md T7)",
-       "t7_apriori"},
+       "t7_apriori",
+       {Op::softmax},
+       "relative (max-norm)",
+       ""},
       {"differential.vectorised_2x",
        "softmax's max-norm relative error is at most 2x the worst of float32 softmaxes summed in "
        "8, 16, 32 and 64 vector lanes (and, below n = 2^13, one sequential sum) on the same row, "
        "+ (4 + 3 sqrt(n)) u (+ 2^-8 for bfloat16, max(2^-11, 2^-25 / max p) for float16)",
-       "vectorised_2x"},
+       "vectorised_2x",
+       {Op::softmax},
+       "relative (max-norm)",
+       ""},
       {"differential.flash_attention_2x",
        "max error <= 2x the naive same-dtype implementation's error + 2 ulp of the output type",
-       "flash_attention_2x"},
+       "flash_attention_2x",
+       {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy, Op::attention},
+       "absolute",
+       "bfloat16 or float16: float32 is not applicable"},
       {"differential.pytorch_fudge5",
        "|out - ref| <= atol + rtol |ref| with atol, rtol = 5x the naive same-dtype deviation (at "
        "least "
        "torch.testing's defaults)",
-       "pytorch_fudge5"},
+       "pytorch_fudge5",
+       {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy, Op::attention},
+       "ratio to tolerance",
+       ""},
       {"differential.onednn_10eps",
        "float32 relative error <= 10 eps; bfloat16 / float16 equal the float32 reference rounded "
        "(opt-in rule)",
-       "onednn_10eps"},
+       "onednn_10eps",
+       {Op::softmax},
+       "relative (float32); mismatches, 1 = not the rounded reference (bfloat16, float16)",
+       "opt-in: the rule onednn_10eps named in the spec"},
       {"differential.bias",
-       "the mean signed error (in ulps) is zero within its statistical uncertainty", "bias"},
-      {"metamorphic.sum_to_one", "softmax weights sum to one (zero for a fully masked row)",
-       "rounding_analysis"},
+       "the mean signed error (in ulps) is zero within its statistical uncertainty",
+       "bias",
+       {Op::softmax, Op::adaptive_softmax},
+       "ulps (mean signed)",
+       "enough rows for a standard error"},
+      {"metamorphic.sum_to_one",
+       "softmax weights sum to one (zero for a fully masked row)",
+       "rounding_analysis",
+       {Op::softmax, Op::adaptive_softmax},
+       "absolute (|sum - 1|)",
+       ""},
       {"metamorphic.shift_invariance",
        "adding an exactly representable constant to every logit changes nothing (lse moves by it)",
-       "rounding_analysis"},
+       "rounding_analysis",
+       {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy},
+       "ulps",
+       ""},
       {"metamorphic.permutation",
        "permuting the logits permutes the weights; lse and entropy are invariant",
-       "rounding_analysis"},
+       "rounding_analysis",
+       {Op::softmax, Op::logsumexp, Op::entropy},
+       "ulps",
+       ""},
       {"metamorphic.monotonicity",
        "raising one logit does not lower its weight and does not raise any other weight",
-       "rounding_analysis"},
-      {"metamorphic.t1_bounds", "every weight lies in the dispersion bounds of Lemma 2.1", "T1"},
-      {"metamorphic.entropy_range", "0 <= H <= log(number of unmasked items)", "T4"},
-      {"metamorphic.entropy_temperature", "entropy does not decrease when the temperature rises",
-       "T4"},
+       "rounding_analysis",
+       {Op::softmax},
+       "absolute (weight)",
+       ""},
+      {"metamorphic.t1_bounds",
+       "every weight lies in the dispersion bounds of Lemma 2.1",
+       "T1",
+       {Op::softmax},
+       "absolute (weight)",
+       ""},
+      {"metamorphic.entropy_range",
+       "0 <= H <= log(number of unmasked items)",
+       "T4",
+       {Op::entropy},
+       "nats",
+       ""},
+      {"metamorphic.entropy_temperature",
+       "entropy does not decrease when the temperature rises",
+       "T4",
+       {Op::entropy},
+       "nats",
+       ""},
       {"metamorphic.adaptive_beta",
-       "beta >= 1, beta = 1 when H <= 0.5, and beta = beta(H) for the kernel's own H", "T5"},
+       "beta >= 1, beta = 1 when H <= 0.5, and beta = beta(H) for the kernel's own H",
+       "T5",
+       {Op::adaptive_softmax},
+       "beta (dimensionless)",
+       ""},
       {"metamorphic.streamed_entropy",
        "the kernel's (streamed) entropy equals -sum p log p of its own softmax, and its (m,S,T) "
        "state "
        "gives the same H",
-       "T6"},
+       "T6",
+       {Op::entropy},
+       "ulps of float32",
+       "softmax as well (the entropy of its own weights)"},
       {"metamorphic.merge_algebra",
        "merging entropy states is associative and commutative within rounding, identity is a "
        "no-op, and "
        "merged parts give the whole row's entropy",
-       "T6"},
+       "T6",
+       {Op::merge_entropy_states},
+       "ulps of float32",
+       "float32"},
       {"metamorphic.split_kv",
        "attention split into key partitions (num_splits, or masked halves merged with "
        "merge_attention_states) agrees with the unsplit result",
-       "T6"},
+       "T6",
+       {Op::attention, Op::merge_attention_states},
+       "ulps",
+       ""},
       {"interface.sizes",
        "every row op is within its per-element rounding budget at every n = 2^k - 1, 2^k, 2^k + 1 "
        "up to 2^max_log2_n, in every layout kernel.h allows (in place, output stride != input "
        "stride, strides != n, several rows); every element checked",
-       "ulp"},
+       "ulp",
+       {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy, Op::adaptive_softmax},
+       "ulps",
+       ""},
       {"attention_v2.rounding",
        "batched attention (interface v2, every feature, real tile sizes): every output, lse and "
        "entropy is within its a-priori rounding budget of the extended-precision reference",
-       "attention_rounding"},
+       "attention_rounding",
+       {Op::attention_v2},
+       "ulps of float32",
+       ""},
       {"attention_v2.flash_attention_2x",
        "batched attention, low-precision types: max|out - ref| <= 2 max|same-dtype baseline - "
        "ref| + 2 ulp of the output type at max|ref| + 0.3",
-       "flash_attention_2x"},
+       "flash_attention_2x",
+       {Op::attention_v2},
+       "absolute",
+       "a low-precision input type (bfloat16, float16, fp8): float32 is not applicable"},
       {"attention_v2.masked_never_leak",
        "NaN and huge values in keys and values that every mask hides (causal, window, key "
        "padding) change no output bit",
-       "kernel_h"},
+       "kernel_h",
+       {Op::attention_v2},
+       "outputs changed",
+       "a mask: causal, window or key_padding"},
       {"attention_v2.gqa_equals_repeated",
        "GQA/MQA equals the same call with each key/value head repeated for its query heads "
        "(within twice the rounding budget)",
-       "attention_rounding"},
+       "attention_rounding",
+       {Op::attention_v2},
+       "ulps of float32",
+       "cases with fewer key/value heads than query heads"},
       {"attention_v2.varlen_equals_separate",
        "a packed variable-length call equals one call per sequence (within twice the rounding "
        "budget)",
-       "attention_rounding"},
+       "attention_rounding",
+       {Op::attention_v2},
+       "ulps of float32",
+       "varlen"},
       {"attention_v2.key_permutation",
        "permuting the keys together with their values and key-padding bytes changes no output or "
        "lse beyond twice the rounding budget (causal, window and ALiBi off)",
-       "attention_rounding"},
+       "attention_rounding",
+       {Op::attention_v2},
+       "ulps of float32",
+       "the case without causal, window and ALiBi within the kernel's domain"},
       {"attention_v2.head_independence",
        "a head's outputs and lse do not move beyond twice the rounding budget when every other "
        "head's inputs (queries, keys, values, ALiBi slopes, sinks) are redrawn",
-       "attention_rounding"},
+       "attention_rounding",
+       {Op::attention_v2},
+       "ulps of float32",
+       "cases with more than one query head"},
       {"attention_v2.sink_equals_extra_key",
        "an attention sink equals one more key whose score is exactly the sink and whose value is "
        "0 (within twice the rounding budget; a sink 100 above every score included, its lse "
        "compared)",
-       "attention_rounding"},
+       "attention_rounding",
+       {Op::attention_v2},
+       "ulps of float32",
+       "sinks, and the case with one more key within the kernel's domain"},
       {"attention_v2.window_within_causal",
        "causal with window_left L equals the window (L, 0) without causal (L = -1: unbounded), "
        "whatever window_right the causal call carries (within twice the rounding budget)",
-       "attention_rounding"},
+       "attention_rounding",
+       {Op::attention_v2},
+       "ulps of float32",
+       "causal and window, both within the kernel's domain"},
       {"attention_v2.fp8_saturation",
        "fp8 inputs at the format's largest finite value: every output is finite and |out| <= "
        "|v_descale| max|v| (1 + u_fp8 + (n + 5) u) + 1 ulp of the output type",
-       "attention_rounding"},
+       "attention_rounding",
+       {Op::attention_v2},
+       "absolute",
+       "an fp8 input type"},
       {"attention_v2.coverage",
        "every attention feature the kernel declares, and every pair of them, is in at least "
        "[attention] pair_cases of the cases run per input type (fixed pairwise cases see to "
        "it; a shortfall is incomplete, not a pass)",
-       "pairwise_coverage"},
+       "pairwise_coverage",
+       {Op::attention_v2},
+       "cells short",
+       ""},
       {"attention_v2.nan_propagates",
        "NaN in one unmasked query element and one unmasked key element (fp8: the format's NaN "
        "code) makes every output and lse of each row that sees it NaN, and no other row's "
        "(kernel.h)",
-       "kernel_h"},
+       "kernel_h",
+       {Op::attention_v2},
+       "outputs wrong",
+       ""},
       {"backward.rounding",
        "softmax / log-softmax backward: every dx is within its rounding budget of the correctly "
        "rounded MPFR reference",
-       "backward_rounding"},
+       "backward_rounding",
+       {Op::softmax_backward, Op::log_softmax_backward},
+       "ulps",
+       ""},
       {"backward.rows_sum_zero",
        "softmax / log-softmax backward: each row of dx sums to (1 - sum p) c / theta (zero for "
        "weights summing to one), within the row's budgets",
-       "backward_rounding"},
+       "backward_rounding",
+       {Op::softmax_backward, Op::log_softmax_backward},
+       "absolute",
+       ""},
       {"backward.directional_derivative",
        "softmax / log-softmax backward: <dx, v> equals the directional derivative of <dy, f(x)> "
        "along a random v, taken by a 320-bit MPFR central difference, within the budgets plus "
        "the effect of y's rounding",
-       "backward_rounding"},
+       "backward_rounding",
+       {Op::softmax_backward, Op::log_softmax_backward},
+       "absolute",
+       ""},
       {"attention_backward.rounding",
        "attention backward (every v2 feature): every dq, dk, dv and d(sink) is within its "
        "a-priori rounding budget of the extended-precision reference",
-       "attention_backward_rounding"},
+       "attention_backward_rounding",
+       {Op::attention_backward},
+       "ulps",
+       ""},
       {"attention_backward.flash_attention_3x",
        "attention backward, low-precision types: per gradient, max|g - ref| <= 3 max|same-dtype "
        "baseline - ref| + 2 ulp of the type at max|ref| + 0.3",
-       "flash_attention_3x"},
+       "flash_attention_3x",
+       {Op::attention_backward},
+       "absolute",
+       "bfloat16 or float16: float32 is not applicable"},
       {"attention_backward.gqa_group_sum",
        "GQA/MQA: dk and dv of a key/value head equal the sum over its query heads of the call "
        "with the heads repeated (within both calls' budgets)",
-       "attention_backward_rounding"},
+       "attention_backward_rounding",
+       {Op::attention_backward},
+       "absolute",
+       "cases with fewer key/value heads than query heads"},
       {"attention_backward.masked_zero",
        "keys no query sees get dk = dv = 0 exactly, and NaN in their k and v changes no "
        "gradient bit",
-       "kernel_h"},
+       "kernel_h",
+       {Op::attention_backward},
+       "gradients wrong or changed",
+       "a mask: causal, window or key_padding"},
       {"attention_backward.no_nan",
        "finite inputs give finite gradients, including fully masked rows and lengths that do "
        "not fill a 64- or 128-wide tile",
-       "kernel_h"},
+       "kernel_h",
+       {Op::attention_backward},
+       "non-finite gradients",
+       ""},
       {"attention_backward.cudnn_frontend",
        "attention backward, bfloat16 / float16 (opt-in): every dq, dk, dv within cuDNN "
        "frontend's SDPA backward test tolerance atol + rtol |ref| of the reference",
-       "cudnn_frontend_bwd"},
+       "cudnn_frontend_bwd",
+       {Op::attention_backward},
+       "absolute",
+       "bfloat16 or float16; opt-in: the rule cudnn_frontend_bwd named in the spec"},
       {"determinism.bitwise",
        "repeated calls with identical inputs return identical bits for every output (checked "
        "when the kernel claims SA_CAP_DETERMINISTIC, and for attention_backward called with "
        "deterministic = 1; reported otherwise)",
-       "bitwise"},
+       "bitwise",
+       {Op::softmax, Op::log_softmax, Op::softmax_backward, Op::log_softmax_backward,
+        Op::attention_v2, Op::attention_backward},
+       "calls that differed",
+       "the claim SA_CAP_DETERMINISTIC (judged; otherwise reported), or attention_backward called "
+       "with deterministic = 1"},
       {"determinism.batch_invariance",
        "a row, or an attention sequence, computed alone gives the same bits as inside a batch "
        "(and under any split count) (checked when the kernel claims SA_CAP_BATCH_INVARIANT; "
        "reported otherwise)",
-       "bitwise"},
+       "bitwise",
+       {Op::softmax, Op::log_softmax, Op::softmax_backward, Op::log_softmax_backward,
+        Op::attention_v2, Op::attention_backward},
+       "calls that differed",
+       "the claim SA_CAP_BATCH_INVARIANT (judged; otherwise reported)"},
       {"special.values",
        "masks, fully masked rows, +inf, NaN and n = 1 follow include/softmax_audit/kernel.h "
        "exactly",
-       "kernel_h"},
+       "kernel_h",
+       {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy, Op::adaptive_softmax,
+        Op::attention, Op::merge_entropy_states, Op::merge_attention_states},
+       "ulps",
+       ""},
+  };
+}
+
+const PropertyInfo* find_property(const std::string& id) {
+  static const std::vector<PropertyInfo> all = properties();
+  for (const PropertyInfo& p : all)
+    if (p.id == id) return &p;
+  return nullptr;
+}
+
+std::vector<FamilyInfo> families() {
+  return {
+      {"differential", "properties/differential.cpp, attention.cpp (v1 attention), merges", true,
+       "the kernel against the correctly rounded reference, one search per op and type judging "
+       "every tolerance rule"},
+      {"metamorphic", "properties/metamorphic.cpp", false,
+       "relations between calls (shifts, permutations, temperatures, merges) and the paper's "
+       "theorems"},
+      {"interface", "properties/interface.cpp", false,
+       "every size 2^k - 1, 2^k, 2^k + 1 and every layout kernel.h allows"},
+      {"attention_v2", "properties/attention_v2.cpp", true,
+       "batched attention (interface v2): one search per input type judging every property"},
+      {"backward", "properties/backward.cpp", true,
+       "softmax and log-softmax backward: one search per op and type"},
+      {"attention_backward", "properties/backward.cpp", true,
+       "attention backward: one search per type"},
+      {"determinism", "properties/determinism.cpp", true,
+       "bit-for-bit repeatability and batch invariance where claimed"},
+      {"special", "properties/special.cpp", false, "kernel.h's special-value semantics"},
   };
 }
 
@@ -391,7 +569,10 @@ std::vector<Rule> rules() {
        "docs/theory.md T6 (streamed entropy, merge), plus rounding of each merge (4u per S, T)"},
       {"pairwise_coverage",
        "combinatorial pairwise testing: each declared feature and each pair of declared "
-       "features in at least k cases ([attention] pair_cases, default 2; docs/gate-spec.md)"},
+       "features in at least k cases ([attention] pair_cases, default " +
+           std::to_string(AttentionShapes{}.pair_cases) +
+           ", the smallest k that caught the planted attention bugs on every one of seeds "
+           "1-20; docs/gate-spec.md)"},
       {"kernel_h",
        "include/softmax_audit/kernel.h special-value semantics (exact for non-finite values "
        "and zeros), plus the ulp-rule budget for finite values"},
@@ -431,11 +612,12 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
     const auto all = properties();
     if (std::none_of(all.begin(), all.end(), [&](const PropertyInfo& x) {
           return x.id == p || x.id.rfind(p + ".", 0) == 0;
-        }))
-      throw std::invalid_argument(
-          "run_suite: unknown property '" + p +
-          "'; expected an id of properties() or a family (differential, metamorphic, special, "
-          "interface)");
+        })) {
+      std::string fams;
+      for (const auto& f : families()) fams += (fams.empty() ? "" : ", ") + f.name;
+      throw std::invalid_argument("run_suite: unknown property '" + p +
+                                  "'; expected an id of properties() or a family (" + fams + ")");
+    }
   }
   for (auto n : config.sizes)
     if (n < 1) throw std::invalid_argument("run_suite: size " + std::to_string(n) + " is not >= 1");
@@ -487,16 +669,39 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
   }
   const Op row_ops[] = {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy,
                         Op::adaptive_softmax};
-  // Progress, in units: per dtype, one per row op of each family
-  // (differential, interface sizes: 5 each), attention, each merge (3),
-  // metamorphic, backward and each op of the special values (all_ops);
-  // per element type of the batched attention families, their measured weight
-  // (suite_internal.hpp; they take about half of a check); determinism one. Every family that
-  // runs is counted, so the bar reaches 100% when the suite returns.
-  constexpr int kRowOps = static_cast<int>(std::size(row_ops));
-  constexpr int kPerDtype =
-      kRowOps + 1 + 3 + 1 + kRowOps + 1 + static_cast<int>(std::size(all_ops));
-  for (DType t : dtypes) run.total += t == DType::float64 ? 1 : kPerDtype;
+  // The per-dtype steps, in the order they run; each is one unit of
+  // progress, so the total is counted from the steps themselves.
+  std::vector<std::function<void(DType)>> steps;
+  for (Op op : row_ops)
+    steps.push_back([&run, op](DType t) {
+      if (run.wants_op(op)) detail::run_differential(run, op, t);
+    });
+  steps.push_back([&run](DType t) {
+    if (run.wants_op(Op::attention)) detail::run_attention_differential(run, t);
+  });
+  for (Op op : {Op::merge_entropy_states, Op::merge_attention_states, Op::merge_attention_states_n})
+    steps.push_back([&run, op](DType t) {
+      if (run.wants_op(op) && t == DType::float32) detail::run_merge_differential(run, op, t);
+    });
+  steps.push_back([&run](DType t) { detail::run_metamorphic(run, t); });
+  for (Op op : row_ops)
+    steps.push_back([&run, op](DType t) {
+      if (run.wants_op(op)) detail::run_interface_sizes(run, op, t);
+    });
+  steps.push_back([&run](DType t) { detail::run_backward(run, t); });
+  for (Op op : all_ops)
+    steps.push_back([&run, op](DType t) {
+      if (run.wants_op(op) && (t == DType::float32 || (op != Op::merge_entropy_states &&
+                                                       op != Op::merge_attention_states)))
+        detail::run_special(run, op, t);
+    });
+  // Progress, in units: one per step and dtype (float64: one, its skip
+  // verdict); per element type of the batched attention families, their
+  // measured weight (suite_internal.hpp; they take about half of a check);
+  // determinism one. Every family that runs is counted, so the bar reaches
+  // 100% when the suite returns.
+  const int per_dtype = static_cast<int>(steps.size());
+  for (DType t : dtypes) run.total += t == DType::float64 ? 1 : per_dtype;
   const int v2_units =
       detail::kAttentionV2TypeUnits * static_cast<int>(detail::attention_v2_types(run).size());
   const int bwd_units = detail::kAttentionBackwardTypeUnits *
@@ -523,29 +728,8 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
       tick();
       continue;
     }
-    for (Op op : row_ops) {
-      if (run.wants_op(op)) detail::run_differential(run, op, t);
-      tick();
-    }
-    if (run.wants_op(Op::attention)) detail::run_attention_differential(run, t);
-    tick();
-    for (Op op :
-         {Op::merge_entropy_states, Op::merge_attention_states, Op::merge_attention_states_n}) {
-      if (run.wants_op(op) && t == DType::float32) detail::run_merge_differential(run, op, t);
-      tick();
-    }
-    detail::run_metamorphic(run, t);
-    tick();
-    for (Op op : row_ops) {
-      if (run.wants_op(op)) detail::run_interface_sizes(run, op, t);
-      tick();
-    }
-    detail::run_backward(run, t);
-    tick();
-    for (Op op : all_ops) {
-      if (run.wants_op(op) && (t == DType::float32 || (op != Op::merge_entropy_states &&
-                                                       op != Op::merge_attention_states)))
-        detail::run_special(run, op, t);
+    for (const auto& step : steps) {
+      step(t);
       tick();
     }
   }

@@ -15,6 +15,8 @@
 namespace sa::props::detail {
 
 const Rule& rule_by_id(const std::string& id);
+// The claim of a property of the registry (properties()); "" for an unknown id.
+const std::string& claim_of(const std::string& id);
 extern const char* const kFaFloat32Note;
 
 // Everything a property runner needs.

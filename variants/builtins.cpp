@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "variants/formulas.hpp"
 #include "variants/variant.hpp"
@@ -922,7 +923,8 @@ Variant sa_softmax_variant() {
         Prediction{Dispersion::to_zero, "(1+g) times softmax's top weight, which T1 sends to 0"});
   };
   v.citation =
-      "Zheng et al. 2025, self-adjusting softmax (SA-Softmax; arXiv 2502.18277, id not checked)";
+      "Zheng et al. 2025, Self-Adjust Softmax (SA-Softmax; EMNLP 2025, arXiv 2502.18277; the "
+      "abstract checked)";
   v.stream = online_softmax_stream(kIdentityArg,
                                    [](float l, float q) { return l == -INFINITY ? 0.0f : l * q; });
   v.stream.bound = [sm_pmax](std::span<const double> l, std::size_t k) {
@@ -1241,6 +1243,138 @@ double pmax_softmax(std::span<const double> z) {
   return pmax_of(q);
 }
 
+// ---- normalised SA-Softmax ----------------------------------------------------------------------
+// Zheng et al. 2025, the abstract's normalised variant (arXiv 2502.18277v1 and EMNLP 2025):
+// w_i = (l_i - a) / (b - a) softmax(l)_i, a = min(min l, 0), b = max(0, max l). The all-zero
+// row (b - a = 0) gives w = 0: this project's choice (formulas.hpp).
+std::vector<Mp> ref_sa_softmax_norm(std::span<const double> l) {
+  auto p = ref_softmax(l);
+  double lo = 0, hi = 0;  // a = min(min l, 0), b = max(0, max l)
+  bool special = false;
+  for (double x : l) {
+    if (std::isnan(x) || x == INFINITY) special = true;  // ref_softmax's NaN / share of +inf
+    if (std::isfinite(x)) {
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+    }
+  }
+  if (special) return p;
+  const Mp d = Mp(hi) - Mp(lo);
+  for (std::size_t i = 0; i < l.size(); ++i)
+    p[i] = (hi == lo || l[i] == -INFINITY) ? Mp(0) : (Mp(l[i]) - Mp(lo)) / d * p[i];
+  return p;
+}
+
+// Online state: the softmax's (m, S) and the running min and max of the logits.
+struct NormState {
+  float m, S, lo, hi;
+};
+
+Variant sa_softmax_norm_variant() {
+  Variant v = make("sa_softmax_norm",
+                   "(l_i - min(min l, 0)) / (max(0, max l) - min(min l, 0)) softmax(l)_i "
+                   "(normalised SA-Softmax; all-zero row -> 0, chosen here)",
+                   [](auto z, auto p) {
+                     using R = typename decltype(p)::value_type;
+                     F::sa_softmax_norm<R>(z, p);
+                   });
+  v.reference = ref_sa_softmax_norm;
+  auto wmax = [](std::span<const double> l) {
+    std::vector<double> w(l.size());
+    F::sa_softmax_norm<double>(l, w);
+    return pmax_of(w);
+  };
+  // |w^ - w| <= f^ |p^ - p| + p |f^ - f| + u w^: f^ <= 1 (rounding is monotone and
+  // l_i - a <= b - a), f's three roundings (l_i - a, b - a, the quotient; a and b are
+  // members of the row or 0, exact) give 3u f, the product u: T7 + 4 max w.
+  v.f32_bound = [wmax](std::span<const double> l) {
+    return softmax_bound(l, 0.0, pmax_softmax(l)) + 4.0 * wmax(l);
+  };
+  v.f32_bound_rule = "T7 of softmax(l) + 3 roundings of the factor (in [0, 1]) + the product";
+  v.predict = [](double) {
+    return std::optional<Prediction>(Prediction{
+        Dispersion::to_zero, "w_i <= softmax(l)_i (the factor is in [0, 1]); T1 sends it to 0"});
+  };
+  v.citation =
+      "Zheng et al. 2025, Self-Adjust Softmax (EMNLP 2025, arXiv 2502.18277): the normalised "
+      "variant of the abstract; the all-zero row's 0/0 is not established there, w = 0 is this "
+      "project's choice";
+  auto init = [] { return NormState{-INFINITY, 0.0f, INFINITY, -INFINITY}; };
+  auto push = [](NormState& s, std::span<const float> c, std::size_t, std::size_t) {
+    for (float x : c) {
+      if (x == -INFINITY) continue;
+      s.lo = std::min(s.lo, x);
+      s.hi = std::max(s.hi, x);
+      if (x > s.m) {
+        s.S = (s.m == -INFINITY ? 0.0f : s.S * std::exp(s.m - x)) + 1.0f;
+        s.m = x;
+      } else {
+        s.S += std::exp(x - s.m);
+      }
+    }
+  };
+  auto merge = [](NormState& a, const NormState& b) {
+    if (b.m == -INFINITY) return;
+    a.lo = std::min(a.lo, b.lo);
+    a.hi = std::max(a.hi, b.hi);
+    if (a.m == -INFINITY) {
+      a.m = b.m;
+      a.S = b.S;
+    } else if (a.m >= b.m) {
+      a.S += b.S * std::exp(b.m - a.m);
+    } else {
+      a.S = a.S * std::exp(a.m - b.m) + b.S;
+      a.m = b.m;
+    }
+  };
+  auto finish = [](const NormState& s, std::span<const float> l, std::span<float> w) {
+    const float a = std::min(s.lo, 0.0f), b = std::max(0.0f, s.hi), d = b - a;
+    for (std::size_t i = 0; i < l.size(); ++i)
+      w[i] = (l[i] == -INFINITY || !(d > 0.0f)) ? 0.0f
+                                                : ((l[i] - a) / d) * (std::exp(l[i] - s.m) / s.S);
+  };
+  v.stream = typed_stream<NormState>(StreamKind::bounded, init, push, merge, finish);
+  // The online softmax's bound (docs/variants.md) in place of T7, the factor's as above.
+  v.stream.bound = [wmax](std::span<const double> l, std::size_t k) {
+    return stream_softmax_bound(l, k, 0.0, pmax_softmax(l)) + 4.0 * wmax(l);
+  };
+  v.stream.bound_rule =
+      "online softmax bound (docs/variants.md) + 3 roundings of the factor + the product";
+  return v;
+}
+SA_REGISTER_VARIANT(sa_softmax_norm, sa_softmax_norm_variant());
+
+// ---- streaming with a second row (variant.h ABI 4) ----------------------------------------------
+// One online-softmax step and merge on an (m, S) state, as online_softmax_stream's.
+void online_add(OnlineState& s, float a) {
+  if (a == -INFINITY) return;
+  if (a > s.m) {
+    s.S = (s.m == -INFINITY ? 0.0f : s.S * std::exp(s.m - a)) + 1.0f;
+    s.m = a;
+  } else {
+    s.S += std::exp(a - s.m);
+  }
+}
+void online_merge(OnlineState& a, const OnlineState& b) {
+  if (b.m == -INFINITY) return;
+  if (a.m == -INFINITY) {
+    a = b;
+  } else if (a.m >= b.m) {
+    a.S += b.S * std::exp(b.m - a.m);
+  } else {
+    a.S = a.S * std::exp(a.m - b.m) + b.S;
+    a.m = b.m;
+  }
+}
+struct TwoStates {
+  OnlineState a, b;
+};
+const auto kTwoInit = [] { return TwoStates{{-INFINITY, 0.0f}, {-INFINITY, 0.0f}}; };
+const auto kTwoMerge = [](TwoStates& x, const TwoStates& y) {
+  online_merge(x.a, y.a);
+  online_merge(x.b, y.b);
+};
+
 // ---- differential attention ------------------------------------------------------------------
 // Ye et al. 2024: softmax(A1) - lambda softmax(A2), two logit rows over the same keys. lambda is
 // learned in the paper (re-parametrised; lambda_init = 0.8 - 0.6 exp(-0.3 (layer - 1)), recalled);
@@ -1288,6 +1422,33 @@ Variant diff_variant() {
   v.citation =
       "Ye et al. 2024, Differential Transformer (ICLR 2025, arXiv 2410.05258); lambda learned "
       "there (lambda_init = 0.8 - 0.6 e^{-0.3 (layer - 1)}, recalled), 0.5 chosen here";
+  // Two online softmax states, (m1, S1) over A1 and (m2, S2) over A2.
+  v.stream = typed_stream2<TwoStates>(
+      StreamKind::bounded, kTwoInit,
+      [](TwoStates& s, std::span<const float> c, std::span<const float> c2, std::size_t,
+         std::size_t) {
+        for (std::size_t k = 0; k < c.size(); ++k) {
+          online_add(s.a, c[k]);
+          online_add(s.b, c2[k]);
+        }
+      },
+      kTwoMerge,
+      [](const TwoStates& s, std::span<const float> a, std::span<const float> b,
+         std::span<float> o) {
+        for (std::size_t i = 0; i < o.size(); ++i) {
+          const float p1 = a[i] == -INFINITY ? 0.0f : std::exp(a[i] - s.a.m) / s.a.S;
+          const float p2 = b[i] == -INFINITY ? 0.0f : std::exp(b[i] - s.b.m) / s.b.S;
+          o[i] = p1 - float(kDiffLambda) * p2;
+        }
+      });
+  // The online softmax bound (docs/variants.md) for each row, lambda times the second, and the
+  // subtraction's rounding.
+  v.stream.bound2 = [](std::span<const double> a, std::span<const double> b, std::size_t k) {
+    return stream_softmax_bound(a, k, 0.0, pmax_softmax(a)) +
+           kDiffLambda * stream_softmax_bound(b, k, 0.0, pmax_softmax(b)) + 0.5;
+  };
+  v.stream.bound_rule =
+      "online softmax bound of A1 + lambda times that of A2 + the subtraction's rounding";
   return v;
 }
 SA_REGISTER_VARIANT(diff_attention, diff_variant());
@@ -1343,15 +1504,46 @@ Variant selective_variant() {
       "Leviathan, Kalman & Matias 2024, Selective Attention Improves Transformer (arXiv "
       "2410.02703, id not checked); the paper's exemptions (the first token, a token masking "
       "itself) recalled, not modelled: the second row is taken as given";
+  // One online softmax state over z = l - ReLU(s), formed item by item in the push.
+  auto arg = [](float l, float s) { return l - std::max(0.0f, s); };
+  v.stream = typed_stream2<OnlineState>(
+      StreamKind::bounded,
+      [] {
+        return OnlineState{-INFINITY, 0.0f};
+      },
+      [arg](OnlineState& st, std::span<const float> c, std::span<const float> c2, std::size_t,
+            std::size_t) {
+        for (std::size_t k = 0; k < c.size(); ++k) online_add(st, arg(c[k], c2[k]));
+      },
+      online_merge,
+      [arg](const OnlineState& st, std::span<const float> a, std::span<const float> b,
+            std::span<float> o) {
+        for (std::size_t i = 0; i < o.size(); ++i) {
+          const float z = arg(a[i], b[i]);
+          o[i] = z == -INFINITY ? 0.0f : std::exp(z - st.m) / st.S;
+        }
+      });
+  // The online softmax bound on z with its one argument rounding (r = 1).
+  v.stream.bound2 = [](std::span<const double> a, std::span<const double> b, std::size_t k) {
+    std::vector<double> z(a.begin(), a.end());
+    for (std::size_t i = 0; i < z.size(); ++i)
+      if (std::isfinite(z[i])) z[i] -= std::max(0.0, b[i]);
+    return stream_softmax_bound(z, k, 1.0, pmax_softmax(z));
+  };
+  v.stream.bound_rule = "online softmax bound on l - ReLU(s) + its one argument rounding";
   return v;
 }
 SA_REGISTER_VARIANT(selective, selective_variant());
 
 // ---- LASER -------------------------------------------------------------------------------------
 // Duvvuri & Dhillon 2025: attention in exponentiated value space, o = log sum_j p_j e^{v_j},
-// p = softmax(l), for one value dimension v (the second row). Computed as the brief of issue 36
-// states it: o = m_v + log(T / S), S = sum e^{l_j - m}, T = sum e^{l_j - m} e^{v_j - m_v}
-// (T / S = sum p_j e^{v_j - m_v}). Masked keys are absent; a fully masked row gives 0; +inf
+// p = softmax(l), for one value dimension v (the second row). Computed underflow-safe as the
+// difference of two log-sum-exps, each shifted by its own maximum:
+//   o = (M - m) + log(T / S),  M = max_j (l_j + v_j), T = sum e^{(l_j + v_j) - M},
+//                              m = max_j l_j,         S = sum e^{l_j - m},
+// so T and S lie in [1, n] whatever the spreads (the form m_v + log(T/S) with T = sum
+// e^{l_j - m} e^{v_j - m_v}, which issue 36 first stated, lets T underflow once spread_l +
+// spread_v > 87: docs/variants.md). Masked keys are absent; a fully masked row gives 0; +inf
 // logits share the mass (o = log of the mean of e^{v_j} over them).
 template <class R>
 void laser(std::span<const R> l, std::span<const R> v, std::span<R> out) {
@@ -1366,25 +1558,86 @@ void laser(std::span<const R> l, std::span<const R> v, std::span<R> out) {
     out[0] = R(0);
     return;
   }
-  const bool pinf = info.pinf > 0;
-  auto in = [&](std::size_t j) { return pinf ? F::is_pinf(l[j]) : !F::is_minf(l[j]); };
-  R mv = -F::inf_of<R>();
+  if (info.pinf > 0) {  // the +inf items share the mass: o = log mean_{l_j = +inf} e^{v_j}
+    R M = -F::inf_of<R>();
+    for (std::size_t j = 0; j < l.size(); ++j)
+      if (F::is_pinf(l[j]) && v[j] > M) M = v[j];
+    R T(0);
+    for (std::size_t j = 0; j < l.size(); ++j)
+      if (F::is_pinf(l[j])) T += R(exp(R(v[j] - M)));
+    out[0] = M + R(log(R(T / R(static_cast<double>(info.pinf)))));
+    return;
+  }
+  R M = -F::inf_of<R>();
   for (std::size_t j = 0; j < l.size(); ++j)
-    if (in(j) && v[j] > mv) mv = v[j];
+    if (!F::is_minf(l[j]) && R(l[j] + v[j]) > M) M = R(l[j] + v[j]);
   R S(0), T(0);
   for (std::size_t j = 0; j < l.size(); ++j) {
-    if (!in(j)) continue;
-    const R e = pinf ? R(1) : R(exp(R(l[j] - info.max_finite)));
-    S += e;
-    T += e * R(exp(R(v[j] - mv)));
+    if (F::is_minf(l[j])) continue;
+    S += R(exp(R(l[j] - info.max_finite)));
+    T += R(exp(R(R(l[j] + v[j]) - M)));
   }
-  out[0] = mv + R(log(R(T / S)));
+  out[0] = R(M - info.max_finite) + R(log(R(T / S)));
+}
+
+// max_j |l_j + v_j| and the spread of l + v over the unmasked finite keys.
+std::pair<double, double> laser_sum_range(std::span<const double> a, std::span<const double> b) {
+  double lo = INFINITY, hi = -INFINITY, A = 0;
+  for (std::size_t j = 0; j < a.size(); ++j)
+    if (std::isfinite(a[j])) {
+      const double s = a[j] + b[j];
+      lo = std::min(lo, s);
+      hi = std::max(hi, s);
+      A = std::max(A, std::abs(s));
+    }
+  return {A, hi >= lo ? hi - lo : 0.0};
+}
+
+// The bound of docs/variants.md ("LASER's rounding bound"), in u = 2^-24, first order with
+// faithful exp and log (2u), rounded up by 1 for the second-order terms:
+//   2n + 4 + A + W + spread_l + 2 ln n + 2 max|v|,
+// A = max |l_j + v_j|, W = spread(l + v), over the unmasked keys; for a row with +inf logits
+// (k of them) 2k + 4 + 3 max|v| + 2 ln k <= 2n + 4 + 3 max|v| + 2 ln n.
+double laser_bound(std::span<const double> a, std::span<const double> b) {
+  std::size_t live = 0, pinf = 0;
+  for (double x : a) {
+    live += x != -INFINITY && !std::isnan(x);
+    pinf += x == INFINITY;
+  }
+  const double n = static_cast<double>(std::max<std::size_t>(live, 1));
+  std::vector<double> vl;
+  for (std::size_t j = 0; j < a.size(); ++j)
+    if (a[j] != -INFINITY) vl.push_back(b[j]);
+  const double vmax = max_abs_finite(vl);
+  if (pinf > 0) return 2.0 * n + 4.0 + 3.0 * vmax + 2.0 * std::log(n);
+  const auto [A, W] = laser_sum_range(a, b);
+  return 2.0 * n + 4.0 + A + W + spread(a) + 2.0 * std::log(n) + 2.0 * vmax;
+}
+
+// Streamed (k chunks): S's relative error is the online bound 4n + 3k + 2 spread_l - 2, T's the
+// same over l + v plus A = max|l + v| for the rounding of l_j + v_j; then, as in laser_bound,
+// the quotient u, log 2 ln n, M - m and the final sum max|v| each, rounded up by 1:
+//   8n + 6k + 2 spread_l + 2 W + A + 2 ln n + 2 max|v| - 2.
+double laser_stream_bound(std::span<const double> a, std::span<const double> b, std::size_t k) {
+  std::size_t live = 0;
+  std::vector<double> vl;
+  for (std::size_t j = 0; j < a.size(); ++j)
+    if (a[j] != -INFINITY) {
+      ++live;
+      vl.push_back(b[j]);
+    }
+  const double n = static_cast<double>(std::max<std::size_t>(live, 1)), kk = double(k);
+  const auto [A, W] = laser_sum_range(a, b);
+  return 8.0 * n + 6.0 * kk + 2.0 * spread(a) + 2.0 * W + A + 2.0 * std::log(n) +
+         2.0 * max_abs_finite(vl) - 2.0;
 }
 
 Variant laser_variant() {
   Variant v;
   v.name = "laser";
-  v.formula = "log sum_j softmax(l)_j e^{v_j} = m_v + log sum_j p_j e^{v_j - m_v} (v: second row)";
+  v.formula =
+      "log sum_j softmax(l)_j e^{v_j} = (M - m) + log(sum e^{l_j + v_j - M} / sum e^{l_j - m}), "
+      "M = max(l + v), m = max l (v: second row)";
   v.in2_kind = In2Kind::per_key;
   v.scalar_output = true;
   v.in2 = "v: one value dimension, a value per key (the output is one number per row)";
@@ -1416,23 +1669,35 @@ Variant laser_variant() {
     }
     return std::vector<Mp>{log(T) - log(S)};
   };
-  // First order, in u, rounded up (docs/variants.md, "Two-row variants"): S's terms carry the
-  // exp (2u) and argument (spread_l/2 u) errors, T's also e^{v - m_v} (2u + spread_v/2 u) and a
-  // product (u); n - 1 additions each; the quotient u: rel(T/S) <= 2n + 6 + spread_l +
-  // spread_v/2. log's absolute error is that plus 2u |log(T/S)| <= 2 spread_v u; adding m_v
-  // rounds by u/2 |o| <= max|v|/2.
-  v.f32_bound_2 = [](std::span<const double> a, std::span<const double> b) {
-    const double n = static_cast<double>(a.size());
-    return 2.0 * n + 8.0 + 2.0 * spread(a) + 3.0 * spread(b) + max_abs_finite(b);
-  };
+  v.f32_bound_2 = laser_bound;
   v.f32_bound_rule =
-      "LASER: rel(T/S) <= 2n + 6 + spread_l + spread_v/2, log 2 spread_v, m_v + log u/2 |o| "
-      "(rounded up: 2n + 8 + 2 spread_l + 3 spread_v + max|v|); assumes T does not underflow, "
-      "true while spread_l + spread_v <= 87 (docs/variants.md: beyond, T is subnormal)";
+      "LASER, two shifted log-sum-exps: 2n + 4 + max|l + v| + spread(l + v) + spread_l + 2 ln n "
+      "+ 2 max|v| (docs/variants.md; no underflow: T, S in [1, n])";
   v.citation =
-      "Duvvuri & Dhillon 2025, LASER: attention with exponential transformation (arXiv id not "
-      "recalled); one value dimension; the paper's log-weighted-sum-exp trick for the stable "
-      "form recalled, not checked";
+      "Duvvuri & Dhillon 2025, LASER: Attention with Exponential Transformation (ICML 2025, "
+      "arXiv 2411.03493); one value dimension; the paper's log-weighted-sum-exp trick shifts the "
+      "values by their max m_v (the form that underflows), this kernel forms two shifted "
+      "log-sum-exps instead (the same value)";
+  // Two online log-sum-exp states: (m, S) over l and (M, T) over l + v; finish
+  // o = (M - m) + log(T / S) as the kernel does.
+  v.stream = typed_stream2<TwoStates>(
+      StreamKind::bounded, kTwoInit,
+      [](TwoStates& s, std::span<const float> c, std::span<const float> c2, std::size_t,
+         std::size_t) {
+        for (std::size_t k = 0; k < c.size(); ++k) {
+          if (c[k] == -INFINITY) continue;  // a masked key is absent from both sums
+          online_add(s.a, c[k]);
+          online_add(s.b, c[k] + c2[k]);
+        }
+      },
+      kTwoMerge,
+      [](const TwoStates& s, std::span<const float>, std::span<const float>, std::span<float> o) {
+        o[0] = s.a.m == -INFINITY ? 0.0f : (s.b.m - s.a.m) + std::log(s.b.S / s.a.S);
+      });
+  v.stream.bound2 = laser_stream_bound;
+  v.stream.bound_rule =
+      "LASER streamed: the online bound 4n + 3k + 2 spread - 2 (docs/variants.md) for S (over l) "
+      "and T (over l + v, + max|l + v| for its argument rounding), then as the kernel's bound";
   return v;
 }
 SA_REGISTER_VARIANT(laser, laser_variant());

@@ -266,6 +266,28 @@ void sa_softmax(std::span<const R> z, std::span<R> p) {
   }
 }
 
+// Normalised SA-Softmax (Zheng et al. 2025, the abstract's "normalized
+// variant"): w_i = (z_i - a) / (b - a) * softmax(z)_i with a = min(min z, 0),
+// b = max(0, max z) over the unmasked items. The factor lies in [0, 1]; b - a
+// is 0 only on a row whose unmasked logits are all 0, where this project
+// CHOOSES w = 0 (the paper's handling of that 0/0 is not established; 0 is the
+// limit of any (b - a + eps) regularisation). +inf items: factor 1, they
+// share the mass; the rest 0.
+template <class R>
+void sa_softmax_norm(std::span<const R> z, std::span<R> p) {
+  const RowInfo<R> info = inspect(z);
+  softmax<R>(z, p);
+  if (info.nan || info.live == 0 || info.pinf > 0) return;
+  R lo = inf_of<R>();
+  for (const R& x : z)
+    if (!is_minf(x) && x < lo) lo = x;
+  const R a = lo < R(0) ? lo : R(0);
+  const R b = info.max_finite > R(0) ? info.max_finite : R(0);
+  const R d = b - a;
+  for (std::size_t i = 0; i < z.size(); ++i)
+    p[i] = (d == R(0) || is_minf(z[i])) ? R(0) : R((z[i] - a) / d) * p[i];
+}
+
 // Power normalisation with tau = 2: r_i^2 / (sum r_j^2)^beta, r = relu(z),
 // beta in {1, 1/2}; evaluated as M^{2(1-beta)} q_i / (sum q)^beta with
 // q_i = (r_i / M)^2, M = max r (no overflow of r^2). A row with no positive

@@ -317,26 +317,37 @@ std::size_t bits_differing(const std::vector<float>& a, const std::vector<float>
   return d;
 }
 
-// Streams the row l split at `cuts` (item k starts a new chunk when cut[k-1])
-// and merges adjacent states in the order `order` (step t merges the pair at
-// position order[t] mod (states left - 1)). Returns the finished weights.
+// Streams the row l (and, for a two-row variant, the second row l2, chunked at
+// the same keys) split into chunks starting at `starts`, and merges adjacent
+// states in the order `order` (step t merges the pair at position order[t]
+// mod (states left - 1)). Returns the finished outputs (out_n of them).
 std::vector<float> stream_row(const Stream& st, const std::vector<float>& l,
+                              const std::vector<float>& l2, std::size_t out_n,
                               const std::vector<std::size_t>& starts,
                               const std::vector<int>& order) {
+  const bool two = !l2.empty();
   std::vector<StateBuf> states;
   for (std::size_t c = 0; c < starts.size(); ++c) {
     const std::size_t b = starts[c], e = c + 1 < starts.size() ? starts[c + 1] : l.size();
     states.emplace_back(st.state_bytes);
     st.init(states.back().data());
-    st.push(states.back().data(), std::span<const float>(l).subspan(b, e - b), b, l.size());
+    const auto chunk = std::span<const float>(l).subspan(b, e - b);
+    if (two)
+      st.push2(states.back().data(), chunk, std::span<const float>(l2).subspan(b, e - b), b,
+               l.size());
+    else
+      st.push(states.back().data(), chunk, b, l.size());
   }
   for (std::size_t t = 0; states.size() > 1; ++t) {
     const std::size_t j = static_cast<std::size_t>(order[t]) % (states.size() - 1);
     st.merge(states[j].data(), states[j + 1].data());
     states.erase(states.begin() + static_cast<std::ptrdiff_t>(j) + 1);
   }
-  std::vector<float> p(l.size());
-  st.finish(states[0].data(), l, p);
+  std::vector<float> p(out_n);
+  if (two)
+    st.finish2(states[0].data(), l, l2, p);
+  else
+    st.finish(states[0].data(), l, p);
   return p;
 }
 }  // namespace
@@ -427,13 +438,7 @@ namespace {
 // "no: why" / "not supplied".
 Verdict stream_cell(const Variant& v, const PropertyInfo& info, const FuzzConfig& cfg) {
   const Stream& st = v.stream;
-  if (two_row(v)) {
-    Verdict s = skip(v, info,
-                     "not supplied: streaming with a second row is not in the interface "
-                     "(variant.h ABI 3: state_push carries one row)");
-    s.rule = Rule{"streamable.not_supplied", "two-row variant: nothing to check"};
-    return s;
-  }
+  const bool two = two_row(v);
   if (st.kind == StreamKind::not_supplied) {
     Verdict s = skip(v, info, "not supplied: the variant has no streaming state");
     s.rule = Rule{"streamable.not_supplied", "no state/push/merge given: nothing to check"};
@@ -444,16 +449,18 @@ Verdict stream_cell(const Variant& v, const PropertyInfo& info, const FuzzConfig
     s.rule = Rule{"streamable.none", "the variant states its normaliser has no merge state"};
     return s;
   }
-  if (!st.init || !st.push || !st.merge || !st.finish || st.state_bytes == 0) {
+  if (!st.init || !st.merge || st.state_bytes == 0 || (two ? !st.push2 : !st.push) ||
+      (two ? !st.finish2 : !st.finish)) {
     Verdict e = skip(v, info, "");
     e.outcome = Outcome::error;
-    e.note = "streaming claimed but state_bytes, init, push, merge or finish is missing";
+    e.note = two ? "streaming claimed but state_bytes, init, push2, merge or finish2 is missing"
+                 : "streaming claimed but state_bytes, init, push, merge or finish is missing";
     e.rule = Rule{st.kind == StreamKind::bitwise ? "stream.bitwise" : "stream.bounded",
                   "a streaming claim without the functions to check it: a claimed error"};
     return e;
   }
   const bool bitwise = st.kind == StreamKind::bitwise;
-  if (!bitwise && !st.bound) {
+  if (!bitwise && !(two ? bool(st.bound2) : bool(st.bound))) {
     Verdict e = skip(v, info, "");
     e.outcome = Outcome::error;
     e.note = "bounded streaming claimed without a bound";
@@ -471,8 +478,10 @@ Verdict stream_cell(const Variant& v, const PropertyInfo& info, const FuzzConfig
                                            "identity neutrality is bit for bit"};
   const int N = cfg.max_n;
   Verdict vd = run_property(v, info, bitwise ? 0.0 : 1.0, rule, cfg, [&] {
-    const auto l = gen_row(N);
-    const std::vector<float> lf(l.begin(), l.end());
+    const Input gin = gen_input(v, N);
+    const auto& l = gin.l;
+    const std::vector<float> lf(l.begin(), l.end()), l2f(gin.l2.begin(), gin.l2.end());
+    const std::size_t on = out_n(v, l.size());
     const auto cut = l.size() > 1 ? pick_flags(l.size() - 1) : std::vector<bool>{};
     std::vector<std::size_t> starts{0};
     for (std::size_t k = 1; k < l.size(); ++k)
@@ -486,26 +495,43 @@ Verdict stream_cell(const Variant& v, const PropertyInfo& info, const FuzzConfig
       if (k > 0) in << (cut[k - 1] ? " | " : ", ");
       in << l[k];
     }
-    in << "] into " << starts.size() << " chunk" << (starts.size() == 1 ? "" : "s");
+    in << "]";
+    if (two) {
+      in << ", in2 = [";
+      for (std::size_t k = 0; k < l.size(); ++k) {
+        if (k > 0) in << (cut[k - 1] ? " | " : ", ");
+        in << gin.l2[k];
+      }
+      in << "]";
+    }
+    in << " into " << starts.size() << " chunk" << (starts.size() == 1 ? "" : "s");
     if (starts.size() > 2) {
       in << ", merge order";
       for (int o : order) in << " " << o;
     }
     c.input = in.str();
-    const auto p = stream_row(st, lf, starts, order);
+    const auto p = stream_row(st, lf, l2f, on, starts, order);
     // Identity neutrality: the whole row in one chunk, then an identity state
     // merged on its left and on its right.
-    const auto whole = stream_row(st, lf, {0}, {});
+    const auto whole = stream_row(st, lf, l2f, on, {0}, {});
     StateBuf one(st.state_bytes), id(st.state_bytes), left(st.state_bytes);
     st.init(one.data());
-    st.push(one.data(), lf, 0, lf.size());
+    if (two)
+      st.push2(one.data(), lf, l2f, 0, lf.size());
+    else
+      st.push(one.data(), lf, 0, lf.size());
     st.init(left.data());
     st.merge(left.data(), one.data());  // identity (+) s
     st.init(id.data());
     st.merge(one.data(), id.data());  // s (+) identity
-    std::vector<float> pl(l.size()), pr(l.size());
-    st.finish(left.data(), lf, pl);
-    st.finish(one.data(), lf, pr);
+    std::vector<float> pl(on), pr(on);
+    if (two) {
+      st.finish2(left.data(), lf, l2f, pl);
+      st.finish2(one.data(), lf, l2f, pr);
+    } else {
+      st.finish(left.data(), lf, pl);
+      st.finish(one.data(), lf, pr);
+    }
     const std::size_t id_diff = bits_differing(pl, whole) + bits_differing(pr, whole);
     std::ostringstream det;
     if (id_diff > 0) {
@@ -517,21 +543,21 @@ Verdict stream_cell(const Variant& v, const PropertyInfo& info, const FuzzConfig
       return c;
     }
     if (bitwise) {
-      const auto k = kernel(v, Input{l, {}});
+      const auto k = kernel(v, gin);
       const std::size_t d = bits_differing(p, k);
       c.measured = static_cast<double>(d);
       c.ok = d == 0;
       det << d << " weight" << (d == 1 ? "" : "s") << " differ from the whole-row kernel: streamed "
           << fmt_vec(p) << ", whole row " << fmt_vec(k);
     } else {
-      const auto q = math(v, Input{l, {}});
+      const auto q = math(v, gin);
       double err = 0;
-      for (std::size_t k = 0; k < l.size(); ++k) {
+      for (std::size_t k = 0; k < on; ++k) {
         const double e =
             std::isnan(p[k]) ? INFINITY : std::abs(to_d(Mp(double(p[k])) - q[k])) / kU32;
         err = std::max(err, e);
       }
-      const double B = st.bound(l, starts.size());
+      const double B = two ? st.bound2(l, gin.l2, starts.size()) : st.bound(l, starts.size());
       c.measured = B > 0 ? err / B : (err > 0 ? INFINITY : 0.0);
       c.ok = err <= B;
       det << "max error " << err << " u (u = 2^-24), bound " << B << " u: streamed " << fmt_vec(p)

@@ -113,8 +113,10 @@ double generic_stream_bound(std::span<const double> l, std::size_t chunks) {
          2.0 + 2.0 * amax;
 }
 
-// The ABI 2 streaming fields of a plugin that states version >= 2.
-Stream stream_from_c_abi(const sa_variant& c, const std::string& origin) {
+// The ABI 2 streaming fields of a plugin that states version >= 2; for a
+// two-row variant (version >= 4) the ABI 4 push2/finish2/bound2 in place of
+// push/finish/bound.
+Stream stream_from_c_abi(const sa_variant& c, const std::string& origin, bool two_row) {
   Stream s;
   const std::string who = origin + ": variant '" + c.name + "'";
   switch (c.stream_kind) {
@@ -134,7 +136,17 @@ Stream stream_from_c_abi(const sa_variant& c, const std::string& origin) {
       throw std::runtime_error(who + ": stream_kind " + std::to_string(c.stream_kind) +
                                " is none of SA_STREAM_* (include/softmax_audit/variant.h)");
   }
-  if (!c.state_init || !c.state_push || !c.state_merge || !c.state_finish || c.state_bytes <= 0)
+  if (two_row && c.abi_version < 4)
+    throw std::runtime_error(who +
+                             ": streaming is not supported for two-row variants at ABI version 3 "
+                             "(state_push carries no second row; version 4 adds state_push2)");
+  if (two_row &&
+      (!c.state_init || !c.state_push2 || !c.state_merge || !c.state_finish2 || c.state_bytes <= 0))
+    throw std::runtime_error(who +
+                             ": stream_kind claims streaming but state_bytes, state_init, "
+                             "state_push2, state_merge or state_finish2 is missing");
+  if (!two_row &&
+      (!c.state_init || !c.state_push || !c.state_merge || !c.state_finish || c.state_bytes <= 0))
     throw std::runtime_error(who +
                              ": stream_kind claims streaming but state_bytes, state_init, "
                              "state_push, state_merge or state_finish is missing");
@@ -142,14 +154,43 @@ Stream stream_from_c_abi(const sa_variant& c, const std::string& origin) {
   const std::string name = c.name;
   s.state_bytes = static_cast<std::size_t>(c.state_bytes);
   s.init = [cp](void* st) { cp->state_init(st, cp->ctx); };
+  s.merge = [cp, name](void* a, const void* b) {
+    if (cp->state_merge(a, b, cp->ctx) != 0)
+      throw std::runtime_error("variant '" + name + "': state_merge failed");
+  };
+  if (two_row) {
+    s.push2 = [cp, name](void* st, std::span<const float> ch, std::span<const float> ch2,
+                         std::size_t off, std::size_t n) {
+      if (cp->state_push2(st, ch.data(), ch2.data(), static_cast<int64_t>(ch.size()),
+                          static_cast<int64_t>(off), static_cast<int64_t>(n), cp->ctx) != 0)
+        throw std::runtime_error("variant '" + name + "': state_push2 rejected a chunk");
+    };
+    s.finish2 = [cp, name](const void* st, std::span<const float> l, std::span<const float> l2,
+                           std::span<float> out) {
+      if (cp->state_finish2(st, l.data(), l2.data(), static_cast<int64_t>(l.size()), out.data(),
+                            cp->ctx) != 0)
+        throw std::runtime_error("variant '" + name + "': state_finish2 failed");
+    };
+    if (c.stream_error_bound2) {
+      s.bound2 = [cp](std::span<const double> l, std::span<const double> l2, std::size_t k) {
+        return cp->stream_error_bound2(l.data(), l2.data(), static_cast<int64_t>(l.size()),
+                                       static_cast<int64_t>(k), cp->ctx);
+      };
+      s.bound_rule = "plugin.stream_error_bound2";
+    } else {
+      s.bound2 = [](std::span<const double> l, std::span<const double> l2, std::size_t k) {
+        return generic_stream_bound(l, k) + generic_stream_bound(l2, k);
+      };
+      s.bound_rule =
+          "stream.generic2: the generic online softmax bound of the first row plus that of the "
+          "second (docs/variants.md, Streamability)";
+    }
+    return s;
+  }
   s.push = [cp, name](void* st, std::span<const float> ch, std::size_t off, std::size_t n) {
     if (cp->state_push(st, ch.data(), static_cast<int64_t>(ch.size()), static_cast<int64_t>(off),
                        static_cast<int64_t>(n), cp->ctx) != 0)
       throw std::runtime_error("variant '" + name + "': state_push rejected a chunk");
-  };
-  s.merge = [cp, name](void* a, const void* b) {
-    if (cp->state_merge(a, b, cp->ctx) != 0)
-      throw std::runtime_error("variant '" + name + "': state_merge failed");
   };
   s.finish = [cp, name](const void* st, std::span<const float> l, std::span<float> p) {
     if (cp->state_finish(st, l.data(), static_cast<int64_t>(l.size()), p.data(), cp->ctx) != 0)
@@ -188,10 +229,6 @@ Variant two_row_from_c_abi(const sa_variant& c, Variant v, const std::string& or
   if (c.out_kind != SA_OUT_WEIGHTS && c.out_kind != SA_OUT_SCALAR)
     throw std::runtime_error(who + ": out_kind " + std::to_string(c.out_kind) +
                              " is neither SA_OUT_WEIGHTS nor SA_OUT_SCALAR");
-  if (c.stream_kind != SA_STREAM_NOT_SUPPLIED && c.stream_kind != SA_STREAM_NO)
-    throw std::runtime_error(who +
-                             ": streaming is not supported for two-row variants at ABI version 3 "
-                             "(state_push carries no second row)");
   v.in2 = c.in2;
   v.scalar_output = c.out_kind == SA_OUT_SCALAR;
   const sa_variant* cp = &c;
@@ -280,7 +317,7 @@ Variant from_c_abi(const sa_variant& c, const std::string& origin) {
   v.origin = origin;
   v.citation = "plugin";
   // Version 1 structs end at ctx: nothing past it is read.
-  if (c.abi_version >= 2) v.stream = stream_from_c_abi(c, origin);
+  if (c.abi_version >= 2) v.stream = stream_from_c_abi(c, origin, two_row);
   const sa_variant* cp = &c;
   if (two_row) return two_row_from_c_abi(c, std::move(v), origin);
   v.kernel32 = [cp, name = v.name](std::span<const float> l, std::span<float> p) {

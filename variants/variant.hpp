@@ -49,6 +49,18 @@ struct Stream {
   // kind bounded: max_i |streamed_i - exact_i| / 2^-24 for this row in `chunks` chunks.
   std::function<double(std::span<const double> l, std::size_t chunks)> bound;
   std::string bound_rule;
+
+  // A two-row variant (Variant::in2_kind not none) streams with push2/finish2
+  // (and bound2 when bounded) in place of push/finish/bound: each chunk of the
+  // first row comes with the same keys' chunk of the second (variant.h ABI 4).
+  std::function<void(void* state, std::span<const float> chunk, std::span<const float> chunk2,
+                     std::size_t offset, std::size_t row_n)>
+      push2;
+  std::function<void(const void* state, std::span<const float> l, std::span<const float> l2,
+                     std::span<float> out)>
+      finish2;
+  std::function<double(std::span<const double> l, std::span<const double> l2, std::size_t chunks)>
+      bound2;
 };
 
 // Wraps typed callables over a trivially copyable State into a Stream.
@@ -66,6 +78,26 @@ Stream typed_stream(StreamKind kind, Init init, Push push, Merge merge, Finish f
   };
   s.finish = [finish](const void* st, std::span<const float> l, std::span<float> p) {
     finish(*static_cast<const State*>(st), l, p);
+  };
+  return s;
+}
+
+// The same for a two-row variant: push(state, chunk, chunk2, offset, row_n),
+// finish(state, l, l2, out).
+template <class State, class Init, class Push, class Merge, class Finish>
+Stream typed_stream2(StreamKind kind, Init init, Push push, Merge merge, Finish finish) {
+  Stream s;
+  s.kind = kind;
+  s.state_bytes = sizeof(State);
+  s.init = [init](void* st) { *static_cast<State*>(st) = init(); };
+  s.push2 = [push](void* st, std::span<const float> c, std::span<const float> c2, std::size_t off,
+                   std::size_t n) { push(*static_cast<State*>(st), c, c2, off, n); };
+  s.merge = [merge](void* a, const void* b) {
+    merge(*static_cast<State*>(a), *static_cast<const State*>(b));
+  };
+  s.finish2 = [finish](const void* st, std::span<const float> l, std::span<const float> l2,
+                       std::span<float> out) {
+    finish(*static_cast<const State*>(st), l, l2, out);
   };
   return s;
 }

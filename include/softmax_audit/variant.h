@@ -1,4 +1,4 @@
-/* softmax-audit variant interface, ABI version 3 (versions 1 and 2 still load).
+/* softmax-audit variant interface, ABI version 4 (versions 1 to 3 still load).
  *
  * A softmax *variant* is a normalisation proposed instead of softmax (see
  * docs: docs/variants.md). The fuzzer (`softmax-audit fuzz`) runs every
@@ -29,9 +29,11 @@
  * header keeps loading unchanged:
  *   1: up to ctx;
  *   2: appends the streaming interface (state/push/merge/finish, below);
- *   3: appends an optional second input row (in2, below).
- * The version-1 and version-2 headers are kept, frozen, in
- * tests/abi/v1/include and tests/abi/v2/include; the example plugin is built
+ *   3: appends an optional second input row (in2, below);
+ *   4: appends streaming with a second row (state_push2, state_finish2,
+ *      stream_error_bound2, below).
+ * The version-1, -2 and -3 headers are kept, frozen, in tests/abi/v1/include,
+ * tests/abi/v2/include and tests/abi/v3/include; the example plugin is built
  * against each and loaded by tests/variants/stream_test.cpp and
  * tests/variants/two_row_test.cpp.
  *
@@ -70,8 +72,19 @@
  *     weight properties (sum, [0,1], monotonicity, dispersion) are n/a, a
  *     fully masked row gives 0, and the output need not be O(1) (bounds stay
  *     absolute in units of 2^-24).
- * Streaming (version 2) is not supplied for two-row variants in this version:
- * state_push carries no second row; set stream_kind SA_STREAM_NOT_SUPPLIED.
+ * A version-3 two-row variant cannot stream (state_push carries no second
+ * row): it sets stream_kind SA_STREAM_NOT_SUPPLIED or SA_STREAM_NO.
+ *
+ * Streaming with a second row (version 4, optional). A two-row variant that
+ * streams (as differential attention with two (m, S) states, or LASER with
+ * (m, S) over the logits and (M, T) over logits + values) sets stream_kind,
+ * state_bytes, state_init and state_merge as a one-row variant does, and in
+ * place of state_push / state_finish / stream_error_bound supplies
+ * state_push2 (each chunk of the first row with the same keys' chunk of the
+ * second), state_finish2 (out as forward2_f32's) and, for SA_STREAM_BOUNDED,
+ * optionally stream_error_bound2 (NULL: the generic online softmax bound of
+ * the first row plus that of the second). The fuzzer checks it as it checks
+ * a one-row stream, against forward2_f32 (bitwise) or forward2_f64.
  */
 #ifndef SOFTMAX_AUDIT_VARIANT_H
 #define SOFTMAX_AUDIT_VARIANT_H
@@ -82,7 +95,7 @@
 extern "C" {
 #endif
 
-#define SA_VARIANT_ABI_VERSION 3u
+#define SA_VARIANT_ABI_VERSION 4u
 #define SA_VARIANT_ABI_VERSION_MIN 1u /* the oldest version the loader accepts */
 
 /* What theory says the largest weight does as n grows, under bounded logits
@@ -152,6 +165,19 @@ typedef struct sa_variant {
   /* Bound on max_i |forward2_f32 - exact| in units of 2^-24 (optional; NULL:
    * the generic softmax bound of the first row plus that of the second). */
   double (*f32_error_bound2)(const double* logits, const double* in2, int64_t n, void* ctx);
+
+  /* ---- ABI version 4: streaming with a second row ---- */
+  /* Folds the chunk logits[0..n), in2[0..n) (the same keys) into state; offset and row_n as
+   * state_push's. */
+  int (*state_push2)(void* state, const float* logits, const float* in2, int64_t n, int64_t offset,
+                     int64_t row_n, void* ctx);
+  /* The outputs of the whole row (n entries or 1, as forward2_f32) from the merged state. */
+  int (*state_finish2)(const void* state, const float* logits, const float* in2, int64_t n,
+                       float* out, void* ctx);
+  /* SA_STREAM_BOUNDED: as stream_error_bound, for the row pair (NULL: the generic online
+   * softmax bound of the first row plus that of the second). */
+  double (*stream_error_bound2)(const double* logits, const double* in2, int64_t n, int64_t chunks,
+                                void* ctx);
 } sa_variant;
 
 /* in2_kind */

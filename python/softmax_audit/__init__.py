@@ -129,11 +129,12 @@ def _verdicts(data):
 
 
 def check(kernel, spec=None, seed=None, cases=None, dtypes=None, timeout=None, deadline=None,
-          isolate=True, junit=None, per_property=False, properties=None):
+          isolate=True, junit=None, per_property=False, properties=None, jobs=None):
     """Runs the property suite on `kernel` (an object, or "package.module:object").
 
     Arguments are `softmax-audit check`'s options (spec: a gate spec TOML path;
-    properties: ids or "prefix.*" patterns, running only those of the spec's).
+    properties: ids or "prefix.*" patterns, running only those of the spec's;
+    jobs: gate processes at once, an integer or "auto", as `--jobs`).
     Returns Results (exit_code as the CLI's: 0 pass, 1 fail, 3 incomplete);
     raises UsageError for what the CLI answers with exit code 2.
     """
@@ -159,7 +160,7 @@ def check(kernel, spec=None, seed=None, cases=None, dtypes=None, timeout=None, d
     if spec is not None:
         argv += ["--spec", _os.fspath(spec)]
     for opt, val in (("--seed", seed), ("--cases", cases), ("--timeout", timeout),
-                     ("--deadline", deadline), ("--junit", junit)):
+                     ("--deadline", deadline), ("--junit", junit), ("--jobs", jobs)):
         if val is not None:
             argv += [opt, _os.fspath(val) if opt == "--junit" else str(val)]
     for p in [properties] if isinstance(properties, str) else properties or ():

@@ -8,6 +8,8 @@ import sys
 import textwrap
 import xml.etree.ElementTree as ET
 
+import pytest
+
 import softmax_audit
 import sa_test_kernels
 from softmax_audit import _core
@@ -193,6 +195,22 @@ def test_check_runs_only_the_named_properties():
                               seed=11, dtypes=["float32"])
     assert {v.property for v in res.verdicts if not v.property.startswith("gate.")} == {
         "differential.ulp"}
+
+
+def test_check_jobs_gives_the_serial_verdicts():
+    # --jobs from Python: two properties in two gate processes at once, the
+    # same verdicts as one after another; a bad count is the CLI's usage error.
+    def run(jobs):
+        res = softmax_audit.check(sa_test_kernels.good,
+                                  properties=["differential.ulp", "metamorphic.sum_to_one"],
+                                  cases=3, seed=11, dtypes=["float32"], jobs=jobs)
+        return [(v.property, v.op, v.dtype, v.outcome, v.measured, v.bound)
+                for v in res.verdicts]
+    serial = run(None)
+    assert {p for p, *_ in serial} >= {"differential.ulp", "metamorphic.sum_to_one"}
+    assert run(2) == serial
+    with pytest.raises(softmax_audit.UsageError, match="--jobs 0"):
+        run(0)
 
 
 def test_a_bad_spec_is_one_line_at_collection(tmp_path):

@@ -3,9 +3,11 @@
 // verdict printed says which claim, measured value, bound and input.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <set>
 
 #include "kernels/naive/naive_kernel.hpp"
 #include "properties/suite.hpp"
@@ -41,6 +43,16 @@ TEST(NaiveSuite, EveryVerdictPassesOrSkips) {
       continue;
     }
     EXPECT_TRUE(ok) << sa::describe(v);
+    // The registry row of every verdict names the op it was given for
+    // (docs/properties.md's ops column is what runs).
+    if (v.property != "suite") {
+      const sa::props::PropertyInfo* info = sa::props::find_property(v.property);
+      ASSERT_NE(info, nullptr) << v.property << " has no registry row";
+      bool op_listed = false;
+      for (sa::Op op : info->ops) op_listed = op_listed || v.op == sa::name_of(op);
+      EXPECT_TRUE(op_listed) << v.property << " judged op " << v.op
+                             << ", which its registry row does not list";
+    }
     if (std::getenv("SA_SUITE_VERBOSE")) std::cout << sa::describe(v) << "\n";
   }
   std::cout << pass << " pass, " << skip << " skip\n";
@@ -56,6 +68,20 @@ TEST(NaiveSuite, ListsAreConsistent) {
     EXPECT_TRUE(found) << p.id << " names rule " << p.rule << " which rules() lacks";
   }
   EXPECT_GE(sa::props::distributions().size(), 9u);
+  // Every property belongs to a family, names its ops and its unit, and ids
+  // are unique.
+  const auto fams = sa::props::families();
+  std::set<std::string> ids;
+  for (const auto& p : props) {
+    EXPECT_TRUE(ids.insert(p.id).second) << p.id << " is in the registry twice";
+    EXPECT_TRUE(std::any_of(fams.begin(), fams.end(),
+                            [&](const sa::props::FamilyInfo& f) { return f.name == p.family(); }))
+        << p.id << ": no family " << p.family();
+    EXPECT_FALSE(p.ops.empty()) << p.id;
+    EXPECT_FALSE(p.measure.empty()) << p.id;
+    EXPECT_EQ(sa::props::find_property(p.id)->claim, p.claim);
+  }
+  EXPECT_EQ(sa::props::find_property("no.such_property"), nullptr);
 }
 
 }  // namespace

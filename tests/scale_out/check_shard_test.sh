@@ -66,6 +66,20 @@ done
 "$cli" merge merged shard0 shard1 shard2 > merge.log 2>&1 || fail "merge exited $?: $(tail -3 merge.log)"
 same full.json merged/gate.json && same full.xml merged/gate.xml \
   && echo "ok: merge of 3 check shards is byte-identical to the unsharded check (JSON and JUnit)"
+# check --jobs 2 (cli/check_jobs.hpp): the same units side by side in two gate
+# processes give the serial check's bytes; so do attention's per-type units
+# (attention_v2 in two input types, attention_backward in two element types).
+"$cli" check "${args[@]}" --jobs 2 --json jobs.json --junit jobs.xml > jobs.log 2>&1 \
+  || fail "check --jobs 2 exited $?: $(tail -3 jobs.log)"
+same full.json jobs.json && same full.xml jobs.xml \
+  && echo "ok: check --jobs 2 is byte-identical to the serial check (JSON and JUnit)"
+targs=(--builtin cpu --cases 2 --seed 7 --dtype float32 --dtype bfloat16
+       --property attention_v2.coverage --property attention_backward.no_nan --no-timing -q)
+"$cli" check "${targs[@]}" --json types1.json > types1.log 2>&1 || fail "serial per-type check exited $?"
+"$cli" check "${targs[@]}" --jobs 3 --json types3.json > types3.log 2>&1 || fail "check --jobs 3 exited $?"
+same types1.json types3.json && echo "ok: attention split per type in --jobs 3: the serial check's bytes"
+grep -q '"dtype": "bfloat16"' types3.json || fail "the per-type check has no bfloat16 verdict"
+
 # The whole run as one shard (0/1) is the unsharded run too.
 "$cli" check "${args[@]}" --out whole --shard 0/1 > whole.log 2>&1 || fail "shard 0/1 exited $?"
 
@@ -135,6 +149,10 @@ one_line_exit2() {  # what, then the command
   [ $rc -eq 2 ] && [ "$(wc -l <<< "$out")" -eq 1 ] || fail "$what: exit $rc, expected one line and exit 2: $out"
 }
 one_line_exit2 "--shard without --out" "$cli" check "${args[@]}" --shard 0/3
+one_line_exit2 "--jobs 0" "$cli" check "${args[@]}" --jobs 0
+one_line_exit2 "--jobs two" "$cli" check "${args[@]}" --jobs two
+one_line_exit2 "--jobs with --shard" "$cli" check "${args[@]}" --jobs 2 --shard 0/3 --out jobshard
+[ ! -e jobshard ] || fail "a refused --jobs shard created its folder"
 one_line_exit2 "--shard without a seed" "$cli" check --builtin cpu --cases 5 --shard 0/3 --out noseed
 [ ! -e noseed ] || fail "a refused shard created its folder"
 one_line_exit2 "conflicting --shard and SLURM variables" \

@@ -50,7 +50,9 @@ const std::set<std::string> kNotSumToOne = {
     "stick_breaking", "relu_attention",
     // issue 36: the sink keeps mass back; SA-Softmax and Cog weights are signed;
     // the power normalisation gives an all-zero row no mass (beta = 1) or too much (1/2).
-    "sink_b1", "sa_softmax", "power_t2_b1", "power_t2_b0.5", "cog_signed"};
+    "sink_b1", "sa_softmax", "power_t2_b1", "power_t2_b0.5", "cog_signed",
+    // issue 36, last part: the factor (l - a)/(b - a) in [0, 1] keeps mass back
+    "sa_softmax_norm"};
 
 void EveryBuiltinIsInTheMatrixAndEveryCellWasRun() {
   const Matrix& m = builtin_matrix();
@@ -75,8 +77,8 @@ void EveryBuiltinIsInTheMatrixAndEveryCellWasRun() {
 void SumsToOneAsVariantsMdSays() {
   for (const auto& n : kSumsToOne) EXPECT_EQ(outcome(n, "sum_to_one"), Outcome::pass) << n;
   for (const auto& n : kNotSumToOne) EXPECT_EQ(outcome(n, "sum_to_one"), Outcome::fail) << n;
-  for (const auto& n :
-       {"softmax_plus_one", "softpick", "stick_breaking", "sink_b1", "power_t2_b1", "cog_signed"})
+  for (const auto& n : {"softmax_plus_one", "softpick", "stick_breaking", "sink_b1", "power_t2_b1",
+                        "cog_signed", "sa_softmax_norm"})
     EXPECT_EQ(outcome(n, "sum_at_most_one"), Outcome::pass) << n;
   for (const auto& n : {"sigmoid_attention", "relu_attention", "sa_softmax", "power_t2_b0.5"})
     EXPECT_EQ(outcome(n, "sum_at_most_one"), Outcome::fail) << n;
@@ -106,7 +108,9 @@ void OrderDependenceAndDiscontinuity() {
                         "stablemax", "sa_softmax", "power_t2_b0.5", "fox_f15_16"})
     EXPECT_EQ(outcome(n, "continuity"), Outcome::pass) << n;
   // Cog's sign(l) and relu(l)^2 / sum relu^2 jump at 0 (from a zero row to one-hot).
-  for (const auto& n : {"cog_signed", "power_t2_b1"}) {
+  // Normalised SA-Softmax's factor (l - a)/(b - a) is 0/0 on the all-zero row (0 chosen
+  // there) and 1 on [2^-30]: a jump at 0.
+  for (const auto& n : {"cog_signed", "power_t2_b1", "sa_softmax_norm"}) {
     const Verdict* c = cell(row(n), "continuity");
     EXPECT_EQ(c->outcome, Outcome::fail) << n;
     EXPECT_NE(c->counterexample.find("jump"), std::string::npos) << describe(*c);
@@ -115,8 +119,10 @@ void OrderDependenceAndDiscontinuity() {
     EXPECT_EQ(outcome(n, "bounded_01"), Outcome::fail) << n;
   for (const auto& n : {"sa_softmax", "cog_signed"})
     EXPECT_EQ(outcome(n, "monotonicity"), Outcome::fail) << n;
-  for (const auto& n : {"sink_b1", "stablemax", "fox_f15_16", "power_t2_b1", "yarn_s4"})
+  for (const auto& n :
+       {"sink_b1", "stablemax", "fox_f15_16", "power_t2_b1", "yarn_s4", "sa_softmax_norm"})
     EXPECT_EQ(outcome(n, "monotonicity"), Outcome::pass) << n;
+  EXPECT_EQ(outcome("sa_softmax_norm", "bounded_01"), Outcome::pass);  // factor in [0, 1]
   EXPECT_EQ(outcome("relu_attention", "bounded_01"),
             Outcome::fail);  // relu(l)/n exceeds 1 for l > n
 }
@@ -128,10 +134,10 @@ void DispersionAsVariantsMdSays() {
     const auto pos = c->note.find("measured ");
     return c->note.substr(pos + 9, c->note.find(':', pos) - pos - 9);
   };
-  for (const auto& n :
-       {"softmax", "softmax_theta0.5", "adaptive_temperature", "softmax_plus_one", "softpick",
-        "sigmoid_attention", "relu_attention", "sink_b1", "qwen_logn_L2048", "llama4_step",
-        "yarn_s4", "stablemax", "sa_softmax", "power_t2_b1", "power_t2_b0.5", "cog_signed"})
+  for (const auto& n : {"softmax", "softmax_theta0.5", "adaptive_temperature", "softmax_plus_one",
+                        "softpick", "sigmoid_attention", "relu_attention", "sink_b1",
+                        "qwen_logn_L2048", "llama4_step", "yarn_s4", "stablemax", "sa_softmax",
+                        "power_t2_b1", "power_t2_b0.5", "cog_signed", "sa_softmax_norm"})
     for (const auto& g : {"0.5", "1", "2", "3"})
       EXPECT_EQ(measured(n, g), "to_zero") << n << " g=" << g;
   // SSMax, s = 0.5: s*g = 0.25, 0.5 -> 0; s*g = 1 -> 1/2; s*g = 1.5 -> 1.
@@ -209,7 +215,7 @@ void SpecialValuesAndKernelAccuracy() {
   for (const auto& n :
        {"softmax", "ssmax_s0.5", "softmax_plus_one", "sink_b1", "qwen_logn_L2048", "llama4_step",
         "yarn_s4", "stablemax", "sa_softmax", "cog_signed", "hardmax", "sigmoid_attention",
-        "relu_attention", "fox_f15_16", "power_t2_b1", "power_t2_b0.5"})
+        "relu_attention", "fox_f15_16", "power_t2_b1", "power_t2_b0.5", "sa_softmax_norm"})
     EXPECT_EQ(streamable_word(row(n)), "yes") << n;
 }
 
@@ -233,8 +239,10 @@ void TwoRowVariantsAsVariantsMdSays() {
   for (const auto* p :
        {"shift_invariance", "permutation_equivariance", "continuity", "special.neg_inf_mask"})
     EXPECT_EQ(outcome("laser", p), Outcome::pass) << p;
+  // Each streams with its second row (variant.h ABI 4): two (m, S) states,
+  // one over l - ReLU(s), and LASER's (m, S) over l with (M, T) over l + v.
   for (const auto& n : {"diff_l0.5", "selective", "laser"}) {
-    EXPECT_EQ(streamable_word(row(n)), "not supplied") << n;
+    EXPECT_EQ(streamable_word(row(n)), "yes") << n;
     EXPECT_NE(row(n).in2_kind, In2Kind::none) << n;
   }
   EXPECT_TRUE(row("laser").scalar_output);
