@@ -9,6 +9,8 @@
 # build/tests/gate/libsa_gate_example_kernel.so); REPEATS: runs per case
 # (default 3), alternating the two binaries so that load on a shared machine
 # hits both alike. Prints one line per run and the median per case.
+# GATE_BENCH_BUILTIN=0 leaves out `--builtin cpu` (minutes per run on a
+# 2-core machine) and times the plugin only.
 set -euo pipefail
 before=${1:?usage: $0 BEFORE_CLI AFTER_CLI [PLUGIN] [REPEATS]}
 after=${2:?usage: $0 BEFORE_CLI AFTER_CLI [PLUGIN] [REPEATS]}
@@ -34,8 +36,10 @@ run() {  # label cli args...
   echo "$label $s" >>"$out/times"
 }
 
-cases=("--builtin cpu")
+cases=()
+[[ ${GATE_BENCH_BUILTIN:-1} != 0 ]] && cases+=("--builtin cpu")
 [[ -n $plugin ]] && cases+=("--plugin $plugin")
+((${#cases[@]})) || { echo "$0: nothing to time (GATE_BENCH_BUILTIN=0 and no PLUGIN)" >&2; exit 2; }
 echo "machine: $(nproc) cores; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((i = 1; i <= repeats; ++i)); do
   for c in "${cases[@]}"; do

@@ -242,11 +242,10 @@ int run_replay(const ReplayOptions& o) {
   if (const std::string why = source->why_cannot_run(); !why.empty())
     throw Usage(why + "; nothing was replayed");
 
-  // This process judges; a kernel host runs the kernel (device kernels, which
-  // the gate runs in its judge too, run here).
+  // This process judges; a kernel host runs the kernel (and, for a device
+  // kernel, stages its buffers: this process never initialises CUDA).
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   std::unique_ptr<gate::KernelHost> host;
-  std::optional<Kernel> local;
   std::string incidents;
   auto on_event = [&](const gate::HostEvent& e) {
     incidents += std::string(incidents.empty() ? "" : "; ") + "the kernel host " +
@@ -258,30 +257,23 @@ int run_replay(const ReplayOptions& o) {
                  (e.how.empty() ? "" : ": " + e.how);
   };
   try {
-    if (source->memory() == SA_MEMORY_HOST) {
-      host = std::make_unique<gate::KernelHost>(*source, gate::HostOptions{o.timeout, nullptr},
-                                                on_event, [] {});
-      if (!host->remote()) host.reset();
-    }
-    if (!host) local.emplace(source->open());
+    host = std::make_unique<gate::KernelHost>(*source, gate::HostOptions{o.timeout, nullptr},
+                                              on_event, [] {});
   } catch (const std::exception& e) {
     throw Usage(std::string("opening the kernel: ") + e.what());
   }
-  std::unique_ptr<gate::GuardedKernel> guarded;
-  if (host)
-    guarded = std::make_unique<gate::GuardedKernel>(
-        host->kernel(), gate::GuardOptions{}, [&](const gate::GuardIncident& i) {
-          incidents +=
-              std::string(incidents.empty() ? "" : "; ") + i.kind + " in " + i.op + ": " + i.detail;
-        });
-  const Kernel& k = guarded ? guarded->kernel() : *local;
+  const auto guarded = std::make_unique<gate::GuardedKernel>(
+      host->kernel(), gate::GuardOptions{}, [&](const gate::GuardIncident& i) {
+        incidents +=
+            std::string(incidents.empty() ? "" : "; ") + i.kind + " in " + i.op + ": " + i.detail;
+      });
+  const Kernel& k = guarded->kernel();
 
   std::cout << "replay of " << o.case_path << "\n  recorded: " << verdict.value("property", "?")
             << " [" << verdict.value("kernel", "?") << "/" << verdict.value("op", "?") << "/"
             << verdict.value("dtype", "?") << "] failed\n  now:      kernel " << k.name() << " ("
             << k.origin() << "), "
-            << (host ? "in a kernel host process"
-                     : "in this process (a device kernel, as the gate's judge runs it)")
+            << "in a kernel host process"
             << "\n  tolerance: " << g9(tol)
             << " ulp of each output's largest exact value, against the correctly rounded "
                "values\n";

@@ -22,8 +22,10 @@
 //
 // The wrapper also checks NaN outputs: by kernel.h an output is NaN only when
 // its row holds a NaN input, so a NaN output for a row without NaN (or +inf,
-// where the convention is a limit) is reported. CUDA-memory kernels are not
-// wrapped (their buffers live on the device).
+// where the convention is a limit) is reported. A CUDA-memory kernel in this
+// process (--no-isolation) is not wrapped (its buffers live on the device);
+// a hosted one is presented to the judge as a host-memory kernel and wrapped
+// like any other (gate/host.hpp stages its buffers in the kernel host).
 #pragma once
 
 #include <cstdint>
@@ -134,7 +136,7 @@ class GuardedKernel {
 
   // From now on, calls of these ops return SA_INTERNAL_ERROR without reaching
   // the kernel (last_error says why): the gate's answer to an op that hung.
-  // Host-memory kernels only (device kernels are not wrapped).
+  // Wrapped kernels only (not a device kernel run in this process).
   void refuse(const std::set<Op>& ops);
 
   struct State;

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <optional>
 #include <condition_variable>
 #include <mutex>
@@ -178,6 +179,270 @@ void harden() {
 #endif
 }
 
+// ------------------------------------------------- device kernels (host) --
+// A call of a CUDA-memory kernel, in the kernel host. The judge lays the
+// call out in the arena exactly as for a host-memory kernel (it never touches
+// CUDA); here each buffer the call's arguments point into is copied to the
+// device whole (canaries and the rest of its pages included, so that a small
+// overrun on the device lands in a canary the judge checks), every pointer is
+// rewritten to its device copy (the argument structures themselves stay in
+// host memory, copied out of the arena, as sa::Kernel passes them), the
+// kernel runs with the whole arena inaccessible, and afterwards every staged
+// buffer, inputs included, is copied back into the arena: the judge compares
+// the inputs with its own copies, so a kernel that wrote its device inputs is
+// seen as one that wrote its host inputs. Part-pointer arrays (the n-way
+// merge) hold device addresses on the device; they come back translated to
+// the arena addresses, except entries the kernel changed.
+class DeviceCall {
+ public:
+  DeviceCall(const DeviceMemory& dm, const std::vector<WireRange>& ranges,
+             const unsigned char* lo_ok, const unsigned char* hi_ok)
+      : dm_(dm) {
+    for (const auto& w : ranges) {
+      Buf b;
+      b.lo = w.map_begin + w.guard;
+      b.hi = w.map_end - w.guard;
+      if (b.lo < reinterpret_cast<std::uintptr_t>(lo_ok) ||
+          b.hi > reinterpret_cast<std::uintptr_t>(hi_ok) || b.lo >= b.hi)
+        continue;
+      bufs_.push_back(b);
+    }
+  }
+  ~DeviceCall() {
+    for (void* d : bytes_) dm_.free(d);
+    for (auto& b : bufs_)
+      if (b.dev) dm_.free(b.dev);
+    for (auto& a : arrays_)
+      if (a.dev) dm_.free(a.dev);
+  }
+  DeviceCall(const DeviceCall&) = delete;
+  DeviceCall& operator=(const DeviceCall&) = delete;
+
+  // Rewrites the call's words to device pointers and local argument
+  // structures. Empty on success, else why the call cannot be made.
+  std::string stage(Op op, Request& q) {
+    protect(PROT_READ);
+    std::string why;
+    try {
+      rewrite(op, q.w);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    protect(PROT_NONE);
+    return why;
+  }
+
+  // Copies every staged buffer back into the arena. Empty on success.
+  std::string fetch() {
+    std::string why;
+    try {
+      for (auto& b : bufs_) {
+        if (!b.dev || b.pointers) continue;
+        mprotect(reinterpret_cast<void*>(b.lo), b.hi - b.lo, PROT_READ | PROT_WRITE);
+        dm_.to_host(reinterpret_cast<void*>(b.lo), b.dev, b.hi - b.lo);
+        mprotect(reinterpret_cast<void*>(b.lo), b.hi - b.lo, PROT_NONE);
+      }
+      for (auto& a : arrays_) {
+        std::vector<std::uint64_t> now(a.moved.size());
+        dm_.to_host(now.data(), a.dev, now.size() * sizeof now[0]);
+        bool changed = false;
+        for (std::size_t i = 0; i < now.size(); ++i) {
+          if (now[i] == a.moved[i]) now[i] = a.orig[i];
+          changed = changed || now[i] != a.orig[i];
+        }
+        if (!changed) continue;
+        mprotect(reinterpret_cast<void*>(a.page), a.page_end - a.page, PROT_READ | PROT_WRITE);
+        std::memcpy(reinterpret_cast<void*>(a.at), now.data(), now.size() * sizeof now[0]);
+        mprotect(reinterpret_cast<void*>(a.page), a.page_end - a.page, PROT_NONE);
+      }
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    return why;
+  }
+
+ private:
+  struct Buf {
+    std::uintptr_t lo = 0, hi = 0;  // the accessible pages (canaries and data)
+    void* dev = nullptr;            // the device copy, once a pointer into it was staged
+    bool pointers = false;          // a part-pointer array: staged translated (arrays_)
+  };
+  struct PointerArray {
+    std::uintptr_t at = 0, page = 0, page_end = 0;
+    std::vector<std::uint64_t> orig, moved;  // arena addresses, device addresses
+    void* dev = nullptr;
+  };
+
+  void protect(int prot) {
+    for (const auto& b : bufs_) mprotect(reinterpret_cast<void*>(b.lo), b.hi - b.lo, prot);
+  }
+  Buf* find(std::uintptr_t a) {
+    for (auto& b : bufs_)
+      if (a >= b.lo && a <= b.hi) return &b;
+    return nullptr;
+  }
+  // The device address of arena address p (its buffer staged on first use;
+  // one byte more than its pages, so that the end of a buffer of no bytes is
+  // still inside the allocation). Null stays null. A pointer the guard left
+  // outside the arena (a buffer of no elements, or arguments it could not
+  // size, which the kernel should refuse) becomes a device pointer to one
+  // byte, as sa::Kernel stages a buffer of no bytes: never a host address.
+  void* tr(const void* p) {
+    if (!p) return nullptr;
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    Buf* b = find(a);
+    if (b && b->pointers) return const_cast<void*>(p);
+    if (!b) return bytes_.emplace_back(dm_.alloc(1));
+    if (!b->dev) {
+      b->dev = dm_.alloc(b->hi - b->lo + 1);
+      dm_.to_device(b->dev, reinterpret_cast<const void*>(b->lo), b->hi - b->lo);
+    }
+    return static_cast<unsigned char*>(b->dev) + (a - b->lo);
+  }
+  template <class T>
+  T* tr(T* p) {
+    return static_cast<T*>(tr(static_cast<const void*>(p)));
+  }
+  // An argument structure, copied out of the arena into `into` (null when
+  // p does not point at one whole structure there).
+  template <class T>
+  T* local(std::uint64_t word, T& into) {
+    const auto a = static_cast<std::uintptr_t>(word);
+    const Buf* b = a ? find(a) : nullptr;
+    if (!b || a + sizeof(T) > b->hi) return nullptr;
+    std::memcpy(&into, reinterpret_cast<const void*>(a), sizeof(T));
+    return &into;
+  }
+  // An array of `n` part pointers: staged as an array of device pointers.
+  const void* pointers(std::uint64_t word, std::int64_t n) {
+    const auto a = static_cast<std::uintptr_t>(word);
+    Buf* b = a ? find(a) : nullptr;
+    if (!b || n <= 0) return reinterpret_cast<const void*>(a);
+    const std::size_t count = std::min<std::size_t>(static_cast<std::size_t>(n), (b->hi - a) / 8);
+    b->pointers = true;
+    PointerArray& pa = arrays_.emplace_back();
+    pa.at = a;
+    pa.page = b->lo;
+    pa.page_end = b->hi;
+    pa.orig.resize(count);
+    std::memcpy(pa.orig.data(), reinterpret_cast<const void*>(a), count * 8);
+    for (std::uint64_t o : pa.orig)
+      pa.moved.push_back(reinterpret_cast<std::uintptr_t>(tr(reinterpret_cast<const void*>(o))));
+    pa.dev = dm_.alloc(count ? count * 8 : 1);
+    if (count) dm_.to_device(pa.dev, pa.moved.data(), count * 8);
+    return pa.dev;
+  }
+  static std::uint64_t W(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+  static void* P(std::uint64_t w) {
+    return reinterpret_cast<void*>(static_cast<std::uintptr_t>(w));
+  }
+
+  void stage_v2(sa_attention_v2_args& g) {
+    g.cu_seqlens_q = tr(g.cu_seqlens_q);
+    g.cu_seqlens_k = tr(g.cu_seqlens_k);
+    g.q.data = tr(g.q.data);
+    g.k.data = tr(g.k.data);
+    g.v.data = tr(g.v.data);
+    g.out = tr(g.out);
+    g.lse = tr(g.lse);
+    g.entropy = tr(g.entropy);
+    g.beta = tr(g.beta);
+    g.key_padding_mask = tr(g.key_padding_mask);
+    g.alibi_slopes = tr(g.alibi_slopes);
+    g.sinks = tr(g.sinks);
+  }
+
+  // The words of each op as gate/host.cpp's trampolines lay them out.
+  void rewrite(Op op, std::uint64_t* w) {
+    auto rows = [&] { w[1] = W(local(w[1], rows_)); };
+    auto data = [&](int from, int to) {
+      for (int i = from; i <= to; ++i) w[i] = W(tr(P(w[i])));
+    };
+    switch (op) {
+      case Op::softmax:
+      case Op::log_softmax:
+      case Op::logsumexp:
+        rows();
+        data(2, 3);
+        break;
+      case Op::entropy:
+      case Op::softmax_backward:
+      case Op::log_softmax_backward:
+        rows();
+        data(2, 4);
+        break;
+      case Op::adaptive_softmax:
+        rows();
+        data(2, 5);
+        break;
+      case Op::attention:
+        if (sa_attention_args* g = local(w[0], attention_)) {
+          g->q = tr(g->q);
+          g->k = tr(g->k);
+          g->v = tr(g->v);
+          g->out = tr(g->out);
+          g->lse = tr(g->lse);
+          g->entropy = tr(g->entropy);
+          g->beta = tr(g->beta);
+          g->key_mask = tr(g->key_mask);
+          w[0] = W(g);
+        } else {
+          w[0] = 0;
+        }
+        break;
+      case Op::merge_entropy_states:
+        data(1, 3);
+        break;
+      case Op::merge_attention_states:
+        data(2, 7);
+        break;
+      case Op::attention_v2:
+        if (sa_attention_v2_args* g = local(w[0], v2_)) {
+          stage_v2(*g);
+          w[0] = W(g);
+        } else {
+          w[0] = 0;
+        }
+        break;
+      case Op::attention_backward:
+        if (sa_attention_backward_args* b = local(w[0], backward_)) {
+          if (sa_attention_v2_args* g = local(W(b->forward), v2_)) {
+            stage_v2(*g);
+            b->forward = g;
+          } else {
+            b->forward = nullptr;
+          }
+          b->dout.data = tr(b->dout.data);
+          b->dq.data = tr(b->dq.data);
+          b->dk.data = tr(b->dk.data);
+          b->dv.data = tr(b->dv.data);
+          b->dsinks = tr(b->dsinks);
+          w[0] = W(b);
+        } else {
+          w[0] = 0;
+        }
+        break;
+      case Op::merge_attention_states_n: {
+        const auto parts = static_cast<std::int64_t>(w[0]);
+        const std::int64_t n = parts > 0 && parts <= 4096 ? parts : 0;
+        w[3] = W(pointers(w[3], n));
+        w[4] = W(pointers(w[4], n));
+        data(5, 6);
+        break;
+      }
+    }
+  }
+
+  const DeviceMemory& dm_;
+  std::vector<Buf> bufs_;
+  std::vector<void*> bytes_;  // one-byte allocations for pointers outside the arena
+  std::deque<PointerArray> arrays_;
+  sa_rows rows_{};
+  sa_attention_args attention_{};
+  sa_attention_v2_args v2_{};
+  sa_attention_backward_args backward_{};
+};
+
 }  // namespace
 
 // ================================================================= judge ==
@@ -196,7 +461,6 @@ struct KernelHost::Impl {
   std::uint64_t seq = 0;
   bool broken = false;  // a restarted host could not open the kernel: no more hosts
   std::string broken_why;
-  bool is_remote = true;
 
   // The host's descriptor, as the judge presents it.
   sa_kernel k{};
@@ -395,6 +659,26 @@ struct KernelHost::Impl {
     }
     const sa_kernel& r = opened->raw();
     const std::uint32_t abi = opened->abi_version();
+    // A device kernel's buffers are staged here, through the CUDA runtime
+    // of this process (the judge never initialises CUDA: a context does not
+    // survive fork, and the judge forks every host).
+    const bool device = r.memory == SA_MEMORY_CUDA;
+    const DeviceMemory* dm = nullptr;
+    if (device) {
+      dm = &device_memory();
+      if (!dm->alloc) {
+        hello->failed = 1;
+        copy_text(
+            hello->error, sizeof hello->error,
+            ("kernel '" + opened->name() +
+             "' works on CUDA device memory, but no CUDA device is usable in the kernel's "
+             "process (" +
+             std::string(dm->why_unavailable ? dm->why_unavailable() : "no CUDA device") + ")")
+                .c_str());
+        send_packet(fd, hello.get(), sizeof *hello);
+        _exit(0);
+      }
+    }
     hello->abi = abi;
     hello->ops = r.ops;
     hello->dtypes = r.dtypes;
@@ -436,7 +720,6 @@ struct KernelHost::Impl {
     }
     hello->fns = fns;
     if (!send_packet(fd, hello.get(), sizeof *hello)) _exit(0);
-    if (r.memory != SA_MEMORY_HOST) _exit(0);  // the judge runs device kernels itself
 
     const pid_t self = getpid();
     std::vector<WireRange> ranges;
@@ -470,14 +753,43 @@ struct KernelHost::Impl {
         regions[i].read_only = ranges[i].read_only != 0;
         regions[i].name = ranges[i].name;
       }
-      register_fault_regions(regions.data(), regions.size());
-      protect(PROT_READ, PROT_READ | PROT_WRITE);
-      restore_default_fp_env();
-      const sa_status st = dispatch(r, abi, q);
-      const FpState after = read_fp_state();
-      const char* err = st != SA_OK && r.last_error ? r.last_error(r.ctx) : nullptr;
-      protect(PROT_NONE, PROT_NONE);
-      clear_fault_regions();
+      sa_status st = SA_INTERNAL_ERROR;
+      FpState after;
+      const char* err = nullptr;
+      std::string err_text;
+      if (!device) {
+        register_fault_regions(regions.data(), regions.size());
+        protect(PROT_READ, PROT_READ | PROT_WRITE);
+        restore_default_fp_env();
+        st = dispatch(r, abi, q);
+        after = read_fp_state();
+        err = st != SA_OK && r.last_error ? r.last_error(r.ctx) : nullptr;
+        protect(PROT_NONE, PROT_NONE);
+        clear_fault_regions();
+      } else {
+        // The kernel gets device copies; the arena stays inaccessible while it runs.
+        DeviceCall dc(*dm, ranges, arena + kTableBytes, arena + arena_bytes);
+        Request staged = q;
+        const std::string not_staged = dc.stage(static_cast<Op>(q.op), staged);
+        if (!not_staged.empty()) {
+          after = read_fp_state();
+          err_text = "not called: staging its buffers to the device failed (" + not_staged + ")";
+        } else {
+          restore_default_fp_env();
+          st = dispatch(r, abi, staged);
+          after = read_fp_state();
+          if (const char* e = st != SA_OK && r.last_error ? r.last_error(r.ctx) : nullptr)
+            err_text = e;
+          const bool had_error = st != SA_OK;
+          if (const std::string lost = dc.fetch(); !lost.empty()) {
+            err_text = "the call returned status " + std::to_string(static_cast<int>(st)) +
+                       ", but copying its buffers back from the device failed (" + lost + ")" +
+                       (had_error && !err_text.empty() ? ": " + err_text : "");
+            st = SA_INTERNAL_ERROR;
+          }
+        }
+        if (st != SA_OK && !err_text.empty()) err = err_text.c_str();
+      }
       std::memset(reply.get(), 0, sizeof *reply);
       reply->magic = kReplyMagic;
       reply->status = static_cast<std::uint32_t>(st);
@@ -808,10 +1120,6 @@ struct KernelHost::Impl {
       return text_of(hello->error, sizeof hello->error);
     }
     if (!kernel) adopt(*hello);
-    if (hello->memory != SA_MEMORY_HOST) {
-      is_remote = false;
-      reap(false);
-    }
     return "";
   }
 
@@ -1005,7 +1313,10 @@ void KernelHost::Impl::adopt(const Hello& h) {
   k.description = description.c_str();
   k.ops = h.ops;
   k.dtypes = h.dtypes;
-  k.memory = static_cast<sa_memory>(h.memory);
+  // The judge's buffers are host memory whatever the kernel works on: a
+  // device kernel's host stages them to the device (DeviceCall), so that
+  // sa::Kernel in the judge never stages and never initialises CUDA.
+  k.memory = SA_MEMORY_HOST;
   k.adaptive_entropy = static_cast<sa_entropy_definition>(h.adaptive_entropy);
   k.ctx = this;
   k.last_error = r_last_error;
@@ -1032,7 +1343,6 @@ void KernelHost::Impl::adopt(const Hello& h) {
       k.capabilities = &caps;
     }
   }
-  if (h.memory != SA_MEMORY_HOST) return;  // not hosted: the judge opens it itself
   kernel.emplace(&k, source.identity().origin.empty() ? source.path() : source.identity().origin);
 }
 
@@ -1048,7 +1358,6 @@ KernelHost::KernelHost(const KernelSource& source, HostOptions options,
 
 KernelHost::~KernelHost() = default;
 
-bool KernelHost::remote() const { return impl_->is_remote; }
 const Kernel& KernelHost::kernel() const { return *impl_->kernel; }
 
 }  // namespace sa::gate

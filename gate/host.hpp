@@ -1,4 +1,4 @@
-// The kernel host: the only process that runs a host-memory kernel's code.
+// The kernel host: the only process that runs a kernel's code.
 //
 // Issue 29: a kernel that shares a process with the code computing its
 // verdicts can forge them (scan memory for the message token, overwrite
@@ -37,9 +37,16 @@
 //     process_vm_readv/writev (seccomp), and the judge is not dumpable: the
 //     host can neither read nor write the judge's memory.
 //
-// CUDA-memory kernels are not hosted (their buffers would have to be staged
-// to the device by the host): KernelHost reports remote() == false and the
-// judge runs them itself, as before issue 29.
+//   - A CUDA-memory kernel (SA_MEMORY_CUDA: a plugin, the built-in CUDA
+//     kernel, a Python kernel with device = "cuda") is hosted the same way.
+//     The judge sees it as a host-memory kernel and lays its buffers out in
+//     the arena; the host copies each buffer the call points into to the
+//     device (through its own CUDA runtime, kernels/device_memory.cpp),
+//     calls the kernel with device pointers while the arena is
+//     inaccessible, and copies every staged buffer, inputs included, back
+//     into the arena, where the judge checks canaries and inputs as for any
+//     kernel. The judge never initialises CUDA (a context does not survive
+//     the fork of the next host).
 #pragma once
 
 #include <sys/types.h>
@@ -80,9 +87,6 @@ class KernelHost {
   KernelHost(const KernelHost&) = delete;
   KernelHost& operator=(const KernelHost&) = delete;
 
-  // False when the kernel works on device memory: it is not hosted (run it
-  // in the judge, without kernel(); the host is gone).
-  bool remote() const;
   // The kernel as the judge sees it: the host's descriptor (name, ops,
   // capabilities) with trampolines. Give it to a GuardedKernel: the guard
   // places the buffers in the arena.

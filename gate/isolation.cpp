@@ -74,9 +74,9 @@ const char* host_event_kind(HostEvent::Kind k) {
   return k == HostEvent::Kind::hang ? "hang" : k == HostEvent::Kind::crash ? "crash" : "protocol";
 }
 
-// The judge: runs the suite. For a host-memory kernel it never runs kernel
-// code (a kernel host does, gate/host.hpp), so its verdicts cannot be forged
-// from there; a device kernel still runs here (not hosted).
+// The judge: runs the suite. It never runs kernel code (a kernel host does,
+// gate/host.hpp, for host-memory and CUDA-memory kernels alike), so its
+// verdicts cannot be forged from there.
 void child_main(const ChildWriter& w, const KernelSource& source, const props::SuiteConfig& config,
                 const std::vector<Unit>& units, const std::set<Op>& refused,
                 const IsolationOptions& opt, CallBox* box) {
@@ -97,7 +97,7 @@ void child_main(const ChildWriter& w, const KernelSource& source, const props::S
   };
   std::unique_ptr<KernelHost> host;
   std::optional<Kernel> kernel;
-  if (source.memory() == SA_MEMORY_HOST) {
+  {
     auto on_event = [&](const HostEvent& e) {
       w.send({{"t", "host_end"},
               {"kind", host_event_kind(e.kind)},
@@ -119,28 +119,8 @@ void child_main(const ChildWriter& w, const KernelSource& source, const props::S
           std::make_unique<KernelHost>(source, HostOptions{opt.case_timeout_s, box}, on_event, [&] {
             w.send({{"t", "host_start"}});
           });
-      if (host->remote())
-        kernel.emplace(host->kernel());
-      else
-        host.reset();  // a device kernel: opened here below
+      kernel.emplace(host->kernel());
     } catch (const std::exception& e) {
-      w.send({{"t", "error"}, {"what", std::string("opening the kernel: ") + e.what()}});
-      w.send({{"t", "done"}});
-      _exit(0);
-    }
-  }
-  if (!kernel) {
-    set_call_box(box);
-    // Opening runs the plugin's (or module's) own code: it counts as a kernel
-    // call for the case timeout (op empty: no op to stop calling).
-    box->op[0] = '\0';
-    box->dtype[0] = '\0';
-    box->in_call = 1;
-    try {
-      kernel.emplace(source.open());
-      box->in_call = 0;
-    } catch (const std::exception& e) {
-      box->in_call = 0;
       w.send({{"t", "error"}, {"what", std::string("opening the kernel: ") + e.what()}});
       w.send({{"t", "done"}});
       _exit(0);
@@ -179,14 +159,9 @@ void child_main(const ChildWriter& w, const KernelSource& source, const props::S
     std::vector<Op> ops = effective_ops(unit, config);
     unit_refused = refused;
     unit_refused.insert(unit.refuse.begin(), unit.refuse.end());
-    std::set<Op> refuse = unit_refused;
-    refuse.insert(hung.begin(), hung.end());
-    // A host kernel's refused calls are answered by the guard (an error that
-    // names the crash or hang): the suite still runs those ops, so each
-    // property makes its usual verdicts. A device kernel is not wrapped: its
-    // refused ops are left out.
-    if (source.memory() != SA_MEMORY_HOST)
-      std::erase_if(ops, [&](Op op) { return refuse.count(op) != 0; });
+    // Refused calls are answered by the guard (an error that names the
+    // crash or hang): the suite still runs those ops, so each property makes
+    // its usual verdicts.
     one.ops = ops;
     crashed.clear();
     apply_refusals();
@@ -251,12 +226,6 @@ struct Sink {
   int kernel_crashes = 0, kernel_hangs = 0;  // of kernel hosts (the judge went on)
   std::set<Op> refused;                      // ops no longer called: they hung
   bool deadline = false;
-  // A one-property unit whose process crashed or hung inside a call of `op`
-  // (in `dtype`): the property's verdicts for that op never came.
-  struct Lost {
-    std::string property, op, dtype, what;
-  };
-  std::vector<Lost> lost;
 
   void add_finding(Verdict v, const std::string& during) {
     const std::string key = v.property + "|" + during + "|" + v.op + "|" + v.dtype;
@@ -272,54 +241,12 @@ struct Sink {
   }
 };
 
-// Device kernels only (a host kernel's refused calls are answered, so its
-// properties make their own verdicts): the verdicts a crash or hang took
-// away, so that a run's test names are those of a run where the kernel
-// behaves (CI tracks a test across runs by name). For each lost (property,
-// op), one `incomplete` verdict per element type that the failed call had,
-// or that the property checked on another op and the run called this op
-// with, where the property has no verdict. Never a pass: it was not checked.
-void add_lost_verdicts(Sink& sink, const std::string& kname) {
-  if (sink.lost.empty()) return;
-  std::set<std::string> have;                          // property|op|dtype
-  std::map<std::string, std::set<std::string>> types;  // op or property -> dtypes seen
-  for (const auto& v : sink.verdicts) {
-    have.insert(v.property + "|" + v.op + "|" + v.dtype);
-    if (!v.op.empty() && !v.dtype.empty()) types["op:" + v.op].insert(v.dtype);
-    if (!v.dtype.empty()) types["property:" + v.property].insert(v.dtype);
-  }
-  std::map<std::string, std::string> claims;
-  for (const auto& p : props::properties()) claims[p.id] = p.claim;
-  for (const auto& l : sink.lost) {
-    std::set<std::string> dts;
-    for (const auto& d : types["property:" + l.property])
-      if (types["op:" + l.op].count(d)) dts.insert(d);
-    if (!l.dtype.empty()) dts.insert(l.dtype);
-    for (const auto& dt : dts) {
-      if (!have.insert(l.property + "|" + l.op + "|" + dt).second) continue;
-      Verdict v;
-      v.property = l.property;
-      v.claim = claims.count(l.property) ? claims[l.property] : l.property;
-      v.kernel = kname;
-      v.op = l.op;
-      v.dtype = dt;
-      v.outcome = Outcome::incomplete;
-      v.rule = {"gate.isolation", "the kernel runs in an isolated process"};
-      v.note = "not checked: the kernel's process " + l.what + " inside a " + l.op + "/" + l.dtype +
-               " call of this property, which calls " + l.op +
-               " no more in this run; that verdict has the input";
-      sink.verdicts.push_back(std::move(v));
-    }
-  }
-}
-
 // Runs `units` in order in children, starting a fresh child after a crash or
 // hang (which abandons the unit it happened in, or retries a one-property
-// unit with the op that failed answered by the gate, or left out for a
-// device kernel). Every restart makes progress: the unit after it is a later
-// one, or the same one calling the kernel for strictly fewer ops, so the
-// loop ends after at most (units x ops) children. Progress is reported as
-// units done out of `units.size()`.
+// unit with the op that failed answered by the gate). Every restart makes
+// progress: the unit after it is a later one, or the same one calling the
+// kernel for strictly fewer ops, so the loop ends after at most (units x ops)
+// children. Progress is reported as units done out of `units.size()`.
 Sink run_units(const KernelSource& source, const props::SuiteConfig& config,
                const IsolationOptions& opt, props::SuiteObserver* observer, bool forward_verdicts,
                std::vector<Unit> units, CallBox* box, double deadline, std::set<Op> refused) {
@@ -473,13 +400,11 @@ Sink run_units(const KernelSource& source, const props::SuiteConfig& config,
       v.note = "the gate saw " + what + "; it was ignored";
       sink.add_finding(std::move(v), "");
     };
-    // The case timeout bounds kernel calls: while a host kernel's child runs
-    // the suite's own code (between calls: the reference, the checks) its
-    // silence is not a hang, only the deadline bounds it (measured: one
-    // attention case's reference took over 60 s under ASan on a loaded
-    // 2-core machine, and the naive kernel was failed for it). A device
-    // kernel's calls are not wrapped (no in_call): every silence counts.
-    const bool host = source.memory() == SA_MEMORY_HOST;
+    // The case timeout bounds kernel calls: while the judge runs the suite's
+    // own code (between calls: the reference, the checks) its silence is not
+    // a hang, only the deadline bounds it (measured: one attention case's
+    // reference took over 60 s under ASan on a loaded 2-core machine, and
+    // the naive kernel was failed for it).
     const ChildEnd end = child.run(
         opt.case_timeout_s, deadline,
         [&](const json& m) {
@@ -489,7 +414,7 @@ Sink run_units(const KernelSource& source, const props::SuiteConfig& config,
             on_violation(std::string("an unreadable gate message (") + e.what() + ")");
           }
         },
-        on_violation, [&] { return host && box->in_call == 0; });
+        on_violation, [&] { return box->in_call == 0; });
 
     // A kernel host the judge left behind (the judge was killed at the
     // deadline, or died): its process group goes too.
@@ -570,48 +495,28 @@ Sink run_units(const KernelSource& source, const props::SuiteConfig& config,
         "during property " + (last_case_property.empty() ? during : last_case_property) +
         ", input: " + (last_input.empty() ? std::string("(no case announced yet)") : last_input);
     // Go on in a fresh process: with the same property, the op that failed
-    // answered by the gate from now on (host kernels: the property still
-    // makes its verdicts for that op, each an error that names the crash, so
-    // the run's verdict names are those of a run where the kernel behaves) or
-    // left out (device kernels, whose calls the gate does not wrap), if that
-    // op was one the unit checks; else with the next unit. Either way the
-    // next child calls the kernel for strictly fewer ops than this one did.
+    // answered by the gate from now on (the property still makes its
+    // verdicts for that op, each an error that names the crash, so the run's
+    // verdict names are those of a run where the kernel behaves), if that op
+    // was one the unit checks; else with the next unit. Either way the next
+    // judge calls the kernel for strictly fewer ops than this one did.
     const std::vector<Op> ops = effective_ops(units[next], config);
-    const bool answered = source.memory() == SA_MEMORY_HOST;
-    if (failed_op && units[next].properties.size() == 1 && !answered)
-      sink.lost.push_back({units[next].properties[0], v.op, v.dtype,
-                           end.timed_out ? "hung (gate.no_hang)" : "crashed (" + v.property + ")"});
     if (failed_op && units[next].properties.size() == 1 && contains(ops, *failed_op)) {
-      std::vector<Op> rest = ops;
-      std::erase(rest, *failed_op);
-      std::erase_if(rest, [&](Op op) {
-        return sink.refused.count(op) != 0 || contains(units[next].refuse, op);
-      });
-      if (!rest.empty() || answered) {
-        Unit retry = units[next];
-        retry.ops = answered ? ops : rest;
-        retry.retry = true;
-        retry.refuse.push_back(*failed_op);
-        retry.name = units[next].properties[0] +
-                     (answered ? " (" + op_names({*failed_op}) + " answered by the gate)"
-                               : " (without " + op_names({*failed_op}) + ")");
-        units[next] = retry;
-        v.note += answered ? "; the gate went on with the property in a fresh process, answering "
-                             "its further " +
-                                 op_names({*failed_op}) + " calls itself"
-                           : "; the gate went on with the property's other operations in a "
-                             "fresh process";
-      } else {
-        ++next;
-        v.note += "; the gate went on with the next property in a fresh process";
-      }
+      Unit retry = units[next];
+      retry.ops = ops;
+      retry.retry = true;
+      retry.refuse.push_back(*failed_op);
+      retry.name =
+          units[next].properties[0] + " (" + op_names({*failed_op}) + " answered by the gate)";
+      units[next] = retry;
+      v.note += "; the gate went on with the property in a fresh process, answering its further " +
+                op_names({*failed_op}) + " calls itself";
     } else {
       ++next;
       v.note += "; the gate went on with the next property in a fresh process";
     }
     sink.findings.push_back(std::move(v));
   }
-  add_lost_verdicts(sink, kname);
   return sink;
 }
 
@@ -717,7 +622,10 @@ IsolatedRun run_isolated(const KernelSource& source, const props::SuiteConfig& c
     bool any = false;
     for (const auto& f : findings) any = any || f.property == id;
     if (any) continue;
-    const bool host = source.memory() == SA_MEMORY_HOST;
+    // Every isolated call goes through the guard (a kernel host's, for
+    // host-memory and device kernels alike); in this process
+    // (--no-isolation) a device kernel's calls are not wrapped.
+    const bool host = opt.isolate || source.memory() == SA_MEMORY_HOST;
     const std::string sid = id;
     if (!opt.isolate && (sid == kNoCrash || sid == kNoHang || sid == kProtocol)) continue;
     if (sid == kInBounds && (!opt.guard.guard_buffers || !host)) continue;

@@ -2,8 +2,8 @@
 // dies with the kernel and the kernel never shares a process with the code
 // that judges it (docs/isolation.md).
 //
-// The suite runs in a forked child, the judge. A host-memory kernel (plugin,
-// built-in, Python CPU kernel) never runs in the judge: every call goes to a
+// The suite runs in a forked child, the judge. A kernel (plugin, built-in,
+// Python; host-memory or CUDA-memory) never runs in the judge: every call goes to a
 // kernel host the judge forks (gate/host.hpp), which opens the kernel and
 // only executes calls on buffers the judge laid out in shared memory; the
 // judge checks what came back. A host that crashes (an out-of-bounds access
@@ -27,13 +27,11 @@
 // (IsolationOptions::deadline_s) bounds the whole run: the judge and its
 // current host are killed and the properties not run are named.
 //
-// A device (CUDA) kernel is not hosted (its buffers are staged to the device
-// in the calling process): it runs in the judge as every kernel did before
-// issue 29, where a crash or hang ends the judge and the gate restarts it as
-// described above, and the suite is protected from it only by the message
-// stamps. Each judge creates its own CUDA context on first use; the calling
-// process must not initialise CUDA before run_isolated (a context does not
-// survive fork); nothing in the gate does.
+// A device (CUDA) kernel is hosted the same way: its kernel host stages the
+// arena's buffers to the device and back (gate/host.hpp). Each kernel host
+// creates its own CUDA context; neither the gate nor the judge initialises
+// CUDA (a context does not survive fork), and the calling process must not
+// either before run_isolated.
 #pragma once
 
 #include <array>
@@ -50,7 +48,7 @@ namespace sa::gate {
 enum class Granularity {
   // One judge runs the whole selection in one run_suite call (the suite
   // shares work between properties); only if the judge itself crashes or
-  // hangs (a device kernel, or a defect of the suite) is every property run
+  // hangs (a defect of the suite) is every property run
   // again, one per run_suite call, to name the property that failed and keep
   // every other property's verdicts. The default.
   whole_then_property,

@@ -52,7 +52,8 @@ class KernelSource {
   const std::string& path() const { return path_; }  // resolved; plugins only
 
   // The kernel itself. For a plugin this loads the library: call it only in a
-  // kernel host (or a judge, for a device kernel), never in the gate.
+  // kernel host (or the gate itself under --no-isolation), never in the gate
+  // or a judge.
   Kernel open() const;
 
   // Empty when the kernel can run here; else why not (a CUDA kernel without

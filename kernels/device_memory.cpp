@@ -1,6 +1,9 @@
 // sa::device_memory(): staging buffers for SA_MEMORY_CUDA kernels through the
 // CUDA runtime (cudaMalloc/cudaMemcpy on the current device). The runtime is,
 // in this order:
+//  0. the library named by the environment variable SA_CUDA_RUNTIME (a path),
+//     when it is set: nothing else is tried (the gate's tests set it to a fake
+//     runtime backed by host memory, tests/gate/fake_cudart.c);
 //  1. the one linked into the program, when the built-in CUDA kernel is
 //     (statically linked; it registers itself, kernels/linked_cuda_runtime.hpp);
 //  2. a shared one a CUDA kernel already loaded (dlopen finds it by its soname:
@@ -14,6 +17,7 @@
 #include <dlfcn.h>
 
 #include <cstddef>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -86,8 +90,31 @@ DeviceMemory ask_for_device() {
   return {alloc, release, to_device, to_host, why};
 }
 
+// Binds rt() to the runtime `lib`; false (and reason() says why) when it lacks an entry point.
+bool bind_runtime(void* lib) {
+  Runtime& r = rt();
+  if (!bind(lib, "cudaGetDeviceCount", r.get_device_count) || !bind(lib, "cudaMalloc", r.malloc) ||
+      !bind(lib, "cudaFree", r.free) || !bind(lib, "cudaMemcpy", r.memcpy) ||
+      !bind(lib, "cudaGetErrorString", r.error_string) ||
+      !bind(lib, "cudaGetLastError", r.get_last_error)) {
+    reason() = "the CUDA runtime that was loaded lacks cudaMalloc/cudaMemcpy";
+    return false;
+  }
+  return true;
+}
+
 DeviceMemory probe() {
   const DeviceMemory none{nullptr, nullptr, nullptr, nullptr, why};
+  if (const char* named = std::getenv("SA_CUDA_RUNTIME"); named && *named) {
+    void* lib = dlopen(named, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      const char* e = dlerror();
+      reason() = std::string("SA_CUDA_RUNTIME=") + named +
+                 " could not be loaded: " + (e ? e : "dlopen failed");
+      return none;
+    }
+    return bind_runtime(lib) ? ask_for_device() : none;
+  }
   if (linked().get_device_count) {
     rt() = linked();
     return ask_for_device();
@@ -106,15 +133,7 @@ DeviceMemory probe() {
     reason() = "no CUDA runtime (libcudart.so) could be loaded";
     return none;
   }
-  Runtime& r = rt();
-  if (!bind(lib, "cudaGetDeviceCount", r.get_device_count) || !bind(lib, "cudaMalloc", r.malloc) ||
-      !bind(lib, "cudaFree", r.free) || !bind(lib, "cudaMemcpy", r.memcpy) ||
-      !bind(lib, "cudaGetErrorString", r.error_string) ||
-      !bind(lib, "cudaGetLastError", r.get_last_error)) {
-    reason() = "the CUDA runtime that was loaded lacks cudaMalloc/cudaMemcpy";
-    return none;
-  }
-  return ask_for_device();
+  return bind_runtime(lib) ? ask_for_device() : none;
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CUDA kernels' checks on a machine with an NVIDIA GPU, in one bounded run
-# (docs/gpu.md): the GPU's device tests, `check --builtin cuda` (default spec,
-# then more cases), a sweep to n = 2^27 on the device, the CUDA benchmarks
+# (docs/gpu.md): the GPU's device tests, `check --builtin cuda` (the kernel in
+# a kernel host only, scripts/gpu-hosted-check.sh; the default spec; more
+# cases), a sweep to n = 2^27 on the device, the CUDA benchmarks
 # (softmax bandwidth, attention TFLOP/s) and compute-sanitizer's memcheck and
 # racecheck on the device tests. Every step has its own time limit and writes
 # its log under OUT; at the end everything is packed into OUT/gpu-check.tgz and
@@ -116,10 +117,12 @@ pids=()
 ) &
 pids+=($!)
 (
+  run check-hosted $((rest / 6)) "$here/scripts/gpu-hosted-check.sh" "$cli" \
+    "$L/check-hosted.json" --deadline $((rest / 6 - 10))
   run check-default $((rest / 3)) "$cli" check --builtin cuda --seed 1 \
     --json "$L/check-default.json" --junit "$L/check-default.xml"
-  run check-more-cases $((rest / 2)) "$cli" check --builtin cuda --seed 2 --cases 400 \
-    --deadline $((rest / 2 - 15)) --json "$L/check-more-cases.json"
+  run check-more-cases $((rest * 2 / 5)) "$cli" check --builtin cuda --seed 2 --cases 400 \
+    --deadline $((rest * 2 / 5 - 15)) --json "$L/check-more-cases.json"
 ) &
 pids+=($!)
 (
@@ -160,6 +163,7 @@ wait "${pids[@]}"
     [ -f "$L/$t.log" ] && grep -E '^\[  (PASSED|FAILED|SKIPPED) |tests ran' "$L/$t.log" |
       sed "s/^/$t: /"
   done
+  [ -f "$L/check-hosted.log" ] && { echo "## check-hosted"; grep -E '^(gpu-hosted-check|FAIL|pass)' "$L/check-hosted.log"; }
   for c in check-default check-more-cases; do
     [ -f "$L/$c.log" ] && { echo "## $c"; grep -vE '^\s*$' "$L/$c.log" | tail -25; }
   done

@@ -18,7 +18,8 @@ methods named after the operations it implements, and a declaration:
                   "bottom_right" (no top-left alignment), "window_right_0"
     head_dim_multiple  head dims are multiples of this (e.g. 8); 0: any
     device        "cpu" (default) or "cuda": with "cuda" the gate stages every
-                  buffer in device memory and the kernel gets and returns CUDA
+                  buffer in device memory (in the kernel host process, never in
+                  the judge) and the kernel gets and returns CUDA
                   tensors (torch only; kernel.h's SA_MEMORY_CUDA). Pass such a
                   kernel by name ("package.module:object", or the CLI's
                   --python), so that only the gate's child processes import it

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "gate/report.hpp"
@@ -44,12 +45,13 @@ struct Checked {
   double seconds = 0;
 };
 
-Checked check(const std::string& plugin, const std::string& args) {
+// env: variable assignments for this command only ("A=1 B=2 "), or "".
+Checked check(const std::string& plugin, const std::string& args, const std::string& env = "") {
   const std::string dir = gate_test::temp_dir();
   const std::string out = dir + "/gate.json";
   Checked c;
   const auto t0 = std::chrono::steady_clock::now();
-  c.ran = run("cd " + q(dir) + " && " + q(cli) + " check --plugin " + q(plugin) + " --json " +
+  c.ran = run("cd " + q(dir) + " && " + env + q(cli) + " check --plugin " + q(plugin) + " --json " +
               q(out) + " " + args);
   c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (fs::exists(out)) c.json = nlohmann::json::parse(slurp(out));
@@ -70,6 +72,42 @@ bool any_outcome(const std::vector<nlohmann::json>& vs, const std::string& outco
   for (const auto& v : vs)
     if (v.value("outcome", "") == outcome) return true;
   return false;
+}
+
+// The fake CUDA runtime (tests/gate/fake_cudart.c) for the CUDA-memory test
+// kernels: named in SA_CUDA_RUNTIME for one command only, with its log.
+struct FakeDevice {
+  std::string log, env;
+};
+FakeDevice fake_device(const std::string& dir) {
+  FakeDevice f;
+  f.log = dir + "/fake-cuda.log";
+  f.env = "SA_CUDA_RUNTIME=" + q(SA_GATE_FAKE_CUDART) + " SA_FAKE_CUDA_LOG=" + q(f.log) + " ";
+  return f;
+}
+
+// One line of the fake runtime's log: a process that loaded it, asked it for
+// a device, or allocated device memory.
+struct FakeUse {
+  std::string what;
+  long pid = 0, ppid = 0;
+  int filters = -1, parent_filters = -1;
+  // A kernel host: one seccomp filter more than the judge that forked it.
+  bool host() const { return filters >= 0 && filters > parent_filters; }
+};
+std::vector<FakeUse> fake_uses(const std::string& log) {
+  std::vector<FakeUse> uses;
+  std::istringstream in(slurp(log));
+  for (std::string line; std::getline(in, line);) {
+    FakeUse u;
+    char what[16] = {};
+    if (std::sscanf(line.c_str(), "%15s pid=%ld ppid=%ld filters=%d parent_filters=%d", what,
+                    &u.pid, &u.ppid, &u.filters, &u.parent_filters) == 5) {
+      u.what = what;
+      uses.push_back(u);
+    }
+  }
+  return uses;
 }
 
 }  // namespace
@@ -248,6 +286,112 @@ TEST(HostilePlugin, AnOpenMPKernelRunsInAHostRestartedAfterACrash) {
     if (v.value("op", "") == "log_softmax" && v.value("outcome", "") == "pass")
       log_softmax_passed = true;
   EXPECT_TRUE(log_softmax_passed) << c.json.dump();
+}
+
+// Issue 29, device kernels: a CUDA-memory kernel is hosted like any other.
+// Its kernel host stages the arena's buffers to the device (here the fake
+// runtime of tests/gate/fake_cudart.c, whose allocations are mappings of
+// their own) and back; the judge never loads a CUDA runtime. Before, the
+// judge opened a device kernel itself and staged its buffers in its own
+// process. The kernel refuses any buffer that is not device memory,
+// attention_v2's included (tensors, lse, cu_seqlens of the varlen cases; with
+// seed 3, varlen_equals_separate makes calls whose k and v have no elements,
+// which the guard leaves outside the arena: they too must be device pointers).
+TEST(HostilePlugin, ACudaMemoryKernelRunsInAKernelHostAndTheJudgeNeverLoadsCuda) {
+  const std::string dir = gate_test::temp_dir();
+  const FakeDevice dev = fake_device(dir);
+  const std::string spec = dir + "/spec.toml";
+  std::ofstream(spec) << "properties = [\"differential.ulp\", \"attention_v2.rounding\", "
+                         "\"attention_v2.varlen_equals_separate\"]\n"
+                         "dtypes = [\"float32\"]\ncases = 2\nseed = 3\n";
+  const auto c = check(lib("cuda_ok"), "--spec " + q(spec), dev.env);
+  EXPECT_EQ(c.ran.rc, 0) << c.ran.output;
+  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "differential.ulp"), "pass")) << c.json.dump();
+  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "attention_v2.varlen_equals_separate"), "pass"))
+      << c.json.dump();
+  EXPECT_FALSE(any_outcome(verdicts_of(c.json, "attention_v2.rounding"), "fail")) << c.json.dump();
+  // Checks the guard makes in the judge, once reported only for host-memory kernels.
+  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "gate.in_bounds"), "pass")) << c.json.dump();
+  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "gate.fp_environment"), "pass")) << c.json.dump();
+  const std::vector<FakeUse> uses = fake_uses(dev.log);
+  if (!uses.empty() && uses[0].filters < 0)
+    GTEST_SKIP() << "this kernel does not report Seccomp_filters: hosts cannot be told apart";
+  std::set<long> judges;
+  int allocs = 0;
+  for (const auto& u : uses) {
+    if (u.what == "alloc") {
+      ++allocs;
+      EXPECT_TRUE(u.host()) << "device memory allocated outside a kernel host: " << slurp(dev.log);
+    }
+    if (u.host()) judges.insert(u.ppid);
+  }
+  EXPECT_GT(allocs, 0) << "the kernel never got device memory: " << slurp(dev.log);
+  ASSERT_FALSE(judges.empty()) << slurp(dev.log);
+  for (const auto& u : uses)
+    EXPECT_EQ(judges.count(u.pid), 0u)
+        << "a judge (pid " << u.pid << ") loaded the CUDA runtime: " << slurp(dev.log);
+}
+
+TEST(HostilePlugin, ACudaMemoryKernelWithoutADeviceChecksNothing) {
+  const std::string dir = gate_test::temp_dir();
+  const FakeDevice dev = fake_device(dir);
+  const auto c =
+      check(lib("cuda_ok"), "--spec " + q(small_spec(dir)), dev.env + "SA_FAKE_CUDA_DEVICES=0 ");
+  EXPECT_EQ(c.ran.rc, 2) << c.ran.output;
+  EXPECT_NE(c.ran.output.find("no CUDA device is usable"), std::string::npos) << c.ran.output;
+  EXPECT_NE(c.ran.output.find("nothing was checked"), std::string::npos) << c.ran.output;
+  EXPECT_TRUE(c.json.is_null());
+}
+
+// The forger of VerdictsForgedFromTheKernelsMemoryAreNeverAPass on device
+// memory: it got PASS, exit 0, while the judge ran device kernels itself.
+TEST(HostilePlugin, ACudaMemoryKernelCannotForgeItsVerdicts) {
+  const std::string dir = gate_test::temp_dir();
+  const FakeDevice dev = fake_device(dir);
+  const auto c = check(lib("cuda_forge"), "--spec " + q(small_spec(dir)), dev.env);
+  EXPECT_EQ(c.ran.rc, 1) << c.ran.output;
+  ASSERT_FALSE(c.json.is_null()) << c.ran.output;
+  EXPECT_EQ(c.json.at("runs").at(0).at("summary").value("status", ""), "fail") << c.json.dump();
+  EXPECT_EQ(c.ran.output.find("\nPASS"), std::string::npos) << c.ran.output;
+  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "differential.ulp"), "fail")) << c.json.dump();
+  EXPECT_FALSE(any_outcome(verdicts_of(c.json, "differential.ulp"), "pass")) << c.json.dump();
+  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "gate.no_nan_output"), "fail")) << c.json.dump();
+  EXPECT_NE(c.ran.output.find("hostile forge: the parent's memory"), std::string::npos)
+      << c.ran.output;
+  EXPECT_EQ(c.ran.output.find("opened for writing"), std::string::npos) << c.ran.output;
+}
+
+// A device kernel that crashes ends its kernel host, not the judge: a
+// failing gate.no_crash naming the op, and the run goes on in a fresh host
+// (log_softmax, called after the crash, still passes).
+TEST(HostilePlugin, ACrashingCudaMemoryKernelIsACrashVerdict) {
+  const std::string dir = gate_test::temp_dir();
+  const FakeDevice dev = fake_device(dir);
+  const auto c = check(lib("cuda_crash"),
+                       "--timeout 20 --spec " + q(small_spec(dir, "sizes = [5, 100]\n")), dev.env);
+  EXPECT_EQ(c.ran.rc, 1) << c.ran.output;
+  const auto crashes = verdicts_of(c.json, "gate.no_crash");
+  ASSERT_TRUE(any_outcome(crashes, "fail")) << c.json.dump();
+  EXPECT_NE(crashes[0].dump().find("softmax"), std::string::npos) << crashes[0].dump();
+  bool log_softmax_passed = false;
+  for (const auto& v : verdicts_of(c.json, "differential.ulp"))
+    if (v.value("op", "") == "log_softmax" && v.value("outcome", "") == "pass")
+      log_softmax_passed = true;
+  EXPECT_TRUE(log_softmax_passed) << c.json.dump();
+}
+
+// Writing a device input faults nowhere: the kernel host copies the device
+// copies of the inputs back and the judge compares them with its own.
+// Before, the input's device copy was never read back.
+TEST(HostilePlugin, ACudaMemoryKernelWritingItsDeviceInputIsCaught) {
+  const std::string dir = gate_test::temp_dir();
+  const FakeDevice dev = fake_device(dir);
+  const auto c = check(lib("cuda_input_write"), "--spec " + q(small_spec(dir)), dev.env);
+  EXPECT_EQ(c.ran.rc, 1) << c.ran.output;
+  const auto oob = verdicts_of(c.json, "gate.in_bounds");
+  ASSERT_TRUE(any_outcome(oob, "fail")) << c.json.dump();
+  EXPECT_NE(oob[0].dump().find("wrote into input buffer 'in' at byte "), std::string::npos)
+      << oob[0].dump();
 }
 
 // Issue 13: a kernel that forks inside a call does not get its verdicts twice.

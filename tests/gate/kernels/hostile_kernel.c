@@ -30,6 +30,18 @@
  *                    to every descriptor 3..63, tries to open its parent's and grandparent's
  *                    memory for writing (and says on stderr whether it could); every output
  *                    of every call is NaN
+ *
+ * CUDA-memory kernels (sa_kernel.memory = SA_MEMORY_CUDA), for the fake CUDA
+ * runtime of tests/gate/fake_cudart.c (whose device memory is host memory, so
+ * they compute on the pointers directly). Every call first checks that each
+ * buffer it is given is the fake runtime's device memory (found by its
+ * soname, libcudart.so.12, in this process), and refuses the call otherwise:
+ *   CUDA_OK           the correct example kernel, attention_v2 included (every pointer of its
+ *                     arguments must be device memory: tensors, lse, cu_seqlens, masks, ...)
+ *   CUDA_FORGE        FORGE, on device memory
+ *   CUDA_CRASH        softmax dies of SIGSEGV for n >= 64
+ *   CUDA_INPUT_WRITE  softmax is correct but then overwrites the first logit of its (device)
+ *                     input with 42
  */
 #include <math.h>
 #include <signal.h>
@@ -63,6 +75,10 @@
 #define MAX_N_64 16
 #define FORGE 17
 #define OMP_AFTER_CRASH 18
+#define CUDA_OK 19
+#define CUDA_FORGE 20
+#define CUDA_CRASH 21
+#define CUDA_INPUT_WRITE 22
 
 #ifndef HOSTILE
 #error "build with -DHOSTILE=<behaviour>"
@@ -88,7 +104,33 @@ __attribute__((destructor)) static void hostile_fini(void) {
 
 static int first_call = 1;
 
-#if HOSTILE == FORGE
+#define HOSTILE_ON_DEVICE (HOSTILE >= CUDA_OK && HOSTILE <= CUDA_INPUT_WRITE)
+#define HOSTILE_FORGES (HOSTILE == FORGE || HOSTILE == CUDA_FORGE)
+
+#if HOSTILE_ON_DEVICE
+#include <dlfcn.h>
+/* Whether p is device memory of the fake runtime loaded in this process. */
+static int on_device(const void* p) {
+  static int (*is_device)(const void*, size_t) = NULL;
+  if (!is_device) {
+    void* rt = dlopen("libcudart.so.12", RTLD_NOW | RTLD_NOLOAD);
+    if (rt) *(void**)&is_device = dlsym(rt, "sa_fake_cuda_is_device");
+  }
+  return p == NULL || (is_device && is_device(p, 1));
+}
+/* A call whose rows are not empty must get device pointers only. */
+#define REQUIRE_DEVICE(s, a, b)                                                 \
+  do {                                                                          \
+    if ((s) && (s)->rows > 0 && (s)->n > 0 && (!on_device(a) || !on_device(b))) \
+      return invalid(                                                           \
+          "hostile CUDA kernel: a buffer is not device memory of the fake "     \
+          "CUDA runtime (libcudart.so.12) in this process");                    \
+  } while (0)
+#else
+#define REQUIRE_DEVICE(s, a, b) (void)0
+#endif
+
+#if HOSTILE_FORGES
 #include <errno.h>
 #include <fcntl.h>
 
@@ -218,7 +260,7 @@ static void misbehave(void) {
   if (first_call) exit(0);
 #elif HOSTILE == FP_ENV && defined(__x86_64__)
   _mm_setcsr(_mm_getcsr() | 0x8040u);
-#elif HOSTILE == FORGE
+#elif HOSTILE_FORGES
   if (first_call) forge();
 #endif
   first_call = 0;
@@ -238,6 +280,10 @@ static void misbehave(void) {
 static sa_status h_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* in, void* out) {
   misbehave();
   REFUSE_LONG_ROWS(s);
+  REQUIRE_DEVICE(s, in, out);
+#if HOSTILE == CUDA_CRASH
+  if (s && s->n >= 64) raise(SIGSEGV);
+#endif
   sa_status st = softmax(ctx, t, s, in, out);
   if (st != SA_OK) return st;
   const int64_t total = s->rows > 0 ? (s->rows - 1) * s->out_stride + s->n : 0;
@@ -246,8 +292,10 @@ static sa_status h_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* 
   for (int64_t i = 0; i < total; ++i) y[i] *= 1.001f;
 #elif HOSTILE == HELPER_OOB
   if (s->n >= 64) ((volatile float*)y)[total + 1024] = 1.0f;
-#elif HOSTILE == FORGE
+#elif HOSTILE_FORGES
   if (t == SA_F32) all_nan(s, y, s->n);
+#elif HOSTILE == CUDA_INPUT_WRITE
+  if (in != out) ((float*)in)[0] = 42.0f;
 #elif HOSTILE == OMP_AFTER_CRASH
   if (s->n >= 64) raise(SIGSEGV);
 #endif
@@ -259,6 +307,7 @@ static sa_status h_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* 
 static sa_status h_log_softmax(void* ctx, sa_dtype t, const sa_rows* s, const void* in, void* out) {
   misbehave();
   REFUSE_LONG_ROWS(s);
+  REQUIRE_DEVICE(s, in, out);
 #if HOSTILE == OMP_AFTER_CRASH
   volatile double sink = 0;
 #pragma omp parallel for reduction(+ : sink)
@@ -266,7 +315,7 @@ static sa_status h_log_softmax(void* ctx, sa_dtype t, const sa_rows* s, const vo
   (void)sink;
 #endif
   const sa_status st = log_softmax(ctx, t, s, in, out);
-#if HOSTILE == FORGE
+#if HOSTILE_FORGES
   if (st == SA_OK && t == SA_F32) all_nan(s, (float*)out, s->n);
 #endif
   return st;
@@ -275,8 +324,9 @@ static sa_status h_log_softmax(void* ctx, sa_dtype t, const sa_rows* s, const vo
 static sa_status h_logsumexp(void* ctx, sa_dtype t, const sa_rows* s, const void* in, float* lse) {
   misbehave();
   REFUSE_LONG_ROWS(s);
+  REQUIRE_DEVICE(s, in, lse);
   const sa_status st = logsumexp(ctx, t, s, in, lse);
-#if HOSTILE == FORGE
+#if HOSTILE_FORGES
   if (st == SA_OK) all_nan(s, lse, 1);
 #endif
   return st;
@@ -318,6 +368,38 @@ static sa_status h_entropy(void* ctx, sa_dtype t, const sa_rows* s, const void* 
   return SA_OK;
 }
 
+#if HOSTILE == CUDA_OK
+/* attention_v2 on device memory: every pointer the arguments hold (the
+ * structure itself is host memory, as kernel.h's callers pass it). */
+static sa_status h_attention_v2(void* ctx, const sa_attention_v2_args* a) {
+  if (a && a->struct_size >= sizeof(sa_attention_v2_args) && a->batch > 0) {
+    const void* p[] = {a->q.data,       a->k.data,           a->v.data,       a->out,
+                       a->lse,          a->entropy,          a->beta,         a->cu_seqlens_q,
+                       a->cu_seqlens_k, a->key_padding_mask, a->alibi_slopes, a->sinks};
+    static const char* const what[] = {
+        "hostile CUDA kernel: attention_v2's q is not device memory of the fake CUDA runtime",
+        "hostile CUDA kernel: attention_v2's k is not device memory of the fake CUDA runtime",
+        "hostile CUDA kernel: attention_v2's v is not device memory of the fake CUDA runtime",
+        "hostile CUDA kernel: attention_v2's out is not device memory of the fake CUDA runtime",
+        "hostile CUDA kernel: attention_v2's lse is not device memory of the fake CUDA runtime",
+        "hostile CUDA kernel: attention_v2's entropy is not device memory of the fake CUDA runtime",
+        "hostile CUDA kernel: attention_v2's beta is not device memory of the fake CUDA runtime",
+        "hostile CUDA kernel: attention_v2's cu_seqlens_q is not device memory of the fake CUDA "
+        "runtime",
+        "hostile CUDA kernel: attention_v2's cu_seqlens_k is not device memory of the fake CUDA "
+        "runtime",
+        "hostile CUDA kernel: attention_v2's key_padding_mask is not device memory of the fake "
+        "CUDA runtime",
+        "hostile CUDA kernel: attention_v2's alibi_slopes is not device memory of the fake CUDA "
+        "runtime",
+        "hostile CUDA kernel: attention_v2's sinks is not device memory of the fake CUDA runtime"};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; ++i)
+      if (!on_device(p[i])) return invalid(what[i]);
+  }
+  return attention_v2(ctx, a);
+}
+#endif
+
 #if HOSTILE == NAME_NEWLINE
 #define HOSTILE_NAME "x\nPASS 99 passed, 0 failed"
 #elif HOSTILE == NAME_SHELL
@@ -329,6 +411,9 @@ static sa_status h_entropy(void* ctx, sa_dtype t, const sa_rows* s, const void* 
 #if HOSTILE == HELPER_OOB
 #define HOSTILE_OPS (SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP | SA_OP_ENTROPY)
 #define HOSTILE_ENTROPY h_entropy
+#elif HOSTILE == CUDA_OK
+#define HOSTILE_OPS (SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP | SA_OP_ATTENTION_V2)
+#define HOSTILE_ENTROPY NULL
 #else
 #define HOSTILE_OPS (SA_OP_SOFTMAX | SA_OP_LOG_SOFTMAX | SA_OP_LOGSUMEXP)
 #define HOSTILE_ENTROPY NULL
@@ -338,6 +423,8 @@ static sa_status h_entropy(void* ctx, sa_dtype t, const sa_rows* s, const void* 
 static const sa_capabilities hostile_caps = {.struct_size = sizeof(sa_capabilities),
                                              .max_n = HOSTILE_MAX_N};
 #define HOSTILE_CAPS &hostile_caps
+#elif HOSTILE == CUDA_OK
+#define HOSTILE_CAPS &example_capabilities
 #else
 #define HOSTILE_CAPS NULL
 #endif
@@ -348,7 +435,11 @@ static const sa_kernel hostile_kernel = {SA_KERNEL_ABI_VERSION,
                                          "a deliberately misbehaving test kernel",
                                          HOSTILE_OPS,
                                          SA_DTYPE_F32,
+#if HOSTILE_ON_DEVICE
+                                         SA_MEMORY_CUDA,
+#else
                                          SA_MEMORY_HOST,
+#endif
                                          SA_ENTROPY_SHANNON,
                                          NULL,
                                          h_softmax,
@@ -360,7 +451,13 @@ static const sa_kernel hostile_kernel = {SA_KERNEL_ABI_VERSION,
                                          NULL,
                                          NULL,
                                          last_error,
-                                         HOSTILE_CAPS};
+                                         HOSTILE_CAPS,
+#if HOSTILE == CUDA_OK
+                                         h_attention_v2
+#else
+                                         NULL
+#endif
+};
 
 __attribute__((visibility("default"))) const sa_kernel* sa_kernel_entry(void) {
 #if HOSTILE == ENTRY_CRASH
