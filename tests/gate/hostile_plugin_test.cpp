@@ -244,6 +244,23 @@ TEST(HostilePlugin, ForgedCompletionMessagesAreAFailingVerdict) {
   EXPECT_TRUE(any_outcome(verdicts_of(c.json, "gate.protocol"), "fail")) << c.json.dump();
 }
 
+// What a forging kernel's run must show: a failing run (exit 1, never PASS),
+// differential.ulp failed and never passed on its NaN outputs, and the forger
+// (which says so on stderr) opened neither its parent's nor its grandparent's
+// memory for writing.
+void expect_forgery_failed(const Checked& c) {
+  EXPECT_EQ(c.ran.rc, 1) << c.ran.output;
+  ASSERT_FALSE(c.json.is_null()) << c.ran.output;
+  EXPECT_EQ(c.json.at("runs").at(0).at("summary").value("status", ""), "fail") << c.json.dump();
+  EXPECT_EQ(c.ran.output.find("\nPASS"), std::string::npos) << c.ran.output;
+  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "differential.ulp"), "fail")) << c.json.dump();
+  EXPECT_FALSE(any_outcome(verdicts_of(c.json, "differential.ulp"), "pass")) << c.json.dump();
+  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "gate.no_nan_output"), "fail")) << c.json.dump();
+  EXPECT_NE(c.ran.output.find("hostile forge: the parent's memory"), std::string::npos)
+      << c.ran.output;
+  EXPECT_EQ(c.ran.output.find("opened for writing"), std::string::npos) << c.ran.output;
+}
+
 // Issue 29: a kernel that finds the gate's message token in its own memory
 // and writes "pass" verdicts and "done" with it (every output it computes is
 // NaN) got PASS, exit 0, when the suite ran in the kernel's process. The
@@ -253,17 +270,7 @@ TEST(HostilePlugin, ForgedCompletionMessagesAreAFailingVerdict) {
 TEST(HostilePlugin, VerdictsForgedFromTheKernelsMemoryAreNeverAPass) {
   const std::string dir = gate_test::temp_dir();
   const auto c = check(lib("forge"), "--spec " + q(small_spec(dir)));
-  EXPECT_EQ(c.ran.rc, 1) << c.ran.output;
-  ASSERT_FALSE(c.json.is_null()) << c.ran.output;
-  EXPECT_EQ(c.json.at("runs").at(0).at("summary").value("status", ""), "fail") << c.json.dump();
-  EXPECT_EQ(c.ran.output.find("\nPASS"), std::string::npos) << c.ran.output;
-  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "differential.ulp"), "fail")) << c.json.dump();
-  EXPECT_FALSE(any_outcome(verdicts_of(c.json, "differential.ulp"), "pass")) << c.json.dump();
-  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "gate.no_nan_output"), "fail")) << c.json.dump();
-  // The forger ran, and could open neither its parent's nor its grandparent's memory.
-  EXPECT_NE(c.ran.output.find("hostile forge: the parent's memory"), std::string::npos)
-      << c.ran.output;
-  EXPECT_EQ(c.ran.output.find("opened for writing"), std::string::npos) << c.ran.output;
+  expect_forgery_failed(c);
 }
 
 // Issue 29: a kernel host restarted after a crash is forked by the judge,
@@ -349,16 +356,7 @@ TEST(HostilePlugin, ACudaMemoryKernelCannotForgeItsVerdicts) {
   const std::string dir = gate_test::temp_dir();
   const FakeDevice dev = fake_device(dir);
   const auto c = check(lib("cuda_forge"), "--spec " + q(small_spec(dir)), dev.env);
-  EXPECT_EQ(c.ran.rc, 1) << c.ran.output;
-  ASSERT_FALSE(c.json.is_null()) << c.ran.output;
-  EXPECT_EQ(c.json.at("runs").at(0).at("summary").value("status", ""), "fail") << c.json.dump();
-  EXPECT_EQ(c.ran.output.find("\nPASS"), std::string::npos) << c.ran.output;
-  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "differential.ulp"), "fail")) << c.json.dump();
-  EXPECT_FALSE(any_outcome(verdicts_of(c.json, "differential.ulp"), "pass")) << c.json.dump();
-  EXPECT_TRUE(any_outcome(verdicts_of(c.json, "gate.no_nan_output"), "fail")) << c.json.dump();
-  EXPECT_NE(c.ran.output.find("hostile forge: the parent's memory"), std::string::npos)
-      << c.ran.output;
-  EXPECT_EQ(c.ran.output.find("opened for writing"), std::string::npos) << c.ran.output;
+  expect_forgery_failed(c);
 }
 
 // A device kernel that crashes ends its kernel host, not the judge: a
