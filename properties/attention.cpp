@@ -22,7 +22,6 @@ namespace {
 
 using budget::u32;
 
-
 // Double-precision view of one query row, for the budgets (not the reference).
 struct QueryBudget {
   std::vector<double> out_abs;  // dv absolute budgets (float32-internal part)

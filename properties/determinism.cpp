@@ -34,7 +34,6 @@
 namespace sa::props::detail {
 namespace {
 
-
 // Index of the first element whose bits differ, or -1.
 std::int64_t first_diff(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size()) return 0;

@@ -113,7 +113,6 @@ Check worst_element(DType out, std::size_t n, Got got, Ex exact, Bud bud,
   return c;
 }
 
-
 }  // namespace
 
 std::vector<std::int64_t> interface_sizes(int max_log2_n) {

@@ -56,7 +56,6 @@ std::vector<Named> row_inputs() {
   return v;
 }
 
-
 }  // namespace
 
 void run_special(const Run& run, Op op, DType t) {

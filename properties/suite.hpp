@@ -104,9 +104,9 @@ struct SuiteObserver {
 // report's units, the progress total and the shard units of `check --shard`
 // are derived from these rows.
 struct PropertyInfo {
-  std::string id;     // stable, "<family>.<name>", e.g. "metamorphic.shift_invariance"
-  std::string claim;  // one sentence
-  std::string rule;   // default rule id the bound comes from (rules())
+  std::string id;       // stable, "<family>.<name>", e.g. "metamorphic.shift_invariance"
+  std::string claim;    // one sentence
+  std::string rule;     // default rule id the bound comes from (rules())
   std::vector<Op> ops;  // the ops it judges (one verdict per op x element type)
   std::string measure;  // the unit of its measured value and bound
   // What a case needs beyond the op ("" if nothing): declared features,
