@@ -104,7 +104,6 @@ inline std::vector<JobUnit> job_units(const std::vector<std::string>& plan,
 // What one unit's child produced.
 struct JobResult {
   gate::IsolatedRun run;
-  double seconds = 0;
 };
 
 // Runs every unit in up to `jobs` child processes, longest first; returns
@@ -213,7 +212,6 @@ inline std::vector<JobResult> run_jobs(
     results[i].run.processes = r.processes;
     results[i].run.crashes = r.crashes;
     results[i].run.hangs = r.hangs;
-    results[i].seconds = r.seconds;
     ++done;
     if (progress) progress(done, total, static_cast<int>(running.size()));
   }
