@@ -11,13 +11,14 @@
 #include "core/bfloat16.hpp"
 #include "core/float16.hpp"
 #include "kernels/cpu/attention_v2.hpp"
+#include "kernels/cpu/backward_tile.hpp"
 
 namespace sa::kernels {
 namespace {
 
 thread_local std::string g_error;
 constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr std::int64_t kTile = 64;
+constexpr std::int64_t kTile = bwd::kBk;  // query rows per block, keys per tile
 
 sa_status fail(sa_status s, std::string what) {
   g_error = std::move(what);
@@ -92,20 +93,8 @@ sa_status rows_backward(bool log, sa_dtype t, const sa_rows* s, const void* y, c
   return SA_OK;
 }
 
-// Dot product in a fixed order (8 interleaved partial sums, then pairwise).
-inline float dot(const float* a, const float* b, std::int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  std::int64_t c = 0;
-  for (; c + 8 <= n; c += 8)
-    for (int l = 0; l < 8; ++l) acc[l] += a[c + l] * b[c + l];
-  for (int l = 0; c < n; ++c, ++l) acc[l] += a[c] * b[c];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
-inline void axpy(float a, const float* x, float* y, std::int64_t n) {
-  for (std::int64_t c = 0; c < n; ++c) y[c] += a * x[c];
-}
-
-// The call's inputs converted to packed float32: rows of [packed row][head][dim].
+// The call's inputs converted to packed float32: rows of [packed row][head][dim],
+// each row padded with zeros to bwd::padded(dim) floats.
 struct Packed {
   std::int64_t HQ, HK, d, dv, total_q, total_k;
   std::vector<float> q, k, v, dout, D, lse;  // D, lse: [row][HQ]
@@ -134,29 +123,6 @@ struct Geometry {
     *lo = f->window_left >= 0 ? std::max<std::int64_t>(0, diag - f->window_left) : 0;
     *hi = right >= 0 ? std::min<std::int64_t>(Lk, diag + right + 1) : Lk;
     if (*hi < *lo) *hi = *lo;
-  }
-};
-
-// Score of query row (b, i, h) and key j: the softcapped, ALiBi-shifted
-// s and the softcap's derivative.
-struct Scorer {
-  const sa_attention_v2_args* f;
-  const Geometry& g;
-  float scale, cap;
-  inline float operator()(std::int64_t b, std::int64_t i, std::int64_t h, std::int64_t j,
-                          const float* q, const float* k, std::int64_t d, float* dcap) const {
-    float x = dot(q, k, d) * scale;
-    *dcap = 1.0f;
-    if (cap > 0.0f) {
-      const float th = std::tanh(x / cap);
-      x = cap * th;
-      *dcap = 1.0f - th * th;
-    }
-    if (f->alibi_slopes) {
-      const std::int64_t off = g.top_left ? 0 : g.len_k(b) - g.len_q(b);
-      x -= f->alibi_slopes[h] * static_cast<float>(std::llabs(i + off - j));
-    }
-    return x;
   }
 };
 
@@ -214,24 +180,20 @@ sa_status cpu_attention_backward(void*, const sa_attention_backward_args* a) {
   for (std::int64_t b = 0; b < B; ++b)
     if (geo.len_q(b) < 0 || geo.len_k(b) < 0)
       return fail(SA_INVALID_ARGUMENT, "attention_backward: cu_seqlens decrease");
+  const std::int64_t dp = bwd::padded(d), dvp = bwd::padded(dv);
   Packed P{HQ,
            HK,
            d,
            dv,
            varlen ? f->cu_seqlens_q[B] : B * f->seqlen_q,
-           varlen ? f->cu_seqlens_k[B] : B * f->seqlen_k,
-           {},
-           {},
-           {},
-           {},
-           {},
-           {}};
-  P.q.resize(static_cast<std::size_t>(P.total_q * HQ * d));
-  P.dout.resize(static_cast<std::size_t>(P.total_q * HQ * dv));
+           varlen ? f->cu_seqlens_k[B] : B * f->seqlen_k};
+  // Rows padded with zeros to dp / dvp floats, for whole vectors.
+  P.q.assign(static_cast<std::size_t>(P.total_q * HQ * dp), 0.0f);
+  P.dout.assign(static_cast<std::size_t>(P.total_q * HQ * dvp), 0.0f);
   P.D.resize(static_cast<std::size_t>(P.total_q * HQ));
   P.lse.resize(P.D.size());
-  P.k.resize(static_cast<std::size_t>(P.total_k * HK * d));
-  P.v.resize(static_cast<std::size_t>(P.total_k * HK * dv));
+  P.k.assign(static_cast<std::size_t>(P.total_k * HK * dp), 0.0f);
+  P.v.assign(static_cast<std::size_t>(P.total_k * HK * dvp), 0.0f);
   // Convert the inputs (and D_i = dout_i . out_i, lse) once.
   for (std::int64_t b = 0; b < B; ++b) {
     const std::int64_t Lq = geo.len_q(b), Lk = geo.len_k(b), q0 = geo.q0(b), k0 = geo.k0(b);
@@ -241,7 +203,7 @@ sa_status cpu_attention_backward(void*, const sa_attention_backward_args* a) {
         const std::int64_t row = (q0 + i) * HQ + h;
         const std::int64_t oq =
             geo.at(f->q.stride_b, f->q.stride_h, f->q.stride_s, b, i, q0 + i, h);
-        for (std::int64_t c = 0; c < d; ++c) P.q[row * d + c] = load(t, f->q.data, oq + c);
+        for (std::int64_t c = 0; c < d; ++c) P.q[row * dp + c] = load(t, f->q.data, oq + c);
         const std::int64_t og = geo.at(a->dout.stride_b, a->dout.stride_h, a->dout.stride_s, b, i,
                                        q0 + i, h),
                            oo = geo.at(f->out_stride_b, f->out_stride_h, f->out_stride_s, b, i,
@@ -249,7 +211,7 @@ sa_status cpu_attention_backward(void*, const sa_attention_backward_args* a) {
         float D = 0.0f;
         for (std::int64_t c = 0; c < dv; ++c) {
           const float g = load(t, a->dout.data, og + c);
-          P.dout[row * dv + c] = g;
+          P.dout[row * dvp + c] = g;
           D += g * load(t, f->out, oo + c);
         }
         P.D[row] = D;
@@ -263,15 +225,12 @@ sa_status cpu_attention_backward(void*, const sa_attention_backward_args* a) {
                                geo.at(f->k.stride_b, f->k.stride_h, f->k.stride_s, b, j, k0 + j, h),
                            ov =
                                geo.at(f->v.stride_b, f->v.stride_h, f->v.stride_s, b, j, k0 + j, h);
-        for (std::int64_t c = 0; c < d; ++c) P.k[row * d + c] = load(t, f->k.data, ok + c);
-        for (std::int64_t c = 0; c < dv; ++c) P.v[row * dv + c] = load(t, f->v.data, ov + c);
+        for (std::int64_t c = 0; c < d; ++c) P.k[row * dp + c] = load(t, f->k.data, ok + c);
+        for (std::int64_t c = 0; c < dv; ++c) P.v[row * dvp + c] = load(t, f->v.data, ov + c);
       }
   }
-  const Scorer score{f, geo, static_cast<float>(f->scale), static_cast<float>(f->softcap)};
+  const float scale = static_cast<float>(f->scale);
   const std::uint8_t* kpm = f->key_padding_mask;
-  auto visible = [&](std::int64_t b, std::int64_t j) {
-    return !kpm || kpm[varlen ? geo.k0(b) + j : b * f->seqlen_k + j] != 0;
-  };
   // Units of pass 1: (b, h, query tile); of pass 2: (b, kv head, key tile).
   struct Unit {
     std::int64_t b, h, t;
@@ -283,88 +242,161 @@ sa_status cpu_attention_backward(void*, const sa_attention_backward_args* a) {
     for (std::int64_t h = 0; h < HK; ++h)
       for (std::int64_t k = 0; k < geo.len_k(b); k += kTile) u2.push_back({b, h, k});
   }
-  // d(sink) partials, one per pass-1 unit, summed in unit order afterwards.
-  std::vector<float> sink_part(f->sinks ? u1.size() : 0, 0.0f);
-  // Pass 1: dq.
-#pragma omp parallel
-  {
-    std::vector<float> acc(static_cast<std::size_t>(d));
-#pragma omp for schedule(dynamic)
-    for (std::size_t x = 0; x < u1.size(); ++x) {
-      const Unit un = u1[x];
-      const std::int64_t b = un.b, h = un.h, hk = h / G, Lq = geo.len_q(b), q0 = geo.q0(b),
-                         k0 = geo.k0(b);
-      for (std::int64_t i = un.t; i < std::min(Lq, un.t + kTile); ++i) {
-        const std::int64_t row = (q0 + i) * HQ + h;
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        const float L = P.lse[row], D = P.D[row];
-        if (L != -kInf) {
-          if (f->sinks) sink_part[x] -= std::exp(f->sinks[h] - L) * D;
-          std::int64_t lo, hi;
-          geo.range(b, i, &lo, &hi);
-          const float* q = &P.q[row * d];
-          const float* go = &P.dout[row * dv];
-          for (std::int64_t j = lo; j < hi; ++j) {
-            if (!visible(b, j)) continue;
-            const std::int64_t kr = (k0 + j) * HK + hk;
-            float dcap;
-            const float s = score(b, i, h, j, q, &P.k[kr * d], d, &dcap);
-            const float p = std::exp(s - L);
-            const float ds = p * (dot(go, &P.v[kr * dv], dv) - D) * dcap;
-            axpy(ds, &P.k[kr * d], acc.data(), d);
-          }
-        }
-        const std::int64_t o =
-            geo.at(a->dq.stride_b, a->dq.stride_h, a->dq.stride_s, b, i, q0 + i, h);
-        for (std::int64_t c = 0; c < d; ++c)
-          store(t, const_cast<void*>(a->dq.data), o + c, acc[c] * score.scale);
+  // Every key and value tile transposed once (d x kBk and dv x kBk floats,
+  // zero past the sequence's last key), read by both passes.
+  std::vector<std::int64_t> tile0(static_cast<std::size_t>(B) + 1, 0);
+  for (std::int64_t b = 0; b < B; ++b) tile0[b + 1] = tile0[b] + (geo.len_k(b) + kTile - 1) / kTile;
+  std::vector<float> KT(static_cast<std::size_t>(tile0[B] * HK * d * bwd::kBk), 0.0f),
+      VT(static_cast<std::size_t>(tile0[B] * HK * dv * bwd::kBk), 0.0f);
+  for (std::int64_t b = 0; b < B; ++b) {
+    const std::int64_t Lk = geo.len_k(b), nt = tile0[b + 1] - tile0[b];
+#pragma omp parallel for schedule(static) if (Lk * HK * (d + dv) > 65536)
+    for (std::int64_t x = 0; x < nt * HK; ++x) {
+      const std::int64_t tl = x / HK, hk = x % HK, id = (tile0[b] + tl) * HK + hk;
+      float* kt = &KT[static_cast<std::size_t>(id * d * bwd::kBk)];
+      float* vt = &VT[static_cast<std::size_t>(id * dv * bwd::kBk)];
+      for (std::int64_t j = 0; j < std::min(kTile, Lk - tl * kTile); ++j) {
+        const std::int64_t kr = (geo.k0(b) + tl * kTile + j) * HK + hk;
+        for (std::int64_t c = 0; c < d; ++c) kt[c * bwd::kBk + j] = P.k[kr * dp + c];
+        for (std::int64_t c = 0; c < dv; ++c) vt[c * bwd::kBk + j] = P.v[kr * dvp + c];
       }
     }
   }
-  // Pass 2: dk, dv (every query head of the group, every query row, in order).
+  // One thread's buffers: a block's P and dS, its rows' visible key ranges
+  // and ALiBi diagonals, and the pass's gradient accumulators.
+  struct Scratch {
+    const float *kt = nullptr, *vt = nullptr;  // the tile in use
+    std::vector<float> p, ds, acc, acc2;
+    std::int64_t lo[kTile], hi[kTile], rlo[kTile], rhi[kTile], diag[kTile];
+  };
+  auto make_scratch = [&](std::size_t acc, std::size_t acc2) {
+    Scratch s;
+    s.p.assign(static_cast<std::size_t>(kTile * bwd::kBk), 0.0f);
+    s.ds.assign(s.p.size(), 0.0f);
+    s.acc.assign(acc, 0.0f);
+    s.acc2.assign(acc2, 0.0f);
+    return s;
+  };
+  // Selects the key tile starting at key j0 of kv head hk of sequence b.
+  auto load_tile = [&](Scratch& s, std::int64_t b, std::int64_t hk, std::int64_t j0) {
+    const std::int64_t id = (tile0[b] + j0 / kTile) * HK + hk;
+    s.kt = &KT[static_cast<std::size_t>(id * d * bwd::kBk)];
+    s.vt = &VT[static_cast<std::size_t>(id * dv * bwd::kBk)];
+  };
+  // The block of query rows [i0, i0 + nr) of head h against the loaded key
+  // tile [j0, j0 + nc): P and dS into s.p, s.ds. s.lo/s.hi hold the rows'
+  // visible key ranges (absolute). False when no row sees a key of the tile.
+  auto block = [&](Scratch& s, std::int64_t b, std::int64_t h, std::int64_t i0, std::int64_t nr,
+                   std::int64_t j0, std::int64_t nc) {
+    const std::int64_t off = geo.top_left ? 0 : geo.len_k(b) - geo.len_q(b);
+    bool any = false;
+    for (std::int64_t r = 0; r < nr; ++r) {
+      s.rlo[r] = std::clamp<std::int64_t>(s.lo[r] - j0, 0, nc);
+      s.rhi[r] = std::clamp<std::int64_t>(s.hi[r] - j0, 0, nc);
+      s.diag[r] = i0 + r + off - j0;
+      any |= s.rhi[r] > s.rlo[r];
+    }
+    if (!any) return false;
+    const std::int64_t row = (geo.q0(b) + i0) * HQ + h;
+    bwd::Block k;
+    k.nr = nr;
+    k.nc = nc;
+    k.d = d;
+    k.dv = dv;
+    k.q = &P.q[row * dp];
+    k.q_stride = HQ * dp;
+    k.dout = &P.dout[row * dvp];
+    k.dout_stride = HQ * dvp;
+    k.kt = s.kt;
+    k.vt = s.vt;
+    k.lse = &P.lse[row];
+    k.D = &P.D[row];
+    k.ld_stride = HQ;
+    k.lo = s.rlo;
+    k.hi = s.rhi;
+    k.key_visible = kpm ? kpm + (varlen ? geo.k0(b) : b * f->seqlen_k) + j0 : nullptr;
+    k.scale = scale;
+    k.softcap = static_cast<float>(f->softcap);
+    k.alibi = f->alibi_slopes != nullptr;
+    k.slope = k.alibi ? f->alibi_slopes[h] : 0.0f;
+    k.diag = s.diag;
+    bwd::block_weights(k, s.p.data(), s.ds.data());
+    return true;
+  };
+  // d(sink) partials, one per pass-1 unit, summed in unit order afterwards.
+  std::vector<float> sink_part(f->sinks ? u1.size() : 0, 0.0f);
+  // Pass 1: dq, key tile by key tile in order.
 #pragma omp parallel
   {
-    std::vector<float> ak(static_cast<std::size_t>(kTile * d)),
-        av(static_cast<std::size_t>(kTile * dv));
+    Scratch s = make_scratch(static_cast<std::size_t>(kTile * dp), 0);
+#pragma omp for schedule(dynamic)
+    for (std::size_t x = 0; x < u1.size(); ++x) {
+      const Unit un = u1[x];
+      const std::int64_t b = un.b, h = un.h, hk = h / G, q0 = geo.q0(b), k0 = geo.k0(b);
+      const std::int64_t nr = std::min(kTile, geo.len_q(b) - un.t);
+      std::int64_t ulo = std::numeric_limits<std::int64_t>::max(), uhi = 0;
+      for (std::int64_t r = 0; r < nr; ++r) {
+        const std::int64_t row = (q0 + un.t + r) * HQ + h;
+        geo.range(b, un.t + r, &s.lo[r], &s.hi[r]);
+        if (P.lse[row] == -kInf) {
+          s.hi[r] = s.lo[r];
+          continue;
+        }
+        if (f->sinks) sink_part[x] -= std::exp(f->sinks[h] - P.lse[row]) * P.D[row];
+        if (s.hi[r] > s.lo[r]) {
+          ulo = std::min(ulo, s.lo[r]);
+          uhi = std::max(uhi, s.hi[r]);
+        }
+      }
+      std::fill(s.acc.begin(), s.acc.end(), 0.0f);
+      for (std::int64_t j0 = ulo / kTile * kTile; j0 < uhi; j0 += kTile) {
+        const std::int64_t nc = std::min(kTile, geo.len_k(b) - j0);
+        load_tile(s, b, hk, j0);
+        if (!block(s, b, h, un.t, nr, j0, nc)) continue;
+        bwd::accumulate_rows(nr, nc, dp, s.ds.data(), &P.k[((k0 + j0) * HK + hk) * dp], HK * dp,
+                             s.acc.data(), dp);
+      }
+      for (std::int64_t r = 0; r < nr; ++r) {
+        const std::int64_t i = un.t + r;
+        const std::int64_t o =
+            geo.at(a->dq.stride_b, a->dq.stride_h, a->dq.stride_s, b, i, q0 + i, h);
+        for (std::int64_t c = 0; c < d; ++c)
+          store(t, const_cast<void*>(a->dq.data), o + c, s.acc[r * dp + c] * scale);
+      }
+    }
+  }
+  // Pass 2: dk, dv (every query head of the group, every query block, in order).
+#pragma omp parallel
+  {
+    Scratch s =
+        make_scratch(static_cast<std::size_t>(kTile * dp), static_cast<std::size_t>(kTile * dvp));
 #pragma omp for schedule(dynamic)
     for (std::size_t x = 0; x < u2.size(); ++x) {
       const Unit un = u2[x];
-      const std::int64_t b = un.b, hk = un.h, Lq = geo.len_q(b), Lk = geo.len_k(b), q0 = geo.q0(b),
-                         k0 = geo.k0(b);
-      const std::int64_t j0 = un.t, j1 = std::min(Lk, un.t + kTile);
-      std::fill(ak.begin(), ak.end(), 0.0f);
-      std::fill(av.begin(), av.end(), 0.0f);
+      const std::int64_t b = un.b, hk = un.h, Lq = geo.len_q(b), k0 = geo.k0(b), j0 = un.t;
+      const std::int64_t nc = std::min(kTile, geo.len_k(b) - j0);
+      load_tile(s, b, hk, j0);
+      std::fill(s.acc.begin(), s.acc.end(), 0.0f);
+      std::fill(s.acc2.begin(), s.acc2.end(), 0.0f);
       for (std::int64_t h = hk * G; h < (hk + 1) * G; ++h)
-        for (std::int64_t i = 0; i < Lq; ++i) {
-          const std::int64_t row = (q0 + i) * HQ + h;
-          const float L = P.lse[row], D = P.D[row];
-          if (L == -kInf) continue;
-          std::int64_t lo, hi;
-          geo.range(b, i, &lo, &hi);
-          lo = std::max(lo, j0);
-          hi = std::min(hi, j1);
-          const float* q = &P.q[row * d];
-          const float* go = &P.dout[row * dv];
-          for (std::int64_t j = lo; j < hi; ++j) {
-            if (!visible(b, j)) continue;
-            const std::int64_t kr = (k0 + j) * HK + hk;
-            float dcap;
-            const float s = score(b, i, h, j, q, &P.k[kr * d], d, &dcap);
-            const float p = std::exp(s - L);
-            const float ds = p * (dot(go, &P.v[kr * dv], dv) - D) * dcap;
-            axpy(ds, q, &ak[(j - j0) * d], d);
-            axpy(p, go, &av[(j - j0) * dv], dv);
-          }
+        for (std::int64_t i0 = 0; i0 < Lq; i0 += kTile) {
+          const std::int64_t nr = std::min(kTile, Lq - i0);
+          for (std::int64_t r = 0; r < nr; ++r) geo.range(b, i0 + r, &s.lo[r], &s.hi[r]);
+          if (!block(s, b, h, i0, nr, j0, nc)) continue;
+          const std::int64_t row = (geo.q0(b) + i0) * HQ + h;
+          bwd::accumulate_cols(nr, nc, dp, s.ds.data(), &P.q[row * dp], HQ * dp, s.acc.data(), dp);
+          bwd::accumulate_cols(nr, nc, dvp, s.p.data(), &P.dout[row * dvp], HQ * dvp, s.acc2.data(),
+                               dvp);
         }
-      for (std::int64_t j = j0; j < j1; ++j) {
+      for (std::int64_t j = j0; j < j0 + nc; ++j) {
         const std::int64_t ok =
             geo.at(a->dk.stride_b, a->dk.stride_h, a->dk.stride_s, b, j, k0 + j, hk);
         const std::int64_t ov =
             geo.at(a->dv.stride_b, a->dv.stride_h, a->dv.stride_s, b, j, k0 + j, hk);
         for (std::int64_t c = 0; c < d; ++c)
-          store(t, const_cast<void*>(a->dk.data), ok + c, ak[(j - j0) * d + c] * score.scale);
+          store(t, const_cast<void*>(a->dk.data), ok + c, s.acc[(j - j0) * dp + c] * scale);
         for (std::int64_t c = 0; c < dv; ++c)
-          store(t, const_cast<void*>(a->dv.data), ov + c, av[(j - j0) * dv + c]);
+          store(t, const_cast<void*>(a->dv.data), ov + c, s.acc2[(j - j0) * dvp + c]);
       }
     }
   }

@@ -7,9 +7,11 @@
 //     passes over 64-row query tiles and 64-key tiles: pass 1 (parallel over
 //     query tiles) recomputes P = exp(s - lse) and dP and accumulates dQ; pass
 //     2 (parallel over key tiles) recomputes them and accumulates dK and dV
-//     over every query row of the key/value head's group. No atomics, a fixed
-//     summation order whatever the thread count or the batch: deterministic
-//     and batch invariant. float32 and bfloat16 (float32 arithmetic), every
+//     over every query row of the key/value head's group. Each 64 x 64 block
+//     is vector code per Highway target (backward_tile.hpp: S and dP as
+//     register-blocked products, exp and tanh of Highway's math library). No
+//     atomics, a fixed summation order whatever the thread count or the
+//     batch: deterministic and batch invariant. float32 and bfloat16 (float32 arithmetic), every
 //     attention_v2 feature (GQA, varlen, strides, causal both alignments,
 //     window, softcap, ALiBi, key padding, sinks with d(sink)); no adaptive
 //     temperature, no fp8.
