@@ -4,9 +4,9 @@
 //
 // Flop convention (FlashAttention's): forward 4 nq nk d, backward 2.5 times
 // that, 10 nq nk d (five matrix products of 2 nq nk d: S, dP, dV, dQ, dK),
-// d = dv, one head, non-causal, no mask, float32. The CPU backward does two
-// passes (dQ, then dK/dV; seven products) for determinism without atomics,
-// so its GFLOP/s read as "FlashAttention-equivalent".
+// d = dv, one head, non-causal, no mask, float32. The CPU backward does
+// FlashAttention's five products (and adds per-key-tile dQ shares in order,
+// for determinism without atomics), so its GFLOP/s read as FlashAttention's.
 //
 // Sizes: n = nk in {1024, 4096, 16384}, d in {64, 128}; nq = n up to 4096,
 // above it nq = 2^24 / n (1024 at 16384) so one call stays near 10 GFLOP.

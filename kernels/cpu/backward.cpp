@@ -1,12 +1,17 @@
 #include "kernels/cpu/backward.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "core/bfloat16.hpp"
 #include "core/float16.hpp"
@@ -17,6 +22,7 @@ namespace sa::kernels {
 namespace {
 
 thread_local std::string g_error;
+std::atomic<long long> g_slot_budget{0};  // detail::set_backward_slot_budget
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr std::int64_t kTile = bwd::kBk;  // query rows per block, keys per tile
 
@@ -97,7 +103,8 @@ sa_status rows_backward(bool log, sa_dtype t, const sa_rows* s, const void* y, c
 // each row padded with zeros to bwd::padded(dim) floats.
 struct Packed {
   std::int64_t HQ, HK, d, dv, total_q, total_k;
-  std::vector<float> q, k, v, dout, D, lse;  // D, lse: [row][HQ]
+  std::vector<float> q, k, v, dout, D, lse;         // D, lse: [row][HQ]
+  std::vector<std::uint8_t> q_finite, dout_finite;  // [row][HQ]: every value finite
 };
 
 struct Geometry {
@@ -192,6 +199,8 @@ sa_status cpu_attention_backward(void*, const sa_attention_backward_args* a) {
   P.dout.assign(static_cast<std::size_t>(P.total_q * HQ * dvp), 0.0f);
   P.D.resize(static_cast<std::size_t>(P.total_q * HQ));
   P.lse.resize(P.D.size());
+  P.q_finite.resize(P.D.size());
+  P.dout_finite.resize(P.D.size());
   P.k.assign(static_cast<std::size_t>(P.total_k * HK * dp), 0.0f);
   P.v.assign(static_cast<std::size_t>(P.total_k * HK * dvp), 0.0f);
   // Convert the inputs (and D_i = dout_i . out_i, lse) once.
@@ -203,7 +212,13 @@ sa_status cpu_attention_backward(void*, const sa_attention_backward_args* a) {
         const std::int64_t row = (q0 + i) * HQ + h;
         const std::int64_t oq =
             geo.at(f->q.stride_b, f->q.stride_h, f->q.stride_s, b, i, q0 + i, h);
-        for (std::int64_t c = 0; c < d; ++c) P.q[row * dp + c] = load(t, f->q.data, oq + c);
+        bool fin = true;
+        for (std::int64_t c = 0; c < d; ++c) {
+          P.q[row * dp + c] = load(t, f->q.data, oq + c);
+          fin = fin && std::isfinite(P.q[row * dp + c]);
+        }
+        P.q_finite[row] = fin;
+        fin = true;
         const std::int64_t og = geo.at(a->dout.stride_b, a->dout.stride_h, a->dout.stride_s, b, i,
                                        q0 + i, h),
                            oo = geo.at(f->out_stride_b, f->out_stride_h, f->out_stride_s, b, i,
@@ -212,9 +227,11 @@ sa_status cpu_attention_backward(void*, const sa_attention_backward_args* a) {
         for (std::int64_t c = 0; c < dv; ++c) {
           const float g = load(t, a->dout.data, og + c);
           P.dout[row * dvp + c] = g;
+          fin = fin && std::isfinite(g);
           D += g * load(t, f->out, oo + c);
         }
         P.D[row] = D;
+        P.dout_finite[row] = fin;
         P.lse[row] = f->lse[varlen ? h * P.total_q + q0 + i : (b * HQ + h) * f->seqlen_q + i];
       }
 #pragma omp parallel for schedule(static) if (Lk * HK * (d + dv) > 65536)
@@ -231,7 +248,7 @@ sa_status cpu_attention_backward(void*, const sa_attention_backward_args* a) {
   }
   const float scale = static_cast<float>(f->scale);
   const std::uint8_t* kpm = f->key_padding_mask;
-  // Units of pass 1: (b, h, query tile); of pass 2: (b, kv head, key tile).
+  // Units of d(sink): (b, h, query tile); of the pass: (b, kv head, key tile).
   struct Unit {
     std::int64_t b, h, t;
   };
@@ -243,11 +260,12 @@ sa_status cpu_attention_backward(void*, const sa_attention_backward_args* a) {
       for (std::int64_t k = 0; k < geo.len_k(b); k += kTile) u2.push_back({b, h, k});
   }
   // Every key and value tile transposed once (d x kBk and dv x kBk floats,
-  // zero past the sequence's last key), read by both passes.
+  // zero past the sequence's last key).
   std::vector<std::int64_t> tile0(static_cast<std::size_t>(B) + 1, 0);
   for (std::int64_t b = 0; b < B; ++b) tile0[b + 1] = tile0[b] + (geo.len_k(b) + kTile - 1) / kTile;
   std::vector<float> KT(static_cast<std::size_t>(tile0[B] * HK * d * bwd::kBk), 0.0f),
       VT(static_cast<std::size_t>(tile0[B] * HK * dv * bwd::kBk), 0.0f);
+  std::vector<std::uint8_t> KT_finite(static_cast<std::size_t>(tile0[B] * HK), 1);
   for (std::int64_t b = 0; b < B; ++b) {
     const std::int64_t Lk = geo.len_k(b), nt = tile0[b + 1] - tile0[b];
 #pragma omp parallel for schedule(static) if (Lk * HK * (d + dv) > 65536)
@@ -257,7 +275,10 @@ sa_status cpu_attention_backward(void*, const sa_attention_backward_args* a) {
       float* vt = &VT[static_cast<std::size_t>(id * dv * bwd::kBk)];
       for (std::int64_t j = 0; j < std::min(kTile, Lk - tl * kTile); ++j) {
         const std::int64_t kr = (geo.k0(b) + tl * kTile + j) * HK + hk;
-        for (std::int64_t c = 0; c < d; ++c) kt[c * bwd::kBk + j] = P.k[kr * dp + c];
+        for (std::int64_t c = 0; c < d; ++c) {
+          kt[c * bwd::kBk + j] = P.k[kr * dp + c];
+          if (!std::isfinite(P.k[kr * dp + c])) KT_finite[id] = 0;
+        }
         for (std::int64_t c = 0; c < dv; ++c) vt[c * bwd::kBk + j] = P.v[kr * dvp + c];
       }
     }
@@ -323,89 +344,148 @@ sa_status cpu_attention_backward(void*, const sa_attention_backward_args* a) {
     bwd::block_weights(k, s.p.data(), s.ds.data());
     return true;
   };
-  // d(sink) partials, one per pass-1 unit, summed in unit order afterwards.
+  // d(sink) = -sum over the head's rows of e^(sink - lse) D: a partial per
+  // (sequence, head, query tile), summed in that order.
   std::vector<float> sink_part(f->sinks ? u1.size() : 0, 0.0f);
-  // Pass 1: dq, key tile by key tile in order.
-#pragma omp parallel
-  {
-    Scratch s = make_scratch(static_cast<std::size_t>(kTile * dp), 0);
-#pragma omp for schedule(dynamic)
+  if (f->sinks) {
+#pragma omp parallel for schedule(static)
     for (std::size_t x = 0; x < u1.size(); ++x) {
       const Unit un = u1[x];
-      const std::int64_t b = un.b, h = un.h, hk = h / G, q0 = geo.q0(b), k0 = geo.k0(b);
-      const std::int64_t nr = std::min(kTile, geo.len_q(b) - un.t);
-      std::int64_t ulo = std::numeric_limits<std::int64_t>::max(), uhi = 0;
-      for (std::int64_t r = 0; r < nr; ++r) {
-        const std::int64_t row = (q0 + un.t + r) * HQ + h;
-        geo.range(b, un.t + r, &s.lo[r], &s.hi[r]);
-        if (P.lse[row] == -kInf) {
-          s.hi[r] = s.lo[r];
-          continue;
-        }
-        if (f->sinks) sink_part[x] -= std::exp(f->sinks[h] - P.lse[row]) * P.D[row];
-        if (s.hi[r] > s.lo[r]) {
-          ulo = std::min(ulo, s.lo[r]);
-          uhi = std::max(uhi, s.hi[r]);
-        }
-      }
-      std::fill(s.acc.begin(), s.acc.end(), 0.0f);
-      for (std::int64_t j0 = ulo / kTile * kTile; j0 < uhi; j0 += kTile) {
-        const std::int64_t nc = std::min(kTile, geo.len_k(b) - j0);
-        load_tile(s, b, hk, j0);
-        if (!block(s, b, h, un.t, nr, j0, nc)) continue;
-        bwd::accumulate_rows(nr, nc, dp, s.ds.data(), &P.k[((k0 + j0) * HK + hk) * dp], HK * dp,
-                             s.acc.data(), dp);
-      }
-      for (std::int64_t r = 0; r < nr; ++r) {
-        const std::int64_t i = un.t + r;
-        const std::int64_t o =
-            geo.at(a->dq.stride_b, a->dq.stride_h, a->dq.stride_s, b, i, q0 + i, h);
-        for (std::int64_t c = 0; c < d; ++c)
-          store(t, const_cast<void*>(a->dq.data), o + c, s.acc[r * dp + c] * scale);
+      for (std::int64_t i = un.t; i < std::min(geo.len_q(un.b), un.t + kTile); ++i) {
+        const std::int64_t row = (geo.q0(un.b) + i) * HQ + un.h;
+        if (P.lse[row] != -kInf) sink_part[x] -= std::exp(f->sinks[un.h] - P.lse[row]) * P.D[row];
       }
     }
+    for (std::int64_t h = 0; h < HQ; ++h) a->dsinks[h] = 0.0f;
+    for (std::size_t x = 0; x < u1.size(); ++x) a->dsinks[u1[x].h] += sink_part[x];
   }
-  // Pass 2: dk, dv (every query head of the group, every query block, in order).
+  // One pass over the units (sequence, kv head, key tile): for every query
+  // head of the group and every query block that sees the tile, P and dS;
+  // dK and dV accumulate in the unit, and the block's dQ contribution dS K
+  // goes to the unit's slot. The units run in waves of W slots; after a wave
+  // every query row adds its slots in unit order, so dQ sums the key tiles in
+  // order whatever W or the thread count (deterministic, no atomics).
+  std::int64_t Lmax = 0;
+  for (std::int64_t b = 0; b < B; ++b) Lmax = std::max(Lmax, geo.len_q(b));
+  const std::int64_t nblk = (Lmax + kTile - 1) / kTile;
+  const std::int64_t slot_floats = std::max<std::int64_t>(1, G * Lmax * dp);
+  int threads = 1;
+#ifdef _OPENMP
+  threads = omp_get_max_threads();
+#endif
+  // Slots per wave: what 16 MB holds, at least two per thread (a wave ends in
+  // a barrier), at most the unit count.
+  const long long budget_set = g_slot_budget.load(std::memory_order_relaxed);
+  const std::int64_t slot_budget = budget_set > 0 ? budget_set : std::int64_t{16} << 20;
+  const std::int64_t W = std::max<std::int64_t>(
+      1, std::min(std::max<std::int64_t>(
+                      slot_budget / (slot_floats * static_cast<std::int64_t>(sizeof(float))),
+                      2 * std::int64_t{threads}),
+                  static_cast<std::int64_t>(u2.size())));
+  std::vector<float> slots(static_cast<std::size_t>(W * slot_floats));
+  // Per slot and (head of the group, query block): written in this wave.
+  std::vector<std::uint8_t> written(static_cast<std::size_t>(W * G * nblk));
+  std::vector<float> dq(static_cast<std::size_t>(P.total_q * HQ * dp), 0.0f);
+  // Reduction items of a wave: (b, h, query block), each adding the wave's
+  // slots [xa, xb) (the units of (b, h / G)) in order.
+  struct Item {
+    std::int64_t b, h, blk;
+    std::size_t xa, xb;
+  };
+  std::vector<Item> items;
 #pragma omp parallel
   {
     Scratch s =
         make_scratch(static_cast<std::size_t>(kTile * dp), static_cast<std::size_t>(kTile * dvp));
-#pragma omp for schedule(dynamic)
-    for (std::size_t x = 0; x < u2.size(); ++x) {
-      const Unit un = u2[x];
-      const std::int64_t b = un.b, hk = un.h, Lq = geo.len_q(b), k0 = geo.k0(b), j0 = un.t;
-      const std::int64_t nc = std::min(kTile, geo.len_k(b) - j0);
-      load_tile(s, b, hk, j0);
-      std::fill(s.acc.begin(), s.acc.end(), 0.0f);
-      std::fill(s.acc2.begin(), s.acc2.end(), 0.0f);
-      for (std::int64_t h = hk * G; h < (hk + 1) * G; ++h)
-        for (std::int64_t i0 = 0; i0 < Lq; i0 += kTile) {
-          const std::int64_t nr = std::min(kTile, Lq - i0);
-          for (std::int64_t r = 0; r < nr; ++r) geo.range(b, i0 + r, &s.lo[r], &s.hi[r]);
-          if (!block(s, b, h, i0, nr, j0, nc)) continue;
-          const std::int64_t row = (geo.q0(b) + i0) * HQ + h;
-          bwd::accumulate_cols(nr, nc, dp, s.ds.data(), &P.q[row * dp], HQ * dp, s.acc.data(), dp);
-          bwd::accumulate_cols(nr, nc, dvp, s.p.data(), &P.dout[row * dvp], HQ * dvp, s.acc2.data(),
-                               dvp);
+    for (std::size_t w0 = 0; w0 < u2.size(); w0 += static_cast<std::size_t>(W)) {
+      const std::size_t wn = std::min(static_cast<std::size_t>(W), u2.size() - w0);
+#pragma omp single
+      {
+        std::fill(written.begin(), written.end(), std::uint8_t{0});
+        items.clear();
+        for (std::size_t x = w0, y; x < w0 + wn; x = y) {
+          for (y = x + 1; y < w0 + wn && u2[y].b == u2[x].b && u2[y].h == u2[x].h;) ++y;
+          for (std::int64_t h = u2[x].h * G; h < (u2[x].h + 1) * G; ++h)
+            for (std::int64_t k = 0; k * kTile < geo.len_q(u2[x].b); ++k)
+              items.push_back({u2[x].b, h, k, x, y});
         }
-      for (std::int64_t j = j0; j < j0 + nc; ++j) {
-        const std::int64_t ok =
-            geo.at(a->dk.stride_b, a->dk.stride_h, a->dk.stride_s, b, j, k0 + j, hk);
-        const std::int64_t ov =
-            geo.at(a->dv.stride_b, a->dv.stride_h, a->dv.stride_s, b, j, k0 + j, hk);
-        for (std::int64_t c = 0; c < d; ++c)
-          store(t, const_cast<void*>(a->dk.data), ok + c, s.acc[(j - j0) * dp + c] * scale);
-        for (std::int64_t c = 0; c < dv; ++c)
-          store(t, const_cast<void*>(a->dv.data), ov + c, s.acc2[(j - j0) * dvp + c]);
+      }
+#pragma omp for schedule(dynamic)
+      for (std::size_t x = w0; x < w0 + wn; ++x) {
+        const Unit un = u2[x];
+        const std::int64_t b = un.b, hk = un.h, Lq = geo.len_q(b), k0 = geo.k0(b), j0 = un.t;
+        const std::int64_t nc = std::min(kTile, geo.len_k(b) - j0);
+        float* slot = &slots[static_cast<std::size_t>((x - w0) * slot_floats)];
+        std::uint8_t* wr = &written[static_cast<std::size_t>((x - w0) * G * nblk)];
+        load_tile(s, b, hk, j0);
+        std::fill(s.acc.begin(), s.acc.end(), 0.0f);
+        std::fill(s.acc2.begin(), s.acc2.end(), 0.0f);
+        const float* krows = &P.k[((k0 + j0) * HK + hk) * dp];
+        for (std::int64_t h = hk * G; h < (hk + 1) * G; ++h)
+          for (std::int64_t i0 = 0; i0 < Lq; i0 += kTile) {
+            const std::int64_t nr = std::min(kTile, Lq - i0);
+            for (std::int64_t r = 0; r < nr; ++r) geo.range(b, i0 + r, &s.lo[r], &s.hi[r]);
+            if (!block(s, b, h, i0, nr, j0, nc)) continue;
+            const std::int64_t row = (geo.q0(b) + i0) * HQ + h;
+            bool q_fin = true, do_fin = true;
+            for (std::int64_t r = 0; r < nr; ++r) {
+              q_fin = q_fin && P.q_finite[row + r * HQ];
+              do_fin = do_fin && P.dout_finite[row + r * HQ];
+            }
+            bwd::accumulate_cols(nr, nc, dp, s.ds.data(), &P.q[row * dp], HQ * dp, s.acc.data(), dp,
+                                 q_fin);
+            bwd::accumulate_cols(nr, nc, dvp, s.p.data(), &P.dout[row * dvp], HQ * dvp,
+                                 s.acc2.data(), dvp, do_fin);
+            float* part = slot + ((h - hk * G) * Lmax + i0) * dp;
+            std::fill(part, part + nr * dp, 0.0f);
+            bwd::accumulate_rows(nr, nc, dp, s.ds.data(), krows, HK * dp, part, dp,
+                                 KT_finite[(tile0[b] + j0 / kTile) * HK + hk] != 0);
+            wr[(h - hk * G) * nblk + i0 / kTile] = 1;
+          }
+        for (std::int64_t j = j0; j < j0 + nc; ++j) {
+          const std::int64_t ok =
+              geo.at(a->dk.stride_b, a->dk.stride_h, a->dk.stride_s, b, j, k0 + j, hk);
+          const std::int64_t ov =
+              geo.at(a->dv.stride_b, a->dv.stride_h, a->dv.stride_s, b, j, k0 + j, hk);
+          for (std::int64_t c = 0; c < d; ++c)
+            store(t, const_cast<void*>(a->dk.data), ok + c, s.acc[(j - j0) * dp + c] * scale);
+          for (std::int64_t c = 0; c < dv; ++c)
+            store(t, const_cast<void*>(a->dv.data), ov + c, s.acc2[(j - j0) * dvp + c]);
+        }
+      }
+#pragma omp for schedule(static)
+      for (std::size_t y = 0; y < items.size(); ++y) {
+        const Item it = items[y];
+        const std::int64_t hk = it.h / G, i0 = it.blk * kTile;
+        const std::int64_t nr = std::min(kTile, geo.len_q(it.b) - i0);
+        float* acc = &dq[static_cast<std::size_t>(((geo.q0(it.b) + i0) * HQ + it.h) * dp)];
+        for (std::size_t x = it.xa; x < it.xb; ++x) {
+          if (!written[static_cast<std::size_t>(((x - w0) * G + it.h - hk * G) * nblk + it.blk)])
+            continue;
+          const float* part = &slots[static_cast<std::size_t>((x - w0) * slot_floats +
+                                                              ((it.h - hk * G) * Lmax + i0) * dp)];
+          for (std::int64_t r = 0; r < nr; ++r)
+            for (std::int64_t c = 0; c < dp; ++c) acc[r * HQ * dp + c] += part[r * dp + c];
+        }
       }
     }
   }
-  if (f->sinks) {
-    for (std::int64_t h = 0; h < HQ; ++h) a->dsinks[h] = 0.0f;
-    for (std::size_t x = 0; x < u1.size(); ++x) a->dsinks[u1[x].h] += sink_part[x];
-  }
+#pragma omp parallel for schedule(static) if (P.total_q * HQ * d > 65536)
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t i = 0; i < geo.len_q(b); ++i)
+      for (std::int64_t h = 0; h < HQ; ++h) {
+        const std::int64_t o =
+            geo.at(a->dq.stride_b, a->dq.stride_h, a->dq.stride_s, b, i, geo.q0(b) + i, h);
+        const float* g = &dq[static_cast<std::size_t>(((geo.q0(b) + i) * HQ + h) * dp)];
+        for (std::int64_t c = 0; c < d; ++c)
+          store(t, const_cast<void*>(a->dq.data), o + c, g[c] * scale);
+      }
   return SA_OK;
 }
+
+namespace detail {
+void set_backward_slot_budget(long long bytes) { g_slot_budget.store(bytes); }
+}  // namespace detail
 
 const sa_capabilities* cpu_capabilities_with_backward() {
   static const sa_capabilities caps = [] {

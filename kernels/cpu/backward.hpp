@@ -3,18 +3,18 @@
 //   softmax_backward, log_softmax_backward: rows in parallel (OpenMP), the row
 //     sum <dy, y> (or sum dy) in double, dx in float32, one rounding to the
 //     storage type; float32, bfloat16, float16.
-//   attention_backward: FlashAttention's formulation in two deterministic
-//     passes over 64-row query tiles and 64-key tiles: pass 1 (parallel over
-//     query tiles) recomputes P = exp(s - lse) and dP and accumulates dQ; pass
-//     2 (parallel over key tiles) recomputes them and accumulates dK and dV
-//     over every query row of the key/value head's group. Each 64 x 64 block
-//     is vector code per Highway target (backward_tile.hpp: S and dP as
-//     register-blocked products, exp and tanh of Highway's math library). No
-//     atomics, a fixed summation order whatever the thread count or the
-//     batch: deterministic and batch invariant. float32 and bfloat16 (float32 arithmetic), every
-//     attention_v2 feature (GQA, varlen, strides, causal both alignments,
-//     window, softcap, ALiBi, key padding, sinks with d(sink)); no adaptive
-//     temperature, no fp8.
+//   attention_backward: FlashAttention's formulation in one pass over units
+//     (sequence, key/value head, 64-key tile), in parallel: for every query
+//     head of the group and every 64-row query block that sees the tile, P =
+//     exp(s - lse), dP and dS are recomputed; dK and dV accumulate in the
+//     unit, and the block's dQ share dS K goes to the unit's slot. Units run
+//     in waves; after each wave every query row adds its slots in key-tile
+//     order (deterministic without atomics: the same bits whatever the thread
+//     count, the wave size or the batch around a sequence). Five block
+//     products, each Highway vector code per target (backward_tile.hpp).
+//     float32 and bfloat16 (float32 arithmetic), every attention_v2 feature
+//     (GQA, varlen, strides, causal both alignments, window, softcap, ALiBi,
+//     key padding, sinks with d(sink)); no adaptive temperature, no fp8.
 #pragma once
 
 #include "softmax_audit/kernel.h"
@@ -30,5 +30,12 @@ sa_status cpu_attention_backward(void* ctx, const sa_attention_backward_args* ar
 const char* cpu_backward_last_error();
 // cpu_capabilities() with the backward operations' element types added.
 const sa_capabilities* cpu_capabilities_with_backward();
+
+namespace detail {
+// Test hook: the bytes of dQ slots attention_backward fills per wave (0: the
+// default, 16 MiB; a wave holds at least two slots per thread). Small values
+// force many waves; the result must not change by a bit.
+void set_backward_slot_budget(long long bytes);
+}  // namespace detail
 
 }  // namespace sa::kernels

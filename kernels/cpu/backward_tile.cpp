@@ -111,7 +111,10 @@ void BlockWeights(const Block& b, float* HWY_RESTRICT p, float* HWY_RESTRICT ds)
 }
 
 // dst[r][c0..] += sum_j coef[r][j] src[j][c0..] for R rows and NV vectors.
-template <int R, int NV>
+// kSkip: a key whose R coefficients are all 0 is skipped (its src row may
+// hold NaN or inf); with finite src the sums are the same bits either way
+// (the accumulators start at +0, and x + 0 = x, +0 + -0 = +0).
+template <bool kSkip, int R, int NV>
 HWY_INLINE void RowsChunk(std::int64_t nc, const float* HWY_RESTRICT coef,
                           const float* HWY_RESTRICT src, std::int64_t src_stride,
                           float* HWY_RESTRICT dst, std::int64_t dst_stride, std::int64_t c0) {
@@ -128,7 +131,7 @@ HWY_INLINE void RowsChunk(std::int64_t nc, const float* HWY_RESTRICT coef,
       w[r] = coef[r * kBk + j];
       any |= w[r] != 0.0f;
     }
-    if (!any) continue;
+    if (kSkip && !any) continue;
     V s[NV];
     for (int v = 0; v < NV; ++v) s[v] = hn::LoadU(df, src + j * src_stride + c0 + v * L);
     for (int r = 0; r < R; ++r) {
@@ -140,29 +143,39 @@ HWY_INLINE void RowsChunk(std::int64_t nc, const float* HWY_RESTRICT coef,
     for (int v = 0; v < NV; ++v) hn::StoreU(acc[r][v], df, dst + r * dst_stride + c0 + v * L);
 }
 
-template <int R>
+template <bool kSkip, int R>
 HWY_INLINE void RowsGroup(std::int64_t nc, std::int64_t w, const float* coef, const float* src,
                           std::int64_t src_stride, float* dst, std::int64_t dst_stride) {
   const hn::ScalableTag<float> df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
   std::int64_t c0 = 0;
   for (; c0 + kNV * L <= w; c0 += kNV * L)
-    RowsChunk<R, kNV>(nc, coef, src, src_stride, dst, dst_stride, c0);
-  for (; c0 < w; c0 += L) RowsChunk<R, 1>(nc, coef, src, src_stride, dst, dst_stride, c0);
+    RowsChunk<kSkip, R, kNV>(nc, coef, src, src_stride, dst, dst_stride, c0);
+  for (; c0 < w; c0 += L) RowsChunk<kSkip, R, 1>(nc, coef, src, src_stride, dst, dst_stride, c0);
+}
+
+template <bool kSkip>
+void RowsAll(std::int64_t nr, std::int64_t nc, std::int64_t w, const float* coef, const float* src,
+             std::int64_t src_stride, float* dst, std::int64_t dst_stride) {
+  std::int64_t r = 0;
+  for (; r + 4 <= nr; r += 4)
+    RowsGroup<kSkip, 4>(nc, w, coef + r * kBk, src, src_stride, dst + r * dst_stride, dst_stride);
+  for (; r < nr; ++r)
+    RowsGroup<kSkip, 1>(nc, w, coef + r * kBk, src, src_stride, dst + r * dst_stride, dst_stride);
 }
 
 void AccumulateRows(std::int64_t nr, std::int64_t nc, std::int64_t w, const float* coef,
-                    const float* src, std::int64_t src_stride, float* dst,
-                    std::int64_t dst_stride) {
-  std::int64_t r = 0;
-  for (; r + 4 <= nr; r += 4)
-    RowsGroup<4>(nc, w, coef + r * kBk, src, src_stride, dst + r * dst_stride, dst_stride);
-  for (; r < nr; ++r)
-    RowsGroup<1>(nc, w, coef + r * kBk, src, src_stride, dst + r * dst_stride, dst_stride);
+                    const float* src, std::int64_t src_stride, float* dst, std::int64_t dst_stride,
+                    bool src_finite) {
+  if (src_finite)
+    RowsAll<false>(nr, nc, w, coef, src, src_stride, dst, dst_stride);
+  else
+    RowsAll<true>(nr, nc, w, coef, src, src_stride, dst, dst_stride);
 }
 
-// dst[j][c0..] += sum_r coef[r][j] src[r][c0..] for J keys and NV vectors.
-template <int J, int NV>
+// dst[j][c0..] += sum_r coef[r][j] src[r][c0..] for J keys and NV vectors;
+// kSkip as in RowsChunk, for a row.
+template <bool kSkip, int J, int NV>
 HWY_INLINE void ColsChunk(std::int64_t nr, const float* HWY_RESTRICT coef,
                           const float* HWY_RESTRICT src, std::int64_t src_stride,
                           float* HWY_RESTRICT dst, std::int64_t dst_stride, std::int64_t c0) {
@@ -179,7 +192,7 @@ HWY_INLINE void ColsChunk(std::int64_t nr, const float* HWY_RESTRICT coef,
       w[k] = coef[r * kBk + k];
       any |= w[k] != 0.0f;
     }
-    if (!any) continue;
+    if (kSkip && !any) continue;
     V s[NV];
     for (int v = 0; v < NV; ++v) s[v] = hn::LoadU(df, src + r * src_stride + c0 + v * L);
     for (int k = 0; k < J; ++k) {
@@ -191,25 +204,34 @@ HWY_INLINE void ColsChunk(std::int64_t nr, const float* HWY_RESTRICT coef,
     for (int v = 0; v < NV; ++v) hn::StoreU(acc[k][v], df, dst + k * dst_stride + c0 + v * L);
 }
 
-template <int J>
+template <bool kSkip, int J>
 HWY_INLINE void ColsGroup(std::int64_t nr, std::int64_t w, const float* coef, const float* src,
                           std::int64_t src_stride, float* dst, std::int64_t dst_stride) {
   const hn::ScalableTag<float> df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
   std::int64_t c0 = 0;
   for (; c0 + kNV * L <= w; c0 += kNV * L)
-    ColsChunk<J, kNV>(nr, coef, src, src_stride, dst, dst_stride, c0);
-  for (; c0 < w; c0 += L) ColsChunk<J, 1>(nr, coef, src, src_stride, dst, dst_stride, c0);
+    ColsChunk<kSkip, J, kNV>(nr, coef, src, src_stride, dst, dst_stride, c0);
+  for (; c0 < w; c0 += L) ColsChunk<kSkip, J, 1>(nr, coef, src, src_stride, dst, dst_stride, c0);
+}
+
+template <bool kSkip>
+void ColsAll(std::int64_t nr, std::int64_t nc, std::int64_t w, const float* coef, const float* src,
+             std::int64_t src_stride, float* dst, std::int64_t dst_stride) {
+  std::int64_t j = 0;
+  for (; j + 4 <= nc; j += 4)
+    ColsGroup<kSkip, 4>(nr, w, coef + j, src, src_stride, dst + j * dst_stride, dst_stride);
+  for (; j < nc; ++j)
+    ColsGroup<kSkip, 1>(nr, w, coef + j, src, src_stride, dst + j * dst_stride, dst_stride);
 }
 
 void AccumulateCols(std::int64_t nr, std::int64_t nc, std::int64_t w, const float* coef,
-                    const float* src, std::int64_t src_stride, float* dst,
-                    std::int64_t dst_stride) {
-  std::int64_t j = 0;
-  for (; j + 4 <= nc; j += 4)
-    ColsGroup<4>(nr, w, coef + j, src, src_stride, dst + j * dst_stride, dst_stride);
-  for (; j < nc; ++j)
-    ColsGroup<1>(nr, w, coef + j, src, src_stride, dst + j * dst_stride, dst_stride);
+                    const float* src, std::int64_t src_stride, float* dst, std::int64_t dst_stride,
+                    bool src_finite) {
+  if (src_finite)
+    ColsAll<false>(nr, nc, w, coef, src, src_stride, dst, dst_stride);
+  else
+    ColsAll<true>(nr, nc, w, coef, src, src_stride, dst, dst_stride);
 }
 
 }  // namespace sa::kernels::bwd::HWY_NAMESPACE
@@ -226,14 +248,16 @@ void block_weights(const Block& b, float* p, float* ds) {
   HWY_DYNAMIC_DISPATCH(BlockWeights)(b, p, ds);
 }
 void accumulate_rows(std::int64_t nr, std::int64_t nc, std::int64_t w, const float* coef,
-                     const float* src, std::int64_t src_stride, float* dst,
-                     std::int64_t dst_stride) {
-  HWY_DYNAMIC_DISPATCH(AccumulateRows)(nr, nc, w, coef, src, src_stride, dst, dst_stride);
+                     const float* src, std::int64_t src_stride, float* dst, std::int64_t dst_stride,
+                     bool src_finite) {
+  HWY_DYNAMIC_DISPATCH(AccumulateRows)
+  (nr, nc, w, coef, src, src_stride, dst, dst_stride, src_finite);
 }
 void accumulate_cols(std::int64_t nr, std::int64_t nc, std::int64_t w, const float* coef,
-                     const float* src, std::int64_t src_stride, float* dst,
-                     std::int64_t dst_stride) {
-  HWY_DYNAMIC_DISPATCH(AccumulateCols)(nr, nc, w, coef, src, src_stride, dst, dst_stride);
+                     const float* src, std::int64_t src_stride, float* dst, std::int64_t dst_stride,
+                     bool src_finite) {
+  HWY_DYNAMIC_DISPATCH(AccumulateCols)
+  (nr, nc, w, coef, src, src_stride, dst, dst_stride, src_finite);
 }
 }  // namespace sa::kernels::bwd
 #endif  // HWY_ONCE

@@ -10,9 +10,10 @@
 //
 // Sums run in a fixed order (key by key, row by row, each output element in
 // one lane), whatever the target or the thread count. Accuracy: float32
-// throughout; Highway's Exp and Tanh are within 1 and 4 ulp. A coefficient
-// that is exactly 0 for every row (or key) of a register group skips its
-// source row, so a masked key's NaN or inf never reaches a gradient.
+// throughout; Highway's Exp and Tanh are within 1 and 4 ulp. Where a source
+// holds NaN or inf, a coefficient that is exactly 0 for every row (or key) of
+// a register group skips its source row, so a masked key's NaN or inf never
+// reaches a gradient.
 #pragma once
 
 #include <cstdint>
@@ -50,14 +51,16 @@ struct Block {
 // p, ds: nr x kBk each (row r at r * kBk); every column < kBk is written.
 void block_weights(const Block& b, float* p, float* ds);
 // dst (rows dst_stride apart, width w, a multiple of kPad) += coef (nr x kBk,
-// keys < nc) times src (nc rows, src_stride apart).
+// keys < nc) times src (nc rows, src_stride apart). src_finite: every src
+// value is finite (else keys whose coefficients are all 0 are skipped, so
+// that 0 times a masked key's NaN never reaches dst; the same bits otherwise).
 void accumulate_rows(std::int64_t nr, std::int64_t nc, std::int64_t w, const float* coef,
-                     const float* src, std::int64_t src_stride, float* dst,
-                     std::int64_t dst_stride);
+                     const float* src, std::int64_t src_stride, float* dst, std::int64_t dst_stride,
+                     bool src_finite);
 // dst (nc rows, dst_stride apart, width w) += coef^T (keys < nc of nr x kBk)
-// times src (nr rows, src_stride apart).
+// times src (nr rows, src_stride apart); src_finite as above, for rows.
 void accumulate_cols(std::int64_t nr, std::int64_t nc, std::int64_t w, const float* coef,
-                     const float* src, std::int64_t src_stride, float* dst,
-                     std::int64_t dst_stride);
+                     const float* src, std::int64_t src_stride, float* dst, std::int64_t dst_stride,
+                     bool src_finite);
 
 }  // namespace sa::kernels::bwd
