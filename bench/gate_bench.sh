@@ -14,6 +14,12 @@
 #   --jobs N       also time `check --jobs N` (name "check-jN"), alternating
 #                  with the serial check in each repeat, and print the ratio
 #                  serial wall / --jobs wall per mode
+#
+# Last, per mode, where the serial check's time went, from its JSON (the last
+# repeat): per property family the wall seconds of its verdicts, the seconds
+# inside the kernel's calls (kernel_seconds: each call's round trip to the
+# kernel host included) and the judge's share per kernel second,
+# (seconds - kernel_seconds) / kernel_seconds (issue 32's target: <= 30).
 # Anything after `--` goes to `check` (e.g. `-- --cases 50` for a shorter run;
 # say so next to any figure measured that way).
 #
@@ -93,6 +99,7 @@ IFS=, read -r -a mode_list <<<"$modes"
 for mode in "${mode_list[@]}"; do
   for ((r = 1; r <= repeats; ++r)); do
     run_one "$mode" check "$bin" check --builtin cpu --seed "$seed" -q --json "$tmp/check.json" "${extra[@]}"
+    cp "$tmp/check.json" "$tmp/check-$mode.json" 2>/dev/null
     [ -n "$jobs" ] && run_one "$mode" "check-j$jobs" "$bin" check --builtin cpu --seed "$seed" -q \
       --jobs "$jobs" --json "$tmp/check-j.json" "${extra[@]}"
     [ "$audit" = 1 ] && run_one "$mode" audit "$bin" audit --builtin cpu -q --out "$tmp/audit"
@@ -138,3 +145,23 @@ if [ -n "$jobs" ]; then
         'BEGIN{printf "check %-6s serial wall / --jobs %s wall %.2f\n", m, n, s/j}'
   done
 fi
+for mode in "${mode_list[@]}"; do
+  [ -f "$tmp/check-$mode.json" ] || continue
+  echo "--- where the check's time went ($mode, last run): per family"
+  python3 - "$tmp/check-$mode.json" <<'EOF2'
+import collections, json, sys
+fam = collections.defaultdict(lambda: [0.0, 0.0, 0])
+for run in json.load(open(sys.argv[1]))["runs"]:
+    for v in run["verdicts"]:
+        f = fam[v["property"].split(".")[0]]
+        f[0] += v.get("seconds", 0.0)
+        f[1] += v.get("kernel_seconds", 0.0)
+        f[2] += 1
+print(f"{'family':<20} {'verdicts':>8} {'seconds':>9} {'in kernel':>10} {'judge/kernel':>13}")
+for name, (s, k, n) in sorted(fam.items(), key=lambda x: -x[1][0]):
+    if s <= 0:
+        continue
+    ratio = f"{(s - k) / k:.1f}" if k > 0 else "-"
+    print(f"{name:<20} {n:>8} {s:>9.2f} {k:>10.3f} {ratio:>13}")
+EOF2
+done

@@ -103,6 +103,7 @@ inline std::uint64_t check_unit_id(const std::string& kernel_identity, const std
 // same bytes on every run, and a merge of shards the unsharded run's bytes.
 inline void strip_timing(Verdict& v) {
   if (std::isfinite(v.seconds)) v.seconds = 0;
+  if (std::isfinite(v.kernel_seconds)) v.kernel_seconds = 0;
 }
 
 // The verdicts of a gate run in the order check writes them, from the

@@ -70,6 +70,11 @@ struct Verdict {
   // references and shrinking; properties/suite.cpp); NaN where not measured
   // (verdicts not made by run_suite, results files older than the field).
   double seconds = NAN;
+  // Of those, the seconds spent inside the kernel's calls
+  // (sa::kernel_call_seconds(); a hosted kernel's calls include the round trip
+  // to its host); NaN where not measured. seconds - kernel_seconds is the
+  // judge's share: references, generators, comparisons, shrinking.
+  double kernel_seconds = NAN;
   // Cases the verdict was decided on (the applicable cases of its search; a
   // coverage verdict: the cases run); -1 where not counted.
   std::int64_t cases = -1;

@@ -52,6 +52,8 @@ nlohmann::json to_json(const Verdict& v) {
   j["worst_case"] = v.worst_case;
   // Wall seconds the suite spent on it (absent when not measured).
   if (std::isfinite(v.seconds)) j["seconds"] = v.seconds;
+  // Of those, inside the kernel's calls (absent when not measured).
+  if (std::isfinite(v.kernel_seconds)) j["kernel_seconds"] = v.kernel_seconds;
   if (v.cases >= 0) j["cases"] = v.cases;
   // A coverage verdict's table: the cases run per feature and feature pair.
   if (!v.coverage.empty()) {
@@ -101,6 +103,12 @@ Verdict verdict_from_json(const nlohmann::json& j) {
     if (!it->is_number())
       throw std::invalid_argument("verdict " + v.property + ": \"seconds\" must be a number");
     v.seconds = it->get<double>();
+  }
+  if (auto it = j.find("kernel_seconds"); it != j.end() && !it->is_null()) {
+    if (!it->is_number())
+      throw std::invalid_argument("verdict " + v.property +
+                                  ": \"kernel_seconds\" must be a number");
+    v.kernel_seconds = it->get<double>();
   }
   if (auto it = j.find("cases"); it != j.end() && !it->is_null()) {
     if (!it->is_number_integer() || it->get<std::int64_t>() < 0)

@@ -386,7 +386,8 @@ AttentionResultV2 Kernel::attention_v2(const AttentionCase& c) const {
   a.v_descale = c.v_descale;
   a.adaptive = c.adaptive ? 1 : 0;
   a.num_splits = c.num_splits;
-  detail::check_status(*this, k_->attention_v2(k_->ctx, &a), Op::attention_v2);
+  detail::check_status(*this, detail::timed_call([&] { return k_->attention_v2(k_->ctx, &a); }),
+                       Op::attention_v2);
   st.fetch();
   // Nothing outside the output's rows may change (padding between heads and rows).
   const std::size_t es = size_of(c.out_type);
@@ -604,7 +605,9 @@ AttentionGradientsV2 Kernel::attention_backward(const AttentionCase& c, std::spa
   ba.dsinks =
       c.sinks.empty() ? nullptr : static_cast<float*>(st.out(dsinks.data(), dsinks.size() * 4));
   ba.deterministic = deterministic ? 1 : 0;
-  detail::check_status(*this, k_->attention_backward(k_->ctx, &ba), Op::attention_backward);
+  detail::check_status(*this,
+                       detail::timed_call([&] { return k_->attention_backward(k_->ctx, &ba); }),
+                       Op::attention_backward);
   st.fetch();
   check_padding(*this, c, "dq", dq0, dq, live_q);
   check_padding(*this, c, "dk", dk0, dk, live_k);

@@ -2,7 +2,9 @@
 // (kernels/kernel.cpp, kernels/attention_v2_call.cpp); not part of the API.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "kernels/kernel.hpp"
@@ -11,6 +13,21 @@ namespace sa::detail {
 
 // Throws KernelError for any status but SA_OK, with the kernel's last_error text.
 void check_status(const Kernel& k, sa_status s, Op op);
+
+// Adds wall nanoseconds to kernel_call_seconds().
+void add_kernel_call_time(std::int64_t ns);
+
+// Calls f (one call of a kernel's entry point) and adds its wall time to
+// kernel_call_seconds().
+template <class F>
+auto timed_call(F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = f();
+  add_kernel_call_time(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count());
+  return r;
+}
 
 // Host or device buffers for one call. On the host it aliases the vectors; for
 // SA_MEMORY_CUDA it copies in on construction and out on `fetch`.

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -331,6 +332,12 @@ namespace detail {
 // `s` is whatever the kernel returned: read as an integer (a status outside
 // the enum is undefined behaviour to load as sa_status; found by
 // fuzz/descriptor) and reported as SA_INTERNAL_ERROR with its number.
+std::atomic<std::int64_t> g_kernel_call_ns{0};  // kernel_call_seconds(), in nanoseconds
+
+void add_kernel_call_time(std::int64_t ns) {
+  g_kernel_call_ns.fetch_add(ns, std::memory_order_relaxed);
+}
+
 void check_status(const Kernel& k, sa_status s, Op op) {
   const int si = raw_enum(s);
   if (si == SA_OK) return;
@@ -343,6 +350,11 @@ void check_status(const Kernel& k, sa_status s, Op op) {
                                (text ? std::string(": ") + text : std::string()));
 }
 }  // namespace detail
+
+double kernel_call_seconds() {
+  return static_cast<double>(detail::g_kernel_call_ns.load(std::memory_order_relaxed)) * 1e-9;
+}
+
 namespace {
 using detail::check_status;
 using detail::Stage;
@@ -407,7 +419,8 @@ std::vector<float> rows_to_rows(const Kernel& k, Op op, RowsToRows fn, DType t, 
   Stage st(k.memory());
   void* dx = in.in_place ? st.out(x.data(), x.bytes()) : st.in(x.data(), x.bytes());
   void* dy = in.in_place ? dx : st.out(y.data(), y.bytes());
-  check_status(k, fn(k.raw().ctx, to_abi(t), &shape, dx, dy), op);
+  check_status(k, detail::timed_call([&] { return fn(k.raw().ctx, to_abi(t), &shape, dx, dy); }),
+               op);
   st.fetch();
   check_gaps(k.name(), name_of(op), y0, res, in.rows, in.n, shape.out_stride);
   std::vector<float> r = relayout(unpack(res), in.rows, in.n, shape.out_stride, in.stride);
@@ -460,7 +473,8 @@ std::vector<float> rows_backward(const Kernel& k, Op op, RowsBackward fn, DType 
   void* py = st.in(y.data(), y.bytes());
   void* pg = in.in_place ? st.out(g.data(), g.bytes()) : st.in(g.data(), g.bytes());
   void* px = in.in_place ? pg : st.out(x.data(), x.bytes());
-  check_status(k, fn(k.raw().ctx, to_abi(t), &shape, py, pg, px), op);
+  check_status(
+      k, detail::timed_call([&] { return fn(k.raw().ctx, to_abi(t), &shape, py, pg, px); }), op);
   st.fetch();
   check_gaps(k.name(), name_of(op), x0, res, in.rows, in.n, shape.out_stride);
   std::vector<float> r = relayout(unpack(res), in.rows, in.n, shape.out_stride, in.stride);
@@ -502,7 +516,9 @@ std::vector<float> Kernel::logsumexp(DType t, const RowBatch& in, double tempera
   Stage st(memory());
   void* dx = st.in(x.data(), x.bytes());
   auto* dl = static_cast<float*>(st.out(lse.data(), lse.size() * 4));
-  check_status(*this, k_->logsumexp(k_->ctx, to_abi(t), &shape, dx, dl), Op::logsumexp);
+  check_status(
+      *this, detail::timed_call([&] { return k_->logsumexp(k_->ctx, to_abi(t), &shape, dx, dl); }),
+      Op::logsumexp);
   st.fetch();
   if (call_log::recording())
     record_rows(Op::logsumexp, t, in, shape, temperature,
@@ -524,7 +540,10 @@ std::vector<float> Kernel::entropy(DType t, const RowBatch& in, double temperatu
   auto* ds = states ? static_cast<sa_entropy_state*>(
                           st.out(states->data(), states->size() * sizeof(sa_entropy_state)))
                     : nullptr;
-  check_status(*this, k_->entropy(k_->ctx, to_abi(t), &shape, dx, dH, ds), Op::entropy);
+  check_status(*this, detail::timed_call([&] {
+    return k_->entropy(k_->ctx, to_abi(t), &shape, dx, dH, ds);
+  }),
+               Op::entropy);
   st.fetch();
   if (call_log::recording())
     record_rows(Op::entropy, t, in, shape, temperature,
@@ -548,7 +567,9 @@ AdaptiveOutput Kernel::adaptive_softmax(DType t, const RowBatch& in, double temp
   void* dy = in.in_place ? dx : st.out(y.data(), y.bytes());
   auto* db = static_cast<float*>(st.out(r.beta.data(), r.beta.size() * 4));
   auto* dh = static_cast<float*>(st.out(r.entropy.data(), r.entropy.size() * 4));
-  check_status(*this, k_->adaptive_softmax(k_->ctx, to_abi(t), &shape, dx, dy, db, dh),
+  check_status(*this, detail::timed_call([&] {
+    return k_->adaptive_softmax(k_->ctx, to_abi(t), &shape, dx, dy, db, dh);
+  }),
                Op::adaptive_softmax);
   st.fetch();
   check_gaps(name_, "adaptive_softmax", y0, res, in.rows, in.n, shape.out_stride);
@@ -613,7 +634,8 @@ AttentionOutput Kernel::attention(DType t, const AttentionInput& in) const {
   a.causal = in.causal ? 1 : 0;
   a.adaptive = in.adaptive ? 1 : 0;
   a.num_splits = in.num_splits;
-  check_status(*this, k_->attention(k_->ctx, &a), Op::attention);
+  check_status(*this, detail::timed_call([&] { return k_->attention(k_->ctx, &a); }),
+               Op::attention);
   st.fetch();
   check_gaps(name_, "attention", o0, o, in.nq, in.dv, os);
   r.out = relayout(unpack(o), in.nq, in.dv, os, in.dv);
@@ -634,8 +656,9 @@ std::vector<sa_entropy_state> Kernel::merge_entropy_states(
   auto* da = static_cast<const sa_entropy_state*>(st.in(a.data(), bytes));
   auto* db = static_cast<const sa_entropy_state*>(st.in(b.data(), bytes));
   auto* dout = static_cast<sa_entropy_state*>(st.out(out.data(), bytes));
-  check_status(*this,
-               k_->merge_entropy_states(k_->ctx, static_cast<std::int64_t>(a.size()), da, db, dout),
+  check_status(*this, detail::timed_call([&] {
+    return k_->merge_entropy_states(k_->ctx, static_cast<std::int64_t>(a.size()), da, db, dout);
+  }),
                Op::merge_entropy_states);
   st.fetch();
   return out;
@@ -668,7 +691,9 @@ std::vector<float> Kernel::merge_attention_states(std::int64_t rows, std::int64_
   auto* la = alias_a ? l : static_cast<const float*>(st.in(lse_a.data(), lse.size() * 4));
   auto* b = static_cast<const float*>(st.in(o_b.data(), need * 4));
   auto* lb = static_cast<const float*>(st.in(lse_b.data(), lse.size() * 4));
-  check_status(*this, k_->merge_attention_states(k_->ctx, rows, dv, a, la, b, lb, o, l),
+  check_status(*this, detail::timed_call([&] {
+    return k_->merge_attention_states(k_->ctx, rows, dv, a, la, b, lb, o, l);
+  }),
                Op::merge_attention_states);
   st.fetch();
   if (out_lse) *out_lse = std::move(lse);

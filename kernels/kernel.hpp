@@ -173,6 +173,14 @@ struct AttentionGradientsV2 {
   std::vector<float> dq, dk, dv, dsinks;
 };
 
+// Wall seconds this process has spent inside kernel calls made through any
+// sa::Kernel (for a kernel the gate hosts in another process: each call's
+// round trip to the host, the protection and copies of its buffers included).
+// Only grows; the property suite reports the growth per verdict
+// (Verdict::kernel_seconds), so a user sees which share of a property's time
+// was the kernel's and which the judge's.
+double kernel_call_seconds();
+
 class Kernel {
  public:
   // Validates the descriptor (ABI version, struct size, name, that ops and

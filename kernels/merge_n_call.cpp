@@ -41,9 +41,10 @@ std::vector<float> Kernel::merge_attention_states_n(std::int64_t rows, std::int6
   auto* dpl = static_cast<const float* const*>(st.in(pl.data(), pl.size() * sizeof(float*)));
   auto* out_d = static_cast<float*>(st.out(out.data(), need * 4));
   auto* l_d = static_cast<float*>(st.out(l.data(), l.size() * 4));
-  check_status(*this,
-               k_->merge_attention_states_n(k_->ctx, static_cast<std::int64_t>(o.size()), rows, dv,
-                                            dpo, dpl, out_d, l_d),
+  check_status(*this, detail::timed_call([&] {
+    return k_->merge_attention_states_n(k_->ctx, static_cast<std::int64_t>(o.size()), rows, dv, dpo,
+                                        dpl, out_d, l_d);
+  }),
                Op::merge_attention_states_n);
   st.fetch();
   if (out_lse) *out_lse = std::move(l);

@@ -1599,6 +1599,7 @@ void run_attention_v2(const Run& run) {
       if (!na.text().empty()) v.note += "; " + na.text();
       v.note += "; measured and bound in cells short";
       v.seconds = 0;
+      v.kernel_seconds = 0;
       run.emit(v);
     }
     run.tick(kAttentionV2TypeUnits);

@@ -83,6 +83,7 @@ struct SlotResult {
   // evenly among its slots: the slots share every case, so each verdict the
   // search decides carries an equal part of its time (Verdict::seconds).
   double seconds = 0;
+  double kernel_seconds = 0;  // of those, inside kernel calls (split the same way)
 };
 
 struct SearchOptions {
@@ -131,6 +132,7 @@ std::vector<SlotResult<P>> search(
     const std::function<P(const P&, const std::function<bool(const P&)>&, int&)>& extra_shrink = {},
     const std::vector<P>& fixed = {}) {
   const auto started = std::chrono::steady_clock::now();
+  const double kernel_started = kernel_call_seconds();
   std::vector<SlotResult<P>> out(slots);
   std::vector<std::optional<rc::Shrinkable<P>>> first_fail(slots);
   // Evaluates one case; false once every slot has failed outright (no need to go on).
@@ -222,7 +224,11 @@ std::vector<SlotResult<P>> search(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - shrink_start).count();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  for (auto& sr : out) sr.seconds = seconds / static_cast<double>(std::max<std::size_t>(slots, 1));
+  const double kernel_seconds = kernel_call_seconds() - kernel_started;
+  for (auto& sr : out) {
+    sr.seconds = seconds / static_cast<double>(std::max<std::size_t>(slots, 1));
+    sr.kernel_seconds = kernel_seconds / static_cast<double>(std::max<std::size_t>(slots, 1));
+  }
   return out;
 }
 

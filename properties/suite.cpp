@@ -57,8 +57,12 @@ void Run::emit(Verdict v) const {
       !c.empty() && (v.outcome == Outcome::pass || v.outcome == Outcome::fail))
     v.note += (v.note.empty() ? "" : "; ") + std::string("under the declared conventions: ") + c;
   const auto now = std::chrono::steady_clock::now();
+  const double kernel_now = kernel_call_seconds();
   if (std::isnan(v.seconds)) v.seconds = std::chrono::duration<double>(now - last_emit).count();
+  if (std::isnan(v.kernel_seconds))
+    v.kernel_seconds = std::min(v.seconds, kernel_now - last_emit_kernel);
   last_emit = now;
+  last_emit_kernel = kernel_now;
   // A failing verdict's recorded calls go to the case-file sink (kernels/call_log.hpp).
   if (v.outcome == Outcome::fail && !v.counterexample.empty())
     call_log::publish(v, call_log::claim(v.counterexample));

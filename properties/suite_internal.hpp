@@ -33,6 +33,7 @@ struct Run {
   // When the last verdict was emitted: a verdict without a time of its own
   // (one not decided by a search) is charged the wall time since then.
   mutable std::chrono::steady_clock::time_point last_emit = std::chrono::steady_clock::now();
+  mutable double last_emit_kernel = kernel_call_seconds();  // at last_emit
   // Progress (observer->progress): units done of `total`. A family's own
   // ticks stop at `family_end`, the unit its whole run ends at; after it,
   // run_suite moves `done` there whatever the family ran (monotone, and
@@ -100,6 +101,7 @@ Verdict slot_verdict(const Run& run, const std::string& property, const std::str
   v.op = name_of(op);
   v.dtype = name_of(t);
   v.seconds = r.seconds;
+  v.kernel_seconds = r.kernel_seconds;
   v.cases = r.cases_applicable;
   if (!r.error.empty() && !r.failing) {
     v.outcome = Outcome::error;

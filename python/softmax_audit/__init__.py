@@ -48,6 +48,7 @@ class Verdict:
     worst_case: str = ""
     kernel: str = ""
     seconds: object = None  # wall seconds the suite spent on it (None: not measured)
+    kernel_seconds: object = None  # of those, inside the kernel's calls (None: not measured)
     cases: object = None  # cases the verdict was decided on (None: not counted)
     # A coverage verdict's table: {cell: (cases run, cases required)}; else empty.
     coverage: dict = None
@@ -122,7 +123,8 @@ def _verdicts(data):
                            bound=v.get("bound"), rule=v.get("rule", {}) or {},
                            counterexample=v.get("counterexample", ""), note=v.get("note", ""),
                            worst_case=v.get("worst_case", ""), kernel=v.get("kernel", ""),
-                           seconds=v.get("seconds"), cases=v.get("cases"),
+                           seconds=v.get("seconds"), kernel_seconds=v.get("kernel_seconds"),
+                           cases=v.get("cases"),
                            coverage={c["cell"]: (c["cases"], c["required"])
                                      for c in v.get("coverage", []) or []}))
     return out

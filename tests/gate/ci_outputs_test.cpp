@@ -238,14 +238,23 @@ TEST(Json, ResultsValidateAndSeedsAreStrings) {
   const Ran v = json_valid("results.schema.json", pass.dir + "/r.json");
   EXPECT_EQ(v.rc, 0) << v.output;
   // Where a check's minutes go (issue 32): the suite's verdicts carry their
-  // wall seconds, a number >= 0 (the schema says so too).
+  // wall seconds, a number >= 0 (the schema says so too), and of those the
+  // seconds inside the kernel's calls, between 0 and the verdict's seconds;
+  // the kernel ran, so some verdict measured time in it.
   int timed = 0;
+  double in_kernel = 0;
   for (const auto& v : pass.results["runs"][0]["verdicts"])
     if (v.contains("seconds")) {
       ++timed;
       EXPECT_TRUE(v["seconds"].is_number() && v["seconds"].get<double>() >= 0) << v.dump();
+      ASSERT_TRUE(v.contains("kernel_seconds")) << v.dump();
+      EXPECT_GE(v["kernel_seconds"].get<double>(), 0) << v.dump();
+      EXPECT_LE(v["kernel_seconds"].get<double>(), v["seconds"].get<double>() * (1 + 1e-9) + 1e-9)
+          << v.dump();
+      in_kernel += v["kernel_seconds"].get<double>();
     }
   EXPECT_GT(timed, 0);
+  EXPECT_GT(in_kernel, 0);
   const CliRun fail = check("--plugin " + q(kBad) + " --kernel-index 1 --seed 5 --cases 10");
   ASSERT_EQ(fail.ran.rc, 1) << fail.ran.output;
   const Ran vf = json_valid("results.schema.json", fail.dir + "/r.json");
@@ -358,7 +367,7 @@ TEST(SweepSizes, ATableOfPowersOfTwoResumesWithTheOtherSizes) {
   const Ran resumed = run(kCli + args);
   ASSERT_EQ(resumed.rc, 0) << resumed.output;
   const std::string after = slurp(dir + "/sweep.csv");
-  EXPECT_EQ(after.rfind(before, 0), 0u);                          // appended to, never rewritten
+  EXPECT_EQ(after.rfind(before, 0), 0u);                         // appended to, never rewritten
   EXPECT_EQ(count_of(after, "\n"), count_of(before, "\n") + 2);  // n = 31 and 49
   EXPECT_NE(after.find("|n31|"), std::string::npos);
   EXPECT_NE(after.find("|n49|"), std::string::npos);
@@ -407,9 +416,8 @@ TEST(JUnit, NotApplicableChecksAreLeftOutAndStayInTheJson) {
                     note.rfind("kernel does not implement ", 0) == 0 ||
                     note.rfind("kernel does not support ", 0) == 0;
     (na ? not_applicable : other_skips) += 1;
-    const std::string name = v["property"].get<std::string>() + " [" +
-                             v["op"].get<std::string>() + "/" + v["dtype"].get<std::string>() +
-                             "]";
+    const std::string name = v["property"].get<std::string>() + " [" + v["op"].get<std::string>() +
+                             "/" + v["dtype"].get<std::string>() + "]";
     if (na) EXPECT_EQ(names.count(name), 0u) << name;
   }
   ASSERT_GT(not_applicable, 100);  // before: 161 of 186 testcases were <skipped>
