@@ -110,128 +110,83 @@ void BlockWeights(const Block& b, float* HWY_RESTRICT p, float* HWY_RESTRICT ds)
   }
 }
 
-// dst[r][c0..] += sum_j coef[r][j] src[j][c0..] for R rows and NV vectors.
-// kSkip: a key whose R coefficients are all 0 is skipped (its src row may
-// hold NaN or inf); with finite src the sums are the same bits either way
-// (the accumulators start at +0, and x + 0 = x, +0 + -0 = +0).
-template <bool kSkip, int R, int NV>
-HWY_INLINE void RowsChunk(std::int64_t nc, const float* HWY_RESTRICT coef,
-                          const float* HWY_RESTRICT src, std::int64_t src_stride,
-                          float* HWY_RESTRICT dst, std::int64_t dst_stride, std::int64_t c0) {
+// Both accumulations are one loop: R outputs o (dst rows) each add sum over t
+// of coef[o * kCo + t * kCt] src[t], in order of t. Rows (dQ += dS K): o a
+// query row, t a key, kCo = kBk, kCt = 1. Cols (dK += dS^T Q, dV += P^T dO):
+// o a key, t a query row, kCo = 1, kCt = kBk.
+// kSkip: a t whose R coefficients are all 0 is skipped (its src row may hold
+// NaN or inf); with finite src the sums are the same bits either way (the
+// accumulators start at +0, and x + 0 = x, +0 + -0 = +0).
+template <std::int64_t kCo, std::int64_t kCt, bool kSkip, int R, int NV>
+HWY_INLINE void AccumulateChunk(std::int64_t nt, const float* HWY_RESTRICT coef,
+                                const float* HWY_RESTRICT src, std::int64_t src_stride,
+                                float* HWY_RESTRICT dst, std::int64_t dst_stride, std::int64_t c0) {
   const hn::ScalableTag<float> df;
   using V = hn::Vec<decltype(df)>;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
   V acc[R][NV];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v] = hn::LoadU(df, dst + r * dst_stride + c0 + v * L);
-  for (std::int64_t j = 0; j < nc; ++j) {
+  for (int o = 0; o < R; ++o)
+    for (int v = 0; v < NV; ++v) acc[o][v] = hn::LoadU(df, dst + o * dst_stride + c0 + v * L);
+  for (std::int64_t t = 0; t < nt; ++t) {
     float w[R];
     bool any = false;
-    for (int r = 0; r < R; ++r) {
-      w[r] = coef[r * kBk + j];
-      any |= w[r] != 0.0f;
+    for (int o = 0; o < R; ++o) {
+      w[o] = coef[o * kCo + t * kCt];
+      any |= w[o] != 0.0f;
     }
     if (kSkip && !any) continue;
     V s[NV];
-    for (int v = 0; v < NV; ++v) s[v] = hn::LoadU(df, src + j * src_stride + c0 + v * L);
-    for (int r = 0; r < R; ++r) {
-      const V x = hn::Set(df, w[r]);
-      for (int v = 0; v < NV; ++v) acc[r][v] = hn::MulAdd(x, s[v], acc[r][v]);
+    for (int v = 0; v < NV; ++v) s[v] = hn::LoadU(df, src + t * src_stride + c0 + v * L);
+    for (int o = 0; o < R; ++o) {
+      const V x = hn::Set(df, w[o]);
+      for (int v = 0; v < NV; ++v) acc[o][v] = hn::MulAdd(x, s[v], acc[o][v]);
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < NV; ++v) hn::StoreU(acc[r][v], df, dst + r * dst_stride + c0 + v * L);
+  for (int o = 0; o < R; ++o)
+    for (int v = 0; v < NV; ++v) hn::StoreU(acc[o][v], df, dst + o * dst_stride + c0 + v * L);
 }
 
-template <bool kSkip, int R>
-HWY_INLINE void RowsGroup(std::int64_t nc, std::int64_t w, const float* coef, const float* src,
-                          std::int64_t src_stride, float* dst, std::int64_t dst_stride) {
+template <std::int64_t kCo, std::int64_t kCt, bool kSkip, int R>
+HWY_INLINE void AccumulateGroup(std::int64_t nt, std::int64_t w, const float* coef,
+                                const float* src, std::int64_t src_stride, float* dst,
+                                std::int64_t dst_stride) {
   const hn::ScalableTag<float> df;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
   std::int64_t c0 = 0;
   for (; c0 + kNV * L <= w; c0 += kNV * L)
-    RowsChunk<kSkip, R, kNV>(nc, coef, src, src_stride, dst, dst_stride, c0);
-  for (; c0 < w; c0 += L) RowsChunk<kSkip, R, 1>(nc, coef, src, src_stride, dst, dst_stride, c0);
+    AccumulateChunk<kCo, kCt, kSkip, R, kNV>(nt, coef, src, src_stride, dst, dst_stride, c0);
+  for (; c0 < w; c0 += L)
+    AccumulateChunk<kCo, kCt, kSkip, R, 1>(nt, coef, src, src_stride, dst, dst_stride, c0);
 }
 
-template <bool kSkip>
-void RowsAll(std::int64_t nr, std::int64_t nc, std::int64_t w, const float* coef, const float* src,
-             std::int64_t src_stride, float* dst, std::int64_t dst_stride) {
-  std::int64_t r = 0;
-  for (; r + 4 <= nr; r += 4)
-    RowsGroup<kSkip, 4>(nc, w, coef + r * kBk, src, src_stride, dst + r * dst_stride, dst_stride);
-  for (; r < nr; ++r)
-    RowsGroup<kSkip, 1>(nc, w, coef + r * kBk, src, src_stride, dst + r * dst_stride, dst_stride);
+template <std::int64_t kCo, std::int64_t kCt, bool kSkip>
+void AccumulateAll(std::int64_t no, std::int64_t nt, std::int64_t w, const float* coef,
+                   const float* src, std::int64_t src_stride, float* dst, std::int64_t dst_stride) {
+  std::int64_t o = 0;
+  for (; o + 4 <= no; o += 4)
+    AccumulateGroup<kCo, kCt, kSkip, 4>(nt, w, coef + o * kCo, src, src_stride,
+                                        dst + o * dst_stride, dst_stride);
+  for (; o < no; ++o)
+    AccumulateGroup<kCo, kCt, kSkip, 1>(nt, w, coef + o * kCo, src, src_stride,
+                                        dst + o * dst_stride, dst_stride);
 }
 
 void AccumulateRows(std::int64_t nr, std::int64_t nc, std::int64_t w, const float* coef,
                     const float* src, std::int64_t src_stride, float* dst, std::int64_t dst_stride,
                     bool src_finite) {
   if (src_finite)
-    RowsAll<false>(nr, nc, w, coef, src, src_stride, dst, dst_stride);
+    AccumulateAll<kBk, 1, false>(nr, nc, w, coef, src, src_stride, dst, dst_stride);
   else
-    RowsAll<true>(nr, nc, w, coef, src, src_stride, dst, dst_stride);
-}
-
-// dst[j][c0..] += sum_r coef[r][j] src[r][c0..] for J keys and NV vectors;
-// kSkip as in RowsChunk, for a row.
-template <bool kSkip, int J, int NV>
-HWY_INLINE void ColsChunk(std::int64_t nr, const float* HWY_RESTRICT coef,
-                          const float* HWY_RESTRICT src, std::int64_t src_stride,
-                          float* HWY_RESTRICT dst, std::int64_t dst_stride, std::int64_t c0) {
-  const hn::ScalableTag<float> df;
-  using V = hn::Vec<decltype(df)>;
-  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
-  V acc[J][NV];
-  for (int k = 0; k < J; ++k)
-    for (int v = 0; v < NV; ++v) acc[k][v] = hn::LoadU(df, dst + k * dst_stride + c0 + v * L);
-  for (std::int64_t r = 0; r < nr; ++r) {
-    float w[J];
-    bool any = false;
-    for (int k = 0; k < J; ++k) {
-      w[k] = coef[r * kBk + k];
-      any |= w[k] != 0.0f;
-    }
-    if (kSkip && !any) continue;
-    V s[NV];
-    for (int v = 0; v < NV; ++v) s[v] = hn::LoadU(df, src + r * src_stride + c0 + v * L);
-    for (int k = 0; k < J; ++k) {
-      const V x = hn::Set(df, w[k]);
-      for (int v = 0; v < NV; ++v) acc[k][v] = hn::MulAdd(x, s[v], acc[k][v]);
-    }
-  }
-  for (int k = 0; k < J; ++k)
-    for (int v = 0; v < NV; ++v) hn::StoreU(acc[k][v], df, dst + k * dst_stride + c0 + v * L);
-}
-
-template <bool kSkip, int J>
-HWY_INLINE void ColsGroup(std::int64_t nr, std::int64_t w, const float* coef, const float* src,
-                          std::int64_t src_stride, float* dst, std::int64_t dst_stride) {
-  const hn::ScalableTag<float> df;
-  const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
-  std::int64_t c0 = 0;
-  for (; c0 + kNV * L <= w; c0 += kNV * L)
-    ColsChunk<kSkip, J, kNV>(nr, coef, src, src_stride, dst, dst_stride, c0);
-  for (; c0 < w; c0 += L) ColsChunk<kSkip, J, 1>(nr, coef, src, src_stride, dst, dst_stride, c0);
-}
-
-template <bool kSkip>
-void ColsAll(std::int64_t nr, std::int64_t nc, std::int64_t w, const float* coef, const float* src,
-             std::int64_t src_stride, float* dst, std::int64_t dst_stride) {
-  std::int64_t j = 0;
-  for (; j + 4 <= nc; j += 4)
-    ColsGroup<kSkip, 4>(nr, w, coef + j, src, src_stride, dst + j * dst_stride, dst_stride);
-  for (; j < nc; ++j)
-    ColsGroup<kSkip, 1>(nr, w, coef + j, src, src_stride, dst + j * dst_stride, dst_stride);
+    AccumulateAll<kBk, 1, true>(nr, nc, w, coef, src, src_stride, dst, dst_stride);
 }
 
 void AccumulateCols(std::int64_t nr, std::int64_t nc, std::int64_t w, const float* coef,
                     const float* src, std::int64_t src_stride, float* dst, std::int64_t dst_stride,
                     bool src_finite) {
   if (src_finite)
-    ColsAll<false>(nr, nc, w, coef, src, src_stride, dst, dst_stride);
+    AccumulateAll<1, kBk, false>(nc, nr, w, coef, src, src_stride, dst, dst_stride);
   else
-    ColsAll<true>(nr, nc, w, coef, src, src_stride, dst, dst_stride);
+    AccumulateAll<1, kBk, true>(nc, nr, w, coef, src, src_stride, dst, dst_stride);
 }
 
 }  // namespace sa::kernels::bwd::HWY_NAMESPACE

@@ -43,7 +43,7 @@ import csv, glob, json, os, sys
 w = sys.argv[1]
 def verdicts(path):
     vs = [v for r in json.load(open(path))["runs"] for v in r["verdicts"]]
-    drop = ("seconds",)
+    drop = ("seconds", "kernel_seconds")
     return sorted(json.dumps({k: v for k, v in x.items() if k not in drop}, sort_keys=True) for x in vs)
 full = glob.glob(os.path.join(w, "full", "results-*.json"))
 ok = len(full) == 1
