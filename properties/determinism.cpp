@@ -21,6 +21,11 @@
 // values): rows of every length class the row kernels split on, and an
 // attention case with GQA, causal masking, varlen and a tail past a 64-wide
 // tile.
+//
+// One function per property and operand kind (issue 30): bitwise_rows,
+// batch_invariance_rows, bitwise_attention, batch_invariance_attention, each
+// returning its verdict from a context (RowDetCtx, AttnDetCtx) the runner
+// builds once per (op, dtype).
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -201,8 +206,265 @@ void settle(const Run& run, Op op, DType t, bool bits_done, bool batch_done, Out
   }
 }
 
+// ---------------------------------------------------------------- rows
+
+// The row sizes both properties call (7, 64, 1000, 4097: every length class
+// the row kernels split on) that the kernel takes (sa_capabilities.max_n;
+// longer rows are not applicable), and their text for the verdict.
+struct RowSizes {
+  std::vector<std::int64_t> sizes;
+  std::string text;
+};
+
+RowSizes row_sizes(const Kernel& k) {
+  RowSizes s;
+  for (std::int64_t n : {7, 64, 1000, 4097})
+    if (k.max_n() <= 0 || n <= k.max_n()) {
+      s.text += (s.sizes.empty() ? "" : ", ") + std::to_string(n);
+      s.sizes.push_back(n);
+    }
+  if (s.sizes.size() < 4)
+    s.text += "; longer rows not applicable: max_n " + std::to_string(k.max_n());
+  return s;
+}
+
+// One call of a forward row op (softmax or log_softmax) on b.
+std::vector<float> forward_rows(const Kernel& k, Op op, DType t, const RowBatch& b) {
+  return op == Op::softmax ? k.softmax(t, b) : k.log_softmax(t, b);
+}
+
+// One call of a backward row op (softmax_backward or log_softmax_backward)
+// on the forward's output yb and dy.
+std::vector<float> backward_rows(const Kernel& k, Op op, DType t, const RowBatch& yb,
+                                 const std::vector<float>& dy) {
+  return op == Op::softmax_backward ? k.softmax_backward(t, yb, dy)
+                                    : k.log_softmax_backward(t, yb, dy);
+}
+
+// What both determinism properties of one row op on one dtype see.
+struct RowDetCtx {
+  const Run& run;
+  const Kernel& k;
+  Op op;
+  DType t;
+  const RowSizes& sizes;  // non-empty
+  int repeats;            // calls per input (determinism_repeats, at least 2)
+  bool det, inv;          // the kernel claims SA_CAP_DETERMINISTIC, SA_CAP_BATCH_INVARIANT
+};
+
+// determinism.bitwise, row operations: at each size n, 4 rows (det_rows,
+// seed 31 + n) called `repeats` times give the first call's bits every time
+// (a backward op repeats only its own call: y and dy stay fixed). Bound: no
+// call differs (rule bitwise); required when the kernel claims
+// SA_CAP_DETERMINISTIC, reported otherwise.
+Verdict bitwise_rows(const RowDetCtx& cx) {
+  const Kernel& k = cx.k;
+  const Op op = cx.op;
+  const DType t = cx.t;
+  const bool bwd = op == Op::softmax_backward || op == Op::log_softmax_backward;
+  std::int64_t differing = 0, calls = 0;
+  std::string where;
+  for (std::int64_t n : cx.sizes.sizes) {
+    const RowBatch b = det_rows(t, 4, n, 31 + n);
+    // keep the forward fixed: only the backward call repeats
+    std::vector<float> dy;
+    RowBatch yb;
+    if (bwd) {
+      dy = det_dy(t, b.data.size(), 7 + b.rows);
+      yb = b;
+      yb.data = y_of(t, b, op == Op::log_softmax_backward);
+    }
+    auto once = [&] { return bwd ? backward_rows(k, op, t, yb, dy) : forward_rows(k, op, t, b); };
+    const std::vector<float> y0 = once();
+    for (int rpt = 1; rpt < cx.repeats; ++rpt, ++calls) {
+      const auto y1 = once();
+      if (const auto e = first_diff(y0, y1); e >= 0 && differing++ == 0)
+        where = "n=" + std::to_string(n) + " element " + std::to_string(e) + ": " + fmt(y0[e]) +
+                " then " + fmt(y1[e]) + " (call " + std::to_string(rpt + 1) + ")";
+    }
+  }
+  return make(cx.run, "determinism.bitwise", op, name_of(t), cx.det, calls, differing, where,
+              "repeated calls (4 rows at n = " + cx.sizes.text + ")");
+}
+
+// determinism.batch_invariance, row operations: at each size n, each of 8
+// rows (det_rows, seed 77 + n; a backward op's y is the batch's forward
+// output, its dy det_dy seed 5 + n) computed alone gives the bits it has in
+// the batch. Bound: no row differs (rule bitwise); required when the kernel
+// claims SA_CAP_BATCH_INVARIANT, reported otherwise.
+Verdict batch_invariance_rows(const RowDetCtx& cx) {
+  const Kernel& k = cx.k;
+  const Op op = cx.op;
+  const DType t = cx.t;
+  std::int64_t differing = 0, calls = 0;
+  std::string where;
+  const bool bwd = op == Op::softmax_backward || op == Op::log_softmax_backward;
+  for (std::int64_t n : cx.sizes.sizes) {
+    const RowBatch b = det_rows(t, 8, n, 77 + n);
+    // The backward's y is the batch's forward output, sliced for a row alone.
+    RowBatch yb = b;
+    const auto dy = det_dy(t, b.data.size(), 5 + n);
+    if (bwd) yb.data = y_of(t, b, op == Op::log_softmax_backward);
+    auto run_rows = [&](const RowBatch& x, const std::vector<float>& g) {
+      return bwd ? backward_rows(k, op, t, x, g) : forward_rows(k, op, t, x);
+    };
+    const auto all = run_rows(bwd ? yb : b, dy);
+    for (std::int64_t r = 0; r < b.rows; ++r, ++calls) {
+      RowBatch one = bwd ? yb : b;
+      one.rows = 1;
+      one.data = slice(one.data, r * n, n);
+      const auto got = run_rows(one, slice(dy, r * n, n));
+      const auto want = slice(all, r * n, n);
+      if (const auto e = first_diff(want, got); e >= 0 && differing++ == 0)
+        where = "n=" + std::to_string(n) + " row " + std::to_string(r) + " element " +
+                std::to_string(e) + ": " + fmt(want[e]) + " in the batch, " + fmt(got[e]) +
+                " alone";
+    }
+  }
+  return make(cx.run, "determinism.batch_invariance", op, name_of(t), cx.inv, calls, differing,
+              where, "rows computed alone vs in a batch of 8");
+}
+
+// ---------------------------------------------------------------- attention
+
+// All outputs of one attention_v2 call (out | lse) or attention_backward
+// call (dq | dk | dv | dsinks, deterministic = 1, from the given `in`).
+Outputs attention_outputs(const Kernel& k, bool bwd, const AttentionCase& x, const Backward* in) {
+  Outputs o;
+  if (!bwd) {
+    const auto r = k.attention_v2(x);
+    append(o, r.out);
+    append(o, r.lse);
+    return o;
+  }
+  const auto g = k.attention_backward(x, in->out, in->lse, in->dout, true);
+  append(o, g.dq);
+  append(o, g.dk);
+  append(o, g.dv);
+  append(o, g.dsinks);
+  return o;
+}
+
+// The backward's inputs of sequence b of x alone, sliced from the batch's.
+Backward backward_part(const AttentionCase& x, const Backward& xin, std::int64_t b) {
+  Backward sin;
+  const std::int64_t q0 = x.row_q(b, 0), lq = x.len_q(b);
+  sin.out = slice(xin.out, q0 * x.heads_q * x.dv, lq * x.heads_q * x.dv);
+  sin.lse = slice(xin.lse, q0 * x.heads_q, lq * x.heads_q);
+  sin.dout = slice(xin.dout, q0 * x.heads_q * x.dv, lq * x.heads_q * x.dv);
+  return sin;
+}
+
+// The part of the batch's concatenated outputs `whole` that belongs to
+// sequence b: its out and lse (forward), or its dq, dk and dv (backward).
+Outputs batch_part(const AttentionCase& x, const Outputs& whole, std::int64_t b, bool bwd) {
+  const std::int64_t q0 = x.row_q(b, 0), k0 = x.row_k(b, 0);
+  const std::int64_t lq = x.len_q(b), lk = x.len_k(b);
+  Outputs want;
+  if (!bwd) {
+    const std::int64_t tq = x.total_q() * x.heads_q;
+    append(want, slice(whole, q0 * x.heads_q * x.dv, lq * x.heads_q * x.dv));
+    append(want, slice(whole, tq * x.dv + q0 * x.heads_q, lq * x.heads_q));
+  } else {
+    const std::int64_t nq = x.total_q() * x.heads_q * x.d, nk = x.total_k() * x.heads_kv * x.d;
+    append(want, slice(whole, q0 * x.heads_q * x.d, lq * x.heads_q * x.d));
+    append(want, slice(whole, nq + k0 * x.heads_kv * x.d, lk * x.heads_kv * x.d));
+    append(want, slice(whole, nq + nk + k0 * x.heads_kv * x.dv, lk * x.heads_kv * x.dv));
+  }
+  return want;
+}
+
+// What both determinism properties of attention_v2 or attention_backward on
+// one type see: the fixed cases (det_case, padded and varlen) and, for the
+// backward, the padded case's inputs (computed once).
+struct AttnDetCtx {
+  const Run& run;
+  const Kernel& k;
+  Op op;
+  AttnType t;
+  const AttentionCase& c;   // det_case(t, false)
+  const AttentionCase& cv;  // det_case(t, true)
+  bool bwd;                 // op == attention_backward
+  const Backward& in;       // backward_inputs(c) (backward), empty (forward)
+  int repeats;
+  bool det, inv;
+  Outputs call(const AttentionCase& x, const Backward* b) const {
+    return attention_outputs(k, bwd, x, b);
+  }
+};
+
+// determinism.bitwise, attention: the padded case called max(10, repeats /
+// 5) times (attention is costlier than a row) gives the first call's bits
+// for every output every time. Bound: no call differs (rule bitwise);
+// required when the kernel claims SA_CAP_DETERMINISTIC, and always for
+// attention_backward (the property passes deterministic = 1, which kernel.h
+// makes a request).
+Verdict bitwise_attention(const AttnDetCtx& cx) {
+  const AttentionCase& c = cx.c;
+  const int reps = std::max(10, cx.repeats / 5);
+  const Outputs o0 = cx.call(c, &cx.in);
+  std::int64_t differing = 0;
+  std::string where;
+  for (int rpt = 1; rpt < reps; ++rpt) {
+    const Outputs o1 = cx.call(c, &cx.in);
+    if (const auto e = first_diff(o0, o1); e >= 0 && differing++ == 0)
+      where = "output element " + std::to_string(e) + " (of out|lse or dq|dk|dv|dsinks " +
+              "concatenated): " + fmt(o0[e]) + " then " + fmt(o1[e]) + " (call " +
+              std::to_string(rpt + 1) + ")";
+  }
+  return make(cx.run, "determinism.bitwise", cx.op, dtype_name(cx.t), cx.det || cx.bwd, reps - 1,
+              differing, where,
+              "repeated calls (" + c.describe() + (cx.bwd ? ", deterministic=1)" : ")"));
+}
+
+// determinism.batch_invariance, attention: in the padded and the varlen
+// case, each non-empty sequence computed alone gives the bits it has in the
+// batch (forward and backward), and the forward, where the kernel declares
+// split-KV, gives the unsplit bits under num_splits 2 and 3. Bound: no call
+// differs (rule bitwise); required when the kernel claims
+// SA_CAP_BATCH_INVARIANT, reported otherwise.
+Verdict batch_invariance_attention(const AttnDetCtx& cx) {
+  const bool bwd = cx.bwd;
+  std::int64_t differing = 0, calls = 0;
+  std::string where;
+  for (const AttentionCase* x : {&cx.c, &cx.cv}) {
+    const Backward xin = bwd ? backward_inputs(*x) : Backward{};
+    const Outputs whole = cx.call(*x, &xin);
+    for (std::int64_t b = 0; b < x->batch; ++b) {
+      if (x->len_q(b) == 0) continue;
+      const AttentionCase s = alone(*x, b);
+      const Backward sin = bwd ? backward_part(*x, xin, b) : Backward{};
+      const Outputs part = cx.call(s, &sin);
+      const Outputs want = batch_part(*x, whole, b, bwd);
+      ++calls;
+      if (const auto e = first_diff(want, part); e >= 0 && differing++ == 0)
+        where = "sequence " + std::to_string(b) + " of " + x->describe() + ", element " +
+                std::to_string(e) + ": " + fmt(want[e]) + " in the batch, " + fmt(part[e]) +
+                " alone";
+    }
+    // Split counts (forward, where split-KV is declared).
+    if (!bwd && cx.k.declares(SA_ATTN_SPLIT_KV))
+      for (std::int64_t splits : {2, 3}) {
+        AttentionCase y = *x;
+        y.num_splits = splits;
+        const Outputs o = cx.call(y, nullptr);
+        ++calls;
+        if (const auto e = first_diff(whole, o); e >= 0 && differing++ == 0)
+          where = "num_splits=" + std::to_string(splits) + " element " + std::to_string(e) + ": " +
+                  fmt(whole[e]) + " unsplit, " + fmt(o[e]);
+      }
+  }
+  return make(cx.run, "determinism.batch_invariance", cx.op, dtype_name(cx.t), cx.inv, calls,
+              differing, where, "sequences computed alone vs in their batch");
+}
+
 }  // namespace
 
+// Both determinism properties on every operation and dtype the kernel
+// implements, in the registry's verdict order: per (op, dtype) bitwise then
+// batch_invariance, from one context (the row sizes; the attention cases and
+// the backward's inputs). A call that fails, or a case that is not
+// applicable, settles the verdicts still missing for that (op, dtype).
 void run_determinism(const Run& run) {
   const Kernel& k = run.kernel;
   const bool want_bits = run.wants_property("determinism.bitwise");
@@ -218,96 +480,19 @@ void run_determinism(const Run& run) {
     if (!run.wants_op(op) || !k.supports(op)) continue;
     for (DType t : dtypes) {
       if (t == DType::float64 || !k.supports(t)) continue;
-      auto call = [&](const RowBatch& b) -> std::vector<float> {
-        if (op == Op::softmax) return k.softmax(t, b);
-        if (op == Op::log_softmax) return k.log_softmax(t, b);
-        const auto dy = det_dy(t, b.data.size(), 7 + b.rows);
-        RowBatch yb = b;
-        yb.data = y_of(t, b, op == Op::log_softmax_backward);
-        return op == Op::softmax_backward ? k.softmax_backward(t, yb, dy)
-                                          : k.log_softmax_backward(t, yb, dy);
-      };
-      // The sizes the kernel takes (sa_capabilities.max_n); longer rows are not applicable.
-      std::vector<std::int64_t> sizes;
-      std::string sizes_text;
-      for (std::int64_t n : {7, 64, 1000, 4097})
-        if (k.max_n() <= 0 || n <= k.max_n()) {
-          sizes_text += (sizes.empty() ? "" : ", ") + std::to_string(n);
-          sizes.push_back(n);
-        }
-      if (sizes.size() < 4)
-        sizes_text += "; longer rows not applicable: max_n " + std::to_string(k.max_n());
+      const RowSizes sizes = row_sizes(k);
       bool bits_done = false, batch_done = false;
       try {
-        if (sizes.empty())
+        if (sizes.sizes.empty())
           throw NotApplicable("kernel '" + k.name() + "': max_n " + std::to_string(k.max_n()) +
                               " < 7, the shortest row this property calls");
+        const RowDetCtx cx{run, k, op, t, sizes, repeats, det, inv};
         if (want_bits) {
-          std::int64_t differing = 0, calls = 0;
-          std::string where;
-          for (std::int64_t n : sizes) {
-            RowBatch b = det_rows(t, 4, n, 31 + n);
-            std::vector<float> y0;
-            if (op == Op::softmax_backward || op == Op::log_softmax_backward) {
-              // keep the forward fixed: only the backward call repeats
-              const auto dy = det_dy(t, b.data.size(), 7 + b.rows);
-              RowBatch yb = b;
-              yb.data = y_of(t, b, op == Op::log_softmax_backward);
-              y0 = op == Op::softmax_backward ? k.softmax_backward(t, yb, dy)
-                                              : k.log_softmax_backward(t, yb, dy);
-              for (int rpt = 1; rpt < repeats; ++rpt, ++calls) {
-                const auto y1 = op == Op::softmax_backward ? k.softmax_backward(t, yb, dy)
-                                                           : k.log_softmax_backward(t, yb, dy);
-                if (const auto e = first_diff(y0, y1); e >= 0 && differing++ == 0)
-                  where = "n=" + std::to_string(n) + " element " + std::to_string(e) + ": " +
-                          fmt(y0[e]) + " then " + fmt(y1[e]) + " (call " + std::to_string(rpt + 1) +
-                          ")";
-              }
-            } else {
-              y0 = call(b);
-              for (int rpt = 1; rpt < repeats; ++rpt, ++calls) {
-                const auto y1 = call(b);
-                if (const auto e = first_diff(y0, y1); e >= 0 && differing++ == 0)
-                  where = "n=" + std::to_string(n) + " element " + std::to_string(e) + ": " +
-                          fmt(y0[e]) + " then " + fmt(y1[e]) + " (call " + std::to_string(rpt + 1) +
-                          ")";
-              }
-            }
-          }
-          run.emit(make(run, "determinism.bitwise", op, name_of(t), det, calls, differing, where,
-                        "repeated calls (4 rows at n = " + sizes_text + ")"));
+          run.emit(bitwise_rows(cx));
           bits_done = true;
         }
         if (want_batch) {
-          std::int64_t differing = 0, calls = 0;
-          std::string where;
-          const bool bwd = op == Op::softmax_backward || op == Op::log_softmax_backward;
-          for (std::int64_t n : sizes) {
-            const RowBatch b = det_rows(t, 8, n, 77 + n);
-            // The backward's y is the batch's forward output, sliced for a row alone.
-            RowBatch yb = b;
-            const auto dy = det_dy(t, b.data.size(), 5 + n);
-            if (bwd) yb.data = y_of(t, b, op == Op::log_softmax_backward);
-            auto run_rows = [&](const RowBatch& x, const std::vector<float>& g) {
-              if (!bwd) return op == Op::softmax ? k.softmax(t, x) : k.log_softmax(t, x);
-              return op == Op::softmax_backward ? k.softmax_backward(t, x, g)
-                                                : k.log_softmax_backward(t, x, g);
-            };
-            const auto all = run_rows(bwd ? yb : b, dy);
-            for (std::int64_t r = 0; r < b.rows; ++r, ++calls) {
-              RowBatch one = bwd ? yb : b;
-              one.rows = 1;
-              one.data = slice(one.data, r * n, n);
-              const auto got = run_rows(one, slice(dy, r * n, n));
-              const auto want = slice(all, r * n, n);
-              if (const auto e = first_diff(want, got); e >= 0 && differing++ == 0)
-                where = "n=" + std::to_string(n) + " row " + std::to_string(r) + " element " +
-                        std::to_string(e) + ": " + fmt(want[e]) + " in the batch, " + fmt(got[e]) +
-                        " alone";
-            }
-          }
-          run.emit(make(run, "determinism.batch_invariance", op, name_of(t), inv, calls, differing,
-                        where, "rows computed alone vs in a batch of 8"));
+          run.emit(batch_invariance_rows(cx));
           batch_done = true;
         }
       } catch (const NotApplicable& e) {
@@ -329,21 +514,6 @@ void run_determinism(const Run& run) {
                                                 : AttnType::float32;
       const AttentionCase c = det_case(t, false), cv = det_case(t, true);
       const bool bwd = op == Op::attention_backward;
-      auto run_case = [&](const AttentionCase& x, const Backward* in) -> Outputs {
-        Outputs o;
-        if (!bwd) {
-          const auto r = k.attention_v2(x);
-          append(o, r.out);
-          append(o, r.lse);
-          return o;
-        }
-        const auto g = k.attention_backward(x, in->out, in->lse, in->dout, true);
-        append(o, g.dq);
-        append(o, g.dk);
-        append(o, g.dv);
-        append(o, g.dsinks);
-        return o;
-      };
       const std::string why = bwd ? k.why_not_applicable_backward(c) : k.why_not_applicable(c);
       if (!why.empty()) {
         for (const char* id : {"determinism.bitwise", "determinism.batch_invariance"})
@@ -355,76 +525,13 @@ void run_determinism(const Run& run) {
       bool bits_done = false, batch_done = false;
       try {
         const Backward in = bwd ? backward_inputs(c) : Backward{};
+        const AttnDetCtx cx{run, k, op, t, c, cv, bwd, in, repeats, det, inv};
         if (want_bits) {
-          // Attention is costlier than a row: a fifth of the repeats, at least 10.
-          const int reps = std::max(10, repeats / 5);
-          const Outputs o0 = run_case(c, &in);
-          std::int64_t differing = 0;
-          std::string where;
-          for (int rpt = 1; rpt < reps; ++rpt) {
-            const Outputs o1 = run_case(c, &in);
-            if (const auto e = first_diff(o0, o1); e >= 0 && differing++ == 0)
-              where = "output element " + std::to_string(e) + " (of out|lse or dq|dk|dv|dsinks " +
-                      "concatenated): " + fmt(o0[e]) + " then " + fmt(o1[e]) + " (call " +
-                      std::to_string(rpt + 1) + ")";
-          }
-          run.emit(make(run, "determinism.bitwise", op, dtype_name(t), det || bwd, reps - 1,
-                        differing, where,
-                        "repeated calls (" + c.describe() + (bwd ? ", deterministic=1)" : ")")));
+          run.emit(bitwise_attention(cx));
           bits_done = true;
         }
         if (want_batch) {
-          std::int64_t differing = 0, calls = 0;
-          std::string where;
-          for (const AttentionCase* x : {&c, &cv}) {
-            const Backward xin = bwd ? backward_inputs(*x) : Backward{};
-            const Outputs whole = run_case(*x, &xin);
-            // Offsets of each sequence's part in the concatenated outputs.
-            for (std::int64_t b = 0; b < x->batch; ++b) {
-              if (x->len_q(b) == 0) continue;
-              const AttentionCase s = alone(*x, b);
-              Backward sin;
-              const std::int64_t q0 = x->row_q(b, 0), k0 = x->row_k(b, 0);
-              const std::int64_t lq = x->len_q(b), lk = x->len_k(b);
-              if (bwd) {
-                sin.out = slice(xin.out, q0 * x->heads_q * x->dv, lq * x->heads_q * x->dv);
-                sin.lse = slice(xin.lse, q0 * x->heads_q, lq * x->heads_q);
-                sin.dout = slice(xin.dout, q0 * x->heads_q * x->dv, lq * x->heads_q * x->dv);
-              }
-              const Outputs part = run_case(s, &sin);
-              Outputs want;
-              if (!bwd) {
-                const std::int64_t tq = x->total_q() * x->heads_q;
-                append(want, slice(whole, q0 * x->heads_q * x->dv, lq * x->heads_q * x->dv));
-                append(want, slice(whole, tq * x->dv + q0 * x->heads_q, lq * x->heads_q));
-              } else {
-                const std::int64_t nq = x->total_q() * x->heads_q * x->d,
-                                   nk = x->total_k() * x->heads_kv * x->d;
-                append(want, slice(whole, q0 * x->heads_q * x->d, lq * x->heads_q * x->d));
-                append(want, slice(whole, nq + k0 * x->heads_kv * x->d, lk * x->heads_kv * x->d));
-                append(want,
-                       slice(whole, nq + nk + k0 * x->heads_kv * x->dv, lk * x->heads_kv * x->dv));
-              }
-              ++calls;
-              if (const auto e = first_diff(want, part); e >= 0 && differing++ == 0)
-                where = "sequence " + std::to_string(b) + " of " + x->describe() + ", element " +
-                        std::to_string(e) + ": " + fmt(want[e]) + " in the batch, " + fmt(part[e]) +
-                        " alone";
-            }
-            // Split counts (forward, where split-KV is declared).
-            if (!bwd && k.declares(SA_ATTN_SPLIT_KV))
-              for (std::int64_t splits : {2, 3}) {
-                AttentionCase y = *x;
-                y.num_splits = splits;
-                const Outputs o = run_case(y, nullptr);
-                ++calls;
-                if (const auto e = first_diff(whole, o); e >= 0 && differing++ == 0)
-                  where = "num_splits=" + std::to_string(splits) + " element " + std::to_string(e) +
-                          ": " + fmt(whole[e]) + " unsplit, " + fmt(o[e]);
-              }
-          }
-          run.emit(make(run, "determinism.batch_invariance", op, dtype_name(t), inv, calls,
-                        differing, where, "sequences computed alone vs in their batch"));
+          run.emit(batch_invariance_attention(cx));
           batch_done = true;
         }
       } catch (const NotApplicable& e) {

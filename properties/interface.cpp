@@ -15,6 +15,10 @@
 // exp(z - m) (terms of one sign), p_j = exp(z_j - m) / S; its relative error
 // is below 2^-50 for n <= 2^24, over 26 bits below a float32 ulp, so it cannot
 // move a verdict (the same argument as the sweep's, properties/sweep.hpp).
+//
+// One property, one function (issue 30): run_interface_sizes, which draws
+// each size's input (sizes_input), calls the op once (call_row_op) and judges
+// every row of the call (judge_row).
 #include <algorithm>
 #include <cmath>
 
@@ -113,6 +117,165 @@ Check worst_element(DType out, std::size_t n, Got got, Ex exact, Bud bud,
   return c;
 }
 
+// The input of interface.sizes at size index i (n = sizes[i]): rows cycle
+// through the finite generators (gaussian, uniform, fa3_outliers, offset)
+// and the layouts kernel.h grants: two rows with input stride n + 1 and
+// output stride n + 3; two rows in place (stride n + 2); three rows (two
+// past 4097) with input stride n + 3 and a contiguous output.
+RowParams sizes_input(const Run& run, Op op, std::size_t i, std::int64_t n, double theta) {
+  static const char* const dists[] = {"gaussian", "uniform", "fa3_outliers", "offset"};
+  RowParams p;
+  p.n = n;
+  p.dist = dists[i % 4];
+  p.level = static_cast<int>(i / 4 % 3);
+  p.temperature = theta;
+  p.seed = run.seed ^ (0x9e3779b97f4a7c15ull * (i + 1)) ^ (static_cast<std::uint64_t>(op) << 7);
+  switch (i % 3) {
+    case 0:
+      p.rows = 2, p.pad = 1, p.out_pad = 3;
+      break;
+    case 1:
+      p.rows = 2, p.pad = 2, p.in_place = true;
+      break;
+    default:
+      p.rows = p.n <= 4097 ? 3 : 2, p.pad = 3, p.out_pad = 0;
+  }
+  return p;
+}
+
+// What a row operation returned: the weights (or per-row values), and for
+// the adaptive softmax its beta and entropy per row.
+struct RowOutputs {
+  std::vector<float> got, beta, H;
+};
+
+RowOutputs call_row_op(const Kernel& k, Op op, DType t, const RowBatch& b, double theta) {
+  RowOutputs o;
+  switch (op) {
+    case Op::softmax:
+      o.got = k.softmax(t, b, theta);
+      break;
+    case Op::log_softmax:
+      o.got = k.log_softmax(t, b, theta);
+      break;
+    case Op::logsumexp:
+      o.got = k.logsumexp(t, b, theta);
+      break;
+    case Op::entropy:
+      o.got = k.entropy(t, b, theta);
+      break;
+    default: {
+      AdaptiveOutput a = k.adaptive_softmax(t, b, theta);
+      o.got = std::move(a.weights), o.beta = std::move(a.beta), o.H = std::move(a.entropy);
+    }
+  }
+  return o;
+}
+
+// Row r of one call's batch b against the long double reference, each
+// check handed to `record` in order: softmax / log_softmax, the row's worst
+// element within softmax_abs / log_softmax_abs; logsumexp / entropy, the
+// row's value within lse_abs / entropy_abs; adaptive softmax (as the
+// differential property holds it), entropy within entropy_abs, beta within
+// beta_abs plus an ulp, and the worst weight within softmax_abs at beta z
+// plus beta's error (budgets.hpp).
+template <class Record>
+void judge_row(const Kernel& k, Op op, DType t, double theta, const RowBatch& b, std::int64_t r,
+               const RowOutputs& o, Record&& record) {
+  const auto row = b.row(r);
+  const budget::RowStats st = budget::stats(row, theta);
+  const Exact x = exact_row(
+      row, theta, 1.0L, op == Op::adaptive_softmax && k.adaptive_entropy() == SA_ENTROPY_PAPER_EPS);
+  const std::string where = "n=" + std::to_string(b.n) + " row " + std::to_string(r);
+  auto g = [&](std::size_t j) {
+    return static_cast<double>(o.got[static_cast<std::size_t>(r * b.stride) + j]);
+  };
+  if (op == Op::softmax || op == Op::log_softmax) {
+    // the worst element of the row, recorded once (rows are long)
+    const bool sm = op == Op::softmax;
+    record(worst_element(
+        t, row.size(), g,
+        [&](std::size_t j) { return static_cast<double>(sm ? x.p(j) : x.logp(j)); },
+        [&](std::size_t j, double e) {
+          const double z = static_cast<double>(row[j]) / theta;
+          return sm ? (e == 0 ? 0.0 : budget::softmax_abs(t, st, z, e))
+                    : budget::log_softmax_abs(t, st, z, e);
+        },
+        where));
+  } else if (op == Op::logsumexp || op == Op::entropy) {
+    const double e = static_cast<double>(op == Op::logsumexp ? x.lse : x.H);
+    record(elem(DType::float32, o.got[static_cast<std::size_t>(r)], e,
+                op == Op::logsumexp ? budget::lse_abs(st, e) : budget::entropy_abs(st, e), where));
+  } else {  // adaptive softmax, as the differential property holds it
+    const double He =
+        static_cast<double>(k.adaptive_entropy() == SA_ENTROPY_PAPER_EPS ? x.H_eps : x.H);
+    const double Be = theory::adaptive_beta(He);
+    const double dH = budget::entropy_abs(st, He), dB = budget::beta_abs(He, dH);
+    record(elem(DType::float32, o.H[static_cast<std::size_t>(r)], He, dH, where + " entropy"));
+    record(elem(DType::float32, o.beta[static_cast<std::size_t>(r)], Be,
+                dB + budget::ulp(DType::float32, Be), where + " beta"));
+    const Exact xb = exact_row(row, theta, static_cast<LD>(Be));
+    budget::RowStats sb = st;
+    sb.max *= Be, sb.spread *= Be, sb.max_abs *= Be, sb.theta_one = false;
+    record(worst_element(
+        t, row.size(), g, [&](std::size_t j) { return static_cast<double>(xb.p(j)); },
+        [&](std::size_t j, double e) {
+          return e == 0 ? 0.0
+                        : budget::softmax_abs(t, sb, Be * row[j] / theta, e) +
+                              2.0 * std::abs(e) * st.spread * dB;
+        },
+        where));
+  }
+}
+
+// What interface.sizes found over its sizes, for its verdict.
+struct SizesResult {
+  Check worst;
+  std::string worst_input, error, first_not_applicable;
+  std::vector<call_log::Call> worst_calls;  // the worst input's call (kernels/call_log.hpp)
+  int calls = 0, not_applicable = 0;
+};
+
+// The verdict of interface.sizes on op and dtype t from what its sizes found.
+Verdict sizes_verdict(const Run& run, const std::string& id, const Rule& rule, Op op, DType t,
+                      std::size_t size_count, const SizesResult& s) {
+  const Check& worst = s.worst;
+  Verdict v;
+  v.property = id;
+  v.claim = claim_of(id);
+  v.rule = rule;
+  v.kernel = run.kernel.name();
+  v.op = name_of(op);
+  v.dtype = name_of(t);
+  v.measured = worst.measured;
+  v.bound = worst.bound;
+  const std::string range = std::to_string(size_count) + " sizes from 1 to 2^" +
+                            std::to_string(run.config.max_log2_n) + " + 1";
+  if (!s.error.empty()) {
+    v.outcome = Outcome::error;
+    v.note = "kernel call failed: " + s.error;
+  } else if (worst.fails()) {
+    v.outcome = Outcome::fail;
+    v.counterexample =
+        "seed=" + std::to_string(run.seed) + " " + s.worst_input + " ; at " + worst.where;
+    v.worst_case = v.counterexample;
+    call_log::stash(v.counterexample, s.worst_calls);
+    v.note = range + "; every element checked";
+  } else {
+    v.outcome = Outcome::pass;
+    v.worst_case = s.worst_input;
+    v.note = range + ", " + std::to_string(s.calls) +
+             " calls, every element checked; worst: " + worst.where;
+  }
+  if (!worst.unit.empty()) v.note += "; measured and bound in " + worst.unit;
+  if (worst.fails() && !worst.convention.empty())
+    v.note += "; " + undeclared_convention_note(worst.convention);
+  if (s.not_applicable)
+    v.note += "; " + std::to_string(s.not_applicable) + " size(s) not applicable (e.g. " +
+              s.first_not_applicable + ")";
+  return v;
+}
+
 }  // namespace
 
 std::vector<std::int64_t> interface_sizes(int max_log2_n) {
@@ -126,6 +289,12 @@ std::vector<std::int64_t> interface_sizes(int max_log2_n) {
   return s;
 }
 
+// interface.sizes (rule ulp): op on dtype t is right at every size
+// interface_sizes(max_log2_n) lists, in every layout kernel.h grants: one
+// call per size (sizes_input), every output element of every row within
+// the ulp rule's budget (budgets.hpp) of the long double reference
+// (exact_row, judge_row). A size past the kernel's max_n is not applicable
+// and counted; the first call that fails ends the search.
 void run_interface_sizes(const Run& run, Op op, DType t) {
   const std::string id = "interface.sizes";
   if (!run.wants_property(id)) return;
@@ -135,156 +304,40 @@ void run_interface_sizes(const Run& run, Op op, DType t) {
     run.emit(skip_verdict(run, id, claim_of(id), rule, op, t, why));
     return;
   }
-  static const char* const dists[] = {"gaussian", "uniform", "fa3_outliers", "offset"};
   const double theta = run.config.temperature;
   const auto sizes = interface_sizes(run.config.max_log2_n);
-  Check worst;
-  std::string worst_input, error, first_not_applicable;
-  std::vector<call_log::Call> worst_calls;  // the worst input's call (kernels/call_log.hpp)
-  int calls = 0, not_applicable = 0;
-  for (std::size_t i = 0; i < sizes.size() && error.empty(); ++i) {
-    RowParams p;
-    p.n = sizes[i];
-    p.dist = dists[i % 4];
-    p.level = static_cast<int>(i / 4 % 3);
-    p.temperature = theta;
-    p.seed = run.seed ^ (0x9e3779b97f4a7c15ull * (i + 1)) ^ (static_cast<std::uint64_t>(op) << 7);
-    switch (i % 3) {
-      case 0:
-        p.rows = 2, p.pad = 1, p.out_pad = 3;
-        break;
-      case 1:
-        p.rows = 2, p.pad = 2, p.in_place = true;
-        break;
-      default:
-        p.rows = p.n <= 4097 ? 3 : 2, p.pad = 3, p.out_pad = 0;
-    }
+  SizesResult s;
+  for (std::size_t i = 0; i < sizes.size() && s.error.empty(); ++i) {
+    const RowParams p = sizes_input(run, op, i, sizes[i], theta);
     const RowBatch b = materialise(p, t);
     const std::string input = describe(p, b, 8);
     run.before(id, input);
-    ++calls;
-    std::vector<float> got, beta, H;
+    ++s.calls;
+    RowOutputs o;
     call_log::Capture capture;  // this input's call, for a case file
     try {
-      switch (op) {
-        case Op::softmax:
-          got = k.softmax(t, b, theta);
-          break;
-        case Op::log_softmax:
-          got = k.log_softmax(t, b, theta);
-          break;
-        case Op::logsumexp:
-          got = k.logsumexp(t, b, theta);
-          break;
-        case Op::entropy:
-          got = k.entropy(t, b, theta);
-          break;
-        default: {
-          AdaptiveOutput a = k.adaptive_softmax(t, b, theta);
-          got = std::move(a.weights), beta = std::move(a.beta), H = std::move(a.entropy);
-        }
-      }
+      o = call_row_op(k, op, t, b, theta);
     } catch (const NotApplicable& e) {  // n > max_n: not run (kernel.h)
-      --calls;
-      if (not_applicable++ == 0) first_not_applicable = e.what();
+      --s.calls;
+      if (s.not_applicable++ == 0) s.first_not_applicable = e.what();
       continue;
     } catch (const std::exception& e) {
-      error = e.what() + std::string(" (input: ") + input + ")";
+      s.error = e.what() + std::string(" (input: ") + input + ")";
       break;
     }
     const std::vector<call_log::Call> calls = capture.take();
     auto record = [&](const Check& c) {
-      const Check before = worst;
-      worst.worst(c);  // a failure beats a pass, an outright failure a convention's
-      if (worst.applicable &&
-          (!before.applicable || worst.ratio != before.ratio || worst.where != before.where)) {
-        worst_input = input;
-        worst_calls = calls;
+      const Check before = s.worst;
+      s.worst.worst(c);  // a failure beats a pass, an outright failure a convention's
+      if (s.worst.applicable &&
+          (!before.applicable || s.worst.ratio != before.ratio || s.worst.where != before.where)) {
+        s.worst_input = input;
+        s.worst_calls = calls;
       }
     };
-    for (std::int64_t r = 0; r < b.rows; ++r) {
-      const auto row = b.row(r);
-      const budget::RowStats st = budget::stats(row, theta);
-      const Exact x =
-          exact_row(row, theta, 1.0L,
-                    op == Op::adaptive_softmax && k.adaptive_entropy() == SA_ENTROPY_PAPER_EPS);
-      const std::string where = "n=" + std::to_string(b.n) + " row " + std::to_string(r);
-      auto g = [&](std::size_t j) {
-        return static_cast<double>(got[static_cast<std::size_t>(r * b.stride) + j]);
-      };
-      if (op == Op::softmax || op == Op::log_softmax) {
-        // the worst element of the row, recorded once (rows are long)
-        const bool sm = op == Op::softmax;
-        record(worst_element(
-            t, row.size(), g,
-            [&](std::size_t j) { return static_cast<double>(sm ? x.p(j) : x.logp(j)); },
-            [&](std::size_t j, double e) {
-              const double z = static_cast<double>(row[j]) / theta;
-              return sm ? (e == 0 ? 0.0 : budget::softmax_abs(t, st, z, e))
-                        : budget::log_softmax_abs(t, st, z, e);
-            },
-            where));
-      } else if (op == Op::logsumexp || op == Op::entropy) {
-        const double e = static_cast<double>(op == Op::logsumexp ? x.lse : x.H);
-        record(elem(DType::float32, got[static_cast<std::size_t>(r)], e,
-                    op == Op::logsumexp ? budget::lse_abs(st, e) : budget::entropy_abs(st, e),
-                    where));
-      } else {  // adaptive softmax, as the differential property holds it
-        const double He =
-            static_cast<double>(k.adaptive_entropy() == SA_ENTROPY_PAPER_EPS ? x.H_eps : x.H);
-        const double Be = theory::adaptive_beta(He);
-        const double dH = budget::entropy_abs(st, He), dB = budget::beta_abs(He, dH);
-        record(elem(DType::float32, H[static_cast<std::size_t>(r)], He, dH, where + " entropy"));
-        record(elem(DType::float32, beta[static_cast<std::size_t>(r)], Be,
-                    dB + budget::ulp(DType::float32, Be), where + " beta"));
-        const Exact xb = exact_row(row, theta, static_cast<LD>(Be));
-        budget::RowStats sb = st;
-        sb.max *= Be, sb.spread *= Be, sb.max_abs *= Be, sb.theta_one = false;
-        record(worst_element(
-            t, row.size(), g, [&](std::size_t j) { return static_cast<double>(xb.p(j)); },
-            [&](std::size_t j, double e) {
-              return e == 0 ? 0.0
-                            : budget::softmax_abs(t, sb, Be * row[j] / theta, e) +
-                                  2.0 * std::abs(e) * st.spread * dB;
-            },
-            where));
-      }
-    }
+    for (std::int64_t r = 0; r < b.rows; ++r) judge_row(k, op, t, theta, b, r, o, record);
   }
-  Verdict v;
-  v.property = id;
-  v.claim = claim_of(id);
-  v.rule = rule;
-  v.kernel = k.name();
-  v.op = name_of(op);
-  v.dtype = name_of(t);
-  v.measured = worst.measured;
-  v.bound = worst.bound;
-  const std::string range = std::to_string(sizes.size()) + " sizes from 1 to 2^" +
-                            std::to_string(run.config.max_log2_n) + " + 1";
-  if (!error.empty()) {
-    v.outcome = Outcome::error;
-    v.note = "kernel call failed: " + error;
-  } else if (worst.fails()) {
-    v.outcome = Outcome::fail;
-    v.counterexample =
-        "seed=" + std::to_string(run.seed) + " " + worst_input + " ; at " + worst.where;
-    v.worst_case = v.counterexample;
-    call_log::stash(v.counterexample, worst_calls);
-    v.note = range + "; every element checked";
-  } else {
-    v.outcome = Outcome::pass;
-    v.worst_case = worst_input;
-    v.note = range + ", " + std::to_string(calls) +
-             " calls, every element checked; worst: " + worst.where;
-  }
-  if (!worst.unit.empty()) v.note += "; measured and bound in " + worst.unit;
-  if (worst.fails() && !worst.convention.empty())
-    v.note += "; " + undeclared_convention_note(worst.convention);
-  if (not_applicable)
-    v.note += "; " + std::to_string(not_applicable) + " size(s) not applicable (e.g. " +
-              first_not_applicable + ")";
-  run.emit(v);
+  run.emit(sizes_verdict(run, id, rule, op, t, sizes.size(), s));
 }
 
 }  // namespace sa::props::detail
