@@ -448,7 +448,13 @@ int run_check(const CheckOptions& o) {
       }
     });
   }
-  const auto cases_since = std::filesystem::file_time_type::clock::now();
+  // A case file written from here on is this run's. File times come from the
+  // kernel's coarse clock, which lags the clock read here by up to a
+  // scheduler tick (10 ms at HZ = 100): a file written right after this line
+  // could read as older and lose its place in the JSON (seen under load), so
+  // the boundary is 100 ms earlier.
+  const auto cases_since =
+      std::filesystem::file_time_type::clock::now() - std::chrono::milliseconds(100);
 
   std::optional<gate::KernelSource> kernel;
   try {

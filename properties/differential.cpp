@@ -126,43 +126,10 @@ struct DiffCtx {
   std::optional<NaiveBaseline> naive;
 };
 
-// What the kernel returned for one case.
-struct CaseOutputs {
-  std::vector<float> got, beta, H;
-};
-
-CaseOutputs call_kernel(const Kernel& k, Op op, DType t, const RowBatch& b, double th) {
-  CaseOutputs o;
-  switch (op) {
-    case Op::softmax:
-      o.got = k.softmax(t, b, th);
-      break;
-    case Op::log_softmax:
-      o.got = k.log_softmax(t, b, th);
-      break;
-    case Op::logsumexp:
-      o.got = k.logsumexp(t, b, th);
-      break;
-    case Op::entropy:
-      o.got = k.entropy(t, b, th);
-      break;
-    case Op::adaptive_softmax: {
-      AdaptiveOutput a = k.adaptive_softmax(t, b, th);
-      o.got = std::move(a.weights);
-      o.beta = std::move(a.beta);
-      o.H = std::move(a.entropy);
-      break;
-    }
-    default:
-      break;
-  }
-  return o;
-}
-
 // The shared work of row r: statistics, reference values and (finite data)
 // the naive same-dtype baseline, once for every property.
 DiffCtx row_ctx(DType t, Op op, double th, ref::EntropyDefinition def, const RowBatch& b,
-                std::int64_t r, const CaseOutputs& o) {
+                std::int64_t r, const RowOutputs& o) {
   const auto row = b.row(r);
   DiffCtx cx{t,
              op,
@@ -505,7 +472,7 @@ void run_differential(const Run& run, Op op, DType t) {
     std::vector<Check> cs(kSlots);
     const RowBatch b = materialise(p, t);
     if (run.observer && run.observer->before_case) run.before(prop, describe(p, b, 16));
-    const CaseOutputs o = call_kernel(k, op, t, b, p.temperature);
+    const RowOutputs o = call_row_op(k, op, t, b, p.temperature);
     for (std::int64_t r = 0; r < b.rows; ++r) {
       const DiffCtx cx = row_ctx(t, op, p.temperature, def, b, r, o);
       // One function per property (above run_differential), each judging

@@ -143,35 +143,6 @@ RowParams sizes_input(const Run& run, Op op, std::size_t i, std::int64_t n, doub
   return p;
 }
 
-// What a row operation returned: the weights (or per-row values), and for
-// the adaptive softmax its beta and entropy per row.
-struct RowOutputs {
-  std::vector<float> got, beta, H;
-};
-
-RowOutputs call_row_op(const Kernel& k, Op op, DType t, const RowBatch& b, double theta) {
-  RowOutputs o;
-  switch (op) {
-    case Op::softmax:
-      o.got = k.softmax(t, b, theta);
-      break;
-    case Op::log_softmax:
-      o.got = k.log_softmax(t, b, theta);
-      break;
-    case Op::logsumexp:
-      o.got = k.logsumexp(t, b, theta);
-      break;
-    case Op::entropy:
-      o.got = k.entropy(t, b, theta);
-      break;
-    default: {
-      AdaptiveOutput a = k.adaptive_softmax(t, b, theta);
-      o.got = std::move(a.weights), o.beta = std::move(a.beta), o.H = std::move(a.entropy);
-    }
-  }
-  return o;
-}
-
 // Row r of one call's batch b against the long double reference, each
 // check handed to `record` in order: softmax / log_softmax, the row's worst
 // element within softmax_abs / log_softmax_abs; logsumexp / entropy, the

@@ -115,35 +115,6 @@ RowBatch row_batch(DType t, const std::vector<float>& vals, int batch) {
   return b;
 }
 
-// What a row operation returned: the weights (or per-row values), and for
-// the adaptive softmax its beta and entropy per row.
-struct RowOutputs {
-  std::vector<float> got, beta, H;
-};
-
-RowOutputs call_row_op(const Kernel& k, Op op, DType t, const RowBatch& b) {
-  RowOutputs o;
-  switch (op) {
-    case Op::softmax:
-      o.got = k.softmax(t, b);
-      break;
-    case Op::log_softmax:
-      o.got = k.log_softmax(t, b);
-      break;
-    case Op::logsumexp:
-      o.got = k.logsumexp(t, b);
-      break;
-    case Op::entropy:
-      o.got = k.entropy(t, b);
-      break;
-    default: {
-      auto a = k.adaptive_softmax(t, b);
-      o.got = a.weights, o.beta = a.beta, o.H = a.entropy;
-    }
-  }
-  return o;
-}
-
 // The budget of a value of a row that is not finite (an infinite or NaN
 // logit): exact for zero and non-finite expected values, else the output
 // rounding plus `internal_rel` relative.

@@ -77,6 +77,34 @@ void Run::progress_to(int unit) const {
   if (observer && observer->progress) observer->progress(done, total);
 }
 
+RowOutputs call_row_op(const Kernel& k, Op op, DType t, const RowBatch& b, double theta) {
+  RowOutputs o;
+  switch (op) {
+    case Op::softmax:
+      o.got = k.softmax(t, b, theta);
+      break;
+    case Op::log_softmax:
+      o.got = k.log_softmax(t, b, theta);
+      break;
+    case Op::logsumexp:
+      o.got = k.logsumexp(t, b, theta);
+      break;
+    case Op::entropy:
+      o.got = k.entropy(t, b, theta);
+      break;
+    case Op::adaptive_softmax: {
+      AdaptiveOutput a = k.adaptive_softmax(t, b, theta);
+      o.got = std::move(a.weights);
+      o.beta = std::move(a.beta);
+      o.H = std::move(a.entropy);
+      break;
+    }
+    default:
+      break;
+  }
+  return o;
+}
+
 Verdict skip_verdict(const Run& run, const std::string& property, const std::string& claim,
                      const Rule& rule, Op op, DType t, const std::string& why) {
   Verdict v;

@@ -89,6 +89,15 @@ inline std::string undeclared_convention_note(const std::string& convention) {
 }
 
 // Builds the verdict of one slot of a search.
+// What a row operation returned: the weights (or per-row values), and for
+// adaptive_softmax its beta and entropy per row.
+struct RowOutputs {
+  std::vector<float> got, beta, H;
+};
+// One call of a row operation (softmax, log_softmax, logsumexp, entropy or
+// adaptive_softmax; any other op returns nothing) at temperature theta.
+RowOutputs call_row_op(const Kernel& k, Op op, DType t, const RowBatch& b, double theta = 1.0);
+
 template <class P>
 Verdict slot_verdict(const Run& run, const std::string& property, const std::string& claim,
                      const Rule& rule, Op op, DType t, const SlotResult<P>& r,
