@@ -11,8 +11,10 @@
 #include <iomanip>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
+#include "properties/search.hpp"
 #include "reference/rounding.hpp"
 
 namespace sa::variants {
@@ -154,12 +156,27 @@ double tol(const Variant& v, std::span<const double> l) {
 
 double to_d(const Mp& x) { return x.convert_to<double>(); }
 
-struct Check {
-  bool ok = true;
-  double measured = 0;
-  std::string input;   // reproducible description of the case
-  std::string detail;  // what went wrong / what was seen
+// ---------------------------------------------------------------- the engine
+// A property runs on the property suite's search (properties/search.hpp): an
+// rc::Gen draws a Case, the property's function judges it into one Check
+// (pass when measured <= bound), and the first failing case is shrunk
+// greedily through RapidCheck's shrink tree. A check's `where` reads
+// "input : what was seen", the counterexample a failing cell shows.
+using props::detail::Check;
+using props::detail::make_check;
+
+// One drawn case: the row(s), and the choices a property adds to them.
+struct Case {
+  Input in;
+  std::size_t key = 0;      // the item a property raises or sets to NaN
+  double amount = 0;        // the shift c, the raise d
+  std::vector<bool> flags;  // per item: masked, +inf, perturbation sign; per gap: a cut
+  std::vector<int> ints;    // permutation sort keys; merge order
 };
+
+Check judged(double measured, double bound, const std::string& input, const std::string& detail) {
+  return make_check(measured, bound, input + " : " + detail);
+}
 
 std::uint64_t seed_for(std::uint64_t base, const std::string& a, const std::string& b) {
   std::uint64_t h = 1469598103934665603ull;
@@ -170,130 +187,289 @@ std::uint64_t seed_for(std::uint64_t base, const std::string& a, const std::stri
   return h ^ (base * 0x9E3779B97F4A7C15ull);
 }
 
-// RapidCheck's default listener prints progress and a reproduce hint at
-// exit; the fuzzer reports through verdicts instead.
-class SilentListener : public rc::detail::TestListener {
- public:
-  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
-  void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
-  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
-};
+// ---------------------------------------------------------------- draws
+rc::Gen<Case> draw_row(const Variant& v, int N) {
+  return rc::gen::exec([&v, N] {
+    Case c;
+    c.in = gen_input(v, N);
+    return c;
+  });
+}
+// A shift c = k + f/64, k in [-20, 20]: exact when added to a logit.
+rc::Gen<Case> draw_shift(const Variant& v, int N) {
+  return rc::gen::exec([&v, N] {
+    Case c;
+    c.in = gen_input(v, N);
+    c.amount = zigzag(pick(rc::gen::inRange(0, 41))) + pick(rc::gen::inRange(0, 64)) / 64.0;
+    return c;
+  });
+}
+// Sort keys of a permutation (a stable sort of the items by them).
+rc::Gen<Case> draw_permutation(const Variant& v, int N) {
+  return rc::gen::exec([&v, N] {
+    Case c;
+    c.in = gen_input(v, N);
+    c.ints = pick(rc::gen::container<std::vector<int>>(
+        c.in.l.size(), rc::gen::inRange(0, static_cast<int>(c.in.l.size()))));
+    return c;
+  });
+}
+// An item and a raise d in (0, 4], a multiple of 2^-6.
+rc::Gen<Case> draw_raise(const Variant& v, int N) {
+  return rc::gen::exec([&v, N] {
+    Case c;
+    c.in = gen_input(v, N);
+    c.key = pick_index(c.in.l.size());
+    c.amount = (1 + pick(rc::gen::inRange(0, 256))) / 64.0;
+    return c;
+  });
+}
+// Perturbation signs (true: down). A quarter of the cases move every logit up
+// (finds steep spots at thresholds such as softpick's 0); the rest use random
+// signs (break ties).
+rc::Gen<Case> draw_signs(const Variant& v, int N) {
+  return rc::gen::exec([&v, N] {
+    Case c;
+    c.in = gen_input(v, N);
+    c.flags = pick_flags(c.in.l.size());
+    if (pick(rc::gen::inRange(0, 4)) == 0) std::fill(c.flags.begin(), c.flags.end(), false);
+    return c;
+  });
+}
+// A non-empty set of items (flags), for -inf masks and +inf logits.
+rc::Gen<Case> draw_items(const Variant& v, int N) {
+  return rc::gen::exec([&v, N] {
+    Case c;
+    c.in = gen_input(v, N);
+    c.flags = pick_flags(c.in.l.size());
+    c.flags[pick_index(c.in.l.size())] = true;
+    return c;
+  });
+}
+rc::Gen<Case> draw_item(const Variant& v, int N) {
+  return rc::gen::exec([&v, N] {
+    Case c;
+    c.in = gen_input(v, N);
+    c.key = pick_index(c.in.l.size());
+    return c;
+  });
+}
+// A split into contiguous chunks (flags: a cut before item k + 1) and the
+// order in which adjacent states are merged.
+rc::Gen<Case> draw_split(const Variant& v, int N) {
+  return rc::gen::exec([&v, N] {
+    Case c;
+    c.in = gen_input(v, N);
+    const std::size_t n = c.in.l.size();
+    c.flags = n > 1 ? pick_flags(n - 1) : std::vector<bool>{};
+    const auto cuts = static_cast<std::size_t>(std::count(c.flags.begin(), c.flags.end(), true));
+    c.ints = pick(rc::gen::container<std::vector<int>>(cuts, rc::gen::inRange(0, 64)));
+    return c;
+  });
+}
 
-Verdict run_property(const Variant& v, const PropertyInfo& info, double bound, Rule rule,
-                     const FuzzConfig& cfg, const std::function<Check()>& body) {
-  Verdict out;
-  out.property = info.id;
-  out.claim = info.claim;
-  out.bound = bound;
-  out.rule = std::move(rule);
-  out.kernel = v.name;
-  out.op = "variant";
-  out.dtype =
-      info.id.rfind("special", 0) == 0 || info.id == "f32_vs_reference" || info.id == "streamable"
-          ? "float32"
-          : v.reference_name;
+// ---------------------------------------------------------------- properties
+// One function per column of the matrix: the check of one case.
+
+Check sum_to_one(const Variant& v, const Case& c) {
+  Mp s(0);
+  for (const auto& x : math(v, c.in)) s += x;
+  return judged(std::abs(to_d(s - 1)), tol(v, c.in.l), fmt_in(c.in),
+                "sum = " + std::to_string(to_d(s)));
+}
+
+Check sum_at_most_one(const Variant& v, const Case& c) {
+  Mp s(0);
+  for (const auto& x : math(v, c.in)) s += x;
+  return judged(to_d(s - 1), tol(v, c.in.l), fmt_in(c.in), "sum = " + std::to_string(to_d(s)));
+}
+
+Check bounded_01(const Variant& v, const Case& c) {
+  const auto p = math(v, c.in);
   double worst = 0;
-  Check last_fail;
-  bool failed = false;
-  std::string error;
-  rc::detail::TestParams params;
-  params.seed = seed_for(cfg.seed, v.name, info.id);
-  params.maxSuccess = cfg.cases;
-  params.maxSize = 100;
-  params.maxDiscardRatio = 10;
-  params.disableShrinking = false;
-  rc::detail::TestMetadata md;
-  md.id = v.name + "/" + info.id;
-  md.description = md.id;
-  SilentListener listener;
-  const auto result = rc::detail::checkTestable(
-      [&] {
-        Check c;
-        try {
-          c = body();
-        } catch (const rc::detail::CaseResult&) {
-          throw;
-        } catch (const rc::GenerationFailure&) {
-          throw;
-        } catch (const std::exception& e) {
-          c.ok = false;
-          c.measured = std::numeric_limits<double>::infinity();
-          c.detail = std::string("the variant threw: ") + e.what();
-        }
-        if (c.ok) {
-          if (!(c.measured <= worst)) worst = c.measured;
-        } else {
-          last_fail = c;
-          failed = true;
-          RC_FAIL(c.detail);
-        }
-      },
-      md, params, listener);
-  rc::detail::FailureResult fr;
-  rc::detail::SuccessResult sr;
-  rc::detail::GaveUpResult gr;
-  rc::detail::Error er;
-  if (result.match(sr)) {
-    out.outcome = Outcome::pass;
-    out.measured = worst;
-    out.note = std::to_string(sr.numSuccess) + " cases, seed " + std::to_string(params.seed) +
-               "; measured = worst case";
-  } else if (result.match(fr)) {
-    out.outcome = Outcome::fail;
-    out.measured = last_fail.measured;
-    out.counterexample = last_fail.input + " : " + last_fail.detail;
-    out.note = "minimal after shrinking; failed after " + std::to_string(fr.numSuccess) +
-               " passing cases, seed " + std::to_string(params.seed);
-  } else if (result.match(gr)) {
-    out.outcome = Outcome::error;
-    out.note = "gave up: " + gr.description;
-  } else if (result.match(er)) {
-    out.outcome = Outcome::error;
-    out.note = "RapidCheck error: " + er.description;
-  }
-  (void)failed;
-  return out;
+  for (const auto& x : p) worst = std::max({worst, to_d(-x), to_d(x - 1)});
+  return judged(worst, tol(v, c.in.l), fmt_in(c.in), "p = " + fmt_vec(p));
 }
 
-Verdict skip(const Variant& v, const PropertyInfo& info, std::string why) {
-  Verdict out;
-  out.property = info.id;
-  out.claim = info.claim;
-  out.kernel = v.name;
-  out.op = "variant";
-  out.outcome = Outcome::skip;
-  out.note = std::move(why);
-  return out;
-}
-
-double least_squares_slope(const std::vector<double>& x, const std::vector<double>& y) {
-  const double n = static_cast<double>(x.size());
-  const double mx = std::accumulate(x.begin(), x.end(), 0.0) / n;
-  const double my = std::accumulate(y.begin(), y.end(), 0.0) / n;
-  double sxy = 0, sxx = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    sxy += (x[i] - mx) * (y[i] - my);
-    sxx += (x[i] - mx) * (x[i] - mx);
-  }
-  return sxy / sxx;
-}
-
-std::string gap_id(double g) {
+Check shift_invariance(const Variant& v, const Case& c) {
+  const double shift = c.amount;
+  Input shifted(c.in);
+  for (auto& x : shifted.l) x += shift;  // exact: both are multiples of 2^-6 below 2^6
+  // A second logit row moves with the first (variant.h SA_IN2_LOGITS).
+  if (v.in2_kind == In2Kind::logits)
+    for (auto& x : shifted.l2) x += shift;
+  const auto p = math(v, c.in), q = math(v, shifted);
+  double d = 0;
+  for (std::size_t i = 0; i < p.size(); ++i) d = std::max(d, std::abs(to_d(p[i] - q[i])));
   std::ostringstream os;
-  os << "dispersion_g" << g;
-  return os.str();
+  os << fmt_in(c.in) << ", c = " << shift;
+  return judged(d, tol(v, shifted.l) * (1 + std::abs(shift)), os.str(),
+                "p(l) = " + fmt_vec(p) + ", p(l+c) = " + fmt_vec(q));
 }
 
-const char* arrow(Dispersion d) {
-  switch (d) {
-    case Dispersion::to_zero:
-      return "->0";
-    case Dispersion::bounded:
-      return "->c";
-    case Dispersion::to_one:
-      return "->1";
+Check permutation_equivariance(const Variant& v, const Case& c) {
+  const auto& l = c.in.l;
+  std::vector<std::size_t> perm(l.size());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::stable_sort(perm.begin(), perm.end(),
+                   [&](std::size_t a, std::size_t b) { return c.ints[a] < c.ints[b]; });
+  Input permuted(c.in);
+  for (std::size_t k = 0; k < l.size(); ++k) {
+    permuted.l[k] = l[perm[k]];
+    if (two_row(v)) permuted.l2[k] = c.in.l2[perm[k]];  // the second row moves with its item
   }
-  return "?";
+  const auto p = math(v, c.in), q = math(v, permuted);
+  double d = 0;
+  if (v.scalar_output)
+    d = std::abs(to_d(q[0] - p[0]));  // one number per row: invariant
+  else
+    for (std::size_t k = 0; k < l.size(); ++k) d = std::max(d, std::abs(to_d(q[k] - p[perm[k]])));
+  std::ostringstream os;
+  os << fmt_in(c.in) << ", pi = [";
+  for (std::size_t k = 0; k < perm.size(); ++k) os << (k ? ", " : "") << perm[k];
+  os << "], permuted: " << fmt_in(permuted);
+  return judged(d, tol(v, l), os.str(), "p(l) = " + fmt_vec(p) + ", p(permuted) = " + fmt_vec(q));
+}
+
+Check monotonicity(const Variant& v, const Case& c) {
+  const std::size_t i = c.key;
+  Input raised(c.in);
+  raised.l[i] += c.amount;
+  const auto p = math(v, c.in), q = math(v, raised);
+  double worst = to_d(p[i] - q[i]);
+  for (std::size_t j = 0; j < c.in.l.size(); ++j)
+    if (j != i) worst = std::max(worst, to_d(q[j] - p[j]));
+  std::ostringstream os;
+  os << fmt_in(c.in) << ", raise l[" << i << "] by " << c.amount;
+  // A negative `worst` (every weight moved the right way) is measured as 0.
+  Check r = judged(std::max(worst, 0.0), tol(v, raised.l), os.str(),
+                   "p before = " + fmt_vec(p) + ", after = " + fmt_vec(q));
+  return r;
+}
+
+Check continuity(const Variant& v, const Case& c) {
+  const auto& l = c.in.l;
+  Input moved(c.in);
+  for (std::size_t k = 0; k < l.size(); ++k) moved.l[k] += c.flags[k] ? -0x1p-30 : 0x1p-30;
+  const auto p = math(v, c.in), q = math(v, moved);
+  double d = 0;
+  for (std::size_t k = 0; k < p.size(); ++k) d = std::max(d, std::abs(to_d(q[k] - p[k])));
+  std::string kind;
+  if (!(d <= 0x1p-20)) {
+    // Tell a jump from a steep slope: at 2^-50 a continuous function's change
+    // shrinks by ~2^20, a jump's does not.
+    Input lq(c.in);
+    for (std::size_t k = 0; k < l.size(); ++k) lq.l[k] += c.flags[k] ? -0x1p-50 : 0x1p-50;
+    const auto r2 = math(v, lq);
+    double d2 = 0;
+    for (std::size_t k = 0; k < p.size(); ++k) d2 = std::max(d2, std::abs(to_d(r2[k] - p[k])));
+    std::ostringstream ks;
+    if (d2 > d / 64)
+      ks << "; jump discontinuity (change " << d2 << " at 2^-50)";
+    else
+      ks << "; continuous but steep: local Lipschitz constant ~" << d * 0x1p30;
+    kind = ks.str();
+  }
+  std::ostringstream os;
+  os << fmt_in(c.in) << ", perturbation 2^-30 * [";
+  for (std::size_t k = 0; k < l.size(); ++k) os << (k ? ", " : "") << (c.flags[k] ? "-1" : "+1");
+  os << "]";
+  return judged(d, 0x1p-20, os.str(), "p = " + fmt_vec(p) + ", perturbed p = " + fmt_vec(q) + kind);
+}
+
+Check neg_inf_mask(const Variant& v, const Case& c) {
+  const auto& l = c.in.l;
+  // A masked item is absent from both rows: a second logit row is masked with
+  // the first, per-item data keeps its (ignored) value; the reduced input drops
+  // the item from both.
+  Input lm(c.in), reduced;
+  for (std::size_t k = 0; k < l.size(); ++k) {
+    if (c.flags[k]) {
+      lm.l[k] = -std::numeric_limits<double>::infinity();
+      if (v.in2_kind == In2Kind::logits) lm.l2[k] = -std::numeric_limits<double>::infinity();
+    } else {
+      reduced.l.push_back(l[k]);
+      if (two_row(v)) reduced.l2.push_back(c.in.l2[k]);
+    }
+  }
+  const auto p = kernel(v, lm);
+  std::string detail = "kernel = " + fmt_vec(p);
+  double worst = 0;
+  if (!v.scalar_output)
+    for (std::size_t k = 0; k < l.size(); ++k)
+      if (c.flags[k] && !(p[k] == 0.0f)) worst = std::numeric_limits<double>::infinity();
+  if (reduced.l.empty()) {
+    for (float x : p)
+      if (!(x == 0.0f)) worst = std::numeric_limits<double>::infinity();
+  } else {
+    const auto q = kernel(v, reduced);
+    detail += ", kernel without the masked items = " + fmt_vec(q);
+    std::size_t j = 0;
+    for (std::size_t k = 0; k < p.size(); ++k) {
+      if (!v.scalar_output && c.flags[k]) continue;
+      const auto apart = ref::ulps_apart(DType::float32, p[k], q[j++]);
+      worst = std::max(worst, apart == INT64_MAX ? std::numeric_limits<double>::infinity()
+                                                 : static_cast<double>(apart));
+    }
+  }
+  return judged(worst, 2, fmt_in(lm), detail);
+}
+
+Check nan(const Variant& v, const Case& c) {
+  Input in(c.in);
+  in.l[c.key] = std::numeric_limits<double>::quiet_NaN();
+  const auto p = kernel(v, in);
+  const auto not_nan = std::count_if(p.begin(), p.end(), [](float x) { return !std::isnan(x); });
+  return judged(static_cast<double>(not_nan), 0, fmt_in(in), "kernel = " + fmt_vec(p));
+}
+
+Check pos_inf(const Variant& v, const Case& c) {
+  Input in(c.in), big(c.in);
+  for (std::size_t k = 0; k < in.l.size(); ++k)
+    if (c.flags[k]) {
+      in.l[k] = std::numeric_limits<double>::infinity();
+      big.l[k] = 0x1p60;
+      if (v.in2_kind == In2Kind::logits) {  // +inf in both logit rows
+        in.l2[k] = std::numeric_limits<double>::infinity();
+        big.l2[k] = 0x1p60;
+      }
+    }
+  const auto p = kernel(v, in);
+  std::string detail = "kernel = " + fmt_vec(p);
+  double worst = 0;
+  for (float x : p)
+    if (std::isnan(x)) worst = std::numeric_limits<double>::infinity();
+  if (has_reference(v)) {
+    const auto q = reference(v, big);
+    detail += ", reference at 2^60 = " + fmt_vec(q);
+    for (std::size_t k = 0; k < p.size(); ++k) {
+      const double qk = to_d(q[k]);
+      if (qk >= 0x1p10 && p[k] >= 0x1p10f) continue;  // both diverge with the logit
+      const double d = std::abs(static_cast<double>(p[k]) - qk);
+      worst = std::max(worst, std::isnan(d) ? std::numeric_limits<double>::infinity() : d);
+    }
+  }
+  return judged(worst, 0x1p-20, fmt_in(in), detail);
+}
+
+// Measured as error / bound (bound 1), both in units of 2^-24.
+Check f32_vs_reference(const Variant& v, const Case& c) {
+  const auto p = kernel(v, c.in);
+  const auto q = reference(v, c.in);
+  double err = 0;
+  for (std::size_t k = 0; k < p.size(); ++k) {
+    const double e = std::isnan(p[k]) || to_d(q[k]) != to_d(q[k])
+                         ? (std::isnan(p[k]) && to_d(q[k]) != to_d(q[k]) ? 0.0 : INFINITY)
+                         : std::abs(to_d(Mp(static_cast<double>(p[k])) - q[k])) / kU32;
+    err = std::max(err, e);
+  }
+  const double B = two_row(v) ? v.f32_bound_2(c.in.l, c.in.l2) : v.f32_bound(c.in.l);
+  std::ostringstream os;
+  os << "max error " << err << " u (u = 2^-24), bound " << B << " u; kernel = " << fmt_vec(p)
+     << ", reference = " << fmt_vec(q);
+  Check r = judged(B > 0 ? err / B : (err > 0 ? INFINITY : 0.0), 1.0, fmt_in(c.in), os.str());
+  if (err > B) r.ratio = INFINITY;  // the claim is err <= B, whatever the quotient rounds to
+  return r;
 }
 
 // ---------------------------------------------------------------- streaming
@@ -318,7 +494,7 @@ std::size_t bits_differing(const std::vector<float>& a, const std::vector<float>
 }
 
 // Streams the row l (and, for a two-row variant, the second row l2, chunked at
-// the same keys) split into chunks starting at `starts`, and merges adjacent
+// the same items) split into chunks starting at `starts`, and merges adjacent
 // states in the order `order` (step t merges the pair at position order[t]
 // mod (states left - 1)). Returns the finished outputs (out_n of them).
 std::vector<float> stream_row(const Stream& st, const std::vector<float>& l,
@@ -350,36 +526,348 @@ std::vector<float> stream_row(const Stream& st, const std::vector<float>& l,
     st.finish(states[0].data(), l, p);
   return p;
 }
-}  // namespace
 
-// ---------------------------------------------------------------- properties
-std::vector<PropertyInfo> fuzz_properties(const FuzzConfig& config) {
-  std::vector<PropertyInfo> p = {
-      {"sum_to_one", "sum1", "the weights sum to 1"},
-      {"sum_at_most_one", "sum<=1", "the weights sum to at most 1"},
-      {"bounded_01", "[0,1]", "every weight lies in [0, 1]"},
-      {"shift_invariance", "shift", "p(l + c) = p(l) for every constant c"},
-      {"permutation_equivariance", "perm", "p(pi l) = pi p(l) for every permutation pi"},
-      {"monotonicity", "monot", "raising l_i does not lower p_i and does not raise any other p_j"},
+// The streaming state on one split: bit for bit with the float32 kernel where
+// the variant claims bitwise, within its stated bound (measured as error /
+// bound) of the whole-row reference otherwise; the identity state neutral on
+// both sides, bit for bit.
+Check streamable(const Variant& v, const Case& c) {
+  const Stream& st = v.stream;
+  const bool two = two_row(v), bitwise = st.kind == StreamKind::bitwise;
+  const auto& l = c.in.l;
+  const std::vector<float> lf(l.begin(), l.end()), l2f(c.in.l2.begin(), c.in.l2.end());
+  const std::size_t on = out_n(v, l.size());
+  std::vector<std::size_t> starts{0};
+  for (std::size_t k = 1; k < l.size(); ++k)
+    if (c.flags[k - 1]) starts.push_back(k);
+  std::ostringstream in;
+  in << "l = " << fmt_row(l) << ", split [";
+  for (std::size_t k = 0; k < l.size(); ++k) {
+    if (k > 0) in << (c.flags[k - 1] ? " | " : ", ");
+    in << l[k];
+  }
+  in << "]";
+  if (two) {
+    in << ", in2 = [";
+    for (std::size_t k = 0; k < l.size(); ++k) {
+      if (k > 0) in << (c.flags[k - 1] ? " | " : ", ");
+      in << c.in.l2[k];
+    }
+    in << "]";
+  }
+  in << " into " << starts.size() << " chunk" << (starts.size() == 1 ? "" : "s");
+  if (starts.size() > 2) {
+    in << ", merge order";
+    for (int o : c.ints) in << " " << o;
+  }
+  const double bound = bitwise ? 0.0 : 1.0;
+  const auto p = stream_row(st, lf, l2f, on, starts, c.ints);
+  // Identity neutrality: the whole row in one chunk, then an identity state
+  // merged on its left and on its right.
+  const auto whole = stream_row(st, lf, l2f, on, {0}, {});
+  StateBuf one(st.state_bytes), id(st.state_bytes), left(st.state_bytes);
+  st.init(one.data());
+  if (two)
+    st.push2(one.data(), lf, l2f, 0, lf.size());
+  else
+    st.push(one.data(), lf, 0, lf.size());
+  st.init(left.data());
+  st.merge(left.data(), one.data());  // identity (+) s
+  st.init(id.data());
+  st.merge(one.data(), id.data());  // s (+) identity
+  std::vector<float> pl(on), pr(on);
+  if (two) {
+    st.finish2(left.data(), lf, l2f, pl);
+    st.finish2(one.data(), lf, l2f, pr);
+  } else {
+    st.finish(left.data(), lf, pl);
+    st.finish(one.data(), lf, pr);
+  }
+  std::ostringstream det;
+  if (bits_differing(pl, whole) + bits_differing(pr, whole) > 0) {
+    det << "identity state not neutral: one chunk = " << fmt_vec(whole)
+        << ", identity (+) it = " << fmt_vec(pl) << ", it (+) identity = " << fmt_vec(pr);
+    return judged(INFINITY, bound, in.str(), det.str());
+  }
+  if (bitwise) {
+    const auto k = kernel(v, c.in);
+    const std::size_t d = bits_differing(p, k);
+    det << d << " weight" << (d == 1 ? "" : "s") << " differ from the whole-row kernel: streamed "
+        << fmt_vec(p) << ", whole row " << fmt_vec(k);
+    return judged(static_cast<double>(d), 0.0, in.str(), det.str());
+  }
+  const auto q = math(v, c.in);
+  double err = 0;
+  for (std::size_t k = 0; k < on; ++k) {
+    const double e = std::isnan(p[k]) ? INFINITY : std::abs(to_d(Mp(double(p[k])) - q[k])) / kU32;
+    err = std::max(err, e);
+  }
+  const double B = two ? st.bound2(l, c.in.l2, starts.size()) : st.bound(l, starts.size());
+  det << "max error " << err << " u (u = 2^-24), bound " << B << " u: streamed " << fmt_vec(p)
+      << ", whole-row reference " << fmt_vec(q);
+  Check r = judged(B > 0 ? err / B : (err > 0 ? INFINITY : 0.0), 1.0, in.str(), det.str());
+  if (err > B) r.ratio = INFINITY;
+  return r;
+}
+
+// ---------------------------------------------------------------- the registry
+Verdict skip(const Variant& v, const PropertyInfo& info, std::string why, Rule rule = {}) {
+  Verdict out;
+  out.property = info.id;
+  out.claim = info.claim;
+  out.kernel = v.name;
+  out.op = "variant";
+  out.outcome = Outcome::skip;
+  out.note = std::move(why);
+  out.rule = std::move(rule);
+  return out;
+}
+
+Verdict claimed_error(const Variant& v, const PropertyInfo& info, std::string why, Rule rule) {
+  Verdict e = skip(v, info, std::move(why), std::move(rule));
+  e.outcome = Outcome::error;
+  return e;
+}
+
+// How a property is held for one variant: the verdict's bound and rule, or
+// the verdict the cell gets without running (not applicable, or a claim made
+// without what it takes to check it).
+struct Holding {
+  double bound = NAN;
+  Rule rule;
+  std::optional<Verdict> instead;
+};
+
+const Rule& exact_rule() {
+  static const Rule r{
+      "exact-identity",
+      "mathematical identity checked on the reference; tolerance 2^10 (n+2) u_ref max(1,|l|) "
+      "covers only the reference's own rounding"};
+  return r;
+}
+
+// The weight properties (sums, [0, 1], monotonicity) are n/a for a variant
+// whose output is one number per row (variant.h SA_OUT_SCALAR).
+Holding weights_identity(const Variant& v, const PropertyInfo& info) {
+  if (v.scalar_output)
+    return {NAN,
+            {},
+            skip(v, info, "n/a: the output is one number per row (" + v.formula + "), not weights",
+                 Rule{"n/a.scalar_output", "variant.h SA_OUT_SCALAR: no weights to hold to it"})};
+  return {NAN, exact_rule(), std::nullopt};
+}
+Holding identity(const Variant&, const PropertyInfo&) { return {NAN, exact_rule(), std::nullopt}; }
+Holding held_continuity(const Variant&, const PropertyInfo&) {
+  return {0x1p-20,
+          Rule{"continuity.lipschitz1024",
+               "a function with Lipschitz constant <= 2^10 moves by <= 2^-20 under a 2^-30 "
+               "perturbation; a jump discontinuity does not shrink with the perturbation"},
+          std::nullopt};
+}
+Holding held_mask(const Variant&, const PropertyInfo&) {
+  return {2,
+          Rule{"special.mask",
+               "include/softmax_audit/variant.h: -inf is a mask; exp(-inf) = 0 etc. add exact "
+               "zeros, so only a reordering of exact terms may differ: <= 2 float32 ulps apart"},
+          std::nullopt};
+}
+Holding held_nan(const Variant&, const PropertyInfo&) {
+  return {0,
+          Rule{"special.nan", "include/softmax_audit/variant.h: NaN anywhere -> the whole row NaN"},
+          std::nullopt};
+}
+Holding held_pos_inf(const Variant&, const PropertyInfo&) {
+  return {0x1p-20,
+          Rule{"special.pos_inf",
+               "include/softmax_audit/variant.h: +inf is the limit as the logit grows. Checked "
+               "against the reference with 2^60 in place of +inf (finite logits <= 13, so the "
+               "neglected terms are < e^-(2^59) for exponential normalisers and < 14 * 2^-60 for "
+               "rational ones such as StableMax's 1/(1-x) or a power x^2); 2^-20 covers the "
+               "float32 rounding of weights of a row of n <= 16"},
+          std::nullopt};
+}
+Holding held_f32(const Variant& v, const PropertyInfo& info) {
+  if (!has_reference(v) || !(two_row(v) ? bool(v.f32_bound_2) : bool(v.f32_bound)))
+    return {NAN, {}, skip(v, info, "the variant has no reference to compare with")};
+  return {1.0, Rule{"variant.f32_bound", v.f32_bound_rule}, std::nullopt};
+}
+// The streamability cell: "yes" (pass), a shrunk split (fail), or skip with
+// "no: why" / "not supplied".
+Holding held_stream(const Variant& v, const PropertyInfo& info) {
+  const Stream& st = v.stream;
+  const bool two = two_row(v);
+  if (st.kind == StreamKind::not_supplied)
+    return {NAN,
+            {},
+            skip(v, info, "not supplied: the variant has no streaming state",
+                 Rule{"streamable.not_supplied", "no state/push/merge given: nothing to check"})};
+  if (st.kind == StreamKind::no)
+    return {NAN,
+            {},
+            skip(v, info, "no: " + st.note,
+                 Rule{"streamable.none", "the variant states its normaliser has no merge state"})};
+  const bool bitwise = st.kind == StreamKind::bitwise;
+  if (!st.init || !st.merge || st.state_bytes == 0 || (two ? !st.push2 : !st.push) ||
+      (two ? !st.finish2 : !st.finish))
+    return {NAN,
+            {},
+            claimed_error(
+                v, info,
+                two ? "streaming claimed but state_bytes, init, push2, merge or finish2 is missing"
+                    : "streaming claimed but state_bytes, init, push, merge or finish is missing",
+                Rule{bitwise ? "stream.bitwise" : "stream.bounded",
+                     "a streaming claim without the functions to check it: a claimed error"})};
+  if (!bitwise && !(two ? bool(st.bound2) : bool(st.bound)))
+    return {NAN,
+            {},
+            claimed_error(v, info, "bounded streaming claimed without a bound",
+                          Rule{"stream.bounded",
+                               "a streaming claim without the bound to check it: a claimed "
+                               "error"})};
+  if (bitwise)
+    return {0.0,
+            Rule{"stream.bitwise",
+                 "the variant claims its merged state finishes to the float32 kernel's whole-row "
+                 "weights bit for bit; identity neutrality is bit for bit"},
+            std::nullopt};
+  return {1.0,
+          Rule{"stream.bounded", st.bound_rule +
+                                     "; the reference is the variant's whole-row reference, which "
+                                     "shares no code with push/merge; identity neutrality is bit "
+                                     "for bit"},
+          std::nullopt};
+}
+
+// One row of the registry: a column of the matrix, how a case is drawn, the
+// function that checks it, and how the property is held for a variant.
+struct RowProperty {
+  const char* id;
+  const char* column;  // short header for the terminal table
+  const char* claim;
+  rc::Gen<Case> (*draw)(const Variant&, int max_n);
+  Check (*check)(const Variant&, const Case&);
+  Holding (*held)(const Variant&, const PropertyInfo&);
+};
+
+const std::vector<RowProperty>& row_properties() {
+  static const std::vector<RowProperty> rows = {
+      {"sum_to_one", "sum1", "the weights sum to 1", draw_row, sum_to_one, weights_identity},
+      {"sum_at_most_one", "sum<=1", "the weights sum to at most 1", draw_row, sum_at_most_one,
+       weights_identity},
+      {"bounded_01", "[0,1]", "every weight lies in [0, 1]", draw_row, bounded_01,
+       weights_identity},
+      {"shift_invariance", "shift", "p(l + c) = p(l) for every constant c", draw_shift,
+       shift_invariance, identity},
+      {"permutation_equivariance", "perm", "p(pi l) = pi p(l) for every permutation pi",
+       draw_permutation, permutation_equivariance, identity},
+      {"monotonicity", "monot", "raising l_i does not lower p_i and does not raise any other p_j",
+       draw_raise, monotonicity, weights_identity},
       {"continuity", "contin",
-       "perturbing each logit by 2^-30 changes no weight by more than 2^-20 (Lipschitz <= 1024)"},
+       "perturbing each logit by 2^-30 changes no weight by more than 2^-20 (Lipschitz <= 1024)",
+       draw_signs, continuity, held_continuity},
       {"special.neg_inf_mask", "-inf",
        "float32 kernel: a -inf logit gets weight exactly 0 and the rest equal the kernel on the "
-       "row "
-       "without it (all -inf: all zeros)"},
-      {"special.nan", "NaN", "float32 kernel: a NaN logit makes every weight NaN"},
+       "row without it (all -inf: all zeros)",
+       draw_items, neg_inf_mask, held_mask},
+      {"special.nan", "NaN", "float32 kernel: a NaN logit makes every weight NaN", draw_item, nan,
+       held_nan},
       {"special.pos_inf", "+inf",
        "float32 kernel: +inf logits give the limit as they grow (no NaN; within 2^-20 of the "
-       "reference "
-       "with 2^60 in place of +inf)"},
+       "reference with 2^60 in place of +inf)",
+       draw_items, pos_inf, held_pos_inf},
       {"f32_vs_reference", "f32~ref",
-       "float32 kernel within the variant's stated rounding bound of its reference"},
+       "float32 kernel within the variant's stated rounding bound of its reference", draw_row,
+       f32_vs_reference, held_f32},
       {"streamable", "stream",
        "the variant's streaming state (push/merge/finish) gives the whole row's weights for every "
        "split into contiguous chunks and every merge order (bit for bit with the float32 kernel "
        "where it claims bitwise, within its stated bound of the reference otherwise), and the "
-       "identity state is neutral (bit for bit)"},
+       "identity state is neutral (bit for bit)",
+       draw_split, streamable, held_stream},
   };
+  return rows;
+}
+
+// Runs one property on one variant through the suite's search.
+Verdict run_property(const Variant& v, const RowProperty& p, const FuzzConfig& cfg) {
+  const PropertyInfo info{p.id, p.column, p.claim};
+  Holding h = p.held(v, info);
+  if (h.instead) return *h.instead;
+  Verdict out;
+  out.property = info.id;
+  out.claim = info.claim;
+  out.bound = h.bound;
+  out.rule = std::move(h.rule);
+  out.kernel = v.name;
+  out.op = "variant";
+  out.dtype =
+      info.id.rfind("special", 0) == 0 || info.id == "f32_vs_reference" || info.id == "streamable"
+          ? "float32"
+          : v.reference_name;
+  props::detail::SearchOptions o;
+  o.cases = cfg.cases;
+  o.seed = seed_for(cfg.seed, v.name, info.id);
+  // A variant's case costs microseconds: shrink to the minimal counterexample
+  // (bounded by evaluations, not by time, so the result is the same on a
+  // loaded machine).
+  o.shrink_evaluations = 100000;
+  o.shrink_seconds = 3600;
+  const auto check = p.check;
+  const auto r = props::detail::search<Case>(p.draw(v, cfg.max_n), 1, o, [&](const Case& c) {
+    // A variant that throws fails the case it threw on; the case is shrunk
+    // like any other counterexample.
+    try {
+      return std::vector<Check>{check(v, c)};
+    } catch (const std::exception& e) {
+      return std::vector<Check>{
+          judged(INFINITY, h.bound, fmt_in(c.in), std::string("the variant threw: ") + e.what())};
+    }
+  })[0];
+  out.seconds = r.seconds;
+  out.cases = r.cases_applicable;
+  const std::string seed = "seed " + std::to_string(o.seed);
+  if (r.failing) {
+    out.outcome = Outcome::fail;
+    out.measured = r.failing_check.measured;
+    out.counterexample = r.failing_check.where;
+    out.note = "minimal after shrinking (" + std::to_string(r.shrink_steps) +
+               " steps); failed after " + std::to_string(r.failing_case) + " passing cases, " +
+               seed;
+  } else if (!r.error.empty()) {
+    out.outcome = Outcome::error;
+    out.note = r.error;
+  } else {
+    out.outcome = Outcome::pass;
+    out.measured = r.worst.measured;
+    out.note = std::to_string(r.cases_applicable) + " cases, " + seed + "; measured = worst case";
+    if (r.worst.applicable) out.worst_case = r.worst.where;
+  }
+  return out;
+}
+
+double least_squares_slope(const std::vector<double>& x, const std::vector<double>& y) {
+  const double n = static_cast<double>(x.size());
+  const double mx = std::accumulate(x.begin(), x.end(), 0.0) / n;
+  const double my = std::accumulate(y.begin(), y.end(), 0.0) / n;
+  double sxy = 0, sxx = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sxy += (x[i] - mx) * (y[i] - my);
+    sxx += (x[i] - mx) * (x[i] - mx);
+  }
+  return sxy / sxx;
+}
+
+std::string gap_id(double g) {
+  std::ostringstream os;
+  os << "dispersion_g" << g;
+  return os.str();
+}
+}  // namespace
+
+// ---------------------------------------------------------------- properties
+std::vector<PropertyInfo> fuzz_properties(const FuzzConfig& config) {
+  std::vector<PropertyInfo> p;
+  for (const auto& row : row_properties()) p.push_back({row.id, row.column, row.claim});
   for (double g : config.gaps) {
     std::ostringstream col;
     col << "disp g=" << g;
@@ -433,146 +921,6 @@ DispersionCurve dispersion_curve(const Variant& v, double gap, const FuzzConfig&
   return c;
 }
 
-namespace {
-// The streamability cell: "yes" (pass), a shrunk split (fail), or skip with
-// "no: why" / "not supplied".
-Verdict stream_cell(const Variant& v, const PropertyInfo& info, const FuzzConfig& cfg) {
-  const Stream& st = v.stream;
-  const bool two = two_row(v);
-  if (st.kind == StreamKind::not_supplied) {
-    Verdict s = skip(v, info, "not supplied: the variant has no streaming state");
-    s.rule = Rule{"streamable.not_supplied", "no state/push/merge given: nothing to check"};
-    return s;
-  }
-  if (st.kind == StreamKind::no) {
-    Verdict s = skip(v, info, "no: " + st.note);
-    s.rule = Rule{"streamable.none", "the variant states its normaliser has no merge state"};
-    return s;
-  }
-  if (!st.init || !st.merge || st.state_bytes == 0 || (two ? !st.push2 : !st.push) ||
-      (two ? !st.finish2 : !st.finish)) {
-    Verdict e = skip(v, info, "");
-    e.outcome = Outcome::error;
-    e.note = two ? "streaming claimed but state_bytes, init, push2, merge or finish2 is missing"
-                 : "streaming claimed but state_bytes, init, push, merge or finish is missing";
-    e.rule = Rule{st.kind == StreamKind::bitwise ? "stream.bitwise" : "stream.bounded",
-                  "a streaming claim without the functions to check it: a claimed error"};
-    return e;
-  }
-  const bool bitwise = st.kind == StreamKind::bitwise;
-  if (!bitwise && !(two ? bool(st.bound2) : bool(st.bound))) {
-    Verdict e = skip(v, info, "");
-    e.outcome = Outcome::error;
-    e.note = "bounded streaming claimed without a bound";
-    e.rule =
-        Rule{"stream.bounded", "a streaming claim without the bound to check it: a claimed error"};
-    return e;
-  }
-  const Rule rule =
-      bitwise ? Rule{"stream.bitwise",
-                     "the variant claims its merged state finishes to the float32 kernel's "
-                     "whole-row weights bit for bit; identity neutrality is bit for bit"}
-              : Rule{"stream.bounded", st.bound_rule +
-                                           "; the reference is the variant's whole-row "
-                                           "reference, which shares no code with push/merge; "
-                                           "identity neutrality is bit for bit"};
-  const int N = cfg.max_n;
-  Verdict vd = run_property(v, info, bitwise ? 0.0 : 1.0, rule, cfg, [&] {
-    const Input gin = gen_input(v, N);
-    const auto& l = gin.l;
-    const std::vector<float> lf(l.begin(), l.end()), l2f(gin.l2.begin(), gin.l2.end());
-    const std::size_t on = out_n(v, l.size());
-    const auto cut = l.size() > 1 ? pick_flags(l.size() - 1) : std::vector<bool>{};
-    std::vector<std::size_t> starts{0};
-    for (std::size_t k = 1; k < l.size(); ++k)
-      if (cut[k - 1]) starts.push_back(k);
-    const auto order = pick(rc::gen::container<std::vector<int>>(
-        starts.size() > 1 ? starts.size() - 1 : 0, rc::gen::inRange(0, 64)));
-    Check c;
-    std::ostringstream in;
-    in << "l = " << fmt_row(l) << ", split [";
-    for (std::size_t k = 0; k < l.size(); ++k) {
-      if (k > 0) in << (cut[k - 1] ? " | " : ", ");
-      in << l[k];
-    }
-    in << "]";
-    if (two) {
-      in << ", in2 = [";
-      for (std::size_t k = 0; k < l.size(); ++k) {
-        if (k > 0) in << (cut[k - 1] ? " | " : ", ");
-        in << gin.l2[k];
-      }
-      in << "]";
-    }
-    in << " into " << starts.size() << " chunk" << (starts.size() == 1 ? "" : "s");
-    if (starts.size() > 2) {
-      in << ", merge order";
-      for (int o : order) in << " " << o;
-    }
-    c.input = in.str();
-    const auto p = stream_row(st, lf, l2f, on, starts, order);
-    // Identity neutrality: the whole row in one chunk, then an identity state
-    // merged on its left and on its right.
-    const auto whole = stream_row(st, lf, l2f, on, {0}, {});
-    StateBuf one(st.state_bytes), id(st.state_bytes), left(st.state_bytes);
-    st.init(one.data());
-    if (two)
-      st.push2(one.data(), lf, l2f, 0, lf.size());
-    else
-      st.push(one.data(), lf, 0, lf.size());
-    st.init(left.data());
-    st.merge(left.data(), one.data());  // identity (+) s
-    st.init(id.data());
-    st.merge(one.data(), id.data());  // s (+) identity
-    std::vector<float> pl(on), pr(on);
-    if (two) {
-      st.finish2(left.data(), lf, l2f, pl);
-      st.finish2(one.data(), lf, l2f, pr);
-    } else {
-      st.finish(left.data(), lf, pl);
-      st.finish(one.data(), lf, pr);
-    }
-    const std::size_t id_diff = bits_differing(pl, whole) + bits_differing(pr, whole);
-    std::ostringstream det;
-    if (id_diff > 0) {
-      c.ok = false;
-      c.measured = INFINITY;
-      det << "identity state not neutral: one chunk = " << fmt_vec(whole)
-          << ", identity (+) it = " << fmt_vec(pl) << ", it (+) identity = " << fmt_vec(pr);
-      c.detail = det.str();
-      return c;
-    }
-    if (bitwise) {
-      const auto k = kernel(v, gin);
-      const std::size_t d = bits_differing(p, k);
-      c.measured = static_cast<double>(d);
-      c.ok = d == 0;
-      det << d << " weight" << (d == 1 ? "" : "s") << " differ from the whole-row kernel: streamed "
-          << fmt_vec(p) << ", whole row " << fmt_vec(k);
-    } else {
-      const auto q = math(v, gin);
-      double err = 0;
-      for (std::size_t k = 0; k < on; ++k) {
-        const double e =
-            std::isnan(p[k]) ? INFINITY : std::abs(to_d(Mp(double(p[k])) - q[k])) / kU32;
-        err = std::max(err, e);
-      }
-      const double B = two ? st.bound2(l, gin.l2, starts.size()) : st.bound(l, starts.size());
-      c.measured = B > 0 ? err / B : (err > 0 ? INFINITY : 0.0);
-      c.ok = err <= B;
-      det << "max error " << err << " u (u = 2^-24), bound " << B << " u: streamed " << fmt_vec(p)
-          << ", whole-row reference " << fmt_vec(q);
-    }
-    c.detail = det.str();
-    return c;
-  });
-  if (vd.outcome == Outcome::pass)
-    vd.note = std::string("yes (") + name_of(st.kind) + "); " + vd.note +
-              (bitwise ? " (differing weights)" : " (error / bound)");
-  return vd;
-}
-}  // namespace
-
 VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
   const auto t0 = std::chrono::steady_clock::now();
   ref::precision_bits();  // initialises the MPFR working precision (256 bits)
@@ -593,339 +941,17 @@ VariantResult fuzz_variant(const Variant& v, const FuzzConfig& cfg) {
       if (p.id == id) return p;
     return PropertyInfo{id, id, id};
   };
-  const Rule exact{
-      "exact-identity",
-      "mathematical identity checked on the reference; tolerance 2^10 (n+2) u_ref max(1,|l|) "
-      "covers only the reference's own rounding"};
-  const int N = cfg.max_n;
-  // The weight properties (sums, [0, 1], monotonicity) are n/a for a variant
-  // whose output is one number per row (variant.h SA_OUT_SCALAR).
-  auto weights_only = [&](const std::string& id, const std::function<Check()>& body) {
-    if (v.scalar_output) {
-      Verdict n = skip(v, info(id),
-                       "n/a: the output is one number per row (" + v.formula + "), not weights");
-      n.rule = Rule{"n/a.scalar_output", "variant.h SA_OUT_SCALAR: no weights to hold to it"};
-      return n;
-    }
-    return run_property(v, info(id), NAN, exact, cfg, body);
-  };
-
-  r.cells.push_back(weights_only("sum_to_one", [&] {
-    const auto in = gen_input(v, N);
-    const auto& l = in.l;
-    Mp s(0);
-    for (const auto& x : math(v, in)) s += x;
-    Check c;
-    c.measured = std::abs(to_d(s - 1));
-    c.ok = c.measured <= tol(v, l);
-    c.input = fmt_in(in);
-    c.detail = "sum = " + std::to_string(to_d(s));
-    return c;
-  }));
-  r.cells.push_back(weights_only("sum_at_most_one", [&] {
-    const auto in = gen_input(v, N);
-    const auto& l = in.l;
-    Mp s(0);
-    for (const auto& x : math(v, in)) s += x;
-    Check c;
-    c.measured = to_d(s - 1);
-    c.ok = c.measured <= tol(v, l);
-    c.input = fmt_in(in);
-    c.detail = "sum = " + std::to_string(to_d(s));
-    return c;
-  }));
-  r.cells.push_back(weights_only("bounded_01", [&] {
-    const auto in = gen_input(v, N);
-    const auto& l = in.l;
-    const auto p = math(v, in);
-    double worst = 0;
-    for (const auto& x : p) worst = std::max({worst, to_d(-x), to_d(x - 1)});
-    Check c;
-    c.measured = worst;
-    c.ok = !(worst > tol(v, l));
-    c.input = fmt_in(in);
-    c.detail = "p = " + fmt_vec(p);
-    return c;
-  }));
-  r.cells.push_back(run_property(v, info("shift_invariance"), NAN, exact, cfg, [&] {
-    const auto in = gen_input(v, N);
-    const auto& l = in.l;
-    const double shift =
-        zigzag(pick(rc::gen::inRange(0, 41))) + pick(rc::gen::inRange(0, 64)) / 64.0;
-    Input shifted(in);
-    std::vector<double>& ls = shifted.l;
-    for (auto& x : ls) x += shift;  // exact: both are multiples of 2^-6 below 2^6
-    // A second logit row moves with the first (variant.h SA_IN2_LOGITS).
-    if (v.in2_kind == In2Kind::logits)
-      for (auto& x : shifted.l2) x += shift;
-    const auto p = math(v, in), q = math(v, shifted);
-    double d = 0;
-    for (std::size_t i = 0; i < p.size(); ++i) d = std::max(d, std::abs(to_d(p[i] - q[i])));
-    Check c;
-    c.measured = d;
-    c.ok = d <= tol(v, ls) * (1 + std::abs(shift));
-    std::ostringstream os;
-    os << fmt_in(in) << ", c = " << shift;
-    c.input = os.str();
-    c.detail = "p(l) = " + fmt_vec(p) + ", p(l+c) = " + fmt_vec(q);
-    return c;
-  }));
-  r.cells.push_back(run_property(v, info("permutation_equivariance"), NAN, exact, cfg, [&] {
-    const auto in = gen_input(v, N);
-    const auto& l = in.l;
-    const auto keys = pick(rc::gen::container<std::vector<int>>(
-        l.size(), rc::gen::inRange(0, static_cast<int>(l.size()))));
-    std::vector<std::size_t> perm(l.size());
-    std::iota(perm.begin(), perm.end(), 0);
-    std::stable_sort(perm.begin(), perm.end(),
-                     [&](std::size_t a, std::size_t b) { return keys[a] < keys[b]; });
-    Input permuted(in);
-    std::vector<double>& lp = permuted.l;
-    for (std::size_t k = 0; k < l.size(); ++k) {
-      lp[k] = l[perm[k]];
-      if (two_row(v)) permuted.l2[k] = in.l2[perm[k]];  // the second row moves with its key
-    }
-    const auto p = math(v, in), q = math(v, permuted);
-    double d = 0;
-    if (v.scalar_output)
-      d = std::abs(to_d(q[0] - p[0]));  // one number per row: invariant
-    else
-      for (std::size_t k = 0; k < l.size(); ++k) d = std::max(d, std::abs(to_d(q[k] - p[perm[k]])));
-    Check c;
-    c.measured = d;
-    c.ok = d <= tol(v, l);
-    std::ostringstream os;
-    os << fmt_in(in) << ", pi = [";
-    for (std::size_t k = 0; k < perm.size(); ++k) os << (k ? ", " : "") << perm[k];
-    os << "], permuted: " << fmt_in(permuted);
-    c.input = os.str();
-    c.detail = "p(l) = " + fmt_vec(p) + ", p(permuted) = " + fmt_vec(q);
-    return c;
-  }));
-  r.cells.push_back(weights_only("monotonicity", [&] {
-    const auto in = gen_input(v, N);
-    const auto& l = in.l;
-    const auto i = pick_index(l.size());
-    const double d = (1 + pick(rc::gen::inRange(0, 256))) / 64.0;
-    Input raised(in);
-    std::vector<double>& lr = raised.l;
-    lr[i] += d;
-    const auto p = math(v, in), q = math(v, raised);
-    double worst = to_d(p[i] - q[i]);
-    for (std::size_t j = 0; j < l.size(); ++j)
-      if (j != i) worst = std::max(worst, to_d(q[j] - p[j]));
-    Check c;
-    c.measured = std::max(worst, 0.0);
-    c.ok = worst <= tol(v, lr);
-    std::ostringstream os;
-    os << fmt_in(in) << ", raise l[" << i << "] by " << d;
-    c.input = os.str();
-    c.detail = "p before = " + fmt_vec(p) + ", after = " + fmt_vec(q);
-    return c;
-  }));
-  r.cells.push_back(run_property(v, info("continuity"), 0x1p-20,
-                                 Rule{"continuity.lipschitz1024",
-                                      "a function with Lipschitz constant <= 2^10 moves by <= "
-                                      "2^-20 under a 2^-30 perturbation; a jump "
-                                      "discontinuity does not shrink with the perturbation"},
-                                 cfg, [&] {
-                                   const auto in = gen_input(v, N);
-                                   const auto& l = in.l;
-                                   // A quarter of the cases move every logit up (finds steep spots
-                                   // at thresholds such as softpick's 0); the rest use random signs
-                                   // (break ties).
-                                   auto signs = pick_flags(l.size());
-                                   if (pick(rc::gen::inRange(0, 4)) == 0)
-                                     std::fill(signs.begin(), signs.end(), false);
-                                   Input moved(in);
-                                   for (std::size_t k = 0; k < l.size(); ++k)
-                                     moved.l[k] += signs[k] ? -0x1p-30 : 0x1p-30;
-                                   const auto p = math(v, in), q = math(v, moved);
-                                   double d = 0;
-                                   for (std::size_t k = 0; k < p.size(); ++k)
-                                     d = std::max(d, std::abs(to_d(q[k] - p[k])));
-                                   Check c;
-                                   c.measured = d;
-                                   c.ok = d <= 0x1p-20;
-                                   std::string kind;
-                                   if (!c.ok) {
-                                     // Tell a jump from a steep slope: at 2^-50 a continuous
-                                     // function's change shrinks by ~2^20, a jump's does not.
-                                     Input lq(in);
-                                     for (std::size_t k = 0; k < l.size(); ++k)
-                                       lq.l[k] += signs[k] ? -0x1p-50 : 0x1p-50;
-                                     const auto r2 = math(v, lq);
-                                     double d2 = 0;
-                                     for (std::size_t k = 0; k < p.size(); ++k)
-                                       d2 = std::max(d2, std::abs(to_d(r2[k] - p[k])));
-                                     std::ostringstream ks;
-                                     if (d2 > d / 64)
-                                       ks << "; jump discontinuity (change " << d2 << " at 2^-50)";
-                                     else
-                                       ks << "; continuous but steep: local Lipschitz constant ~"
-                                          << d * 0x1p30;
-                                     kind = ks.str();
-                                   }
-                                   std::ostringstream os;
-                                   os << fmt_in(in) << ", perturbation 2^-30 * [";
-                                   for (std::size_t k = 0; k < l.size(); ++k)
-                                     os << (k ? ", " : "") << (signs[k] ? "-1" : "+1");
-                                   os << "]";
-                                   c.input = os.str();
-                                   c.detail =
-                                       "p = " + fmt_vec(p) + ", perturbed p = " + fmt_vec(q) + kind;
-                                   return c;
-                                 }));
-  r.cells.push_back(run_property(
-      v, info("special.neg_inf_mask"), 2,
-      Rule{"special.mask",
-           "include/softmax_audit/variant.h: -inf is a mask; exp(-inf) = 0 etc. add exact zeros, "
-           "so only a reordering of exact terms may differ: <= 2 float32 ulps apart"},
-      cfg, [&] {
-        const auto in = gen_input(v, N);
-        const auto& l = in.l;
-        auto masked = pick_flags(l.size());
-        masked[pick_index(l.size())] = true;
-        // A masked key is absent from both rows: a second logit row is masked
-        // with the first, per-key data keeps its (ignored) value; the reduced
-        // input drops the key from both.
-        Input lm(in), reduced;
-        for (std::size_t k = 0; k < l.size(); ++k) {
-          if (masked[k]) {
-            lm.l[k] = -std::numeric_limits<double>::infinity();
-            if (v.in2_kind == In2Kind::logits) lm.l2[k] = -std::numeric_limits<double>::infinity();
-          } else {
-            reduced.l.push_back(l[k]);
-            if (two_row(v)) reduced.l2.push_back(in.l2[k]);
-          }
-        }
-        const auto p = kernel(v, lm);
-        Check c;
-        c.input = fmt_in(lm);
-        c.detail = "kernel = " + fmt_vec(p);
-        double worst = 0;
-        if (!v.scalar_output)
-          for (std::size_t k = 0; k < l.size(); ++k)
-            if (masked[k] && !(p[k] == 0.0f)) worst = std::numeric_limits<double>::infinity();
-        if (reduced.l.empty()) {
-          for (float x : p)
-            if (!(x == 0.0f)) worst = std::numeric_limits<double>::infinity();
-        } else {
-          const auto q = kernel(v, reduced);
-          c.detail += ", kernel without the masked items = " + fmt_vec(q);
-          std::size_t j = 0;
-          for (std::size_t k = 0; k < p.size(); ++k) {
-            if (!v.scalar_output && masked[k]) continue;
-            const auto apart = ref::ulps_apart(DType::float32, p[k], q[j++]);
-            worst = std::max(worst, apart == INT64_MAX ? std::numeric_limits<double>::infinity()
-                                                       : static_cast<double>(apart));
-          }
-        }
-        c.measured = worst;
-        c.ok = worst <= 2;
-        return c;
-      }));
-  r.cells.push_back(run_property(
-      v, info("special.nan"), 0,
-      Rule{"special.nan", "include/softmax_audit/variant.h: NaN anywhere -> the whole row NaN"},
-      cfg, [&] {
-        auto in = gen_input(v, N);
-        auto& l = in.l;
-        const auto i = pick_index(l.size());
-        l[i] = std::numeric_limits<double>::quiet_NaN();
-        const auto p = kernel(v, in);
-        Check c;
-        c.measured = static_cast<double>(
-            std::count_if(p.begin(), p.end(), [](float x) { return !std::isnan(x); }));
-        c.ok = c.measured == 0;
-        c.input = fmt_in(in);
-        c.detail = "kernel = " + fmt_vec(p);
-        return c;
-      }));
-  r.cells.push_back(run_property(
-      v, info("special.pos_inf"), 0x1p-20,
-      Rule{"special.pos_inf",
-           "include/softmax_audit/variant.h: +inf is the limit as the logit grows. Checked against "
-           "the reference with 2^60 in place of +inf (finite logits <= 13, so the neglected terms "
-           "are < e^-(2^59) for exponential normalisers and < 14 * 2^-60 for rational ones such as "
-           "StableMax's 1/(1-x) or a power x^2); 2^-20 covers the float32 rounding of weights of a "
-           "row of n <= 16"},
-      cfg, [&] {
-        auto in = gen_input(v, N);
-        auto& l = in.l;
-        auto flags = pick_flags(l.size());
-        flags[pick_index(l.size())] = true;
-        Input big(in);
-        for (std::size_t k = 0; k < l.size(); ++k)
-          if (flags[k]) {
-            l[k] = std::numeric_limits<double>::infinity();
-            big.l[k] = 0x1p60;
-            if (v.in2_kind == In2Kind::logits) {  // +inf in both logit rows
-              in.l2[k] = std::numeric_limits<double>::infinity();
-              big.l2[k] = 0x1p60;
-            }
-          }
-        const auto p = kernel(v, in);
-        Check c;
-        c.input = fmt_in(in);
-        c.detail = "kernel = " + fmt_vec(p);
-        double worst = 0;
-        for (float x : p)
-          if (std::isnan(x)) worst = std::numeric_limits<double>::infinity();
-        if (has_reference(v)) {
-          const auto q = reference(v, big);
-          c.detail += ", reference at 2^60 = " + fmt_vec(q);
-          for (std::size_t k = 0; k < p.size(); ++k) {
-            const double qk = to_d(q[k]);
-            if (qk >= 0x1p10 && p[k] >= 0x1p10f) continue;  // both diverge with the logit
-            const double d = std::abs(static_cast<double>(p[k]) - qk);
-            worst = std::max(worst, std::isnan(d) ? std::numeric_limits<double>::infinity() : d);
-          }
-        }
-        c.measured = worst;
-        c.ok = worst <= 0x1p-20;
-        return c;
-      }));
-  if (!has_reference(v) || !(two_row(v) ? bool(v.f32_bound_2) : bool(v.f32_bound))) {
-    r.cells.push_back(
-        skip(v, info("f32_vs_reference"), "the variant has no reference to compare with"));
-  } else {
-    double worst_err = 0, worst_bound = 0;
-    Verdict vd = run_property(
-        v, info("f32_vs_reference"), 1.0, Rule{"variant.f32_bound", v.f32_bound_rule}, cfg, [&] {
-          const auto in = gen_input(v, N);
-          const auto& l = in.l;
-          const auto p = kernel(v, in);
-          const auto q = reference(v, in);
-          double err = 0;
-          for (std::size_t k = 0; k < p.size(); ++k) {
-            const double e = std::isnan(p[k]) || to_d(q[k]) != to_d(q[k])
-                                 ? (std::isnan(p[k]) && to_d(q[k]) != to_d(q[k]) ? 0.0 : INFINITY)
-                                 : std::abs(to_d(Mp(static_cast<double>(p[k])) - q[k])) / kU32;
-            err = std::max(err, e);
-          }
-          const double B = two_row(v) ? v.f32_bound_2(l, in.l2) : v.f32_bound(l);
-          Check c;
-          c.measured = B > 0 ? err / B : (err > 0 ? INFINITY : 0.0);
-          c.ok = err <= B;
-          if (c.ok && c.measured >= (worst_bound > 0 ? worst_err / worst_bound : 0)) {
-            worst_err = err;
-            worst_bound = B;
-          }
-          std::ostringstream os;
-          os << "max error " << err << " u (u = 2^-24), bound " << B
-             << " u; kernel = " << fmt_vec(p) << ", reference = " << fmt_vec(q);
-          c.input = fmt_in(in);
-          c.detail = os.str();
-          return c;
-        });
-    std::ostringstream os;
-    os << "; measured = error / bound (error in units of 2^-24); worst passing case: " << worst_err
-       << " u against " << worst_bound << " u; reference: " << v.reference_name;
-    vd.note += os.str();
-    r.cells.push_back(vd);
+  for (const auto& p : row_properties()) {
+    Verdict vd = run_property(v, p, cfg);
+    if (vd.outcome == Outcome::pass && vd.property == "f32_vs_reference")
+      vd.note +=
+          "; measured = error / bound (error in units of 2^-24); reference: " + v.reference_name;
+    if (vd.outcome == Outcome::pass && vd.property == "streamable")
+      vd.note =
+          std::string("yes (") + name_of(v.stream.kind) + "); " + vd.note +
+          (v.stream.kind == StreamKind::bitwise ? " (differing weights)" : " (error / bound)");
+    r.cells.push_back(std::move(vd));
   }
-  r.cells.push_back(stream_cell(v, info("streamable"), cfg));
   for (double g : cfg.gaps) {
     const PropertyInfo pi = info(gap_id(g));
     Verdict vd;

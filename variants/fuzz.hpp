@@ -1,11 +1,14 @@
-// The variant fuzzer: runs every property of the matrix against a variant,
-// with RapidCheck's random search and shrinking (driven from a normal
-// program through rc::detail::checkTestable), and classifies dispersion
-// empirically by sweeping n = 2^k.
+// The variant fuzzer: runs every property of the matrix against a variant
+// on the property suite's search (properties/search.hpp: RapidCheck
+// generators draw the cases, a failing case is shrunk through RapidCheck's
+// shrink tree), and classifies dispersion empirically by sweeping n = 2^k.
+// Each column is one registry row and one function in fuzz.cpp.
 //
 // Every cell is a sa::Verdict produced by running the property: pass (holds
-// on every generated case), fail (with the minimal counterexample RapidCheck
-// shrank to), skip (not applicable, with the reason), error (the variant threw).
+// on every generated case), fail (with the minimal counterexample the search
+// shrank to; a variant that throws fails the case it threw on), skip (not
+// applicable, with the reason), error (a claim made without what it takes to
+// check it, e.g. streaming without a merge; a dispersion sweep it threw in).
 #pragma once
 
 #include <cstdint>
