@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gate_bench.sh: wall and CPU time of the gate (`softmax-audit check --builtin
-# cpu`), on a quiet machine and with two competing busy processes, and the
+# cpu --jobs 1`, one gate process; --jobs N adds the parallel check), on a
+# quiet machine and with two competing busy processes, and the
 # ratio loaded/quiet of the median walls (issue 32: "the gate collapses under
 # load"). A measurement script, not a test: it asserts nothing.
 #
@@ -98,7 +99,7 @@ run_one() {
 IFS=, read -r -a mode_list <<<"$modes"
 for mode in "${mode_list[@]}"; do
   for ((r = 1; r <= repeats; ++r)); do
-    run_one "$mode" check "$bin" check --builtin cpu --seed "$seed" -q --json "$tmp/check.json" "${extra[@]}"
+    run_one "$mode" check "$bin" check --builtin cpu --seed "$seed" -q --jobs 1 --json "$tmp/check.json" "${extra[@]}"
     cp "$tmp/check.json" "$tmp/check-$mode.json" 2>/dev/null
     [ -n "$jobs" ] && run_one "$mode" "check-j$jobs" "$bin" check --builtin cpu --seed "$seed" -q \
       --jobs "$jobs" --json "$tmp/check-j.json" "${extra[@]}"

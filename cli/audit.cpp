@@ -46,7 +46,8 @@ struct AuditOptions {
   bool no_sweep = false, no_variants = false;
   std::string shard;              // --shard k/N (core/shard.hpp)
   std::uint64_t shard_count = 0;  // --shard-count N (with JOB_COMPLETION_INDEX)
-  std::string jobs = "1";         // --jobs, passed to the gate steps (check_jobs.hpp)
+  std::string jobs = "auto";      // --jobs, passed to the gate steps (check_jobs.hpp)
+  bool jobs_given = false;        // a shard refuses an explicit --jobs
 };
 
 // A sharded audit's plan, in its --out folder: what `merge` needs to unite
@@ -172,7 +173,7 @@ int run_audit(const AuditOptions& o) {
                                   ") with --seed 0 (a drawn seed): expected a fixed seed, the "
                                   "same in every shard, so that all shards draw the same cases");
     parse_jobs(o.jobs);
-    if (shard && o.jobs != "1")
+    if (shard && o.jobs_given && o.jobs != "1")
       throw std::invalid_argument("--jobs " + o.jobs + " with shard " + shard->text() +
                                   ": expected one of them (run more shards side by side)");
   } catch (const std::invalid_argument& e) {
@@ -275,7 +276,7 @@ int run_audit(const AuditOptions& o) {
       args.insert(args.end(), shard_args.begin(), shard_args.end());
     } else {
       args.insert(args.end(), {"--json", json, "--junit", junit});
-      if (o.jobs != "1") args.insert(args.end(), {"--jobs", o.jobs});
+      args.insert(args.end(), {"--jobs", o.jobs});
     }
     if (o.cases > 0) args.insert(args.end(), {"--cases", std::to_string(o.cases)});
     const int code = run_step("Gate: property suite on built-in kernel '" + k.name() + "'" +
@@ -318,7 +319,7 @@ int run_audit(const AuditOptions& o) {
       args.insert(args.end(), shard_args.begin(), shard_args.end());
     } else {
       args.insert(args.end(), {"--json", json, "--junit", junit});
-      if (o.jobs != "1") args.insert(args.end(), {"--jobs", o.jobs});
+      args.insert(args.end(), {"--jobs", o.jobs});
     }
     if (o.cases > 0) args.insert(args.end(), {"--cases", std::to_string(o.cases)});
     const int code = run_step("Gate: property suite on " + user_name +
@@ -620,7 +621,8 @@ void add_audit_command(CLI::App& app) {
   c->add_option("--cases", o->cases, "Random cases per property (default: the suite's)");
   c->add_option("--jobs", o->jobs,
                 "Gate processes at once in each gate step (check --jobs): an integer from 1 to "
-                "64, or auto (default 1)");
+                "64, or auto (default auto; a shard runs one)")
+      ->each([o](const std::string&) { o->jobs_given = true; });
   add_seed_option(c, &o->seed, "Random seed for every step, 0 to 2^64 - 1 (0 = random; default 1)");
   c->add_option("--sweep-max-log2-n", o->sweep_max_log2, "Largest sweep size as log2 n (<= 24)")
       ->check(CLI::Range(4, 24))

@@ -58,8 +58,11 @@ struct CheckOptions {
   std::string shard;                // --shard k/N (core/shard.hpp)
   std::uint64_t shard_count = 0;    // --shard-count N (with JOB_COMPLETION_INDEX)
   std::string out;                  // --out DIR: a shard's plan and journal
-  std::string jobs = "1";           // --jobs N|auto (check_jobs.hpp)
-  bool no_timing = false;           // seconds 0, no command line, processes 0
+  // --jobs N|auto (check_jobs.hpp). auto by default; a shard or --no-isolation
+  // runs one process unless --jobs is given (then refused, below).
+  std::string jobs = "auto";
+  bool jobs_given = false;
+  bool no_timing = false;  // seconds 0, no command line, processes 0
 };
 
 // A usage, input or load error: the message names the input and what was
@@ -344,6 +347,8 @@ int run_check(const CheckOptions& o) {
   } catch (const std::invalid_argument& e) {
     usage_error(e.what());
   }
+  if (!o.jobs_given && (shard || o.no_isolation))
+    jobs = 1;  // the default (auto) where it cannot apply
   if (jobs > 1 && shard)
     usage_error("--jobs " + o.jobs + " with shard " + shard->text() +
                 ": expected one of them (a shard runs its units one after another; run more "
@@ -849,7 +854,9 @@ void add_check_command(CLI::App& app) {
                 "Gate processes at once: an integer from 1 to 64, or auto (the CPUs this process "
                 "may use, at most 8). The check's units (a family whose properties share one "
                 "search, attention per element type, or a property) run side by side; the "
-                "verdicts are the same as with 1 (default 1)");
+                "verdicts are the same as with 1 (default auto; 1 with --shard or "
+                "--no-isolation)")
+      ->each([o](const std::string&) { o->jobs_given = true; });
   c->add_flag("-q,--quiet", o->quiet, "No summary and no progress bar");
   c->add_flag(
       "--list", o->list,

@@ -136,7 +136,8 @@ def check(kernel, spec=None, seed=None, cases=None, dtypes=None, timeout=None, d
 
     Arguments are `softmax-audit check`'s options (spec: a gate spec TOML path;
     properties: ids or "prefix.*" patterns, running only those of the spec's;
-    jobs: gate processes at once, an integer or "auto", as `--jobs`).
+    jobs: gate processes at once, an integer or "auto", as `--jobs`; None: the
+    CLI's default, auto, or 1 with isolate=False).
     Returns Results (exit_code as the CLI's: 0 pass, 1 fail, 3 incomplete);
     raises UsageError for what the CLI answers with exit code 2.
     """
