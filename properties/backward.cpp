@@ -10,9 +10,11 @@
 //                                   zero for weights that sum to one; within
 //                                   that plus the row's budgets
 //   backward.directional_derivative <dx, v> equals d/de <dy, f(x + e v)> taken
-//                                   by a 320-bit MPFR central difference (not
-//                                   the backward formula), within the budgets
-//                                   plus the effect of y being rounded weights
+//                                   by forward-mode automatic differentiation
+//                                   of f in double-double (not the backward
+//                                   formula), within the budgets plus the
+//                                   effect of y being rounded weights and the
+//                                   derivative's error bound
 //   attention_backward.rounding     every dq, dk, dv, d(sink) within its
 //                                   a-priori budget (rule
 //                                   attention_backward_rounding)
@@ -179,8 +181,10 @@ void rows_sum_zero(const RowBwdCtx& cx, Check& res) {
   res.worst(sc);
 }
 
-// backward.directional_derivative: <dx, v> against a 320-bit MPFR central
-// difference along a random v (drawn from `n01` over `g`, which carry over
+// backward.directional_derivative: <dx, v> against the directional
+// derivative (ref::softmax_directional_derivative: dual numbers over
+// double-double, an MPFR central difference where they do not apply) along a
+// random v (drawn from `n01` over `g`, which carry over
 // from row to row), for rows with a live item.
 void directional_derivative(const RowBwdCtx& cx, std::mt19937_64& g,
                             std::normal_distribution<double>& n01, Check& res) {
@@ -193,7 +197,9 @@ void directional_derivative(const RowBwdCtx& cx, std::mt19937_64& g,
   std::vector<double> v(static_cast<std::size_t>(c.y.n));
   for (std::int64_t i = 0; i < c.y.n; ++i)
     v[i] = std::isinf(c.x.data[static_cast<std::size_t>(r * c.x.stride + i)]) ? 0.0 : n01(g);
-  const double dd = ref::softmax_directional_derivative(c.x.row(r), cx.dy, v, cx.theta, cx.log);
+  const ref::DirectionalDerivative ref_dd =
+      ref::softmax_directional_derivative(c.x.row(r), cx.dy, v, cx.theta, cx.log);
+  const double dd = ref_dd.value;
   // The gradient at the exact weights p, and what y's rounding moves it by.
   const long double* pr = c.p.data() + r * c.y.n;
   long double cp = 0, sdy = 0;
@@ -207,11 +213,12 @@ void directional_derivative(const RowBwdCtx& cx, std::mt19937_64& g,
     mag += std::abs(v[i]) * (std::abs(gp) + std::abs(cx.ref.exact[i]));
   }
   const double bound = static_cast<double>(std::abs(shift) + bud) +
-                       static_cast<double>(c.y.n + 4) * 0x1p-60 * static_cast<double>(mag);
+                       static_cast<double>(c.y.n + 4) * 0x1p-60 * static_cast<double>(mag) +
+                       ref_dd.error;
   Check dc =
       make_check(static_cast<double>(std::abs(got_dd - dd)), bound,
                  "row " + std::to_string(r) + ": <dx, v> = " + fmt(static_cast<double>(got_dd)) +
-                     ", MPFR derivative " + fmt(dd) + " (y's rounding accounts for " +
+                     ", derivative " + fmt(dd) + " (y's rounding accounts for " +
                      fmt(static_cast<double>(shift)) + ")");
   dc.unit = "absolute";
   res.worst(dc);

@@ -408,8 +408,9 @@ std::vector<PropertyInfo> properties() {
        ""},
       {"backward.directional_derivative",
        "softmax / log-softmax backward: <dx, v> equals the directional derivative of <dy, f(x)> "
-       "along a random v, taken by a 320-bit MPFR central difference, within the budgets plus "
-       "the effect of y's rounding",
+       "along a random v, taken by forward-mode automatic differentiation of f in double-double "
+       "(dual numbers; the gradient formula is never written), within the budgets, the effect "
+       "of y's rounding and the derivative's own error bound",
        "backward_rounding",
        {Op::softmax_backward, Op::log_softmax_backward},
        "absolute",

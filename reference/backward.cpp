@@ -8,6 +8,7 @@
 #include "reference/attention_v2.hpp"
 #include "reference/mpfr.hpp"
 #include "reference/rounding.hpp"
+#include "reference/row_backward_fast.hpp"
 
 namespace sa::ref {
 namespace {
@@ -37,10 +38,13 @@ RowGradient nan_row(std::size_t n) {
 }  // namespace
 
 RowGradient softmax_backward(DType t, std::span<const float> y, std::span<const float> dy,
-                             double theta) {
+                             double theta, RefPath path) {
   check_row(y, dy, theta, "softmax_backward reference");
   const std::size_t n = y.size();
   if (any_nan(y, dy)) return nan_row(n);
+  if (RowGradient fast;
+      path == RefPath::fast && detail::softmax_backward_fast(t, y, dy, theta, fast))
+    return fast;
   PrecisionScope prec(1024);
   Mp S = 0;
   for (std::size_t i = 0; i < n; ++i) S += Mp(y[i]) * Mp(dy[i]);  // exact (see the header)
@@ -57,10 +61,13 @@ RowGradient softmax_backward(DType t, std::span<const float> y, std::span<const 
 }
 
 RowGradient log_softmax_backward(DType t, std::span<const float> y, std::span<const float> dy,
-                                 double theta) {
+                                 double theta, RefPath path) {
   check_row(y, dy, theta, "log_softmax_backward reference");
   const std::size_t n = y.size();
   if (any_nan(y, dy)) return nan_row(n);
+  if (RowGradient fast;
+      path == RefPath::fast && detail::log_softmax_backward_fast(t, y, dy, theta, fast))
+    return fast;
   RowGradient r;
   r.exact.resize(n);
   r.rounded.resize(n);
@@ -95,10 +102,21 @@ RowGradient log_softmax_backward(DType t, std::span<const float> y, std::span<co
   return r;
 }
 
-double softmax_directional_derivative(std::span<const float> x, std::span<const float> dy,
-                                      std::span<const double> v, double theta, bool log_softmax) {
+DirectionalDerivative softmax_directional_derivative(std::span<const float> x,
+                                                     std::span<const float> dy,
+                                                     std::span<const double> v, double theta,
+                                                     bool log_softmax, RefPath path) {
   if (x.size() != dy.size() || x.size() != v.size() || x.empty())
     throw std::invalid_argument("softmax_directional_derivative: x, dy, v need one length >= 1");
+  DirectionalDerivative out;
+  if (path == RefPath::fast &&
+      detail::directional_derivative_fast(x, dy, v, theta, log_softmax, out))
+    return out;
+  // The terms' magnitude: every term of the derivative is at most
+  // |dy_i| (|v_i| + max |v|) / theta.
+  double sdy = 0, sv = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) sdy += std::abs(double(dy[i])), sv += std::abs(v[i]);
+  out.error = 0x1p-140 * (1 + sdy) * (1 + 2 * sv / theta);
   PrecisionScope prec(320);
   const Mp e = ldexp(Mp(1), -90);
   auto L = [&](const Mp& eps) {
@@ -124,7 +142,9 @@ double softmax_directional_derivative(std::span<const float> x, std::span<const 
     }
     return acc;
   };
-  return ((L(e) - L(-e)) / (2 * e)).convert_to<double>();
+  out.value = ((L(e) - L(-e)) / (2 * e)).convert_to<double>();
+  out.error += 0x1p-53 * std::abs(out.value);  // the rounding to double
+  return out;
 }
 
 AttentionGradients attention_backward(const AttentionCase& c, std::span<const float> dout) {

@@ -20,7 +20,9 @@
 //   whole error interval rounds to one value, else repeat at 1024 and 4096
 //   bits (y_i = 0 is exact).
 // NaN in a row's y or dy makes the whole row's dx NaN (the header's rule).
-// Cost: O(n) MPFR operations per row at 1024 bits, ~1 us each.
+// Cost: a double-double pass with certified rounding (row_backward_fast.hpp);
+// a row it cannot certify, O(n) MPFR operations at 1024 bits (log-softmax:
+// 256, then 1024 and 4096 where needed).
 //
 // Attention backward in extended precision (long double, the forward
 // reference's arithmetic, reference/attention_v2.hpp), from the case alone:
@@ -37,6 +39,7 @@
 
 #include "core/attention_case.hpp"
 #include "core/dtype.hpp"
+#include "reference/ziv.hpp"
 
 namespace sa::ref {
 
@@ -45,19 +48,36 @@ struct RowGradient {
   std::vector<double> rounded;  // correctly rounded in the output type
 };
 
-// One row each; y, dy of equal length n >= 1, theta > 0 finite.
+// One row each; y, dy of equal length n >= 1, theta > 0 finite. Computed in
+// double-double with a proven error bound and certified rounding
+// (row_backward_fast.hpp); a row with an output it cannot certify is computed
+// as below in MPFR, which RefPath::mpfr_only does for every row: the results
+// are the same bits on either path.
 RowGradient softmax_backward(DType t, std::span<const float> y, std::span<const float> dy,
-                             double theta = 1.0);
+                             double theta = 1.0, RefPath path = RefPath::fast);
 RowGradient log_softmax_backward(DType t, std::span<const float> y, std::span<const float> dy,
-                                 double theta = 1.0);
+                                 double theta = 1.0, RefPath path = RefPath::fast);
 
-// d/de <dy, softmax((x + e v) / theta)> (or log_softmax) at e = 0, by a
-// central difference at e = 2^-90 in 320-bit MPFR: truncation error below
-// 2^-170 and cancellation error below 2^-200 relative to the terms, so the
-// value is the directional derivative to ~2^-150, independent of the
-// backward formula it checks.
-double softmax_directional_derivative(std::span<const float> x, std::span<const float> dy,
-                                      std::span<const double> v, double theta, bool log_softmax);
+// A directional derivative and a bound on its error: |value - exact| <= error.
+struct DirectionalDerivative {
+  double value = 0;
+  double error = 0;
+};
+
+// d/de <dy, softmax((x + e v) / theta)> (or log_softmax) at e = 0,
+// independent of the backward formula it checks. RefPath::fast: forward-mode
+// automatic differentiation in double-double (row_backward_fast.hpp states
+// its error bound), about 100x cheaper than MPFR; where it does not apply (a
+// NaN or +inf in x, a non-finite dy or v, no live item, theta outside
+// [2^-60, 2^60]) and on RefPath::mpfr_only: a central difference at e = 2^-90
+// in 320-bit MPFR, truncation error below 2^-170 and cancellation error below
+// 2^-200 relative to the terms, so the value is the directional derivative to
+// ~2^-150 (error: 2^-140 times the terms' magnitude).
+DirectionalDerivative softmax_directional_derivative(std::span<const float> x,
+                                                     std::span<const float> dy,
+                                                     std::span<const double> v, double theta,
+                                                     bool log_softmax,
+                                                     RefPath path = RefPath::fast);
 
 struct AttentionGradients {
   std::vector<double> dq;      // total_q x heads_q x d (packed BSHD)

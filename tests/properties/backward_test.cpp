@@ -68,7 +68,7 @@ TEST(BackwardReference, RowGradientIsTheDirectionalDerivative) {
         p[i] = std::exp(x[i] / theta - m) / S, sdy += dy[i], cp += p[i] * dy[i];
       for (int i = 0; i < n; ++i)
         want_dot += v[i] * (log ? dy[i] - p[i] * sdy : p[i] * (dy[i] - cp)) / theta;
-      const double dd = sa::ref::softmax_directional_derivative(x, dy, v, theta, log);
+      const double dd = sa::ref::softmax_directional_derivative(x, dy, v, theta, log).value;
       EXPECT_NEAR(dd, static_cast<double>(want_dot), 1e-15 * (1 + std::abs(dd))) << log << theta;
       // And the reference at y = p (as exact as float allows) agrees with the formula.
       for (int i = 0; i < n; ++i)
