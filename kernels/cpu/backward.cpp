@@ -22,7 +22,7 @@ namespace sa::kernels {
 namespace {
 
 thread_local std::string g_error;
-std::atomic<long long> g_slot_budget{0};  // detail::set_backward_slot_budget
+std::atomic<std::int64_t> g_slot_budget{0};  // detail::set_backward_slot_budget
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr std::int64_t kTile = bwd::kBk;  // query rows per block, keys per tile
 
@@ -375,7 +375,7 @@ sa_status cpu_attention_backward(void*, const sa_attention_backward_args* a) {
 #endif
   // Slots per wave: what 16 MB holds, at least two per thread (a wave ends in
   // a barrier), at most the unit count.
-  const long long budget_set = g_slot_budget.load(std::memory_order_relaxed);
+  const std::int64_t budget_set = g_slot_budget.load(std::memory_order_relaxed);
   const std::int64_t slot_budget = budget_set > 0 ? budget_set : std::int64_t{16} << 20;
   const std::int64_t W = std::max<std::int64_t>(
       1, std::min(std::max<std::int64_t>(
@@ -484,7 +484,7 @@ sa_status cpu_attention_backward(void*, const sa_attention_backward_args* a) {
 }
 
 namespace detail {
-void set_backward_slot_budget(long long bytes) { g_slot_budget.store(bytes); }
+void set_backward_slot_budget(std::int64_t bytes) { g_slot_budget.store(bytes); }
 }  // namespace detail
 
 const sa_capabilities* cpu_capabilities_with_backward() {

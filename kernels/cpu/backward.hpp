@@ -17,6 +17,8 @@
 //     key padding, sinks with d(sink)); no adaptive temperature, no fp8.
 #pragma once
 
+#include <cstdint>
+
 #include "softmax_audit/kernel.h"
 
 namespace sa::kernels {
@@ -35,7 +37,7 @@ namespace detail {
 // Test hook: the bytes of dQ slots attention_backward fills per wave (0: the
 // default, 16 MiB; a wave holds at least two slots per thread). Small values
 // force many waves; the result must not change by a bit.
-void set_backward_slot_budget(long long bytes);
+void set_backward_slot_budget(std::int64_t bytes);
 }  // namespace detail
 
 }  // namespace sa::kernels
