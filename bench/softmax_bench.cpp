@@ -26,6 +26,7 @@
 #include <Eigen/Core>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <random>
@@ -40,6 +41,10 @@
 #ifdef SA_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
+
+namespace sa::bench {
+void eigen_softmax_avx2(const float* x, float* y, std::int64_t n);
+}
 
 namespace {
 
@@ -145,6 +150,39 @@ void BM_eigen_softmax_f32(benchmark::State& st) {
     Y = (X - m).exp();
     const float S = Y.sum();
     Y *= 1.0f / S;
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(st, n, 1, 8);
+}
+
+// Eigen compiled for AVX2 + FMA (eigen_avx2_peer.cpp).
+void BM_eigen_avx2_softmax_f32(benchmark::State& st) {
+  const std::int64_t n = st.range(0);
+  const auto x = logits(n, 1.0f);
+  std::vector<float> y(x.size());
+  for (auto _ : st) {
+    sa::bench::eigen_softmax_avx2(x.data(), y.data(), n);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(st, n, 1, 8);
+}
+
+// The two-pass memory limit of a softmax: one pass reading x (a max) and one
+// reading x and writing y (y = x * c), with no exp: the time a two-pass
+// softmax (2 reads + 1 write) cannot beat. Fraction of the limit reached =
+// this time / the kernel's time.
+void BM_memory_2pass_f32(benchmark::State& st) {
+  const std::int64_t n = st.range(0);
+  const auto x = logits(n, 1.0f);
+  std::vector<float> y(x.size());
+  for (auto _ : st) {
+    Eigen::Map<const Eigen::ArrayXf> X(x.data(), n);
+    Eigen::Map<Eigen::ArrayXf> Y(y.data(), n);
+    const float m = X.maxCoeff();
+    benchmark::DoNotOptimize(m);
+    Y = X * (1.0f / (m + 1.0f));
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
@@ -257,7 +295,7 @@ void BM_cpu_softmax_rows_f32(benchmark::State& st) {  // 256 rows x 65536, range
   st.counters["threads"] = threads;
 }
 
-const std::vector<std::int64_t> kSizes = {256, 4096, 65536, 1 << 20, 1 << 24};
+const std::vector<std::int64_t> kSizes = {256, 4096, 65536, 1 << 20, 1 << 22, 1 << 24};
 
 void register_all() {
   auto sizes = [](benchmark::internal::Benchmark* b) {
@@ -269,6 +307,8 @@ void register_all() {
   benchmark::RegisterBenchmark("softmax_f32/onednn", BM_onednn_softmax_f32)->Apply(sizes);
 #endif
   benchmark::RegisterBenchmark("softmax_f32/eigen", BM_eigen_softmax_f32)->Apply(sizes);
+  benchmark::RegisterBenchmark("softmax_f32/eigen_avx2", BM_eigen_avx2_softmax_f32)->Apply(sizes);
+  benchmark::RegisterBenchmark("softmax_f32/memory_2pass", BM_memory_2pass_f32)->Apply(sizes);
   benchmark::RegisterBenchmark("softmax_bf16/cpu", BM_cpu_softmax_bf16)->Apply(sizes);
   benchmark::RegisterBenchmark("softmax_f16/cpu", BM_cpu_softmax_f16)->Apply(sizes);
   auto adaptive = [](benchmark::internal::Benchmark* b) {
@@ -350,6 +390,12 @@ void print_table(const Collect& c) {
         "softmax_f32/onednn/" + sn + "", "<= 1.0", 1.0, true, c);
     row(("softmax f32 n=" + sn + ": cpu / Eigen").c_str(), "softmax_f32/cpu/" + sn + "",
         "softmax_f32/eigen/" + sn + "", "(info)", 1e30, true, c);
+    row(("softmax f32 n=" + sn + ": cpu / Eigen (AVX2 build)").c_str(),
+        "softmax_f32/cpu/" + sn + "", "softmax_f32/eigen_avx2/" + sn + "", "(info)", 1e30, true, c);
+    // Fraction of the two-pass memory limit = time(bare passes) / time(cpu).
+    row(("softmax f32 n=" + sn + ": memory limit / cpu").c_str(),
+        "softmax_f32/memory_2pass/" + sn + "", "softmax_f32/cpu/" + sn + "",
+        n >= (1 << 22) ? ">= 0.8" : "(info)", n >= (1 << 22) ? 0.8 : -1.0, false, c);
   }
   for (auto n : kSizes) {
     const std::string sn = std::to_string(n);
@@ -391,6 +437,11 @@ void print_table(const Collect& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // SA_CPU_MAX_ISA=AVX2 (the kernel's AVX2 figures) limits oneDNN to AVX2 as
+  // well, unless ONEDNN_MAX_CPU_ISA says otherwise (read at oneDNN's first use).
+  if (const char* isa = std::getenv("SA_CPU_MAX_ISA"); isa && *isa)
+    if (std::string(isa) == "AVX2" || std::string(isa) == "avx2")
+      setenv("ONEDNN_MAX_CPU_ISA", "AVX2", 0);
   omp_set_num_threads(1);  // single-thread peers; the scaling benchmark sets its own
   register_all();
   // Default: 3 repetitions, medians reported and used in the table (the

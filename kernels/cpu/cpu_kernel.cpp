@@ -36,11 +36,12 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr std::int64_t kThreePassMaxN = std::int64_t{1} << 21;
 
 // bfloat16 rows up to this length store their exps in a float scratch row
-// (<= 1 MiB, cache-resident); longer ones compute exp twice instead (a sum
-// pass, then the fused exp * 1/S pass of row_exp.cpp): with the cheaper bf16
-// polynomial, two exps cost less than 6 bytes per element of scratch
-// traffic once the scratch leaves L2.
-constexpr std::int64_t kBf16ScratchMaxN = std::int64_t{1} << 18;
+// (<= 4 MiB); longer ones compute exp twice instead (a sum pass, then the
+// fused exp * 1/S pass of row_exp.cpp): past ~4 MiB of scratch, two of the
+// cheap bf16 exps cost less than 6 bytes per element of scratch traffic.
+// (2^20 measured on AVX2: scratch 0.73-0.90 ms, exp twice 0.90-1.1 ms;
+// at 2^22 the scratch loses, 5.1 ms against 3.9 ms.)
+constexpr std::int64_t kBf16ScratchMaxN = std::int64_t{1} << 20;
 
 // bfloat16 rows longer than this (8 MiB of input) use the two-pass form too.
 constexpr std::int64_t kBf16ThreePassMaxN = std::int64_t{1} << 22;
@@ -206,12 +207,12 @@ RowState entropy_state(const float* x, std::int64_t n, const Scale& s) {
 RowState entropy_state(const std::uint16_t* x, std::int64_t n, const Scale& s) {
   return cpu::row_entropy_bf16(x, n, s);
 }
-void exp_scale(const float* x, float* y, std::int64_t n, float m, float lo, const Scale& s,
-               Recip r) {
-  cpu::row_exp_scale_f32(x, y, n, m, lo, s, r.hi, r.lo);
+void exp_scale(const float* x, float* y, std::int64_t n, float m, float lo, const Scale& s, Recip r,
+               double S = 0) {
+  cpu::row_exp_scale_f32(x, y, n, m, lo, s, r.hi, r.lo, cpu::row_weights_normal(lo, m, s.s, S));
 }
 void exp_scale(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m, float lo,
-               const Scale& s, Recip r) {
+               const Scale& s, Recip r, double = 0) {
   cpu::row_exp_scale_bf16(x, y, n, m, lo, s, r.hi, r.lo);
 }
 // The row's smallest and largest logits (raw).
@@ -239,14 +240,14 @@ void softmax_known_max(const T* x, T* y, std::int64_t n, float m, float lo, cons
       const double S = cpu::row_exp_store_f32(x, y, n, m, lo, s);
       if (std::isfinite(S) && S > 0) {
         const Recip r = recip(S);
-        cpu::row_scale_f32(y, n, r.hi, r.lo);
+        cpu::row_scale_f32(y, n, r.hi, r.lo, cpu::row_weights_normal(lo, m, s.s, S));
         return;
       }
       scalar_softmax(x, y, n, s.s);
       return;
     }
     const double S = cpu::row_sum_exp_f32(x, n, m, lo, s);
-    exp_scale(x, y, n, m, lo, s, recip(S));
+    exp_scale(x, y, n, m, lo, s, recip(S), S);
   } else {
     const double S = cpu::row_sum_exp_bf16(x, n, m, lo, s);
     exp_scale(x, y, n, m, lo, s, recip(S));
@@ -262,7 +263,7 @@ void softmax_row(const T* x, T* y, std::int64_t n, const Scale& s) {
         const double S = cpu::row_exp_store_f32(x, y, n, m, lo, s);
         if (std::isfinite(S) && S > 0) {
           const Recip r = recip(S);
-          cpu::row_scale_f32(y, n, r.hi, r.lo);
+          cpu::row_scale_f32(y, n, r.hi, r.lo, cpu::row_weights_normal(lo, m, s.s, S));
           return;
         }
       }
@@ -292,7 +293,8 @@ void softmax_row(const T* x, T* y, std::int64_t n, const Scale& s) {
         const double S = cpu::row_exp_store_bf16(x, scratch.data(), n, m, lo, s);
         if (std::isfinite(S) && S > 0) {
           const Recip r = recip(S);
-          cpu::row_scale_to_bf16(scratch.data(), y, n, r.hi, r.lo);
+          cpu::row_scale_to_bf16(scratch.data(), y, n, r.hi, r.lo,
+                                 cpu::row_weights_normal(lo, m, s.s, S));
           return;
         }
       }
@@ -304,7 +306,7 @@ void softmax_row(const T* x, T* y, std::int64_t n, const Scale& s) {
     if (!special_weights(x, y, n, classify(x, n))) scalar_softmax(x, y, n, s.s);
     return;
   }
-  exp_scale(x, y, n, st.m, kNoLo, s, recip(st.S));
+  exp_scale(x, y, n, st.m, st.lo, s, recip(st.S), st.S);
 }
 
 // log p_i = (x_i - m) s - L with L = log(k + rest) = log k + log1p(rest / k),
@@ -411,11 +413,11 @@ void adaptive_row(const T* x, T* y, std::int64_t n, double inv_theta, float& bet
         const Recip r = recip(S);
         if constexpr (std::is_same_v<T, float>) {
           if (stored) {
-            cpu::row_scale_f32(y, n, r.hi, r.lo);
+            cpu::row_scale_f32(y, n, r.hi, r.lo, cpu::row_weights_normal(lo, m, s1.s, S));
             return;
           }
         }
-        exp_scale(x, y, n, m, lo, s1, r);
+        exp_scale(x, y, n, m, lo, s1, r, S);
         return;
       }
       softmax_known_max(x, y, n, m, lo, Scale::of(static_cast<double>(beta) * inv_theta));
@@ -482,7 +484,29 @@ sa_status k_softmax(void*, sa_dtype t, const sa_rows* sh, const void* in, void* 
   if (t == SA_F16) {
     for_rows(sh->rows, sh->n, [&](std::int64_t r) {
       F16Rows& f = f16_rows();
-      softmax_row(f.widen(in, sh, r), f.out(sh->n), sh->n, s);
+      const std::int64_t n = sh->n;
+      if (n <= kThreePassMaxN) {
+        // softmax_row's three-pass float32 path with the widening fused into
+        // the range pass and the narrowing into the scaling pass (same bits).
+        if (f.x.size() < static_cast<std::size_t>(n)) f.x.resize(static_cast<std::size_t>(n));
+        const auto* x16 = static_cast<const std::uint16_t*>(in) + r * sh->in_stride;
+        float lo, m;
+        cpu::row_widen_range_f16(x16, f.x.data(), n, &lo, &m);
+        if (std::isfinite(m)) {
+          float* e = f.out(n);
+          const double S = cpu::row_exp_store_f32(f.x.data(), e, n, m, lo, s);
+          if (std::isfinite(S) && S > 0) {
+            const Recip rc = recip(S);
+            cpu::row_scale_to_f16(e, static_cast<std::uint16_t*>(out) + r * sh->out_stride, n,
+                                  rc.hi, rc.lo, cpu::row_weights_normal(lo, m, s.s, S));
+            return;
+          }
+        }
+        softmax_row(f.x.data(), f.out(n), n, s);  // special rows (x already widened)
+        f.narrow(out, sh, r);
+        return;
+      }
+      softmax_row(f.widen(in, sh, r), f.out(n), n, s);
       f.narrow(out, sh, r);
     });
     return SA_OK;

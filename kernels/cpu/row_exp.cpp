@@ -38,9 +38,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 // kLive: every (x - m) s of the row is >= -103 (the caller knows the row's
 // minimum), so no lane is dead and the full vectors skip the dead-lane checks
 // (the padded tail never does: its padding is -inf).
-template <class T, class U, bool kT, bool kLive>
-double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, bool store,
-                double* Tout) {
+template <class T, class U, bool kT, bool kLive, bool store>
+double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, double* Tout) {
   constexpr bool kAcc = std::is_same_v<T, float>;
   constexpr bool kFloatS = !kAcc && !kT;
   const DF d;
@@ -68,14 +67,14 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
     VF f0 = hn::Zero(d), f1 = hn::Zero(d), g0 = hn::Zero(d), g1 = hn::Zero(d);
     for (int b = 0; b < 8 && i + 2 * N <= len; ++b, i += 2 * N) {
       VF h0, h1, v0, v1;
-      if (store) {  // stored values keep their order
+      if constexpr (store) {  // stored values keep their order
         v0 = LoadF(d, x + i);
         v1 = LoadF(d, x + i + N);
       } else {
         LoadF2Unordered(d, x + i, v0, v1);
       }
       if constexpr (kFloatS && kLive) {
-        if (!store) {  // the sum takes the product P u in its FMA
+        if constexpr (!store) {  // the sum takes the product P u in its FMA
           VF P0, u0, P1, u1, l0, l1;
           ExpPartsBF16(d, tab, Diff<false>(d, v0, m, s, l0), P0, u0);
           ExpPartsBF16(d, tab, Diff<false>(d, v1, m, s, l1), P1, u1);
@@ -86,7 +85,7 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
       }
       const VF e0 = ev(v0, h0);
       const VF e1 = ev(v1, h1);
-      if (store) {
+      if constexpr (store) {
         StoreF(d, e0, y + i);
         StoreF(d, e1, y + i + N);
       }
@@ -94,8 +93,10 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
         f0 = hn::Add(f0, e0);
         f1 = hn::Add(f1, e1);
       } else {
-        AccD(a0, a1, e0);
-        AccD(a2, a3, e1);
+        // The pair's halves added in double first (one rounding of 2^-53
+        // relative): two accumulators instead of four, which keeps the loop
+        // within AVX2's 16 vector registers (no spilled sums).
+        AccD2(a0, a1, e0, e1);
       }
       if constexpr (kT) {
         g0 = hn::MulAdd(e0, targ(h0), g0);
@@ -116,7 +117,7 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
     VF l;
     const VF h = Diff<kAcc>(d, v, m, s, l);
     const VF e = ExpLive<kAcc>(d, tab, h, l);
-    if (store) StoreF(d, e, out);
+    if constexpr (store) StoreF(d, e, out);
     AccD(a0, a1, e);
     if constexpr (kT) AccD(t0, t1, hn::Mul(e, hn::Max(h, hn::Set(d, -104.0f))));
   };
@@ -126,7 +127,7 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
     Tail<U> o(nullptr, 0);
     one(LoadF(d, t.in), o.out);
     o.count = len - i;
-    if (store) o.flush(y + i);
+    if constexpr (store) o.flush(y + i);
   }
   if constexpr (kT) *Tout = SumD(hn::Add(hn::Add(t0, t1), hn::Add(t2, t3))) * kTwoM32;
   return SumD(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))) * kTwoM32;
@@ -139,8 +140,11 @@ inline bool RowLive(float lo, float m, const Scale& s) {
 template <class T, class U, bool kT = false>
 double ExpStoreRow(const T* x, U* y, std::int64_t n, float m, float lo, const Scale& s, bool store,
                    double* Tout = nullptr) {
-  return RowLive(lo, m, s) ? ExpStore<T, U, kT, true>(x, y, n, m, s, store, Tout)
-                           : ExpStore<T, U, kT, false>(x, y, n, m, s, store, Tout);
+  if (store)
+    return RowLive(lo, m, s) ? ExpStore<T, U, kT, true, true>(x, y, n, m, s, Tout)
+                             : ExpStore<T, U, kT, false, true>(x, y, n, m, s, Tout);
+  return RowLive(lo, m, s) ? ExpStore<T, U, kT, true, false>(x, y, n, m, s, Tout)
+                           : ExpStore<T, U, kT, false, false>(x, y, n, m, s, Tout);
 }
 
 // Sum of exp((x - m) s) over the elements different from m, and the number k
@@ -173,15 +177,18 @@ double SumExpRest(const T* x, std::int64_t n, float mf, const Scale& scale, std:
   *k = count;
   return SumD(hn::Add(a0, a1)) * kTwoM32;
 }
-void ScaleF32(float* y, std::int64_t n, float rhf, float rlf) {
+// kNormal: every weight of the row is a normal float (row_scale_f32's
+// `normal`), so no vector needs ScaleDown96's subnormal check.
+template <bool kNormal>
+void ScaleF32T(float* y, std::int64_t n, float rhf, float rlf) {
   const DF d;
   const std::size_t N = hn::Lanes(d);
   const VF rh = hn::Set(d, rhf * kTwo64), rl = hn::Set(d, rlf * kTwo64);
   std::size_t i = 0;
   const std::size_t len = static_cast<std::size_t>(n);
   for (; i + 2 * N <= len; i += 2 * N) {
-    hn::StoreU(MulR(hn::LoadU(d, y + i), rh, rl), d, y + i);
-    hn::StoreU(MulR(hn::LoadU(d, y + i + N), rh, rl), d, y + i + N);
+    hn::StoreU(MulR<kNormal>(hn::LoadU(d, y + i), rh, rl), d, y + i);
+    hn::StoreU(MulR<kNormal>(hn::LoadU(d, y + i + N), rh, rl), d, y + i + N);
   }
   for (; i + N <= len; i += N) hn::StoreU(MulR(hn::LoadU(d, y + i), rh, rl), d, y + i);
   if (i < len) {
@@ -191,13 +198,26 @@ void ScaleF32(float* y, std::int64_t n, float rhf, float rlf) {
   }
 }
 
+void ScaleF32(float* y, std::int64_t n, float rhf, float rlf, bool normal) {
+  if (normal)
+    ScaleF32T<true>(y, n, rhf, rlf);
+  else
+    ScaleF32T<false>(y, n, rhf, rlf);
+}
+
 // y (bfloat16) = e * (r_hi + r_lo), e float (a scratch row of stored exps).
-void ScaleToBF16(const float* e, std::uint16_t* y, std::int64_t n, float rhf, float rlf) {
+// kNormal: every weight is a normal float (no subnormal check). Pairs of
+// vectors are rounded and packed together (StoreF2).
+template <bool kNormal>
+void ScaleToBF16T(const float* e, std::uint16_t* y, std::int64_t n, float rhf, float rlf) {
   const DF d;
   const std::size_t N = hn::Lanes(d);
   const VF rh = hn::Set(d, rhf * kTwo64), rl = hn::Set(d, rlf * kTwo64);
   std::size_t i = 0;
   const std::size_t len = static_cast<std::size_t>(n);
+  for (; i + 2 * N <= len; i += 2 * N)
+    StoreF2(d, MulR<kNormal>(hn::LoadU(d, e + i), rh, rl),
+            MulR<kNormal>(hn::LoadU(d, e + i + N), rh, rl), y + i);
   for (; i + N <= len; i += N) StoreF(d, MulR(hn::LoadU(d, e + i), rh, rl), y + i);
   if (i < len) {
     Tail<float> t(e + i, len - i);
@@ -206,6 +226,13 @@ void ScaleToBF16(const float* e, std::uint16_t* y, std::int64_t n, float rhf, fl
     o.count = len - i;
     o.flush(y + i);
   }
+}
+void ScaleToBF16(const float* e, std::uint16_t* y, std::int64_t n, float rhf, float rlf,
+                 bool normal) {
+  if (normal)
+    ScaleToBF16T<true>(e, y, n, rhf, rlf);
+  else
+    ScaleToBF16T<false>(e, y, n, rhf, rlf);
 }
 
 // y = exp((x - m) s) / S with 1/S = r_hi + r_lo.
@@ -224,7 +251,7 @@ void ScaleToBF16(const float* e, std::uint16_t* y, std::int64_t n, float rhf, fl
 // lane is dead, and no vector needs a check. Otherwise vectors with a dead
 // lane or a result below the normal range (or NaN) take the unfused path:
 // ExpLive (biased), MulR, ScaleDown96 (correct subnormal rounding).
-template <class T, bool kLive>
+template <class T, bool kLive, bool kNormal = false>
 void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, float rhf,
               float rlf) {
   constexpr bool kAcc = std::is_same_v<T, float>;
@@ -254,7 +281,7 @@ void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, fl
   auto fused = [&](VF h, VF& k, VI& e23) SA_VEC_LAMBDA -> VF {
     if constexpr (kTabBits > 0) {
       const VF kf = TabK(d, h, k);
-      const VF r = TabReduce(d, k, h);
+      const VF r = TabReduceBF16(d, k, h);
       const VF p = TabPolyBF16(r, c1, c2, c3);
       e23 = TabExp(d, kf);
       return hn::Mul(Lut(tab.h0, tab.h1, kf), hn::MulAdd(r, p, rmv));
@@ -274,7 +301,7 @@ void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, fl
     VF l;
     const VF h = Diff<kAcc>(d, v, m, s, l);
     if constexpr (kAcc) {
-      return MulR(ExpLive<kAcc, kL>(d, tab, h, l), rh, rl);
+      return MulR < kL && kNormal > (ExpLive<kAcc, kL>(d, tab, h, l), rh, rl);
     } else {
       VF k;
       VI e23;
@@ -342,11 +369,15 @@ double SumRestBF16(const std::uint16_t* x, std::int64_t n, float m, const Scale&
   return SumExpRest(x, n, m, s, k);
 }
 void ExpScaleF32(const float* x, float* y, std::int64_t n, float m, float lo, const Scale& s,
-                 float rh, float rl) {
-  if (RowLive(lo, m, s))
-    ExpScale<float, true>(x, y, n, m, s, rh, rl);
-  else
+                 float rh, float rl, bool normal) {
+  if (RowLive(lo, m, s)) {
+    if (normal)
+      ExpScale<float, true, true>(x, y, n, m, s, rh, rl);
+    else
+      ExpScale<float, true>(x, y, n, m, s, rh, rl);
+  } else {
     ExpScale<float, false>(x, y, n, m, s, rh, rl);
+  }
 }
 // Fused bfloat16 fast path for the whole row when its smallest weight
 // exp((lo - m) s) / S stays normal with margin: (lo - m) s log2(e) >= -123 - kr.
@@ -396,8 +427,9 @@ double row_exp_store_bf16(const std::uint16_t* x, float* y, std::int64_t n, floa
                           const Scale& s) {
   return HWY_DYNAMIC_DISPATCH(ExpStoreBF16)(x, y, n, m, lo, s);
 }
-void row_scale_to_bf16(const float* e, std::uint16_t* y, std::int64_t n, float rh, float rl) {
-  HWY_DYNAMIC_DISPATCH(ScaleToBF16)(e, y, n, rh, rl);
+void row_scale_to_bf16(const float* e, std::uint16_t* y, std::int64_t n, float rh, float rl,
+                       bool normal) {
+  HWY_DYNAMIC_DISPATCH(ScaleToBF16)(e, y, n, rh, rl, normal);
 }
 double row_exp_store_T_f32(const float* x, float* y, std::int64_t n, float m, float lo,
                            const Scale& s, double* T) {
@@ -419,12 +451,12 @@ double row_sum_exp_rest_bf16(const std::uint16_t* x, std::int64_t n, float m, co
                              std::int64_t* k) {
   return HWY_DYNAMIC_DISPATCH(SumRestBF16)(x, n, m, s, k);
 }
-void row_scale_f32(float* y, std::int64_t n, float rh, float rl) {
-  HWY_DYNAMIC_DISPATCH(ScaleF32)(y, n, rh, rl);
+void row_scale_f32(float* y, std::int64_t n, float rh, float rl, bool normal) {
+  HWY_DYNAMIC_DISPATCH(ScaleF32)(y, n, rh, rl, normal);
 }
 void row_exp_scale_f32(const float* x, float* y, std::int64_t n, float m, float lo, const Scale& s,
-                       float rh, float rl) {
-  HWY_DYNAMIC_DISPATCH(ExpScaleF32)(x, y, n, m, lo, s, rh, rl);
+                       float rh, float rl, bool normal) {
+  HWY_DYNAMIC_DISPATCH(ExpScaleF32)(x, y, n, m, lo, s, rh, rl, normal);
 }
 void row_exp_scale_bf16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m, float lo,
                         const Scale& s, float rh, float rl) {

@@ -15,9 +15,10 @@
 // ~17 ulp floor of float softmax comes from rounding x - m; here x - m is
 // formed exactly as a two-float sum before exp).
 //
-// exp: on AVX-512 and AVX2, table-driven (2^(j/L) for L = 32 or 16 entries
-// held in registers, |r| <= ln2/(2L), a cubic or quadratic for e^r); on the
-// other targets a polynomial on |r| <= ln2/2. vec_exp-inl.h states each error.
+// exp: on AVX-512 and AVX2, table-driven (2^(j/L) for L = 32 or 8 entries
+// held in registers, |r| <= ln2/(2L), a quartic, cubic or quadratic for e^r);
+// on the other targets a polynomial on |r| <= ln2/2. vec_exp-inl.h states
+// each error.
 //
 // Files: vec_types-inl.h (vector types, double lanes), vec_load_store-inl.h
 // (per-dtype loads and stores), vec_exp-inl.h (vector exp and exact scaling),
@@ -25,8 +26,11 @@
 // scaling by 1/S), row_log_softmax.cpp (the log-softmax pass).
 //
 // Accuracy (measured in tests/cpu, on every instruction set compiled in):
-// - float32 rows: exp of a two-float argument within 0.58 ulp (table) or
+// - float32 rows: exp of a two-float argument within 0.58 ulp (table; AVX2's
+//   L = 8 table measured 0.538 ulp over every float argument in [-104, 0]) or
 //   0.75 ulp (degree-7 Taylor polynomial; also the streamed rescales);
+//   S of a stored row adds the two halves of each pair of vectors in double
+//   before the running double sum (one more 2^-53 rounding);
 //   S is accumulated in double lanes, T (entropy) in float blocks of 8 values
 //   per lane flushed to double (<= 8 u of T).
 // - bfloat16 rows: inputs subtract exactly; exp within ~2.5 u (table with a
@@ -68,6 +72,7 @@ struct RowState {
   double S = 0;
   double T = 0;
   bool ok = false;
+  float lo = -__builtin_inff();  // raw row minimum (NaN: unspecified), when ok
 };
 
 // Largest element (raw). NaN behaviour unspecified: callers check the sum.
@@ -107,7 +112,9 @@ double row_sum_exp_bf16(const std::uint16_t* x, std::int64_t n, float m, float l
 double row_exp_store_bf16(const std::uint16_t* x, float* y, std::int64_t n, float m, float lo,
                           const Scale& s);
 // y (bfloat16, rounded to nearest even) = (biased e) * 2^-32 * (r_hi + r_lo).
-void row_scale_to_bf16(const float* e, std::uint16_t* y, std::int64_t n, float r_hi, float r_lo);
+// normal: as row_scale_f32's.
+void row_scale_to_bf16(const float* e, std::uint16_t* y, std::int64_t n, float r_hi, float r_lo,
+                       bool normal = false);
 
 // As above, also *T = sum e_i (x_i - m) s. The _store_ form writes e_i to y.
 double row_exp_store_T_f32(const float* x, float* y, std::int64_t n, float m, float lo,
@@ -124,12 +131,20 @@ double row_sum_exp_rest_bf16(const std::uint16_t* x, std::int64_t n, float m, co
                              std::int64_t* k);
 
 // y_i = (biased y_i) * 2^-32 * (r_hi + r_lo) (two-float reciprocal: one
-// rounding per element).
-void row_scale_f32(float* y, std::int64_t n, float r_hi, float r_lo);
+// rounding per element). normal: the caller knows every result is a normal
+// float (row_weights_normal), so the per-vector subnormal check is skipped;
+// the same bits either way.
+void row_scale_f32(float* y, std::int64_t n, float r_hi, float r_lo, bool normal = false);
 
-// y_i = exp((x_i - m) s) * r (recomputes exp; x may equal y).
+// y_i = exp((x_i - m) s) * r (recomputes exp; x may equal y). normal: as above.
 void row_exp_scale_f32(const float* x, float* y, std::int64_t n, float m, float lo, const Scale& s,
-                       float r_hi, float r_lo);
+                       float r_hi, float r_lo, bool normal = false);
+
+// Whether every weight exp((x_i - m) s) / S of a row with minimum lo (raw;
+// -inf or NaN: no) is a normal float with margin: (lo - m) s - log S >= -86
+// (e^-86 > 2^-124, so neither the exp's nor the product's rounding can
+// take a weight below 2^-126).
+bool row_weights_normal(float lo, float m, double s, double S);
 void row_exp_scale_bf16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m, float lo,
                         const Scale& s, float r_hi, float r_lo);
 
@@ -145,6 +160,12 @@ void row_widen_f16(const std::uint16_t* x, float* y, std::int64_t n);
 // gradual underflow (subnormals k 2^-24), overflow to inf from 65520, NaN
 // quiet: the same bits as core/float16.hpp's f16_from_float.
 void row_narrow_f16(const float* x, std::uint16_t* y, std::int64_t n);
+// row_widen_f16 and the row's smallest and largest element in one pass.
+void row_widen_range_f16(const std::uint16_t* x, float* y, std::int64_t n, float* lo, float* hi);
+// y (float16) = biased e * 2^-32 * (r_hi + r_lo): row_scale_f32 then
+// row_narrow_f16 in one pass, the same bits.
+void row_scale_to_f16(const float* e, std::uint16_t* y, std::int64_t n, float r_hi, float r_lo,
+                      bool normal = false);
 
 // Name of the instruction set the dispatcher picked (for benchmark context).
 const char* dispatch_target();

@@ -61,9 +61,29 @@ void RowRange(const T* x, std::int64_t n, float* lo, float* hi) {
   const std::size_t N = hn::Lanes(d);
   const VF ninf = hn::Set(d, -std::numeric_limits<float>::infinity());
   const VF pinf = hn::Set(d, std::numeric_limits<float>::infinity());
+  // Four independent (max, min) chains: the latency of max/min, not the
+  // loads, bounds a two-chain loop.
   VF m0 = ninf, m1 = ninf, l0 = pinf, l1 = pinf;
+  VF m2 = ninf, m3 = ninf, l2 = pinf, l3 = pinf;
   std::size_t i = 0;
   const std::size_t len = static_cast<std::size_t>(n);
+  for (; i + 4 * N <= len; i += 4 * N) {
+    VF a, b, c, e;
+    LoadF2Unordered(d, x + i, a, b);
+    LoadF2Unordered(d, x + i + 2 * N, c, e);
+    m0 = hn::Max(m0, a);
+    m1 = hn::Max(m1, b);
+    m2 = hn::Max(m2, c);
+    m3 = hn::Max(m3, e);
+    l0 = hn::Min(l0, a);
+    l1 = hn::Min(l1, b);
+    l2 = hn::Min(l2, c);
+    l3 = hn::Min(l3, e);
+  }
+  m0 = hn::Max(m0, m2);
+  m1 = hn::Max(m1, m3);
+  l0 = hn::Min(l0, l2);
+  l1 = hn::Min(l1, l3);
   for (; i + 2 * N <= len; i += 2 * N) {
     VF a, b;
     LoadF2Unordered(d, x + i, a, b);
@@ -108,6 +128,9 @@ RowState Stream(const T* x, std::int64_t n, const Scale& scale) {
   // -inf logits fall below it; NaN shows up in S).
   if (!(seed > -FLT_MAX)) seed = -FLT_MAX;
   VF m = hn::Set(d, seed);
+  // The row minimum rides along (one Min per vector): the caller's second
+  // pass then knows the row's range (row_ops.hpp: no per-lane checks).
+  VF mn_lo = hn::Set(d, std::numeric_limits<float>::infinity());
   // Two sets of accumulators (A: even vectors, B: odd ones) for ILP. S is
   // summed in double; T's terms (all <= 0) go to float lanes for at most
   // kBlock vectors (relative error <= kBlock u) and are then flushed to double.
@@ -160,6 +183,7 @@ RowState Stream(const T* x, std::int64_t n, const Scale& scale) {
   for (; i + 2 * N <= len; i += 2 * N) {
     const VF v0 = LoadF(d, x + i), v1 = LoadF(d, x + i + N);
     const VF vm = hn::Max(v0, v1);
+    mn_lo = hn::Min(mn_lo, hn::Min(v0, v1));
     if (HWY_UNLIKELY(!hn::AllFalse(d, hn::Gt(vm, m)))) rescale(hn::Max(m, vm));
     accum(v0, S0, S1, Tf);
     accum(v1, S2, S3, Tg);
@@ -169,10 +193,16 @@ RowState Stream(const T* x, std::int64_t n, const Scale& scale) {
     if (HWY_UNLIKELY(!hn::AllFalse(d, hn::Gt(v, m)))) rescale(hn::Max(m, v));
     accum(v, S0, S1, Tf);
   };
-  for (; i + N <= len; i += N) step(LoadF(d, x + i));
+  for (; i + N <= len; i += N) {
+    const VF v = LoadF(d, x + i);
+    mn_lo = hn::Min(mn_lo, v);
+    step(v);
+  }
+  float tail_lo = std::numeric_limits<float>::infinity();
   if (i < len) {
     Tail<T> t(x + i, len - i);
-    step(LoadF(d, t.in));
+    step(LoadF(d, t.in));  // -inf padding: weight 0, and not part of the minimum
+    for (std::size_t j = i; j < len; ++j) tail_lo = std::min(tail_lo, scalar_of(x[j]));
   }
   flush();
   S0 = hn::Add(S0, S2);
@@ -209,6 +239,7 @@ RowState Stream(const T* x, std::int64_t n, const Scale& scale) {
   r.S = acc.S * kTwoM32;
   r.T = acc.T * kTwoM32;
   r.ok = std::isfinite(r.S) && r.S > 0 && std::isfinite(r.T);
+  r.lo = std::min(hn::GetLane(hn::MinOfLanes(d, mn_lo)), tail_lo);
   return r;
 }
 // ---------------------------------------------------------------- exported (per target)
@@ -253,6 +284,11 @@ Scale Scale::of(double s) {
   r.lo = static_cast<float>(s - static_cast<double>(r.hi));
   r.unit = (s == 1.0);
   return r;
+}
+
+bool row_weights_normal(float lo, float m, double s, double S) {
+  const double t = (static_cast<double>(lo) - static_cast<double>(m)) * s - std::log(S);
+  return t >= -86.0;  // false for NaN and -inf
 }
 
 float row_max_f32(const float* x, std::int64_t n) { return HWY_DYNAMIC_DISPATCH(RowMaxF32)(x, n); }

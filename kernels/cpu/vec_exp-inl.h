@@ -178,10 +178,13 @@ HWY_INLINE VF ReduceBF16(DF d, VF k, VF dh) {
 
 // ---------------------------------------------------------------- table-driven exp
 // On targets with a cheap in-register table lookup (AVX-512: one vpermt2ps
-// over 32 entries; AVX2: two vpermps and a blend over 16), the hot passes use
+// over 32 entries; AVX2: one vpermps over 8), the hot passes use
 //   exp(d) = 2^floor(K/L) * 2^(j/L) * e^r,   K = round(d L / ln2), j = K mod L,
-//   r = d - K ln2/L,  |r| <= ln2/(2L) = 0.0108 (L = 32) or 0.0217 (L = 16),
-// so the polynomial for e^r is short. The table holds T_j = 2^(j/L) rounded to
+//   r = d - K ln2/L,  |r| <= ln2/(2L) = 0.0108 (L = 32) or 0.0433 (L = 8),
+// so the polynomial for e^r is short. (AVX2 used L = 16 before: two vpermps
+// and a blend per lookup, and 16 registers could not hold the loop's
+// constants and sums, which spilled; L = 8 with one more polynomial term
+// is fewer instructions and no spills.) The table holds T_j = 2^(j/L) rounded to
 // float, times 2^32 (the bias of the stored exps, kExpBias), and
 // rho_j = (2^(j/L) - T_j) / T_j rounded to float (|rho_j| < 2^-24); the power
 // 2^floor(K/L) is added to T_j's exponent as an integer (T_j 2^floor(K/L) is a
@@ -195,9 +198,13 @@ HWY_INLINE VF ReduceBF16(DF d, VF k, VF dh) {
 //   <= u |r|), r + dl the two-float argument. The one rounding of the final
 //   FMA dominates: |e - exp(d)| <= 0.5 ulp + 0.08 ulp (the 0.08 covers q', rho
 //   and r, at most 0.04 u relative, doubled where e falls just below T_j's
-//   binade). The degree-7 path above is within 0.75 ulp.
+//   binade). L = 8 (AVX2): a quartic and an exact first reduction step
+//   (ExpLive), measured 0.538 ulp at most over every float d in [-104, 0].
+//   The degree-7 path above is within 0.75 ulp.
 // bfloat16: e = T' + T' r p(r), p(r) = c1 + c2 r (L = 32, minimax: 0.90 u) or
-//   1 + c2 r + c3 r^2 (L = 16, 0.039 u); T_j rounded (<= 0.5 u), rho dropped;
+//   1 + c2 r + c3 r^2 (L = 16, 0.039 u; L = 8, 0.66 u, with the two-constant
+//   reduction: 2.6 u in all over every float d in [-104, 0]); T_j rounded
+//   (<= 0.5 u), rho dropped;
 //   one-constant reduction (|K| |ln2/L - float(ln2/L)| <= 4801 * 5.96e-11 =
 //   2.9e-7, only for weights below e^-83; <= 0.96 u for weights above e^-20).
 //   Within about 2.5 u (1.5e-7) relative in all: a bf16 rounding goes the
@@ -205,23 +212,37 @@ HWY_INLINE VF ReduceBF16(DF d, VF k, VF dh) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 constexpr int kTabBits = 5;
 #elif HWY_TARGET == HWY_AVX2
-constexpr int kTabBits = 4;
+constexpr int kTabBits = 3;
 #else
 constexpr int kTabBits = 0;
 #endif
 constexpr int kTabL = 1 << kTabBits;
 // L/ln2, and ln2/L as a float plus its remainder (Cody-Waite).
-constexpr float kTabLOverLn2 = kTabBits == 5 ? 0x1.715476p+5f : 0x1.715476p+4f;
-constexpr float kTabLn2OverL = kTabBits == 5 ? 0x1.62e43p-6f : 0x1.62e43p-5f;
-constexpr float kTabLn2OverLLo = kTabBits == 5 ? -0x1.05c61p-34f : -0x1.05c61p-33f;
-// float32: e^r - 1 ~ r + r^2 (c2 + c3 r), the cubic interpolated at Chebyshev nodes.
-constexpr float kTabF32C2 = kTabBits == 5 ? 0x1.00007ap-1f : 0x1.0001ecp-1f;
-constexpr float kTabF32C3 = kTabBits == 5 ? 0x1.5555b8p-3f : 0x1.5556dep-3f;
+constexpr float kTabLOverLn2 = kTabBits == 5   ? 0x1.715476p+5f
+                               : kTabBits == 4 ? 0x1.715476p+4f
+                                               : 0x1.715476p+3f;
+constexpr float kTabLn2OverL = kTabBits == 5   ? 0x1.62e43p-6f
+                               : kTabBits == 4 ? 0x1.62e43p-5f
+                                               : 0x1.62e43p-4f;
+constexpr float kTabLn2OverLLo = kTabBits == 5   ? -0x1.05c61p-34f
+                                 : kTabBits == 4 ? -0x1.05c61p-33f
+                                                 : -0x1.05c61p-32f;
+// float32: e^r - 1 ~ r + r^2 (c2 + c3 r [+ c4 r^2]), interpolated at
+// Chebyshev nodes: the cubic (L = 32, 16) or the quartic (L = 8, c2 = 1/2;
+// truncation 3.5e-10 = 0.006 u relative on |r| <= 1.01 ln2/16).
+constexpr float kTabF32C2 = kTabBits == 5 ? 0x1.00007ap-1f : kTabBits == 4 ? 0x1.0001ecp-1f : 0.5f;
+constexpr float kTabF32C3 = kTabBits == 5   ? 0x1.5555b8p-3f
+                            : kTabBits == 4 ? 0x1.5556dep-3f
+                                            : 0x1.555b9cp-3f;
+constexpr float kTabF32C4 = 0x1.555984p-5f;  // L = 8 only
 // bfloat16: e^r ~ 1 + r (c1 + c2 r + c3 r^2): the minimax quadratic (L = 32,
-// c3 = 0 and not evaluated) or the float32 cubic (L = 16).
+// c3 = 0 and not evaluated), the float32 cubic (L = 16), or the cubic
+// interpolated at Chebyshev nodes (L = 8: 0.66 u relative).
 constexpr float kTabBF16C1 = kTabBits == 5 ? 0x1.0000f8p+0f : 1.0f;
-constexpr float kTabBF16C2 = kTabBits == 5 ? 0x1.000174p-1f : kTabF32C2;
-constexpr float kTabBF16C3 = kTabBits == 5 ? 0.0f : kTabF32C3;
+constexpr float kTabBF16C2 = kTabBits == 5   ? 0x1.000174p-1f
+                             : kTabBits == 4 ? kTabF32C2
+                                             : 0x1.0007d8p-1f;
+constexpr float kTabBF16C3 = kTabBits == 5 ? 0.0f : kTabBits == 4 ? kTabF32C3 : 0x1.555b9cp-3f;
 
 // 2^(j/32) 2^32 and the relative remainders; the 16-entry table is every
 // other entry (2^(j/16) = 2^(2j/32)).
@@ -254,6 +275,15 @@ HWY_INLINE ExpTab LoadExpTab(DF d) {
     if constexpr (kTabL == 32) {
       return {hn::Load(d, kExp2Hi32), hn::Load(d, kExp2Hi32 + N), hn::Load(d, kExp2Rho32),
               hn::Load(d, kExp2Rho32 + N)};
+    } else if constexpr (kTabL == static_cast<int>(HWY_MAX_BYTES / sizeof(float))) {
+      // one vector per column (AVX2, L = 8: every 4th entry)
+      alignas(64) float h[kTabL], r[kTabL];
+      for (int j = 0; j < kTabL; ++j) {
+        h[j] = kExp2Hi32[j * (32 / kTabL)];
+        r[j] = kExp2Rho32[j * (32 / kTabL)];
+      }
+      (void)N;
+      return {hn::Load(d, h), hn::Zero(d), hn::Load(d, r), hn::Zero(d)};
     } else {  // every other entry
       alignas(64) float h[kTabL], r[kTabL];
       for (int j = 0; j < kTabL; ++j) {
@@ -270,10 +300,9 @@ HWY_INLINE VF Lut(VF t0, VF t1, VF kf) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   return VF{_mm512_permutex2var_ps(t0.raw, _mm512_castps_si512(kf.raw), t1.raw)};
 #elif HWY_TARGET == HWY_AVX2
-  const __m256i i = _mm256_castps_si256(kf.raw);
-  const __m256 a = _mm256_permutevar8x32_ps(t0.raw, i);
-  const __m256 b = _mm256_permutevar8x32_ps(t1.raw, i);
-  return VF{_mm256_blendv_ps(a, b, _mm256_castsi256_ps(_mm256_slli_epi32(i, 28)))};
+  static_assert(kTabBits == 3);  // one vpermps over the 8 entries of t0
+  (void)t1;
+  return VF{_mm256_permutevar8x32_ps(t0.raw, _mm256_castps_si256(kf.raw))};
 #else
   (void)t1;
   (void)kf;
@@ -301,6 +330,14 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> TabExp(DF d, VF kf) {
 HWY_INLINE VF TabReduce(DF d, VF k, VF dh) {
   return hn::NegMulAdd(k, hn::Set(d, kTabLn2OverL), dh);
 }
+// bfloat16 rows: r = dh - K ln2/L, with the remainder term where L = 8 (the
+// one-constant error |K| |ln2/8 - float(ln2/8)| would reach 2.9e-7 at K =
+// -1200; with it the float value before the bf16 rounding is within 2.6 u).
+HWY_INLINE VF TabReduceBF16(DF d, VF k, VF dh) {
+  const VF r = TabReduce(d, k, dh);
+  if constexpr (kTabBits == 3) return hn::NegMulAdd(k, hn::Set(d, kTabLn2OverLLo), r);
+  return r;
+}
 // bfloat16 rows: p(r) = c1 + c2 r (+ c3 r^2 for L = 16), e^r ~ 1 + r p(r);
 // the coefficients are kTabBF16C*, possibly scaled by the caller.
 HWY_INLINE VF TabPolyBF16(VF r, VF c1, VF c2, VF c3) {
@@ -322,7 +359,7 @@ HWY_INLINE void ExpPartsBF16(DF d, const ExpTab& tab, VF dh, VF& P, VF& u) {
     VF k;
     const VF kf = TabK(d, dh, k);
     P = hn::BitCast(d, hn::Add(hn::BitCast(di, Lut(tab.h0, tab.h1, kf)), TabExp(d, kf)));
-    const VF r = TabReduce(d, k, dh);
+    const VF r = TabReduceBF16(d, k, dh);
     const VF p =
         TabPolyBF16(r, hn::Set(d, kTabBF16C1), hn::Set(d, kTabBF16C2), hn::Set(d, kTabBF16C3));
     u = hn::MulAdd(r, p, hn::Set(d, 1.0f));
@@ -368,6 +405,28 @@ HWY_INLINE VF ExpLive(DF d, const ExpTab& tab, VF dh, VF dl) {
     VF P, u;
     ExpPartsBF16(d, tab, dh, P, u);
     e = hn::Mul(P, u);
+  } else if constexpr (kTabBits == 3) {
+    // L = 8 (AVX2: one vpermps per table). r0 = dh - K float(ln2/8) is exact
+    // (one FMA: K float(ln2/8) is a multiple of 2^-27 and, for K != 0,
+    // |dh| > ln2/16 puts dh on a grid of 2^-28 or coarser, so the difference,
+    // below 2^-4, fits 24 bits; checked for every float dh in [-104, 0]).
+    // rl = dl - K (ln2/8 - float(ln2/8)) is tiny (|rl| < 4e-6, rounding
+    // < 2^-42), r = r0 + rl only feeds the polynomial, and
+    //   q' = r0 + (r^2 (c2 + c3 r + c4 r^2) + (rho + rl)),
+    //   e  = T' + T' q'
+    // round q' once (<= 2^-29 absolute) and e once. Checked exhaustively
+    // against exp in long double over every float dh in [-104, 0] (half of
+    // them with a random dl, |dl| <= ulp(dh)/2): max 0.538 ulp.
+    VF k;
+    const VF kf = TabK(d, dh, k);
+    const VF T = hn::BitCast(d, hn::Add(hn::BitCast(di, Lut(tab.h0, tab.h1, kf)), TabExp(d, kf)));
+    const VF r0 = TabReduce(d, k, dh);
+    const VF rl = hn::NegMulAdd(k, hn::Set(d, kTabLn2OverLLo), dl);
+    const VF r = hn::Add(r0, rl);
+    const VF p = hn::MulAdd(hn::MulAdd(hn::Set(d, kTabF32C4), r, hn::Set(d, kTabF32C3)), r,
+                            hn::Set(d, kTabF32C2));
+    const VF b = hn::MulAdd(hn::Mul(r, r), p, hn::Add(Lut(tab.r0, tab.r1, kf), rl));
+    e = hn::MulAdd(T, hn::Add(r0, b), T);
   } else if constexpr (kTabBits > 0) {
     VF k;
     const VF kf = TabK(d, dh, k);
@@ -395,39 +454,43 @@ HWY_INLINE VF ExpLive(DF d, const ExpTab& tab, VF dh, VF dl) {
 }
 
 // p = q * 2^-96 rounded to nearest even, q >= 0 a normal float or 0, without
-// ever forming a subnormal in floating point: results below 2^-126 are built
-// from q's significand by an integer shift with round-to-nearest-even.
+// ever forming a subnormal in floating point (x86 takes a microcode assist for
+// each): results below 2^-126 (q < 2^-30) are k 2^-149 with k = q 2^53
+// rounded to an integer, done by one float add: v = q 2^53 < 2^23 is exact,
+// and v + 2^23 lies in [2^23, 2^24), whose ulp is 1, so the add rounds v to
+// the nearest integer (ties to even, as 2^23 is even) and leaves k in the low
+// mantissa bits: bits(v + 2^23) - bits(2^23) is the subnormal's encoding (or
+// 2^-126's when k = 2^23). Checked against the exact rounding for every
+// normal q below 2^-30.
 HWY_INLINE VF ScaleDown96(DF d, VF q) {
   const VF kLow = hn::Set(d, 9.313225746154785e-10f);    // 2^-30: q * 2^-96 >= 2^-126
   const VF kDown = hn::Set(d, 1.2621774483536189e-29f);  // 2^-96
   if (HWY_LIKELY(hn::AllTrue(d, hn::Or(hn::Ge(q, kLow), hn::Eq(q, hn::Zero(d))))))
     return hn::Mul(q, kDown);
-  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
   const VF normal = hn::Mul(hn::Max(q, kLow), kDown);
-  const auto qb = hn::BitCast(du, q);
-  const auto E = hn::ShiftRight<23>(qb);
-  const auto M = hn::Or(hn::And(qb, hn::Set(du, 0x7FFFFFu)), hn::Set(du, 0x800000u));
-  // q * 2^-96 = M * 2^(E - 246) = B * 2^-149 with B = M * 2^(E - 97).
-  const auto sh =
-      hn::Min(hn::Sub(hn::Set(du, 97u), hn::Min(E, hn::Set(du, 96u))), hn::Set(du, 31u));
-  const auto one = hn::Set(du, 1u);
-  const auto half = hn::operator<<(one, hn::Sub(sh, one));
-  const auto odd = hn::And(hn::operator>>(M, sh), one);
-  const auto B = hn::operator>>(hn::Add(M, hn::Add(hn::Sub(half, one), odd)), sh);
-  return hn::IfThenElse(hn::Lt(q, kLow), hn::BitCast(d, B), normal);
+  const VF t = hn::MulAdd(hn::Min(q, kLow), hn::Set(d, 9007199254740992.0f),  // 2^53
+                          hn::Set(d, 8388608.0f));                            // + 2^23
+  const VF sub = hn::BitCast(d, hn::Sub(hn::BitCast(di, t), hn::Set(di, 0x4B000000)));
+  return hn::IfThenElse(hn::Lt(q, kLow), sub, normal);
 }
 
 // p = E * (r_hi + r_lo) for E = exp(d) 2^32: the product is formed as
 // E * (r 2^64) (normal range, one rounding, the small product first) and
 // brought down by 2^-96 (ScaleDown96: exact, or one integer rounding for
 // subnormal weights).
+// kNormal: the caller knows every result is a normal float (or 0), so the
+// scaling by 2^-96 is exact and ScaleDown96's per-vector check is skipped.
+template <bool kNormal = false>
 HWY_INLINE VF MulR(VF e, VF rh, VF rl) {
 #if HWY_NATIVE_FMA
-  return ScaleDown96(DF(), hn::MulAdd(e, rh, hn::Mul(e, rl)));
+  const VF q = hn::MulAdd(e, rh, hn::Mul(e, rl));
 #else  // no FMA: p + (err(e rh) + e rl), Dekker's exact error term
   const VF p = hn::Mul(e, rh);
-  return ScaleDown96(DF(), hn::Add(p, hn::Add(ProdErr(DF(), e, rh, p), hn::Mul(e, rl))));
+  const VF q = hn::Add(p, hn::Add(ProdErr(DF(), e, rh, p), hn::Mul(e, rl)));
 #endif
+  if constexpr (kNormal) return hn::Mul(q, hn::Set(DF(), 1.2621774483536189e-29f));  // 2^-96
+  return ScaleDown96(DF(), q);
 }
 constexpr float kTwo64 = 18446744073709551616.0f;  // 2^64
 }  // namespace HWY_NAMESPACE

@@ -60,6 +60,12 @@ HWY_INLINE void AccD(VD& a0, VD& a1, VF v) {
   a0 = hn::Add(a0, PromLo(v));
   a1 = hn::Add(a1, PromHi(v));
 }
+// a0 += low halves of v and w, a1 += their high halves (each pair added in
+// double first).
+HWY_INLINE void AccD2(VD& a0, VD& a1, VF v, VF w) {
+  a0 = hn::Add(a0, hn::Add(PromLo(v), PromLo(w)));
+  a1 = hn::Add(a1, hn::Add(PromHi(v), PromHi(w)));
+}
 HWY_INLINE double SumD(VD a) {
   const DD dd;
   return hn::GetLane(hn::SumOfLanes(dd, a));
