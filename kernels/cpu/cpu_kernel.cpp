@@ -35,13 +35,13 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 // memory traffic dominates and the extra exp is cheaper than the traffic.
 constexpr std::int64_t kThreePassMaxN = std::int64_t{1} << 21;
 
-// bfloat16 rows up to this length store their exps in a float scratch row
-// (<= 4 MiB); longer ones compute exp twice instead (a sum pass, then the
-// fused exp * 1/S pass of row_exp.cpp): past ~4 MiB of scratch, two of the
-// cheap bf16 exps cost less than 6 bytes per element of scratch traffic.
-// (2^20 measured on AVX2: scratch 0.73-0.90 ms, exp twice 0.90-1.1 ms;
-// at 2^22 the scratch loses, 5.1 ms against 3.9 ms.)
-constexpr std::int64_t kBf16ScratchMaxN = std::int64_t{1} << 20;
+// bfloat16 rows up to cpu::row_bf16_scratch_max_n() (2^18 elements, 1 MiB,
+// or 2^20 on AVX2) store their exps in a float scratch row; longer ones
+// compute exp twice instead (a sum pass, then the fused exp * 1/S pass of
+// row_exp.cpp): once the scratch leaves L2, two of the cheap bf16 exps cost
+// less than 6 bytes per element of scratch traffic. The AVX2 exp costs more
+// per element (8 lanes), so there the scratch still wins at 2^20 (measured:
+// 0.79 ms against 0.94 ms; on AVX-512 0.57 ms exp twice against 0.75 ms).
 
 // bfloat16 rows longer than this (8 MiB of input) use the two-pass form too.
 constexpr std::int64_t kBf16ThreePassMaxN = std::int64_t{1} << 22;
@@ -280,7 +280,7 @@ void softmax_row(const T* x, T* y, std::int64_t n, const Scale& s) {
       // The exps go to a per-thread float scratch row (<= 16 MiB), so each is
       // computed once.
       const auto [lo, m] = range(x, n);
-      if (std::isfinite(m) && n > kBf16ScratchMaxN) {
+      if (std::isfinite(m) && n > cpu::row_bf16_scratch_max_n()) {
         const double S = cpu::row_sum_exp_bf16(x, n, m, lo, s);
         if (std::isfinite(S) && S > 0) {
           exp_scale(x, y, n, m, lo, s, recip(S));

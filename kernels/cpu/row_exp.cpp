@@ -392,6 +392,15 @@ void ExpScaleBF16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, floa
     ExpScale<std::uint16_t, false>(x, y, n, m, s, rh, rl);
 }
 
+// The longest bfloat16 row whose exps go to a float scratch row (cpu_kernel.cpp).
+std::int64_t Bf16ScratchMaxN() {
+#if HWY_TARGET == HWY_AVX2
+  return std::int64_t{1} << 20;
+#else
+  return std::int64_t{1} << 18;
+#endif
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace sa::kernels::cpu
 HWY_AFTER_NAMESPACE();
@@ -412,6 +421,9 @@ HWY_EXPORT(ExpScaleF32);
 HWY_EXPORT(ExpScaleBF16);
 HWY_EXPORT(ScaleToBF16);
 HWY_EXPORT(ScaleF32);
+HWY_EXPORT(Bf16ScratchMaxN);
+
+std::int64_t row_bf16_scratch_max_n() { return HWY_DYNAMIC_DISPATCH(Bf16ScratchMaxN)(); }
 
 double row_exp_store_f32(const float* x, float* y, std::int64_t n, float m, float lo,
                          const Scale& s) {
