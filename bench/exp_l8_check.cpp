@@ -13,8 +13,9 @@
 //    rounding, relative error in u = 2^-24.
 // 3. ScaleDown96's subnormal branch: bits(q 2^53 + 2^23) - bits(2^23) against
 //    q 2^-96 rounded to nearest even on the 2^-149 grid, every normal q < 2^-30.
-// Output of the full run (2026-11-27): f32 max 0.538 ulp, r0 never inexact,
-// bf16 2.57 u, ScaleDown96 0 mismatches in 805306368.
+// Results (2026-11-27): f32 max 0.538 ulp and r0 never inexact over all
+// 1.12e9 arguments; bf16 2.57 u with a stride of 1031 (2.48 u with 4099);
+// ScaleDown96 0 mismatches in all 805306368 q.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
