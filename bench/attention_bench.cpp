@@ -29,10 +29,12 @@
 //                      = 1023 (Mistral's sliding window)
 //   layout 4 "decode": 64 sequences, 1 query each, 4096 keys, 32 query heads
 //                      on 8 key/value heads (GQA decoding)
+//   layout 5 "single": 1 sequence, 1 query, 65536 keys, one head
 //   Counter kv_bytes: bytes of K and V per second, each (sequence, key/value
 //   head)'s read once (the bandwidth measure of decoding).
-// BM_DecodeOverKvRead/<dtype>: decoding against a bare read of the same K and
-//   V (see the function's comment); counter ratio.
+// BM_DecodeOverKvRead/<shape>/<dtype>: decoding (v2 GQA, v2 single query, v1
+//   single query) against a bare read of the same K and V (see the function's
+//   comment); counters ratio (wall) and ratio_cpu.
 //
 // The kernel's raw entry point is called directly (benchmarks may bypass sa::Kernel).
 #include <benchmark/benchmark.h>
@@ -231,18 +233,29 @@ struct ProblemV2 {
       case 4:
         batch = 64, hq = 32, hk = 8, sq = 1, sk = 4096;
         break;
+      case 5:
+        hq = hk = 1, sq = 1, sk = 65536;
+        break;
       default:
         break;
     }
     const std::int64_t tq = varlen ? cu_q.back() : batch * sq,
                        tk = varlen ? cu_k.back() : batch * sk;
     const std::size_t e = t == SA_F32 ? 4 : 2;
+    // N(0,1) values: a pool of 2^16 draws indexed by a xorshift stream (the
+    // decode layouts hold 10^9 elements, which one draw each took minutes to fill).
     std::mt19937_64 rng(42);
     std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> pool(std::size_t{1} << 16);
+    for (auto& x : pool) x = nd(rng);
+    std::uint64_t xs = 0x9e3779b97f4a7c15ull;
     auto fill = [&](std::vector<unsigned char>& buf, std::int64_t count) {
       buf.resize(static_cast<std::size_t>(count) * e);
       for (std::int64_t i = 0; i < count; ++i) {
-        const float x = nd(rng);
+        xs ^= xs << 13;
+        xs ^= xs >> 7;
+        xs ^= xs << 17;
+        const float x = pool[static_cast<std::size_t>(xs >> 48)];
         if (t == SA_F32) {
           std::memcpy(&buf[static_cast<std::size_t>(i) * 4], &x, 4);
         } else {
@@ -293,7 +306,7 @@ struct ProblemV2 {
   }
 };
 
-const char* const kLayoutNames[] = {"mha", "gqa", "varlen", "window", "decode"};
+const char* const kLayoutNames[] = {"mha", "gqa", "varlen", "window", "decode", "single"};
 
 void BM_AttentionV2(benchmark::State& st) {
   const auto t = static_cast<sa_dtype>(st.range(1));
@@ -319,11 +332,18 @@ void BM_AttentionV2(benchmark::State& st) {
 // Decoding reads every key and value once and does 4 flops per element for
 // each query head of the group, so it is bound by memory bandwidth, not by
 // arithmetic. Its peer is the machine itself: each iteration times one pass
-// that only reads the same K and V buffers (summing their 32-bit words, a
+// that only reads the same K and V buffers (xor of their 32-bit words, a
 // loop the compiler vectorises; split over the OpenMP threads like the
-// kernel) and one decode call (layout 4). Counters: ratio = total decode time
-// / total read time (1 = the kernel streams K and V as fast as a bare read),
-// read_GB_per_s = the bare read's bandwidth.
+// kernel) and one decode call. Shapes (d = 128):
+//   0 "gqa":    interface v2, layout 4 (64 sequences x 1 query x 4096 keys,
+//               32 query heads on 8 key/value heads, BSHD)
+//   1 "single": interface v2, layout 5 (1 query x 65536 keys, one head)
+//   2 "v1":     the version-1 entry (cpu_attention, sa_attention_args) on
+//               shape 1's buffers: nq = 1, nk = 65536, num_splits 1
+//               (float32 and bfloat16: the entry's types)
+// Counters: ratio = total decode time / total read time (1 = the kernel
+// streams K and V as fast as a bare read), ratio_cpu = the same in process
+// CPU time, read_GB_per_s = the bare read's bandwidth.
 std::uint32_t read_words(const std::vector<unsigned char>& buf) {
   const auto* w = reinterpret_cast<const std::uint32_t*>(buf.data());
   const std::int64_t n = static_cast<std::int64_t>(buf.size() / 4);
@@ -335,37 +355,69 @@ std::uint32_t read_words(const std::vector<unsigned char>& buf) {
   return acc;
 }
 
+const char* const kDecodeShapes[] = {"gqa", "single", "v1"};
+
 void BM_DecodeOverKvRead(benchmark::State& st) {
-  const auto t = static_cast<sa_dtype>(st.range(0));
-  ProblemV2 p(4, t, 128);
-  double tr = 0, td = 0;
+  const int shape = static_cast<int>(st.range(0));
+  const auto t = static_cast<sa_dtype>(st.range(1));
+  ProblemV2 p(shape == 0 ? 4 : 5, t, 128);
+  sa_attention_args v1{};
+  if (shape == 2) {
+    v1.dtype = t;
+    v1.nq = 1;
+    v1.nk = p.a.seqlen_k;
+    v1.d = v1.dv = p.a.head_dim;
+    v1.q = p.q.data();
+    v1.k = p.k.data();
+    v1.v = p.v.data();
+    v1.out = p.out.data();
+    v1.q_stride = v1.k_stride = v1.v_stride = v1.out_stride = v1.d;
+    v1.lse = p.lse.data();
+    v1.scale = p.a.scale;
+    v1.num_splits = 1;
+  }
+  double tr = 0, td = 0, cr = 0, cd = 0;
   using clk = std::chrono::steady_clock;
   for (auto _ : st) {
     const auto t0 = clk::now();
+    const double c0 = cpu_seconds();
     benchmark::DoNotOptimize(read_words(p.k) ^ read_words(p.v));
     const auto t1 = clk::now();
-    if (sa::kernels::cpu_attention_v2(nullptr, &p.a) != SA_OK)
+    const double c1 = cpu_seconds();
+    if (shape == 2) {
+      run_once(v1);
+    } else if (sa::kernels::cpu_attention_v2(nullptr, &p.a) != SA_OK) {
       throw std::runtime_error(sa::kernels::cpu_attention_v2_last_error());
+    }
     benchmark::DoNotOptimize(p.lse.data());
     const auto t2 = clk::now();
+    const double c2 = cpu_seconds();
     tr += std::chrono::duration<double>(t1 - t0).count();
     td += std::chrono::duration<double>(t2 - t1).count();
+    cr += c1 - c0;
+    cd += c2 - c1;
   }
   st.counters["ratio"] = td / tr;
+  st.counters["ratio_cpu"] = cd / cr;
   st.counters["read_GB_per_s"] = static_cast<double>(p.k.size() + p.v.size()) * 1e-9 *
                                  static_cast<double>(st.iterations()) / tr;
   st.counters["decode_GB_per_s"] = p.kv_bytes * 1e-9 * static_cast<double>(st.iterations()) / td;
   st.counters["threads"] = threads();
-  st.SetLabel(t == SA_F32 ? "f32" : t == SA_BF16 ? "bf16" : "f16");
+  st.SetLabel(std::string(kDecodeShapes[shape]) + " " +
+              (t == SA_F32    ? "f32"
+               : t == SA_BF16 ? "bf16"
+                              : "f16"));
 }
 
 }  // namespace
 
 BENCHMARK(BM_DecodeOverKvRead)
-    ->ArgNames({"dtype"})
-    ->Arg(SA_F32)
-    ->Arg(SA_BF16)
-    ->Arg(SA_F16)
+    ->ArgNames({"shape", "dtype"})
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (std::int64_t shape = 0; shape < 3; ++shape)
+        for (std::int64_t t : {std::int64_t{SA_F32}, std::int64_t{SA_BF16}, std::int64_t{SA_F16}})
+          if (shape < 2 || t != SA_F16) b->Args({shape, t});
+    })
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(0.5);
@@ -373,7 +425,7 @@ BENCHMARK(BM_DecodeOverKvRead)
 BENCHMARK(BM_AttentionV2)
     ->ArgNames({"layout", "dtype", "d"})
     ->Apply([](benchmark::internal::Benchmark* b) {
-      for (std::int64_t layout = 0; layout < 5; ++layout)
+      for (std::int64_t layout = 0; layout < 6; ++layout)
         for (std::int64_t t : {std::int64_t{SA_F32}, std::int64_t{SA_BF16}, std::int64_t{SA_F16}})
           b->Args({layout, t, 128});
     })

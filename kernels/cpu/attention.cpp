@@ -25,6 +25,7 @@
 
 #include "core/bfloat16.hpp"
 #include "core/float16.hpp"
+#include "kernels/cpu/attention_decode.hpp"
 #include "kernels/cpu/attention_detail.hpp"
 #include "theory/adaptive_temperature.hpp"
 #include "theory/streamed_entropy.hpp"
@@ -681,6 +682,15 @@ sa_status cpu_attention(void* /*ctx*/, const sa_attention_args* args) {
   h.adaptive = args->adaptive != 0;
   h.num_splits = args->num_splits;
   try {
+    // Few queries, no split asked for: the few-query path (attention_decode.hpp),
+    // K and V read in place, keys split over the threads.
+    if (h.nq <= cpu_attention_decode_max_rows && h.num_splits <= 1) {
+      const std::size_t starts[2] = {0, 1};
+      if (cpu_attention_decode(&h, starts, 1) != SA_OK)
+        return fail(SA_INTERNAL_ERROR, "attention: out of memory in the few-query path (nk = " +
+                                           num(args->nk) + ", nq = " + num(args->nq) + ")");
+      return SA_OK;
+    }
     return run(h);
   } catch (const std::bad_alloc&) {
     return fail(SA_INTERNAL_ERROR, "attention: out of memory (nk = " + num(args->nk) +

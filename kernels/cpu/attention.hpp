@@ -4,6 +4,12 @@
 // ABI's `attention` and `merge_attention_states` pointers, and per (sequence,
 // head) behind `attention_v2` (kernels/cpu/attention_v2.cpp).
 //
+// Calls of the ABI's `attention` with nq <= cpu_attention_decode_max_rows and
+// num_splits <= 1 take the few-query path instead (attention_decode.hpp: K and
+// V read in place, keys split over the threads in fixed chunks, the same
+// per-tile steps and accuracy); everything below describes the tiled path,
+// which every other call (and cpu_attention_head) takes.
+//
 // Algorithm (flash-style; the nq x nk coefficient matrix is never formed):
 // - K is packed once per call into float tiles of cpu_attention_key_tile keys
 //   (transposed, d x tile), V into float tiles (tile x dv rounded up to the

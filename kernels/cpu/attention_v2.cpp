@@ -176,18 +176,9 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
     }
   }
   starts.push_back(decode_heads.size());
-  std::atomic<bool> ok{true};
   const std::int64_t ngroups = static_cast<std::int64_t>(starts.size()) - 1;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1)
-#endif
-  for (std::int64_t g = 0; g < ngroups; ++g) {
-    const std::size_t i0 = starts[static_cast<std::size_t>(g)];
-    const std::size_t i1 = starts[static_cast<std::size_t>(g) + 1];
-    if (cpu_attention_decode_group(decode_heads.data() + i0, static_cast<std::int64_t>(i1 - i0)) !=
-        SA_OK)
-      ok = false;
-  }
+  const bool ok =
+      ngroups == 0 || cpu_attention_decode(decode_heads.data(), starts.data(), ngroups) == SA_OK;
   if (!ok) return fail(SA_INTERNAL_ERROR, "out of memory in the few-query path");
   return SA_OK;
 }

@@ -1,7 +1,9 @@
 // The few-query path (kernels/cpu/attention_decode.hpp) against the tiled
 // path (cpu_attention_head) on the same heads: the two differ only in the
-// order of the d-term float32 dot product, so every finite output agrees
-// within a few ulp of the values' scale, and every special value (NaN, +-inf,
+// order of the d-term float32 dot product and, past cpu_attention_decode_chunk
+// keys, in the merge of the chunks' online-softmax states (one more rescale
+// per chunk), so every finite output agrees within a few ulp of the values'
+// scale, and every special value (NaN, +-inf,
 // fully masked rows, the sink-only rows) is identical. Claim and bound:
 // |decode - tiled| <= 2^-16 (max|v| + 1) per output element for float32
 // outputs, one output ulp more for bfloat16 / float16 (each path rounds once;
@@ -25,6 +27,10 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/attention_decode.hpp"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 namespace {
 
 using sa::kernels::AttentionHeadArgs;
@@ -37,12 +43,16 @@ struct Features {
   std::int64_t wl = -1;
   float sink_value = 0.5f;
   bool nan_key = false;  // a NaN in one visible key: those rows are NaN
+  // 1: +inf in the value row of a masked key (never reaches the output; needs
+  // key_mask); 2: NaN in the value row of the last key (visible: NaN rows).
+  int v_special = 0;
   std::string name() const {
     return "in" + std::to_string(in) + " out" + std::to_string(out) + " nq" + std::to_string(nq) +
            " nk" + std::to_string(nk) + " d" + std::to_string(d) + " g" + std::to_string(group) +
            (causal ? " causal" : "") + (key_mask ? " mask" : "") + (alibi ? " alibi" : "") +
            (sink ? " sink" : "") + (adaptive ? " adaptive" : "") + (softcap > 0 ? " softcap" : "") +
-           (wl >= 0 ? " window" : "") + (nan_key ? " nan_key" : "");
+           (wl >= 0 ? " window" : "") + (nan_key ? " nan_key" : "") +
+           (v_special ? " v_special" + std::to_string(v_special) : "");
   }
 };
 
@@ -90,6 +100,18 @@ void compare(const Features& f, std::uint64_t seed) {
   if (f.key_mask)
     for (std::int64_t j = 0; j < f.nk; ++j)
       mask[static_cast<std::size_t>(j)] = (j % 7 == 3) ? 0 : 1;
+  if (f.v_special) {
+    const std::int64_t j = f.v_special == 1 ? f.nk - 1 - (f.nk - 1 + 4) % 7 : f.nk - 1;
+    const std::size_t at = static_cast<std::size_t>(j * f.dv + f.dv / 2);
+    const bool inf = f.v_special == 1;
+    if (f.in == SA_F32) {
+      const float x = inf ? std::numeric_limits<float>::infinity() : std::nanf("");
+      std::memcpy(&v[at * 4], &x, 4);
+    } else if (f.in == SA_BF16 || f.in == SA_F16) {
+      const std::uint16_t h = f.in == SA_BF16 ? (inf ? 0x7f80 : 0x7fc0) : (inf ? 0x7c00 : 0x7e00);
+      std::memcpy(&v[at * 2], &h, 2);
+    }
+  }
   const std::size_t rows = static_cast<std::size_t>(f.group * f.nq);
   std::vector<unsigned char> out_dec(rows * static_cast<std::size_t>(f.dv) * eo),
       out_tiled(out_dec.size());
@@ -258,8 +280,118 @@ TEST(CpuAttentionDecode, AgreesWithTheTiledPathOnEveryFeature) {
     f.adaptive = true;
     cases.push_back(f);
   }
+  // Several chunks of keys (cpu_attention_decode_chunk): the chunks' states
+  // merged, windows starting past the first chunk, sinks and the adaptive
+  // temperature's two passes across chunks, row counts that are not a
+  // multiple of the kernels' row blocks, and non-finite values.
+  for (sa_dtype t : {SA_F32, SA_BF16, SA_F16}) {
+    for (std::int64_t nk : {2048, 2049, 5000}) {
+      Features f = base;
+      f.in = f.out = t;
+      f.nk = nk;
+      f.group = nk == 2049 ? 3 : 5;
+      f.d = nk == 5000 ? 40 : 128;
+      f.dv = nk == 5000 ? 72 : 128;
+      cases.push_back(f);
+    }
+    Features f = base;
+    f.in = f.out = t;
+    f.nk = 4500;
+    f.nq = 2;
+    f.group = 3;
+    f.causal = true;
+    f.wl = 2500;  // keys from 1999: the first chunk's last tile, then two more chunks
+    f.key_mask = true;
+    f.sink = true;
+    f.adaptive = true;
+    cases.push_back(f);
+    f.v_special = 1;  // inf in a masked key's value: the chunk is redone the careful way
+    cases.push_back(f);
+    f.v_special = 2;
+    cases.push_back(f);
+  }
   std::uint64_t seed = 1;
   for (const Features& f : cases) compare(f, seed++);
+}
+
+// Groups of one sequence run tile by tile together (bundles) and keys are
+// split over the threads by chunks: neither may change a bit. Three sequences
+// of 4 key/value heads (GQA 2, BSHD, 3 chunks of keys) in one call, against
+// one call per group and against the same call on one thread.
+TEST(CpuAttentionDecode, BundlesAndThreadsChangeNoBit) {
+  const std::int64_t batch = 3, hk = 4, group = 2, nk = 4100, d = 64;
+  for (sa_dtype t : {SA_F32, SA_BF16, SA_F16}) {
+    SCOPED_TRACE(std::to_string(t));
+    const std::size_t e = esize(t);
+    std::mt19937_64 rng(7);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    auto fill = [&](std::vector<unsigned char>& buf, std::int64_t count) {
+      buf.resize(static_cast<std::size_t>(count) * e);
+      for (std::int64_t i = 0; i < count; ++i) {
+        const float x = nd(rng);
+        if (t == SA_F32) {
+          std::memcpy(&buf[static_cast<std::size_t>(i) * 4], &x, 4);
+        } else {
+          const std::uint16_t h = t == SA_BF16 ? sa::bf16_from_float(x) : sa::f16_from_float(x);
+          std::memcpy(&buf[static_cast<std::size_t>(i) * 2], &h, 2);
+        }
+      }
+    };
+    std::vector<unsigned char> q, k, v;
+    fill(q, batch * hk * group * d);
+    fill(k, batch * nk * hk * d);
+    fill(v, batch * nk * hk * d);
+    const std::size_t nrows = static_cast<std::size_t>(batch * hk * group);
+    std::vector<unsigned char> out[3];
+    std::vector<float> lse[3];
+    std::vector<AttentionHeadArgs> heads[3];
+    for (int x = 0; x < 3; ++x) {
+      out[x].assign(nrows * static_cast<std::size_t>(d) * e, 0);
+      lse[x].assign(nrows, 0.0f);
+      for (std::int64_t b = 0; b < batch; ++b)
+        for (std::int64_t h = 0; h < hk * group; ++h) {
+          const std::int64_t row = b * hk * group + h, kvh = h / group;
+          AttentionHeadArgs a;
+          a.qkv_dtype = a.out_dtype = t;
+          a.nq = 1;
+          a.nk = nk;
+          a.d = a.dv = d;
+          a.q = q.data() + static_cast<std::size_t>(row * d) * e;
+          a.q_stride = d;
+          a.k = k.data() + static_cast<std::size_t>((b * nk * hk + kvh) * d) * e;
+          a.v = v.data() + static_cast<std::size_t>((b * nk * hk + kvh) * d) * e;
+          a.k_stride = a.v_stride = hk * d;
+          a.out = out[x].data() + static_cast<std::size_t>(row * d) * e;
+          a.out_stride = d;
+          a.lse = lse[x].data() + row;
+          a.scale = 0.125;
+          a.diag_offset = nk - 1;
+          a.has_alibi = true;
+          a.alibi_slope = 0.001f * static_cast<float>(h + 1);
+          heads[x].push_back(a);
+        }
+    }
+    std::vector<std::size_t> starts;
+    for (std::int64_t g = 0; g <= batch * hk; ++g)
+      starts.push_back(static_cast<std::size_t>(g * group));
+    const std::int64_t ngroups = batch * hk;
+    ASSERT_EQ(sa::kernels::cpu_attention_decode(heads[0].data(), starts.data(), ngroups), SA_OK);
+    for (std::int64_t g = 0; g < ngroups; ++g)
+      ASSERT_EQ(sa::kernels::cpu_attention_decode_group(heads[1].data() + g * group, group), SA_OK);
+#ifdef _OPENMP
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+#endif
+    ASSERT_EQ(sa::kernels::cpu_attention_decode(heads[2].data(), starts.data(), ngroups), SA_OK);
+#ifdef _OPENMP
+    omp_set_num_threads(threads);
+#endif
+    for (int x = 1; x < 3; ++x) {
+      EXPECT_EQ(std::memcmp(out[0].data(), out[x].data(), out[0].size()), 0)
+          << "outputs, variant " << x;
+      EXPECT_EQ(std::memcmp(lse[0].data(), lse[x].data(), nrows * 4), 0) << "lse, variant " << x;
+    }
+  }
 }
 
 }  // namespace
