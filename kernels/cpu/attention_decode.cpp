@@ -77,11 +77,6 @@ struct DecodeScratch {
   }
 };
 
-// Keys ahead whose K and V rows the score loop prefetches: rows of one
-// key/value head are strided (BSHD: heads_kv * d apart, a page apart in
-// float32 at 8 heads of 128), which the hardware prefetchers do not follow.
-constexpr std::int64_t kPrefetchKeys = 16;
-
 inline std::int64_t elem_bytes(sa_dtype t) {
   return t == SA_F32 ? 4 : t == SA_BF16 || t == SA_F16 ? 2 : 1;
 }
@@ -220,19 +215,17 @@ HWY_INLINE void ScoreQuad(const float* HWY_RESTRICT q, std::int64_t dq,
   VF acc[RB][4];
   for (int r = 0; r < RB; ++r)
     for (int u = 0; u < 4; ++u) acc[r][u] = hn::Zero(df);
-  const typename Elem<K>::T *k0 = kp[0], *k1 = kp[1], *k2 = kp[2], *k3 = kp[3];
   for (std::int64_t st = 0; st < nsteps; ++st) {
     const std::int64_t c = st * step;
-    VF kv[4][NV];
-    LoadStep<K>(df, k0 + c, kv[0]);
-    LoadStep<K>(df, k1 + c, kv[1]);
-    LoadStep<K>(df, k2 + c, kv[2]);
-    LoadStep<K>(df, k3 + c, kv[3]);
-    for (int v = 0; v < NV; ++v)
-      for (int r = 0; r < RB; ++r) {
-        const VF qv = hn::LoadU(df, q + r * dq + c + v * L);
-        for (int u = 0; u < 4; ++u) acc[r][u] = hn::MulAdd(qv, kv[u][v], acc[r][u]);
-      }
+    // One key at a time: its vectors and the accumulators are all that stays
+    // in registers (q is an operand from L1), so AVX2's 16 registers suffice.
+    for (int u = 0; u < 4; ++u) {
+      VF kv[NV];
+      LoadStep<K>(df, kp[u] + c, kv);
+      for (int v = 0; v < NV; ++v)
+        for (int r = 0; r < RB; ++r)
+          acc[r][u] = hn::MulAdd(hn::LoadU(df, q + r * dq + c + v * L), kv[v], acc[r][u]);
+    }
   }
   for (int r = 0; r < RB; ++r)
     Reduce4Store(df, acc[r][0], acc[r][1], acc[r][2], acc[r][3], s + r * Bk);
@@ -414,12 +407,17 @@ bool ChunkT(const DecodeItem& it, DecodeScratch& sc, const ChunkResult& res, boo
         ks = dq;
       }
       const float* qg = sc.qb.data() + rb * dq;
+      // Prefetch one unit of work ahead: the next group's rows of this tile's
+      // keys, or after the last group the first group's rows of the next tile.
+      const bool last = b + 1 == it.ngroups;
+      const AttentionHeadArgs& hn_ = it.heads[last ? 0 : (b + 1) * it.nheads];
+      const std::int64_t jahead = j0 + (last ? Bk : 0);
       for (std::int64_t jj = lo4; jj < hi; jj += 4) {
         for (std::int64_t u = 0; u < 4; ++u) {
-          const std::int64_t jn = j0 + jj + u + kPrefetchKeys;
+          const std::int64_t jn = jahead + jj + u;
           if (jn < kend) {
-            prefetch_row(hb.k, jn * kstride * esize, d * esize);
-            if (with_output) prefetch_row(hb.v, jn * vstride * esize, dv * esize);
+            prefetch_row(hn_.k, jn * kstride * esize, d * esize);
+            if (with_output) prefetch_row(hn_.v, jn * vstride * esize, dv * esize);
           }
         }
         const T* kp[4];
