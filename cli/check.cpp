@@ -164,7 +164,7 @@ void validate_options(const CheckOptions& o) {
 void narrow_properties(gate::GateSpec& spec, const std::vector<std::string>& patterns) {
   std::vector<std::string> selected;
   for (const auto& p : patterns) {
-    const auto ids = gate::select_properties(p);
+    const auto ids = gate::select_properties(p, spec.suite.ops);
     if (ids.empty())
       usage_error("--property '" + p + "': no such property (check --list names them)");
     selected.insert(selected.end(), ids.begin(), ids.end());
@@ -216,6 +216,17 @@ int list_markdown() {
   for (const auto& p : props::properties())
     std::cout << "| `" << p.id << "` | " << cell(p.claim) << " | " << cell(ops_text(p.ops)) << " | "
               << cell(p.needs) << " | `" << p.rule << "` | " << cell(p.measure) << " |\n";
+  std::cout << "\n## Aliases\n\n"
+               "Old ids a spec's `properties`, `required` and `check --property` still take: each "
+               "selects the ids it moved to, for a run whose ops are all or include those shown "
+               "(a retired id only by its name, not by its family).\n\n"
+               "| id | selects | for ops | retired | what |\n|---|---|---|---|---|\n";
+  for (const auto& a : props::property_aliases()) {
+    std::string to;
+    for (const auto& t : a.to) to += (to.empty() ? "" : ", ") + ("`" + t + "`");
+    std::cout << "| `" << a.id << "` | " << to << " | " << cell(ops_text(a.ops)) << " | "
+              << (a.retired ? "yes" : "no") << " | " << cell(a.what) << " |\n";
+  }
   std::cout << "\n## The gate's own checks\n\n"
                "Reported by every isolated run (`gate.coverage` and `gate.deadline` where a "
                "spec or deadline applies).\n\n"
@@ -234,6 +245,14 @@ int list_names() {
     std::cout << "  " << p.id << "  — " << p.claim << " [rule " << p.rule << "; ops "
               << ops_text(p.ops) << "; unit " << p.measure
               << (p.needs.empty() ? std::string() : "; needs " + p.needs) << "]\n";
+  std::cout << "aliases (old ids a spec may still name; each also selects the ids after '->' "
+               "for the ops in brackets):\n";
+  for (const auto& a : props::property_aliases()) {
+    std::string to;
+    for (const auto& t : a.to) to += (to.empty() ? "" : ", ") + t;
+    std::cout << "  " << a.id << " -> " << to << " [ops " << ops_text(a.ops) << "]"
+              << (a.retired ? " (retired)" : "") << "  — " << a.what << "\n";
+  }
   std::cout << "gate checks (always reported):\n";
   for (const auto& g : gate::gate_checks())
     std::cout << "  " << g.id << "  — " << g.claim << " [" << g.rule << "]\n";

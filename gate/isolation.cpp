@@ -209,7 +209,8 @@ const char* incident_property(const std::string& kind) {
 }  // namespace
 
 std::vector<std::string> planned_properties(const props::SuiteConfig& config) {
-  if (!config.properties.empty()) return config.properties;
+  if (!config.properties.empty())  // (a live alias is resolved where the selection is made)
+    return props::resolve_aliases(config.properties, config.ops, /*retired_only=*/true);
   std::vector<std::string> ids;
   for (const auto& p : props::properties()) ids.push_back(p.id);
   return ids;

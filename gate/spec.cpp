@@ -400,14 +400,16 @@ void parse_determinism(const std::string& origin, const toml::node& node, props:
 
 }  // namespace
 
-std::vector<std::string> select_properties(const std::string& pattern) {
+std::vector<std::string> select_properties(const std::string& pattern, const std::vector<Op>& ops) {
   std::vector<std::string> out;
   const bool prefix = pattern.size() >= 2 && pattern.compare(pattern.size() - 2, 2, ".*") == 0;
   const std::string stem =
       prefix ? pattern.substr(0, pattern.size() - 1) : pattern;  // keeps the dot
   for (const auto& p : props::properties())
     if (prefix ? p.id.rfind(stem, 0) == 0 : p.id == pattern) out.push_back(p.id);
-  return out;
+  for (const auto& a : props::property_aliases())  // a retired id selects its replacements
+    if (a.retired && a.id == pattern) out.push_back(pattern);
+  return props::resolve_aliases(out, ops);
 }
 
 GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
@@ -472,7 +474,7 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
     for (const auto& p : props::properties()) known.push_back(p.id);
     std::set<std::string> seen;
     for (const auto& pattern : strings(origin, "properties", *n)) {
-      auto ids = select_properties(pattern);
+      auto ids = select_properties(pattern, cfg.ops);
       if (ids.empty())
         fail(where(origin, *n), "properties",
              "\"" + pattern +
@@ -485,7 +487,7 @@ GateSpec parse_gate_spec(const std::string& text, const std::string& origin) {
   }
   if (auto n = t.get("required")) {
     for (const auto& pattern : strings(origin, "required", *n)) {
-      auto ids = select_properties(pattern);
+      auto ids = select_properties(pattern, cfg.ops);
       if (ids.empty())
         fail(where(origin, *n), "required",
              "\"" + pattern +

@@ -62,7 +62,10 @@ GateSpec load_gate_spec(const std::string& path);
 GateSpec parse_gate_spec(const std::string& toml_text, const std::string& origin);
 
 // Property selection: an id, or a prefix ending in ".*" (e.g. "metamorphic.*").
-// Returns the ids of props::properties() that `pattern` selects.
-std::vector<std::string> select_properties(const std::string& pattern);
+// Returns the ids of props::properties() that `pattern` selects, with the
+// aliases it names resolved for a run of `ops` (props::resolve_aliases: an
+// old id selects the checks that replaced it).
+std::vector<std::string> select_properties(const std::string& pattern,
+                                           const std::vector<Op>& ops = {});
 
 }  // namespace sa::gate

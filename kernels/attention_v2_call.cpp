@@ -3,6 +3,7 @@
 // attention_v2, checks that nothing outside the output rows was written, and
 // returns the results packed BSHD. Cases outside the kernel's capabilities
 // throw NotApplicable before any call.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -427,6 +428,125 @@ AttentionResultV2 Kernel::attention_v2(const AttentionCase& c) const {
     if (!r.entropy.empty())
       rc.got.push_back(call_log::floats("entropy", {tq, c.heads_q}, r.entropy));
     if (!r.beta.empty()) rc.got.push_back(call_log::floats("beta", {tq, c.heads_q}, r.beta));
+    call_log::record(std::move(rc));
+  }
+  return r;
+}
+
+// ---- attention (interface v1): the single-head special case of the same case type ----
+
+std::string Kernel::why_not_applicable_v1(const AttentionCase& c) const {
+  if (k_->attention == nullptr) return "the kernel implements no attention (interface v1 slot)";
+  if (c.qkv != AttnType::float32 && c.qkv != AttnType::bfloat16)
+    return std::string("input type ") + name_of(c.qkv) +
+           ": interface v1 attention is checked in float32 and bfloat16 (float16 and fp8 "
+           "through attention_v2)";
+  if ((k_->dtypes & bit_of(c.qkv)) == 0)
+    return std::string("input type ") + name_of(c.qkv) +
+           " is not among the kernel's declared types";
+  if (c.out_type != c.qkv)
+    return std::string("output type ") + name_of(c.out_type) + " for " + name_of(c.qkv) +
+           " inputs: interface v1 attention writes its input type";
+  if (c.batch != 1 || c.heads_q != 1 || c.heads_kv != 1)
+    return "batch or heads > 1: interface v1 attention is single-head";
+  if (c.varlen()) return "varlen: not in interface v1 attention";
+  if (c.seqlen_q < 1 || c.seqlen_k < 1)
+    return "an empty sequence: interface v1 attention takes nq, nk >= 1";
+  if (c.causal && c.top_left) return "top-left alignment: interface v1 attention is bottom-right";
+  if (c.window_left >= 0 || c.window_right >= 0)
+    return "sliding window: not in interface v1 attention";
+  if (c.softcap > 0) return "softcap: not in interface v1 attention";
+  if (!c.alibi_slopes.empty()) return "ALiBi: not in interface v1 attention";
+  if (!c.sinks.empty()) return "sinks: not in interface v1 attention";
+  return {};
+}
+
+// One sequence and one head. The layout is v1's own: contiguous rows, or,
+// when the case pads (row_pad + head_pad = p > 0), each operand its own row
+// stride (q d + p, k d + p + 1, v dv + p + 2, out dv + p + 3) with NaN
+// between rows, as kernel.h lets a v1 caller choose. The key padding mask is
+// v1's key_mask; causal is bottom-right. lse, entropy and beta always come
+// back (v1 writes all three; beta is 1 without the adaptive temperature).
+AttentionResultV2 Kernel::attention(const AttentionCase& c) const {
+  c.validate();
+  if (const std::string why = why_not_applicable_v1(c); !why.empty())
+    throw NotApplicable("kernel '" + name_ + "' attention: " + why);
+  const std::int64_t pad = c.row_pad + c.head_pad;
+  const std::int64_t qs = c.d + pad, ks = c.d + pad + (pad ? 1 : 0),
+                     vs = c.dv + pad + (pad ? 2 : 0), os = c.dv + pad + (pad ? 3 : 0);
+  auto count = [](std::int64_t rows, std::int64_t stride) {
+    return static_cast<std::size_t>(std::max<std::int64_t>(rows * stride, 1));
+  };
+  Buffer q(c.qkv, count(c.seqlen_q, qs)), k(c.qkv, count(c.seqlen_k, ks)),
+      v(c.qkv, count(c.seqlen_k, vs)), o(c.out_type, count(c.seqlen_q, os));
+  q.fill_nan();
+  k.fill_nan();
+  v.fill_nan();
+  o.fill_nan();
+  std::vector<unsigned char> live(count(c.seqlen_q, os), 0);
+  for (std::int64_t i = 0; i < c.seqlen_q; ++i) {
+    for (std::int64_t x = 0; x < c.d; ++x)
+      q.set(static_cast<std::size_t>(i * qs + x), c.q[i * c.d + x], "q");
+    for (std::int64_t x = 0; x < c.dv; ++x) live[static_cast<std::size_t>(i * os + x)] = 1;
+  }
+  for (std::int64_t j = 0; j < c.seqlen_k; ++j) {
+    for (std::int64_t x = 0; x < c.d; ++x)
+      k.set(static_cast<std::size_t>(j * ks + x), c.k[j * c.d + x], "k");
+    for (std::int64_t x = 0; x < c.dv; ++x)
+      v.set(static_cast<std::size_t>(j * vs + x), c.v[j * c.dv + x], "v");
+  }
+  const Buffer o0 = o;
+  const auto rows = static_cast<std::size_t>(c.seqlen_q);
+  AttentionResultV2 r;
+  r.lse.assign(rows, NAN);
+  r.entropy.assign(rows, NAN);
+  r.beta.assign(rows, NAN);
+  detail::Stage st(memory());
+  sa_attention_args a{};
+  a.dtype = abi_of(c.qkv);
+  a.nq = c.seqlen_q;
+  a.nk = c.seqlen_k;
+  a.d = c.d;
+  a.dv = c.dv;
+  a.q = st.in(q.bytes.data(), q.bytes.size());
+  a.q_stride = qs;
+  a.k = st.in(k.bytes.data(), k.bytes.size());
+  a.k_stride = ks;
+  a.v = st.in(v.bytes.data(), v.bytes.size());
+  a.v_stride = vs;
+  a.out = st.out(o.bytes.data(), o.bytes.size());
+  a.out_stride = os;
+  a.lse = static_cast<float*>(st.out(r.lse.data(), rows * 4));
+  a.entropy = static_cast<float*>(st.out(r.entropy.data(), rows * 4));
+  a.beta = static_cast<float*>(st.out(r.beta.data(), rows * 4));
+  a.key_mask = c.key_padding_mask.empty()
+                   ? nullptr
+                   : static_cast<const std::uint8_t*>(
+                         st.in(c.key_padding_mask.data(), c.key_padding_mask.size()));
+  a.scale = c.scale;
+  a.causal = c.causal ? 1 : 0;
+  a.adaptive = c.adaptive ? 1 : 0;
+  a.num_splits = c.num_splits;
+  detail::check_status(*this, detail::timed_call([&] { return k_->attention(k_->ctx, &a); }),
+                       Op::attention);
+  st.fetch();
+  const std::size_t es = size_of(c.out_type);
+  for (std::size_t i = 0; i < live.size(); ++i)
+    if (!live[i] && std::memcmp(&o.bytes[i * es], &o0.bytes[i * es], es) != 0)
+      throw KernelError(SA_INTERNAL_ERROR,
+                        "kernel '" + name_ + "' attention wrote output element " +
+                            std::to_string(i) + ", which is padding outside every output row (" +
+                            c.describe() + ")");
+  r.out.resize(static_cast<std::size_t>(c.seqlen_q * c.dv));
+  for (std::int64_t i = 0; i < c.seqlen_q; ++i)
+    for (std::int64_t x = 0; x < c.dv; ++x)
+      r.out[static_cast<std::size_t>(i * c.dv + x)] = o.get(static_cast<std::size_t>(i * os + x));
+  if (call_log::recording()) {
+    call_log::Call rc = call_log::attention_call("attention", c);
+    rc.got.push_back(call_log::floats("out", {c.seqlen_q, 1, c.dv}, r.out));
+    rc.got.push_back(call_log::floats("lse", {c.seqlen_q, 1}, r.lse));
+    rc.got.push_back(call_log::floats("entropy", {c.seqlen_q, 1}, r.entropy));
+    rc.got.push_back(call_log::floats("beta", {c.seqlen_q, 1}, r.beta));
     call_log::record(std::move(rc));
   }
   return r;

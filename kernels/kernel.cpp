@@ -583,65 +583,6 @@ AdaptiveOutput Kernel::adaptive_softmax(DType t, const RowBatch& in, double temp
   return r;
 }
 
-AttentionOutput Kernel::attention(DType t, const AttentionInput& in) const {
-  require(*this, Op::attention, t);
-  auto expect = [&](const char* f, std::size_t got, std::int64_t want) {
-    if (static_cast<std::int64_t>(got) != want)
-      throw std::invalid_argument(std::string("attention call: ") + f + " has " +
-                                  std::to_string(got) + " values, expected " +
-                                  std::to_string(want));
-  };
-  expect("q", in.q.size(), in.nq * in.d);
-  expect("k", in.k.size(), in.nk * in.d);
-  expect("v", in.v.size(), in.nk * in.dv);
-  if (!in.key_mask.empty()) expect("key_mask", in.key_mask.size(), in.nk);
-  if (in.q_pad < 0 || in.k_pad < 0 || in.v_pad < 0 || in.out_pad < 0)
-    throw std::invalid_argument("attention call: negative padding");
-  const std::int64_t qs = in.d + in.q_pad, ks = in.d + in.k_pad, vs = in.dv + in.v_pad,
-                     os = in.dv + in.out_pad;
-  Packed q = pack(t, relayout(in.q, in.nq, in.d, in.d, qs), "q"),
-         k = pack(t, relayout(in.k, in.nk, in.d, in.d, ks), "k"),
-         v = pack(t, relayout(in.v, in.nk, in.dv, in.dv, vs), "v");
-  Packed o = blank(t, static_cast<std::size_t>(in.nq * os));
-  const Packed o0 = o;
-  AttentionOutput r;
-  r.lse.assign(static_cast<std::size_t>(in.nq), NAN);
-  r.entropy.assign(static_cast<std::size_t>(in.nq), NAN);
-  r.beta.assign(static_cast<std::size_t>(in.nq), NAN);
-  Stage st(memory());
-  sa_attention_args a{};
-  a.dtype = to_abi(t);
-  a.nq = in.nq;
-  a.nk = in.nk;
-  a.d = in.d;
-  a.dv = in.dv;
-  a.q = st.in(q.data(), q.bytes());
-  a.q_stride = qs;
-  a.k = st.in(k.data(), k.bytes());
-  a.k_stride = ks;
-  a.v = st.in(v.data(), v.bytes());
-  a.v_stride = vs;
-  a.out = st.out(o.data(), o.bytes());
-  a.out_stride = os;
-  a.lse = static_cast<float*>(st.out(r.lse.data(), r.lse.size() * 4));
-  a.entropy = static_cast<float*>(st.out(r.entropy.data(), r.entropy.size() * 4));
-  a.beta = static_cast<float*>(st.out(r.beta.data(), r.beta.size() * 4));
-  a.key_mask =
-      in.key_mask.empty()
-          ? nullptr
-          : static_cast<const std::uint8_t*>(st.in(in.key_mask.data(), in.key_mask.size()));
-  a.scale = in.scale;
-  a.causal = in.causal ? 1 : 0;
-  a.adaptive = in.adaptive ? 1 : 0;
-  a.num_splits = in.num_splits;
-  check_status(*this, detail::timed_call([&] { return k_->attention(k_->ctx, &a); }),
-               Op::attention);
-  st.fetch();
-  check_gaps(name_, "attention", o0, o, in.nq, in.dv, os);
-  r.out = relayout(unpack(o), in.nq, in.dv, os, in.dv);
-  return r;
-}
-
 std::vector<sa_entropy_state> Kernel::merge_entropy_states(
     std::span<const sa_entropy_state> a, std::span<const sa_entropy_state> b) const {
   if (!supports(Op::merge_entropy_states))

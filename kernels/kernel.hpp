@@ -147,25 +147,6 @@ struct AdaptiveOutput {
   std::vector<float> beta, entropy;
 };
 
-struct AttentionInput {
-  std::int64_t nq = 0, nk = 0, d = 0, dv = 0;
-  std::vector<float> q, k, v;  // row-major, contiguous
-  // Extra elements between rows in the call (each operand its own stride:
-  // q_stride = d + q_pad, ...); the handle lays the operands out so and
-  // returns `out` contiguous. Padding holds NaN (inputs) or a sentinel that
-  // must survive the call (out).
-  std::int64_t q_pad = 0, k_pad = 0, v_pad = 0, out_pad = 0;
-  std::vector<std::uint8_t> key_mask;  // empty or nk entries
-  double scale = 1.0;
-  bool causal = false;
-  bool adaptive = false;
-  std::int64_t num_splits = 0;
-};
-struct AttentionOutput {
-  std::vector<float> out;  // nq x dv
-  std::vector<float> lse, entropy, beta;
-};
-
 // Gradients of one attention_backward call (interface v2), packed BSHD as
 // core/attention_case.hpp: dq like q, dk like k, dv like v; dsinks per query
 // head (empty without sinks).
@@ -207,7 +188,15 @@ class Kernel {
   std::vector<float> entropy(DType t, const RowBatch& in, double temperature = 1.0,
                              std::vector<sa_entropy_state>* states = nullptr) const;
   AdaptiveOutput adaptive_softmax(DType t, const RowBatch& in, double temperature = 1.0) const;
-  AttentionOutput attention(DType t, const AttentionInput& in) const;
+  // Single-head attention (the interface v1 slot, sa_kernel.attention) on the
+  // case type of attention_v2: a case of one sequence and one head with the
+  // features v1 carries (causal bottom-right, key padding mask, head_dim_v,
+  // row strides, adaptive, num_splits) becomes one v1 call. Throws
+  // NotApplicable for any other case (why_not_applicable_v1 says why),
+  // KernelError for a failed call or a write outside the output rows. lse,
+  // entropy and beta always come back.
+  AttentionResultV2 attention(const AttentionCase& c) const;
+  std::string why_not_applicable_v1(const AttentionCase& c) const;
   // Batched attention (interface v2). Throws NotApplicable for a case outside
   // the kernel's capabilities (why_not_applicable says why), KernelError for a
   // failed call or a write outside the output rows. lse and entropy come back

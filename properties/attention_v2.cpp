@@ -47,6 +47,14 @@
 //
 // Cases outside the kernel's declared capabilities are not applicable: they
 // are never run, never errors, never passes, and each verdict names them.
+//
+// One attention path: interface v1's single-head `attention` is the case of
+// one sequence and one head, causal bottom-right, with the key mask as key
+// padding. Each input type the v1 slot carries (float32, bfloat16) gets a
+// second search through it (Entry, op attention: Kernel::attention makes
+// each case one v1 call) inside that domain, judged by the same functions,
+// reference and budgets; the properties of features v1 does not carry
+// (GQA, varlen, heads, sinks, window, fp8) give it no verdict.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -785,10 +793,10 @@ std::string describe_inline(const V2Params& p, AttnType t) {
   }
 }
 
-Verdict v2_verdict(const Run& run, const std::string& id, const Rule& rule, AttnType t,
+Verdict v2_verdict(const Run& run, const std::string& id, const Rule& rule, Op op, AttnType t,
                    const SlotResult<V2Params>& r, const NotApplicableLog& na) {
-  Verdict v = slot_verdict<V2Params>(run, id, claim_of(id), rule, Op::attention_v2, DType::float32,
-                                     r, [t](const V2Params& p) { return describe_inline(p, t); });
+  Verdict v = slot_verdict<V2Params>(run, id, claim_of(id), rule, op, DType::float32, r,
+                                     [t](const V2Params& p) { return describe_inline(p, t); });
   v.dtype = name_of(t);
   if (r.cases_applicable == 0 && v.outcome == Outcome::skip)
     v.note = "not applicable: " + (na.count ? na.text() : std::string("no case applied"));
@@ -849,6 +857,21 @@ void compare_results(Check& ch, const AttentionCase& c, const std::vector<RowBud
   }
 }
 
+// The kernel entry a search calls: attention_v2, or the interface v1 slot
+// (sa_kernel.attention) on the single-head cases it carries
+// (Kernel::attention translates each case into one v1 call). Both are held
+// by the same properties, reference and budgets; a verdict's op says which.
+struct Entry {
+  const Kernel& kernel;
+  Op op;
+  AttentionResultV2 call(const AttentionCase& c) const {
+    return op == Op::attention ? kernel.attention(c) : kernel.attention_v2(c);
+  }
+  std::string why_not(const AttentionCase& c) const {
+    return op == Op::attention ? kernel.why_not_applicable_v1(c) : kernel.why_not_applicable(c);
+  }
+};
+
 // What every attention_v2 property sees of one case: the kernel's result
 // and the reference's, the case's budgets, and the call context. Each
 // property below is one function judging one case into its Check (the
@@ -856,7 +879,7 @@ void compare_results(Check& ch, const AttentionCase& c, const std::vector<RowBud
 // apply to the case.
 struct V2Ctx {
   const Run& run;
-  const Kernel& k;
+  const Entry& k;
   AttnType t;
   bool low;  // a low-precision input type (not float32)
   const V2Domain& dom;
@@ -916,6 +939,10 @@ void rounding(const V2Ctx& cx, Check& out) {
     if (c.adaptive && row < o.beta.size() && !b.masked)
       dst.worst(elem(DType::float32, o.beta[row], r.beta[row],
                      b.beta_abs + budget::ulp(DType::float32, r.beta[row]), w() + " beta"));
+    // beta where the call returns it without the adaptive temperature (the
+    // v1 slot always writes it): exactly 1 (kernel.h).
+    if (!c.adaptive && row < o.beta.size())
+      dst.worst(elem(DType::float32, o.beta[row], 1.0, 0.0, w() + " beta"));
     if (b.fully_masked) {
       if (fm.fails_outright() && !finite_mask_row(c, o, row, b, w()).fails())
         fm.convention = "finite_mask";
@@ -949,7 +976,7 @@ void flash_attention_2x(const V2Ctx& cx, Check& out) {
 
 // attention_v2.masked_never_leak: poison what every mask hides.
 void masked_never_leak(const V2Ctx& cx, Check& out) {
-  const Kernel& k = cx.k;
+  const Entry& k = cx.k;
   const AttnType t = cx.t;
   const AttentionCase& c = cx.c;
   const AttentionResultV2& o = cx.o;
@@ -984,7 +1011,7 @@ void masked_never_leak(const V2Ctx& cx, Check& out) {
         }
       }
     if (!poisoned) return -1;
-    const AttentionResultV2 po = k.attention_v2(pc);
+    const AttentionResultV2 po = k.call(pc);
     long diff = 0;
     auto skip = [&](std::size_t row) { return finite && rb[row].fully_masked; };
     for (std::size_t e = 0; e < o.out.size(); ++e)
@@ -1018,13 +1045,13 @@ void masked_never_leak(const V2Ctx& cx, Check& out) {
 
 // attention_v2.gqa_equals_repeated
 void gqa_equals_repeated(const V2Ctx& cx, Check& out) {
-  const Kernel& k = cx.k;
+  const Entry& k = cx.k;
   const AttentionCase& c = cx.c;
   const AttentionResultV2& o = cx.o;
   const std::vector<RowBudget>& rb = cx.rb;
   const AttentionCase mc = with_repeated_kv_heads(c);
-  if (k.why_not_applicable(mc).empty()) {
-    const AttentionResultV2 mo = k.attention_v2(mc);
+  if (k.why_not(mc).empty()) {
+    const AttentionResultV2 mo = k.call(mc);
     for (std::size_t row = 0; row < rb.size(); ++row)
       for (std::int64_t x = 0; x < c.dv && !rb[row].out_abs.empty(); ++x) {
         const std::size_t e = row * c.dv + x;
@@ -1042,7 +1069,7 @@ void gqa_equals_repeated(const V2Ctx& cx, Check& out) {
 
 // attention_v2.varlen_equals_separate
 void varlen_equals_separate(const V2Ctx& cx, Check& out) {
-  const Kernel& k = cx.k;
+  const Entry& k = cx.k;
   const AttentionCase& c = cx.c;
   const AttentionResultV2& o = cx.o;
   const std::vector<RowBudget>& rb = cx.rb;
@@ -1062,8 +1089,8 @@ void varlen_equals_separate(const V2Ctx& cx, Check& out) {
     if (!c.key_padding_mask.empty())
       sc.key_padding_mask.assign(c.key_padding_mask.begin() + k0,
                                  c.key_padding_mask.begin() + k0 + c.len_k(b));
-    if (!k.why_not_applicable(sc).empty()) continue;
-    const AttentionResultV2 so = k.attention_v2(sc);
+    if (!k.why_not(sc).empty()) continue;
+    const AttentionResultV2 so = k.call(sc);
     for (std::int64_t i = 0; i < c.len_q(b); ++i)
       for (std::int64_t h = 0; h < c.heads_q; ++h) {
         const std::size_t row = static_cast<std::size_t>((q0 + i) * c.heads_q + h);
@@ -1083,11 +1110,11 @@ void varlen_equals_separate(const V2Ctx& cx, Check& out) {
 // attention_v2.key_permutation: keys permuted with their values and
 // padding bytes, per sequence, on the case without position features.
 void key_permutation(const V2Ctx& cx, Check& out) {
-  const Kernel& k = cx.k;
+  const Entry& k = cx.k;
   const V2Params& p = cx.p;
   const AttentionCase& c = cx.c;
   const AttentionCase c0 = without_positions(c);
-  if (k.why_not_applicable(c0).empty()) {
+  if (k.why_not(c0).empty()) {
     AttentionCase pc = c0;
     std::mt19937_64 g(p.seed ^ 0x9e3779b97f4a7c15ull);
     for (std::int64_t b = 0; b < c.batch; ++b) {
@@ -1103,7 +1130,7 @@ void key_permutation(const V2Ctx& cx, Check& out) {
         if (!c.key_padding_mask.empty()) pc.key_padding_mask[to] = c.key_padding_mask[from];
       }
     }
-    const AttentionResultV2 o0 = k.attention_v2(c0), po = k.attention_v2(pc);
+    const AttentionResultV2 o0 = k.call(c0), po = k.call(pc);
     compare_results(
         out, c0, budgets_v2(c0, as_values(c0, o0)), po, o0, "unpermuted",
         [&](std::size_t row) {
@@ -1118,7 +1145,7 @@ void key_permutation(const V2Ctx& cx, Check& out) {
 // (queries of heads outside the checked group, keys and values of the
 // other key/value heads, their ALiBi slopes and sinks) redrawn.
 void head_independence(const V2Ctx& cx, Check& out) {
-  const Kernel& k = cx.k;
+  const Entry& k = cx.k;
   const AttnType t = cx.t;
   const V2Params& p = cx.p;
   const AttentionCase& c = cx.c;
@@ -1154,7 +1181,7 @@ void head_independence(const V2Ctx& cx, Check& out) {
     if (!hc.alibi_slopes.empty()) hc.alibi_slopes[h] *= 2.0f;
     if (!hc.sinks.empty()) hc.sinks[h] += 1.0f;
   }
-  const AttentionResultV2 ho = k.attention_v2(hc);
+  const AttentionResultV2 ho = k.call(hc);
   compare_results(
       out, c, rb, ho, o, "unchanged-heads",
       [&](std::size_t row) {
@@ -1174,7 +1201,7 @@ void head_independence(const V2Ctx& cx, Check& out) {
 // scale * t_h exactly as the kernel forms the extra key's score. Without
 // the position features and softcap (the sink has none of them).
 void sink_equals_extra_key(const V2Ctx& cx, Check& out) {
-  const Kernel& k = cx.k;
+  const Entry& k = cx.k;
   const AttnType t = cx.t;
   const V2Domain& dom = cx.dom;
   const V2Params& p = cx.p;
@@ -1238,9 +1265,9 @@ void sink_equals_extra_key(const V2Ctx& cx, Check& out) {
     }
     if (c.varlen()) ec.cu_k.push_back(ec.cu_k.back() + static_cast<std::int32_t>(c.len_k(b) + 1));
   }
-  if (k.why_not_applicable(sc).empty() && k.why_not_applicable(ec).empty()) {
-    AttentionResultV2 so = k.attention_v2(sc);
-    AttentionResultV2 eo = k.attention_v2(ec);
+  if (k.why_not(sc).empty() && k.why_not(ec).empty()) {
+    AttentionResultV2 so = k.call(sc);
+    AttentionResultV2 eo = k.call(ec);
     // lse_without_sink: the sink's lse leaves it out, the extra key's
     // cannot; only the outputs are compared.
     if (active_conventions().lse_without_sink) so.lse.clear(), eo.lse.clear();
@@ -1270,15 +1297,15 @@ void sink_equals_extra_key(const V2Ctx& cx, Check& out) {
 // (and its window_right, which causal overrides) against the window
 // (window_left, 0) without causal.
 void window_within_causal(const V2Ctx& cx, Check& out) {
-  const Kernel& k = cx.k;
+  const Entry& k = cx.k;
   const AttentionCase& c = cx.c;
   AttentionCase cc = c, wc = c;
   cc.causal = true;
   cc.window_right = c.window_right >= 0 ? c.window_right : 3;  // ignored under causal
   wc.causal = false;
   wc.window_right = 0;
-  if (k.why_not_applicable(cc).empty() && k.why_not_applicable(wc).empty()) {
-    const AttentionResultV2 co = k.attention_v2(cc), wo = k.attention_v2(wc);
+  if (k.why_not(cc).empty() && k.why_not(wc).empty()) {
+    const AttentionResultV2 co = k.call(cc), wo = k.call(wc);
     compare_results(
         out, cc, budgets_v2(cc, as_values(cc, co)), wo, co, "causal",
         [&](std::size_t row) {
@@ -1298,7 +1325,7 @@ void window_within_causal(const V2Ctx& cx, Check& out) {
 // P quantisation the rounding rule allows, (n + 5) u the float32 sums,
 // ulp(V) the output's rounding up).
 void fp8_saturation(const V2Ctx& cx, Check& out) {
-  const Kernel& k = cx.k;
+  const Entry& k = cx.k;
   const AttnType t = cx.t;
   const V2Params& p = cx.p;
   const AttentionCase& c = cx.c;
@@ -1311,7 +1338,7 @@ void fp8_saturation(const V2Ctx& cx, Check& out) {
   for (auto* vec : {&fc.q, &fc.k})
     for (float& x : *vec)
       if (g() % 16 == 0) x = g() % 2 ? mx : -mx;
-  const AttentionResultV2 fo = k.attention_v2(fc);
+  const AttentionResultV2 fo = k.call(fc);
   const DType ot = dtype_of_output(fc.out_type);
   for (std::int64_t b = 0; b < c.batch; ++b) {
     std::vector<double> vmax(static_cast<std::size_t>(c.heads_kv * c.dv), 0.0);
@@ -1343,7 +1370,7 @@ void fp8_saturation(const V2Ctx& cx, Check& out) {
 // row whose inputs hold the NaN is NaN; no other row gets a NaN it
 // did not have.
 void nan_propagates(const V2Ctx& cx, Check& out) {
-  const Kernel& k = cx.k;
+  const Entry& k = cx.k;
   const V2Params& p = cx.p;
   const AttentionCase& c = cx.c;
   const AttentionResultV2& o = cx.o;
@@ -1370,7 +1397,7 @@ void nan_propagates(const V2Ctx& cx, Check& out) {
     const std::int64_t jk = vis[g() % vis.size()];
     const std::int64_t hk = static_cast<std::int64_t>(g() % c.heads_kv);
     nc.k[(c.row_k(bk, jk) * c.heads_kv + hk) * c.d + static_cast<std::int64_t>(g() % c.d)] = NAN;
-    const AttentionResultV2 no = k.attention_v2(nc);
+    const AttentionResultV2 no = k.call(nc);
     std::vector<char> hit(static_cast<std::size_t>(c.total_q() * c.heads_q), 0);
     hit[static_cast<std::size_t>(c.row_q(bq, iq) * c.heads_q + hq)] = 1;
     for (std::int64_t i = 0; i < c.len_q(bk); ++i)
@@ -1411,21 +1438,20 @@ void nan_propagates(const V2Ctx& cx, Check& out) {
 
 }  // namespace
 
-void run_attention_v2(const Run& run) {
-  const Kernel& k = run.kernel;
-  if (!run.wants_op(Op::attention_v2)) return;
-  const char* const ids[] = {"attention_v2.rounding",
-                             "attention_v2.flash_attention_2x",
-                             "attention_v2.masked_never_leak",
-                             "attention_v2.gqa_equals_repeated",
-                             "attention_v2.varlen_equals_separate",
-                             "attention_v2.key_permutation",
-                             "attention_v2.head_independence",
-                             "attention_v2.sink_equals_extra_key",
-                             "attention_v2.window_within_causal",
-                             "attention_v2.fp8_saturation",
-                             "attention_v2.nan_propagates"};
-  const char* const rule_ids[] = {"attention_rounding",
+namespace {
+
+const char* const kIdsV2[] = {"attention_v2.rounding",
+                              "attention_v2.flash_attention_2x",
+                              "attention_v2.masked_never_leak",
+                              "attention_v2.gqa_equals_repeated",
+                              "attention_v2.varlen_equals_separate",
+                              "attention_v2.key_permutation",
+                              "attention_v2.head_independence",
+                              "attention_v2.sink_equals_extra_key",
+                              "attention_v2.window_within_causal",
+                              "attention_v2.fp8_saturation",
+                              "attention_v2.nan_propagates"};
+const char* const kRuleIdsV2[] = {"attention_rounding",
                                   "flash_attention_2x",
                                   "kernel_h",
                                   "attention_rounding",
@@ -1436,171 +1462,232 @@ void run_attention_v2(const Run& run) {
                                   "attention_rounding",
                                   "attention_rounding",
                                   "kernel_h"};
-  constexpr int kIds = static_cast<int>(std::size(ids));
+
+// The features interface v1 attention carries (kernel.h sa_attention_args):
+// one sequence, one head, causal bottom-right, the key mask, head_dim_v,
+// row strides, the adaptive temperature and num_splits.
+constexpr const char* kV1Features[] = {"causal",     "key_padding", "strided",
+                                       "unequal_dv", "adaptive",    "split_kv"};
+
+// The domain of the v1 slot for input type t: kernel.h's v1 arguments (one
+// sequence, one head, causal bottom-right) and, for a kernel that also has
+// attention_v2, within what it declares there for t (features, head dims,
+// lengths): such a kernel's v1 slot is the single-head case of its
+// attention_v2 (the built-in naive and CUDA kernels forward one to the
+// other). A kernel with the v1 slot alone is held to every v1 feature.
+V2Domain v1_domain(const Kernel& k, AttnType t) {
+  V2Domain d = k.abi_version() >= 2 && k.supports(Op::attention_v2) ? domain_of(k, t) : V2Domain{};
+  d.features &= SA_ATTN_CAUSAL | SA_ATTN_KEY_PADDING | SA_ATTN_STRIDED | SA_ATTN_UNEQUAL_HEAD_DIMS |
+                SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV | SA_ATTN_LSE | SA_ATTN_ENTROPY;
+  d.required &= d.features;
+  d.constraints |= SA_ATTN_ONLY_BOTTOM_RIGHT;
+  d.max_batch = 1;
+  d.max_heads = 1;
+  return d;
+}
+
+// The spec's [attention] shapes restricted to the v1 features (bhsd, a
+// layout of several heads, means nothing for one head).
+AttentionShapes v1_shapes(const AttentionShapes& s) {
+  AttentionShapes r = s;
+  std::vector<std::string> f;
+  for (const char* x : kV1Features)
+    if (!s.features || std::find(s.features->begin(), s.features->end(), x) != s.features->end())
+      f.emplace_back(x);
+  r.features = f;
+  return r;
+}
+
+// One input type of one entry: the search, its verdicts and the coverage verdict.
+void run_entry_type(const Run& run, const Entry& entry, AttnType t) {
+  const Kernel& k = run.kernel;
+  const Op op = entry.op;
+  const char* const* ids = kIdsV2;
+  const char* const* rule_ids = kRuleIdsV2;
+  enum {
+    kRound,
+    kFa,
+    kLeak,
+    kGqa,
+    kVarlen,
+    kPerm,
+    kHeads,
+    kSink,
+    kWinCausal,
+    kFp8Sat,
+    kNan,
+    kSlots
+  };
+  NotApplicableLog na;
+  const bool v1 = op == Op::attention;
+  const V2Domain dom = v1 ? v1_domain(k, t) : domain_of(k, t);
+  const AttentionShapes shapes = v1 ? v1_shapes(run.config.attention) : run.config.attention;
+  const std::vector<std::string> cov_features = coverage_features(dom, shapes);
+  CoverageTally tally(cov_features);
+  bool counting = true;  // the cases of the search, not those of shrinking
+  const bool low = t != AttnType::float32;
+  const std::string prop =
+      std::string(v1 ? "attention_v2[attention/" : "attention_v2[") + name_of(t) + "]";
+  std::function<std::vector<Check>(const V2Params&)> eval = [&](const V2Params& p) {
+    std::vector<Check> cs(kSlots);
+    const AttentionCase c = materialise(p, t);
+    if (const std::string why = entry.why_not(c); !why.empty()) {
+      if (counting) na.add(why);  // (a shrinking candidate outside the domain is no case)
+      return cs;                  // nothing applicable
+    }
+    run.before(prop, describe(p));
+    AttentionResultV2 o;
+    try {
+      o = entry.call(c);
+    } catch (const KernelError& e) {
+      if (e.status != SA_UNSUPPORTED) throw;
+      // The kernel refused a case inside the domain it declares: a failure
+      // of that case (shrunk like any other), not an error of the property.
+      cs[kRound] =
+          make_check(INFINITY, 0.0,
+                     std::string("the kernel refused a case its declaration allows: ") + e.what());
+      cs[kRound].unit = "calls refused";
+      return cs;
+    }
+    if (counting) tally.add(c);
+    const ref::AttentionV2Values r = ref::attention_v2(c);
+    const auto rb = budgets_v2(c, r);
+    const V2Ctx cx{run, entry, t, low, dom, p, c, o, r, rb};
+    // One function per property (above run_attention_v2), each judging
+    // this case into its slot; the conditions say when a case is one
+    // the property applies to.
+    rounding(cx, cs[kRound]);
+    if (low && run.wants_property(ids[kFa])) flash_attention_2x(cx, cs[kFa]);
+    if (run.wants_property(ids[kLeak])) masked_never_leak(cx, cs[kLeak]);
+    if (c.heads_kv < c.heads_q && run.wants_property(ids[kGqa])) gqa_equals_repeated(cx, cs[kGqa]);
+    if (c.varlen() && run.wants_property(ids[kVarlen])) varlen_equals_separate(cx, cs[kVarlen]);
+    if (run.wants_property(ids[kPerm])) key_permutation(cx, cs[kPerm]);
+    if (run.wants_property(ids[kHeads]) && c.heads_q > 1) head_independence(cx, cs[kHeads]);
+    // (Sinks and windows are not in the v1 slot: none of its cases has them.)
+    if (!v1 && run.wants_property(ids[kSink])) sink_equals_extra_key(cx, cs[kSink]);
+    if (!v1 && run.wants_property(ids[kWinCausal])) window_within_causal(cx, cs[kWinCausal]);
+    if (is_fp8(t) && run.wants_property(ids[kFp8Sat])) fp8_saturation(cx, cs[kFp8Sat]);
+    if (run.wants_property(ids[kNan])) nan_propagates(cx, cs[kNan]);
+    return cs;
+  };
+  SearchOptions so;
+  so.shrink_pool = &run.shrink_pool;
+  so.cases = std::max(6, run.config.cases / 8);
+  so.seed = run.seed ^ 0xa772 ^ (static_cast<std::uint64_t>(t) * 0x9e37) ^ (v1 ? 0x5e1 : 0);
+  so.on_cases_done = [&] { counting = false; };
+  // The fixed coverage cases first (the same design on every seed, other
+  // values), then the random ones; both shrink by the case's switches.
+  const std::vector<V2Params> plan =
+      coverage_plan(is_fp8(t), shapes, dom, cov_features, shapes.pair_cases, so.seed ^ 0xc0fe);
+  auto res = search<V2Params>(
+      gen_v2(is_fp8(t), shapes, dom), kSlots, so, eval,
+      [&](const V2Params& p, const std::function<bool(const V2Params&)>& fails, int& budget) {
+        return shrink_v2(p, fails, budget, dom);
+      },
+      plan);
+  for (int s = 0; s < kSlots; ++s) {
+    if (s == kFp8Sat && !is_fp8(t)) continue;  // fp8 inputs only
+    // The v1 slot carries no GQA, varlen, heads, sinks or window.
+    if (v1 && (s == kGqa || s == kVarlen || s == kHeads || s == kSink || s == kWinCausal)) continue;
+    if (!run.wants_property(ids[s])) continue;
+    if (s == kFa && !low) {
+      Verdict v = skip_verdict(run, ids[s], claim_of(ids[s]), rule_by_id(rule_ids[s]), op,
+                               DType::float32, kFaFloat32Note);
+      v.dtype = name_of(t);
+      run.emit(v);
+      continue;
+    }
+    run.emit(v2_verdict(run, ids[s], rule_by_id(rule_ids[s]), op, t,
+                        res[static_cast<std::size_t>(s)], na));
+  }
+  // attention_v2.coverage: every declared feature and feature pair in at
+  // least pair_cases of the cases actually run.
+  if (run.wants_property("attention_v2.coverage")) {
+    const std::vector<CoverageCell> cells = tally.cells(shapes.pair_cases);
+    Verdict v;
+    v.property = "attention_v2.coverage";
+    v.claim = claim_of(v.property);
+    v.rule = rule_by_id("pairwise_coverage");
+    v.kernel = k.name();
+    v.op = name_of(op);
+    v.dtype = name_of(t);
+    v.coverage = cells;
+    v.cases = tally.cases();
+    std::string short_cells;
+    int n_short = 0;
+    for (const auto& c : cells)
+      if (c.cases < c.required) {
+        if (n_short++ < 12)
+          short_cells += (short_cells.empty() ? "" : ", ") + c.cell + " " +
+                         std::to_string(c.cases) + " of " + std::to_string(c.required);
+      }
+    v.measured = n_short;
+    v.bound = 0;
+    v.outcome = n_short ? Outcome::incomplete : Outcome::pass;
+    // A type the kernel does not take at all: nothing to cover.
+    bool type_refused = tally.cases() == 0 && na.count > 0;
+    for (const auto& [why, n] : na.reasons)
+      type_refused =
+          type_refused && (why.rfind("input type", 0) == 0 || why.rfind("output type", 0) == 0);
+    if (type_refused) {
+      v.outcome = Outcome::skip;
+      v.measured = v.bound = NAN;
+      v.coverage.clear();
+      v.note = "not applicable: " + na.text();
+      run.emit(v);
+      return;
+    }
+    v.note = std::to_string(tally.cases()) + " cases run (" + std::to_string(plan.size()) +
+             " fixed coverage cases, the rest random) over " + std::to_string(cov_features.size()) +
+             " declared features and " + std::to_string(cells.size() - cov_features.size()) +
+             " pairs, each required in " + std::to_string(shapes.pair_cases) + " case(s)";
+    if (n_short)
+      v.note += "; short: " + short_cells + (n_short > 12 ? ", ..." : "") +
+                " (cases the kernel refused or that failed before running are not counted)";
+    if (!na.text().empty()) v.note += "; " + na.text();
+    v.note += "; measured and bound in cells short";
+    v.seconds = 0;
+    v.kernel_seconds = 0;
+    run.emit(v);
+  }
+}
+
+}  // namespace
+
+// Per input type: attention_v2's search, then the v1 slot's (float32 and
+// bfloat16, the types interface v1 attention is checked in) when the kernel
+// has it; one progress unit-block per type.
+void run_attention_v2(const Run& run) {
+  const Kernel& k = run.kernel;
   bool any = false;
-  for (const char* id : ids) any = any || run.wants_property(id);
+  for (const char* id : kIdsV2) any = any || run.wants_property(id);
   // attention_v2.coverage counts the same search's cases: selected alone (a
   // run per property, after a crash or in a shard), it still runs it.
   any = any || run.wants_property("attention_v2.coverage");
   if (!any) return;
-  const std::vector<AttnType> types = attention_v2_types(run);
-  if (k.abi_version() < 2 || !k.supports(Op::attention_v2)) {
-    for (AttnType t : types)
-      for (int s = 0; s < kIds; ++s) {
-        if (!run.wants_property(ids[s])) continue;
-        Verdict v = skip_verdict(run, ids[s], claim_of(ids[s]), rule_by_id(rule_ids[s]),
-                                 Op::attention_v2, DType::float32,
-                                 "not applicable: the kernel implements no attention_v2 "
-                                 "(interface v1 kernel, or op not claimed)");
-        v.dtype = name_of(t);
-        run.emit(v);
-      }
-    return;
-  }
-  for (AttnType t : types) {
-    enum {
-      kRound,
-      kFa,
-      kLeak,
-      kGqa,
-      kVarlen,
-      kPerm,
-      kHeads,
-      kSink,
-      kWinCausal,
-      kFp8Sat,
-      kNan,
-      kSlots
-    };
-    NotApplicableLog na;
-    const V2Domain dom = domain_of(k, t);
-    const AttentionShapes& shapes = run.config.attention;
-    const std::vector<std::string> cov_features = coverage_features(dom, shapes);
-    CoverageTally tally(cov_features);
-    bool counting = true;  // the cases of the search, not those of shrinking
-    const bool low = t != AttnType::float32;
-    const std::string prop = std::string("attention_v2[") + name_of(t) + "]";
-    std::function<std::vector<Check>(const V2Params&)> eval = [&](const V2Params& p) {
-      std::vector<Check> cs(kSlots);
-      const AttentionCase c = materialise(p, t);
-      if (const std::string why = k.why_not_applicable(c); !why.empty()) {
-        if (counting) na.add(why);  // (a shrinking candidate outside the domain is no case)
-        return cs;                  // nothing applicable
-      }
-      run.before(prop, describe(p));
-      AttentionResultV2 o;
-      try {
-        o = k.attention_v2(c);
-      } catch (const KernelError& e) {
-        if (e.status != SA_UNSUPPORTED) throw;
-        // The kernel refused a case inside the domain it declares: a failure
-        // of that case (shrunk like any other), not an error of the property.
-        cs[kRound] = make_check(
-            INFINITY, 0.0,
-            std::string("the kernel refused a case its declaration allows: ") + e.what());
-        cs[kRound].unit = "calls refused";
-        return cs;
-      }
-      if (counting) tally.add(c);
-      const ref::AttentionV2Values r = ref::attention_v2(c);
-      const auto rb = budgets_v2(c, r);
-      const V2Ctx cx{run, k, t, low, dom, p, c, o, r, rb};
-      // One function per property (above run_attention_v2), each judging
-      // this case into its slot; the conditions say when a case is one
-      // the property applies to.
-      rounding(cx, cs[kRound]);
-      if (low && run.wants_property(ids[kFa])) flash_attention_2x(cx, cs[kFa]);
-      if (run.wants_property(ids[kLeak])) masked_never_leak(cx, cs[kLeak]);
-      if (c.heads_kv < c.heads_q && run.wants_property(ids[kGqa]))
-        gqa_equals_repeated(cx, cs[kGqa]);
-      if (c.varlen() && run.wants_property(ids[kVarlen])) varlen_equals_separate(cx, cs[kVarlen]);
-      if (run.wants_property(ids[kPerm])) key_permutation(cx, cs[kPerm]);
-      if (run.wants_property(ids[kHeads]) && c.heads_q > 1) head_independence(cx, cs[kHeads]);
-      if (run.wants_property(ids[kSink])) sink_equals_extra_key(cx, cs[kSink]);
-      if (run.wants_property(ids[kWinCausal])) window_within_causal(cx, cs[kWinCausal]);
-      if (is_fp8(t) && run.wants_property(ids[kFp8Sat])) fp8_saturation(cx, cs[kFp8Sat]);
-      if (run.wants_property(ids[kNan])) nan_propagates(cx, cs[kNan]);
-      return cs;
-    };
-    SearchOptions so;
-    so.shrink_pool = &run.shrink_pool;
-    so.cases = std::max(6, run.config.cases / 8);
-    so.seed = run.seed ^ 0xa772 ^ (static_cast<std::uint64_t>(t) * 0x9e37);
-    so.on_cases_done = [&] { counting = false; };
-    // The fixed coverage cases first (the same design on every seed, other
-    // values), then the random ones; both shrink by the case's switches.
-    const std::vector<V2Params> plan =
-        coverage_plan(is_fp8(t), shapes, dom, cov_features, shapes.pair_cases, so.seed ^ 0xc0fe);
-    auto res = search<V2Params>(
-        gen_v2(is_fp8(t), shapes, dom), kSlots, so, eval,
-        [&](const V2Params& p, const std::function<bool(const V2Params&)>& fails, int& budget) {
-          return shrink_v2(p, fails, budget, dom);
-        },
-        plan);
-    for (int s = 0; s < kSlots; ++s) {
-      if (s == kFp8Sat && !is_fp8(t)) continue;  // fp8 inputs only
-      if (!run.wants_property(ids[s])) continue;
-      if (s == kFa && !low) {
-        Verdict v = skip_verdict(run, ids[s], claim_of(ids[s]), rule_by_id(rule_ids[s]),
-                                 Op::attention_v2, DType::float32, kFaFloat32Note);
-        v.dtype = name_of(t);
-        run.emit(v);
-        continue;
-      }
-      run.emit(v2_verdict(run, ids[s], rule_by_id(rule_ids[s]), t, res[static_cast<std::size_t>(s)],
-                          na));
-    }
-    // attention_v2.coverage: every declared feature and feature pair in at
-    // least pair_cases of the cases actually run.
-    if (run.wants_property("attention_v2.coverage")) {
-      const std::vector<CoverageCell> cells = tally.cells(shapes.pair_cases);
-      Verdict v;
-      v.property = "attention_v2.coverage";
-      v.claim = claim_of(v.property);
-      v.rule = rule_by_id("pairwise_coverage");
-      v.kernel = k.name();
-      v.op = name_of(Op::attention_v2);
-      v.dtype = name_of(t);
-      v.coverage = cells;
-      v.cases = tally.cases();
-      std::string short_cells;
-      int n_short = 0;
-      for (const auto& c : cells)
-        if (c.cases < c.required) {
-          if (n_short++ < 12)
-            short_cells += (short_cells.empty() ? "" : ", ") + c.cell + " " +
-                           std::to_string(c.cases) + " of " + std::to_string(c.required);
+  for (AttnType t : attention_v2_types(run)) {
+    for (const Op op : {Op::attention_v2, Op::attention}) {
+      if (!run.wants_op(op)) continue;
+      const bool v1 = op == Op::attention;
+      if (v1 && t != AttnType::float32 && t != AttnType::bfloat16) continue;
+      const bool has =
+          v1 ? k.supports(Op::attention) : k.abi_version() >= 2 && k.supports(Op::attention_v2);
+      if (!has) {
+        for (std::size_t s = 0; s < std::size(kIdsV2); ++s) {
+          if (!run.wants_property(kIdsV2[s])) continue;
+          if (v1 && (s == 3 || s == 4 || s == 6 || s == 7 || s == 8 || s == 9))
+            continue;  // properties of features v1 does not carry
+          Verdict v = skip_verdict(
+              run, kIdsV2[s], claim_of(kIdsV2[s]), rule_by_id(kRuleIdsV2[s]), op, DType::float32,
+              v1 ? "not applicable: the kernel implements no attention (interface v1 slot)"
+                 : "not applicable: the kernel implements no attention_v2 (interface v1 kernel, "
+                   "or op not claimed)");
+          v.dtype = name_of(t);
+          run.emit(v);
         }
-      v.measured = n_short;
-      v.bound = 0;
-      v.outcome = n_short ? Outcome::incomplete : Outcome::pass;
-      // A type the kernel does not take at all: nothing to cover.
-      bool type_refused = tally.cases() == 0 && na.count > 0;
-      for (const auto& [why, n] : na.reasons)
-        type_refused =
-            type_refused && (why.rfind("input type", 0) == 0 || why.rfind("output type", 0) == 0);
-      if (type_refused) {
-        v.outcome = Outcome::skip;
-        v.measured = v.bound = NAN;
-        v.coverage.clear();
-        v.note = "not applicable: " + na.text();
-        run.emit(v);
-        run.tick(kAttentionV2TypeUnits);
         continue;
       }
-      v.note = std::to_string(tally.cases()) + " cases run (" + std::to_string(plan.size()) +
-               " fixed coverage cases, the rest random) over " +
-               std::to_string(cov_features.size()) + " declared features and " +
-               std::to_string(cells.size() - cov_features.size()) + " pairs, each required in " +
-               std::to_string(shapes.pair_cases) + " case(s)";
-      if (n_short)
-        v.note += "; short: " + short_cells + (n_short > 12 ? ", ..." : "") +
-                  " (cases the kernel refused or that failed before running are not counted)";
-      if (!na.text().empty()) v.note += "; " + na.text();
-      v.note += "; measured and bound in cells short";
-      v.seconds = 0;
-      v.kernel_seconds = 0;
-      run.emit(v);
+      run_entry_type(run, Entry{k, op}, t);
     }
     run.tick(kAttentionV2TypeUnits);
   }

@@ -87,33 +87,6 @@ rc::Gen<RowParams> gen_rows(const RowGenOptions& o);
 // values and two +inf among finite values (kernel.h's special values).
 std::vector<RowParams> edge_rows(double temperature);
 
-struct AttnParams {
-  std::string dist = "gaussian";
-  std::int64_t nq = 1, nk = 1, d = 1, dv = 1;
-  int level = 0;
-  int mask = 0;  // 0 none, 1 random keys, 2 prefix of keys, 3 all keys masked
-  bool causal = false;
-  bool adaptive = false;
-  std::int64_t splits = 0;
-  std::uint64_t seed = 1;
-  // > 0: q, k, v and out strides d + pad, d + pad + 1, dv + pad + 2, dv + pad + 3;
-  // pad = 1 also makes merge_attention_states calls alias out/out_lse with o_a/lse_a.
-  int pad = 0;
-};
-
-AttentionInput materialise(const AttnParams& p, DType t);
-std::string describe(const AttnParams& p);
-
-struct AttnGenOptions {
-  std::vector<std::string> distributions;  // of the q/k entries; empty: all except special
-  bool finite_only = true;
-  bool allow_adaptive = true;
-  bool allow_splits = true;
-  std::int64_t max_len = 40;
-};
-
-rc::Gen<AttnParams> gen_attention(const AttnGenOptions& o);
-
 // The value of x in the dtype (bfloat16, float16: rounded to nearest even).
 float to_dtype(DType t, double x);
 

@@ -14,7 +14,7 @@
 #include "kernels/call_log.hpp"
 #include "properties/budgets.hpp"
 #include "properties/suite_internal.hpp"
-#include "reference/attention.hpp"
+#include "reference/attention_v2.hpp"
 #include "reference/softmax.hpp"
 
 #include "properties/checks.hpp"
@@ -238,17 +238,19 @@ void row_op_values(SpecialCtx& cx) {
 
 struct NamedAttention {
   std::string name;
-  AttentionInput in;
+  AttentionCase in;
 };
 
-// The named attention inputs: every key masked (plain and adaptive), causal
-// with nq > nk and nq < nk (bottom-right alignment), NaN in q, a single key,
-// and a fully masked first split.
+// The named attention inputs (one sequence, one head: what the v1 slot
+// carries): every key masked (plain and adaptive), causal with nq > nk and
+// nq < nk (bottom-right alignment), NaN in q, a single key, and a fully
+// masked first split.
 std::vector<NamedAttention> attention_inputs(DType t) {
   std::vector<NamedAttention> cases;
   auto base = [&](std::int64_t nq, std::int64_t nk) {
-    AttentionInput in;
-    in.nq = nq, in.nk = nk, in.d = 2, in.dv = 2;
+    AttentionCase in;
+    in.qkv = in.out_type = t == DType::bfloat16 ? AttnType::bfloat16 : AttnType::float32;
+    in.seqlen_q = nq, in.seqlen_k = nk, in.d = 2, in.dv = 2;
     for (std::int64_t i = 0; i < nq * 2; ++i)
       in.q.push_back(to_dtype(t, 0.5 * double(i % 3) - 0.25));
     for (std::int64_t i = 0; i < nk * 2; ++i)
@@ -257,7 +259,7 @@ std::vector<NamedAttention> attention_inputs(DType t) {
     return in;
   };
   NamedAttention a{"every key masked (key_mask all 0)", base(2, 3)};
-  a.in.key_mask.assign(3, 0);
+  a.in.key_padding_mask.assign(3, 0);
   cases.push_back(a);
   NamedAttention b{"every key masked, adaptive", a.in};
   b.in.adaptive = true;
@@ -276,33 +278,35 @@ std::vector<NamedAttention> attention_inputs(DType t) {
   cases.push_back(g);
   NamedAttention h{"fully masked first split (num_splits=2, first half of keys masked)",
                    base(2, 6)};
-  h.in.key_mask = {0, 0, 0, 1, 1, 1};
+  h.in.key_padding_mask = {0, 0, 0, 1, 1, 1};
   h.in.num_splits = 2;
   cases.push_back(h);
   return cases;
 }
 
-// attention: each named input against ref::attention, per query: every out
-// element within 64 u of the output scale (plus two bfloat16 roundings of
-// the weights), lse and entropy within 64 u, beta within 1e-4; exact where
-// the expected value is a special one.
+// attention (the v1 slot, Kernel::attention): each named input against the
+// attention reference, per query: every out element within 64 u of the
+// output scale (plus two bfloat16 roundings of the weights), lse and
+// entropy within 64 u, beta within 1e-4; exact where the expected value is
+// a special one.
 void attention_values(SpecialCtx& cx) {
   const DType t = cx.t;
+  // A kernel that also has attention_v2 is checked on its v1 slot within
+  // what it declares there (properties/attention_v2.cpp, v1_domain).
+  const std::uint32_t declared =
+      cx.k.abi_version() >= 2 && cx.k.supports(Op::attention_v2)
+          ? cx.k.attention_features(t == DType::bfloat16 ? AttnType::bfloat16 : AttnType::float32)
+          : ~0u;
   for (const NamedAttention& a : attention_inputs(t)) {
+    if ((a.in.adaptive && !(declared & SA_ATTN_ADAPTIVE)) ||
+        (a.in.causal && !(declared & SA_ATTN_CAUSAL)) ||
+        (!a.in.key_padding_mask.empty() && !(declared & SA_ATTN_KEY_PADDING)))
+      continue;
     cx.run.before(cx.id, a.name);
     ++cx.count;
-    const AttentionOutput o = cx.k.attention(t, a.in);
-    ref::AttentionProblem pr;
-    pr.nq = a.in.nq, pr.nk = a.in.nk, pr.d = a.in.d, pr.dv = a.in.dv;
-    pr.q.assign(a.in.q.begin(), a.in.q.end());
-    pr.k.assign(a.in.k.begin(), a.in.k.end());
-    pr.v.assign(a.in.v.begin(), a.in.v.end());
-    pr.key_mask = a.in.key_mask;
-    pr.scale = a.in.scale;
-    pr.causal = a.in.causal;
-    pr.adaptive = a.in.adaptive;
-    const auto rr = ref::attention(pr);
-    for (std::int64_t i = 0; i < a.in.nq; ++i) {
+    const AttentionResultV2 o = cx.k.attention(a.in);
+    const ref::AttentionV2Values rr = ref::attention_v2(a.in);
+    for (std::int64_t i = 0; i < a.in.seqlen_q; ++i) {
       const std::size_t qi = static_cast<std::size_t>(i);
       const std::string w = a.name + " query " + std::to_string(i);
       // small problems: budget 64 u of the output scale sum p|v| <= 3 (|v| <= 3, d = 2), plus
@@ -311,14 +315,16 @@ void attention_values(SpecialCtx& cx) {
           (64 * u32 + (t == DType::bfloat16 ? 2 * unit_roundoff(DType::bfloat16) : 0.0)) * 3;
       for (std::int64_t c = 0; c < a.in.dv; ++c) {
         const std::size_t x = static_cast<std::size_t>(i * a.in.dv + c);
-        const double e = d(rr.out[x]);
+        const double e = rr.out[x];
         cx.record(
             elem(t, o.out[x], e,
                  e == 0 && rr.lse[qi] == -INFINITY ? 0.0 : budget::output_abs(t, e, out_internal),
                  w + " out[" + std::to_string(c) + "]"),
             w);
       }
-      const double le = d(rr.lse[qi]), He = d(rr.entropy[qi]), be = d(rr.beta[qi]);
+      // beta: 1 without the adaptive temperature, NaN rows included (v1's
+      // semantics; attention_v2's reference gives a NaN row NaN).
+      const double le = rr.lse[qi], He = rr.entropy[qi], be = a.in.adaptive ? rr.beta[qi] : 1.0;
       cx.record(elem(DType::float32, o.lse[qi], le,
                      std::isfinite(le) ? budget::output_abs(DType::float32, le, 64 * u32) : 0.0,
                      w + " lse"),

@@ -180,8 +180,7 @@ std::vector<PropertyInfo> properties() {
        "reference",
        "ulp",
        {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy, Op::adaptive_softmax,
-        Op::attention, Op::merge_entropy_states, Op::merge_attention_states,
-        Op::merge_attention_states_n},
+        Op::merge_entropy_states, Op::merge_attention_states, Op::merge_attention_states_n},
        "ulps",
        ""},
       {"differential.t7_apriori",
@@ -202,7 +201,7 @@ std::vector<PropertyInfo> properties() {
       {"differential.flash_attention_2x",
        "max error <= 2x the naive same-dtype implementation's error + 2 ulp of the output type",
        "flash_attention_2x",
-       {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy, Op::attention},
+       {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy},
        "absolute",
        "bfloat16 or float16: float32 is not applicable"},
       {"differential.pytorch_fudge5",
@@ -210,7 +209,7 @@ std::vector<PropertyInfo> properties() {
        "least "
        "torch.testing's defaults)",
        "pytorch_fudge5",
-       {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy, Op::attention},
+       {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy},
        "ratio to tolerance",
        ""},
       {"differential.onednn_10eps",
@@ -290,13 +289,6 @@ std::vector<PropertyInfo> properties() {
        {Op::merge_entropy_states},
        "ulps of float32",
        "float32"},
-      {"metamorphic.split_kv",
-       "attention split into key partitions (num_splits, or masked halves merged with "
-       "merge_attention_states) agrees with the unsplit result",
-       "T6",
-       {Op::attention, Op::merge_attention_states},
-       "ulps",
-       ""},
       {"interface.sizes",
        "every row op is within its per-element rounding budget at every n = 2^k - 1, 2^k, 2^k + 1 "
        "up to 2^max_log2_n, in every layout kernel.h allows (in place, output stride != input "
@@ -309,21 +301,21 @@ std::vector<PropertyInfo> properties() {
        "batched attention (interface v2, every feature, real tile sizes): every output, lse and "
        "entropy is within its a-priori rounding budget of the extended-precision reference",
        "attention_rounding",
-       {Op::attention_v2},
+       {Op::attention_v2, Op::attention},
        "ulps of float32",
        ""},
       {"attention_v2.flash_attention_2x",
        "batched attention, low-precision types: max|out - ref| <= 2 max|same-dtype baseline - "
        "ref| + 2 ulp of the output type at max|ref| + 0.3",
        "flash_attention_2x",
-       {Op::attention_v2},
+       {Op::attention_v2, Op::attention},
        "absolute",
        "a low-precision input type (bfloat16, float16, fp8): float32 is not applicable"},
       {"attention_v2.masked_never_leak",
        "NaN and huge values in keys and values that every mask hides (causal, window, key "
        "padding) change no output bit",
        "kernel_h",
-       {Op::attention_v2},
+       {Op::attention_v2, Op::attention},
        "outputs changed",
        "a mask: causal, window or key_padding"},
       {"attention_v2.gqa_equals_repeated",
@@ -344,7 +336,7 @@ std::vector<PropertyInfo> properties() {
        "permuting the keys together with their values and key-padding bytes changes no output or "
        "lse beyond twice the rounding budget (causal, window and ALiBi off)",
        "attention_rounding",
-       {Op::attention_v2},
+       {Op::attention_v2, Op::attention},
        "ulps of float32",
        "the case without causal, window and ALiBi within the kernel's domain"},
       {"attention_v2.head_independence",
@@ -381,7 +373,7 @@ std::vector<PropertyInfo> properties() {
        "[attention] pair_cases of the cases run per input type (fixed pairwise cases see to "
        "it; a shortfall is incomplete, not a pass)",
        "pairwise_coverage",
-       {Op::attention_v2},
+       {Op::attention_v2, Op::attention},
        "cells short",
        ""},
       {"attention_v2.nan_propagates",
@@ -389,7 +381,7 @@ std::vector<PropertyInfo> properties() {
        "code) makes every output and lse of each row that sees it NaN, and no other row's "
        "(kernel.h)",
        "kernel_h",
-       {Op::attention_v2},
+       {Op::attention_v2, Op::attention},
        "outputs wrong",
        ""},
       {"backward.rounding",
@@ -494,9 +486,67 @@ const PropertyInfo* find_property(const std::string& id) {
   return nullptr;
 }
 
+std::vector<PropertyAlias> property_aliases() {
+  return {
+      {"differential.ulp",
+       {"attention_v2.rounding"},
+       {Op::attention},
+       false,
+       "differential.ulp[attention] is attention_v2.rounding[attention]: the v1 slot held to the "
+       "attention rounding budget on single-head cases"},
+      {"differential.flash_attention_2x",
+       {"attention_v2.flash_attention_2x"},
+       {Op::attention},
+       false,
+       "differential.flash_attention_2x[attention] is attention_v2.flash_attention_2x[attention]"},
+      {"differential.pytorch_fudge5",
+       {"attention_v2.rounding"},
+       {Op::attention},
+       false,
+       "differential.pytorch_fudge5[attention] is replaced by attention_v2.rounding[attention] "
+       "(the a-priori budget, tighter than 5x the naive deviation)"},
+      {"metamorphic.split_kv",
+       {"attention_v2.rounding", "differential.ulp"},
+       {Op::attention, Op::merge_attention_states},
+       true,
+       "retired: split-KV cases (num_splits > 1) are drawn by attention_v2.rounding (both "
+       "entries) and held to the reference; merge_attention_states by differential.ulp"},
+  };
+}
+
+std::vector<std::string> resolve_aliases(const std::vector<std::string>& selected,
+                                         const std::vector<Op>& ops, bool retired_only) {
+  std::vector<std::string> out;
+  auto add = [&](const std::string& id) {
+    if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+  };
+  const auto aliases = property_aliases();
+  for (const std::string& p : selected) {
+    const bool retired = std::any_of(aliases.begin(), aliases.end(), [&](const PropertyAlias& a) {
+      return a.retired && a.id == p;
+    });
+    if (!retired) add(p);
+    for (const PropertyAlias& a : aliases) {
+      // A retired id by its name only (its family no longer holds it); a
+      // live one also by its family or a prefix.
+      const bool selects =
+          a.id == p ||
+          (!a.retired &&
+           (a.id.rfind(p + ".", 0) == 0 ||
+            (p.size() >= 2 && p.ends_with(".*") && a.id.rfind(p.substr(0, p.size() - 1), 0) == 0)));
+      const bool op_run = ops.empty() || std::any_of(a.ops.begin(), a.ops.end(), [&](Op o) {
+                            return std::find(ops.begin(), ops.end(), o) != ops.end();
+                          });
+      if (selects && op_run && (a.retired || !retired_only))
+        for (const std::string& t : a.to) add(t);
+    }
+  }
+  return out;
+}
+
 std::vector<FamilyInfo> families() {
   return {
-      {"differential", "properties/differential.cpp, attention.cpp (v1 attention), merges", true,
+      {"differential", "properties/differential.cpp, merge.cpp (the merges)", true,
        "the kernel against the correctly rounded reference, one search per op and type judging "
        "every tolerance rule"},
       {"metamorphic", "properties/metamorphic.cpp", false,
@@ -505,7 +555,8 @@ std::vector<FamilyInfo> families() {
       {"interface", "properties/interface.cpp", false,
        "every size 2^k - 1, 2^k, 2^k + 1 and every layout kernel.h allows"},
       {"attention_v2", "properties/attention_v2.cpp", true,
-       "batched attention (interface v2): one search per input type judging every property"},
+       "attention: one search per input type and entry (attention_v2, and the interface v1 "
+       "slot on its single-head cases, op attention) judging every property"},
       {"backward", "properties/backward.cpp", true,
        "softmax and log-softmax backward: one search per op and type"},
       {"attention_backward", "properties/backward.cpp", true,
@@ -641,7 +692,12 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
     if (std::none_of(all.begin(), all.end(), [&](const Rule& x) { return x.id == r; }))
       throw std::invalid_argument("run_suite: unknown rule '" + r + "'; expected one of rules()");
   }
-  for (const auto& p : config.properties) {
+  // Retired ids (property_aliases) select the checks that replaced theirs.
+  // (A live id's alias is resolved where a selection is made, gate spec and
+  // plan: here a unit of a planned run must run just its own properties.)
+  SuiteConfig resolved = config;
+  resolved.properties = resolve_aliases(config.properties, config.ops, /*retired_only=*/true);
+  for (const auto& p : resolved.properties) {
     const auto all = properties();
     if (std::none_of(all.begin(), all.end(), [&](const PropertyInfo& x) {
           return x.id == p || x.id.rfind(p + ".", 0) == 0;
@@ -683,7 +739,7 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
   }
   // no_temperature (conventions.hpp): every call at temperature 1, as a spec
   // with temperature_only at 1; another temperature contradicts the kernel.
-  SuiteConfig effective = config;
+  SuiteConfig effective = resolved;
   if (active_conventions().no_temperature) {
     if (config.temperature != 1.0)
       throw std::invalid_argument("run_suite: temperature = " + std::to_string(config.temperature) +
@@ -709,9 +765,6 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
     steps.push_back([&run, op](DType t) {
       if (run.wants_op(op)) detail::run_differential(run, op, t);
     });
-  steps.push_back([&run](DType t) {
-    if (run.wants_op(Op::attention)) detail::run_attention_differential(run, t);
-  });
   for (Op op : {Op::merge_entropy_states, Op::merge_attention_states, Op::merge_attention_states_n})
     steps.push_back([&run, op](DType t) {
       if (run.wants_op(op) && t == DType::float32) detail::run_merge_differential(run, op, t);

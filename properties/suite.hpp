@@ -133,6 +133,30 @@ const PropertyInfo* find_property(const std::string& id);
 std::vector<std::string> distributions();
 std::vector<Rule> rules();
 
+// An id gate specs may still name for checks that moved (issue 30: interface
+// v1 attention is judged by the attention_v2 properties on its single-head
+// cases, op `attention`). Selecting `id` (a live id also through its
+// family or a prefix) also selects the ids in `to` when the run's ops are
+// all or include one of `ops`. A retired id (no longer a property:
+// `retired`) is replaced by them.
+struct PropertyAlias {
+  std::string id;
+  std::vector<std::string> to;
+  std::vector<Op> ops;
+  bool retired = false;
+  std::string what;  // which checks moved where, one line
+};
+std::vector<PropertyAlias> property_aliases();
+// `selected` (ids, families or prefixes, as SuiteConfig::properties holds
+// them) with every alias they select resolved for a run of `ops` (empty:
+// every op): retired ids replaced, the ids an alias moved checks to added;
+// order kept, no duplicates. Unknown names pass through unchanged.
+// retired_only: resolve the retired ids only (run_suite does so; a live
+// id's alias is resolved where a run's selection is made: the gate spec,
+// `check --property`, gate::planned_properties).
+std::vector<std::string> resolve_aliases(const std::vector<std::string>& selected,
+                                         const std::vector<Op>& ops, bool retired_only = false);
+
 // MPFR precision of the reference in run_suite: the reference's own error
 // (<= 2^-100 relative) cannot move a float32/bfloat16 verdict.
 inline constexpr unsigned suite_mpfr_bits = 128;

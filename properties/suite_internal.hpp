@@ -165,8 +165,9 @@ RowParams shrink_values(const RowParams& p, DType t,
                         const std::function<bool(const RowParams&)>& fails, int& budget);
 
 void run_differential(const Run& run, Op op, DType t);
-void run_attention_differential(const Run& run, DType t);
-// Batched attention (interface v2): once per suite, over its own element types.
+// Attention (properties/attention_v2.cpp): once per suite, over its own
+// element types; attention_v2 and, on its single-head cases, the interface
+// v1 slot (float32 and bfloat16).
 void run_attention_v2(const Run& run);
 // Progress units per element type of the batched attention families, against
 // one unit per op and dtype of a row family (24 per dtype): measured with the
@@ -184,6 +185,7 @@ void run_backward(const Run& run, DType t);
 void run_attention_backward(const Run& run);
 // Determinism (properties/determinism.cpp): once per suite.
 void run_determinism(const Run& run);
+// differential.ulp of the merge operations (properties/merge.cpp).
 void run_merge_differential(const Run& run, Op op, DType t);
 void run_metamorphic(const Run& run, DType t);
 void run_special(const Run& run, Op op, DType t);

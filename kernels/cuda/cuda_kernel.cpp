@@ -2,6 +2,8 @@
 // validate on the host (plan.hpp), then launch (launch.hpp).
 #include "kernels/cuda/cuda_kernel.hpp"
 
+#include "kernels/attention_v1_args.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -87,16 +89,6 @@ sa_status c_adaptive(void*, sa_dtype dtype, const sa_rows* shape, const void* in
   return run_rows(c, "adaptive_softmax", out, "out", true);
 }
 
-sa_status c_attention(void*, const sa_attention_args* args) {
-  std::string err = cuda::validate_attention(args);
-  if (!err.empty()) return fail(SA_INVALID_ARGUMENT, err);
-  if (args->d > cuda::kAttnMaxHead || args->dv > cuda::kAttnMaxHead)
-    return fail(SA_UNSUPPORTED,
-                "attention: d = " + std::to_string(args->d) + ", dv = " + std::to_string(args->dv) +
-                    "; this kernel supports d, dv <= " + std::to_string(cuda::kAttnMaxHead));
-  return finish(cuda::launch_attention(*args, err), err);
-}
-
 sa_status c_attention_v2(void*, const sa_attention_v2_args* args) {
   if (std::string err = cuda::validate_attention_v2(args); !err.empty())
     return fail(SA_INVALID_ARGUMENT, err);
@@ -104,6 +96,25 @@ sa_status c_attention_v2(void*, const sa_attention_v2_args* args) {
     return fail(SA_UNSUPPORTED, err);
   std::string err;
   return finish(cuda::launch_attention_v2(*args, err), err);
+}
+
+// Interface v1 attention: its own argument checks (v1 field names), then the
+// single-head case of attention_v2 (kernels/attention_v1_args.hpp); beta is
+// 1 on every row without the adaptive temperature (v1's semantics, NaN rows
+// included), written here. The adaptive temperature is not implemented
+// (attention_v2 does not declare it).
+sa_status c_attention(void* ctx, const sa_attention_args* args) {
+  std::string err = cuda::validate_attention(args);
+  if (!err.empty()) return fail(SA_INVALID_ARGUMENT, err);
+  if (args->d > cuda::kAttnMaxHead || args->dv > cuda::kAttnMaxHead)
+    return fail(SA_UNSUPPORTED,
+                "attention: d = " + std::to_string(args->d) + ", dv = " + std::to_string(args->dv) +
+                    "; this kernel supports d, dv <= " + std::to_string(cuda::kAttnMaxHead));
+  sa_attention_v2_args v = v2_args_of(*args);
+  if (!args->adaptive) v.beta = nullptr;
+  const sa_status s = c_attention_v2(ctx, &v);
+  if (s != SA_OK || args->adaptive || args->beta == nullptr) return s;
+  return finish(cuda::launch_fill(args->beta, args->nq, 1.0f, "attention", "args->beta", err), err);
 }
 
 sa_status c_merge_entropy(void*, std::int64_t count, const sa_entropy_state* a,

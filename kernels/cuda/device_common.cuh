@@ -1,4 +1,4 @@
-// Device-side building blocks shared by rows.cu and attention.cu.
+// Device-side building blocks shared by rows.cu, merge.cu and attention_v2.cu.
 //
 // All state arithmetic is theory/streamed_entropy.hpp (theory.md T6) and
 // theory/adaptive_temperature.hpp (T5), compiled for the device: this file

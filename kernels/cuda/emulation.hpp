@@ -1,5 +1,5 @@
 // A small single-threaded SIMT emulator, so that the CUDA kernels' own source
-// (rows.cu, attention.cu) can be compiled by the host compiler and executed
+// (rows.cu, merge.cu, attention_v2.cu) can be compiled by the host compiler and executed
 // on a machine without a GPU (SA_CUDA_EMULATION defined; used only by
 // tests/cuda's emulation test). It is a test device, not a performance tool.
 //

@@ -103,30 +103,6 @@ std::string validate_rows(const char* op, int dtype, const sa_rows* s, const voi
   return {};
 }
 
-AttentionPlan plan_attention(const sa_attention_args& a) {
-  AttentionPlan p;
-  const std::int64_t tiles = (a.nk + kAttnKeyTile - 1) / kAttnKeyTile;
-  p.splits = std::clamp<std::int64_t>(a.num_splits, 1, std::max<std::int64_t>(tiles, 1));
-  p.tiles_per_split = (tiles + p.splits - 1) / p.splits;
-  p.query_blocks = (a.nq + kAttnQueriesPerBlock - 1) / kAttnQueriesPerBlock;
-  p.work_items = p.query_blocks * p.splits;
-  p.threads = 32 * kAttnWarps;
-  p.grid = grid_for(p.work_items, 1);
-  p.key_stride_smem = a.d | 1;  // odd: lane j reads row j, banks (j * stride + k) % 32 distinct
-  p.shared_bytes =
-      static_cast<std::size_t>(kAttnQueriesPerBlock * a.d + kAttnKeyTile * p.key_stride_smem +
-                               kAttnKeyTile * a.dv) *
-      sizeof(float);
-  // One tile-state merge per key tile of the split (the first merges into the
-  // identity: no rescale), then splits - 1 sequential merges across splits.
-  p.max_rescales = std::max<std::int64_t>(p.tiles_per_split - 1, 0) + (p.splits - 1);
-  // per split and query: state (m, S, T) + dv accumulators; per query: M, beta, H.
-  p.workspace_bytes = static_cast<std::size_t>(p.splits) * static_cast<std::size_t>(a.nq) *
-                          static_cast<std::size_t>(3 + a.dv) * sizeof(float) +
-                      static_cast<std::size_t>(a.nq) * 3 * sizeof(float);
-  return p;
-}
-
 std::string validate_attention(const sa_attention_args* a) {
   const char* op = "attention";
   if (a == nullptr) return field(op, "args is NULL; expected a pointer to sa_attention_args");
@@ -256,8 +232,8 @@ std::string unsupported_attention_v2(const sa_attention_v2_args& a) {
                          "; this kernel supports head dims <= " + num(kV2MaxHead));
   if (a.adaptive != 0)
     return field(op,
-                 "adaptive temperature is not implemented by the CUDA kernel's attention_v2 "
-                 "(SA_ATTN_ADAPTIVE is not declared; the single-head attention has it)");
+                 "adaptive temperature is not implemented by the CUDA kernel's attention "
+                 "(SA_ATTN_ADAPTIVE is not declared)");
   return {};
 }
 

@@ -60,28 +60,10 @@ std::string validate_rows(const char* op, int dtype, const sa_rows* shape, const
 
 // --- Attention ---
 
-inline constexpr int kAttnWarps = 4;  // warps per block
-inline constexpr int kAttnQueriesPerWarp = 4;
-inline constexpr int kAttnQueriesPerBlock = kAttnWarps * kAttnQueriesPerWarp;
-inline constexpr std::int64_t kAttnKeyTile = 32;   // keys per shared-memory tile (one per lane)
-inline constexpr std::int64_t kAttnMaxHead = 256;  // largest d and dv supported
-
-struct AttentionPlan {
-  std::int64_t splits = 1;           // split-KV partitions (num_splits clamped to [1, key tiles])
-  std::int64_t tiles_per_split = 0;  // key tiles each split covers
-  std::int64_t query_blocks = 0;
-  std::int64_t work_items = 0;  // query_blocks * splits
-  std::int64_t grid = 0;
-  int threads = 0;
-  std::size_t shared_bytes = 0;      // dynamic shared memory per block
-  std::int64_t key_stride_smem = 0;  // padded row length of the key tile (odd: no bank conflicts)
-  // Rescales of a key's term: the online softmax merges one tile state per key
-  // tile into the running state, then the split states are merged per query.
-  std::int64_t max_rescales = 0;
-  std::size_t workspace_bytes = 0;
-};
-
-AttentionPlan plan_attention(const sa_attention_args& a);
+// Interface v1 attention is the single-head case of attention_v2 (below):
+// cuda_kernel.cpp checks a v1 call's arguments by their v1 names, then
+// translates it.
+inline constexpr std::int64_t kAttnMaxHead = 256;  // largest d and dv of a v1 call
 std::string validate_attention(const sa_attention_args* a);
 
 // --- Attention, interface v2 (attention_v2.cu) ---

@@ -1,5 +1,6 @@
 #include "kernels/naive/naive_kernel.hpp"
 
+#include "kernels/attention_v1_args.hpp"
 #include "kernels/naive/attention_v2.hpp"
 #include "kernels/naive/backward.hpp"
 #include "kernels/naive/elements.hpp"
@@ -288,85 +289,22 @@ sa_status n_merge_entropy(void*, std::int64_t count, const sa_entropy_state* a,
   return SA_OK;
 }
 
-// Attention output and lse of one query over keys [k0, k1) with the given
-// (already beta-scaled) logits z; normalised within the part.
-void attend_part(const sa_attention_args* a, const std::vector<float>& z, std::int64_t k0,
-                 std::int64_t k1, float* out, float* lse) {
-  std::vector<float> part(z.begin() + k0, z.begin() + k1), p;
-  bool nan = false, masked = true;
-  std::int64_t pinf = 0;
-  for (float x : part) {
-    if (std::isnan(x))
-      nan = true;
-    else if (x == kInf)
-      ++pinf;
-    if (x != -kInf) masked = false;
-  }
-  weights_of(part, nan, pinf, masked, p);
-  for (std::int64_t c = 0; c < a->dv; ++c) out[c] = 0.0f;
-  for (std::int64_t j = k0; j < k1; ++j) {
-    const float w = p[static_cast<std::size_t>(j - k0)];
-    if (w == 0.0f) continue;
-    for (std::int64_t c = 0; c < a->dv; ++c)
-      out[c] += w * load(a->dtype, a->v, j * a->v_stride + c);
-  }
-  *lse = nan ? kNaN : masked ? -kInf : pinf > 0 ? kInf : lse_of(part);
-}
-
-sa_status n_attention(void*, const sa_attention_args* a) {
+// Interface v1 attention: the single-head case of naive_attention_v2
+// (kernels/attention_v1_args.hpp). float32 and bfloat16, as before.
+sa_status n_attention(void* ctx, const sa_attention_args* a) {
   if (!a) return fail(SA_INVALID_ARGUMENT, "null arguments");
   if (a->dtype != SA_F32 && a->dtype != SA_BF16)
     return fail(SA_UNSUPPORTED, "dtype must be SA_F32 or SA_BF16");
   if (a->nq < 1 || a->nk < 1 || a->d < 1 || a->dv < 1)
     return fail(SA_INVALID_ARGUMENT, "nq, nk, d, dv must be >= 1");
-  if (!a->q || !a->k || !a->v || !a->out) return fail(SA_INVALID_ARGUMENT, "null q, k, v or out");
   if (a->q_stride < a->d || a->k_stride < a->d || a->v_stride < a->dv || a->out_stride < a->dv)
     return fail(SA_INVALID_ARGUMENT, "strides smaller than the head dimension");
-  if (!std::isfinite(a->scale)) return fail(SA_INVALID_ARGUMENT, "scale must be finite");
-  const float scale = static_cast<float>(a->scale);
-  const std::int64_t splits = a->num_splits > 1 ? std::min(a->num_splits, a->nk) : 1;
-  std::vector<float> s(static_cast<std::size_t>(a->nk)), o(static_cast<std::size_t>(a->dv)),
-      acc(static_cast<std::size_t>(a->dv));
-  for (std::int64_t i = 0; i < a->nq; ++i) {
-    for (std::int64_t j = 0; j < a->nk; ++j) {
-      const bool visible =
-          (!a->key_mask || a->key_mask[j] != 0) && (!a->causal || j <= i + (a->nk - a->nq));
-      if (!visible) {
-        s[static_cast<std::size_t>(j)] = -kInf;
-        continue;
-      }
-      float dot = 0.0f;
-      for (std::int64_t c = 0; c < a->d; ++c)
-        dot +=
-            load(a->dtype, a->q, i * a->q_stride + c) * load(a->dtype, a->k, j * a->k_stride + c);
-      s[static_cast<std::size_t>(j)] = scale * dot;
-    }
-    const float H = theory::entropy_of(state_of(s));
-    const float b = a->adaptive ? theory::adaptive_beta(H) : 1.0f;
-    std::vector<float> z = s;
-    if (b != 1.0f)
-      for (auto& x : z)
-        if (std::isfinite(x)) x *= b;
-    float L = -kInf;
-    for (std::int64_t c = 0; c < a->dv; ++c) acc[static_cast<std::size_t>(c)] = 0.0f;
-    for (std::int64_t p = 0; p < splits; ++p) {
-      const std::int64_t k0 = a->nk * p / splits, k1 = a->nk * (p + 1) / splits;
-      float lp;
-      attend_part(a, z, k0, k1, o.data(), &lp);
-      if (p == 0) {
-        acc = o;
-        L = lp;
-      } else {
-        merge_one(a->dv, acc.data(), L, o.data(), lp, acc.data(), &L);
-      }
-    }
-    for (std::int64_t c = 0; c < a->dv; ++c)
-      store(a->dtype, a->out, i * a->out_stride + c, acc[static_cast<std::size_t>(c)]);
-    if (a->lse) a->lse[i] = L;
-    if (a->entropy) a->entropy[i] = H;
-    if (a->beta) a->beta[i] = b;
-  }
-  return SA_OK;
+  sa_attention_v2_args v = v2_args_of(*a);
+  if (!a->adaptive) v.beta = nullptr;  // v1: beta is 1 on every row, NaN rows included
+  const sa_status s = naive_attention_v2(ctx, &v);
+  if (s == SA_OK && !a->adaptive && a->beta)
+    for (std::int64_t i = 0; i < a->nq; ++i) a->beta[i] = 1.0f;
+  return s;
 }
 
 const char* n_last_error(void*) { return g_error.empty() ? nullptr : g_error.c_str(); }

@@ -78,41 +78,4 @@ float entropy(DType t, std::span<const float> row, double temperature) {
   return H;
 }
 
-std::vector<float> attention(DType t, const AttentionInput& in) {
-  const R r = rounder(t);
-  const float scale = r(static_cast<float>(in.scale));
-  std::vector<float> out(static_cast<std::size_t>(in.nq * in.dv), 0.0f);
-  std::vector<float> s(static_cast<std::size_t>(in.nk));
-  const float ninf = -std::numeric_limits<float>::infinity();
-  for (std::int64_t i = 0; i < in.nq; ++i) {
-    for (std::int64_t j = 0; j < in.nk; ++j) {
-      const bool visible = (in.key_mask.empty() || in.key_mask[static_cast<std::size_t>(j)] != 0) &&
-                           (!in.causal || j <= i + (in.nk - in.nq));
-      float dot = 0.0f;
-      for (std::int64_t c = 0; c < in.d; ++c)
-        dot = r(dot + r(in.q[static_cast<std::size_t>(i * in.d + c)] *
-                        in.k[static_cast<std::size_t>(j * in.d + c)]));
-      s[static_cast<std::size_t>(j)] = visible ? r(scale * dot) : ninf;
-    }
-    const float m = row_max(s);
-    if (m == ninf) continue;  // fully masked: zeros
-    float S = 0.0f;
-    std::vector<float> p(s.size(), 0.0f);
-    for (std::size_t j = 0; j < s.size(); ++j) {
-      if (s[j] == ninf) continue;
-      p[j] = r(std::exp(r(s[j] - m)));
-      S = r(S + p[j]);
-    }
-    for (auto& x : p) x = r(x / S);
-    for (std::int64_t c = 0; c < in.dv; ++c) {
-      float acc = 0.0f;
-      for (std::int64_t j = 0; j < in.nk; ++j)
-        acc = r(acc +
-                r(p[static_cast<std::size_t>(j)] * in.v[static_cast<std::size_t>(j * in.dv + c)]));
-      out[static_cast<std::size_t>(i * in.dv + c)] = acc;
-    }
-  }
-  return out;
-}
-
 }  // namespace sa::kernels::same_dtype

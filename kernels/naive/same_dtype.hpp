@@ -21,8 +21,6 @@ std::vector<float> softmax(DType t, std::span<const float> row, double temperatu
 std::vector<float> log_softmax(DType t, std::span<const float> row, double temperature);
 float logsumexp(DType t, std::span<const float> row, double temperature);
 float entropy(DType t, std::span<const float> row, double temperature);
-// Attention with the suite's AttentionInput (masks, causal bottom-right,
-// adaptive ignored: the baseline is for the plain op); out nq x dv.
-std::vector<float> attention(DType t, const AttentionInput& in);
+// (Attention's same-dtype baseline is kernels/naive/attention_v2.hpp's.)
 
 }  // namespace sa::kernels::same_dtype

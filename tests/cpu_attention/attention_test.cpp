@@ -1,5 +1,7 @@
-// The CPU attention forward (kernels/cpu/attention.cpp) against the MPFR
-// reference (reference/attention.hpp), called through sa::Kernel only.
+// The CPU attention forward (kernels/cpu/attention.cpp, the interface v1
+// entry) against the MPFR attention reference (reference/attention_v2.hpp,
+// attention_v2_exact, on the single-head case), called through sa::Kernel
+// only (Kernel::attention lays the case out as one v1 call).
 //
 // Claim: for every query row, out, lse, entropy and beta are within the
 // a-priori bounds derived below of the exact values for the same (float32 or
@@ -69,7 +71,8 @@
 #include "core/verdict.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/kernel.hpp"
-#include "reference/attention.hpp"
+#include "reference/attention_v2.hpp"
+#include "reference/mpfr.hpp"
 
 namespace {
 
@@ -118,10 +121,38 @@ float as_type(sa::DType t, double x) {
   return t == sa::DType::bfloat16 ? sa::round_to_bf16(f) : f;
 }
 
-sa::AttentionInput make_input(sa::DType t, const Shape& s) {
+// The inputs of one v1 call, as the tests build them (row-major, contiguous).
+struct Input {
+  std::int64_t nq = 0, nk = 0, d = 0, dv = 0;
+  std::vector<float> q, k, v;
+  std::vector<std::uint8_t> key_mask;  // empty or nk entries
+  double scale = 1.0;
+  bool causal = false, adaptive = false;
+  std::int64_t num_splits = 0;
+};
+
+// The same problem as one case of the attention case type (one sequence, one head).
+sa::AttentionCase case_of(sa::DType t, const Input& in) {
+  sa::AttentionCase c;
+  c.qkv = c.out_type = t == sa::DType::bfloat16 ? sa::AttnType::bfloat16 : sa::AttnType::float32;
+  c.seqlen_q = in.nq, c.seqlen_k = in.nk, c.d = in.d, c.dv = in.dv;
+  c.q = in.q, c.k = in.k, c.v = in.v;
+  c.key_padding_mask = in.key_mask;
+  c.scale = in.scale;
+  c.causal = in.causal;
+  c.adaptive = in.adaptive;
+  c.num_splits = in.num_splits;
+  return c;
+}
+
+sa::AttentionResultV2 attend(sa::DType t, const Input& in) {
+  return kernel().attention(case_of(t, in));
+}
+
+Input make_input(sa::DType t, const Shape& s) {
   std::mt19937_64 rng(s.seed);
   std::normal_distribution<double> nd(0.0, 1.0);
-  sa::AttentionInput in;
+  Input in;
   in.nq = s.nq;
   in.nk = s.nk;
   in.d = s.d;
@@ -137,8 +168,17 @@ sa::AttentionInput make_input(sa::DType t, const Shape& s) {
   return in;
 }
 
-sa::ref::AttentionProblem problem_of(const sa::AttentionInput& in) {
-  sa::ref::AttentionProblem p;
+// The problem in double (the bounds' arithmetic) and its exact reference.
+struct Problem {
+  std::int64_t nq = 0, nk = 0, d = 0, dv = 0;
+  std::vector<double> q, k, v;
+  std::vector<std::uint8_t> key_mask;
+  double scale = 1.0;
+  bool causal = false, adaptive = false;
+};
+
+Problem problem_of(const Input& in) {
+  Problem p;
   p.nq = in.nq;
   p.nk = in.nk;
   p.d = in.d;
@@ -151,6 +191,27 @@ sa::ref::AttentionProblem problem_of(const sa::AttentionInput& in) {
   p.causal = in.causal;
   p.adaptive = in.adaptive;
   return p;
+}
+
+// Query i sees key j: the key mask and bottom-right causal (kernel.h).
+bool key_visible(const Problem& p, std::int64_t i, std::int64_t j) {
+  return (p.key_mask.empty() || p.key_mask[static_cast<std::size_t>(j)] != 0) &&
+         (!p.causal || j <= i + (p.nk - p.nq));
+}
+
+// The MPFR reference (values rounded once to double); the inputs are float
+// values, so the float32 case holds them exactly.
+sa::ref::AttentionV2Values reference(const Problem& p) {
+  sa::AttentionCase c;
+  c.seqlen_q = p.nq, c.seqlen_k = p.nk, c.d = p.d, c.dv = p.dv;
+  c.q.assign(p.q.begin(), p.q.end());
+  c.k.assign(p.k.begin(), p.k.end());
+  c.v.assign(p.v.begin(), p.v.end());
+  c.key_padding_mask = p.key_mask;
+  c.scale = p.scale;
+  c.causal = p.causal;
+  c.adaptive = p.adaptive;
+  return sa::ref::attention_v2_exact(c);
 }
 
 // The worst element of one output, by error / bound.
@@ -177,7 +238,7 @@ bool same_special(double got, double want) {
 struct Report {
   std::vector<sa::Verdict> verdicts;
   double max_out_rel_bound = 0;   // float32 part of the out bound / Vmax, worst row
-  sa::AttentionOutput got;        // the kernel's result
+  sa::AttentionResultV2 got;      // the kernel's result
   std::vector<double> out_bound;  // per output element (0 for exact special values)
   bool all_passed() const {
     return std::all_of(verdicts.begin(), verdicts.end(), [](const auto& v) { return v.passed(); });
@@ -190,13 +251,13 @@ struct Report {
 };
 
 // Runs the kernel and the reference on `in` and compares with the bounds above.
-Report check(sa::DType t, const sa::AttentionInput& in) {
-  const auto got = kernel().attention(t, in);
+Report check(sa::DType t, const Input& in) {
+  const auto got = attend(t, in);
   // 128-bit MPFR: the reference's own relative error (<= 2^-100 for these sizes)
   // is negligible against every bound here (>= 2^-24); faster than the default 256.
   sa::ref::PrecisionScope precision(128);
   const auto p = problem_of(in);
-  const auto ref = sa::ref::attention(p);
+  const auto ref = reference(p);
   const bool bf = t == sa::DType::bfloat16;
   const std::int64_t Bk = sa::kernels::cpu_attention_key_tile;
   const double ntiles = static_cast<double>((in.nk + Bk - 1) / Bk);
@@ -215,7 +276,8 @@ Report check(sa::DType t, const sa::AttentionInput& in) {
     const std::string row = "row " + std::to_string(i);
     const double ref_lse = static_cast<double>(ref.lse[i]);
     const double ref_H = static_cast<double>(ref.entropy[i]);
-    const double ref_beta = static_cast<double>(ref.beta[i]);
+    // v1: beta is 1 without the adaptive temperature, NaN rows included.
+    const double ref_beta = in.adaptive ? static_cast<double>(ref.beta[i]) : 1.0;
     // Special rows: exact semantics of the header (the reference has the same).
     if (std::isnan(ref_H) || std::isinf(ref_lse)) {
       wl.see(same_special(got.lse[i], ref_lse) ? 0 : kInf, 0, row + " lse (special)");
@@ -243,7 +305,7 @@ Report check(sa::DType t, const sa::AttentionInput& in) {
     double A = 0, smax = 0, smin = kInf, sabs = 0;
     std::vector<double> vmax(static_cast<std::size_t>(in.dv), 0.0);
     for (std::int64_t j = 0; j < in.nk; ++j) {
-      if (!sa::ref::key_visible(p, i, j)) continue;
+      if (!key_visible(p, i, j)) continue;
       double a = 0, s = 0;
       for (std::int64_t c = 0; c < in.d; ++c) {
         a += std::abs(p.q[i * in.d + c] * p.k[j * in.d + c]);
@@ -275,7 +337,7 @@ Report check(sa::DType t, const sa::AttentionInput& in) {
     std::vector<double> want_out(static_cast<std::size_t>(in.dv));
     double want_lse = ref_lse, bh = 1.0;
     if (in.adaptive && std::isfinite(got.beta[i])) {
-      sa::ref::AttentionProblem pr;
+      Problem pr;
       pr.nq = 1;
       pr.nk = in.nk;
       pr.d = in.d;
@@ -284,11 +346,10 @@ Report check(sa::DType t, const sa::AttentionInput& in) {
       pr.k = p.k;
       pr.v = p.v;
       pr.key_mask.resize(static_cast<std::size_t>(in.nk));
-      for (std::int64_t j = 0; j < in.nk; ++j)
-        pr.key_mask[j] = sa::ref::key_visible(p, i, j) ? 1 : 0;
+      for (std::int64_t j = 0; j < in.nk; ++j) pr.key_mask[j] = key_visible(p, i, j) ? 1 : 0;
       bh = got.beta[i];
       pr.scale = in.scale * bh;  // exact in double: float beta^ times scale (<= 53 bits)
-      const auto rr = sa::ref::attention(pr);
+      const auto rr = reference(pr);
       for (std::int64_t c = 0; c < in.dv; ++c) want_out[c] = static_cast<double>(rr.out[c]);
       want_lse = static_cast<double>(rr.lse[0]);
     } else {
@@ -331,7 +392,7 @@ Report check(sa::DType t, const sa::AttentionInput& in) {
   return rep;
 }
 
-Report expect_ok(sa::DType t, const sa::AttentionInput& in) {
+Report expect_ok(sa::DType t, const Input& in) {
   Report r = check(t, in);
   EXPECT_TRUE(r.all_passed()) << r.text();
   // Sharpness: the bound must be able to catch a wrongly masked key (see header).
@@ -359,7 +420,7 @@ TEST_P(CpuAttention, CausalMoreQueriesThanKeysHasFullyMaskedRows) {
   s.nq = 90, s.nk = 70, s.d = 32, s.dv = 48, s.causal = true, s.seed = 13;
   const auto in = make_input(GetParam(), s);
   expect_ok(GetParam(), in);
-  const auto out = kernel().attention(GetParam(), in);
+  const auto out = attend(GetParam(), in);
   for (std::int64_t i = 0; i < 20; ++i) {
     EXPECT_EQ(out.lse[i], -std::numeric_limits<float>::infinity()) << "row " << i;
     EXPECT_EQ(out.entropy[i], 0.0f) << "row " << i;
@@ -402,7 +463,7 @@ TEST_P(CpuAttention, AllKeysMaskedGivesFullyMaskedRows) {
   in.key_mask.assign(70, 0);
   in.num_splits = 4;
   expect_ok(GetParam(), in);
-  const auto out = kernel().attention(GetParam(), in);
+  const auto out = attend(GetParam(), in);
   for (std::int64_t i = 0; i < s.nq; ++i) {
     EXPECT_EQ(out.lse[i], -std::numeric_limits<float>::infinity());
     EXPECT_EQ(out.entropy[i], 0.0f);
@@ -419,7 +480,7 @@ TEST_P(CpuAttention, AdaptiveTemperature) {
     s.seed = 17;
     const auto in = make_input(GetParam(), s);
     expect_ok(GetParam(), in);
-    const auto out = kernel().attention(GetParam(), in);
+    const auto out = attend(GetParam(), in);
     int corrected = 0;
     for (float b : out.beta) corrected += b > 1.01f;
     EXPECT_GT(corrected, 10) << "the test must exercise beta > 1";
@@ -427,7 +488,7 @@ TEST_P(CpuAttention, AdaptiveTemperature) {
     auto plain_in = in;
     plain_in.adaptive = false;
     expect_ok(GetParam(), plain_in);
-    const auto plain = kernel().attention(GetParam(), plain_in);
+    const auto plain = attend(GetParam(), plain_in);
     for (std::int64_t i = 0; i < s.nq; ++i) {
       EXPECT_EQ(plain.beta[i], 1.0f);
       EXPECT_EQ(plain.entropy[i], out.entropy[i]) << "same pass-1 arithmetic, row " << i;
@@ -524,7 +585,7 @@ TEST_P(CpuAttention, NanAndInfinityRows) {
       in.num_splits = ns;
       SCOPED_TRACE("adaptive " + std::to_string(adaptive) + " splits " + std::to_string(ns));
       expect_ok(GetParam(), in);
-      const auto out = kernel().attention(GetParam(), in);
+      const auto out = attend(GetParam(), in);
       EXPECT_TRUE(std::isnan(out.lse[1]) && std::isnan(out.entropy[1]) &&
                   std::isnan(out.out[s.dv]));
       if (adaptive)
@@ -638,18 +699,9 @@ TEST(CpuAttentionErrors, NamesTheField) {
   Shape s;
   s.nq = 4, s.nk = 4, s.d = 8, s.dv = 8;
   auto in = make_input(sa::DType::float32, s);
-  in.scale = std::numeric_limits<double>::infinity();
-  try {
-    (void)kernel().attention(sa::DType::float32, in);
-    ADD_FAILURE() << "non-finite scale accepted";
-  } catch (const sa::KernelError& e) {
-    EXPECT_EQ(e.status, SA_INVALID_ARGUMENT);
-    EXPECT_NE(std::string(e.what()).find("scale"), std::string::npos) << e.what();
-  }
-  in.scale = 1.0;
   in.num_splits = -2;
   try {
-    (void)kernel().attention(sa::DType::float32, in);
+    (void)attend(sa::DType::float32, in);
     ADD_FAILURE() << "negative num_splits accepted";
   } catch (const sa::KernelError& e) {
     EXPECT_EQ(e.status, SA_INVALID_ARGUMENT);
@@ -673,6 +725,9 @@ TEST(CpuAttentionErrors, NamesTheField) {
     EXPECT_NE(std::string(msg).find(field), std::string::npos) << msg;
   };
   auto b = a;
+  b.scale = std::numeric_limits<double>::infinity();  // (a case refuses it before any call)
+  expect_error(b, SA_INVALID_ARGUMENT, "scale");
+  b = a;
   b.nq = 0;
   expect_error(b, SA_INVALID_ARGUMENT, "nq");
   b = a;

@@ -260,33 +260,6 @@ TEST(CudaPlan, RowStrategiesAndGrids) {
   EXPECT_EQ(big.max_rescales, (big.chunks_per_row + 255) / 256 - 1 + 5 + 7);
 }
 
-TEST(CudaPlan, AttentionSplitsAndSharedMemory) {
-  sa_attention_args a = good_attention();
-  a.nk = 1000;  // 32 key tiles
-  a.num_splits = 0;
-  EXPECT_EQ(cu::plan_attention(a).splits, 1);
-  a.num_splits = 5;
-  cu::AttentionPlan p = cu::plan_attention(a);
-  EXPECT_EQ(p.splits, 5);
-  EXPECT_EQ(p.tiles_per_split, 7);  // ceil(32 / 5)
-  EXPECT_GE(p.splits * p.tiles_per_split * cu::kAttnKeyTile, a.nk);
-  EXPECT_EQ(p.max_rescales, 6 + 4);
-  a.num_splits = 1000;  // more splits than key tiles: clamped
-  EXPECT_EQ(cu::plan_attention(a).splits, 32);
-  // Odd padded key stride (conflict-free lanes) and the largest head fits the
-  // sm_80 opt-in shared memory per block (163 KB, CUDA C++ Programming Guide,
-  // compute capability 8.0 table).
-  a.d = a.dv = cu::kAttnMaxHead;
-  p = cu::plan_attention(a);
-  EXPECT_EQ(p.key_stride_smem % 2, 1);
-  EXPECT_LE(p.shared_bytes, 163u * 1024u);
-  a.d = 7;
-  EXPECT_EQ(cu::plan_attention(a).key_stride_smem, 7);
-  // Many queries: 1-D capped grid.
-  a.nq = std::int64_t{1} << 34;
-  EXPECT_LE(cu::plan_attention(a).grid, cu::kMaxGridX);
-}
-
 // A valid batched attention call (fake device pointers: never dereferenced
 // by the checks below).
 sa_attention_v2_args good_attention_v2() {

@@ -102,6 +102,47 @@ TEST(GateCheck, V1PluginStillPasses) {
   EXPECT_GT(v2, 0) << "the attention_v2 properties were not reported at all";
 }
 
+// The ids of the single-head attention checks before they became the
+// attention_v2 properties' (issue 30) are aliases: a spec written for them
+// still runs the checks that replaced them, on the v1 slot (the naive
+// kernel's, a translation to its attention_v2; tests/mutants run v1-only
+// kernels), and nothing under the retired id; `check --list` shows them.
+TEST(GateCheck, OldAttentionIdsSelectTheChecksThatReplacedThem) {
+  const std::string dir = temp_dir();
+  std::ofstream(dir + "/old.toml")
+      << "cases = 6\nseed = 7\ndtypes = [\"float32\", \"bfloat16\"]\n"
+         "ops = [\"attention\", \"merge_attention_states\"]\n"
+         "properties = [\"differential.ulp\", \"differential.flash_attention_2x\", "
+         "\"differential.pytorch_fudge5\", \"metamorphic.split_kv\"]\n"
+         "required = [\"metamorphic.split_kv\"]\n";
+  const Check c = check("--builtin naive --spec " + q(dir + "/old.toml"));
+  ASSERT_EQ(c.ran.rc, 0) << c.ran.output;
+  std::set<std::string> judged;  // property[op/dtype] of every pass
+  for (const auto& v : c.verdicts()) {
+    EXPECT_NE(v["property"], "metamorphic.split_kv") << v.dump();
+    if (v["outcome"] == "pass")
+      judged.insert(v["property"].get<std::string>() + "[" + v["op"].get<std::string>() + "/" +
+                    v["dtype"].get<std::string>() + "]");
+  }
+  for (const char* want :
+       {"attention_v2.rounding[attention/float32]", "attention_v2.rounding[attention/bfloat16]",
+        "attention_v2.flash_attention_2x[attention/bfloat16]",
+        "differential.ulp[merge_attention_states/float32]"})
+    EXPECT_EQ(judged.count(want), 1u) << want << "\n" << c.ran.output;
+  // Nothing beyond what the spec's ops allow: no attention_v2 entry, no row op.
+  for (const auto& v : c.verdicts())
+    if (v["property"].get<std::string>().rfind("gate.", 0) != 0)
+      EXPECT_TRUE(v["op"] == "attention" || v["op"] == "merge_attention_states") << v.dump();
+  const Ran list = run(kCli + " check --list");
+  ASSERT_EQ(list.rc, 0) << list.output;
+  EXPECT_NE(list.output.find("metamorphic.split_kv -> attention_v2.rounding, differential.ulp"),
+            std::string::npos)
+      << list.output;
+  EXPECT_NE(list.output.find("differential.ulp -> attention_v2.rounding [ops attention]"),
+            std::string::npos)
+      << list.output;
+}
+
 TEST(GateCheck, BrokenKernelFailsWithCounterexampleEverywhere) {
   const Check c = check(bad(0) + " --seed 7");
   ASSERT_EQ(c.ran.rc, 1) << c.ran.output;

@@ -2,6 +2,7 @@
 // buffer guard (in process), the report without gnuplot.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -50,7 +51,56 @@ TEST(GateSpec, PrefixSelectsProperties) {
   const auto stem = first.substr(0, first.find('.'));
   const GateSpec s = parse_gate_spec("properties = [\"" + stem + ".*\"]", "g.toml");
   EXPECT_FALSE(s.suite.properties.empty());
-  for (const auto& p : s.suite.properties) EXPECT_EQ(p.rfind(stem + ".", 0), 0u) << p;
+  // The family's ids, and those its ids moved checks to (props::property_aliases).
+  auto moved_here = [&](const std::string& p) {
+    for (const auto& a : props::property_aliases())
+      if (a.id.rfind(stem + ".", 0) == 0 && std::find(a.to.begin(), a.to.end(), p) != a.to.end())
+        return true;
+    return false;
+  };
+  for (const auto& p : s.suite.properties)
+    EXPECT_TRUE(p.rfind(stem + ".", 0) == 0 || moved_here(p)) << p;
+  for (const auto& p : props::properties())
+    if (p.family() == stem)
+      EXPECT_NE(std::find(s.suite.properties.begin(), s.suite.properties.end(), p.id),
+                s.suite.properties.end())
+          << p.id;
+}
+
+// Old ids (props::property_aliases) select the ids their checks moved to, for
+// the ops the spec runs; a retired id is replaced, never kept.
+TEST(GateSpec, OldAttentionIdsAreAliases) {
+  auto has = [](const std::vector<std::string>& v, const char* id) {
+    return std::find(v.begin(), v.end(), id) != v.end();
+  };
+  const GateSpec a = parse_gate_spec(
+      "ops = [\"attention\", \"merge_attention_states\"]\n"
+      "properties = [\"differential.ulp\", \"differential.flash_attention_2x\", "
+      "\"metamorphic.split_kv\"]\nrequired = [\"metamorphic.split_kv\"]\n",
+      "old.toml");
+  EXPECT_TRUE(has(a.suite.properties, "differential.ulp"));
+  EXPECT_TRUE(has(a.suite.properties, "attention_v2.rounding"));
+  EXPECT_TRUE(has(a.suite.properties, "attention_v2.flash_attention_2x"));
+  EXPECT_FALSE(has(a.suite.properties, "metamorphic.split_kv"));
+  EXPECT_TRUE(has(a.required, "attention_v2.rounding"));
+  EXPECT_TRUE(has(a.required, "differential.ulp"));
+  EXPECT_FALSE(has(a.required, "metamorphic.split_kv"));
+  // Without the attention op, differential.ulp is what it always was.
+  const GateSpec rows =
+      parse_gate_spec("ops = [\"softmax\"]\nproperties = [\"differential.*\"]\n", "rows.toml");
+  EXPECT_FALSE(has(rows.suite.properties, "attention_v2.rounding"));
+  EXPECT_TRUE(has(rows.suite.properties, "differential.ulp"));
+  // The family selects the live aliases; a retired id only by its name.
+  const GateSpec fam = parse_gate_spec("properties = [\"metamorphic.*\"]\n", "fam.toml");
+  EXPECT_FALSE(fam.suite.properties.empty());
+  for (const auto& p : fam.suite.properties) EXPECT_EQ(p.rfind("metamorphic.", 0), 0u) << p;
+  EXPECT_THROW(parse_gate_spec("properties = [\"metamorphic.split_kv_typo\"]\n", "bad.toml"),
+               SpecError);
+  // run_suite takes a retired id too (a config built without a spec).
+  EXPECT_EQ(props::resolve_aliases({"metamorphic.split_kv"}, {Op::merge_attention_states}, true),
+            (std::vector<std::string>{"attention_v2.rounding", "differential.ulp"}));
+  EXPECT_EQ(props::resolve_aliases({"differential.ulp"}, {}, true),
+            std::vector<std::string>{"differential.ulp"});
 }
 
 // The [attention] table (interface v2 cases): every key read as written.
