@@ -218,8 +218,8 @@ int list_markdown() {
               << cell(p.needs) << " | `" << p.rule << "` | " << cell(p.measure) << " |\n";
   std::cout << "\n## Aliases\n\n"
                "Old ids a spec's `properties`, `required` and `check --property` still take: each "
-               "selects the ids it moved to, for a run whose ops are all or include those shown "
-               "(a retired id only by its name, not by its family).\n\n"
+               "selects the ids it moved to when the spec's `ops` name one of those shown (a retired "
+               "id also without `ops`; a retired id only by its name, not by its family).\n\n"
                "| id | selects | for ops | retired | what |\n|---|---|---|---|---|\n";
   for (const auto& a : props::property_aliases()) {
     std::string to;
@@ -246,7 +246,7 @@ int list_names() {
               << ops_text(p.ops) << "; unit " << p.measure
               << (p.needs.empty() ? std::string() : "; needs " + p.needs) << "]\n";
   std::cout << "aliases (old ids a spec may still name; each also selects the ids after '->' "
-               "for the ops in brackets):\n";
+               "when the spec's ops name one in brackets; a retired one also without ops):\n";
   for (const auto& a : props::property_aliases()) {
     std::string to;
     for (const auto& t : a.to) to += (to.empty() ? "" : ", ") + t;

@@ -534,9 +534,13 @@ std::vector<std::string> resolve_aliases(const std::vector<std::string>& selecte
           (!a.retired &&
            (a.id.rfind(p + ".", 0) == 0 ||
             (p.size() >= 2 && p.ends_with(".*") && a.id.rfind(p.substr(0, p.size() - 1), 0) == 0)));
-      const bool op_run = ops.empty() || std::any_of(a.ops.begin(), a.ops.end(), [&](Op o) {
-                            return std::find(ops.begin(), ops.end(), o) != ops.end();
-                          });
+      // A live id keeps its meaning in a run of every op (a spec naming
+      // differential.ulp alone runs differential.ulp alone); it also selects
+      // what moved when the run's ops name one of the alias's.
+      const bool named = std::any_of(a.ops.begin(), a.ops.end(), [&](Op o) {
+        return std::find(ops.begin(), ops.end(), o) != ops.end();
+      });
+      const bool op_run = named || (a.retired && ops.empty());
       if (selects && op_run && (a.retired || !retired_only))
         for (const std::string& t : a.to) add(t);
     }

@@ -136,9 +136,9 @@ std::vector<Rule> rules();
 // An id gate specs may still name for checks that moved (issue 30: interface
 // v1 attention is judged by the attention_v2 properties on its single-head
 // cases, op `attention`). Selecting `id` (a live id also through its
-// family or a prefix) also selects the ids in `to` when the run's ops are
-// all or include one of `ops`. A retired id (no longer a property:
-// `retired`) is replaced by them.
+// family or a prefix) also selects the ids in `to` when the run's ops name
+// one of `ops`. A retired id (no longer a property: `retired`) is replaced
+// by them (also in a run of every op).
 struct PropertyAlias {
   std::string id;
   std::vector<std::string> to;
