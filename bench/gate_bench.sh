@@ -103,7 +103,7 @@ for mode in "${mode_list[@]}"; do
     cp "$tmp/check.json" "$tmp/check-$mode.json" 2>/dev/null
     [ -n "$jobs" ] && run_one "$mode" "check-j$jobs" "$bin" check --builtin cpu --seed "$seed" -q \
       --jobs "$jobs" --json "$tmp/check-j.json" "${extra[@]}"
-    [ "$audit" = 1 ] && run_one "$mode" audit "$bin" audit --builtin cpu -q --out "$tmp/audit"
+    [ "$audit" = 1 ] && run_one "$mode" audit "$bin" audit --out "$tmp/audit"
   done
 done
 
