@@ -216,11 +216,12 @@ int list_markdown() {
   for (const auto& p : props::properties())
     std::cout << "| `" << p.id << "` | " << cell(p.claim) << " | " << cell(ops_text(p.ops)) << " | "
               << cell(p.needs) << " | `" << p.rule << "` | " << cell(p.measure) << " |\n";
-  std::cout << "\n## Aliases\n\n"
-               "Old ids a spec's `properties`, `required` and `check --property` still take: each "
-               "selects the ids it moved to when the spec's `ops` name one of those shown (a retired "
-               "id also without `ops`; a retired id only by its name, not by its family).\n\n"
-               "| id | selects | for ops | retired | what |\n|---|---|---|---|---|\n";
+  std::cout
+      << "\n## Aliases\n\n"
+         "Old ids a spec's `properties`, `required` and `check --property` still take: each "
+         "selects the ids it moved to when the spec's `ops` name one of those shown (a retired "
+         "id also without `ops`; a retired id only by its name, not by its family).\n\n"
+         "| id | selects | for ops | retired | what |\n|---|---|---|---|---|\n";
   for (const auto& a : props::property_aliases()) {
     std::string to;
     for (const auto& t : a.to) to += (to.empty() ? "" : ", ") + ("`" + t + "`");

@@ -342,9 +342,8 @@ Check monotonicity(const Variant& v, const Case& c) {
   std::ostringstream os;
   os << fmt_in(c.in) << ", raise l[" << i << "] by " << c.amount;
   // A negative `worst` (every weight moved the right way) is measured as 0.
-  Check r = judged(std::max(worst, 0.0), tol(v, raised.l), os.str(),
-                   "p before = " + fmt_vec(p) + ", after = " + fmt_vec(q));
-  return r;
+  return judged(std::max(worst, 0.0), tol(v, raised.l), os.str(),
+                "p before = " + fmt_vec(p) + ", after = " + fmt_vec(q));
 }
 
 Check continuity(const Variant& v, const Case& c) {
