@@ -199,7 +199,7 @@ void sizes(benchmark::internal::Benchmark* b, bool with_mode) {
 }
 
 // One batched (interface v2) problem: contiguous BSHD (or packed varlen) tensors.
-struct ProblemV2 {
+struct AttentionProblem {
   sa_attention_v2_args a{};
   std::vector<unsigned char> q, k, v, out;
   std::vector<float> lse;
@@ -207,7 +207,7 @@ struct ProblemV2 {
   double flops = 0;
   double kv_bytes = 0;  // K and V of every (sequence, key/value head), each read once
 
-  ProblemV2(int layout, sa_dtype t, std::int64_t d) {
+  AttentionProblem(int layout, sa_dtype t, std::int64_t d) {
     std::int64_t batch = 1, hq = 8, hk = 8, sq = 4096, sk = 4096;
     bool varlen = false;
     a.struct_size = sizeof(sa_attention_v2_args);
@@ -310,7 +310,7 @@ const char* const kLayoutNames[] = {"mha", "gqa", "varlen", "window", "decode", 
 
 void BM_AttentionV2(benchmark::State& st) {
   const auto t = static_cast<sa_dtype>(st.range(1));
-  ProblemV2 p(static_cast<int>(st.range(0)), t, st.range(2));
+  AttentionProblem p(static_cast<int>(st.range(0)), t, st.range(2));
   const double c0 = cpu_seconds();
   for (auto _ : st) {
     if (sa::kernels::cpu_attention_v2(nullptr, &p.a) != SA_OK)
@@ -360,7 +360,7 @@ const char* const kDecodeShapes[] = {"gqa", "single", "v1"};
 void BM_DecodeOverKvRead(benchmark::State& st) {
   const int shape = static_cast<int>(st.range(0));
   const auto t = static_cast<sa_dtype>(st.range(1));
-  ProblemV2 p(shape == 0 ? 4 : 5, t, 128);
+  AttentionProblem p(shape == 0 ? 4 : 5, t, 128);
   sa_attention_args v1{};
   if (shape == 2) {
     v1.dtype = t;

@@ -122,7 +122,7 @@ void bench_attention(benchmark::State& st, sa::ref::RefPath path) {
   o.path = path;
   o.threads = 1;
   o.stats = &stats;
-  for (auto _ : st) benchmark::DoNotOptimize(sa::ref::attention_v2_rounded(DType::float32, c, o));
+  for (auto _ : st) benchmark::DoNotOptimize(sa::ref::attention_rounded(DType::float32, c, o));
   st.SetItemsProcessed(st.iterations() * c.seqlen_q);  // query rows
   st.counters["fallback_fraction"] = stats.fallback_fraction();
   st.counters["level2_fraction"] =

@@ -280,7 +280,7 @@ const call_log::Arg& arg(const Call& c, const char* n) {
 
 // The element type of each output the call returned.
 std::string output_dtype(const Call& c, const std::string& out) {
-  if (c.op == "attention_v2" || c.op == "attention_backward") {
+  if (c.op == "attention_v2" || c.op == "attention" || c.op == "attention_backward") {
     if (out == "lse" || out == "entropy" || out == "beta" || out == "dsinks") return "float32";
     if (c.op == "attention_backward") {
       const std::string q = arg(c, "qkv_dtype").word;
@@ -350,12 +350,12 @@ std::vector<Array> expected_of(const Call& c) {
       for (double x : g.rounded) out.push_back(static_cast<float>(x));
     }
     like("dx", std::move(out));
-  } else if (c.op == "attention_v2") {
+  } else if (c.op == "attention_v2" || c.op == "attention") {
     const AttentionCase a = call_log::attention_case_of(c);
-    const auto o = ref::attention_v2_rounded(dtype_named(output_dtype(c, "out")), a);
+    const auto o = ref::attention_rounded(dtype_named(output_dtype(c, "out")), a);
     like("out", to_floats(o.out));
     const auto s =
-        output_dtype(c, "out") == "float32" ? o : ref::attention_v2_rounded(DType::float32, a);
+        output_dtype(c, "out") == "float32" ? o : ref::attention_rounded(DType::float32, a);
     like("lse", to_floats(s.lse));
     like("entropy", to_floats(s.entropy));
     like("beta", to_floats(s.beta));

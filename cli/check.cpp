@@ -212,10 +212,12 @@ int list_markdown() {
     return x.empty() ? std::string("—") : x;
   };
   std::cout << "\n## Properties\n\n"
-               "| id | claim | ops | needs | rule | unit |\n|---|---|---|---|---|---|\n";
+               "| id | claim | ops | needs | rule | unit | judged by (properties/) |\n"
+               "|---|---|---|---|---|---|---|\n";
   for (const auto& p : props::properties())
     std::cout << "| `" << p.id << "` | " << cell(p.claim) << " | " << cell(ops_text(p.ops)) << " | "
-              << cell(p.needs) << " | `" << p.rule << "` | " << cell(p.measure) << " |\n";
+              << cell(p.needs) << " | `" << p.rule << "` | " << cell(p.measure) << " | "
+              << cell(p.runner) << " |\n";
   std::cout
       << "\n## Aliases\n\n"
          "Old ids a spec's `properties`, `required` and `check --property` still take: each "
@@ -245,7 +247,8 @@ int list_names() {
   for (const auto& p : props::properties())
     std::cout << "  " << p.id << "  — " << p.claim << " [rule " << p.rule << "; ops "
               << ops_text(p.ops) << "; unit " << p.measure
-              << (p.needs.empty() ? std::string() : "; needs " + p.needs) << "]\n";
+              << (p.needs.empty() ? std::string() : "; needs " + p.needs) << "; judged by "
+              << p.runner << "]\n";
   std::cout << "aliases (old ids a spec may still name; each also selects the ids after '->' "
                "when the spec's ops name one in brackets; a retired one also without ops):\n";
   for (const auto& a : props::property_aliases()) {

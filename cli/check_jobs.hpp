@@ -78,7 +78,7 @@ inline std::vector<JobUnit> job_units(const std::vector<std::string>& plan,
     JobUnit base{u.key, config, 1.0};
     base.config.properties = u.properties;
     if (u.key == "attention_v2") {
-      for (AttnType t : props::attention_v2_types(config)) {
+      for (AttnType t : props::attention_types(config)) {
         JobUnit j = base;
         j.key = u.key + "[" + name_of(t) + "]";
         j.config.attention.types = {t};

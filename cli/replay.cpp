@@ -129,7 +129,7 @@ void validate_call(const call_log::Call& c) {
     DType t;
     double th;
     (void)batch_of(c, t, th);
-  } else if (c.op == "attention_v2" || c.op == "attention_backward") {
+  } else if (c.op == "attention_v2" || c.op == "attention" || c.op == "attention_backward") {
     try {
       (void)call_log::attention_case_of(c);
     } catch (const std::invalid_argument& e) {
@@ -142,15 +142,17 @@ void validate_call(const call_log::Call& c) {
   } else {
     throw Usage("the recorded call's op '" + c.op +
                 "': expected softmax, log_softmax, logsumexp, entropy, adaptive_softmax, "
-                "softmax_backward, log_softmax_backward, attention_v2 or attention_backward");
+                "softmax_backward, log_softmax_backward, attention_v2, attention (interface v1) or "
+                "attention_backward");
   }
 }
 
 // Runs one recorded call on `k`; the outputs by name.
 std::map<std::string, std::vector<float>> run_call(const Kernel& k, const call_log::Call& c) {
   std::map<std::string, std::vector<float>> r;
-  if (c.op == "attention_v2") {
-    const AttentionResultV2 o = k.attention_v2(call_log::attention_case_of(c));
+  if (c.op == "attention_v2" || c.op == "attention") {
+    const AttentionCase a = call_log::attention_case_of(c);
+    const AttentionResult o = c.op == "attention" ? k.attention(a) : k.attention_v2(a);
     r["out"] = o.out;
     if (!o.lse.empty()) r["lse"] = o.lse;
     if (!o.entropy.empty()) r["entropy"] = o.entropy;

@@ -162,7 +162,7 @@ inline std::string AttentionCase::describe() const {
   return r;
 }
 
-struct AttentionResultV2 {
+struct AttentionResult {
   std::vector<float> out;                 // total_q x heads_q x dv
   std::vector<float> lse, entropy, beta;  // total_q x heads_q
 };

@@ -294,7 +294,7 @@ bool Kernel::declares(std::uint32_t attention_feature) const {
   return k_->capabilities == nullptr || (k_->capabilities->attention_features & attention_feature);
 }
 
-AttentionResultV2 Kernel::attention_v2(const AttentionCase& c) const {
+AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
   c.validate();
   if (const std::string why = why_not_applicable(c); !why.empty())
     throw NotApplicable("kernel '" + name_ + "' attention_v2: " + why);
@@ -398,7 +398,7 @@ AttentionResultV2 Kernel::attention_v2(const AttentionCase& c) const {
                         "kernel '" + name_ + "' attention_v2 wrote output element " +
                             std::to_string(i) + ", which is padding outside every output row (" +
                             c.describe() + ")");
-  AttentionResultV2 r;
+  AttentionResult r;
   r.out.resize(static_cast<std::size_t>(c.total_q() * c.heads_q * c.dv));
   r.lse.resize(want_lse ? rows : 0);
   r.entropy.resize(want_H ? rows : 0);
@@ -467,7 +467,7 @@ std::string Kernel::why_not_applicable_v1(const AttentionCase& c) const {
 // between rows, as kernel.h lets a v1 caller choose. The key padding mask is
 // v1's key_mask; causal is bottom-right. lse, entropy and beta always come
 // back (v1 writes all three; beta is 1 without the adaptive temperature).
-AttentionResultV2 Kernel::attention(const AttentionCase& c) const {
+AttentionResult Kernel::attention(const AttentionCase& c) const {
   c.validate();
   if (const std::string why = why_not_applicable_v1(c); !why.empty())
     throw NotApplicable("kernel '" + name_ + "' attention: " + why);
@@ -497,7 +497,7 @@ AttentionResultV2 Kernel::attention(const AttentionCase& c) const {
   }
   const Buffer o0 = o;
   const auto rows = static_cast<std::size_t>(c.seqlen_q);
-  AttentionResultV2 r;
+  AttentionResult r;
   r.lse.assign(rows, NAN);
   r.entropy.assign(rows, NAN);
   r.beta.assign(rows, NAN);
@@ -541,8 +541,17 @@ AttentionResultV2 Kernel::attention(const AttentionCase& c) const {
   for (std::int64_t i = 0; i < c.seqlen_q; ++i)
     for (std::int64_t x = 0; x < c.dv; ++x)
       r.out[static_cast<std::size_t>(i * c.dv + x)] = o.get(static_cast<std::size_t>(i * os + x));
-  // (Not recorded for case files: `replay` and the case file's expected
-  // values know attention_v2's and attention_backward's calls only.)
+  // Recorded for case files as op `attention` with the case's own encoding:
+  // `replay` calls the v1 slot again through this function.
+  if (call_log::recording()) {
+    call_log::Call rc = call_log::attention_call("attention", c);
+    const std::int64_t tq = c.total_q();
+    rc.got.push_back(call_log::floats("out", {tq, 1, c.dv}, r.out));
+    rc.got.push_back(call_log::floats("lse", {tq, 1}, r.lse));
+    rc.got.push_back(call_log::floats("entropy", {tq, 1}, r.entropy));
+    rc.got.push_back(call_log::floats("beta", {tq, 1}, r.beta));
+    call_log::record(std::move(rc));
+  }
   return r;
 }
 
@@ -620,7 +629,7 @@ std::string Kernel::why_not_applicable_backward(const AttentionCase& c) const {
   return why_not_applicable(c);
 }
 
-AttentionGradientsV2 Kernel::attention_backward(const AttentionCase& c, std::span<const float> out,
+AttentionBackwardResult Kernel::attention_backward(const AttentionCase& c, std::span<const float> out,
                                                 std::span<const float> lse,
                                                 std::span<const float> dout,
                                                 bool deterministic) const {
@@ -726,7 +735,7 @@ AttentionGradientsV2 Kernel::attention_backward(const AttentionCase& c, std::spa
   check_padding(*this, c, "dq", dq0, dq, live_q);
   check_padding(*this, c, "dk", dk0, dk, live_k);
   check_padding(*this, c, "dv", dv0, dv, live_v);
-  AttentionGradientsV2 g;
+  AttentionBackwardResult g;
   g.dq = gather(c, true, c.heads_q, c.d, sq, dq);
   g.dk = gather(c, false, c.heads_kv, c.d, sk, dk);
   g.dv = gather(c, false, c.heads_kv, c.dv, sv, dv);

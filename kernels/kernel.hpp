@@ -150,7 +150,7 @@ struct AdaptiveOutput {
 // Gradients of one attention_backward call (interface v2), packed BSHD as
 // core/attention_case.hpp: dq like q, dk like k, dv like v; dsinks per query
 // head (empty without sinks).
-struct AttentionGradientsV2 {
+struct AttentionBackwardResult {
   std::vector<float> dq, dk, dv, dsinks;
 };
 
@@ -195,13 +195,13 @@ class Kernel {
   // NotApplicable for any other case (why_not_applicable_v1 says why),
   // KernelError for a failed call or a write outside the output rows. lse,
   // entropy and beta always come back.
-  AttentionResultV2 attention(const AttentionCase& c) const;
+  AttentionResult attention(const AttentionCase& c) const;
   std::string why_not_applicable_v1(const AttentionCase& c) const;
   // Batched attention (interface v2). Throws NotApplicable for a case outside
   // the kernel's capabilities (why_not_applicable says why), KernelError for a
   // failed call or a write outside the output rows. lse and entropy come back
   // empty when the kernel does not declare them.
-  AttentionResultV2 attention_v2(const AttentionCase& c) const;
+  AttentionResult attention_v2(const AttentionCase& c) const;
   // Empty when the kernel can run the case; else the reason, in words.
   std::string why_not_applicable(const AttentionCase& c) const;
   // Whether the kernel's attention_v2 declares an SA_ATTN_* feature.
@@ -231,7 +231,7 @@ class Kernel {
   // out. Throws NotApplicable outside the capabilities
   // (why_not_applicable_backward), KernelError for a failed call or a write
   // outside the gradients' rows.
-  AttentionGradientsV2 attention_backward(const AttentionCase& c, std::span<const float> out,
+  AttentionBackwardResult attention_backward(const AttentionCase& c, std::span<const float> out,
                                           std::span<const float> lse, std::span<const float> dout,
                                           bool deterministic = false) const;
   // Empty when the kernel's attention_backward can run the case: the forward's

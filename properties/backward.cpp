@@ -52,7 +52,7 @@
 #include "properties/inline_inputs.hpp"
 #include "properties/checks.hpp"
 #include "properties/suite_internal.hpp"
-#include "reference/attention_v2.hpp"
+#include "reference/attention.hpp"
 #include "reference/backward.hpp"
 
 namespace sa::props::detail {
@@ -611,7 +611,7 @@ GradBudgets grad_budgets(const AttentionCase& c, std::span<const float> dout,
           ns[h] += 1;
         }
         for (std::int64_t j = 0; j < Lk; ++j) {
-          if (!ref::visible_v2(c, b, i, j)) continue;
+          if (!ref::key_visible(c, b, i, j)) continue;
           const std::size_t kr = static_cast<std::size_t>(c.row_k(b, j) * HK + hk);
           const float* kj = c.k.data() + kr * d;
           const float* vj = c.v.data() + kr * dvv;
@@ -749,7 +749,7 @@ struct BwdCtx {
   const std::vector<float>& lse_k;   // the lse handed to the kernel (its convention)
   const std::vector<double>& lse_b;  // hand_lse's budget terms
   const std::vector<double>& lse_x;
-  const AttentionGradientsV2& g;
+  const AttentionBackwardResult& g;
   const GradBudgets& gb;
 };
 // rounding
@@ -757,7 +757,7 @@ void grad_rounding(const BwdCtx& cx, Check& res) {
   DType dt = cx.dt;
   const AttentionCase& c = cx.c;
   const ref::AttentionGradients& r = cx.r;
-  const AttentionGradientsV2& g = cx.g;
+  const AttentionBackwardResult& g = cx.g;
   const GradBudgets& gb = cx.gb;
   for (std::size_t e = 0; e < r.dq.size(); ++e)
     consider(res, dt, g.dq[e], r.dq[e], gb.dq[e], [&] { return at_of("dq", e, c.heads_q, c.d); });
@@ -773,7 +773,7 @@ void grad_rounding(const BwdCtx& cx, Check& res) {
 // no_nan (every input is finite)
 void no_nan(const BwdCtx& cx, Check& res) {
   const AttentionCase& c = cx.c;
-  const AttentionGradientsV2& g = cx.g;
+  const AttentionBackwardResult& g = cx.g;
   std::size_t bad = 0;
   std::string first;
   auto scan = [&](const std::vector<float>& v, const char* what, std::int64_t heads,
@@ -800,7 +800,7 @@ void flash_attention_3x(const BwdCtx& cx, Check& res) {
   const AttentionCase& c = cx.c;
   const std::vector<float>& dout = cx.dout;
   const ref::AttentionGradients& r = cx.r;
-  const AttentionGradientsV2& g = cx.g;
+  const AttentionBackwardResult& g = cx.g;
   const auto base = kernels::same_dtype::attention_backward(c, dout);
   Check worst;
   auto rule3 = [&](const char* what, const std::vector<float>& got, const std::vector<float>& bl,
@@ -831,7 +831,7 @@ void cudnn_frontend(const BwdCtx& cx, Check& res) {
   AttnType t = cx.t;
   const AttentionCase& c = cx.c;
   const ref::AttentionGradients& r = cx.r;
-  const AttentionGradientsV2& g = cx.g;
+  const AttentionBackwardResult& g = cx.g;
   Check worst;
   auto tol = [&](const char* what, const std::vector<float>& got, const std::vector<double>& ex,
                  bool dq, std::int64_t heads, std::int64_t dim) {
@@ -862,11 +862,11 @@ void gqa_group_sum(const BwdCtx& cx, Check& res) {
   const std::vector<float>& lse_k = cx.lse_k;
   const std::vector<double>& lse_b = cx.lse_b;
   const std::vector<double>& lse_x = cx.lse_x;
-  const AttentionGradientsV2& g = cx.g;
+  const AttentionBackwardResult& g = cx.g;
   const GradBudgets& gb = cx.gb;
   const AttentionCase mc = with_repeated_kv_heads(c);
   if (k.why_not_applicable_backward(mc).empty()) {
-    const AttentionGradientsV2 mg = k.attention_backward(mc, out, lse_k, dout);
+    const AttentionBackwardResult mg = k.attention_backward(mc, out, lse_k, dout);
     const ref::AttentionGradients mr = ref::attention_backward(mc, dout);
     const GradBudgets mb = grad_budgets(mc, dout, mr, out, lse_b, lse_x);
     const std::int64_t G = c.heads_q / c.heads_kv;
@@ -904,13 +904,13 @@ void masked_zero(const BwdCtx& cx, Check& res) {
   const std::vector<float>& dout = cx.dout;
   const std::vector<float>& out = cx.out;
   const std::vector<float>& lse_k = cx.lse_k;
-  const AttentionGradientsV2& g = cx.g;
+  const AttentionBackwardResult& g = cx.g;
   AttentionCase pc = c;
   std::vector<std::int64_t> hidden;
   for (std::int64_t b = 0; b < c.batch; ++b)
     for (std::int64_t j = 0; j < c.len_k(b); ++j) {
       bool h = true;
-      for (std::int64_t i = 0; i < c.len_q(b) && h; ++i) h = !ref::visible_v2(c, b, i, j);
+      for (std::int64_t i = 0; i < c.len_q(b) && h; ++i) h = !ref::key_visible(c, b, i, j);
       if (!h) continue;
       const std::int64_t r0 = c.row_k(b, j);
       hidden.push_back(r0);
@@ -920,7 +920,7 @@ void masked_zero(const BwdCtx& cx, Check& res) {
       }
     }
   if (!hidden.empty()) {
-    const AttentionGradientsV2 pg = k.attention_backward(pc, out, lse_k, dout);
+    const AttentionBackwardResult pg = k.attention_backward(pc, out, lse_k, dout);
     std::size_t diff = 0;
     std::string first;
     for (std::int64_t r0 : hidden)
@@ -1017,7 +1017,7 @@ void run_attention_backward(const Run& run) {
       std::vector<float> lse_k;  // what the kernel is handed (its convention)
       std::vector<double> lse_b, lse_x;
       hand_lse(c, r, lse, &lse_k, &lse_b, &lse_x);
-      const AttentionGradientsV2 g = k.attention_backward(c, out, lse_k, dout);
+      const AttentionBackwardResult g = k.attention_backward(c, out, lse_k, dout);
       const GradBudgets gb = grad_budgets(c, dout, r, out, lse_b, lse_x);
       const BwdCtx cx{run, k, t, dt, c, dout, r, out, lse_k, lse_b, lse_x, g, gb};
       // One function per property (above run_attention_backward), each

@@ -34,7 +34,7 @@
 #include "core/float16.hpp"
 #include "properties/checks.hpp"
 #include "properties/suite_internal.hpp"
-#include "reference/attention_v2.hpp"
+#include "reference/attention.hpp"
 
 namespace sa::props::detail {
 namespace {
@@ -143,7 +143,7 @@ struct Backward {
 };
 Backward backward_inputs(const AttentionCase& c) {
   Backward b;
-  const ref::AttentionV2Values r = ref::attention_v2(c);
+  const ref::AttentionValues r = ref::attention_v2(c);
   for (double x : r.out) {
     const float f = static_cast<float>(x);
     b.out.push_back(c.out_type == AttnType::bfloat16  ? round_to_bf16(f)

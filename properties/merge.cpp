@@ -9,17 +9,17 @@
 //                            partial results over 1-8 disjoint key sets,
 //                            against the reference over all keys.
 // The attention parts are single-head cases of the attention generator
-// (attention_v2_cases.hpp), split by their key padding mask.
+// (attention_cases.hpp), split by their key padding mask.
 #include <algorithm>
 #include <cmath>
 #include <random>
 
-#include "properties/attention_v2_cases.hpp"
+#include "properties/attention_cases.hpp"
 #include "properties/budgets.hpp"
 #include "properties/checks.hpp"
 #include "properties/suite_internal.hpp"
 #include "reference/attention_cr.hpp"
-#include "reference/attention_v2.hpp"
+#include "reference/attention.hpp"
 #include "reference/rounding.hpp"
 #include "reference/softmax.hpp"
 #include "theory/streamed_entropy.hpp"
@@ -33,15 +33,15 @@ using budget::u32;
 // one head, float32, short (1-40 queries and keys, head dims 1-16), with
 // causal masks and key padding (some rows and parts fully masked), no
 // adaptive temperature or split.
-rc::Gen<V2Params> gen_merge_cases() {
+rc::Gen<AttnParams> gen_merge_cases() {
   AttentionShapes s;
   s.lengths = {{1, 1}, {2, 3}, {3, 2}, {7, 5}, {5, 12}, {17, 40}, {40, 17}, {33, 33}};
   s.head_dims = {1, 3, 4, 8, 16};
   s.features = std::vector<std::string>{"causal", "key_padding", "unequal_dv"};
-  V2Domain dom;
+  AttnDomain dom;
   dom.features = SA_ATTN_CAUSAL | SA_ATTN_KEY_PADDING | SA_ATTN_UNEQUAL_HEAD_DIMS;
   dom.constraints = SA_ATTN_ONLY_BOTTOM_RIGHT;
-  return gen_v2(false, s, dom);
+  return gen_attention(false, s, dom);
 }
 
 // The case with only the keys whose part(j) is true visible (the others
@@ -60,15 +60,15 @@ AttentionCase keys_of(const AttentionCase& c, Part part) {
 
 // The reference's out and lse of a case, correctly rounded to float32.
 void rounded_parts(const AttentionCase& c, std::vector<float>& out, std::vector<float>& lse) {
-  const ref::AttentionV2Rounded r = ref::attention_v2_rounded(DType::float32, c);
+  const ref::AttentionRounded r = ref::attention_rounded(DType::float32, c);
   out.assign(r.out.begin(), r.out.end());
   lse.assign(r.lse.begin(), r.lse.end());
 }
 
 // Half of the cases pass out = o_a and out_lse = lse_a (kernel.h allows it).
-bool alias_of(const V2Params& p) { return (p.seed & 1) == 1; }
+bool alias_of(const AttnParams& p) { return (p.seed & 1) == 1; }
 
-std::string describe_merge(const V2Params& p) {
+std::string describe_merge(const AttnParams& p) {
   return describe(p) + (alias_of(p) ? " (out aliases o_a)" : "");
 }
 
@@ -146,12 +146,12 @@ Verdict merge_entropy_ulp(const Run& run, const std::string& id, SearchOptions s
 // rounding (budgets.hpp output_abs). lse: ulp(L) + 4u + dl.
 Verdict merge_attention_ulp(const Run& run, const std::string& id, SearchOptions so) {
   const Kernel& k = run.kernel;
-  std::function<std::vector<Check>(const V2Params&)> eval = [&](const V2Params& p) {
+  std::function<std::vector<Check>(const AttnParams&)> eval = [&](const AttnParams& p) {
     const AttentionCase in = materialise(p, AttnType::float32);
     run.before("differential.ulp[merge_attention_states]", describe_merge(p));
     const std::int64_t nq = in.total_q(), nk = in.total_k(), dv = in.dv;
     const std::int64_t half = (nk + 1) / 2;
-    const ref::AttentionV2Values full = ref::attention_v2(in);
+    const ref::AttentionValues full = ref::attention_v2(in);
     std::vector<float> oa, la, ob, lb;
     rounded_parts(keys_of(in, [&](std::int64_t j) { return j < half; }), oa, la);
     rounded_parts(keys_of(in, [&](std::int64_t j) { return j >= half; }), ob, lb);
@@ -186,8 +186,8 @@ Verdict merge_attention_ulp(const Run& run, const std::string& id, SearchOptions
     return cs;
   };
   so.cases = std::max(8, run.config.cases / 3);
-  auto res = search<V2Params>(gen_merge_cases(), 1, so, eval);
-  return slot_verdict<V2Params>(
+  auto res = search<AttnParams>(gen_merge_cases(), 1, so, eval);
+  return slot_verdict<AttnParams>(
       run, id,
       claim_of(id) + " (reference partial results over two key halves, merged, vs all keys)",
       rule_by_id("ulp"), Op::merge_attention_states, DType::float32, res[0], describe_merge);
@@ -214,7 +214,7 @@ Verdict merge_attention_ulp(const Run& run, const std::string& id, SearchOptions
 // per merge step).
 Verdict merge_attention_n_ulp(const Run& run, const std::string& id, SearchOptions so) {
   const Kernel& k = run.kernel;
-  std::function<std::vector<Check>(const V2Params&)> eval = [&](const V2Params& p) {
+  std::function<std::vector<Check>(const AttnParams&)> eval = [&](const AttnParams& p) {
     const AttentionCase in = materialise(p, AttnType::float32);
     const std::int64_t nq = in.total_q(), nk = in.total_k(), dv = in.dv;
     std::mt19937_64 g(p.seed ^ 0x6e77a9);
@@ -223,7 +223,7 @@ Verdict merge_attention_n_ulp(const Run& run, const std::string& id, SearchOptio
     for (auto& x : part_of) x = static_cast<std::int64_t>(g() % static_cast<std::uint64_t>(parts));
     run.before("differential.ulp[merge_attention_states_n]",
                describe(p) + " parts=" + std::to_string(parts));
-    const ref::AttentionV2Values full = ref::attention_v2(in);
+    const ref::AttentionValues full = ref::attention_v2(in);
     std::vector<std::vector<float>> o(static_cast<std::size_t>(parts)),
         l(static_cast<std::size_t>(parts));
     for (std::int64_t q = 0; q < parts; ++q)
@@ -272,14 +272,14 @@ Verdict merge_attention_n_ulp(const Run& run, const std::string& id, SearchOptio
     return cs;
   };
   so.cases = std::max(8, run.config.cases / 3);
-  auto res = search<V2Params>(gen_merge_cases(), 1, so, eval);
-  return slot_verdict<V2Params>(
+  auto res = search<AttnParams>(gen_merge_cases(), 1, so, eval);
+  return slot_verdict<AttnParams>(
       run, id,
       claim_of(id) +
           " (reference partial results over 1-8 disjoint key sets, some empty, merged in one call, "
           "vs all keys)",
       rule_by_id("ulp"), Op::merge_attention_states_n, DType::float32, res[0],
-      [](const V2Params& p) { return describe(p) + " parts=" + std::to_string(1 + p.seed % 8); });
+      [](const AttnParams& p) { return describe(p) + " parts=" + std::to_string(1 + p.seed % 8); });
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ namespace sa::props {
 
 // The input types attention_v2 runs under `config` (its attention.types, else
 // its dtypes, else every type, fp8 included), in the order it runs them.
-std::vector<AttnType> attention_v2_types(const SuiteConfig& config);
+std::vector<AttnType> attention_types(const SuiteConfig& config);
 
 // The element types attention_backward runs under `config` (its dtypes,
 // else float32, bfloat16 and float16), in the order it runs them.

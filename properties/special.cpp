@@ -14,7 +14,7 @@
 #include "kernels/call_log.hpp"
 #include "properties/budgets.hpp"
 #include "properties/suite_internal.hpp"
-#include "reference/attention_v2.hpp"
+#include "reference/attention.hpp"
 #include "reference/softmax.hpp"
 
 #include "properties/checks.hpp"
@@ -292,7 +292,7 @@ std::vector<NamedAttention> attention_inputs(DType t) {
 void attention_values(SpecialCtx& cx) {
   const DType t = cx.t;
   // A kernel that also has attention_v2 is checked on its v1 slot within
-  // what it declares there (properties/attention_v2.cpp, v1_domain).
+  // what it declares there (properties/attention.cpp, v1_domain).
   const std::uint32_t declared =
       cx.k.abi_version() >= 2 && cx.k.supports(Op::attention_v2)
           ? cx.k.attention_features(t == DType::bfloat16 ? AttnType::bfloat16 : AttnType::float32)
@@ -304,8 +304,8 @@ void attention_values(SpecialCtx& cx) {
       continue;
     cx.run.before(cx.id, a.name);
     ++cx.count;
-    const AttentionResultV2 o = cx.k.attention(a.in);
-    const ref::AttentionV2Values rr = ref::attention_v2(a.in);
+    const AttentionResult o = cx.k.attention(a.in);
+    const ref::AttentionValues rr = ref::attention_v2(a.in);
     for (std::int64_t i = 0; i < a.in.seqlen_q; ++i) {
       const std::size_t qi = static_cast<std::size_t>(i);
       const std::string w = a.name + " query " + std::to_string(i);

@@ -182,14 +182,16 @@ std::vector<PropertyInfo> properties() {
        {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy, Op::adaptive_softmax,
         Op::merge_entropy_states, Op::merge_attention_states, Op::merge_attention_states_n},
        "ulps",
-       ""},
+       "",
+       "differential.cpp ulp; merge.cpp merge_entropy_ulp, merge_attention_ulp, merge_attention_n_ulp"},
       {"differential.t7_apriori",
        "softmax's max-norm relative error is within the a-priori bound (n + 4 + 2 delta) u "
        "(faithful exp; docs/theory.md T7)",
        "t7_apriori",
        {Op::softmax},
        "relative (max-norm)",
-       ""},
+       "",
+       "differential.cpp t7_apriori"},
       {"differential.vectorised_2x",
        "softmax's max-norm relative error is at most 2x the worst of float32 softmaxes summed in "
        "8, 16, 32 and 64 vector lanes (and, below n = 2^13, one sequential sum) on the same row, "
@@ -197,13 +199,15 @@ std::vector<PropertyInfo> properties() {
        "vectorised_2x",
        {Op::softmax},
        "relative (max-norm)",
-       ""},
+       "",
+       "differential.cpp vectorised_2x"},
       {"differential.flash_attention_2x",
        "max error <= 2x the naive same-dtype implementation's error + 2 ulp of the output type",
        "flash_attention_2x",
        {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy},
        "absolute",
-       "bfloat16 or float16: float32 is not applicable"},
+       "bfloat16 or float16: float32 is not applicable",
+       "differential.cpp flash_attention_2x"},
       {"differential.pytorch_fudge5",
        "|out - ref| <= atol + rtol |ref| with atol, rtol = 5x the naive same-dtype deviation (at "
        "least "
@@ -211,68 +215,79 @@ std::vector<PropertyInfo> properties() {
        "pytorch_fudge5",
        {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy},
        "ratio to tolerance",
-       ""},
+       "",
+       "differential.cpp pytorch_fudge5"},
       {"differential.onednn_10eps",
        "float32 relative error <= 10 eps; bfloat16 / float16 equal the float32 reference rounded "
        "(opt-in rule)",
        "onednn_10eps",
        {Op::softmax},
        "relative (float32); mismatches, 1 = not the rounded reference (bfloat16, float16)",
-       "opt-in: the rule onednn_10eps named in the spec"},
+       "opt-in: the rule onednn_10eps named in the spec",
+       "differential.cpp onednn_10eps"},
       {"differential.bias",
        "the mean signed error (in ulps) is zero within its statistical uncertainty",
        "bias",
        {Op::softmax, Op::adaptive_softmax},
        "ulps (mean signed)",
-       "enough rows for a standard error"},
+       "enough rows for a standard error",
+       "differential.cpp bias_row, bias_verdict"},
       {"metamorphic.sum_to_one",
        "softmax weights sum to one (zero for a fully masked row)",
        "rounding_analysis",
        {Op::softmax, Op::adaptive_softmax},
        "absolute (|sum - 1|)",
-       ""},
+       "",
+       "metamorphic.cpp sum_to_one"},
       {"metamorphic.shift_invariance",
        "adding an exactly representable constant to every logit changes nothing (lse moves by it)",
        "rounding_analysis",
        {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy},
        "ulps",
-       ""},
+       "",
+       "metamorphic.cpp shift_invariance"},
       {"metamorphic.permutation",
        "permuting the logits permutes the weights; lse and entropy are invariant",
        "rounding_analysis",
        {Op::softmax, Op::logsumexp, Op::entropy},
        "ulps",
-       ""},
+       "",
+       "metamorphic.cpp permutation"},
       {"metamorphic.monotonicity",
        "raising one logit does not lower its weight and does not raise any other weight",
        "rounding_analysis",
        {Op::softmax},
        "absolute (weight)",
-       ""},
+       "",
+       "metamorphic.cpp monotonicity"},
       {"metamorphic.t1_bounds",
        "every weight lies in the dispersion bounds of Lemma 2.1",
        "T1",
        {Op::softmax},
        "absolute (weight)",
-       ""},
+       "",
+       "metamorphic.cpp t1_bounds"},
       {"metamorphic.entropy_range",
        "0 <= H <= log(number of unmasked items)",
        "T4",
        {Op::entropy},
        "nats",
-       ""},
+       "",
+       "metamorphic.cpp entropy_range"},
       {"metamorphic.entropy_temperature",
        "entropy does not decrease when the temperature rises",
        "T4",
        {Op::entropy},
        "nats",
-       ""},
+       "",
+       "metamorphic.cpp entropy_temperature"},
       {"metamorphic.adaptive_beta",
        "beta >= 1, beta = 1 when H <= 0.5, and beta = beta(H) for the kernel's own H",
        "T5",
        {Op::adaptive_softmax},
        "beta (dimensionless)",
-       ""},
+       "",
+       "metamorphic.cpp adaptive_beta"},
       {"metamorphic.streamed_entropy",
        "the kernel's (streamed) entropy equals -sum p log p of its own softmax, and its (m,S,T) "
        "state "
@@ -280,7 +295,8 @@ std::vector<PropertyInfo> properties() {
        "T6",
        {Op::entropy},
        "ulps of float32",
-       "softmax as well (the entropy of its own weights)"},
+       "softmax as well (the entropy of its own weights)",
+       "metamorphic.cpp streamed_entropy"},
       {"metamorphic.merge_algebra",
        "merging entropy states is associative and commutative within rounding, identity is a "
        "no-op, and "
@@ -288,7 +304,8 @@ std::vector<PropertyInfo> properties() {
        "T6",
        {Op::merge_entropy_states},
        "ulps of float32",
-       "float32"},
+       "float32",
+       "metamorphic.cpp merge_algebra"},
       {"interface.sizes",
        "every row op is within its per-element rounding budget at every n = 2^k - 1, 2^k, 2^k + 1 "
        "up to 2^max_log2_n, in every layout kernel.h allows (in place, output stride != input "
@@ -296,56 +313,64 @@ std::vector<PropertyInfo> properties() {
        "ulp",
        {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy, Op::adaptive_softmax},
        "ulps",
-       ""},
+       "",
+       "interface.cpp run_interface_sizes"},
       {"attention_v2.rounding",
        "batched attention (interface v2, every feature, real tile sizes): every output, lse and "
        "entropy is within its a-priori rounding budget of the extended-precision reference",
        "attention_rounding",
        {Op::attention_v2, Op::attention},
        "ulps of float32",
-       ""},
+       "",
+       "attention.cpp rounding"},
       {"attention_v2.flash_attention_2x",
        "batched attention, low-precision types: max|out - ref| <= 2 max|same-dtype baseline - "
        "ref| + 2 ulp of the output type at max|ref| + 0.3",
        "flash_attention_2x",
        {Op::attention_v2, Op::attention},
        "absolute",
-       "a low-precision input type (bfloat16, float16, fp8): float32 is not applicable"},
+       "a low-precision input type (bfloat16, float16, fp8): float32 is not applicable",
+       "attention.cpp flash_attention_2x"},
       {"attention_v2.masked_never_leak",
        "NaN and huge values in keys and values that every mask hides (causal, window, key "
        "padding) change no output bit",
        "kernel_h",
        {Op::attention_v2, Op::attention},
        "outputs changed",
-       "a mask: causal, window or key_padding"},
+       "a mask: causal, window or key_padding",
+       "attention.cpp masked_never_leak"},
       {"attention_v2.gqa_equals_repeated",
        "GQA/MQA equals the same call with each key/value head repeated for its query heads "
        "(within twice the rounding budget)",
        "attention_rounding",
        {Op::attention_v2},
        "ulps of float32",
-       "cases with fewer key/value heads than query heads"},
+       "cases with fewer key/value heads than query heads",
+       "attention.cpp gqa_equals_repeated"},
       {"attention_v2.varlen_equals_separate",
        "a packed variable-length call equals one call per sequence (within twice the rounding "
        "budget)",
        "attention_rounding",
        {Op::attention_v2},
        "ulps of float32",
-       "varlen"},
+       "varlen",
+       "attention.cpp varlen_equals_separate"},
       {"attention_v2.key_permutation",
        "permuting the keys together with their values and key-padding bytes changes no output or "
        "lse beyond twice the rounding budget (causal, window and ALiBi off)",
        "attention_rounding",
        {Op::attention_v2, Op::attention},
        "ulps of float32",
-       "the case without causal, window and ALiBi within the kernel's domain"},
+       "the case without causal, window and ALiBi within the kernel's domain",
+       "attention.cpp key_permutation"},
       {"attention_v2.head_independence",
        "a head's outputs and lse do not move beyond twice the rounding budget when every other "
        "head's inputs (queries, keys, values, ALiBi slopes, sinks) are redrawn",
        "attention_rounding",
        {Op::attention_v2},
        "ulps of float32",
-       "cases with more than one query head"},
+       "cases with more than one query head",
+       "attention.cpp head_independence"},
       {"attention_v2.sink_equals_extra_key",
        "an attention sink equals one more key whose score is exactly the sink and whose value is "
        "0 (within twice the rounding budget; a sink 100 above every score included, its lse "
@@ -353,21 +378,24 @@ std::vector<PropertyInfo> properties() {
        "attention_rounding",
        {Op::attention_v2},
        "ulps of float32",
-       "sinks, and the case with one more key within the kernel's domain"},
+       "sinks, and the case with one more key within the kernel's domain",
+       "attention.cpp sink_equals_extra_key"},
       {"attention_v2.window_within_causal",
        "causal with window_left L equals the window (L, 0) without causal (L = -1: unbounded), "
        "whatever window_right the causal call carries (within twice the rounding budget)",
        "attention_rounding",
        {Op::attention_v2},
        "ulps of float32",
-       "causal and window, both within the kernel's domain"},
+       "causal and window, both within the kernel's domain",
+       "attention.cpp window_within_causal"},
       {"attention_v2.fp8_saturation",
        "fp8 inputs at the format's largest finite value: every output is finite and |out| <= "
        "|v_descale| max|v| (1 + u_fp8 + (n + 5) u) + 1 ulp of the output type",
        "attention_rounding",
        {Op::attention_v2},
        "absolute",
-       "an fp8 input type"},
+       "an fp8 input type",
+       "attention.cpp fp8_saturation"},
       {"attention_v2.coverage",
        "every attention feature the kernel declares, and every pair of them, is in at least "
        "[attention] pair_cases of the cases run per input type (fixed pairwise cases see to "
@@ -375,7 +403,8 @@ std::vector<PropertyInfo> properties() {
        "pairwise_coverage",
        {Op::attention_v2, Op::attention},
        "cells short",
-       ""},
+       "",
+       "attention.cpp coverage"},
       {"attention_v2.nan_propagates",
        "NaN in one unmasked query element and one unmasked key element (fp8: the format's NaN "
        "code) makes every output and lse of each row that sees it NaN, and no other row's "
@@ -383,21 +412,24 @@ std::vector<PropertyInfo> properties() {
        "kernel_h",
        {Op::attention_v2, Op::attention},
        "outputs wrong",
-       ""},
+       "",
+       "attention.cpp nan_propagates"},
       {"backward.rounding",
        "softmax / log-softmax backward: every dx is within its rounding budget of the correctly "
        "rounded MPFR reference",
        "backward_rounding",
        {Op::softmax_backward, Op::log_softmax_backward},
        "ulps",
-       ""},
+       "",
+       "backward.cpp row_rounding"},
       {"backward.rows_sum_zero",
        "softmax / log-softmax backward: each row of dx sums to (1 - sum p) c / theta (zero for "
        "weights summing to one), within the row's budgets",
        "backward_rounding",
        {Op::softmax_backward, Op::log_softmax_backward},
        "absolute",
-       ""},
+       "",
+       "backward.cpp rows_sum_zero"},
       {"backward.directional_derivative",
        "softmax / log-softmax backward: <dx, v> equals the directional derivative of <dy, f(x)> "
        "along a random v, taken by forward-mode automatic differentiation of f in double-double "
@@ -406,49 +438,56 @@ std::vector<PropertyInfo> properties() {
        "backward_rounding",
        {Op::softmax_backward, Op::log_softmax_backward},
        "absolute",
-       ""},
+       "",
+       "backward.cpp directional_derivative"},
       {"attention_backward.rounding",
        "attention backward (every v2 feature): every dq, dk, dv and d(sink) is within its "
        "a-priori rounding budget of the extended-precision reference",
        "attention_backward_rounding",
        {Op::attention_backward},
        "ulps",
-       ""},
+       "",
+       "backward.cpp grad_rounding"},
       {"attention_backward.flash_attention_3x",
        "attention backward, low-precision types: per gradient, max|g - ref| <= 3 max|same-dtype "
        "baseline - ref| + 2 ulp of the type at max|ref| + 0.3",
        "flash_attention_3x",
        {Op::attention_backward},
        "absolute",
-       "bfloat16 or float16: float32 is not applicable"},
+       "bfloat16 or float16: float32 is not applicable",
+       "backward.cpp flash_attention_3x"},
       {"attention_backward.gqa_group_sum",
        "GQA/MQA: dk and dv of a key/value head equal the sum over its query heads of the call "
        "with the heads repeated (within both calls' budgets)",
        "attention_backward_rounding",
        {Op::attention_backward},
        "absolute",
-       "cases with fewer key/value heads than query heads"},
+       "cases with fewer key/value heads than query heads",
+       "backward.cpp gqa_group_sum"},
       {"attention_backward.masked_zero",
        "keys no query sees get dk = dv = 0 exactly, and NaN in their k and v changes no "
        "gradient bit",
        "kernel_h",
        {Op::attention_backward},
        "gradients wrong or changed",
-       "a mask: causal, window or key_padding"},
+       "a mask: causal, window or key_padding",
+       "backward.cpp masked_zero"},
       {"attention_backward.no_nan",
        "finite inputs give finite gradients, including fully masked rows and lengths that do "
        "not fill a 64- or 128-wide tile",
        "kernel_h",
        {Op::attention_backward},
        "non-finite gradients",
-       ""},
+       "",
+       "backward.cpp no_nan"},
       {"attention_backward.cudnn_frontend",
        "attention backward, bfloat16 / float16 (opt-in): every dq, dk, dv within cuDNN "
        "frontend's SDPA backward test tolerance atol + rtol |ref| of the reference",
        "cudnn_frontend_bwd",
        {Op::attention_backward},
        "absolute",
-       "bfloat16 or float16; opt-in: the rule cudnn_frontend_bwd named in the spec"},
+       "bfloat16 or float16; opt-in: the rule cudnn_frontend_bwd named in the spec",
+       "backward.cpp cudnn_frontend"},
       {"determinism.bitwise",
        "repeated calls with identical inputs return identical bits for every output (checked "
        "when the kernel claims SA_CAP_DETERMINISTIC, and for attention_backward called with "
@@ -458,7 +497,8 @@ std::vector<PropertyInfo> properties() {
         Op::attention_v2, Op::attention_backward},
        "calls that differed",
        "the claim SA_CAP_DETERMINISTIC (judged; otherwise reported), or attention_backward called "
-       "with deterministic = 1"},
+       "with deterministic = 1",
+       "determinism.cpp bitwise_rows, bitwise_attention"},
       {"determinism.batch_invariance",
        "a row, or an attention sequence, computed alone gives the same bits as inside a batch "
        "(and under any split count) (checked when the kernel claims SA_CAP_BATCH_INVARIANT; "
@@ -467,7 +507,8 @@ std::vector<PropertyInfo> properties() {
        {Op::softmax, Op::log_softmax, Op::softmax_backward, Op::log_softmax_backward,
         Op::attention_v2, Op::attention_backward},
        "calls that differed",
-       "the claim SA_CAP_BATCH_INVARIANT (judged; otherwise reported)"},
+       "the claim SA_CAP_BATCH_INVARIANT (judged; otherwise reported)",
+       "determinism.cpp batch_invariance_rows, batch_invariance_attention"},
       {"special.values",
        "masks, fully masked rows, +inf, NaN and n = 1 follow include/softmax_audit/kernel.h "
        "exactly",
@@ -475,7 +516,8 @@ std::vector<PropertyInfo> properties() {
        {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy, Op::adaptive_softmax,
         Op::attention, Op::merge_entropy_states, Op::merge_attention_states},
        "ulps",
-       ""},
+       "",
+       "special.cpp row_op_values, attention_values, merge_entropy_values, merge_attention_values"},
   };
 }
 
@@ -558,7 +600,7 @@ std::vector<FamilyInfo> families() {
        "theorems"},
       {"interface", "properties/interface.cpp", false,
        "every size 2^k - 1, 2^k, 2^k + 1 and every layout kernel.h allows"},
-      {"attention_v2", "properties/attention_v2.cpp", true,
+      {"attention_v2", "properties/attention.cpp", true,
        "attention: one search per input type and entry (attention_v2, and the interface v1 "
        "slot on its single-head cases, op attention) judging every property"},
       {"backward", "properties/backward.cpp", true,
@@ -619,7 +661,7 @@ std::vector<Rule> rules() {
        "ulps| <= 5 standard errors + 0.1 ulp (bfloat16, float16) / 0.5 ulp (float32)"},
       {"attention_rounding",
        "a-priori rounding analysis of float32-internal batched attention "
-       "(properties/attention_v2.cpp, budgets_v2): score error (d + 2) u |scale| sum|q k| + 3u|s| "
+       "(properties/attention.cpp, attention_budgets): score error (d + 2) u |scale| sum|q k| + 3u|s| "
        "(+ softcap, ALiBi terms), weights u (4 + (n - 1) + 3 delta) + 2 E_s (docs/theory.md T7), "
        "fp8 inputs + the fp8 unit roundoff (P quantised), P V accumulation (n + 1) u, plus the "
        "output's rounding"},
@@ -792,11 +834,11 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
   // 100% when the suite returns.
   const int per_dtype = static_cast<int>(steps.size());
   for (DType t : dtypes) run.total += t == DType::float64 ? 1 : per_dtype;
-  const int v2_units =
-      detail::kAttentionV2TypeUnits * static_cast<int>(detail::attention_v2_types(run).size());
+  const int attention_units =
+      detail::kAttentionTypeUnits * static_cast<int>(detail::attention_types(run).size());
   const int bwd_units = detail::kAttentionBackwardTypeUnits *
                         static_cast<int>(detail::attention_backward_types(run).size());
-  run.total += v2_units + bwd_units + 1;
+  run.total += attention_units + bwd_units + 1;
   // `family` runs a family of `units` units: its own ticks stay inside it,
   // and progress is at its end when it returns.
   auto family = [&](int units, auto&& f) {
@@ -823,7 +865,7 @@ std::vector<Verdict> run_suite(const Kernel& kernel, const SuiteConfig& config,
       tick();
     }
   }
-  family(v2_units, [&] { detail::run_attention_v2(run); });
+  family(attention_units, [&] { detail::run_attention(run); });
   family(bwd_units, [&] { detail::run_attention_backward(run); });
   family(1, [&] { detail::run_determinism(run); });
   return out;

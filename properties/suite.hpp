@@ -20,7 +20,7 @@
 namespace sa::props {
 
 // The shapes and features of the interface-v2 attention cases (gate spec
-// table [attention], docs/gate-spec.md; properties/attention_v2.cpp draws
+// table [attention], docs/gate-spec.md; properties/attention.cpp draws
 // them). An empty list means the suite's defaults there.
 struct AttentionShapes {
   // Input types of the attention_v2 cases (fp8 included). Empty: the config's
@@ -112,6 +112,11 @@ struct PropertyInfo {
   // What a case needs beyond the op ("" if nothing): declared features,
   // element types, claims; without it the verdict says not applicable.
   std::string needs;
+  // Where it is judged: "file.cpp fn[, fn...][; file.cpp fn...]", the
+  // functions in properties/ that decide its verdict (one per case or per
+  // verdict; several where the ops differ). NaiveSuite.RunnersExist holds
+  // every name to a definition in that file.
+  std::string runner;
   std::string family() const { return id.substr(0, id.find('.')); }
 };
 

@@ -165,20 +165,20 @@ RowParams shrink_values(const RowParams& p, DType t,
                         const std::function<bool(const RowParams&)>& fails, int& budget);
 
 void run_differential(const Run& run, Op op, DType t);
-// Attention (properties/attention_v2.cpp): once per suite, over its own
+// Attention (properties/attention.cpp): once per suite, over its own
 // element types; attention_v2 and, on its single-head cases, the interface
 // v1 slot (float32 and bfloat16).
-void run_attention_v2(const Run& run);
+void run_attention(const Run& run);
 // Progress units per element type of the batched attention families, against
 // one unit per op and dtype of a row family (24 per dtype): measured with the
 // per-verdict seconds of `check --builtin cpu --cases 10` (issue 32; 2-core
 // Xeon), an attention_v2 element type took about as long as 16 such units
 // (6.9 s against 0.42 s) and an attention_backward one less than one.
-inline constexpr int kAttentionV2TypeUnits = 16;
+inline constexpr int kAttentionTypeUnits = 16;
 inline constexpr int kAttentionBackwardTypeUnits = 1;
-// The element types run_attention_v2 / run_attention_backward run (each once,
+// The element types run_attention / run_attention_backward run (each once,
 // with one progress tick), for the suite's progress total.
-std::vector<AttnType> attention_v2_types(const Run& run);
+std::vector<AttnType> attention_types(const Run& run);
 std::vector<AttnType> attention_backward_types(const Run& run);
 // Backward operations (interface v2): properties/backward.cpp.
 void run_backward(const Run& run, DType t);

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "reference/attention_cr_score.hpp"
-#include "reference/attention_v2.hpp"
+#include "reference/attention.hpp"
 #include "reference/mpfr.hpp"
 #include "reference/rounding.hpp"
 
@@ -173,7 +173,7 @@ void mp_row(const AttentionCase& c, std::span<const float> dout, std::int64_t b,
   const Mp cap(c.softcap), vd(c.v_descale);
   Mp m = -kInf;
   for (std::int64_t j = 0; j < Lk; ++j) {
-    r.vis[j] = visible_v2(c, b, i, j) ? 1 : 0;
+    r.vis[j] = key_visible(c, b, i, j) ? 1 : 0;
     if (!r.vis[j]) continue;
     const float* k = c.k.data() + (c.row_k(b, j) * HK + hk) * c.d;
     Mp dot = 0;
@@ -429,7 +429,7 @@ class FastBackward {
     std::vector<Tanh> th;
     std::vector<std::size_t> key;
     for (std::int64_t j = 0; j < Lk; ++j) {
-      if (!visible_v2(c, b, i, j)) continue;
+      if (!key_visible(c, b, i, j)) continue;
       r.vis[j] = 1;
       Item s;
       Tanh t{};

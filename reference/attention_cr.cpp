@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "reference/attention_cr_score.hpp"
-#include "reference/attention_v2_row.hpp"
+#include "reference/attention_row.hpp"
 #include "reference/mpfr.hpp"
 #include "reference/rounding.hpp"
 #include "reference/ziv_row.hpp"
@@ -132,7 +132,7 @@ using fast::two_sum;
 using fast::u;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-// attention_v2_rounded: rows run on the OpenMP team only from this many
+// attention_rounded: rows run on the OpenMP team only from this many
 // key-by-dimension products (about 0.2-0.5 ms of the fast path's double-double
 // work; waking a passive team costs tens of microseconds).
 constexpr std::int64_t kParallelMinWork = std::int64_t(1) << 14;
@@ -190,7 +190,7 @@ class FastAttention {
     w.it.clear();
     w.key.clear();
     for (std::int64_t j = 0; j < Lk; ++j) {
-      if (!visible_v2(c, r.b, r.i, j)) continue;
+      if (!key_visible(c, r.b, r.i, j)) continue;
       Item s;
       if (!score(r, j, s)) return false;
       w.it.push_back(s);
@@ -562,14 +562,14 @@ bool mpfr_row(DType t, const AttentionCase& c, const Row& r, Scratch& w, double*
 
 }  // namespace
 
-AttentionV2Rounded attention_v2_rounded(DType t, const AttentionCase& c, const CrOptions& o) {
+AttentionRounded attention_rounded(DType t, const AttentionCase& c, const CrOptions& o) {
   c.validate();
   std::vector<Row> rows;
   for (std::int64_t b = 0; b < c.batch; ++b)
     for (std::int64_t i = 0; i < c.len_q(b); ++i)
       for (std::int64_t h = 0; h < c.heads_q; ++h) rows.push_back({b, i, h});
   const auto nr = static_cast<std::int64_t>(rows.size());
-  AttentionV2Rounded res;
+  AttentionRounded res;
   res.out.assign(static_cast<std::size_t>(nr * c.dv), 0.0);
   res.lse.assign(static_cast<std::size_t>(nr), 0.0);
   res.entropy.assign(static_cast<std::size_t>(nr), 0.0);

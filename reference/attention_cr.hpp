@@ -1,11 +1,11 @@
 // Correctly rounded attention forward (interface v2, every feature of
-// reference/attention_v2.hpp): each output (out, lse, entropy, beta) rounded
+// reference/attention.hpp): each output (out, lse, entropy, beta) rounded
 // to nearest-even in a target format.
 //
 // Accuracy: bit-identical to rounding the MPFR reference's value once: for
 // every query row, every field equals round_to(t, x) (reference/rounding.hpp)
 // with x the row's value in MPFR before any rounding to double (the row
-// computation of attention_v2_exact, reference/attention_v2_row.hpp);
+// computation of attention_exact, reference/attention_row.hpp);
 // RefPath::mpfr_only computes exactly that. A row with saturated softcap
 // scores (|x / c| > 64) whose rounding 256 bits leave within 2^-200 of a
 // boundary is computed again at the precision its saturation needs
@@ -40,15 +40,15 @@
 
 namespace sa::ref {
 
-// Values of format t as doubles, laid out as AttentionV2Values.
-struct AttentionV2Rounded {
+// Values of format t as doubles, laid out as AttentionValues.
+struct AttentionRounded {
   std::vector<double> out;                 // total_q x heads_q x dv
   std::vector<double> lse, entropy, beta;  // total_q x heads_q
 };
 
 // CrStats counts dv + 3 outputs per query row (out, lse, entropy, beta);
 // a row that falls back counts all of them as MPFR.
-AttentionV2Rounded attention_v2_rounded(DType t, const AttentionCase& c,
+AttentionRounded attention_rounded(DType t, const AttentionCase& c,
                                         const CrOptions& options = {});
 
 }  // namespace sa::ref

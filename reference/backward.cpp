@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "reference/attention_v2.hpp"
+#include "reference/attention.hpp"
 #include "reference/mpfr.hpp"
 #include "reference/rounding.hpp"
 #include "reference/row_backward_fast.hpp"
@@ -185,7 +185,7 @@ AttentionGradients attention_backward(const AttentionCase& c, std::span<const fl
         bool nan = false;
         T m = -inf;
         for (std::int64_t j = 0; j < Lk; ++j) {
-          vis[j] = visible_v2(c, b, i, j) ? 1 : 0;
+          vis[j] = key_visible(c, b, i, j) ? 1 : 0;
           if (!vis[j]) continue;
           const float* k = c.k.data() + (c.row_k(b, j) * HK + hk) * d;
           T dot = 0;

@@ -25,7 +25,7 @@
 // 256, then 1024 and 4096 where needed).
 //
 // Attention backward in extended precision (long double, the forward
-// reference's arithmetic, reference/attention_v2.hpp), from the case alone:
+// reference's arithmetic, reference/attention.hpp), from the case alone:
 // it recomputes the exact weights and output (it does not read a kernel's out
 // or lse) and applies kernel.h's formulas. Accuracy: every value is within
 // (n_k + n_q + d + dv + 32) 2^-63 of exact relative to the magnitudes summed

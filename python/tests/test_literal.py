@@ -15,7 +15,7 @@ def test_abridged_rows_give_no_literal():
 
 
 # An attention_v2 counterexample small enough to print its inputs inline
-# (properties/attention_v2.cpp, describe_inline): q, k, v packed [rows][heads][dim].
+# (properties/attention.cpp, describe_inline): q, k, v packed [rows][heads][dim].
 ATTENTION = ("seed=3 case=2 (shrunk 5 steps) dist=gaussian batch=1 heads=2/1 sq=1 sk=2 d=2 dv=1 "
              "seed=9 q=[0.5, -1, 2, 3] k=[1, inf, 0.25, -2] v=[1, 2] sinks=[0.5, 1] "
              "scale=0.707106769 (q, k, v packed [rows][heads][dim]) ; at sequence 0 query 0 "

@@ -30,6 +30,16 @@ grep -q ' q=\[' gate.json && grep -q ' k=\[' gate.json && grep -q ' v=\[' gate.j
 grep -q "got -inf where the exact value is finite" gate.xml || { grep -o 'message="[^"]*"' gate.xml | head; fail "no plain-words infinite error in JUnit"; }
 grep -q "measured Infinity" gate.xml check.out && fail "'measured Infinity' is still printed"
 
+# The interface v1 slot's verdicts (op attention, issue 30) get case files
+# too: BROKEN_LIB's v1 slot has the same bug, and replay calls that slot.
+v1_case=gate.cases/attention_v2.rounding.attention.float32.npz
+[ -f "$v1_case" ] || { ls gate.cases; cat check.out; fail "no case file $v1_case for the v1 slot"; }
+"$cli" replay "$v1_case" --plugin "$broken" > replay-v1.out 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "STILL FAILS" replay-v1.out && ! grep -q CHANGED replay-v1.out ||
+  { cat replay-v1.out; fail "replay of the v1 case on the broken kernel: exit $rc, expected 1 as recorded"; }
+grep -q "attention" replay-v1.out || { cat replay-v1.out; fail "replay does not name the v1 op"; }
+
 # A valid case file but no kernel named: one line, exit 2, nothing run.
 "$cli" replay "$case_file" > none.out 2> none.err
 rc=$?

@@ -1,6 +1,6 @@
 // The CPU attention forward (kernels/cpu/attention.cpp, the interface v1
-// entry) against the MPFR attention reference (reference/attention_v2.hpp,
-// attention_v2_exact, on the single-head case), called through sa::Kernel
+// entry) against the MPFR attention reference (reference/attention.hpp,
+// attention_exact, on the single-head case), called through sa::Kernel
 // only (Kernel::attention lays the case out as one v1 call).
 //
 // Claim: for every query row, out, lse, entropy and beta are within the
@@ -71,7 +71,7 @@
 #include "core/verdict.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/kernel.hpp"
-#include "reference/attention_v2.hpp"
+#include "reference/attention.hpp"
 #include "reference/mpfr.hpp"
 
 namespace {
@@ -145,7 +145,7 @@ sa::AttentionCase case_of(sa::DType t, const Input& in) {
   return c;
 }
 
-sa::AttentionResultV2 attend(sa::DType t, const Input& in) {
+sa::AttentionResult attend(sa::DType t, const Input& in) {
   return kernel().attention(case_of(t, in));
 }
 
@@ -201,7 +201,7 @@ bool key_visible(const Problem& p, std::int64_t i, std::int64_t j) {
 
 // The MPFR reference (values rounded once to double); the inputs are float
 // values, so the float32 case holds them exactly.
-sa::ref::AttentionV2Values reference(const Problem& p) {
+sa::ref::AttentionValues reference(const Problem& p) {
   sa::AttentionCase c;
   c.seqlen_q = p.nq, c.seqlen_k = p.nk, c.d = p.d, c.dv = p.dv;
   c.q.assign(p.q.begin(), p.q.end());
@@ -211,7 +211,7 @@ sa::ref::AttentionV2Values reference(const Problem& p) {
   c.scale = p.scale;
   c.causal = p.causal;
   c.adaptive = p.adaptive;
-  return sa::ref::attention_v2_exact(c);
+  return sa::ref::attention_exact(c);
 }
 
 // The worst element of one output, by error / bound.
@@ -238,7 +238,7 @@ bool same_special(double got, double want) {
 struct Report {
   std::vector<sa::Verdict> verdicts;
   double max_out_rel_bound = 0;   // float32 part of the out bound / Vmax, worst row
-  sa::AttentionResultV2 got;      // the kernel's result
+  sa::AttentionResult got;      // the kernel's result
   std::vector<double> out_bound;  // per output element (0 for exact special values)
   bool all_passed() const {
     return std::all_of(verdicts.begin(), verdicts.end(), [](const auto& v) { return v.passed(); });

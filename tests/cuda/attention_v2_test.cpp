@@ -8,7 +8,7 @@
 //
 //  - GateProperties: the gate's attention_v2 properties (properties/
 //    attention_v2.cpp: rounding budget against the MPFR reference
-//    reference/attention_v2, FlashAttention's 2x rule, masked values never
+//    reference/attention, FlashAttention's 2x rule, masked values never
 //    leak, GQA = repeated heads, varlen = separate calls) on their own random
 //    cases (head dims 1..256, lengths straddling 64/128/256-key tiles, every
 //    feature) for float32, bfloat16, float16, fp8 e4m3 and e5m2 inputs.
@@ -73,7 +73,7 @@ TEST_F(V2_SUITE, GateProperties) {
   cfg.properties = {"attention_v2.rounding", "attention_v2.flash_attention_2x",
                     "attention_v2.masked_never_leak", "attention_v2.gqa_equals_repeated",
                     "attention_v2.varlen_equals_separate"};
-  cfg.cases = 48;  // 6 random cases per type (properties/attention_v2.cpp: cases / 8, >= 6)
+  cfg.cases = 48;  // 6 random cases per type (properties/attention.cpp: cases / 8, >= 6)
   if (const char* s = std::getenv("SA_SUITE_CASES")) cfg.cases = std::atoi(s);
   cfg.seed = 20261123;
   if (const char* s = std::getenv("SA_SUITE_SEED")) cfg.seed = std::strtoull(s, nullptr, 10);
@@ -144,7 +144,7 @@ TEST_F(V2_SUITE, SpecialRowsAtTileBoundaries) {
   for (bool sinks : {false, true}) {
     c.sinks.clear();
     if (sinks) c.sinks = {0.5f, -1.25f, 2.0f, 0.0f};
-    const sa::AttentionResultV2 r = kernel().attention_v2(c);
+    const sa::AttentionResult r = kernel().attention_v2(c);
     ASSERT_EQ(r.lse.size(), 145u * 4u);
     ASSERT_EQ(r.entropy.size(), 145u * 4u);
     for (std::int64_t row = 0; row < 145; ++row)

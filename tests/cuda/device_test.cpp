@@ -612,10 +612,10 @@ TEST_F(CUDA_SUITE, AttentionV1IsTheSingleHeadCaseOfV2) {
       }
       const sa::AttentionCase in = make_attention(t, c, seed++);
       SCOPED_TRACE(in.describe());
-      const sa::AttentionResultV2 v1 = kernel().attention(in);
+      const sa::AttentionResult v1 = kernel().attention(in);
       sa::AttentionCase dense = in;
       dense.row_pad = 0;
-      const sa::AttentionResultV2 v2 = kernel().attention_v2(dense);
+      const sa::AttentionResult v2 = kernel().attention_v2(dense);
       ASSERT_EQ(v1.out.size(), v2.out.size());
       int bad = 0;
       for (std::size_t i = 0; i < v1.out.size() && bad < 3; ++i)

@@ -17,7 +17,7 @@ namespace {
 
 // all_types: every input type (fp8 included: the suite's dtypes cannot name
 // fp8, an empty list runs all five), 6 cases each; else float32 only, 20 cases.
-sa::props::SuiteConfig v2_config(bool all_types = false) {
+sa::props::SuiteConfig attention_config(bool all_types = false) {
   sa::props::SuiteConfig c;
   c.ops = {sa::Op::attention_v2};
   c.properties = {"attention_v2"};  // the determinism family has its own mutant test
@@ -66,7 +66,7 @@ TEST_P(AttentionV2Mutant, CaughtWithShrunkCounterexample) {
   const sa::Kernel k(m.kernel, "tests/mutants");
   const Expected& want = kExpected.at(k.name());
   std::set<std::string> caught;
-  for (const auto& v : sa::props::run_suite(k, v2_config(want.all_types))) {
+  for (const auto& v : sa::props::run_suite(k, attention_config(want.all_types))) {
     if (v.outcome == sa::Outcome::error) ADD_FAILURE() << sa::describe(v);
     if (v.outcome != sa::Outcome::fail) continue;
     EXPECT_NE(v.counterexample.find("shrunk"), std::string::npos) << sa::describe(v);
@@ -106,7 +106,7 @@ INSTANTIATE_TEST_SUITE_P(
 // The correct kernels pass both runs the mutants are caught in.
 void expect_passes(const sa::Kernel& k, bool all_types, int min_passed) {
   int passed = 0;
-  for (const auto& v : sa::props::run_suite(k, v2_config(all_types))) {
+  for (const auto& v : sa::props::run_suite(k, attention_config(all_types))) {
     EXPECT_TRUE(v.outcome == sa::Outcome::pass || v.outcome == sa::Outcome::skip)
         << sa::describe(v);
     passed += v.outcome == sa::Outcome::pass;

@@ -12,7 +12,7 @@
 #include "kernels/builtin.hpp"
 #include "kernels/naive/naive_kernel.hpp"
 #include "properties/suite.hpp"
-#include "reference/attention_v2.hpp"
+#include "reference/attention.hpp"
 #include "reference/backward.hpp"
 
 namespace {

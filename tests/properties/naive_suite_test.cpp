@@ -7,7 +7,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <fstream>
+#include <cctype>
 #include <set>
+#include <sstream>
 
 #include "kernels/naive/naive_kernel.hpp"
 #include "properties/suite.hpp"
@@ -82,6 +85,43 @@ TEST(NaiveSuite, ListsAreConsistent) {
     EXPECT_EQ(sa::props::find_property(p.id)->claim, p.claim);
   }
   EXPECT_EQ(sa::props::find_property("no.such_property"), nullptr);
+}
+
+// Every registry row names the functions that judge it, and each is defined
+// in the file the row names (properties/<file>): the registry cannot point at
+// code that moved or was renamed.
+TEST(NaiveSuite, RunnersExist) {
+  for (const auto& p : sa::props::properties()) {
+    ASSERT_FALSE(p.runner.empty()) << p.id << " names no runner";
+    std::stringstream parts(p.runner);
+    for (std::string part; std::getline(parts, part, ';');) {
+      part.erase(0, part.find_first_not_of(' '));
+      const std::size_t sp = part.find(' ');
+      ASSERT_NE(sp, std::string::npos) << p.id << ": '" << part << "' is not 'file.cpp fn, ...'";
+      const std::string file = std::string(SA_SOURCE_DIR) + "/properties/" + part.substr(0, sp);
+      std::ifstream in(file);
+      ASSERT_TRUE(in) << p.id << ": no file " << file;
+      const std::string text((std::istreambuf_iterator<char>(in)), {});
+      std::stringstream fns(part.substr(sp + 1));
+      for (std::string fn; std::getline(fns, fn, ',');) {
+        fn.erase(0, fn.find_first_not_of(' '));
+        // A definition: on a line starting with its return type, the name
+        // and its parameter list, then a body before any ';'.
+        bool defined = false;
+        for (std::size_t at = 0; !defined && (at = text.find(fn + "(", at)) != std::string::npos;
+             at += fn.size()) {
+          const std::size_t line = text.rfind('\n', at) + 1;
+          const char before = at > 0 ? text[at - 1] : '\n';
+          const std::size_t end = text.find_first_of(";{", at);
+          defined = std::isalpha(static_cast<unsigned char>(text[line])) &&
+                    (before == ' ' || before == '*' || before == '&') &&
+                    end != std::string::npos && text[end] == '{';
+        }
+        EXPECT_TRUE(defined)
+            << p.id << ": " << fn << " is not defined in " << file;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -30,7 +30,7 @@
 #include "core/attention_case.hpp"
 #include "properties/attention_backward_cases.hpp"
 #include "reference/attention_backward_cr.hpp"
-#include "reference/attention_v2.hpp"
+#include "reference/attention.hpp"
 #include "reference/backward.hpp"
 #include "reference/fast_arith.hpp"
 #include "reference/mpfr.hpp"
@@ -165,7 +165,7 @@ sa::ref::AttentionGradients magnitudes(const AttentionCase& c, const std::vector
         double Da = 0;
         const std::int64_t off = c.top_left ? 0 : c.len_k(b) - c.len_q(b);
         for (std::int64_t j = 0; j < c.len_k(b); ++j) {
-          if (!sa::ref::visible_v2(c, b, i, j)) continue;
+          if (!sa::ref::key_visible(c, b, i, j)) continue;
           const std::int64_t kr = c.row_k(b, j) * HK + hk;
           long double s = 0;
           for (std::int64_t x = 0; x < d; ++x)

@@ -1,13 +1,13 @@
 // The correctly rounded attention forward reference (reference/attention_cr.hpp)
 // against its MPFR-only path: bit-identical on random cases of every feature
 // and input type the suite's attention_v2 generator draws
-// (properties/attention_v2_cases.hpp), on rows built to sit near rounding
+// (properties/attention_cases.hpp), on rows built to sit near rounding
 // midpoints of out, lse and the entropy (with and without softcap), on rows
 // built to defeat the fast level (they fall back to MPFR and are still
 // right), and on the special rows (NaN, masked, sink only, one key, adaptive,
 // huge scores).
 //
-// Claim: attention_v2_rounded(t, c) == attention_v2_rounded(t, c, mpfr_only)
+// Claim: attention_rounded(t, c) == attention_rounded(t, c, mpfr_only)
 // bit for bit (NaN against NaN) on every field; the MPFR-only path is the
 // reference's MPFR row rounded once (round_to). Bound: none, equality; it
 // comes from the error analysis in reference/attention_cr.cpp.
@@ -27,9 +27,9 @@
 #include <vector>
 
 #include "core/attention_case.hpp"
-#include "properties/attention_v2_cases.hpp"
+#include "properties/attention_cases.hpp"
 #include "reference/attention_cr.hpp"
-#include "reference/attention_v2.hpp"
+#include "reference/attention.hpp"
 #include "reference/fast_arith.hpp"
 #include "reference/mpfr.hpp"
 #include "reference/rounding.hpp"
@@ -64,10 +64,10 @@ constexpr double kMaxWork = 1.0e5;
 std::string difference(DType t, const AttentionCase& c, CrStats* stats = nullptr) {
   CrOptions fo;
   fo.stats = stats;
-  const auto a = sa::ref::attention_v2_rounded(t, c, fo);
+  const auto a = sa::ref::attention_rounded(t, c, fo);
   CrOptions mo;
   mo.path = RefPath::mpfr_only;
-  const auto b = sa::ref::attention_v2_rounded(t, c, mo);
+  const auto b = sa::ref::attention_rounded(t, c, mo);
 
   for (const auto& s : {cmp("out", a.out, b.out), cmp("lse", a.lse, b.lse),
                         cmp("entropy", a.entropy, b.entropy), cmp("beta", a.beta, b.beta)})
@@ -76,7 +76,7 @@ std::string difference(DType t, const AttentionCase& c, CrStats* stats = nullptr
 }
 
 // Shapes small enough that the MPFR-only path stays quick: lengths from the
-// suite's list (properties/attention_v2.cpp) up to 65 x 64 and 2 x 500 in
+// suite's list (properties/attention.cpp) up to 65 x 64 and 2 x 500 in
 // the default run, up to 257 x 256, 33 x 2049 and 1 x 8192 under `long`;
 // the work cap kMaxWork (batch and heads, then head dims shrink to fit).
 sa::props::AttentionShapes small_shapes() {
@@ -132,7 +132,7 @@ RC_GTEST_PROP(AttentionCorrectlyRounded, BitIdenticalToMpfrOnEveryGenerator, ())
   for (int k = 0; k < kCasesPerProperty; ++k) {
     const AttnType in = *rc::gen::element(AttnType::float32, AttnType::bfloat16, AttnType::float16,
                                           AttnType::fp8_e4m3, AttnType::fp8_e5m2);
-    const auto p = *sa::props::detail::gen_v2(sa::is_fp8(in), shapes);
+    const auto p = *sa::props::detail::gen_attention(sa::is_fp8(in), shapes);
     AttentionCase c = sa::props::detail::materialise(p, in);
     // The suite's generator does not draw the adaptive temperature; a third
     // of the cases here add it.
@@ -322,8 +322,8 @@ AttentionCase gaussian_case(std::int64_t sq, std::int64_t sk, std::int64_t d, st
 
 }  // namespace
 
-// The MPFR-only path is attention_v2_exact's row rounded once: against
-// attention_v2_exact's doubles rounded again, every feature. They are equal
+// The MPFR-only path is attention_exact's row rounded once: against
+// attention_exact's doubles rounded again, every feature. They are equal
 // but where the double sits on a rounding boundary of t, where rounding it
 // again is double rounding: there the MPFR path may give either neighbour.
 // Random doubles land there about 2^-29 of the time, but not only at random:
@@ -334,14 +334,14 @@ RC_GTEST_PROP(AttentionCorrectlyRounded, MpfrOnlyPathIsTheExactReferenceRounded,
   sa::props::AttentionShapes shapes = small_shapes();
   shapes.max_work = 2e4;
   const AttnType in = *rc::gen::element(AttnType::float32, AttnType::bfloat16, AttnType::fp8_e4m3);
-  const auto p = *sa::props::detail::gen_v2(sa::is_fp8(in), shapes);
+  const auto p = *sa::props::detail::gen_attention(sa::is_fp8(in), shapes);
   AttentionCase c = sa::props::detail::materialise(p, in);
   c.adaptive = *rc::gen::inRange(0, 3) == 0;
   const DType t = *rc::gen::element(DType::float32, DType::bfloat16, DType::float16);
   CrOptions mo;
   mo.path = RefPath::mpfr_only;
-  const auto a = sa::ref::attention_v2_rounded(t, c, mo);
-  const auto e = sa::ref::attention_v2_exact(c);
+  const auto a = sa::ref::attention_rounded(t, c, mo);
+  const auto e = sa::ref::attention_exact(c);
   auto check = [&](const std::vector<double>& x, const std::vector<double>& y) {
     RC_ASSERT(x.size() == y.size());
     for (std::size_t i = 0; i < x.size(); ++i) {
@@ -468,10 +468,10 @@ AttentionCase one_row(float q, std::vector<float> k, std::vector<float> v, doubl
   return c;
 }
 
-sa::ref::AttentionV2Rounded both(DType t, const AttentionCase& c, RefPath path) {
+sa::ref::AttentionRounded both(DType t, const AttentionCase& c, RefPath path) {
   CrOptions o;
   o.path = path;
-  return sa::ref::attention_v2_rounded(t, c, o);
+  return sa::ref::attention_rounded(t, c, o);
 }
 
 }  // namespace
@@ -557,7 +557,7 @@ TEST(AttentionCorrectlyRoundedIssue31, EqualValuesGiveTheExactProductWithTheDesc
             continue;
           }
           // With a sink the keys share 1 - p_sink: out = 1.275 (1 - p_sink).
-          const auto x = sa::ref::attention_v2_exact(c);
+          const auto x = sa::ref::attention_exact(c);
           EXPECT_EQ(r.out[i], sa::ref::fast::round_double(DType::float32, x.out[i]))
               << p << " keys " << keys << " element " << i << " (with a sink)";
         }

@@ -26,7 +26,7 @@
 
 #include "core/attention_case.hpp"
 #include "properties/attention_backward_cases.hpp"
-#include "properties/attention_v2_cases.hpp"
+#include "properties/attention_cases.hpp"
 #include "properties/generators.hpp"
 #include "reference/adaptive_cr.hpp"
 #include "reference/attention_backward_cr.hpp"
@@ -117,14 +117,14 @@ RC_GTEST_PROP(CorrectlyRoundedAtTwoPrecisions, RowFunctionsOnEveryGenerator, ())
 RC_GTEST_PROP(CorrectlyRoundedAtTwoPrecisions, AttentionForwardOnEveryGenerator, ()) {
   const AttnType in = *rc::gen::element(AttnType::float32, AttnType::bfloat16, AttnType::float16,
                                         AttnType::fp8_e4m3, AttnType::fp8_e5m2);
-  const auto p = *sa::props::detail::gen_v2(sa::is_fp8(in), shapes(5e4));
+  const auto p = *sa::props::detail::gen_attention(sa::is_fp8(in), shapes(5e4));
   AttentionCase c = sa::props::detail::materialise(p, in);
   c.adaptive = *rc::gen::inRange(0, 3) == 0;
   const DType other = *rc::gen::element(DType::float32, DType::bfloat16, DType::float16);
   for (DType t : {output_dtype(c.out_type), other}) {
-    const auto a = sa::ref::attention_v2_rounded(t, c);
+    const auto a = sa::ref::attention_rounded(t, c);
     const sa::ref::PrecisionScope prec(kHigh);
-    const auto b = sa::ref::attention_v2_rounded(t, c, mpfr_only());
+    const auto b = sa::ref::attention_rounded(t, c, mpfr_only());
     for (const auto& s : {cmp("out", a.out, b.out), cmp("lse", a.lse, b.lse),
                           cmp("entropy", a.entropy, b.entropy), cmp("beta", a.beta, b.beta)})
       if (!s.empty())

@@ -18,13 +18,13 @@
 
 #include "core/attention_case.hpp"
 #include "core/verdict.hpp"
-#include "properties/attention_v2_cases.hpp"
+#include "properties/attention_cases.hpp"
 #include "properties/suite.hpp"
 
 namespace sa::props::detail {
 
 // The coverage features the kernel declares and the spec allows, in table order.
-std::vector<std::string> coverage_features(const V2Domain& dom, const AttentionShapes& s);
+std::vector<std::string> coverage_features(const AttnDomain& dom, const AttentionShapes& s);
 
 // The coverage features a case has (whatever the kernel declares).
 std::vector<std::string> features_of(const AttentionCase& c);
@@ -34,7 +34,7 @@ std::vector<std::string> features_of(const AttentionCase& c);
 // up to 65 x 64, head dims up to 64, except where the domain or spec rules
 // them out). The rows depend on the features and k only; the values of
 // each case on `seed`, so every seed runs the same design with other data.
-std::vector<V2Params> coverage_plan(bool fp8, const AttentionShapes& s, const V2Domain& dom,
+std::vector<AttnParams> coverage_plan(bool fp8, const AttentionShapes& s, const AttnDomain& dom,
                                     const std::vector<std::string>& features, int k,
                                     std::uint64_t seed);
 
@@ -63,7 +63,7 @@ bool compatible(const std::string& a, const std::string& b);
 // budget lasts, within 3 s (the fixed cases have no RapidCheck shrinks of their own).
 // Candidates are moved into the kernel's domain `dom` (apply_domain), so a
 // shrunk case is one the kernel declares it takes.
-V2Params shrink_v2(const V2Params& p, const std::function<bool(const V2Params&)>& fails,
-                   int& budget, const V2Domain& dom);
+AttnParams shrink_attention(const AttnParams& p, const std::function<bool(const AttnParams&)>& fails,
+                   int& budget, const AttnDomain& dom);
 
 }  // namespace sa::props::detail

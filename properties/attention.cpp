@@ -1,6 +1,6 @@
 // Properties of batched attention (interface v2, sa_kernel.attention_v2):
 // cases at real tile sizes with every feature, held against the v2 reference
-// (reference/attention_v2.hpp) by two rules, plus metamorphic properties that
+// (reference/attention.hpp) by two rules, plus metamorphic properties that
 // need no reference.
 //
 //   attention_v2.rounding            every output within its a-priori rounding
@@ -69,14 +69,14 @@
 #include "core/float16.hpp"
 #include "core/fp8.hpp"
 #include "kernels/naive/attention_v2.hpp"
-#include "properties/attention_v2_cases.hpp"
+#include "properties/attention_cases.hpp"
 #include "properties/inline_inputs.hpp"
-#include "properties/attention_v2_coverage.hpp"
+#include "properties/attention_coverage.hpp"
 #include "properties/budgets.hpp"
 #include "properties/plan.hpp"
 #include "properties/checks.hpp"
 #include "properties/suite_internal.hpp"
-#include "reference/attention_v2.hpp"
+#include "reference/attention.hpp"
 #include "theory/adaptive_temperature.hpp"
 
 namespace sa::props::detail {
@@ -86,7 +86,7 @@ using budget::u32;
 
 }  // namespace
 
-std::string describe(const V2Params& p) {
+std::string describe(const AttnParams& p) {
   std::string r = "dist=" + p.dist + " batch=" + std::to_string(p.batch) +
                   " heads=" + std::to_string(p.heads_kv * p.group) + "/" +
                   std::to_string(p.heads_kv) + " sq=" + std::to_string(p.sq) +
@@ -153,14 +153,14 @@ std::uint32_t bit_of_feature(std::string_view f) {
 
 }  // namespace
 
-bool feature_allowed(const AttentionShapes& s, const V2Domain& dom, const char* feature) {
+bool feature_allowed(const AttentionShapes& s, const AttnDomain& dom, const char* feature) {
   return (dom.features & bit_of_feature(feature)) != 0 &&
          (!s.features ||
           std::find(s.features->begin(), s.features->end(), feature) != s.features->end());
 }
 
-V2Domain domain_of(const Kernel& k, AttnType t) {
-  V2Domain d;
+AttnDomain domain_of(const Kernel& k, AttnType t) {
+  AttnDomain d;
   if (k.abi_version() < 2) return d;
   const sa_capabilities* cap = k.raw().capabilities;
   if (!cap) return d;
@@ -183,7 +183,7 @@ V2Domain domain_of(const Kernel& k, AttnType t) {
 
 // Draws one case from the shapes `s` allows (the spec's [attention] table;
 // the defaults above where it names nothing), inside the kernel's domain.
-rc::Gen<V2Params> gen_v2(bool fp8, const AttentionShapes& s, V2Domain dom) {
+rc::Gen<AttnParams> gen_attention(bool fp8, const AttentionShapes& s, AttnDomain dom) {
   // Length pairs ordered by work, so shrinking (towards index 0) moves to
   // shorter sequences while the failure holds.
   // (kLengths is already in that order, by hand; a spec's list is sorted here.)
@@ -230,7 +230,7 @@ rc::Gen<V2Params> gen_v2(bool fp8, const AttentionShapes& s, V2Domain dom) {
   if (dom.constraints & SA_ATTN_ONLY_Q_LE_K)
     for (auto& [lq, lk] : lengths) lq = std::min(lq, lk);
   return rc::gen::exec([fp8, s, dom, lengths, groups, dims, own_dims, tile_dims, small_dims] {
-    V2Params p;
+    AttnParams p;
     static const char* const dists[] = {"gaussian", "fa3_outliers", "small_int"};
     p.dist = dists[*rc::gen::inRange(0, 3)];
     std::size_t li = *rc::gen::inRange<std::size_t>(0, lengths.size());
@@ -312,7 +312,7 @@ rc::Gen<V2Params> gen_v2(bool fp8, const AttentionShapes& s, V2Domain dom) {
   });
 }
 
-void apply_domain(V2Params& p, const V2Domain& dom) {
+void apply_domain(AttnParams& p, const AttnDomain& dom) {
   const std::uint32_t r = dom.required;
   if (r & SA_ATTN_CAUSAL) p.causal = true;
   if ((r & SA_ATTN_WINDOW) && p.wl < 0 && p.wr < 0) p.wl = std::max<std::int64_t>(1, p.sk / 3);
@@ -352,7 +352,7 @@ float round_to(AttnType t, double x) {
 
 }  // namespace
 
-AttentionCase materialise(const V2Params& p, AttnType t) {
+AttentionCase materialise(const AttnParams& p, AttnType t) {
   AttentionCase c;
   c.qkv = t;
   c.out_type = is_fp8(t) ? AttnType::bfloat16 : t;
@@ -501,7 +501,7 @@ struct RowBudget {
   double lse_keys = 0, lse_keys_err = 0;
 };
 
-std::vector<RowBudget> budgets_v2(const AttentionCase& c, const ref::AttentionV2Values& r) {
+std::vector<RowBudget> attention_budgets(const AttentionCase& c, const ref::AttentionValues& r) {
   std::vector<RowBudget> out(static_cast<std::size_t>(c.total_q() * c.heads_q));
   const double u = u32;
   const double scale = std::abs(c.scale * c.q_descale * c.k_descale);
@@ -519,7 +519,7 @@ std::vector<RowBudget> budgets_v2(const AttentionCase& c, const ref::AttentionV2
         double Es = 0;
         const float* q = c.q.data() + (row * c.heads_q + h) * c.d;
         for (std::int64_t j = 0; j < Lk; ++j) {
-          if (!ref::visible_v2(c, b, i, j)) continue;
+          if (!ref::key_visible(c, b, i, j)) continue;
           const float* k = c.k.data() + (c.row_k(b, j) * c.heads_kv + hk) * c.d;
           long double dot = 0, mag = 0;
           for (std::int64_t x = 0; x < c.d; ++x) {
@@ -689,7 +689,7 @@ Check lse_check(float got, double exact, const RowBudget& b, const std::string& 
 // ((Lk + 2) u max|v| |v_descale|) and the output's own; lse a number; entropy in
 // [0, log Lk] with the same relative slack. kernel.h's out 0 / lse -inf is one
 // such answer only where 0 lies in the hull, so it is not asked for.
-Check finite_mask_row(const AttentionCase& c, const AttentionResultV2& o, std::size_t row,
+Check finite_mask_row(const AttentionCase& c, const AttentionResult& o, std::size_t row,
                       const RowBudget& b, const std::string& where) {
   const std::int64_t Lk = c.len_k(b.seq);
   const std::int64_t hk = c.kv_head(static_cast<std::int64_t>(row) % c.heads_q);
@@ -785,7 +785,7 @@ AttnType attn_type_of(DType t) {
 
 // describe(p), then the inputs themselves when every tensor is small
 // (inline_inputs.hpp).
-std::string describe_inline(const V2Params& p, AttnType t) {
+std::string describe_inline(const AttnParams& p, AttnType t) {
   try {
     return describe(p) + inline_inputs(materialise(p, t));
   } catch (const std::exception&) {
@@ -793,10 +793,10 @@ std::string describe_inline(const V2Params& p, AttnType t) {
   }
 }
 
-Verdict v2_verdict(const Run& run, const std::string& id, const Rule& rule, Op op, AttnType t,
-                   const SlotResult<V2Params>& r, const NotApplicableLog& na) {
-  Verdict v = slot_verdict<V2Params>(run, id, claim_of(id), rule, op, DType::float32, r,
-                                     [t](const V2Params& p) { return describe_inline(p, t); });
+Verdict attention_verdict(const Run& run, const std::string& id, const Rule& rule, Op op, AttnType t,
+                   const SlotResult<AttnParams>& r, const NotApplicableLog& na) {
+  Verdict v = slot_verdict<AttnParams>(run, id, claim_of(id), rule, op, DType::float32, r,
+                                     [t](const AttnParams& p) { return describe_inline(p, t); });
   v.dtype = name_of(t);
   if (r.cases_applicable == 0 && v.outcome == Outcome::skip)
     v.note = "not applicable: " + (na.count ? na.text() : std::string("no case applied"));
@@ -806,10 +806,10 @@ Verdict v2_verdict(const Run& run, const std::string& id, const Rule& rule, Op o
 }
 
 // The kernel's own results as reference-shaped values, for the budgets of a
-// derived case (budgets_v2 uses them only for the output's own rounding and
+// derived case (attention_budgets uses them only for the output's own rounding and
 // the lse/entropy magnitudes; the error terms come from the case itself).
-ref::AttentionV2Values as_values(const AttentionCase& c, const AttentionResultV2& o) {
-  ref::AttentionV2Values r;
+ref::AttentionValues as_values(const AttentionCase& c, const AttentionResult& o) {
+  ref::AttentionValues r;
   const std::size_t rows = static_cast<std::size_t>(c.total_q() * c.heads_q);
   r.out.assign(o.out.begin(), o.out.end());
   for (double& x : r.out)
@@ -840,7 +840,7 @@ enum class Compare { all, lse_only, nothing };
 // element); `which(row)` says what of a row is compared.
 template <class Where, class Which>
 void compare_results(Check& ch, const AttentionCase& c, const std::vector<RowBudget>& rb,
-                     const AttentionResultV2& a, const AttentionResultV2& b, const char* word,
+                     const AttentionResult& a, const AttentionResult& b, const char* word,
                      Where where, Which which) {
   for (std::size_t row = 0; row < rb.size(); ++row) {
     if (rb[row].out_abs.empty() || which(row) == Compare::nothing) continue;
@@ -864,7 +864,7 @@ void compare_results(Check& ch, const AttentionCase& c, const std::vector<RowBud
 struct Entry {
   const Kernel& kernel;
   Op op;
-  AttentionResultV2 call(const AttentionCase& c) const {
+  AttentionResult call(const AttentionCase& c) const {
     return op == Op::attention ? kernel.attention(c) : kernel.attention_v2(c);
   }
   std::string why_not(const AttentionCase& c) const {
@@ -875,26 +875,26 @@ struct Entry {
 // What every attention_v2 property sees of one case: the kernel's result
 // and the reference's, the case's budgets, and the call context. Each
 // property below is one function judging one case into its Check (the
-// search keeps the worst per property); run_attention_v2 calls those that
+// search keeps the worst per property); run_attention calls those that
 // apply to the case.
-struct V2Ctx {
+struct AttnCtx {
   const Run& run;
   const Entry& k;
   AttnType t;
   bool low;  // a low-precision input type (not float32)
-  const V2Domain& dom;
-  const V2Params& p;
+  const AttnDomain& dom;
+  const AttnParams& p;
   const AttentionCase& c;
-  const AttentionResultV2& o;
-  const ref::AttentionV2Values& r;
+  const AttentionResult& o;
+  const ref::AttentionValues& r;
   const std::vector<RowBudget>& rb;
 };
 
 // attention_v2.rounding
-void rounding(const V2Ctx& cx, Check& out) {
+void rounding(const AttnCtx& cx, Check& out) {
   const AttentionCase& c = cx.c;
-  const AttentionResultV2& o = cx.o;
-  const ref::AttentionV2Values& r = cx.r;
+  const AttentionResult& o = cx.o;
+  const ref::AttentionValues& r = cx.r;
   const std::vector<RowBudget>& rb = cx.rb;
   for (std::size_t row = 0; row < rb.size(); ++row) {
     const RowBudget& b = rb[row];
@@ -952,10 +952,10 @@ void rounding(const V2Ctx& cx, Check& out) {
 }
 
 // attention_v2.flash_attention_2x (low-precision outputs)
-void flash_attention_2x(const V2Ctx& cx, Check& out) {
+void flash_attention_2x(const AttnCtx& cx, Check& out) {
   const AttentionCase& c = cx.c;
-  const AttentionResultV2& o = cx.o;
-  const ref::AttentionV2Values& r = cx.r;
+  const AttentionResult& o = cx.o;
+  const ref::AttentionValues& r = cx.r;
   const std::vector<RowBudget>& rb = cx.rb;
   const std::vector<float> base = kernels::same_dtype::attention_v2(c);
   double err = 0, berr = 0, emax = 0;
@@ -975,11 +975,11 @@ void flash_attention_2x(const V2Ctx& cx, Check& out) {
 }
 
 // attention_v2.masked_never_leak: poison what every mask hides.
-void masked_never_leak(const V2Ctx& cx, Check& out) {
+void masked_never_leak(const AttnCtx& cx, Check& out) {
   const Entry& k = cx.k;
   const AttnType t = cx.t;
   const AttentionCase& c = cx.c;
-  const AttentionResultV2& o = cx.o;
+  const AttentionResult& o = cx.o;
   const std::vector<RowBudget>& rb = cx.rb;
   // The largest finite value of the input type (fp8 has nothing near 1e30).
   const float huge =
@@ -997,7 +997,7 @@ void masked_never_leak(const V2Ctx& cx, Check& out) {
       for (std::int64_t j = 0; j < c.len_k(b); ++j) {
         bool hidden = true;
         for (std::int64_t i = 0; i < c.len_q(b) && hidden; ++i)
-          hidden = !ref::visible_v2(c, b, i, j);
+          hidden = !ref::key_visible(c, b, i, j);
         if (!hidden) continue;
         poisoned = true;
         const std::int64_t r0 = c.row_k(b, j);
@@ -1011,7 +1011,7 @@ void masked_never_leak(const V2Ctx& cx, Check& out) {
         }
       }
     if (!poisoned) return -1;
-    const AttentionResultV2 po = k.call(pc);
+    const AttentionResult po = k.call(pc);
     long diff = 0;
     auto skip = [&](std::size_t row) { return finite && rb[row].fully_masked; };
     for (std::size_t e = 0; e < o.out.size(); ++e)
@@ -1044,14 +1044,14 @@ void masked_never_leak(const V2Ctx& cx, Check& out) {
 }
 
 // attention_v2.gqa_equals_repeated
-void gqa_equals_repeated(const V2Ctx& cx, Check& out) {
+void gqa_equals_repeated(const AttnCtx& cx, Check& out) {
   const Entry& k = cx.k;
   const AttentionCase& c = cx.c;
-  const AttentionResultV2& o = cx.o;
+  const AttentionResult& o = cx.o;
   const std::vector<RowBudget>& rb = cx.rb;
   const AttentionCase mc = with_repeated_kv_heads(c);
   if (k.why_not(mc).empty()) {
-    const AttentionResultV2 mo = k.call(mc);
+    const AttentionResult mo = k.call(mc);
     for (std::size_t row = 0; row < rb.size(); ++row)
       for (std::int64_t x = 0; x < c.dv && !rb[row].out_abs.empty(); ++x) {
         const std::size_t e = row * c.dv + x;
@@ -1068,10 +1068,10 @@ void gqa_equals_repeated(const V2Ctx& cx, Check& out) {
 }
 
 // attention_v2.varlen_equals_separate
-void varlen_equals_separate(const V2Ctx& cx, Check& out) {
+void varlen_equals_separate(const AttnCtx& cx, Check& out) {
   const Entry& k = cx.k;
   const AttentionCase& c = cx.c;
-  const AttentionResultV2& o = cx.o;
+  const AttentionResult& o = cx.o;
   const std::vector<RowBudget>& rb = cx.rb;
   for (std::int64_t b = 0; b < c.batch; ++b) {
     if (c.len_q(b) == 0) continue;
@@ -1090,7 +1090,7 @@ void varlen_equals_separate(const V2Ctx& cx, Check& out) {
       sc.key_padding_mask.assign(c.key_padding_mask.begin() + k0,
                                  c.key_padding_mask.begin() + k0 + c.len_k(b));
     if (!k.why_not(sc).empty()) continue;
-    const AttentionResultV2 so = k.call(sc);
+    const AttentionResult so = k.call(sc);
     for (std::int64_t i = 0; i < c.len_q(b); ++i)
       for (std::int64_t h = 0; h < c.heads_q; ++h) {
         const std::size_t row = static_cast<std::size_t>((q0 + i) * c.heads_q + h);
@@ -1109,9 +1109,9 @@ void varlen_equals_separate(const V2Ctx& cx, Check& out) {
 
 // attention_v2.key_permutation: keys permuted with their values and
 // padding bytes, per sequence, on the case without position features.
-void key_permutation(const V2Ctx& cx, Check& out) {
+void key_permutation(const AttnCtx& cx, Check& out) {
   const Entry& k = cx.k;
-  const V2Params& p = cx.p;
+  const AttnParams& p = cx.p;
   const AttentionCase& c = cx.c;
   const AttentionCase c0 = without_positions(c);
   if (k.why_not(c0).empty()) {
@@ -1130,9 +1130,9 @@ void key_permutation(const V2Ctx& cx, Check& out) {
         if (!c.key_padding_mask.empty()) pc.key_padding_mask[to] = c.key_padding_mask[from];
       }
     }
-    const AttentionResultV2 o0 = k.call(c0), po = k.call(pc);
+    const AttentionResult o0 = k.call(c0), po = k.call(pc);
     compare_results(
-        out, c0, budgets_v2(c0, as_values(c0, o0)), po, o0, "unpermuted",
+        out, c0, attention_budgets(c0, as_values(c0, o0)), po, o0, "unpermuted",
         [&](std::size_t row) {
           return "row " + std::to_string(row / c.heads_q) + " head " +
                  std::to_string(row % c.heads_q) + " (keys permuted)";
@@ -1144,12 +1144,12 @@ void key_permutation(const V2Ctx& cx, Check& out) {
 // attention_v2.head_independence: every input of the other heads
 // (queries of heads outside the checked group, keys and values of the
 // other key/value heads, their ALiBi slopes and sinks) redrawn.
-void head_independence(const V2Ctx& cx, Check& out) {
+void head_independence(const AttnCtx& cx, Check& out) {
   const Entry& k = cx.k;
   const AttnType t = cx.t;
-  const V2Params& p = cx.p;
+  const AttnParams& p = cx.p;
   const AttentionCase& c = cx.c;
-  const AttentionResultV2& o = cx.o;
+  const AttentionResult& o = cx.o;
   const std::vector<RowBudget>& rb = cx.rb;
   std::mt19937_64 g(p.seed ^ 0x4ead);
   std::normal_distribution<double> n01(0.0, 1.0);
@@ -1181,7 +1181,7 @@ void head_independence(const V2Ctx& cx, Check& out) {
     if (!hc.alibi_slopes.empty()) hc.alibi_slopes[h] *= 2.0f;
     if (!hc.sinks.empty()) hc.sinks[h] += 1.0f;
   }
-  const AttentionResultV2 ho = k.call(hc);
+  const AttentionResult ho = k.call(hc);
   compare_results(
       out, c, rb, ho, o, "unchanged-heads",
       [&](std::size_t row) {
@@ -1200,11 +1200,11 @@ void head_independence(const V2Ctx& cx, Check& out) {
 // repeated per query head (each head has its own sink). The sink is then
 // scale * t_h exactly as the kernel forms the extra key's score. Without
 // the position features and softcap (the sink has none of them).
-void sink_equals_extra_key(const V2Ctx& cx, Check& out) {
+void sink_equals_extra_key(const AttnCtx& cx, Check& out) {
   const Entry& k = cx.k;
   const AttnType t = cx.t;
-  const V2Domain& dom = cx.dom;
-  const V2Params& p = cx.p;
+  const AttnDomain& dom = cx.dom;
+  const AttnParams& p = cx.p;
   const AttentionCase& c = cx.c;
   AttentionCase sc = without_positions(c);
   sc.softcap = 0.0;
@@ -1266,8 +1266,8 @@ void sink_equals_extra_key(const V2Ctx& cx, Check& out) {
     if (c.varlen()) ec.cu_k.push_back(ec.cu_k.back() + static_cast<std::int32_t>(c.len_k(b) + 1));
   }
   if (k.why_not(sc).empty() && k.why_not(ec).empty()) {
-    AttentionResultV2 so = k.call(sc);
-    AttentionResultV2 eo = k.call(ec);
+    AttentionResult so = k.call(sc);
+    AttentionResult eo = k.call(ec);
     // lse_without_sink: the sink's lse leaves it out, the extra key's
     // cannot; only the outputs are compared.
     if (active_conventions().lse_without_sink) so.lse.clear(), eo.lse.clear();
@@ -1282,7 +1282,7 @@ void sink_equals_extra_key(const V2Ctx& cx, Check& out) {
     // exp(-100)): subnormal arithmetic no rounding budget bounds, so
     // only its lse is compared.
     compare_results(
-        out, sc, budgets_v2(sc, as_values(sc, so)), so, eo, "extra-key",
+        out, sc, attention_budgets(sc, as_values(sc, so)), so, eo, "extra-key",
         [&](std::size_t row) {
           return "row " + std::to_string(row / c.heads_q) + " head " +
                  std::to_string(row % c.heads_q) + " (sink vs extra key)";
@@ -1296,7 +1296,7 @@ void sink_equals_extra_key(const V2Ctx& cx, Check& out) {
 // attention_v2.window_within_causal: causal with the case's left window
 // (and its window_right, which causal overrides) against the window
 // (window_left, 0) without causal.
-void window_within_causal(const V2Ctx& cx, Check& out) {
+void window_within_causal(const AttnCtx& cx, Check& out) {
   const Entry& k = cx.k;
   const AttentionCase& c = cx.c;
   AttentionCase cc = c, wc = c;
@@ -1305,9 +1305,9 @@ void window_within_causal(const V2Ctx& cx, Check& out) {
   wc.causal = false;
   wc.window_right = 0;
   if (k.why_not(cc).empty() && k.why_not(wc).empty()) {
-    const AttentionResultV2 co = k.call(cc), wo = k.call(wc);
+    const AttentionResult co = k.call(cc), wo = k.call(wc);
     compare_results(
-        out, cc, budgets_v2(cc, as_values(cc, co)), wo, co, "causal",
+        out, cc, attention_budgets(cc, as_values(cc, co)), wo, co, "causal",
         [&](std::size_t row) {
           return "row " + std::to_string(row / c.heads_q) + " head " +
                  std::to_string(row % c.heads_q) + " (window (" + std::to_string(c.window_left) +
@@ -1324,10 +1324,10 @@ void window_within_causal(const V2Ctx& cx, Check& out) {
 // combination of v_descale v_j: the weights sum to at most 1; u_fp8 the
 // P quantisation the rounding rule allows, (n + 5) u the float32 sums,
 // ulp(V) the output's rounding up).
-void fp8_saturation(const V2Ctx& cx, Check& out) {
+void fp8_saturation(const AttnCtx& cx, Check& out) {
   const Entry& k = cx.k;
   const AttnType t = cx.t;
-  const V2Params& p = cx.p;
+  const AttnParams& p = cx.p;
   const AttentionCase& c = cx.c;
   AttentionCase fc = c;
   const float mx =
@@ -1338,7 +1338,7 @@ void fp8_saturation(const V2Ctx& cx, Check& out) {
   for (auto* vec : {&fc.q, &fc.k})
     for (float& x : *vec)
       if (g() % 16 == 0) x = g() % 2 ? mx : -mx;
-  const AttentionResultV2 fo = k.call(fc);
+  const AttentionResult fo = k.call(fc);
   const DType ot = dtype_of_output(fc.out_type);
   for (std::int64_t b = 0; b < c.batch; ++b) {
     std::vector<double> vmax(static_cast<std::size_t>(c.heads_kv * c.dv), 0.0);
@@ -1369,18 +1369,18 @@ void fp8_saturation(const V2Ctx& cx, Check& out) {
 // fp8 inputs the format's NaN code): kernel.h, every output of each
 // row whose inputs hold the NaN is NaN; no other row gets a NaN it
 // did not have.
-void nan_propagates(const V2Ctx& cx, Check& out) {
+void nan_propagates(const AttnCtx& cx, Check& out) {
   const Entry& k = cx.k;
-  const V2Params& p = cx.p;
+  const AttnParams& p = cx.p;
   const AttentionCase& c = cx.c;
-  const AttentionResultV2& o = cx.o;
+  const AttentionResult& o = cx.o;
   std::mt19937_64 g(p.seed ^ 0x7a7a);
   // Rows (b, i) with their visible keys.
   std::vector<std::pair<std::int64_t, std::int64_t>> seen;  // (b, i) with >= 1 visible key
   for (std::int64_t b = 0; b < c.batch; ++b)
     for (std::int64_t i = 0; i < c.len_q(b); ++i)
       for (std::int64_t j = 0; j < c.len_k(b); ++j)
-        if (ref::visible_v2(c, b, i, j)) {
+        if (ref::key_visible(c, b, i, j)) {
           seen.emplace_back(b, i);
           break;
         }
@@ -1393,15 +1393,15 @@ void nan_propagates(const V2Ctx& cx, Check& out) {
     const auto [bk, ik] = seen[g() % seen.size()];
     std::vector<std::int64_t> vis;
     for (std::int64_t j = 0; j < c.len_k(bk); ++j)
-      if (ref::visible_v2(c, bk, ik, j)) vis.push_back(j);
+      if (ref::key_visible(c, bk, ik, j)) vis.push_back(j);
     const std::int64_t jk = vis[g() % vis.size()];
     const std::int64_t hk = static_cast<std::int64_t>(g() % c.heads_kv);
     nc.k[(c.row_k(bk, jk) * c.heads_kv + hk) * c.d + static_cast<std::int64_t>(g() % c.d)] = NAN;
-    const AttentionResultV2 no = k.call(nc);
+    const AttentionResult no = k.call(nc);
     std::vector<char> hit(static_cast<std::size_t>(c.total_q() * c.heads_q), 0);
     hit[static_cast<std::size_t>(c.row_q(bq, iq) * c.heads_q + hq)] = 1;
     for (std::int64_t i = 0; i < c.len_q(bk); ++i)
-      if (ref::visible_v2(c, bk, i, jk))
+      if (ref::key_visible(c, bk, i, jk))
         for (std::int64_t h = 0; h < c.heads_q; ++h)
           if (c.kv_head(h) == hk) hit[static_cast<std::size_t>(c.row_q(bk, i) * c.heads_q + h)] = 1;
     std::size_t wrong = 0;
@@ -1440,28 +1440,42 @@ void nan_propagates(const V2Ctx& cx, Check& out) {
 
 namespace {
 
-const char* const kIdsV2[] = {"attention_v2.rounding",
-                              "attention_v2.flash_attention_2x",
-                              "attention_v2.masked_never_leak",
-                              "attention_v2.gqa_equals_repeated",
-                              "attention_v2.varlen_equals_separate",
-                              "attention_v2.key_permutation",
-                              "attention_v2.head_independence",
-                              "attention_v2.sink_equals_extra_key",
-                              "attention_v2.window_within_causal",
-                              "attention_v2.fp8_saturation",
-                              "attention_v2.nan_propagates"};
-const char* const kRuleIdsV2[] = {"attention_rounding",
-                                  "flash_attention_2x",
-                                  "kernel_h",
-                                  "attention_rounding",
-                                  "attention_rounding",
-                                  "attention_rounding",
-                                  "attention_rounding",
-                                  "attention_rounding",
-                                  "attention_rounding",
-                                  "attention_rounding",
-                                  "kernel_h"};
+// The family's properties, one row each, in the order they judge a case:
+// the registry id (properties/suite.cpp: claim, rule, unit), the function
+// judging one case, whether the interface v1 slot carries the features it
+// needs, and which cases it applies to (nullptr: every case).
+struct AttentionProperty {
+  const char* id;
+  void (*judge)(const AttnCtx&, Check&);
+  bool v1;
+  bool (*applies)(const AttnCtx&);
+};
+const AttentionProperty kAttention[] = {
+    {"attention_v2.rounding", rounding, true, nullptr},
+    {"attention_v2.flash_attention_2x", flash_attention_2x, true,
+     [](const AttnCtx& cx) { return cx.low; }},
+    {"attention_v2.masked_never_leak", masked_never_leak, true, nullptr},
+    {"attention_v2.gqa_equals_repeated", gqa_equals_repeated, false,
+     [](const AttnCtx& cx) { return cx.c.heads_kv < cx.c.heads_q; }},
+    {"attention_v2.varlen_equals_separate", varlen_equals_separate, false,
+     [](const AttnCtx& cx) { return cx.c.varlen(); }},
+    {"attention_v2.key_permutation", key_permutation, true, nullptr},
+    {"attention_v2.head_independence", head_independence, false,
+     [](const AttnCtx& cx) { return cx.c.heads_q > 1; }},
+    {"attention_v2.sink_equals_extra_key", sink_equals_extra_key, false, nullptr},
+    {"attention_v2.window_within_causal", window_within_causal, false, nullptr},
+    {"attention_v2.fp8_saturation", fp8_saturation, false,  // (no fp8 input in v1)
+     [](const AttnCtx& cx) { return is_fp8(cx.t); }},
+    {"attention_v2.nan_propagates", nan_propagates, true, nullptr},
+};
+constexpr int kSlots = static_cast<int>(std::size(kAttention));
+constexpr int kRound = 0;  // rounding: also where a refused case is recorded
+constexpr const char* kCoverageId = "attention_v2.coverage";
+
+const Rule& rule_of_row(const AttentionProperty& a) {
+  const PropertyInfo* info = find_property(a.id);
+  return rule_by_id(info ? info->rule : "unknown");
+}
 
 // The features interface v1 attention carries (kernel.h sa_attention_args):
 // one sequence, one head, causal bottom-right, the key mask, head_dim_v,
@@ -1475,8 +1489,8 @@ constexpr const char* kV1Features[] = {"causal",     "key_padding", "strided",
 // lengths): such a kernel's v1 slot is the single-head case of its
 // attention_v2 (the built-in naive and CUDA kernels forward one to the
 // other). A kernel with the v1 slot alone is held to every v1 feature.
-V2Domain v1_domain(const Kernel& k, AttnType t) {
-  V2Domain d = k.abi_version() >= 2 && k.supports(Op::attention_v2) ? domain_of(k, t) : V2Domain{};
+AttnDomain v1_domain(const Kernel& k, AttnType t) {
+  AttnDomain d = k.abi_version() >= 2 && k.supports(Op::attention_v2) ? domain_of(k, t) : AttnDomain{};
   d.features &= SA_ATTN_CAUSAL | SA_ATTN_KEY_PADDING | SA_ATTN_STRIDED | SA_ATTN_UNEQUAL_HEAD_DIMS |
                 SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV | SA_ATTN_LSE | SA_ATTN_ENTROPY;
   d.required &= d.features;
@@ -1498,29 +1512,67 @@ AttentionShapes v1_shapes(const AttentionShapes& s) {
   return r;
 }
 
+// attention_v2.coverage: every declared feature and feature pair in at
+// least pair_cases of the cases actually run by one entry's search for
+// input type t (tally), of which plan_cases were the fixed coverage cases.
+void coverage(const Run& run, Op op, AttnType t, const CoverageTally& tally,
+              const NotApplicableLog& na, std::size_t plan_cases, std::size_t features,
+              int pair_cases) {
+  const std::vector<CoverageCell> cells = tally.cells(pair_cases);
+  Verdict v;
+  v.property = kCoverageId;
+  v.claim = claim_of(v.property);
+  v.rule = rule_by_id("pairwise_coverage");
+  v.kernel = run.kernel.name();
+  v.op = name_of(op);
+  v.dtype = name_of(t);
+  v.coverage = cells;
+  v.cases = tally.cases();
+  std::string short_cells;
+  int n_short = 0;
+  for (const auto& c : cells)
+    if (c.cases < c.required) {
+      if (n_short++ < 12)
+        short_cells += (short_cells.empty() ? "" : ", ") + c.cell + " " +
+                       std::to_string(c.cases) + " of " + std::to_string(c.required);
+    }
+  v.measured = n_short;
+  v.bound = 0;
+  v.outcome = n_short ? Outcome::incomplete : Outcome::pass;
+  // A type the kernel does not take at all: nothing to cover.
+  bool type_refused = tally.cases() == 0 && na.count > 0;
+  for (const auto& [why, n] : na.reasons)
+    type_refused =
+        type_refused && (why.rfind("input type", 0) == 0 || why.rfind("output type", 0) == 0);
+  if (type_refused) {
+    v.outcome = Outcome::skip;
+    v.measured = v.bound = NAN;
+    v.coverage.clear();
+    v.note = "not applicable: " + na.text();
+    run.emit(v);
+    return;
+  }
+  v.note = std::to_string(tally.cases()) + " cases run (" + std::to_string(plan_cases) +
+           " fixed coverage cases, the rest random) over " + std::to_string(features) +
+           " declared features and " + std::to_string(cells.size() - features) +
+           " pairs, each required in " + std::to_string(pair_cases) + " case(s)";
+  if (n_short)
+    v.note += "; short: " + short_cells + (n_short > 12 ? ", ..." : "") +
+              " (cases the kernel refused or that failed before running are not counted)";
+  if (!na.text().empty()) v.note += "; " + na.text();
+  v.note += "; measured and bound in cells short";
+  v.seconds = 0;
+  v.kernel_seconds = 0;
+  run.emit(v);
+}
+
 // One input type of one entry: the search, its verdicts and the coverage verdict.
 void run_entry_type(const Run& run, const Entry& entry, AttnType t) {
   const Kernel& k = run.kernel;
   const Op op = entry.op;
-  const char* const* ids = kIdsV2;
-  const char* const* rule_ids = kRuleIdsV2;
-  enum {
-    kRound,
-    kFa,
-    kLeak,
-    kGqa,
-    kVarlen,
-    kPerm,
-    kHeads,
-    kSink,
-    kWinCausal,
-    kFp8Sat,
-    kNan,
-    kSlots
-  };
   NotApplicableLog na;
   const bool v1 = op == Op::attention;
-  const V2Domain dom = v1 ? v1_domain(k, t) : domain_of(k, t);
+  const AttnDomain dom = v1 ? v1_domain(k, t) : domain_of(k, t);
   const AttentionShapes shapes = v1 ? v1_shapes(run.config.attention) : run.config.attention;
   const std::vector<std::string> cov_features = coverage_features(dom, shapes);
   CoverageTally tally(cov_features);
@@ -1528,7 +1580,7 @@ void run_entry_type(const Run& run, const Entry& entry, AttnType t) {
   const bool low = t != AttnType::float32;
   const std::string prop =
       std::string(v1 ? "attention_v2[attention/" : "attention_v2[") + name_of(t) + "]";
-  std::function<std::vector<Check>(const V2Params&)> eval = [&](const V2Params& p) {
+  std::function<std::vector<Check>(const AttnParams&)> eval = [&](const AttnParams& p) {
     std::vector<Check> cs(kSlots);
     const AttentionCase c = materialise(p, t);
     if (const std::string why = entry.why_not(c); !why.empty()) {
@@ -1536,7 +1588,7 @@ void run_entry_type(const Run& run, const Entry& entry, AttnType t) {
       return cs;                  // nothing applicable
     }
     run.before(prop, describe(p));
-    AttentionResultV2 o;
+    AttentionResult o;
     try {
       o = entry.call(c);
     } catch (const KernelError& e) {
@@ -1550,24 +1602,17 @@ void run_entry_type(const Run& run, const Entry& entry, AttnType t) {
       return cs;
     }
     if (counting) tally.add(c);
-    const ref::AttentionV2Values r = ref::attention_v2(c);
-    const auto rb = budgets_v2(c, r);
-    const V2Ctx cx{run, entry, t, low, dom, p, c, o, r, rb};
-    // One function per property (above run_attention_v2), each judging
-    // this case into its slot; the conditions say when a case is one
-    // the property applies to.
-    rounding(cx, cs[kRound]);
-    if (low && run.wants_property(ids[kFa])) flash_attention_2x(cx, cs[kFa]);
-    if (run.wants_property(ids[kLeak])) masked_never_leak(cx, cs[kLeak]);
-    if (c.heads_kv < c.heads_q && run.wants_property(ids[kGqa])) gqa_equals_repeated(cx, cs[kGqa]);
-    if (c.varlen() && run.wants_property(ids[kVarlen])) varlen_equals_separate(cx, cs[kVarlen]);
-    if (run.wants_property(ids[kPerm])) key_permutation(cx, cs[kPerm]);
-    if (run.wants_property(ids[kHeads]) && c.heads_q > 1) head_independence(cx, cs[kHeads]);
-    // (Sinks and windows are not in the v1 slot: none of its cases has them.)
-    if (!v1 && run.wants_property(ids[kSink])) sink_equals_extra_key(cx, cs[kSink]);
-    if (!v1 && run.wants_property(ids[kWinCausal])) window_within_causal(cx, cs[kWinCausal]);
-    if (is_fp8(t) && run.wants_property(ids[kFp8Sat])) fp8_saturation(cx, cs[kFp8Sat]);
-    if (run.wants_property(ids[kNan])) nan_propagates(cx, cs[kNan]);
+    const ref::AttentionValues r = ref::attention_v2(c);
+    const auto rb = attention_budgets(c, r);
+    const AttnCtx cx{run, entry, t, low, dom, p, c, o, r, rb};
+    // Each property that applies to the case judges it into its slot; the
+    // v1 slot's cases carry none of the features of the others.
+    for (int s = 0; s < kSlots; ++s) {
+      const AttentionProperty& a = kAttention[s];
+      if (s != kRound && !run.wants_property(a.id)) continue;
+      if ((v1 && !a.v1) || (a.applies && !a.applies(cx))) continue;
+      a.judge(cx, cs[static_cast<std::size_t>(s)]);
+    }
     return cs;
   };
   SearchOptions so;
@@ -1577,79 +1622,30 @@ void run_entry_type(const Run& run, const Entry& entry, AttnType t) {
   so.on_cases_done = [&] { counting = false; };
   // The fixed coverage cases first (the same design on every seed, other
   // values), then the random ones; both shrink by the case's switches.
-  const std::vector<V2Params> plan =
+  const std::vector<AttnParams> plan =
       coverage_plan(is_fp8(t), shapes, dom, cov_features, shapes.pair_cases, so.seed ^ 0xc0fe);
-  auto res = search<V2Params>(
-      gen_v2(is_fp8(t), shapes, dom), kSlots, so, eval,
-      [&](const V2Params& p, const std::function<bool(const V2Params&)>& fails, int& budget) {
-        return shrink_v2(p, fails, budget, dom);
+  auto res = search<AttnParams>(
+      gen_attention(is_fp8(t), shapes, dom), kSlots, so, eval,
+      [&](const AttnParams& p, const std::function<bool(const AttnParams&)>& fails, int& budget) {
+        return shrink_attention(p, fails, budget, dom);
       },
       plan);
   for (int s = 0; s < kSlots; ++s) {
-    if (s == kFp8Sat && !is_fp8(t)) continue;  // fp8 inputs only
-    // The v1 slot carries no GQA, varlen, heads, sinks or window.
-    if (v1 && (s == kGqa || s == kVarlen || s == kHeads || s == kSink || s == kWinCausal)) continue;
-    if (!run.wants_property(ids[s])) continue;
-    if (s == kFa && !low) {
-      Verdict v = skip_verdict(run, ids[s], claim_of(ids[s]), rule_by_id(rule_ids[s]), op,
-                               DType::float32, kFaFloat32Note);
+    const AttentionProperty& a = kAttention[s];
+    if (a.judge == fp8_saturation && !is_fp8(t)) continue;  // fp8 inputs only
+    if ((v1 && !a.v1) || !run.wants_property(a.id)) continue;
+    if (a.judge == flash_attention_2x && !low) {
+      Verdict v = skip_verdict(run, a.id, claim_of(a.id), rule_of_row(a), op, DType::float32,
+                               kFaFloat32Note);
       v.dtype = name_of(t);
       run.emit(v);
       continue;
     }
-    run.emit(v2_verdict(run, ids[s], rule_by_id(rule_ids[s]), op, t,
-                        res[static_cast<std::size_t>(s)], na));
+    run.emit(attention_verdict(run, a.id, rule_of_row(a), op, t,
+                               res[static_cast<std::size_t>(s)], na));
   }
-  // attention_v2.coverage: every declared feature and feature pair in at
-  // least pair_cases of the cases actually run.
-  if (run.wants_property("attention_v2.coverage")) {
-    const std::vector<CoverageCell> cells = tally.cells(shapes.pair_cases);
-    Verdict v;
-    v.property = "attention_v2.coverage";
-    v.claim = claim_of(v.property);
-    v.rule = rule_by_id("pairwise_coverage");
-    v.kernel = k.name();
-    v.op = name_of(op);
-    v.dtype = name_of(t);
-    v.coverage = cells;
-    v.cases = tally.cases();
-    std::string short_cells;
-    int n_short = 0;
-    for (const auto& c : cells)
-      if (c.cases < c.required) {
-        if (n_short++ < 12)
-          short_cells += (short_cells.empty() ? "" : ", ") + c.cell + " " +
-                         std::to_string(c.cases) + " of " + std::to_string(c.required);
-      }
-    v.measured = n_short;
-    v.bound = 0;
-    v.outcome = n_short ? Outcome::incomplete : Outcome::pass;
-    // A type the kernel does not take at all: nothing to cover.
-    bool type_refused = tally.cases() == 0 && na.count > 0;
-    for (const auto& [why, n] : na.reasons)
-      type_refused =
-          type_refused && (why.rfind("input type", 0) == 0 || why.rfind("output type", 0) == 0);
-    if (type_refused) {
-      v.outcome = Outcome::skip;
-      v.measured = v.bound = NAN;
-      v.coverage.clear();
-      v.note = "not applicable: " + na.text();
-      run.emit(v);
-      return;
-    }
-    v.note = std::to_string(tally.cases()) + " cases run (" + std::to_string(plan.size()) +
-             " fixed coverage cases, the rest random) over " + std::to_string(cov_features.size()) +
-             " declared features and " + std::to_string(cells.size() - cov_features.size()) +
-             " pairs, each required in " + std::to_string(shapes.pair_cases) + " case(s)";
-    if (n_short)
-      v.note += "; short: " + short_cells + (n_short > 12 ? ", ..." : "") +
-                " (cases the kernel refused or that failed before running are not counted)";
-    if (!na.text().empty()) v.note += "; " + na.text();
-    v.note += "; measured and bound in cells short";
-    v.seconds = 0;
-    v.kernel_seconds = 0;
-    run.emit(v);
-  }
+  if (run.wants_property(kCoverageId))
+    coverage(run, op, t, tally, na, plan.size(), cov_features.size(), shapes.pair_cases);
 }
 
 }  // namespace
@@ -1657,15 +1653,15 @@ void run_entry_type(const Run& run, const Entry& entry, AttnType t) {
 // Per input type: attention_v2's search, then the v1 slot's (float32 and
 // bfloat16, the types interface v1 attention is checked in) when the kernel
 // has it; one progress unit-block per type.
-void run_attention_v2(const Run& run) {
+void run_attention(const Run& run) {
   const Kernel& k = run.kernel;
   bool any = false;
-  for (const char* id : kIdsV2) any = any || run.wants_property(id);
+  for (const AttentionProperty& a : kAttention) any = any || run.wants_property(a.id);
   // attention_v2.coverage counts the same search's cases: selected alone (a
   // run per property, after a crash or in a shard), it still runs it.
-  any = any || run.wants_property("attention_v2.coverage");
+  any = any || run.wants_property(kCoverageId);
   if (!any) return;
-  for (AttnType t : attention_v2_types(run)) {
+  for (AttnType t : attention_types(run)) {
     for (const Op op : {Op::attention_v2, Op::attention}) {
       if (!run.wants_op(op)) continue;
       const bool v1 = op == Op::attention;
@@ -1673,12 +1669,10 @@ void run_attention_v2(const Run& run) {
       const bool has =
           v1 ? k.supports(Op::attention) : k.abi_version() >= 2 && k.supports(Op::attention_v2);
       if (!has) {
-        for (std::size_t s = 0; s < std::size(kIdsV2); ++s) {
-          if (!run.wants_property(kIdsV2[s])) continue;
-          if (v1 && (s == 3 || s == 4 || s == 6 || s == 7 || s == 8 || s == 9))
-            continue;  // properties of features v1 does not carry
+        for (const AttentionProperty& a : kAttention) {
+          if (!run.wants_property(a.id) || (v1 && !a.v1)) continue;
           Verdict v = skip_verdict(
-              run, kIdsV2[s], claim_of(kIdsV2[s]), rule_by_id(kRuleIdsV2[s]), op, DType::float32,
+              run, a.id, claim_of(a.id), rule_of_row(a), op, DType::float32,
               v1 ? "not applicable: the kernel implements no attention (interface v1 slot)"
                  : "not applicable: the kernel implements no attention_v2 (interface v1 kernel, "
                    "or op not claimed)");
@@ -1689,19 +1683,19 @@ void run_attention_v2(const Run& run) {
       }
       run_entry_type(run, Entry{k, op}, t);
     }
-    run.tick(kAttentionV2TypeUnits);
+    run.tick(kAttentionTypeUnits);
   }
 }
 
-std::vector<AttnType> attention_v2_types(const Run& run) {
-  return props::attention_v2_types(run.config);
+std::vector<AttnType> attention_types(const Run& run) {
+  return props::attention_types(run.config);
 }
 
 }  // namespace sa::props::detail
 
 namespace sa::props {
 
-std::vector<AttnType> attention_v2_types(const SuiteConfig& config) {
+std::vector<AttnType> attention_types(const SuiteConfig& config) {
   std::vector<AttnType> types = config.attention.types;
   if (!types.empty()) {
   } else if (config.dtypes.empty())

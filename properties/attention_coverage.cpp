@@ -1,5 +1,5 @@
-// Coverage of the attention_v2 cases (attention_v2_coverage.hpp).
-#include "properties/attention_v2_coverage.hpp"
+// Coverage of the attention_v2 cases (attention_coverage.hpp).
+#include "properties/attention_coverage.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -35,7 +35,7 @@ bool compatible(const std::string& a, const std::string& b) {
            (a == "more_queries" && b == "fewer_queries"));
 }
 
-std::vector<std::string> coverage_features(const V2Domain& dom, const AttentionShapes& s) {
+std::vector<std::string> coverage_features(const AttnDomain& dom, const AttentionShapes& s) {
   std::vector<std::string> out;
   const bool batched = (dom.features & SA_ATTN_BATCHED) != 0;
   bool fewer = false, more = false;
@@ -135,10 +135,10 @@ std::vector<CoverageCell> CoverageTally::cells(int k) const {
   return out;
 }
 
-std::vector<V2Params> coverage_plan(bool fp8, const AttentionShapes& s, const V2Domain& dom,
+std::vector<AttnParams> coverage_plan(bool fp8, const AttentionShapes& s, const AttnDomain& dom,
                                     const std::vector<std::string>& features, int k,
                                     std::uint64_t seed) {
-  std::vector<V2Params> plan;
+  std::vector<AttnParams> plan;
   const std::size_t nf = features.size();
   if (k <= 0 || nf == 0) return plan;
   // need[i][j]: cases still owed to feature pair (i, j); need[i][i] to feature i.
@@ -247,7 +247,7 @@ std::vector<V2Params> coverage_plan(bool fp8, const AttentionShapes& s, const V2
       const int i = index(n);
       return i >= 0 && rows[r][static_cast<std::size_t>(i)];
     };
-    V2Params p;
+    AttnParams p;
     p.plan = true;
     p.dist = dists[r % 3];
     const auto L = pick_length(r, on("fewer_queries") ? -1 : on("more_queries") ? 1 : 0);
@@ -299,41 +299,41 @@ std::vector<V2Params> coverage_plan(bool fp8, const AttentionShapes& s, const V2
   return plan;
 }
 
-V2Params shrink_v2(const V2Params& p0, const std::function<bool(const V2Params&)>& fails,
-                   int& budget, const V2Domain& dom) {
-  V2Params p = p0;
+AttnParams shrink_attention(const AttnParams& p0, const std::function<bool(const AttnParams&)>& fails,
+                   int& budget, const AttnDomain& dom) {
+  AttnParams p = p0;
   // One candidate per switch; the first that still fails is taken, and the
   // list is walked again from the start until none does or the budget ends.
-  auto candidates = [&dom](const V2Params& x) {
-    std::vector<V2Params> c;
+  auto candidates = [&dom](const AttnParams& x) {
+    std::vector<AttnParams> c;
     auto add = [&](auto&& change) {
-      V2Params y = x;
+      AttnParams y = x;
       change(y);
       apply_domain(y, dom);
       if (describe(y) != describe(x)) c.push_back(y);  // a change the domain left standing
     };
-    if (x.batch > 1) add([](V2Params& y) { y.batch = y.varlen ? 2 : 1; });
-    if (x.batch > 2 && x.varlen) add([](V2Params& y) { y.batch = 2; });
-    if (x.heads_kv > 1) add([](V2Params& y) { y.heads_kv = 1; });
-    if (x.group > 2) add([](V2Params& y) { y.group = 2; });
-    if (x.splits > 1) add([](V2Params& y) { y.splits = 0; });
-    if (x.adaptive) add([](V2Params& y) { y.adaptive = false; });
-    if (x.softcap > 0) add([](V2Params& y) { y.softcap = 0; });
-    if (x.sinks) add([](V2Params& y) { y.sinks = false; });
-    if (x.alibi) add([](V2Params& y) { y.alibi = false; });
-    if (x.key_pad) add([](V2Params& y) { y.key_pad = false; });
-    if (x.wl >= 0 || x.wr >= 0) add([](V2Params& y) { y.wl = y.wr = -1; });
-    if (x.causal) add([](V2Params& y) { y.causal = false; });
-    if (x.top_left) add([](V2Params& y) { y.top_left = false; });
-    if (x.bhsd) add([](V2Params& y) { y.bhsd = false; });
-    if (x.row_pad || x.head_pad) add([](V2Params& y) { y.row_pad = y.head_pad = 0; });
-    if (x.descale) add([](V2Params& y) { y.descale = 0; });
-    if (x.dv != x.d) add([](V2Params& y) { y.dv = y.d; });
+    if (x.batch > 1) add([](AttnParams& y) { y.batch = y.varlen ? 2 : 1; });
+    if (x.batch > 2 && x.varlen) add([](AttnParams& y) { y.batch = 2; });
+    if (x.heads_kv > 1) add([](AttnParams& y) { y.heads_kv = 1; });
+    if (x.group > 2) add([](AttnParams& y) { y.group = 2; });
+    if (x.splits > 1) add([](AttnParams& y) { y.splits = 0; });
+    if (x.adaptive) add([](AttnParams& y) { y.adaptive = false; });
+    if (x.softcap > 0) add([](AttnParams& y) { y.softcap = 0; });
+    if (x.sinks) add([](AttnParams& y) { y.sinks = false; });
+    if (x.alibi) add([](AttnParams& y) { y.alibi = false; });
+    if (x.key_pad) add([](AttnParams& y) { y.key_pad = false; });
+    if (x.wl >= 0 || x.wr >= 0) add([](AttnParams& y) { y.wl = y.wr = -1; });
+    if (x.causal) add([](AttnParams& y) { y.causal = false; });
+    if (x.top_left) add([](AttnParams& y) { y.top_left = false; });
+    if (x.bhsd) add([](AttnParams& y) { y.bhsd = false; });
+    if (x.row_pad || x.head_pad) add([](AttnParams& y) { y.row_pad = y.head_pad = 0; });
+    if (x.descale) add([](AttnParams& y) { y.descale = 0; });
+    if (x.dv != x.d) add([](AttnParams& y) { y.dv = y.d; });
     if (x.d > 1 && x.dv == x.d)
-      add([](V2Params& y) { y.d = y.dv = std::max<std::int64_t>(1, y.d / 2); });
-    if (x.sq > 1) add([](V2Params& y) { y.sq = std::max<std::int64_t>(1, y.sq / 2); });
-    if (x.sk > 1) add([](V2Params& y) { y.sk = std::max<std::int64_t>(1, y.sk / 2); });
-    if (x.dist != "small_int") add([](V2Params& y) { y.dist = "small_int"; });
+      add([](AttnParams& y) { y.d = y.dv = std::max<std::int64_t>(1, y.d / 2); });
+    if (x.sq > 1) add([](AttnParams& y) { y.sq = std::max<std::int64_t>(1, y.sq / 2); });
+    if (x.sk > 1) add([](AttnParams& y) { y.sk = std::max<std::int64_t>(1, y.sk / 2); });
+    if (x.dist != "small_int") add([](AttnParams& y) { y.dist = "small_int"; });
     return c;
   };
   // At most 3 s of wall: a case of the largest shapes costs about a second.
@@ -341,7 +341,7 @@ V2Params shrink_v2(const V2Params& p0, const std::function<bool(const V2Params&)
   bool progress = true;
   while (progress && budget > 0 && std::chrono::steady_clock::now() < deadline) {
     progress = false;
-    for (const V2Params& c : candidates(p)) {
+    for (const AttnParams& c : candidates(p)) {
       if (--budget < 0 || std::chrono::steady_clock::now() >= deadline) break;
       if (fails(c)) {
         p = c;

@@ -1,4 +1,4 @@
-// One query row of the v2 attention reference (reference/attention_v2.hpp),
+// One query row of the v2 attention reference (reference/attention.hpp),
 // shared by its two precisions (x87 long double, MPFR) and by the correctly
 // rounded reference's MPFR level (reference/attention_cr.cpp): kernel.h's
 // steps 1-4, the sink, then softmax, lse, entropy, adaptive beta, out, all in
@@ -16,7 +16,7 @@
 
 namespace sa::ref {
 
-bool visible_v2(const AttentionCase& c, std::int64_t b, std::int64_t i, std::int64_t j);
+bool key_visible(const AttentionCase& c, std::int64_t b, std::int64_t i, std::int64_t j);
 
 namespace detail {
 
@@ -52,7 +52,7 @@ inline unsigned row_precision_bits(const AttentionCase& c, std::int64_t b, std::
   const double sc = static_cast<double>(c.scale) * c.q_descale * c.k_descale / c.softcap;
   double ymax = 0;
   for (std::int64_t j = 0; j < c.len_k(b); ++j) {
-    if (!visible_v2(c, b, i, j)) continue;
+    if (!key_visible(c, b, i, j)) continue;
     const float* k = c.k.data() + (c.row_k(b, j) * c.heads_kv + c.kv_head(h)) * c.d;
     double dot = 0;
     for (std::int64_t x = 0; x < c.d; ++x) dot += static_cast<double>(q[x]) * k[x];
@@ -88,7 +88,7 @@ void attention_row(const AttentionCase& c, std::int64_t b, std::int64_t h, std::
   bool any_nan = false;
   T m = -std::numeric_limits<T>::infinity();
   for (std::int64_t j = 0; j < Lk; ++j) {
-    vis[j] = visible_v2(c, b, i, j) ? 1 : 0;
+    vis[j] = key_visible(c, b, i, j) ? 1 : 0;
     if (!vis[j]) continue;
     const float* k = c.k.data() + (c.row_k(b, j) * c.heads_kv + hk) * c.d;
     T dot = 0;

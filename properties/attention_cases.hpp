@@ -16,13 +16,13 @@
 namespace sa::props::detail {
 
 // The random shape and features of one case; values come from `seed`.
-struct V2Params {
+struct AttnParams {
   std::string dist;
   std::int64_t batch = 1, heads_kv = 1, group = 1, d = 1, dv = 1, sq = 1, sk = 1;
   bool varlen = false, causal = false, top_left = false, alibi = false, sinks = false,
        key_pad = false, bhsd = false, adaptive = false;
   std::int64_t splits = 0;  // num_splits (0: none)
-  // A fixed coverage case (attention_v2_coverage.hpp): with varlen, the first
+  // A fixed coverage case (attention_coverage.hpp): with varlen, the first
   // sequence has exactly sq queries and sk keys (so the length relation the
   // case was built for holds); the others are drawn as usual.
   bool plan = false;
@@ -33,12 +33,12 @@ struct V2Params {
 };
 
 // One line naming the parameters (for counterexamples).
-std::string describe(const V2Params& p);
+std::string describe(const AttnParams& p);
 
 // The domain a kernel declares for attention_v2 (sa_capabilities): the
 // SA_ATTN_* features, the head dims, the length, batch and head limits. Cases
 // are drawn inside it, so no drawn case is refused for a declared reason.
-struct V2Domain {
+struct AttnDomain {
   std::uint32_t features = ~0u;         // SA_ATTN_* bits
   std::vector<std::int64_t> head_dims;  // empty: any
   std::int64_t max_head_dim = 0, max_seqlen_q = 0, max_seqlen_k = 0, max_batch = 0,
@@ -49,27 +49,27 @@ struct V2Domain {
 };
 // Every feature of interface v2 except adaptive and split-KV (the random
 // cases of the reference tests, which predate them).
-inline constexpr std::uint32_t kClassicV2Features = ~(SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV);
+inline constexpr std::uint32_t kClassicFeatures = ~(SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV);
 // The domain for input type t (the features declared for that type).
-V2Domain domain_of(const Kernel& k, AttnType t);
+AttnDomain domain_of(const Kernel& k, AttnType t);
 
 // Whether a case may draw `feature` (a name of attention_features()): the
 // spec allows it and the kernel declares it.
-bool feature_allowed(const AttentionShapes& s, const V2Domain& dom, const char* feature);
+bool feature_allowed(const AttentionShapes& s, const AttnDomain& dom, const char* feature);
 
 // Draws one case from the shapes `s` allows (the spec's [attention] table;
 // the suite's defaults where it names nothing) inside the kernel's domain
 // `dom`: every declared feature, fp8 descales when `fp8`.
-rc::Gen<V2Params> gen_v2(bool fp8, const AttentionShapes& s,
-                         V2Domain dom = V2Domain{kClassicV2Features, {}, 0, 0, 0, 0, 0, 0, 0, 0});
+rc::Gen<AttnParams> gen_attention(bool fp8, const AttentionShapes& s,
+                         AttnDomain dom = AttnDomain{kClassicFeatures, {}, 0, 0, 0, 0, 0, 0, 0, 0});
 
 // Moves a case into the domain: required features on, the constrained forms
 // (bottom-right only, window_right 0, queries <= keys), head dims rounded
 // down to the declared multiple. Shrinking and fixed cases pass through it.
-void apply_domain(V2Params& p, const V2Domain& dom);
+void apply_domain(AttnParams& p, const AttnDomain& dom);
 
 // The case's inputs for input type t (values representable in t; fp8
 // inputs get a bfloat16 output type), drawn from p.seed.
-AttentionCase materialise(const V2Params& p, AttnType t);
+AttentionCase materialise(const AttnParams& p, AttnType t);
 
 }  // namespace sa::props::detail

@@ -1,4 +1,4 @@
-// The v2 attention reference (reference/attention_v2.hpp): its semantics on
+// The v2 attention reference (reference/attention.hpp): its semantics on
 // cases small enough to work out by hand, and the extended-precision path
 // against the MPFR path on random cases of every feature.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <limits>
 #include <random>
 
-#include "reference/attention_v2.hpp"
+#include "reference/attention.hpp"
 
 namespace sa {
 namespace {
@@ -24,7 +24,7 @@ AttentionCase one_head(std::vector<float> k, std::vector<float> v, std::int64_t 
   return c;
 }
 
-TEST(AttentionV2Reference, PlainSoftmaxWeights) {
+TEST(AttentionReference, PlainSoftmaxWeights) {
   const float k1 = std::log(3.0f);  // a float near log 3: weights near 1/4, 3/4
   auto c = one_head({0.0f, k1}, {1.0f, 2.0f});
   const auto r = ref::attention_v2(c);
@@ -35,7 +35,7 @@ TEST(AttentionV2Reference, PlainSoftmaxWeights) {
   EXPECT_EQ(r.beta[0], 1.0);
 }
 
-TEST(AttentionV2Reference, SinkJoinsDenominatorAndLseButHasNoValue) {
+TEST(AttentionReference, SinkJoinsDenominatorAndLseButHasNoValue) {
   auto c = one_head({0.0f}, {5.0f});
   c.sinks = {0.0f};  // one extra logit 0 with value 0
   const auto r = ref::attention_v2(c);
@@ -44,7 +44,7 @@ TEST(AttentionV2Reference, SinkJoinsDenominatorAndLseButHasNoValue) {
   EXPECT_NEAR(r.entropy[0], std::log(2.0), 1e-12);  // over (key, sink)
 }
 
-TEST(AttentionV2Reference, FullyMaskedRowWithAndWithoutSink) {
+TEST(AttentionReference, FullyMaskedRowWithAndWithoutSink) {
   auto c = one_head({1.0f, 2.0f}, {3.0f, 4.0f});
   c.key_padding_mask = {0, 0};
   auto r = ref::attention_v2(c);
@@ -57,7 +57,7 @@ TEST(AttentionV2Reference, FullyMaskedRowWithAndWithoutSink) {
   EXPECT_EQ(r.lse[0], 0.5);  // the sink alone
 }
 
-TEST(AttentionV2Reference, CausalAlignments) {
+TEST(AttentionReference, CausalAlignments) {
   // 2 queries, 3 keys. Bottom-right: query 0 sees keys 0..1, query 1 all.
   // Top-left: query 0 sees key 0, query 1 keys 0..1.
   auto c = one_head({0.0f, 0.0f, 0.0f}, {1.0f, 2.0f, 6.0f}, 2);
@@ -71,7 +71,7 @@ TEST(AttentionV2Reference, CausalAlignments) {
   EXPECT_NEAR(r.out[1], 1.5, 1e-15);
 }
 
-TEST(AttentionV2Reference, SlidingWindowBothSides) {
+TEST(AttentionReference, SlidingWindowBothSides) {
   // 5 queries and keys (bottom-right = top-left here), window (1, 1): query i
   // sees keys i-1 .. i+1.
   auto c = one_head({0, 0, 0, 0, 0}, {1, 2, 3, 4, 5}, 5);
@@ -83,7 +83,7 @@ TEST(AttentionV2Reference, SlidingWindowBothSides) {
   EXPECT_NEAR(r.out[4], 4.5, 1e-15);
 }
 
-TEST(AttentionV2Reference, SoftcapBeforeMaskAndAlibiAfterSoftcap) {
+TEST(AttentionReference, SoftcapBeforeMaskAndAlibiAfterSoftcap) {
   auto c = one_head({100.0f, 0.0f}, {1.0f, 0.0f});
   c.softcap = 2.0;  // score 100 -> 2 tanh(50) ~ 2, score 0 -> 0
   auto r = ref::attention_v2(c);
@@ -97,7 +97,7 @@ TEST(AttentionV2Reference, SoftcapBeforeMaskAndAlibiAfterSoftcap) {
   EXPECT_NEAR(r.out[0], std::exp(a0) / (std::exp(a0) + 1.0), 1e-12);
 }
 
-TEST(AttentionV2Reference, GqaHeadMappingAndVarlen) {
+TEST(AttentionReference, GqaHeadMappingAndVarlen) {
   // heads_q = 4, heads_kv = 2: query heads 0,1 read kv head 0; 2,3 kv head 1.
   AttentionCase c;
   c.heads_q = 4;
@@ -117,7 +117,7 @@ TEST(AttentionV2Reference, GqaHeadMappingAndVarlen) {
   EXPECT_NEAR(r.out[3], 20.0, 1e-15);
 }
 
-TEST(AttentionV2Reference, MaskedValuesAreNeverRead) {
+TEST(AttentionReference, MaskedValuesAreNeverRead) {
   auto c = one_head({0.0f, 0.0f}, {1.0f, std::numeric_limits<float>::quiet_NaN()});
   c.key_padding_mask = {1, 0};
   c.k[1] = std::numeric_limits<float>::infinity();
@@ -125,7 +125,7 @@ TEST(AttentionV2Reference, MaskedValuesAreNeverRead) {
   EXPECT_EQ(r.out[0], 1.0);
 }
 
-TEST(AttentionV2Reference, ValidationNamesTheField) {
+TEST(AttentionReference, ValidationNamesTheField) {
   auto c = one_head({0.0f}, {1.0f});
   c.heads_q = 3;
   c.heads_kv = 2;
@@ -142,7 +142,7 @@ TEST(AttentionV2Reference, ValidationNamesTheField) {
 // Random small cases of every feature: the extended-precision reference agrees
 // with the MPFR one to within the error its header states ((n_k + d + 16)
 // 2^-63 of the magnitudes), measured here as at most 2^-50 relative.
-TEST(AttentionV2Reference, ExtendedAgreesWithMpfr) {
+TEST(AttentionReference, ExtendedAgreesWithMpfr) {
   std::mt19937_64 g(7);
   std::uniform_real_distribution<float> u(-3.0f, 3.0f);
   double worst = 0;
@@ -173,7 +173,7 @@ TEST(AttentionV2Reference, ExtendedAgreesWithMpfr) {
     for (std::int64_t i = 0; i < c.total_k() * c.heads_kv * c.d; ++i) c.k.push_back(u(g));
     for (std::int64_t i = 0; i < c.total_k() * c.heads_kv * c.dv; ++i) c.v.push_back(u(g));
     const auto x = ref::attention_v2(c);
-    const auto e = ref::attention_v2_exact(c);
+    const auto e = ref::attention_exact(c);
     auto cmp = [&](const std::vector<double>& a, const std::vector<double>& b, double mag) {
       ASSERT_EQ(a.size(), b.size());
       for (std::size_t i = 0; i < a.size(); ++i) {

@@ -1,16 +1,16 @@
-#include "reference/attention_v2.hpp"
+#include "reference/attention.hpp"
 
 #include <cmath>
 #include <limits>
 #include <type_traits>
 
-#include "reference/attention_v2_row.hpp"
+#include "reference/attention_row.hpp"
 #include "reference/mpfr.hpp"
 #include "reference/rounding.hpp"
 
 namespace sa::ref {
 
-bool visible_v2(const AttentionCase& c, std::int64_t b, std::int64_t i, std::int64_t j) {
+bool key_visible(const AttentionCase& c, std::int64_t b, std::int64_t i, std::int64_t j) {
   if (!c.key_padding_mask.empty() && c.key_padding_mask[c.row_k(b, j)] == 0) return false;
   const std::int64_t off = c.top_left ? 0 : c.len_k(b) - c.len_q(b);
   const std::int64_t diag = i + off;  // the key aligned with query i
@@ -23,9 +23,9 @@ bool visible_v2(const AttentionCase& c, std::int64_t b, std::int64_t i, std::int
 namespace {
 
 template <class T>
-AttentionV2Values run(const AttentionCase& c) {
+AttentionValues run(const AttentionCase& c) {
   c.validate();
-  AttentionV2Values r;
+  AttentionValues r;
   const auto rows = static_cast<std::size_t>(c.total_q() * c.heads_q);
   r.out.assign(rows * static_cast<std::size_t>(c.dv), 0.0);
   r.lse.assign(rows, 0.0);
@@ -64,9 +64,9 @@ AttentionV2Values run(const AttentionCase& c) {
 
 }  // namespace
 
-AttentionV2Values attention_v2(const AttentionCase& c) { return run<long double>(c); }
+AttentionValues attention_v2(const AttentionCase& c) { return run<long double>(c); }
 
-AttentionV2Values attention_v2_exact(const AttentionCase& c) {
+AttentionValues attention_exact(const AttentionCase& c) {
   precision_bits();
   return run<Mp>(c);
 }

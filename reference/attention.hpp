@@ -6,12 +6,12 @@
 // stored.
 //
 // Two precisions, one algorithm:
-//   attention_v2_exact  MPFR (reference/mpfr.hpp's working precision). Cost
+//   attention_exact  MPFR (reference/mpfr.hpp's working precision). Cost
 //                       about 1 us per multiply-add: small cases only. A
 //                       row with saturated softcap scores whose double
 //                       rounding that precision leaves open is computed
 //                       again at the precision its saturation needs
-//                       (attention_v2_row.hpp, row_precision_bits).
+//                       (attention_row.hpp, row_precision_bits).
 //   attention_v2        x87 extended precision (64-bit significand, long
 //                       double). Inputs are float32 values or narrower, so
 //                       every product q_c k_c is exact; a dot product of d
@@ -23,7 +23,7 @@
 //                       for the entropy), which is below 2^-40 of those
 //                       magnitudes for n_k, d <= 2^20, far under float32's
 //                       2^-24 unit roundoff. The test
-//                       AttentionV2Reference.ExtendedAgreesWithMpfr measures
+//                       AttentionReference.ExtendedAgreesWithMpfr measures
 //                       the agreement on random cases of every feature.
 // Both return values rounded once to double.
 #pragma once
@@ -34,16 +34,16 @@
 
 namespace sa::ref {
 
-struct AttentionV2Values {
+struct AttentionValues {
   std::vector<double> out;                // total_q x heads_q x dv
   std::vector<double> lse, entropy, beta;  // total_q x heads_q
 };
 
-AttentionV2Values attention_v2(const AttentionCase& c);
-AttentionV2Values attention_v2_exact(const AttentionCase& c);
+AttentionValues attention_v2(const AttentionCase& c);
+AttentionValues attention_exact(const AttentionCase& c);
 
 // Whether query i of sequence b sees key j, by causal, window and key padding
 // (kernel.h's step 4); the same test the reference uses.
-bool visible_v2(const AttentionCase& c, std::int64_t b, std::int64_t i, std::int64_t j);
+bool key_visible(const AttentionCase& c, std::int64_t b, std::int64_t i, std::int64_t j);
 
 }  // namespace sa::ref
