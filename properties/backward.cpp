@@ -962,34 +962,52 @@ void run_backward(const Run& run, DType t) {
     if (run.wants_op(op)) run_row_backward(run, op, t);
 }
 
+// The attention_backward properties, one row each in the order of their
+// verdicts: the registry id (properties/suite.cpp: claim, rule, unit), the
+// function judging one case, and which cases it applies to (nullptr: every
+// case). The cuDNN convention is opt-in: it runs (and is reported) only when
+// its rule is named in config.rules.
+struct BackwardProperty {
+  const char* id;
+  void (*judge)(const BwdCtx&, Check&);
+  bool (*applies)(const BwdCtx&);
+};
+bool low_precision(const BwdCtx& cx) { return cx.t != AttnType::float32; }
+const BackwardProperty kAttentionBackward[] = {
+    {"attention_backward.rounding", grad_rounding, nullptr},
+    {"attention_backward.flash_attention_3x", flash_attention_3x, low_precision},
+    {"attention_backward.gqa_group_sum", gqa_group_sum,
+     [](const BwdCtx& cx) { return cx.c.heads_kv < cx.c.heads_q; }},
+    {"attention_backward.masked_zero", masked_zero, nullptr},
+    {"attention_backward.no_nan", no_nan, nullptr},
+    {"attention_backward.cudnn_frontend", cudnn_frontend, low_precision},
+};
+
+const Rule& rule_of_row(const BackwardProperty& b) {
+  const PropertyInfo* info = find_property(b.id);
+  return rule_by_id(info ? info->rule : "unknown");
+}
+
 void run_attention_backward(const Run& run) {
   const Kernel& k = run.kernel;
   if (!run.wants_op(Op::attention_backward)) return;
-  const char* const ids[] = {
-      "attention_backward.rounding",      "attention_backward.flash_attention_3x",
-      "attention_backward.gqa_group_sum", "attention_backward.masked_zero",
-      "attention_backward.no_nan",        "attention_backward.cudnn_frontend"};
-  const char* const rule_ids[] = {"attention_backward_rounding",
-                                  "flash_attention_3x",
-                                  "attention_backward_rounding",
-                                  "kernel_h",
-                                  "kernel_h",
-                                  "cudnn_frontend_bwd"};
-  constexpr int kIds = 6;
-  // The cuDNN convention is opt-in: it runs (and is reported) only when its
-  // rule is named in config.rules.
+  constexpr int kSlots = static_cast<int>(std::size(kAttentionBackward));
   const bool want_cudnn = run.wants_rule("cudnn_frontend_bwd") &&
                           run.wants_property("attention_backward.cudnn_frontend");
-  auto wanted = [&](int s) { return s == kIds - 1 ? want_cudnn : run.wants_property(ids[s]); };
+  auto wanted = [&](int s) {
+    const BackwardProperty& b = kAttentionBackward[s];
+    return b.judge == cudnn_frontend ? want_cudnn : run.wants_property(b.id);
+  };
   bool any = false;
-  for (int s = 0; s < kIds; ++s) any = any || wanted(s);
+  for (int s = 0; s < kSlots; ++s) any = any || wanted(s);
   if (!any) return;
   const std::vector<AttnType> types = attention_backward_types(run);
   if (k.abi_version() < 2 || !k.supports(Op::attention_backward)) {
     for (AttnType t : types)
-      for (int s = 0; s < kIds; ++s) {
+      for (int s = 0; s < kSlots; ++s) {
         if (!wanted(s)) continue;
-        Verdict v = skip_verdict(run, ids[s], claim_of(ids[s]), rule_by_id(rule_ids[s]),
+        const BackwardProperty& b = kAttentionBackward[s];
+        Verdict v = skip_verdict(run, b.id, claim_of(b.id), rule_of_row(b),
                                  Op::attention_backward, dtype_of(t),
                                  "not applicable: the kernel implements no attention_backward");
         run.emit(v);
@@ -997,7 +1015,6 @@ void run_attention_backward(const Run& run) {
     return;
   }
   for (AttnType t : types) {
-    enum { kRound, kFa, kGqa, kMask, kNan, kCudnn, kSlots };
     NaLog na;
     const bool low = t != AttnType::float32;
     const DType dt = dtype_of(t);
@@ -1020,14 +1037,13 @@ void run_attention_backward(const Run& run) {
       const AttentionBackwardResult g = k.attention_backward(c, out, lse_k, dout);
       const GradBudgets gb = grad_budgets(c, dout, r, out, lse_b, lse_x);
       const BwdCtx cx{run, k, t, dt, c, dout, r, out, lse_k, lse_b, lse_x, g, gb};
-      // One function per property (above run_attention_backward), each
-      // judging this case into its slot.
-      grad_rounding(cx, cs[kRound]);
-      no_nan(cx, cs[kNan]);
-      if (low) flash_attention_3x(cx, cs[kFa]);
-      if (low && want_cudnn) cudnn_frontend(cx, cs[kCudnn]);
-      if (c.heads_kv < c.heads_q) gqa_group_sum(cx, cs[kGqa]);
-      masked_zero(cx, cs[kMask]);
+      // Each property that applies to the case judges it into its slot.
+      for (int s = 0; s < kSlots; ++s) {
+        const BackwardProperty& b = kAttentionBackward[s];
+        if (b.judge == cudnn_frontend ? !want_cudnn : false) continue;
+        if (b.applies && !b.applies(cx)) continue;
+        b.judge(cx, cs[static_cast<std::size_t>(s)]);
+      }
       return cs;
     };
     SearchOptions so;
@@ -1037,22 +1053,23 @@ void run_attention_backward(const Run& run) {
     auto res = search<BwdParams>(gen_bwd(run.config.attention), kSlots, so, eval);
     for (int s = 0; s < kSlots; ++s) {
       if (!wanted(s)) continue;
-      if (s == kFa && !low) {
-        run.emit(skip_verdict(run, ids[s], claim_of(ids[s]), rule_by_id(rule_ids[s]),
-                              Op::attention_backward, dt,
+      const BackwardProperty& b = kAttentionBackward[s];
+      if (b.judge == flash_attention_3x && !low) {
+        run.emit(skip_verdict(run, b.id, claim_of(b.id), rule_of_row(b), Op::attention_backward,
+                              dt,
                               "not applicable: FlashAttention's rule is stated for bfloat16 and "
                               "float16 (float32 is held to attention_backward.rounding)"));
         continue;
       }
-      if (s == kCudnn && !low) {
-        run.emit(skip_verdict(run, ids[s], claim_of(ids[s]), rule_by_id(rule_ids[s]),
-                              Op::attention_backward, dt,
+      if (b.judge == cudnn_frontend && !low) {
+        run.emit(skip_verdict(run, b.id, claim_of(b.id), rule_of_row(b), Op::attention_backward,
+                              dt,
                               "not applicable: cuDNN frontend's SDPA backward tests cover "
                               "float16 and bfloat16 only"));
         continue;
       }
       Verdict v = slot_verdict<BwdParams>(
-          run, ids[s], claim_of(ids[s]), rule_by_id(rule_ids[s]), Op::attention_backward, dt,
+          run, b.id, claim_of(b.id), rule_of_row(b), Op::attention_backward, dt,
           res[static_cast<std::size_t>(s)], [t](const BwdParams& p) {
             // The inputs inline when small (inline_inputs.hpp).
             try {
