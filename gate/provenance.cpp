@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "gate/build_info.hpp"  // generated at configure time (gate/CMakeLists.txt)
+#include "gate/build_info.hpp"  // generated at build time (cmake/BuildInfo.cmake)
 
 namespace sa::gate {
 
