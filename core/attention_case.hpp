@@ -14,6 +14,7 @@
 // by `layout`, `row_pad` and `head_pad`; results always come back packed BSHD.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
@@ -68,6 +69,25 @@ struct AttentionCase {
   // Call layout.
   AttnLayout layout = AttnLayout::bshd;
   std::int64_t row_pad = 0, head_pad = 0;  // extra elements after each head vector / row
+  // seqused_k (kernel.h): empty, or `batch` counts of key slots the call's
+  // key buffer holds after each sequence's len_k(b) keys. The call then
+  // passes seqused_k[b] = len_k(b), and the extra slots hold NaN (a kernel
+  // that reads them fails). The case's keys (k, v, cu_k, seqlen_k,
+  // key_padding_mask) are the used ones only, so the reference and every
+  // property see exactly the keys a kernel may read.
+  std::vector<std::int32_t> kv_extra;
+  // A varlen case with equal query lengths called with fixed lengths
+  // (q [batch][seqlen_q], k [batch][N]): the sequences' key counts then
+  // differ only through seqused_k (flash_attn_with_kvcache's cache_seqlens),
+  // so it needs kv_extra.
+  bool dense_call = false;
+  // Paged KV (kernel.h): 0 contiguous; else tokens per page (1..1024). The
+  // call scatters the keys into a pool of pages in the order paged_kv()
+  // derives from page_seed, the physical ids from page_id_base up (65,530:
+  // ids across 65,535); every other page and slot holds NaN.
+  std::int64_t page_size = 0;
+  std::int64_t page_id_base = 0;
+  std::uint64_t page_seed = 0;
 
   bool varlen() const { return !cu_q.empty(); }
   std::int64_t total_q() const { return varlen() ? cu_q.back() : batch * seqlen_q; }
@@ -82,6 +102,20 @@ struct AttentionCase {
   }
   // Key/value head read by query head h.
   std::int64_t kv_head(std::int64_t h) const { return h / (heads_q / heads_kv); }
+  bool paged() const { return page_size > 0; }
+  bool seqused() const { return !kv_extra.empty(); }
+  // Whether the call passes cu_seqlens (a varlen case not called dense).
+  bool call_varlen() const { return varlen() && !dense_call; }
+  // Keys in the call's buffer for sequence b (N_b of kernel.h): its used keys
+  // plus kv_extra[b]; with fixed-length calls the largest of those (every
+  // sequence's buffer has seqlen_k rows).
+  std::int64_t key_buffer(std::int64_t b) const {
+    if (call_varlen()) return len_k(b) + (seqused() ? kv_extra[b] : 0);
+    std::int64_t n = 0;
+    for (std::int64_t x = 0; x < batch; ++x)
+      n = std::max<std::int64_t>(n, len_k(x) + (seqused() ? kv_extra[x] : 0));
+    return n;
+  }
   // Throws std::invalid_argument naming the field and what was expected.
   void validate() const;
   // One line describing the shape and features (for counterexamples).
@@ -128,6 +162,78 @@ inline void AttentionCase::validate() const {
   if (!is_fp8(qkv) && (q_descale != 1.0f || k_descale != 1.0f || v_descale != 1.0f))
     fail("descales apply to fp8 inputs only");
   if (row_pad < 0 || head_pad < 0) fail("row_pad and head_pad must be >= 0");
+  if (!kv_extra.empty()) {
+    expect("kv_extra", kv_extra.size(), batch);
+    for (std::int64_t b = 0; b < batch; ++b)
+      if (kv_extra[b] < 0 || kv_extra[b] > (1 << 20))
+        fail("kv_extra[" + s(b) + "] = " + s(kv_extra[b]) + " is outside 0..2^20");
+  }
+  if (dense_call) {
+    if (!varlen() || kv_extra.empty())
+      fail("dense_call needs a varlen case with kv_extra (seqused_k)");
+    for (std::int64_t b = 1; b < batch; ++b)
+      if (len_q(b) != len_q(0))
+        fail("dense_call needs equal query lengths (sequence " + s(b) + " has " + s(len_q(b)) +
+             ", sequence 0 " + s(len_q(0)) + ")");
+  }
+  if (page_size < 0 || page_size > 1024)
+    fail("page_size = " + s(page_size) + " is outside 0..1024 (0: contiguous)");
+  if (page_id_base < 0 || page_id_base > (std::int64_t{1} << 24))
+    fail("page_id_base = " + s(page_id_base) + " is outside 0..2^24");
+  if (paged()) {
+    std::int64_t pages = page_id_base + 4;
+    for (std::int64_t b = 0; b < batch; ++b) pages += (key_buffer(b) + page_size - 1) / page_size;
+    const std::int64_t elems = pages * page_size * heads_kv * std::max(d, dv);
+    if (elems > (std::int64_t{1} << 25))
+      fail("the page pool (page_id_base " + s(page_id_base) + ", page_size " + s(page_size) +
+           ") would hold " + s(elems) + " elements, above 2^25");
+  }
+}
+
+// The block table a paged case is called with (kernel.h: block_table,
+// block_table_stride, num_pages): sequence b's pages are the first
+// ceil(key_buffer(b) / page_size) entries of its row, distinct physical ids
+// in a shuffled order, all at or above page_id_base; the other entries of a
+// row name spare pages (NaN). Pages below page_id_base are never named.
+struct PagedKv {
+  std::int64_t stride = 0;                // block_table_stride (entries per row)
+  std::int64_t num_pages = 0;             // pool size
+  std::vector<std::int32_t> block_table;  // batch x stride
+  std::vector<std::int64_t> spare;        // ids no sequence uses (NaN pages)
+};
+
+inline PagedKv paged_kv(const AttentionCase& c) {
+  PagedKv p;
+  if (!c.paged()) return p;
+  std::uint64_t x = c.page_seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull;
+  auto next = [&x] {  // SplitMix64
+    std::uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  };
+  std::vector<std::int64_t> used(static_cast<std::size_t>(c.batch));
+  std::int64_t live = 0, most = 0;
+  for (std::int64_t b = 0; b < c.batch; ++b) {
+    used[b] = (c.key_buffer(b) + c.page_size - 1) / c.page_size;
+    live += used[b];
+    most = std::max(most, used[b]);
+  }
+  const std::int64_t spare = 1 + static_cast<std::int64_t>(next() % 3);
+  p.stride = std::max<std::int64_t>(1, most) + static_cast<std::int64_t>(next() % 2);
+  p.num_pages = c.page_id_base + live + spare;
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(live + spare));
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    ids[i] = c.page_id_base + static_cast<std::int64_t>(i);
+  for (std::size_t i = ids.size(); i > 1; --i) std::swap(ids[i - 1], ids[next() % i]);
+  p.spare.assign(ids.begin() + live, ids.end());
+  p.block_table.resize(static_cast<std::size_t>(c.batch * p.stride));
+  std::size_t k = 0;
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t e = 0; e < p.stride; ++e)
+      p.block_table[static_cast<std::size_t>(b * p.stride + e)] = static_cast<std::int32_t>(
+          e < used[b] ? ids[k++] : p.spare[static_cast<std::size_t>(e) % p.spare.size()]);
+  return p;
 }
 
 inline std::string AttentionCase::describe() const {
@@ -159,6 +265,15 @@ inline std::string AttentionCase::describe() const {
   if (num_splits > 1) r += " splits=" + std::to_string(num_splits);
   if (layout == AttnLayout::bhsd) r += " bhsd";
   if (row_pad || head_pad) r += " pad=" + std::to_string(row_pad) + "/" + std::to_string(head_pad);
+  if (seqused()) {
+    r += " seqused_k(extra=[";
+    for (std::int64_t b = 0; b < batch; ++b) r += (b ? "," : "") + std::to_string(kv_extra[b]);
+    r += dense_call ? "] dense)" : "])";
+  }
+  if (paged())
+    r += " paged(page_size=" + std::to_string(page_size) +
+         (page_id_base ? " ids>=" + std::to_string(page_id_base) : std::string()) +
+         " seed=" + std::to_string(page_seed) + ")";
   return r;
 }
 

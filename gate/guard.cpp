@@ -633,6 +633,10 @@ bool guardable(const sa_attention_v2_args* a) {
       a->heads_kv < 1 || a->head_dim < 1 || a->head_dim_v < 1 || a->seqlen_q < 0 || a->seqlen_k < 0)
     return false;
   const bool varlen = a->cu_seqlens_q != nullptr && a->cu_seqlens_k != nullptr;
+  if (a->block_table &&
+      (a->page_size < 1 || a->num_pages < 1 || a->block_table_stride < 1 ||
+       a->block_table_stride > (std::int64_t(1) << 24) || a->num_pages > (std::int64_t(1) << 31)))
+    return false;
   return !varlen || (a->cu_seqlens_q[a->batch] >= 0 && a->cu_seqlens_k[a->batch] >= 0);
 }
 
@@ -670,8 +674,27 @@ sa_status t_attention_v2(void* ctx, const sa_attention_v2_args* a) {
     return r;
   };
   g.q = guard_in("q", a->q, a->heads_q, a->seqlen_q, tq, a->head_dim);
-  g.k = guard_in("k", a->k, a->heads_kv, a->seqlen_k, tk, a->head_dim);
-  g.v = guard_in("v", a->v, a->heads_kv, a->seqlen_k, tk, a->head_dim_v);
+  if (a->block_table) {
+    // Paged KV: k and v are page pools (num_pages pages of page_size slots).
+    auto guard_pool = [&](const char* name, const sa_tensor& t, std::int64_t dim) {
+      sa_tensor r = t;
+      const std::int64_t last = (a->num_pages - 1) * t.stride_b + (a->heads_kv - 1) * t.stride_h +
+                                (a->page_size - 1) * t.stride_s + dim;
+      r.data = c.in(name, t.data, static_cast<std::size_t>(last) * ei);
+      return r;
+    };
+    g.k = guard_pool("k (page pool)", a->k, a->head_dim);
+    g.v = guard_pool("v (page pool)", a->v, a->head_dim_v);
+    g.block_table = static_cast<const std::int32_t*>(
+        c.in("block_table", a->block_table,
+             static_cast<std::size_t>(a->batch * a->block_table_stride) * 4));
+  } else {
+    g.k = guard_in("k", a->k, a->heads_kv, a->seqlen_k, tk, a->head_dim);
+    g.v = guard_in("v", a->v, a->heads_kv, a->seqlen_k, tk, a->head_dim_v);
+  }
+  if (a->seqused_k && a->batch > 0)
+    g.seqused_k = static_cast<const std::int32_t*>(
+        c.in("seqused_k", a->seqused_k, static_cast<std::size_t>(a->batch) * 4));
   if (const std::size_t ob = reach(a->out_stride_b, a->out_stride_h, a->out_stride_s, a->heads_q,
                                    a->seqlen_q, tq, a->head_dim_v, eo))
     g.out = c.out("out", a->out, ob);

@@ -350,6 +350,8 @@ class DeviceCall {
     g.key_padding_mask = tr(g.key_padding_mask);
     g.alibi_slopes = tr(g.alibi_slopes);
     g.sinks = tr(g.sinks);
+    g.seqused_k = tr(g.seqused_k);
+    g.block_table = tr(g.block_table);
   }
 
   // The words of each op as gate/host.cpp's trampolines lay them out.
@@ -1209,6 +1211,15 @@ struct KernelHost::Impl {
     if (sane && g.cu_seqlens_k && !in_arena(g.cu_seqlens_k))
       g.cu_seqlens_k = static_cast<const std::int32_t*>(
           x.add("cu_seqlens_k", a->cu_seqlens_k, static_cast<std::size_t>(g.batch + 1) * 4));
+    if (sane && g.seqused_k && !in_arena(g.seqused_k))
+      g.seqused_k = static_cast<const std::int32_t*>(
+          x.add("seqused_k", a->seqused_k, static_cast<std::size_t>(g.batch) * 4));
+    if (sane && g.block_table && !in_arena(g.block_table) && g.block_table_stride >= 1 &&
+        g.block_table_stride < (std::int64_t(1) << 24) &&
+        g.batch * g.block_table_stride < (std::int64_t(1) << 28))
+      g.block_table = static_cast<const std::int32_t*>(
+          x.add("block_table", a->block_table,
+                static_cast<std::size_t>(g.batch * g.block_table_stride) * 4));
     return static_cast<const sa_attention_v2_args*>(
         x.add("arguments (sa_attention_v2_args)", &g, sizeof g));
   }

@@ -4,6 +4,7 @@
 // returns the results packed BSHD. Cases outside the kernel's capabilities
 // throw NotApplicable before any call.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -142,30 +143,42 @@ struct Strides {
   std::int64_t count = 0;  // elements the buffer needs
 };
 
-Strides layout_of(const AttentionCase& c, std::int64_t heads, std::int64_t seqlen,
-                  std::int64_t total, std::int64_t dim) {
+// `varlen`: the call passes cu_seqlens (packed rows); else `batch` blocks of
+// `seqlen` rows (for a page pool: `batch` pages of `seqlen` slots).
+Strides layout_of(const AttentionCase& c, bool varlen, std::int64_t batch, std::int64_t heads,
+                  std::int64_t seqlen, std::int64_t total, std::int64_t dim) {
   Strides st;
   if (c.layout == AttnLayout::bshd) {
     st.h = dim + c.head_pad;
     st.s = heads * st.h + c.row_pad;
     st.b = seqlen * st.s;
-    st.count = (c.varlen() ? total : c.batch * seqlen) * st.s;
+    st.count = (varlen ? total : batch * seqlen) * st.s;
   } else {
     st.s = dim + c.row_pad;
-    const std::int64_t rows = c.varlen() ? total : seqlen;
+    const std::int64_t rows = varlen ? total : seqlen;
     st.h = rows * st.s + c.head_pad;
     st.b = heads * st.h;
-    st.count = (c.varlen() ? 1 : c.batch) * st.b;
+    st.count = (varlen ? 1 : batch) * st.b;
   }
   if (st.count == 0) st.count = 1;  // never hand out a zero-sized buffer
   return st;
 }
 
+Strides layout_of(const AttentionCase& c, std::int64_t heads, std::int64_t seqlen,
+                  std::int64_t total, std::int64_t dim) {
+  return layout_of(c, c.varlen(), c.batch, heads, seqlen, total, dim);
+}
+
 // Offset of (packed row r of sequence b, head h) in a tensor of strides st.
+std::int64_t offset(bool varlen, const Strides& st, std::int64_t b, std::int64_t r,
+                    std::int64_t seq_start, std::int64_t h) {
+  if (varlen) return r * st.s + h * st.h;
+  return b * st.b + (r - seq_start) * st.s + h * st.h;
+}
+
 std::int64_t offset(const AttentionCase& c, const Strides& st, std::int64_t b, std::int64_t r,
                     std::int64_t seq_start, std::int64_t h) {
-  if (c.varlen()) return r * st.s + h * st.h;
-  return b * st.b + (r - seq_start) * st.s + h * st.h;
+  return offset(c.varlen(), st, b, r, seq_start, h);
 }
 
 }  // namespace
@@ -203,7 +216,9 @@ std::string Kernel::why_not_applicable(const AttentionCase& c) const {
         need(!c.sinks.empty(), SA_ATTN_SINKS, "sinks"),
         need(!c.key_padding_mask.empty(), SA_ATTN_KEY_PADDING, "key padding mask"),
         need(c.adaptive, SA_ATTN_ADAPTIVE, "adaptive temperature"),
-        need(c.dv != c.d, SA_ATTN_UNEQUAL_HEAD_DIMS, "head_dim_v != head_dim")})
+        need(c.dv != c.d, SA_ATTN_UNEQUAL_HEAD_DIMS, "head_dim_v != head_dim"),
+        need(c.paged(), SA_ATTN_PAGED_KV, "paged KV cache"),
+        need(c.seqused(), SA_ATTN_SEQUSED_K, "seqused_k (used key lengths)")})
     if (!why.empty()) return why;
   // The declared domain: features every call must have, the forms taken only
   // in part, head dims' multiple.
@@ -298,10 +313,38 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
   c.validate();
   if (const std::string why = why_not_applicable(c); !why.empty())
     throw NotApplicable("kernel '" + name_ + "' attention_v2: " + why);
-  const Strides sq = layout_of(c, c.heads_q, c.seqlen_q, c.total_q(), c.d),
-                sk = layout_of(c, c.heads_kv, c.seqlen_k, c.total_k(), c.d),
-                sv = layout_of(c, c.heads_kv, c.seqlen_k, c.total_k(), c.dv),
-                so = layout_of(c, c.heads_q, c.seqlen_q, c.total_q(), c.dv);
+  // The call's own form: cu_seqlens or fixed lengths (a dense call of a
+  // varlen case), each sequence's key buffer N_b (used keys plus the poisoned
+  // ones past seqused_k), contiguous or paged keys.
+  const bool cv = c.call_varlen();
+  const std::int64_t Sq = c.varlen() ? (cv ? 0 : (c.batch ? c.len_q(0) : 0)) : c.seqlen_q;
+  std::vector<std::int32_t> cu_kb{0};  // the call's cu_seqlens_k (buffer lengths)
+  std::int64_t max_nk = 0;
+  for (std::int64_t b = 0; b < c.batch; ++b) {
+    const std::int64_t n = c.key_buffer(b);
+    if (cv && cu_kb.back() + n > INT32_MAX)
+      throw std::invalid_argument("attention call: cu_seqlens_k passes 2^31 - 1");
+    cu_kb.push_back(static_cast<std::int32_t>(cu_kb.back() + n));
+    max_nk = std::max(max_nk, n);
+  }
+  const std::int64_t Nk = cv ? 0 : max_nk;  // fixed calls: every buffer has Nk rows
+  const std::int64_t total_kb = cv ? cu_kb.back() : c.batch * Nk;
+  const PagedKv pk = paged_kv(c);
+  const Strides sq = layout_of(c, cv, c.batch, c.heads_q, Sq, c.total_q(), c.d),
+                so = layout_of(c, cv, c.batch, c.heads_q, Sq, c.total_q(), c.dv),
+                sk = c.paged() ? layout_of(c, false, pk.num_pages, c.heads_kv, c.page_size, 0, c.d)
+                               : layout_of(c, cv, c.batch, c.heads_kv, Nk, total_kb, c.d),
+                sv = c.paged() ? layout_of(c, false, pk.num_pages, c.heads_kv, c.page_size, 0, c.dv)
+                               : layout_of(c, cv, c.batch, c.heads_kv, Nk, total_kb, c.dv);
+  // Offset of key slot j (0 <= j < N_b) of sequence b, head h.
+  auto key_at = [&](const Strides& st, std::int64_t b, std::int64_t j, std::int64_t h) {
+    if (c.paged()) {
+      const std::int64_t page =
+          pk.block_table[static_cast<std::size_t>(b * pk.stride + j / c.page_size)];
+      return page * st.b + (j % c.page_size) * st.s + h * st.h;
+    }
+    return cv ? (cu_kb[b] + j) * st.s + h * st.h : b * st.b + j * st.s + h * st.h;
+  };
   Buffer q(c.qkv, sq.count), k(c.qkv, sk.count), v(c.qkv, sv.count), o(c.out_type, so.count);
   q.fill_nan();
   k.fill_nan();
@@ -313,27 +356,45 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
     for (std::int64_t i = 0; i < c.len_q(b); ++i)
       for (std::int64_t h = 0; h < c.heads_q; ++h) {
         const std::int64_t r = q0 + i;
-        const std::int64_t qo = offset(c, sq, b, r, q0, h), oo = offset(c, so, b, r, q0, h);
+        const std::int64_t qo = offset(cv, sq, b, r, q0, h), oo = offset(cv, so, b, r, q0, h);
         for (std::int64_t x = 0; x < c.d; ++x)
           q.set(static_cast<std::size_t>(qo + x), c.q[(r * c.heads_q + h) * c.d + x], "q");
         for (std::int64_t x = 0; x < c.dv; ++x) live[static_cast<std::size_t>(oo + x)] = 1;
       }
+    // The used keys only: slots past them (seqused_k), the rest of the last
+    // page and every page no sequence uses stay NaN.
     for (std::int64_t j = 0; j < c.len_k(b); ++j)
       for (std::int64_t h = 0; h < c.heads_kv; ++h) {
         const std::int64_t r = k0 + j;
-        const std::int64_t ko = offset(c, sk, b, r, k0, h), vo = offset(c, sv, b, r, k0, h);
+        const std::int64_t ko = key_at(sk, b, j, h), vo = key_at(sv, b, j, h);
         for (std::int64_t x = 0; x < c.d; ++x)
           k.set(static_cast<std::size_t>(ko + x), c.k[(r * c.heads_kv + h) * c.d + x], "k");
         for (std::int64_t x = 0; x < c.dv; ++x)
           v.set(static_cast<std::size_t>(vo + x), c.v[(r * c.heads_kv + h) * c.dv + x], "v");
       }
   }
+  // The key padding mask indexed by the call's key rows; slots past a
+  // sequence's used keys are unmasked (1), so reading them reads NaN.
+  std::vector<std::uint8_t> kpm;
+  if (!c.key_padding_mask.empty()) {
+    kpm.assign(static_cast<std::size_t>(std::max<std::int64_t>(total_kb, 1)), 1);
+    for (std::int64_t b = 0; b < c.batch; ++b)
+      for (std::int64_t j = 0; j < c.len_k(b); ++j)
+        kpm[static_cast<std::size_t>(cv ? cu_kb[b] + j : b * Nk + j)] =
+            c.key_padding_mask[static_cast<std::size_t>(c.row_k(b, j))];
+  }
+  std::vector<std::int32_t> seqused;
+  if (c.seqused())
+    for (std::int64_t b = 0; b < c.batch; ++b)
+      seqused.push_back(static_cast<std::int32_t>(c.len_k(b)));
   const Buffer o0 = o;
   const auto rows = static_cast<std::size_t>(c.total_q() * c.heads_q);
   const bool want_lse = declares(SA_ATTN_LSE), want_H = declares(SA_ATTN_ENTROPY);
   // Per-query outputs in the ABI's order, NaN until written.
-  std::vector<float> lse(want_lse ? rows : 0, NAN), ent(want_H ? rows : 0, NAN),
-      beta(c.adaptive ? rows : 0, NAN);
+  const std::size_t abi_rows =
+      cv ? rows : static_cast<std::size_t>(c.batch * c.heads_q * std::max<std::int64_t>(Sq, 0));
+  std::vector<float> lse(want_lse ? abi_rows : 0, NAN), ent(want_H ? abi_rows : 0, NAN),
+      beta(c.adaptive ? abi_rows : 0, NAN);
   detail::Stage st(memory());
   sa_attention_v2_args a{};
   a.struct_size = sizeof a;
@@ -342,19 +403,18 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
   a.batch = c.batch;
   a.heads_q = c.heads_q;
   a.heads_kv = c.heads_kv;
-  std::int64_t mq = c.seqlen_q, mk = c.seqlen_k;
-  if (c.varlen()) {
-    mq = mk = 0;
-    for (std::int64_t b = 0; b < c.batch; ++b)
-      mq = std::max(mq, c.len_q(b)), mk = std::max(mk, c.len_k(b));
+  std::int64_t mq = Sq;
+  if (cv) {
+    mq = 0;
+    for (std::int64_t b = 0; b < c.batch; ++b) mq = std::max(mq, c.len_q(b));
   }
   a.seqlen_q = mq;
-  a.seqlen_k = mk;
+  a.seqlen_k = max_nk;
   a.head_dim = c.d;
   a.head_dim_v = c.dv;
-  if (c.varlen()) {
+  if (cv) {
     a.cu_seqlens_q = static_cast<const std::int32_t*>(st.in(c.cu_q.data(), c.cu_q.size() * 4));
-    a.cu_seqlens_k = static_cast<const std::int32_t*>(st.in(c.cu_k.data(), c.cu_k.size() * 4));
+    a.cu_seqlens_k = static_cast<const std::int32_t*>(st.in(cu_kb.data(), cu_kb.size() * 4));
   }
   a.q = {st.in(q.bytes.data(), q.bytes.size()), sq.b, sq.h, sq.s};
   a.k = {st.in(k.bytes.data(), k.bytes.size()), sk.b, sk.h, sk.s};
@@ -363,13 +423,11 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
   a.out_stride_b = so.b;
   a.out_stride_h = so.h;
   a.out_stride_s = so.s;
-  a.lse = want_lse ? static_cast<float*>(st.out(lse.data(), rows * 4)) : nullptr;
-  a.entropy = want_H ? static_cast<float*>(st.out(ent.data(), rows * 4)) : nullptr;
-  a.beta = c.adaptive ? static_cast<float*>(st.out(beta.data(), rows * 4)) : nullptr;
-  a.key_padding_mask = c.key_padding_mask.empty()
-                           ? nullptr
-                           : static_cast<const std::uint8_t*>(
-                                 st.in(c.key_padding_mask.data(), c.key_padding_mask.size()));
+  a.lse = want_lse ? static_cast<float*>(st.out(lse.data(), abi_rows * 4)) : nullptr;
+  a.entropy = want_H ? static_cast<float*>(st.out(ent.data(), abi_rows * 4)) : nullptr;
+  a.beta = c.adaptive ? static_cast<float*>(st.out(beta.data(), abi_rows * 4)) : nullptr;
+  a.key_padding_mask =
+      kpm.empty() ? nullptr : static_cast<const std::uint8_t*>(st.in(kpm.data(), kpm.size()));
   a.scale = c.scale;
   a.causal = c.causal ? 1 : 0;
   a.alignment = c.top_left ? SA_ALIGN_TOP_LEFT : SA_ALIGN_BOTTOM_RIGHT;
@@ -387,6 +445,15 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
   a.v_descale = c.v_descale;
   a.adaptive = c.adaptive ? 1 : 0;
   a.num_splits = c.num_splits;
+  if (c.seqused())
+    a.seqused_k = static_cast<const std::int32_t*>(st.in(seqused.data(), seqused.size() * 4));
+  if (c.paged()) {
+    a.block_table =
+        static_cast<const std::int32_t*>(st.in(pk.block_table.data(), pk.block_table.size() * 4));
+    a.block_table_stride = pk.stride;
+    a.page_size = c.page_size;
+    a.num_pages = pk.num_pages;
+  }
   detail::check_status(*this, detail::timed_call([&] { return k_->attention_v2(k_->ctx, &a); }),
                        Op::attention_v2);
   st.fetch();
@@ -408,12 +475,12 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
     for (std::int64_t i = 0; i < c.len_q(b); ++i)
       for (std::int64_t h = 0; h < c.heads_q; ++h) {
         const std::int64_t row = q0 + i;
-        const std::int64_t oo = offset(c, so, b, row, q0, h);
+        const std::int64_t oo = offset(cv, so, b, row, q0, h);
         for (std::int64_t x = 0; x < c.dv; ++x)
           r.out[(row * c.heads_q + h) * c.dv + x] = o.get(static_cast<std::size_t>(oo + x));
         // ABI order: [batch][heads_q][seqlen_q], or [heads_q][total_q] with varlen.
-        const std::size_t abi = static_cast<std::size_t>(
-            c.varlen() ? h * c.total_q() + row : (b * c.heads_q + h) * c.seqlen_q + i);
+        const std::size_t abi =
+            static_cast<std::size_t>(cv ? h * c.total_q() + row : (b * c.heads_q + h) * Sq + i);
         const std::size_t mine = static_cast<std::size_t>(row * c.heads_q + h);
         if (want_lse) r.lse[mine] = lse[abi];
         if (want_H) r.entropy[mine] = ent[abi];
@@ -616,6 +683,8 @@ std::string Kernel::why_not_applicable_backward(const AttentionCase& c) const {
   if (abi_ < 2 || k_->attention_backward == nullptr)
     return "the kernel implements no attention_backward (interface v1 kernel, or op not claimed)";
   if (c.adaptive) return "adaptive attention has no backward (kernel.h)";
+  if (c.paged() || c.seqused())
+    return "paged KV and seqused_k are forward only (kernel.h): no backward";
   if (is_fp8(c.qkv)) return "fp8 inputs: the backward is checked for float32/bfloat16/float16";
   const sa_capabilities* cap = k_->capabilities;
   const std::uint32_t types = cap && cap->op_dtypes[11] ? cap->op_dtypes[11] : k_->dtypes;

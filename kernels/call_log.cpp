@@ -140,6 +140,22 @@ Call attention_call(const char* op, const AttentionCase& a) {
   if (!a.alibi_slopes.empty())
     c.inputs.push_back(floats("alibi_slopes", {a.heads_q}, a.alibi_slopes));
   if (!a.sinks.empty()) c.inputs.push_back(floats("sinks", {a.heads_q}, a.sinks));
+  // Paged KV and seqused_k (issue 33): written only when used, so older case
+  // files read as before.
+  if (a.paged()) {
+    c.args.push_back(num("page_size", static_cast<double>(a.page_size)));
+    c.args.push_back(num("page_id_base", static_cast<double>(a.page_id_base)));
+    c.args.push_back(num("page_seed", static_cast<double>(a.page_seed)));
+  }
+  if (a.seqused()) {
+    c.args.push_back(num("dense_call", a.dense_call ? 1 : 0));
+    Array x;
+    x.name = "kv_extra";
+    x.kind = 'i';
+    x.i32 = a.kv_extra;
+    x.shape = {static_cast<std::int64_t>(x.i32.size())};
+    c.inputs.push_back(std::move(x));
+  }
   return c;
 }
 
@@ -196,6 +212,15 @@ AttentionCase attention_case_of(const Call& c) {
   if (const Array* x = arr("key_padding_mask", false)) a.key_padding_mask = x->u8;
   if (const Array* x = arr("alibi_slopes", false)) a.alibi_slopes = x->f;
   if (const Array* x = arr("sinks", false)) a.sinks = x->f;
+  if (find(c.args, "page_size")) {
+    a.page_size = i64("page_size");
+    a.page_id_base = i64("page_id_base");
+    a.page_seed = static_cast<std::uint64_t>(arg("page_seed").number);
+  }
+  if (const Array* x = arr("kv_extra", false)) {
+    a.kv_extra = x->i32;
+    a.dense_call = find(c.args, "dense_call") && arg("dense_call").number != 0;
+  }
   a.validate();
   return a;
 }

@@ -254,7 +254,55 @@ typedef struct sa_attention_v2_args {
   float q_descale, k_descale, v_descale; /* 1 unless fp8 */
   int adaptive;
   int64_t num_splits; /* split-KV partitions; 0 or 1 = none; a kernel may ignore it */
+  /* ---- Appended to interface 2 (issue 33): used key lengths and paged KV.
+   * A kernel reads these fields only when struct_size reaches them. The
+   * suite sets them only for a kernel that declares SA_ATTN_SEQUSED_K /
+   * SA_ATTN_PAGED_KV (otherwise they are NULL and 0), so a kernel built
+   * against an earlier header never sees them set. They are forward only:
+   * attention_backward's forward arguments always have them NULL and 0.
+   *
+   * Key buffer. Without seqused_k, sequence b's keys are exactly the rows
+   * its buffer holds: N_b = seqlen_k (cu_seqlens_k[b+1] - cu_seqlens_k[b]
+   * with varlen), and Lk = N_b in the score formula above.
+   *
+   * seqused_k (FlashAttention's seqused_k and cache_seqlens): NULL, or
+   * `batch` counts with 0 <= seqused_k[b] <= N_b. Sequence b then has
+   * Lk = seqused_k[b] keys, the first Lk of its buffer; the buffer's keys
+   * and values Lk .. N_b - 1 are not part of the sequence and must never be
+   * read (the suite fills them with NaN). Lk is the one of the alignment
+   * (off = Lk - Lq bottom-right). Lk = 0 with Lq > 0 is valid: each of the
+   * sequence's query rows sees no key (out 0, lse -inf, or the sink's logit
+   * with a sink). key_padding_mask keeps its buffer indexing
+   * ([batch][seqlen_k], varlen: the packed key row cu_seqlens_k[b] + j).
+   *
+   * Paged KV (FlashAttention's block_table, FlashInfer's paged_kv_indices,
+   * vLLM's block tables): when block_table is not NULL, k.data and v.data are
+   * page pools of num_pages pages of page_size tokens each (1 <= page_size;
+   * any value, not only powers of two). Key j of sequence b (0 <= j < N_b)
+   * is token slot t = j % page_size of physical page
+   *   p = block_table[b * block_table_stride + j / page_size],
+   * head g at k.data + p * k.stride_b + t * k.stride_s + g * k.stride_h
+   * (v alike): stride_b is the stride between pages, so
+   * [num_pages][page_size][heads_kv][d] (FlashAttention, FlashInfer's NHD)
+   * and [num_pages][heads_kv][page_size][d] (FlashInfer's HND) are both
+   * strides. Page ids are any int32 values 0 <= p < num_pages in any order
+   * (ids above 65,535 occur; a page id times stride_b exceeds 2^31 in large
+   * pools, so offsets need 64 bits). The last page of a sequence may be
+   * partly filled; its slots past N_b, block table entries past
+   * ceil(N_b / page_size) and pages no sequence references hold anything
+   * (the suite: NaN pages) and must not be read. With varlen, cu_seqlens_k
+   * gives each N_b only (it addresses no key row); stride_b of k and v is
+   * the page stride in both modes. Queries, outputs and per-query outputs
+   * are laid out as without paging. */
+  const int32_t* seqused_k;   /* NULL, or batch used key counts */
+  const int32_t* block_table; /* NULL (contiguous k, v), or the block table */
+  int64_t block_table_stride; /* entries between two sequences' rows (>= pages a sequence uses) */
+  int64_t page_size;          /* tokens per page (paged only) */
+  int64_t num_pages;          /* pages in each of the k and v pools (paged only) */
 } sa_attention_v2_args;
+
+/* sizeof(sa_attention_v2_args) before seqused_k and the paged fields were appended. */
+#define SA_ATTENTION_V2_ARGS_V2_0_SIZE offsetof(sa_attention_v2_args, seqused_k)
 
 /* Attention backward (FlashAttention's formulation): from the forward
  * arguments (with out, lse as the forward produced them), dout, compute
@@ -278,7 +326,8 @@ typedef struct sa_attention_v2_args {
  * layout, dk k's, dv v's; gradients are in out_dtype's width for fp8 inputs,
  * else qkv_dtype. sa_capabilities.attention_features, head dims and limits
  * describe both attention_v2 and attention_backward: a kernel that sets
- * attention_backward implements every declared feature in both directions.
+ * attention_backward implements every declared feature in both directions,
+ * except SA_ATTN_PAGED_KV and SA_ATTN_SEQUSED_K (forward only).
  * `deterministic` asks for bitwise reproducible results even from a kernel
  * that does not claim SA_CAP_DETERMINISTIC (a kernel that cannot may return
  * SA_UNSUPPORTED). */
@@ -293,21 +342,24 @@ typedef struct sa_attention_backward_args {
 
 /* Bits of sa_capabilities.attention_features */
 enum {
-  SA_ATTN_BATCHED = 1u << 0,           /* batch > 1 or heads_q > 1 */
-  SA_ATTN_GQA = 1u << 1,               /* heads_kv < heads_q */
-  SA_ATTN_VARLEN = 1u << 2,            /* cu_seqlens */
-  SA_ATTN_STRIDED = 1u << 3,           /* any strides (else only contiguous BSHD) */
-  SA_ATTN_CAUSAL = 1u << 4,            /* both alignments */
-  SA_ATTN_WINDOW = 1u << 5,            /* window_left / window_right */
-  SA_ATTN_SOFTCAP = 1u << 6,           /* softcap */
-  SA_ATTN_ALIBI = 1u << 7,             /* alibi_slopes */
-  SA_ATTN_SINKS = 1u << 8,             /* sinks */
-  SA_ATTN_KEY_PADDING = 1u << 9,       /* key_padding_mask */
-  SA_ATTN_LSE = 1u << 10,              /* lse output */
-  SA_ATTN_ENTROPY = 1u << 11,          /* entropy output */
-  SA_ATTN_ADAPTIVE = 1u << 12,         /* adaptive */
-  SA_ATTN_SPLIT_KV = 1u << 13,         /* num_splits > 1 honoured */
-  SA_ATTN_UNEQUAL_HEAD_DIMS = 1u << 14 /* head_dim_v != head_dim */
+  SA_ATTN_BATCHED = 1u << 0,            /* batch > 1 or heads_q > 1 */
+  SA_ATTN_GQA = 1u << 1,                /* heads_kv < heads_q */
+  SA_ATTN_VARLEN = 1u << 2,             /* cu_seqlens */
+  SA_ATTN_STRIDED = 1u << 3,            /* any strides (else only contiguous BSHD) */
+  SA_ATTN_CAUSAL = 1u << 4,             /* both alignments */
+  SA_ATTN_WINDOW = 1u << 5,             /* window_left / window_right */
+  SA_ATTN_SOFTCAP = 1u << 6,            /* softcap */
+  SA_ATTN_ALIBI = 1u << 7,              /* alibi_slopes */
+  SA_ATTN_SINKS = 1u << 8,              /* sinks */
+  SA_ATTN_KEY_PADDING = 1u << 9,        /* key_padding_mask */
+  SA_ATTN_LSE = 1u << 10,               /* lse output */
+  SA_ATTN_ENTROPY = 1u << 11,           /* entropy output */
+  SA_ATTN_ADAPTIVE = 1u << 12,          /* adaptive */
+  SA_ATTN_SPLIT_KV = 1u << 13,          /* num_splits > 1 honoured */
+  SA_ATTN_UNEQUAL_HEAD_DIMS = 1u << 14, /* head_dim_v != head_dim */
+  /* Appended to interface 2 (issue 33; forward only, see sa_attention_v2_args) */
+  SA_ATTN_PAGED_KV = 1u << 15, /* block_table, page_size, num_pages: k and v in page pools */
+  SA_ATTN_SEQUSED_K = 1u << 16 /* seqused_k: keys past a sequence's used count never read */
 };
 
 /* Bits of sa_capabilities.attention_constraints: forms of a feature a kernel
