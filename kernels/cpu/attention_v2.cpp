@@ -7,6 +7,7 @@
 // to float32 while K and V are packed; float32, bfloat16 or float16 outputs).
 #include "kernels/cpu/attention_v2.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -106,12 +107,61 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
   // their groups are collected here and run in parallel below.
   std::vector<AttentionHeadArgs> decode_heads;
   std::vector<std::size_t> starts;  // first index of each group in decode_heads
+  // Paged KV: each sequence's used keys and values gathered from their pages
+  // into one contiguous block ([Lk][heads_kv][d], then [Lk][heads_kv][dv]),
+  // which the tiled kernel then packs as it packs any strided K and V. The
+  // blocks live until the few-query groups below have run.
+  const bool paged = a->block_table != nullptr;
+  if (paged && (a->page_size < 1 || a->num_pages < 1 || a->block_table_stride < 1))
+    return fail(SA_INVALID_ARGUMENT,
+                "paged KV needs page_size, num_pages and block_table_stride >= 1");
+  std::vector<std::vector<char>> gathered(paged ? static_cast<std::size_t>(a->batch) : 0);
   for (std::int64_t b = 0; b < a->batch; ++b) {
     const std::int64_t q0 = varlen ? a->cu_seqlens_q[b] : 0, k0 = varlen ? a->cu_seqlens_k[b] : 0;
     const std::int64_t Lq = varlen ? a->cu_seqlens_q[b + 1] - q0 : a->seqlen_q;
-    const std::int64_t Lk = varlen ? a->cu_seqlens_k[b + 1] - k0 : a->seqlen_k;
-    if (Lq < 0 || Lk < 0) return fail(SA_INVALID_ARGUMENT, "cu_seqlens decrease");
+    const std::int64_t Nk = varlen ? a->cu_seqlens_k[b + 1] - k0 : a->seqlen_k;
+    if (Lq < 0 || Nk < 0) return fail(SA_INVALID_ARGUMENT, "cu_seqlens decrease");
+    // seqused_k: the sequence's keys are the first seqused_k[b] of its buffer.
+    const std::int64_t Lk = a->seqused_k ? a->seqused_k[b] : Nk;
+    if (Lk < 0 || Lk > Nk)
+      return fail(SA_INVALID_ARGUMENT, "seqused_k[" + std::to_string(b) +
+                                           "] = " + std::to_string(Lk) + " is outside 0.." +
+                                           std::to_string(Nk));
     if (Lq == 0) continue;
+    const char* kbase = nullptr;  // paged: the gathered block
+    if (paged && Lk > 0) {
+      const std::int64_t ps = a->page_size, hkv = a->heads_kv, d = a->head_dim, dv = a->head_dim_v;
+      if ((Nk + ps - 1) / ps > a->block_table_stride)
+        return fail(SA_INVALID_ARGUMENT, "block_table_stride " +
+                                             std::to_string(a->block_table_stride) +
+                                             " is too small for sequence " + std::to_string(b));
+      std::vector<char>& g = gathered[static_cast<std::size_t>(b)];
+      g.resize(static_cast<std::size_t>(Lk * hkv * (d + dv)) * ein);
+      const std::int32_t* row = a->block_table + b * a->block_table_stride;
+      char* gv = g.data() + static_cast<std::size_t>(Lk * hkv * d) * ein;
+      for (std::int64_t j0 = 0; j0 < Lk; j0 += ps) {
+        const std::int64_t page = row[j0 / ps];
+        if (page < 0 || page >= a->num_pages)
+          return fail(SA_INVALID_ARGUMENT, "block_table[" + std::to_string(b) + "][" +
+                                               std::to_string(j0 / ps) +
+                                               "] = " + std::to_string(page) + " is outside 0.." +
+                                               std::to_string(a->num_pages - 1));
+        for (std::int64_t j = j0; j < std::min(Lk, j0 + ps); ++j)
+          for (std::int64_t h = 0; h < hkv; ++h) {
+            const std::int64_t ko = page * a->k.stride_b + (j - j0) * a->k.stride_s +
+                                    h * a->k.stride_h,
+                               vo = page * a->v.stride_b + (j - j0) * a->v.stride_s +
+                                    h * a->v.stride_h;
+            std::memcpy(g.data() + static_cast<std::size_t>((j * hkv + h) * d) * ein,
+                        static_cast<const char*>(a->k.data) + static_cast<std::size_t>(ko) * ein,
+                        static_cast<std::size_t>(d) * ein);
+            std::memcpy(gv + static_cast<std::size_t>((j * hkv + h) * dv) * ein,
+                        static_cast<const char*>(a->v.data) + static_cast<std::size_t>(vo) * ein,
+                        static_cast<std::size_t>(dv) * ein);
+          }
+      }
+      kbase = g.data();
+    }
     const bool few_queries = a->num_splits <= 1 && Lq * group <= cpu_attention_decode_max_rows;
     for (std::int64_t h = 0; h < a->heads_q; ++h) {
       const std::int64_t hk = h / group;
@@ -140,10 +190,18 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
       s.dv = a->head_dim_v;
       s.q = at(a->q.data, ein, a->q.stride_b, a->q.stride_h, a->q.stride_s, h, q0);
       s.q_stride = a->q.stride_s;
-      s.k = at(a->k.data, ein, a->k.stride_b, a->k.stride_h, a->k.stride_s, hk, k0);
-      s.k_stride = a->k.stride_s;
-      s.v = at(a->v.data, ein, a->v.stride_b, a->v.stride_h, a->v.stride_s, hk, k0);
-      s.v_stride = a->v.stride_s;
+      if (paged) {
+        const std::int64_t hkv = a->heads_kv, d = a->head_dim, dv = a->head_dim_v;
+        s.k = kbase + static_cast<std::size_t>(hk * d) * ein;
+        s.k_stride = hkv * d;
+        s.v = kbase + static_cast<std::size_t>(Lk * hkv * d + hk * dv) * ein;
+        s.v_stride = hkv * dv;
+      } else {
+        s.k = at(a->k.data, ein, a->k.stride_b, a->k.stride_h, a->k.stride_s, hk, k0);
+        s.k_stride = a->k.stride_s;
+        s.v = at(a->v.data, ein, a->v.stride_b, a->v.stride_h, a->v.stride_s, hk, k0);
+        s.v_stride = a->v.stride_s;
+      }
       s.out = out;
       s.out_stride = a->out_stride_s;
       s.lse = lse;
@@ -196,7 +254,8 @@ const sa_capabilities* cpu_capabilities() {
     c.attention_features = SA_ATTN_BATCHED | SA_ATTN_GQA | SA_ATTN_VARLEN | SA_ATTN_STRIDED |
                            SA_ATTN_CAUSAL | SA_ATTN_WINDOW | SA_ATTN_SOFTCAP | SA_ATTN_ALIBI |
                            SA_ATTN_SINKS | SA_ATTN_KEY_PADDING | SA_ATTN_LSE | SA_ATTN_ENTROPY |
-                           SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV | SA_ATTN_UNEQUAL_HEAD_DIMS;
+                           SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV | SA_ATTN_UNEQUAL_HEAD_DIMS |
+                           SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K;
     c.flags = SA_CAP_DETERMINISTIC;
     return c;
   }();

@@ -32,8 +32,12 @@ struct Shape {
   std::int64_t batch, heads_q, heads_kv, d, dv;
   const std::int32_t *cu_q, *cu_k;
   std::int64_t seqlen_q, seqlen_k;
+  const std::int32_t* seqused = nullptr;  // seqused_k, or NULL
   std::int64_t len_q(std::int64_t b) const { return cu_q ? cu_q[b + 1] - cu_q[b] : seqlen_q; }
-  std::int64_t len_k(std::int64_t b) const { return cu_k ? cu_k[b + 1] - cu_k[b] : seqlen_k; }
+  // Keys in sequence b's buffer (N_b of kernel.h).
+  std::int64_t buffer_k(std::int64_t b) const { return cu_k ? cu_k[b + 1] - cu_k[b] : seqlen_k; }
+  // Keys of sequence b: the used ones.
+  std::int64_t len_k(std::int64_t b) const { return seqused ? seqused[b] : buffer_k(b); }
   std::int64_t row_q(std::int64_t b, std::int64_t i) const {
     return cu_q ? cu_q[b] + i : b * seqlen_q + i;
   }
@@ -198,6 +202,33 @@ sa_status naive_attention_v2(void*, const sa_attention_v2_args* a) {
   Shape sh{a->batch,        a->heads_q,      a->heads_kv, a->head_dim, a->head_dim_v,
            a->cu_seqlens_q, a->cu_seqlens_k, a->seqlen_q, a->seqlen_k};
   const bool varlen = a->cu_seqlens_q != nullptr;
+  // Used key lengths and paged KV (read only where struct_size reaches them:
+  // checked above, the whole struct is this kernel's).
+  sh.seqused = a->seqused_k;
+  const bool paged = a->block_table != nullptr;
+  if (paged && (a->page_size < 1 || a->num_pages < 1 || a->block_table_stride < 1))
+    return fail(SA_INVALID_ARGUMENT,
+                "paged KV needs page_size, num_pages and block_table_stride >= 1");
+  for (std::int64_t b = 0; b < a->batch; ++b) {
+    const std::int64_t n = sh.buffer_k(b);
+    if (sh.seqused && (sh.seqused[b] < 0 || sh.seqused[b] > n))
+      return fail(SA_INVALID_ARGUMENT,
+                  "seqused_k[" + std::to_string(b) + "] = " + std::to_string(sh.seqused[b]) +
+                      " is outside 0.." + std::to_string(n) + " (the sequence's key buffer)");
+    if (!paged) continue;
+    const std::int64_t pages = (sh.len_k(b) + a->page_size - 1) / a->page_size;
+    if ((n + a->page_size - 1) / a->page_size > a->block_table_stride)
+      return fail(SA_INVALID_ARGUMENT, "block_table_stride " +
+                                           std::to_string(a->block_table_stride) +
+                                           " is too small for sequence " + std::to_string(b));
+    for (std::int64_t e = 0; e < pages; ++e) {
+      const std::int32_t p = a->block_table[b * a->block_table_stride + e];
+      if (p < 0 || p >= a->num_pages)
+        return fail(SA_INVALID_ARGUMENT, "block_table[" + std::to_string(b) + "][" +
+                                             std::to_string(e) + "] = " + std::to_string(p) +
+                                             " is outside 0.." + std::to_string(a->num_pages - 1));
+    }
+  }
   const float qk = fp8 ? a->q_descale * a->k_descale : 1.0f;
   Features f{a->scale * qk,    a->softcap,          a->causal != 0,           false,
              a->adaptive != 0, a->window_left,      a->window_right,          a->alibi_slopes,
@@ -214,16 +245,24 @@ sa_status naive_attention_v2(void*, const sa_attention_v2_args* a) {
     const std::int64_t qb = varlen ? 0 : b * a->q.stride_b, kb = varlen ? 0 : b * a->k.stride_b,
                        vb = varlen ? 0 : b * a->v.stride_b, ob = varlen ? 0 : b * a->out_stride_b;
     const std::int64_t q0 = varlen ? a->cu_seqlens_q[b] : 0, k0 = varlen ? a->cu_seqlens_k[b] : 0;
+    // Offset of key j's row (head 0) in a k or v tensor: contiguous, or slot
+    // j % page_size of the page the block table names (64-bit arithmetic).
+    const std::int32_t* pages = paged ? a->block_table + b * a->block_table_stride : nullptr;
+    auto key_row = [&](const sa_tensor& x, std::int64_t base, std::int64_t j) -> std::int64_t {
+      if (!paged) return base + (k0 + j) * x.stride_s;
+      return static_cast<std::int64_t>(pages[j / a->page_size]) * x.stride_b +
+             (j % a->page_size) * x.stride_s;
+    };
     for (std::int64_t h = 0; h < a->heads_q; ++h) {
       const std::int64_t hk = h / (a->heads_q / a->heads_kv);
       for (std::int64_t i = 0; i < sh.len_q(b); ++i) {
         const std::int64_t qoff = qb + h * a->q.stride_h + (q0 + i) * a->q.stride_s;
         auto q = [&](std::int64_t c) { return load(t, a->q.data, qoff + c); };
         auto k = [&](std::int64_t j, std::int64_t c) {
-          return load(t, a->k.data, kb + hk * a->k.stride_h + (k0 + j) * a->k.stride_s + c);
+          return load(t, a->k.data, key_row(a->k, kb, j) + hk * a->k.stride_h + c);
         };
         auto v = [&](std::int64_t j, std::int64_t c) {
-          return load(t, a->v.data, vb + hk * a->v.stride_h + (k0 + j) * a->v.stride_s + c);
+          return load(t, a->v.data, key_row(a->v, vb, j) + hk * a->v.stride_h + c);
         };
         float L, H, bt;
         attend_row(sh, f, b, h, i, q, k, v, ident, s, w, o.data(), &L, &H, &bt);
@@ -308,7 +347,8 @@ const sa_capabilities* naive_capabilities() {
     c.attention_features = SA_ATTN_BATCHED | SA_ATTN_GQA | SA_ATTN_VARLEN | SA_ATTN_STRIDED |
                            SA_ATTN_CAUSAL | SA_ATTN_WINDOW | SA_ATTN_SOFTCAP | SA_ATTN_ALIBI |
                            SA_ATTN_SINKS | SA_ATTN_KEY_PADDING | SA_ATTN_LSE | SA_ATTN_ENTROPY |
-                           SA_ATTN_ADAPTIVE | SA_ATTN_UNEQUAL_HEAD_DIMS;
+                           SA_ATTN_ADAPTIVE | SA_ATTN_UNEQUAL_HEAD_DIMS | SA_ATTN_PAGED_KV |
+                           SA_ATTN_SEQUSED_K;
     c.flags = SA_CAP_DETERMINISTIC | SA_CAP_BATCH_INVARIANT;
     return c;
   }();
