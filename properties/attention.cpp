@@ -40,6 +40,10 @@
 //                                    (fp8: the format's NaN code) makes every
 //                                    output of the rows that see it NaN, and
 //                                    no other row's
+//   attention_v2.paged_equals_contiguous  a paged call (block table, pages
+//                                    in shuffled physical order) equals the
+//                                    same case with contiguous keys (within
+//                                    twice the rounding budget)
 //
 // Cases are drawn inside the kernel's declared domain (features, head dims,
 // lengths: domain_of), so adaptive temperature and split-KV are drawn when
@@ -106,6 +110,9 @@ std::string describe(const AttnParams& p) {
   if (p.descale) r += " descale#" + std::to_string(p.descale);
   if (p.adaptive) r += " adaptive";
   if (p.splits > 1) r += " splits=" + std::to_string(p.splits);
+  if (p.page_size > 0)
+    r += " paged=" + std::to_string(p.page_size) + (p.high_pages ? "(ids>65535)" : "");
+  if (p.seqused) r += p.dense ? " seqused_k(dense)" : " seqused_k";
   if (p.plan) r += " fixed";
   return r + " seed=" + std::to_string(p.seed);
 }
@@ -124,6 +131,10 @@ constexpr std::int64_t kLengths[][2] = {
     {239, 1},     {128, 129},   {113, 203}, {127, 255}, {257, 256}, {799, 3}, {200, 1000},
     {1023, 1024}, {1024, 1023}, {33, 2049}, {2, 4097},  {3, 8191},  {1, 8192}};
 constexpr std::int64_t kGroups[] = {1, 4, 8};
+// Page sizes (FlashInfer's tests take 1, 5 and 16; serving stacks 16 to
+// 256): powers of two and not, and above 128 where one page passes a
+// 128-wide key tile.
+constexpr std::int64_t kPageSizes[] = {16, 1, 5, 256, 7, 200, 64, 129, 128};
 
 // Multiply-adds a case may cost the reference by default (keeps the default
 // run short); a gate spec's [attention] max_work replaces it.
@@ -145,7 +156,9 @@ std::uint32_t bit_of_feature(std::string_view f) {
       {"unequal_dv", SA_ATTN_UNEQUAL_HEAD_DIMS},
       {"gqa", SA_ATTN_GQA},
       {"adaptive", SA_ATTN_ADAPTIVE},
-      {"split_kv", SA_ATTN_SPLIT_KV}};
+      {"split_kv", SA_ATTN_SPLIT_KV},
+      {"paged_kv", SA_ATTN_PAGED_KV},
+      {"seqused_k", SA_ATTN_SEQUSED_K}};
   for (const auto& [n, b] : bits)
     if (f == n) return b;
   return 0;
@@ -252,6 +265,29 @@ rc::Gen<AttnParams> gen_attention(bool fp8, const AttentionShapes& s, AttnDomain
     while (dom.max_heads > 0 && p.heads_kv * p.group > dom.max_heads)
       (p.heads_kv > 1 ? p.heads_kv : p.group) /= 2;
     p.varlen = feature_allowed(s, dom, "varlen") && *rc::gen::inRange(0, 3) == 2;
+    // Paged KV and seqused_k (drawn only where declared, so other kernels'
+    // cases are drawn as before). Serving shapes: decode (one query per
+    // sequence), speculative verification (2-8) and prefill as drawn; a page
+    // above 128 tokens gets more keys than 128.
+    p.page_size = feature_allowed(s, dom, "paged_kv") && *rc::gen::inRange(0, 2) == 1
+                      ? kPageSizes[*rc::gen::inRange<std::size_t>(0, std::size(kPageSizes))]
+                      : 0;
+    // Ids across 65,535 need tiny head dims (a pool of 65,536 pages): only
+    // where the kernel and the spec name no head dims of their own.
+    const bool tiny_dims_ok = !own_dims && (dom.head_dim_multiple <= 1 ||
+                                            8 % dom.head_dim_multiple == 0);
+    if (p.page_size > 0 && tiny_dims_ok && *rc::gen::inRange(0, 4) == 3) {
+      p.high_pages = true;
+      p.page_size = *rc::gen::inRange(1, 4);
+    }
+    p.seqused = feature_allowed(s, dom, "seqused_k") && *rc::gen::inRange(0, 2) == 1;
+    if (p.seqused && p.varlen) p.dense = *rc::gen::inRange(0, 2) == 1;
+    if (p.page_size > 0 || p.seqused) {
+      const int kind = *rc::gen::inRange(0, 3);
+      if (kind == 1) p.sq = 1;
+      if (kind == 2) p.sq = std::min<std::int64_t>(p.sq, *rc::gen::inRange(2, 9));
+      if (p.page_size > 128 && p.sk <= 128) p.sk = p.page_size + 23;
+    }
     // Shrink the batch, then the heads, then what the spec does not name (the
     // dims, else the lengths) until the case fits the cap.
     // Varlen sequences are drawn at 1..sq and 1..sk: a quarter of the work on average.
@@ -278,6 +314,13 @@ rc::Gen<AttnParams> gen_attention(bool fp8, const AttentionShapes& s, AttnDomain
     }
     // A packed call is about several sequences: at least two (one may be empty).
     if (p.varlen && p.batch < 2 && (dom.max_batch == 0 || dom.max_batch >= 2)) p.batch = 2;
+    if (p.high_pages) {  // a pool of 65,536 + pages stays a few MB
+      const bool unequal = p.dv != p.d;
+      p.d = std::min<std::int64_t>(p.d, 8);
+      p.dv = unequal ? (p.d > 1 ? p.d / 2 : 2) : p.d;
+      p.heads_kv = 1;
+      p.group = std::min<std::int64_t>(p.group, 4);
+    }
     const int mask_kind = *rc::gen::inRange(0, 6);
     p.causal = feature_allowed(s, dom, "causal") && (mask_kind == 1 || mask_kind == 2);
     p.top_left = mask_kind == 2 || (mask_kind == 4 && *rc::gen::inRange(0, 2) == 1);
@@ -322,6 +365,8 @@ void apply_domain(AttnParams& p, const AttnDomain& dom) {
   if (r & SA_ATTN_KEY_PADDING) p.key_pad = true;
   if (r & SA_ATTN_VARLEN) p.varlen = true;
   if (r & SA_ATTN_ADAPTIVE) p.adaptive = true;
+  if ((r & SA_ATTN_PAGED_KV) && p.page_size == 0) p.page_size = 16;
+  if (r & SA_ATTN_SEQUSED_K) p.seqused = true;
   if (dom.constraints & SA_ATTN_ONLY_BOTTOM_RIGHT) p.top_left = false;
   if ((dom.constraints & SA_ATTN_ONLY_WINDOW_RIGHT_0) && (p.wl >= 0 || p.wr >= 0)) p.wr = 0;
   if (dom.constraints & SA_ATTN_ONLY_Q_LE_K) p.sq = std::min(p.sq, p.sk);
@@ -375,6 +420,10 @@ AttentionCase materialise(const AttnParams& p, AttnType t) {
       const bool no_keys = empty ? g() % 2 == 1 : b > 0 && g() % 8 == 0;
       std::int64_t lk = no_keys ? 0 : 1 + static_cast<std::int64_t>(g() % p.sk);
       if (p.plan && b == 0) lq = p.sq, lk = p.sk;
+      // seqused_k: more sequences with queries and no used key (a cache
+      // whose keys are all past seqused_k); dense calls: equal query lengths.
+      if (p.seqused && b > 0 && g() % 4 == 0) lk = 0;
+      if (p.dense) lq = p.sq;
       c.cu_q.push_back(c.cu_q.back() + static_cast<std::int32_t>(lq));
       c.cu_k.push_back(c.cu_k.back() + static_cast<std::int32_t>(lk));
     }
@@ -426,6 +475,19 @@ AttentionCase materialise(const AttnParams& p, AttnType t) {
   c.head_pad = p.head_pad;
   c.adaptive = p.adaptive;
   c.num_splits = p.splits;
+  // Drawn after every other value, so the rest of a case is the same paged or not.
+  if (p.seqused) {
+    for (std::int64_t b = 0; b < c.batch; ++b) {
+      const std::uint64_t r = g();
+      c.kv_extra.push_back(r % 3 == 0 ? 0 : 1 + static_cast<std::int32_t>((r >> 8) % 40));
+    }
+    c.dense_call = p.dense && c.varlen();
+  }
+  if (p.page_size > 0) {
+    c.page_size = p.page_size;
+    c.page_seed = g() >> 20;  // below 2^53: exact in a case file's numbers
+    if (p.high_pages) c.page_id_base = 65536 - 1 - static_cast<std::int64_t>(g() % 8);
+  }
   return c;
 }
 
@@ -1077,6 +1139,7 @@ void varlen_equals_separate(const AttnCtx& cx, Check& out) {
     if (c.len_q(b) == 0) continue;
     AttentionCase sc = c;
     sc.batch = 1;
+    if (c.seqused()) sc.kv_extra = {c.kv_extra[static_cast<std::size_t>(b)]};
     sc.cu_q = {0, static_cast<std::int32_t>(c.len_q(b))};
     sc.cu_k = {0, static_cast<std::int32_t>(c.len_k(b))};
     const std::int64_t q0 = c.row_q(b, 0), k0 = c.row_k(b, 0);
@@ -1105,6 +1168,29 @@ void varlen_equals_separate(const AttnCtx& cx, Check& out) {
               "separate-call");
       }
   }
+}
+
+// attention_v2.paged_equals_contiguous: the same case with its keys and
+// values in contiguous buffers instead of the page pool (seqused_k and every
+// other feature kept). Within twice the rounding budget, not bitwise: a
+// kernel may tile a paged call by pages (FlashInfer's decode splits at page
+// boundaries), so its sums may run in another order; a page read from the
+// wrong place or past a sequence's used keys moves outputs far more (NaN).
+void paged_equals_contiguous(const AttnCtx& cx, Check& out) {
+  const Entry& k = cx.k;
+  const AttentionCase& c = cx.c;
+  AttentionCase cc = c;
+  cc.page_size = 0;
+  cc.page_id_base = 0;
+  if (!k.why_not(cc).empty()) return;
+  const AttentionResult co = k.call(cc);
+  compare_results(
+      out, c, cx.rb, cx.o, co, "contiguous-call",
+      [&](std::size_t row) {
+        return "row " + std::to_string(row / c.heads_q) + " head " +
+               std::to_string(row % c.heads_q) + " (paged vs contiguous)";
+      },
+      [](std::size_t) { return Compare::all; });
 }
 
 // attention_v2.key_permutation: keys permuted with their values and
@@ -1467,6 +1553,8 @@ const AttentionProperty kAttention[] = {
     {"attention_v2.fp8_saturation", fp8_saturation, false,  // (no fp8 input in v1)
      [](const AttnCtx& cx) { return is_fp8(cx.t); }},
     {"attention_v2.nan_propagates", nan_propagates, true, nullptr},
+    {"attention_v2.paged_equals_contiguous", paged_equals_contiguous, false,
+     [](const AttnCtx& cx) { return cx.c.paged(); }},
 };
 constexpr int kSlots = static_cast<int>(std::size(kAttention));
 constexpr int kRound = 0;  // rounding: also where a refused case is recorded
@@ -1709,8 +1797,8 @@ std::vector<AttnType> attention_types(const SuiteConfig& config) {
 
 const std::vector<std::string>& attention_features() {
   static const std::vector<std::string> names = {
-      "varlen",      "causal", "window",  "softcap",    "alibi",    "sinks",
-      "key_padding", "bhsd",   "strided", "unequal_dv", "adaptive", "split_kv"};
+      "varlen", "causal",  "window",     "softcap",  "alibi",    "sinks",    "key_padding",
+      "bhsd",   "strided", "unequal_dv", "adaptive", "split_kv", "paged_kv", "seqused_k"};
   return names;
 }
 

@@ -29,6 +29,15 @@ struct AttnParams {
   std::int64_t wl = -1, wr = -1, row_pad = 0, head_pad = 0;
   double softcap = 0;
   int descale = 0;  // fp8: index into {1, 0.5, 2, 0.375}
+  // Paged KV (kernel.h block_table): tokens per page, 0 contiguous;
+  // high_pages: physical page ids across 65,535 (tiny pages and head dims,
+  // so the pool stays a few MB).
+  std::int64_t page_size = 0;
+  bool high_pages = false;
+  // seqused_k: NaN keys in the buffer past each sequence's used ones (and,
+  // with varlen, some sequences with queries and no used key); dense: a
+  // varlen case of equal query lengths called with fixed lengths.
+  bool seqused = false, dense = false;
   std::uint64_t seed = 1;
 };
 
@@ -49,7 +58,10 @@ struct AttnDomain {
 };
 // Every feature of interface v2 except adaptive and split-KV (the random
 // cases of the reference tests, which predate them).
-inline constexpr std::uint32_t kClassicFeatures = ~(SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV);
+// (Paged KV and seqused_k change only the call's memory, never the keys the
+// reference sees: they are not drawn there either.)
+inline constexpr std::uint32_t kClassicFeatures =
+    ~(SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV | SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K);
 // The domain for input type t (the features declared for that type).
 AttnDomain domain_of(const Kernel& k, AttnType t);
 

@@ -10,10 +10,10 @@
 namespace sa::props::detail {
 namespace {
 
-constexpr const char* kTable[] = {"varlen",      "gqa",           "causal",      "window",
-                                  "top_left",    "softcap",       "alibi",       "sinks",
-                                  "key_padding", "strided",       "unequal_dv",  "adaptive",
-                                  "split_kv",    "fewer_queries", "more_queries"};
+constexpr const char* kTable[] = {
+    "varlen",   "gqa",           "causal",       "window",   "top_left",   "softcap",
+    "alibi",    "sinks",         "key_padding",  "strided",  "unequal_dv", "adaptive",
+    "split_kv", "fewer_queries", "more_queries", "paged_kv", "seqused_k"};
 
 bool has(const std::vector<std::string>& v, const std::string& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
@@ -103,7 +103,9 @@ std::vector<std::string> features_of(const AttentionCase& c) {
       {"adaptive", c.adaptive},
       {"split_kv", c.num_splits > 1},
       {"fewer_queries", fewer},
-      {"more_queries", more}};
+      {"more_queries", more},
+      {"paged_kv", c.paged()},
+      {"seqused_k", c.seqused()}};
   for (const auto& [n, on] : all)
     if (on) f.push_back(n);
   return f;
@@ -292,6 +294,28 @@ std::vector<AttnParams> coverage_plan(bool fp8, const AttentionShapes& s, const 
     p.adaptive = on("adaptive");
     p.splits = on("split_kv") ? kSplits[r % 3] : 0;
     p.descale = fp8 ? static_cast<int>(r % 4) : 0;
+    if (on("paged_kv")) {
+      // A page size that is not a power of two, one above 128 (with more
+      // keys than 128 in one page), ids across 65,535 (tiny pages and
+      // dims), and the common 16.
+      static const std::int64_t kPages[] = {5, 256, 2, 16};
+      p.page_size = kPages[r % 4];
+      // (a row with more queries than keys keeps them: its pages stay small)
+      if (p.page_size > 128 && on("more_queries")) p.page_size = 7;
+      if (p.page_size > 128) p.sk = std::max<std::int64_t>(p.sk, 200);
+      if (dom.max_seqlen_k > 0) p.sk = std::min(p.sk, dom.max_seqlen_k);
+      const bool tiny_dims_ok = s.head_dims.empty() && dom.head_dims.empty() &&
+                                (dom.head_dim_multiple <= 1 || 8 % dom.head_dim_multiple == 0);
+      if (r % 4 == 2 && tiny_dims_ok) {
+        p.high_pages = true;
+        const bool unequal = p.dv != p.d;
+        p.d = std::min<std::int64_t>(p.d, 8);
+        p.dv = unequal ? (p.d > 1 ? p.d / 2 : 2) : p.d;
+        p.heads_kv = 1;
+      }
+    }
+    p.seqused = on("seqused_k");
+    p.dense = p.seqused && p.varlen && r % 2 == 1;
     p.seed = (mix(seed ^ mix(r + 1)) >> 11) | 1;
     apply_domain(p, dom);
     plan.push_back(p);
@@ -317,6 +341,10 @@ AttnParams shrink_attention(const AttnParams& p0, const std::function<bool(const
     if (x.heads_kv > 1) add([](AttnParams& y) { y.heads_kv = 1; });
     if (x.group > 2) add([](AttnParams& y) { y.group = 2; });
     if (x.splits > 1) add([](AttnParams& y) { y.splits = 0; });
+    if (x.page_size > 0) add([](AttnParams& y) { y.page_size = 0, y.high_pages = false; });
+    if (x.high_pages) add([](AttnParams& y) { y.high_pages = false; });
+    if (x.seqused) add([](AttnParams& y) { y.seqused = y.dense = false; });
+    if (x.dense) add([](AttnParams& y) { y.dense = false; });
     if (x.adaptive) add([](AttnParams& y) { y.adaptive = false; });
     if (x.softcap > 0) add([](AttnParams& y) { y.softcap = 0; });
     if (x.sinks) add([](AttnParams& y) { y.sinks = false; });

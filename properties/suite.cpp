@@ -183,7 +183,8 @@ std::vector<PropertyInfo> properties() {
         Op::merge_entropy_states, Op::merge_attention_states, Op::merge_attention_states_n},
        "ulps",
        "",
-       "differential.cpp ulp; merge.cpp merge_entropy_ulp, merge_attention_ulp, merge_attention_n_ulp"},
+       "differential.cpp ulp; merge.cpp merge_entropy_ulp, merge_attention_ulp, "
+       "merge_attention_n_ulp"},
       {"differential.t7_apriori",
        "softmax's max-norm relative error is within the a-priori bound (n + 4 + 2 delta) u "
        "(faithful exp; docs/theory.md T7)",
@@ -414,6 +415,15 @@ std::vector<PropertyInfo> properties() {
        "outputs wrong",
        "",
        "attention.cpp nan_propagates"},
+      {"attention_v2.paged_equals_contiguous",
+       "a paged KV call (block table of shuffled physical pages, ids across 65,535, the last "
+       "page partly filled, NaN in every unused slot and page) equals the same case with "
+       "contiguous keys and values (within twice the rounding budget; seqused_k kept)",
+       "attention_rounding",
+       {Op::attention_v2},
+       "ulps of float32",
+       "paged_kv",
+       "attention.cpp paged_equals_contiguous"},
       {"backward.rounding",
        "softmax / log-softmax backward: every dx is within its rounding budget of the correctly "
        "rounded MPFR reference",
