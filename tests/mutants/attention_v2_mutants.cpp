@@ -41,6 +41,12 @@ enum class Bug {
   split_kv_unscaled,         // split-KV: parts merged without rescaling by exp(m_p - m)
   adaptive_entropy_in_bits,  // adaptive: beta evaluated at the entropy in bits, not nats
   sink_in_every_split,       // split-KV: every part counts the sink (kernel.h: exactly once)
+  // Paged KV and seqused_k (issue 33; the bugs of the public threads): the
+  // naive kernel handed keys gathered from the pages with the bug.
+  block_id_16bit,      // physical page ids truncated to 16 bits (ids above 65,535 wrap)
+  page_slot_past_128,  // the slot in a page taken modulo 128 (right up to 128-token pages)
+  page_size_pow2,      // page and slot by shift and mask, as if page_size were a power of two
+  ignores_seqused_k,   // seqused_k ignored: every key of the buffer read
 };
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -295,7 +301,65 @@ std::vector<unsigned char> regather(const sa_attention_v2_args* a, const sa_tens
   return out;
 }
 
+std::size_t element_size(sa_dtype t) {
+  return t == SA_F32 ? 4 : (t == SA_BF16 || t == SA_F16) ? 2 : 1;
+}
+
+// The paged and seqused_k bugs: keys gathered from the page pool into
+// contiguous rows with the bug in the page arithmetic (every address stays
+// inside the pool: a wrong page is another page of it), then the naive
+// kernel on the contiguous call.
+sa_status paged_call(const Bug bug, const sa_attention_v2_args* a) {
+  sa_attention_v2_args m = *a;
+  if (bug == Bug::ignores_seqused_k) {
+    m.seqused_k = nullptr;
+    return kernels::naive_attention_v2(nullptr, &m);
+  }
+  if (a->block_table == nullptr || a->page_size < 1 || a->block_table_stride < 1)
+    return kernels::naive_attention_v2(nullptr, a);
+  const bool varlen = a->cu_seqlens_q != nullptr;
+  const std::size_t e = element_size(a->qkv_dtype);
+  const std::int64_t ps = a->page_size;
+  std::int64_t ps2 = 1, shift = 0;  // the largest power of two <= page_size
+  while (ps2 * 2 <= ps) ps2 *= 2, ++shift;
+  const std::int64_t rows = varlen ? a->cu_seqlens_k[a->batch] : a->batch * a->seqlen_k;
+  std::vector<unsigned char> k(
+      std::max<std::size_t>(e, static_cast<std::size_t>(rows * a->heads_kv * a->head_dim) * e)),
+      v(std::max<std::size_t>(e, static_cast<std::size_t>(rows * a->heads_kv * a->head_dim_v) * e));
+  for (std::int64_t b = 0; b < a->batch; ++b) {
+    const std::int64_t k0 = varlen ? a->cu_seqlens_k[b] : b * a->seqlen_k;
+    const std::int64_t n = varlen ? a->cu_seqlens_k[b + 1] - k0 : a->seqlen_k;
+    const std::int64_t used = a->seqused_k ? a->seqused_k[b] : n;
+    const std::int32_t* row = a->block_table + b * a->block_table_stride;
+    for (std::int64_t j = 0; j < used; ++j) {
+      std::int64_t entry = j / ps, slot = j % ps;
+      if (bug == Bug::page_size_pow2)
+        entry = std::min(j >> shift, a->block_table_stride - 1), slot = j & (ps2 - 1);
+      if (bug == Bug::page_slot_past_128) slot %= 128;
+      std::int64_t page = row[entry];
+      if (bug == Bug::block_id_16bit) page = static_cast<std::uint16_t>(page);
+      for (std::int64_t h = 0; h < a->heads_kv; ++h) {
+        const std::int64_t ko = page * a->k.stride_b + slot * a->k.stride_s + h * a->k.stride_h;
+        const std::int64_t vo = page * a->v.stride_b + slot * a->v.stride_s + h * a->v.stride_h;
+        std::memcpy(&k[static_cast<std::size_t>(((k0 + j) * a->heads_kv + h) * a->head_dim) * e],
+                    static_cast<const unsigned char*>(a->k.data) + static_cast<std::size_t>(ko) * e,
+                    static_cast<std::size_t>(a->head_dim) * e);
+        std::memcpy(&v[static_cast<std::size_t>(((k0 + j) * a->heads_kv + h) * a->head_dim_v) * e],
+                    static_cast<const unsigned char*>(a->v.data) + static_cast<std::size_t>(vo) * e,
+                    static_cast<std::size_t>(a->head_dim_v) * e);
+      }
+    }
+  }
+  m.block_table = nullptr;
+  m.block_table_stride = m.page_size = m.num_pages = 0;
+  m.k = {k.data(), a->seqlen_k * a->heads_kv * a->head_dim, a->head_dim, a->heads_kv * a->head_dim};
+  m.v = {v.data(), a->seqlen_k * a->heads_kv * a->head_dim_v, a->head_dim_v,
+         a->heads_kv * a->head_dim_v};
+  return kernels::naive_attention_v2(nullptr, &m);
+}
+
 sa_status mutant_call(const Bug bug, const sa_attention_v2_args* a) {
+  if (bug >= Bug::block_id_16bit) return paged_call(bug, a);
   if (bug >= Bug::softcap_after_mask) return buggy_call(bug, a);
   sa_attention_v2_args m = *a;
   std::vector<std::int32_t> cu_k;
@@ -356,18 +420,23 @@ const char* last_error(void*) {
   return e.empty() ? nullptr : e.c_str();
 }
 
-// The naive kernel's capabilities with `add` declared and `drop` not.
+// The features of issue 33, declared only by the mutants whose bug is there
+// (the others' wrappers take contiguous keys; their cases are drawn as before).
+constexpr std::uint32_t kPagedFeatures = SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K;
+
+// The naive kernel's capabilities with `add` declared and `drop` not (paged
+// KV and seqused_k only when added).
 const sa_capabilities* caps_with(std::uint32_t add, std::uint32_t drop) {
   static std::vector<std::unique_ptr<sa_capabilities>> kept;
   auto c = std::make_unique<sa_capabilities>(*kernels::naive_capabilities());
-  c->attention_features = (c->attention_features | add) & ~drop;
+  c->attention_features = ((c->attention_features & ~kPagedFeatures) | add) & ~drop;
   kept.push_back(std::move(c));
   return kept.back().get();
 }
 
 sa_kernel make(const char* name, const char* what,
                sa_status (*fn)(void*, const sa_attention_v2_args*),
-               const sa_capabilities* caps = kernels::naive_capabilities()) {
+               const sa_capabilities* caps = caps_with(0, 0)) {
   sa_kernel k{};
   k.abi_version = SA_KERNEL_ABI_VERSION;
   k.struct_size = sizeof(sa_kernel);
@@ -433,6 +502,18 @@ std::vector<Mutant> attention_v2_mutants() {
       make("mutant_v2_adaptive_entropy_in_bits",
            "adaptive temperature: beta evaluated at the entropy in bits, not nats",
            call<Bug::adaptive_entropy_in_bits>, caps_with(0, 0)),
+      make("mutant_v2_block_id_16bit",
+           "paged KV: physical page ids truncated to 16 bits (ids above 65,535 wrap)",
+           call<Bug::block_id_16bit>, caps_with(SA_ATTN_PAGED_KV, 0)),
+      make("mutant_v2_page_slot_past_128",
+           "paged KV: the slot in a page taken modulo 128 (pages above 128 tokens wrong)",
+           call<Bug::page_slot_past_128>, caps_with(SA_ATTN_PAGED_KV, 0)),
+      make("mutant_v2_page_size_pow2",
+           "paged KV: page and slot by shift and mask (page_size assumed a power of two)",
+           call<Bug::page_size_pow2>, caps_with(SA_ATTN_PAGED_KV, 0)),
+      make("mutant_v2_ignores_seqused_k",
+           "seqused_k ignored: keys past a sequence's used length read (the buffer's length used)",
+           call<Bug::ignores_seqused_k>, caps_with(kPagedFeatures, 0)),
   };
   std::vector<Mutant> out;
   for (const auto& k : ks) out.push_back({k.description, &k});

@@ -57,6 +57,13 @@ const std::map<std::string, Expected> kExpected = {
     {"mutant_v2_split_kv_unscaled", {{"attention_v2.rounding"}}},
     {"mutant_v2_sink_in_every_split", {{"attention_v2.rounding"}}},
     {"mutant_v2_adaptive_entropy_in_bits", {{"attention_v2.rounding"}}},
+    {"mutant_v2_block_id_16bit",
+     {{"attention_v2.rounding", "attention_v2.paged_equals_contiguous"}}},
+    {"mutant_v2_page_slot_past_128",
+     {{"attention_v2.rounding", "attention_v2.paged_equals_contiguous"}}},
+    {"mutant_v2_page_size_pow2",
+     {{"attention_v2.rounding", "attention_v2.paged_equals_contiguous"}}},
+    {"mutant_v2_ignores_seqused_k", {{"attention_v2.rounding"}}},
 };
 
 class AttentionV2Mutant : public ::testing::TestWithParam<int> {};

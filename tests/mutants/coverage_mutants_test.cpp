@@ -5,7 +5,9 @@
 // from the entropy in bits, key padding indexed as dense under varlen,
 // top-left alignment where the call says bottom-right with Lq != Lk, the ALiBi
 // slope read per key/value head under GQA, fp8 NaN codes decoded as the
-// largest finite value, a NaN score skipped like a masked one. The control:
+// largest finite value, a NaN score skipped like a masked one, page ids
+// truncated to 16 bits, page slots wrong past 128, page_size taken for a
+// power of two, seqused_k ignored. The control:
 // the correct kernels pass the same runs with full coverage.
 #include <gtest/gtest.h>
 
@@ -36,6 +38,11 @@ const Case kCases[] = {
     {"mutant_v2_alibi_slope_per_kv_head", "attention_v2.rounding", sa::AttnType::float32},
     {"mutant_v2_fp8_nan_as_max", "attention_v2.nan_propagates", sa::AttnType::fp8_e4m3},
     {"mutant_v2_nan_score_as_masked", "attention_v2.nan_propagates", sa::AttnType::float32},
+    // Paged KV and seqused_k (issue 33).
+    {"mutant_v2_block_id_16bit", "attention_v2.rounding", sa::AttnType::float32},
+    {"mutant_v2_page_slot_past_128", "attention_v2.rounding", sa::AttnType::float32},
+    {"mutant_v2_page_size_pow2", "attention_v2.rounding", sa::AttnType::float32},
+    {"mutant_v2_ignores_seqused_k", "attention_v2.rounding", sa::AttnType::float32},
 };
 
 // Seeds 1..kSeeds: 20 in the long-labelled binary, the first 3 in the
