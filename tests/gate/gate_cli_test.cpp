@@ -102,6 +102,27 @@ TEST(GateCheck, V1PluginStillPasses) {
   EXPECT_GT(v2, 0) << "the attention_v2 properties were not reported at all";
 }
 
+// A plugin built against the interface 2 header from before seqused_k and
+// paged KV were appended (tests/abi/kernel_v2): its sa_attention_v2_args
+// ends before them, its capabilities cannot declare them, so the gate never
+// draws them and the plugin passes as before; paged_equals_contiguous has
+// no case to judge.
+TEST(GateCheck, InterfaceTwoPluginBuiltBeforePagedKvStillPasses) {
+  const std::string dir = temp_dir();
+  std::ofstream(dir + "/v2.toml") << "cases = 24\nseed = 7\ndtypes = [\"float32\"]\n"
+                                     "ops = [\"attention_v2\"]\n";
+  const Check c =
+      check("--plugin " + q(SA_GATE_EXAMPLE_KERNEL_V2) + " --spec " + q(dir + "/v2.toml"));
+  ASSERT_EQ(c.ran.rc, 0) << c.ran.output;
+  ASSERT_FALSE(c.results.is_null()) << c.ran.output;
+  EXPECT_EQ(c.results["runs"][0]["summary"]["fail"], 0) << c.ran.output;
+  EXPECT_EQ(c.results["runs"][0]["summary"]["error"], 0) << c.ran.output;
+  EXPECT_TRUE(c.any("attention_v2.rounding", "pass")) << c.ran.output;
+  for (const auto& v : c.verdicts())
+    if (v["property"] == "attention_v2.paged_equals_contiguous")
+      EXPECT_EQ(v["outcome"], "skip") << v.dump();
+}
+
 // The ids of the single-head attention checks before they became the
 // attention_v2 properties' (issue 30) are aliases: a spec written for them
 // still runs the checks that replaced them, on the v1 slot (the naive
