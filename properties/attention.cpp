@@ -317,7 +317,7 @@ rc::Gen<AttnParams> gen_attention(bool fp8, const AttentionShapes& s, AttnDomain
     if (p.high_pages) {  // a pool of 65,536 + pages stays a few MB
       const bool unequal = p.dv != p.d;
       p.d = std::min<std::int64_t>(p.d, 8);
-      p.dv = unequal ? (p.d > 1 ? p.d / 2 : 2) : p.d;
+      p.dv = unequal ? 2 * p.d : p.d;  // (8 and 16 stay unequal under a multiple of 8)
       p.heads_kv = 1;
       p.group = std::min<std::int64_t>(p.group, 4);
     }

@@ -244,6 +244,8 @@ std::vector<AttnParams> coverage_plan(bool fp8, const AttentionShapes& s, const 
   static const char* const dists[] = {"gaussian", "fa3_outliers", "small_int"};
   static const std::int64_t kSplits[] = {3, 64, 2};
   const bool batched = (dom.features & SA_ATTN_BATCHED) != 0;
+  std::size_t paged_rows = 0;
+  bool owe_256 = false;
   for (std::size_t r = 0; r < rows.size(); ++r) {
     auto on = [&](const char* n) {
       const int i = index(n);
@@ -295,22 +297,31 @@ std::vector<AttnParams> coverage_plan(bool fp8, const AttentionShapes& s, const 
     p.splits = on("split_kv") ? kSplits[r % 3] : 0;
     p.descale = fp8 ? static_cast<int>(r % 4) : 0;
     if (on("paged_kv")) {
+      // The kinds cycle over the paged rows; a 256-token page goes to a row
+      // whose queries see keys past 128 (not top-left causal or window, not
+      // more queries than keys), the next such row when this one is not.
+      std::size_t pr = paged_rows++ % 4;
+      const bool far_hidden =
+          on("more_queries") || (on("top_left") && (on("causal") || on("window")));
+      if (pr == 1 && far_hidden)
+        pr = 0, owe_256 = true;
+      else if (owe_256 && !far_hidden && pr != 2)
+        pr = 1, owe_256 = false;
       // A page size that is not a power of two, one above 128 (with more
       // keys than 128 in one page), ids across 65,535 (tiny pages and
       // dims), and the common 16.
       static const std::int64_t kPages[] = {5, 256, 2, 16};
-      p.page_size = kPages[r % 4];
-      // (a row with more queries than keys keeps them: its pages stay small)
-      if (p.page_size > 128 && on("more_queries")) p.page_size = 7;
+      p.page_size = kPages[pr];
       if (p.page_size > 128) p.sk = std::max<std::int64_t>(p.sk, 200);
       if (dom.max_seqlen_k > 0) p.sk = std::min(p.sk, dom.max_seqlen_k);
       const bool tiny_dims_ok = s.head_dims.empty() && dom.head_dims.empty() &&
                                 (dom.head_dim_multiple <= 1 || 8 % dom.head_dim_multiple == 0);
-      if (r % 4 == 2 && tiny_dims_ok) {
+      if (pr == 2 && tiny_dims_ok) {
         p.high_pages = true;
+        // (8 and 16 stay unequal under a head-dim multiple of 8)
         const bool unequal = p.dv != p.d;
         p.d = std::min<std::int64_t>(p.d, 8);
-        p.dv = unequal ? (p.d > 1 ? p.d / 2 : 2) : p.d;
+        p.dv = unequal ? 2 * p.d : p.d;
         p.heads_kv = 1;
       }
     }
@@ -319,6 +330,40 @@ std::vector<AttnParams> coverage_plan(bool fp8, const AttentionShapes& s, const 
     p.seed = (mix(seed ^ mix(r + 1)) >> 11) | 1;
     apply_domain(p, dom);
     plan.push_back(p);
+  }
+  // Paged KV: the design's rows may all hide the keys a page kind needs
+  // (top-left causal, windows, one key), so three rows more where every
+  // query sees every key: pages of 5 tokens (not a power of two), of 256
+  // with 200 keys (past a 128-token tile), and ids across 65,535.
+  if (index("paged_kv") >= 0) {
+    static const std::int64_t kClear[][3] = {{5, 17, 40}, {256, 17, 200}, {2, 7, 65}};
+    for (std::size_t i = 0; i < 3; ++i) {
+      AttnParams p;
+      p.plan = true;
+      p.dist = "gaussian";
+      p.page_size = kClear[i][0];
+      p.sq = kClear[i][1];
+      p.sk = kClear[i][2];
+      if (dom.max_seqlen_q > 0) p.sq = std::min(p.sq, dom.max_seqlen_q);
+      if (dom.max_seqlen_k > 0) p.sk = std::min(p.sk, dom.max_seqlen_k);
+      p.sq = std::min(p.sq, p.sk);
+      p.d = p.dv = dims[i % dims.size()];
+      p.batch = batched ? 2 : 1;
+      p.heads_kv = batched ? 2 : 1;
+      if (dom.max_batch > 0) p.batch = std::min(p.batch, dom.max_batch);
+      if (dom.max_heads > 0) p.heads_kv = std::min(p.heads_kv, dom.max_heads);
+      const bool tiny_dims_ok = s.head_dims.empty() && dom.head_dims.empty() &&
+                                (dom.head_dim_multiple <= 1 || 8 % dom.head_dim_multiple == 0);
+      if (i == 2 && tiny_dims_ok) {
+        p.high_pages = true;
+        p.d = p.dv = std::min<std::int64_t>(p.d, 8);
+        p.heads_kv = 1;
+      }
+      p.descale = fp8 ? static_cast<int>(i % 4) : 0;
+      p.seed = (mix(seed ^ mix(rows.size() + i + 1)) >> 11) | 1;
+      apply_domain(p, dom);
+      plan.push_back(p);
+    }
   }
   return plan;
 }
