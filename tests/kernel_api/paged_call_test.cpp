@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/call_log.hpp"
 #include "kernels/kernel.hpp"
 
 namespace {
@@ -269,4 +270,28 @@ TEST(PagedCall, UndeclaredFeaturesAreNotApplicableAndNeverSet) {
   EXPECT_EQ(seen.a.page_size, 0);
   EXPECT_EQ(seen.a.num_pages, 0);
   EXPECT_EQ(seen.cu_k, c.cu_k);
+}
+
+// A case file keeps the paged and seqused_k description (replay calls the
+// same block table, the same poisoned slots).
+TEST(PagedCall, CaseFilesRoundTripThePagedAndSequsedFields) {
+  sa::AttentionCase c = varlen_case({2, 2}, {5, 0});
+  c.page_size = 3;
+  c.page_id_base = 65533;
+  c.page_seed = 99;
+  c.kv_extra = {4, 1};
+  c.dense_call = true;
+  const sa::AttentionCase r =
+      sa::call_log::attention_case_of(sa::call_log::attention_call("attention_v2", c));
+  EXPECT_EQ(r.page_size, 3);
+  EXPECT_EQ(r.page_id_base, 65533);
+  EXPECT_EQ(r.page_seed, 99u);
+  EXPECT_EQ(r.kv_extra, c.kv_extra);
+  EXPECT_TRUE(r.dense_call);
+  EXPECT_EQ(sa::paged_kv(r).block_table, sa::paged_kv(c).block_table);
+  // A contiguous case writes none of them, and reads back without them.
+  const sa::AttentionCase plain = sa::call_log::attention_case_of(
+      sa::call_log::attention_call("attention_v2", varlen_case({1}, {2})));
+  EXPECT_FALSE(plain.paged());
+  EXPECT_FALSE(plain.seqused());
 }
