@@ -6,6 +6,7 @@
 // loop (window, softcap, ALiBi, sinks; float16 and fp8 inputs widened exactly
 // to float32 while K and V are packed; float32, bfloat16 or float16 outputs).
 #include "kernels/cpu/attention_v2.hpp"
+#include "kernels/attention_v2_args.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -61,8 +62,11 @@ const char* cpu_attention_v2_last_error() { return g_error.empty() ? nullptr : g
 sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
   g_error.clear();
   if (!a) return fail(SA_INVALID_ARGUMENT, "args is NULL");
-  if (a->struct_size < sizeof(sa_attention_v2_args))
-    return fail(SA_INVALID_ARGUMENT, "struct_size is smaller than sa_attention_v2_args");
+  sa_attention_v2_args whole;  // an earlier interface-2 caller's, completed
+  a = complete_v2_args(a, whole);
+  if (!a)
+    return fail(SA_INVALID_ARGUMENT,
+                "struct_size is smaller than interface 2's sa_attention_v2_args");
   std::int32_t qt, ot, align;  // read as integers: a value outside the enum is not UB here
   std::memcpy(&qt, &a->qkv_dtype, 4);
   std::memcpy(&ot, &a->out_dtype, 4);

@@ -1,6 +1,7 @@
 // The sa_kernel descriptor of the built-in CUDA kernel and its C entry points:
 // validate on the host (plan.hpp), then launch (launch.hpp).
 #include "kernels/cuda/cuda_kernel.hpp"
+#include "kernels/attention_v2_args.hpp"
 
 #include "kernels/attention_v1_args.hpp"
 
@@ -90,6 +91,8 @@ sa_status c_adaptive(void*, sa_dtype dtype, const sa_rows* shape, const void* in
 }
 
 sa_status c_attention_v2(void*, const sa_attention_v2_args* args) {
+  sa_attention_v2_args whole;  // an earlier interface-2 caller's, completed
+  if (const sa_attention_v2_args* c = complete_v2_args(args, whole)) args = c;
   if (std::string err = cuda::validate_attention_v2(args); !err.empty())
     return fail(SA_INVALID_ARGUMENT, err);
   if (std::string err = cuda::unsupported_attention_v2(*args); !err.empty())
@@ -186,6 +189,10 @@ sa_status c_attention_backward(void*, const sa_attention_backward_args* b) {
     return fail(SA_INVALID_ARGUMENT,
                 std::string(op) + ": args->struct_size = " + std::to_string(b->struct_size) +
                     "; expected >= " + std::to_string(sizeof(sa_attention_backward_args)));
+  sa_attention_v2_args fwd;  // an earlier interface-2 caller's forward, completed
+  sa_attention_backward_args with_fwd = *b;
+  if (const sa_attention_v2_args* c = complete_v2_args(b->forward, fwd)) with_fwd.forward = c;
+  b = &with_fwd;
   if (std::string err = cuda::validate_attention_v2(b->forward); !err.empty())
     return fail(SA_INVALID_ARGUMENT, std::string(op) + " (args->forward): " + err);
   const sa_attention_v2_args& f = *b->forward;

@@ -1,4 +1,5 @@
 #include "kernels/naive/attention_v2.hpp"
+#include "kernels/attention_v2_args.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -173,9 +174,12 @@ bool dtype_ok(sa_dtype t, bool fp8_ok) {
 
 sa_status naive_attention_v2(void*, const sa_attention_v2_args* a) {
   if (!a) return fail(SA_INVALID_ARGUMENT, "args is NULL");
-  if (a->struct_size < sizeof(sa_attention_v2_args))
-    return fail(SA_INVALID_ARGUMENT, "struct_size " + std::to_string(a->struct_size) +
-                                         " is smaller than this kernel's sa_attention_v2_args");
+  sa_attention_v2_args whole;  // an earlier interface-2 caller's, completed
+  const std::uint32_t size = a->struct_size;
+  a = complete_v2_args(a, whole);
+  if (!a)
+    return fail(SA_INVALID_ARGUMENT, "struct_size " + std::to_string(size) +
+                                         " is smaller than interface 2's sa_attention_v2_args");
   if (!dtype_ok(a->qkv_dtype, true) || !dtype_ok(a->out_dtype, false))
     return fail(SA_UNSUPPORTED,
                 "qkv_dtype must be F32, BF16, F16 or FP8, out_dtype F32, BF16 or F16");

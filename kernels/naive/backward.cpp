@@ -1,4 +1,5 @@
 #include "kernels/naive/backward.hpp"
+#include "kernels/attention_v2_args.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -260,10 +261,13 @@ struct AbiAccess {
 
 sa_status backward_entry(const sa_attention_backward_args* a, std::uint64_t order_seed) {
   if (!a || !a->forward) return fail(SA_INVALID_ARGUMENT, "attention_backward: args is NULL");
-  if (a->struct_size < sizeof(sa_attention_backward_args) ||
-      a->forward->struct_size < sizeof(sa_attention_v2_args))
+  sa_attention_v2_args fwd;  // an earlier interface-2 caller's forward, completed
+  const sa_attention_v2_args* f = complete_v2_args(a->forward, fwd);
+  if (a->struct_size < sizeof(sa_attention_backward_args) || !f)
     return fail(SA_INVALID_ARGUMENT, "attention_backward: struct_size smaller than this kernel's");
-  const sa_attention_v2_args* f = a->forward;
+  sa_attention_backward_args with_fwd = *a;
+  with_fwd.forward = f;
+  a = &with_fwd;
   std::int32_t qt, ot, align;
   std::memcpy(&qt, &f->qkv_dtype, 4);
   std::memcpy(&ot, &f->out_dtype, 4);
