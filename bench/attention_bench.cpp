@@ -32,6 +32,8 @@
 //   layout 5 "single": 1 sequence, 1 query, 65536 keys, one head
 //   Counter kv_bytes: bytes of K and V per second, each (sequence, key/value
 //   head)'s read once (the bandwidth measure of decoding).
+// BM_PagedOverContiguousDecode/<dtype>: paged KV decode against the same
+//   keys contiguous (see the function's comment); counter ratio.
 // BM_DecodeOverKvRead/<shape>/<dtype>: decoding (v2 GQA, v2 single query, v1
 //   single query) against a bare read of the same K and V (see the function's
 //   comment); counters ratio (wall) and ratio_cpu.
@@ -39,6 +41,7 @@
 // The kernel's raw entry point is called directly (benchmarks may bypass sa::Kernel).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -409,6 +412,63 @@ void BM_DecodeOverKvRead(benchmark::State& st) {
                               : "f16"));
 }
 
+// BM_PagedOverContiguousDecode/<dtype>: the GQA decode shape (layout 4: 64
+// sequences x 4096 keys, 32 query heads on 8 key/value heads, d = 128) called
+// with contiguous K and V, then with the same keys in a paged KV cache of
+// 16-token pages (NHD, FlashAttention's layout) in shuffled physical order,
+// alternately in one process. Counter ratio = contiguous time / paged time:
+// the paged call's throughput relative to the contiguous one (issue 33's
+// target: >= 0.8 at page size 16).
+void BM_PagedOverContiguousDecode(benchmark::State& st) {
+  const auto t = static_cast<sa_dtype>(st.range(0));
+  AttentionProblem p(4, t, 128);
+  const std::int64_t ps = 16, batch = p.a.batch, sk = p.a.seqlen_k, hk = p.a.heads_kv,
+                     d = p.a.head_dim, pps = sk / ps, pages = batch * pps;
+  const std::size_t e = t == SA_F32 ? 4 : 2, page_bytes = static_cast<std::size_t>(ps * hk * d) * e;
+  std::vector<std::int32_t> order(static_cast<std::size_t>(pages));
+  for (std::int64_t i = 0; i < pages; ++i)
+    order[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i);
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(7));
+  std::vector<unsigned char> kpool(static_cast<std::size_t>(pages) * page_bytes),
+      vpool(kpool.size());
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t g = 0; g < pps; ++g) {
+      const std::size_t from = static_cast<std::size_t>(b * pps + g) * page_bytes,
+                        to =
+                            static_cast<std::size_t>(order[static_cast<std::size_t>(b * pps + g)]) *
+                            page_bytes;
+      std::memcpy(&kpool[to], &p.k[from], page_bytes);
+      std::memcpy(&vpool[to], &p.v[from], page_bytes);
+    }
+  sa_attention_v2_args paged = p.a;
+  paged.k = {kpool.data(), ps * hk * d, d, hk * d};
+  paged.v = {vpool.data(), ps * hk * d, d, hk * d};
+  paged.block_table = order.data();
+  paged.block_table_stride = pps;
+  paged.page_size = ps;
+  paged.num_pages = pages;
+  double tc = 0, tp = 0;
+  using clk = std::chrono::steady_clock;
+  for (auto _ : st) {
+    const auto t0 = clk::now();
+    if (sa::kernels::cpu_attention_v2(nullptr, &p.a) != SA_OK)
+      throw std::runtime_error(sa::kernels::cpu_attention_v2_last_error());
+    const auto t1 = clk::now();
+    if (sa::kernels::cpu_attention_v2(nullptr, &paged) != SA_OK)
+      throw std::runtime_error(sa::kernels::cpu_attention_v2_last_error());
+    const auto t2 = clk::now();
+    benchmark::DoNotOptimize(p.lse.data());
+    tc += std::chrono::duration<double>(t1 - t0).count();
+    tp += std::chrono::duration<double>(t2 - t1).count();
+  }
+  st.counters["ratio"] = tc / tp;
+  st.counters["paged_GB_per_s"] = p.kv_bytes * 1e-9 * static_cast<double>(st.iterations()) / tp;
+  st.counters["threads"] = threads();
+  st.SetLabel(std::string("gqa decode, pages of 16, ") + (t == SA_F32    ? "f32"
+                                                          : t == SA_BF16 ? "bf16"
+                                                                         : "f16"));
+}
+
 }  // namespace
 
 BENCHMARK(BM_DecodeOverKvRead)
@@ -418,6 +478,15 @@ BENCHMARK(BM_DecodeOverKvRead)
         for (std::int64_t t : {std::int64_t{SA_F32}, std::int64_t{SA_BF16}, std::int64_t{SA_F16}})
           if (shape < 2 || t != SA_F16) b->Args({shape, t});
     })
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(0.5);
+
+BENCHMARK(BM_PagedOverContiguousDecode)
+    ->ArgNames({"dtype"})
+    ->Arg(SA_F32)
+    ->Arg(SA_BF16)
+    ->Arg(SA_F16)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(0.5);
