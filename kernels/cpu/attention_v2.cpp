@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <limits>
 #include <string>
 #include <vector>
@@ -119,7 +120,8 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
   if (paged && (a->page_size < 1 || a->num_pages < 1 || a->block_table_stride < 1))
     return fail(SA_INVALID_ARGUMENT,
                 "paged KV needs page_size, num_pages and block_table_stride >= 1");
-  std::vector<std::vector<char>> gathered(paged ? static_cast<std::size_t>(a->batch) : 0);
+  // (Not zero-filled: every byte is copied over before it is read.)
+  std::vector<std::unique_ptr<char[]>> gathered(paged ? static_cast<std::size_t>(a->batch) : 0);
   for (std::int64_t b = 0; b < a->batch; ++b) {
     const std::int64_t q0 = varlen ? a->cu_seqlens_q[b] : 0, k0 = varlen ? a->cu_seqlens_k[b] : 0;
     const std::int64_t Lq = varlen ? a->cu_seqlens_q[b + 1] - q0 : a->seqlen_q;
@@ -139,24 +141,29 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
         return fail(SA_INVALID_ARGUMENT, "block_table_stride " +
                                              std::to_string(a->block_table_stride) +
                                              " is too small for sequence " + std::to_string(b));
-      std::vector<char>& g = gathered[static_cast<std::size_t>(b)];
-      g.resize(static_cast<std::size_t>(Lk * hkv * (d + dv)) * ein);
       const std::int32_t* row = a->block_table + b * a->block_table_stride;
-      char* gv = g.data() + static_cast<std::size_t>(Lk * hkv * d) * ein;
-      for (std::int64_t j0 = 0; j0 < Lk; j0 += ps) {
-        const std::int64_t page = row[j0 / ps];
-        if (page < 0 || page >= a->num_pages)
+      const std::int64_t npages = (Lk + ps - 1) / ps;
+      for (std::int64_t g = 0; g < npages; ++g)
+        if (row[g] < 0 || row[g] >= a->num_pages)
           return fail(SA_INVALID_ARGUMENT, "block_table[" + std::to_string(b) + "][" +
-                                               std::to_string(j0 / ps) +
-                                               "] = " + std::to_string(page) + " is outside 0.." +
+                                               std::to_string(g) + "] = " + std::to_string(row[g]) +
+                                               " is outside 0.." +
                                                std::to_string(a->num_pages - 1));
+      std::unique_ptr<char[]>& gb = gathered[static_cast<std::size_t>(b)];
+      gb.reset(new char[static_cast<std::size_t>(Lk * hkv * (d + dv)) * ein]);
+      char* gk = gb.get();
+      char* gv = gk + static_cast<std::size_t>(Lk * hkv * d) * ein;
+      // One page per iteration, the pages over the threads.
+#pragma omp parallel for schedule(static) if (Lk * hkv * (d + dv) >= (1 << 16))
+      for (std::int64_t g = 0; g < npages; ++g) {
+        const std::int64_t page = row[g], j0 = g * ps;
         for (std::int64_t j = j0; j < std::min(Lk, j0 + ps); ++j)
           for (std::int64_t h = 0; h < hkv; ++h) {
             const std::int64_t ko = page * a->k.stride_b + (j - j0) * a->k.stride_s +
                                     h * a->k.stride_h,
                                vo = page * a->v.stride_b + (j - j0) * a->v.stride_s +
                                     h * a->v.stride_h;
-            std::memcpy(g.data() + static_cast<std::size_t>((j * hkv + h) * d) * ein,
+            std::memcpy(gk + static_cast<std::size_t>((j * hkv + h) * d) * ein,
                         static_cast<const char*>(a->k.data) + static_cast<std::size_t>(ko) * ein,
                         static_cast<std::size_t>(d) * ein);
             std::memcpy(gv + static_cast<std::size_t>((j * hkv + h) * dv) * ein,
@@ -164,7 +171,7 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
                         static_cast<std::size_t>(dv) * ein);
           }
       }
-      kbase = g.data();
+      kbase = gk;
     }
     const bool few_queries = a->num_splits <= 1 && Lq * group <= cpu_attention_decode_max_rows;
     for (std::int64_t h = 0; h < a->heads_q; ++h) {
