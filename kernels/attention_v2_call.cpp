@@ -698,10 +698,11 @@ std::string Kernel::why_not_applicable_backward(const AttentionCase& c) const {
   return why_not_applicable(c);
 }
 
-AttentionBackwardResult Kernel::attention_backward(const AttentionCase& c, std::span<const float> out,
-                                                std::span<const float> lse,
-                                                std::span<const float> dout,
-                                                bool deterministic) const {
+AttentionBackwardResult Kernel::attention_backward(const AttentionCase& c,
+                                                   std::span<const float> out,
+                                                   std::span<const float> lse,
+                                                   std::span<const float> dout,
+                                                   bool deterministic) const {
   c.validate();
   if (const std::string why = why_not_applicable_backward(c); !why.empty())
     throw NotApplicable("kernel '" + name_ + "' attention_backward: " + why);

@@ -232,8 +232,9 @@ class Kernel {
   // (why_not_applicable_backward), KernelError for a failed call or a write
   // outside the gradients' rows.
   AttentionBackwardResult attention_backward(const AttentionCase& c, std::span<const float> out,
-                                          std::span<const float> lse, std::span<const float> dout,
-                                          bool deterministic = false) const;
+                                             std::span<const float> lse,
+                                             std::span<const float> dout,
+                                             bool deterministic = false) const;
   // Empty when the kernel's attention_backward can run the case: the forward's
   // conditions (attention_features cover both directions) plus the op and its
   // element types; adaptive attention and fp8 inputs have no backward here.

@@ -274,8 +274,8 @@ rc::Gen<AttnParams> gen_attention(bool fp8, const AttentionShapes& s, AttnDomain
                       : 0;
     // Ids across 65,535 need tiny head dims (a pool of 65,536 pages): only
     // where the kernel and the spec name no head dims of their own.
-    const bool tiny_dims_ok = !own_dims && (dom.head_dim_multiple <= 1 ||
-                                            8 % dom.head_dim_multiple == 0);
+    const bool tiny_dims_ok =
+        !own_dims && (dom.head_dim_multiple <= 1 || 8 % dom.head_dim_multiple == 0);
     if (p.page_size > 0 && tiny_dims_ok && *rc::gen::inRange(0, 4) == 3) {
       p.high_pages = true;
       p.page_size = *rc::gen::inRange(1, 4);
@@ -855,10 +855,10 @@ std::string describe_inline(const AttnParams& p, AttnType t) {
   }
 }
 
-Verdict attention_verdict(const Run& run, const std::string& id, const Rule& rule, Op op, AttnType t,
-                   const SlotResult<AttnParams>& r, const NotApplicableLog& na) {
+Verdict attention_verdict(const Run& run, const std::string& id, const Rule& rule, Op op,
+                          AttnType t, const SlotResult<AttnParams>& r, const NotApplicableLog& na) {
   Verdict v = slot_verdict<AttnParams>(run, id, claim_of(id), rule, op, DType::float32, r,
-                                     [t](const AttnParams& p) { return describe_inline(p, t); });
+                                       [t](const AttnParams& p) { return describe_inline(p, t); });
   v.dtype = name_of(t);
   if (r.cases_applicable == 0 && v.outcome == Outcome::skip)
     v.note = "not applicable: " + (na.count ? na.text() : std::string("no case applied"));
@@ -1578,7 +1578,8 @@ constexpr const char* kV1Features[] = {"causal",     "key_padding", "strided",
 // attention_v2 (the built-in naive and CUDA kernels forward one to the
 // other). A kernel with the v1 slot alone is held to every v1 feature.
 AttnDomain v1_domain(const Kernel& k, AttnType t) {
-  AttnDomain d = k.abi_version() >= 2 && k.supports(Op::attention_v2) ? domain_of(k, t) : AttnDomain{};
+  AttnDomain d =
+      k.abi_version() >= 2 && k.supports(Op::attention_v2) ? domain_of(k, t) : AttnDomain{};
   d.features &= SA_ATTN_CAUSAL | SA_ATTN_KEY_PADDING | SA_ATTN_STRIDED | SA_ATTN_UNEQUAL_HEAD_DIMS |
                 SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV | SA_ATTN_LSE | SA_ATTN_ENTROPY;
   d.required &= d.features;
@@ -1621,8 +1622,8 @@ void coverage(const Run& run, Op op, AttnType t, const CoverageTally& tally,
   for (const auto& c : cells)
     if (c.cases < c.required) {
       if (n_short++ < 12)
-        short_cells += (short_cells.empty() ? "" : ", ") + c.cell + " " +
-                       std::to_string(c.cases) + " of " + std::to_string(c.required);
+        short_cells += (short_cells.empty() ? "" : ", ") + c.cell + " " + std::to_string(c.cases) +
+                       " of " + std::to_string(c.required);
     }
   v.measured = n_short;
   v.bound = 0;
@@ -1729,8 +1730,8 @@ void run_entry_type(const Run& run, const Entry& entry, AttnType t) {
       run.emit(v);
       continue;
     }
-    run.emit(attention_verdict(run, a.id, rule_of_row(a), op, t,
-                               res[static_cast<std::size_t>(s)], na));
+    run.emit(
+        attention_verdict(run, a.id, rule_of_row(a), op, t, res[static_cast<std::size_t>(s)], na));
   }
   if (run.wants_property(kCoverageId))
     coverage(run, op, t, tally, na, plan.size(), cov_features.size(), shapes.pair_cases);
@@ -1775,9 +1776,7 @@ void run_attention(const Run& run) {
   }
 }
 
-std::vector<AttnType> attention_types(const Run& run) {
-  return props::attention_types(run.config);
-}
+std::vector<AttnType> attention_types(const Run& run) { return props::attention_types(run.config); }
 
 }  // namespace sa::props::detail
 

@@ -73,7 +73,8 @@ bool feature_allowed(const AttentionShapes& s, const AttnDomain& dom, const char
 // the suite's defaults where it names nothing) inside the kernel's domain
 // `dom`: every declared feature, fp8 descales when `fp8`.
 rc::Gen<AttnParams> gen_attention(bool fp8, const AttentionShapes& s,
-                         AttnDomain dom = AttnDomain{kClassicFeatures, {}, 0, 0, 0, 0, 0, 0, 0, 0});
+                                  AttnDomain dom = AttnDomain{
+                                      kClassicFeatures, {}, 0, 0, 0, 0, 0, 0, 0, 0});
 
 // Moves a case into the domain: required features on, the constrained forms
 // (bottom-right only, window_right 0, queries <= keys), head dims rounded

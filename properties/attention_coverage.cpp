@@ -138,8 +138,8 @@ std::vector<CoverageCell> CoverageTally::cells(int k) const {
 }
 
 std::vector<AttnParams> coverage_plan(bool fp8, const AttentionShapes& s, const AttnDomain& dom,
-                                    const std::vector<std::string>& features, int k,
-                                    std::uint64_t seed) {
+                                      const std::vector<std::string>& features, int k,
+                                      std::uint64_t seed) {
   std::vector<AttnParams> plan;
   const std::size_t nf = features.size();
   if (k <= 0 || nf == 0) return plan;
@@ -368,8 +368,9 @@ std::vector<AttnParams> coverage_plan(bool fp8, const AttentionShapes& s, const 
   return plan;
 }
 
-AttnParams shrink_attention(const AttnParams& p0, const std::function<bool(const AttnParams&)>& fails,
-                   int& budget, const AttnDomain& dom) {
+AttnParams shrink_attention(const AttnParams& p0,
+                            const std::function<bool(const AttnParams&)>& fails, int& budget,
+                            const AttnDomain& dom) {
   AttnParams p = p0;
   // One candidate per switch; the first that still fails is taken, and the
   // list is walked again from the start until none does or the budget ends.

@@ -35,8 +35,8 @@ std::vector<std::string> features_of(const AttentionCase& c);
 // them out). The rows depend on the features and k only; the values of
 // each case on `seed`, so every seed runs the same design with other data.
 std::vector<AttnParams> coverage_plan(bool fp8, const AttentionShapes& s, const AttnDomain& dom,
-                                    const std::vector<std::string>& features, int k,
-                                    std::uint64_t seed);
+                                      const std::vector<std::string>& features, int k,
+                                      std::uint64_t seed);
 
 // The cases run per feature and per pair of features.
 class CoverageTally {
@@ -63,7 +63,8 @@ bool compatible(const std::string& a, const std::string& b);
 // budget lasts, within 3 s (the fixed cases have no RapidCheck shrinks of their own).
 // Candidates are moved into the kernel's domain `dom` (apply_domain), so a
 // shrunk case is one the kernel declares it takes.
-AttnParams shrink_attention(const AttnParams& p, const std::function<bool(const AttnParams&)>& fails,
-                   int& budget, const AttnDomain& dom);
+AttnParams shrink_attention(const AttnParams& p,
+                            const std::function<bool(const AttnParams&)>& fails, int& budget,
+                            const AttnDomain& dom);
 
 }  // namespace sa::props::detail

@@ -1007,8 +1007,8 @@ void run_attention_backward(const Run& run) {
       for (int s = 0; s < kSlots; ++s) {
         if (!wanted(s)) continue;
         const BackwardProperty& b = kAttentionBackward[s];
-        Verdict v = skip_verdict(run, b.id, claim_of(b.id), rule_of_row(b),
-                                 Op::attention_backward, dtype_of(t),
+        Verdict v = skip_verdict(run, b.id, claim_of(b.id), rule_of_row(b), Op::attention_backward,
+                                 dtype_of(t),
                                  "not applicable: the kernel implements no attention_backward");
         run.emit(v);
       }
@@ -1055,31 +1055,29 @@ void run_attention_backward(const Run& run) {
       if (!wanted(s)) continue;
       const BackwardProperty& b = kAttentionBackward[s];
       if (b.judge == flash_attention_3x && !low) {
-        run.emit(skip_verdict(run, b.id, claim_of(b.id), rule_of_row(b), Op::attention_backward,
-                              dt,
+        run.emit(skip_verdict(run, b.id, claim_of(b.id), rule_of_row(b), Op::attention_backward, dt,
                               "not applicable: FlashAttention's rule is stated for bfloat16 and "
                               "float16 (float32 is held to attention_backward.rounding)"));
         continue;
       }
       if (b.judge == cudnn_frontend && !low) {
-        run.emit(skip_verdict(run, b.id, claim_of(b.id), rule_of_row(b), Op::attention_backward,
-                              dt,
+        run.emit(skip_verdict(run, b.id, claim_of(b.id), rule_of_row(b), Op::attention_backward, dt,
                               "not applicable: cuDNN frontend's SDPA backward tests cover "
                               "float16 and bfloat16 only"));
         continue;
       }
-      Verdict v = slot_verdict<BwdParams>(
-          run, b.id, claim_of(b.id), rule_of_row(b), Op::attention_backward, dt,
-          res[static_cast<std::size_t>(s)], [t](const BwdParams& p) {
-            // The inputs inline when small (inline_inputs.hpp).
-            try {
-              std::vector<float> dout;
-              const AttentionCase c = make_case(p, t, &dout);
-              return describe(p) + inline_inputs(c, &dout);
-            } catch (const std::exception&) {
-              return describe(p);
-            }
-          });
+      Verdict v =
+          slot_verdict<BwdParams>(run, b.id, claim_of(b.id), rule_of_row(b), Op::attention_backward,
+                                  dt, res[static_cast<std::size_t>(s)], [t](const BwdParams& p) {
+                                    // The inputs inline when small (inline_inputs.hpp).
+                                    try {
+                                      std::vector<float> dout;
+                                      const AttentionCase c = make_case(p, t, &dout);
+                                      return describe(p) + inline_inputs(c, &dout);
+                                    } catch (const std::exception&) {
+                                      return describe(p);
+                                    }
+                                  });
       if (res[static_cast<std::size_t>(s)].cases_applicable == 0 && v.outcome == Outcome::skip)
         v.note = "not applicable: " + (na.count ? na.text() : std::string("no case applied"));
       else if (na.count)

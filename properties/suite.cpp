@@ -671,7 +671,8 @@ std::vector<Rule> rules() {
        "ulps| <= 5 standard errors + 0.1 ulp (bfloat16, float16) / 0.5 ulp (float32)"},
       {"attention_rounding",
        "a-priori rounding analysis of float32-internal batched attention "
-       "(properties/attention.cpp, attention_budgets): score error (d + 2) u |scale| sum|q k| + 3u|s| "
+       "(properties/attention.cpp, attention_budgets): score error (d + 2) u |scale| sum|q k| + "
+       "3u|s| "
        "(+ softcap, ALiBi terms), weights u (4 + (n - 1) + 3 delta) + 2 E_s (docs/theory.md T7), "
        "fp8 inputs + the fp8 unit roundoff (P quantised), P V accumulation (n + 1) u, plus the "
        "output's rounding"},

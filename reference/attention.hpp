@@ -35,7 +35,7 @@
 namespace sa::ref {
 
 struct AttentionValues {
-  std::vector<double> out;                // total_q x heads_q x dv
+  std::vector<double> out;                 // total_q x heads_q x dv
   std::vector<double> lse, entropy, beta;  // total_q x heads_q
 };
 

@@ -48,7 +48,6 @@ struct AttentionRounded {
 
 // CrStats counts dv + 3 outputs per query row (out, lse, entropy, beta);
 // a row that falls back counts all of them as MPFR.
-AttentionRounded attention_rounded(DType t, const AttentionCase& c,
-                                        const CrOptions& options = {});
+AttentionRounded attention_rounded(DType t, const AttentionCase& c, const CrOptions& options = {});
 
 }  // namespace sa::ref

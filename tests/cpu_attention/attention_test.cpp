@@ -238,7 +238,7 @@ bool same_special(double got, double want) {
 struct Report {
   std::vector<sa::Verdict> verdicts;
   double max_out_rel_bound = 0;   // float32 part of the out bound / Vmax, worst row
-  sa::AttentionResult got;      // the kernel's result
+  sa::AttentionResult got;        // the kernel's result
   std::vector<double> out_bound;  // per output element (0 for exact special values)
   bool all_passed() const {
     return std::all_of(verdicts.begin(), verdicts.end(), [](const auto& v) { return v.passed(); });

@@ -114,11 +114,10 @@ TEST(NaiveSuite, RunnersExist) {
           const char before = at > 0 ? text[at - 1] : '\n';
           const std::size_t end = text.find_first_of(";{", at);
           defined = std::isalpha(static_cast<unsigned char>(text[line])) &&
-                    (before == ' ' || before == '*' || before == '&') &&
-                    end != std::string::npos && text[end] == '{';
+                    (before == ' ' || before == '*' || before == '&') && end != std::string::npos &&
+                    text[end] == '{';
         }
-        EXPECT_TRUE(defined)
-            << p.id << ": " << fn << " is not defined in " << file;
+        EXPECT_TRUE(defined) << p.id << ": " << fn << " is not defined in " << file;
       }
     }
   }

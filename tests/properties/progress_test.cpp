@@ -15,7 +15,7 @@
 namespace {
 
 struct Recorded {
-  std::vector<std::pair<int, int>> progress;  // (done, total) per call
+  std::vector<std::pair<int, int>> progress;            // (done, total) per call
   std::vector<std::pair<std::string, int>> verdict_at;  // property, done when emitted
   std::vector<sa::Verdict> verdicts;
 };

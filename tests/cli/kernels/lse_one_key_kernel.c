@@ -34,9 +34,11 @@ static sa_status v1_attention(void* ctx, const sa_attention_args* a) {
   for (int64_t i = 0; i < a->nq; ++i) {
     double m = -INFINITY;
     for (int64_t j = 0; j < a->nk; ++j) {
-      const int visible = (!a->causal || j <= i + (a->nk - a->nq)) && (!a->key_mask || a->key_mask[j]);
+      const int visible =
+          (!a->causal || j <= i + (a->nk - a->nq)) && (!a->key_mask || a->key_mask[j]);
       double s = 0;
-      for (int64_t x = 0; x < a->d; ++x) s += (double)q[i * a->q_stride + x] * k[j * a->k_stride + x];
+      for (int64_t x = 0; x < a->d; ++x)
+        s += (double)q[i * a->q_stride + x] * k[j * a->k_stride + x];
       w[j] = visible ? a->scale * s : -INFINITY;
       if (w[j] > m) m = w[j];
     }
