@@ -1560,11 +1560,6 @@ constexpr int kSlots = static_cast<int>(std::size(kAttention));
 constexpr int kRound = 0;  // rounding: also where a refused case is recorded
 constexpr const char* kCoverageId = "attention_v2.coverage";
 
-const Rule& rule_of_row(const AttentionProperty& a) {
-  const PropertyInfo* info = find_property(a.id);
-  return rule_by_id(info ? info->rule : "unknown");
-}
-
 // The features interface v1 attention carries (kernel.h sa_attention_args):
 // one sequence, one head, causal bottom-right, the key mask, head_dim_v,
 // row strides, the adaptive temperature and num_splits.
@@ -1724,14 +1719,14 @@ void run_entry_type(const Run& run, const Entry& entry, AttnType t) {
     if (a.judge == fp8_saturation && !is_fp8(t)) continue;  // fp8 inputs only
     if ((v1 && !a.v1) || !run.wants_property(a.id)) continue;
     if (a.judge == flash_attention_2x && !low) {
-      Verdict v = skip_verdict(run, a.id, claim_of(a.id), rule_of_row(a), op, DType::float32,
+      Verdict v = skip_verdict(run, a.id, claim_of(a.id), rule_of(a.id), op, DType::float32,
                                kFaFloat32Note);
       v.dtype = name_of(t);
       run.emit(v);
       continue;
     }
     run.emit(
-        attention_verdict(run, a.id, rule_of_row(a), op, t, res[static_cast<std::size_t>(s)], na));
+        attention_verdict(run, a.id, rule_of(a.id), op, t, res[static_cast<std::size_t>(s)], na));
   }
   if (run.wants_property(kCoverageId))
     coverage(run, op, t, tally, na, plan.size(), cov_features.size(), shapes.pair_cases);
@@ -1761,7 +1756,7 @@ void run_attention(const Run& run) {
         for (const AttentionProperty& a : kAttention) {
           if (!run.wants_property(a.id) || (v1 && !a.v1)) continue;
           Verdict v = skip_verdict(
-              run, a.id, claim_of(a.id), rule_of_row(a), op, DType::float32,
+              run, a.id, claim_of(a.id), rule_of(a.id), op, DType::float32,
               v1 ? "not applicable: the kernel implements no attention (interface v1 slot)"
                  : "not applicable: the kernel implements no attention_v2 (interface v1 kernel, "
                    "or op not claimed)");

@@ -983,11 +983,6 @@ const BackwardProperty kAttentionBackward[] = {
     {"attention_backward.cudnn_frontend", cudnn_frontend, low_precision},
 };
 
-const Rule& rule_of_row(const BackwardProperty& b) {
-  const PropertyInfo* info = find_property(b.id);
-  return rule_by_id(info ? info->rule : "unknown");
-}
-
 void run_attention_backward(const Run& run) {
   const Kernel& k = run.kernel;
   if (!run.wants_op(Op::attention_backward)) return;
@@ -1007,7 +1002,7 @@ void run_attention_backward(const Run& run) {
       for (int s = 0; s < kSlots; ++s) {
         if (!wanted(s)) continue;
         const BackwardProperty& b = kAttentionBackward[s];
-        Verdict v = skip_verdict(run, b.id, claim_of(b.id), rule_of_row(b), Op::attention_backward,
+        Verdict v = skip_verdict(run, b.id, claim_of(b.id), rule_of(b.id), Op::attention_backward,
                                  dtype_of(t),
                                  "not applicable: the kernel implements no attention_backward");
         run.emit(v);
@@ -1055,19 +1050,19 @@ void run_attention_backward(const Run& run) {
       if (!wanted(s)) continue;
       const BackwardProperty& b = kAttentionBackward[s];
       if (b.judge == flash_attention_3x && !low) {
-        run.emit(skip_verdict(run, b.id, claim_of(b.id), rule_of_row(b), Op::attention_backward, dt,
+        run.emit(skip_verdict(run, b.id, claim_of(b.id), rule_of(b.id), Op::attention_backward, dt,
                               "not applicable: FlashAttention's rule is stated for bfloat16 and "
                               "float16 (float32 is held to attention_backward.rounding)"));
         continue;
       }
       if (b.judge == cudnn_frontend && !low) {
-        run.emit(skip_verdict(run, b.id, claim_of(b.id), rule_of_row(b), Op::attention_backward, dt,
+        run.emit(skip_verdict(run, b.id, claim_of(b.id), rule_of(b.id), Op::attention_backward, dt,
                               "not applicable: cuDNN frontend's SDPA backward tests cover "
                               "float16 and bfloat16 only"));
         continue;
       }
       Verdict v =
-          slot_verdict<BwdParams>(run, b.id, claim_of(b.id), rule_of_row(b), Op::attention_backward,
+          slot_verdict<BwdParams>(run, b.id, claim_of(b.id), rule_of(b.id), Op::attention_backward,
                                   dt, res[static_cast<std::size_t>(s)], [t](const BwdParams& p) {
                                     // The inputs inline when small (inline_inputs.hpp).
                                     try {

@@ -46,11 +46,6 @@ bool has_nan(std::span<const float> r) {
   return std::any_of(r.begin(), r.end(), [](float x) { return std::isnan(x); });
 }
 
-std::string rule_of(const std::string& id) {
-  const PropertyInfo* p = find_property(id);
-  return p ? p->rule : std::string();
-}
-
 double out_round(DType t, double x) {
   return budget::ulp(DType::float32, x) + budget::store_half_ulp(t, x) +
          (active_conventions().double_rounding ? budget::double_rounding_extra(t, x) : 0.0);
@@ -541,12 +536,12 @@ void row_property(const Run& run, const std::string& id, Op op, DType t, std::ve
   needs.push_back(op);
   for (Op n : needs)
     if (!k.supports(n)) {
-      run.emit(skip_verdict(run, id, claim_of(id), rule_by_id(rule_of(id)), op, t,
+      run.emit(skip_verdict(run, id, claim_of(id), rule_of(id), op, t,
                             "kernel does not implement " + std::string(name_of(n))));
       return;
     }
   if (!k.supports(t)) {
-    run.emit(skip_verdict(run, id, claim_of(id), rule_by_id(rule_of(id)), op, t,
+    run.emit(skip_verdict(run, id, claim_of(id), rule_of(id), op, t,
                           "kernel does not support " + std::string(name_of(t))));
     return;
   }
@@ -571,9 +566,9 @@ void row_property(const Run& run, const std::string& id, Op op, DType t, std::ve
       search<RowParams>(gen_rows(go), 1, so, eval,
                         [&](const RowParams& p, const std::function<bool(const RowParams&)>& f,
                             int& b) { return shrink_values(p, t, f, b); });
-  run.emit(slot_verdict<RowParams>(
-      run, id, claim_of(id) + claim_suffix, rule_by_id(rule_of(id)), op, t, res[0],
-      [&](const RowParams& p) { return describe(p, materialise(p, t)); }));
+  run.emit(
+      slot_verdict<RowParams>(run, id, claim_of(id) + claim_suffix, rule_of(id), op, t, res[0],
+                              [&](const RowParams& p) { return describe(p, materialise(p, t)); }));
 }
 
 }  // namespace
@@ -615,11 +610,11 @@ void run_metamorphic(const Run& run, DType t) {
     row_property(run, "metamorphic.entropy_range", Op::entropy, t, {}, go, entropy_range, cases);
     if (active_conventions().no_temperature) {
       if (run.wants_property("metamorphic.entropy_temperature") && run.wants_op(Op::entropy))
-        run.emit(skip_verdict(
-            run, "metamorphic.entropy_temperature", claim_of("metamorphic.entropy_temperature"),
-            rule_by_id(rule_of("metamorphic.entropy_temperature")), Op::entropy, t,
-            "not applicable: the kernel declares no_temperature (it is called "
-            "at temperature 1 only, and this property compares two)"));
+        run.emit(skip_verdict(run, "metamorphic.entropy_temperature",
+                              claim_of("metamorphic.entropy_temperature"),
+                              rule_of("metamorphic.entropy_temperature"), Op::entropy, t,
+                              "not applicable: the kernel declares no_temperature (it is called "
+                              "at temperature 1 only, and this property compares two)"));
     } else
       row_property(run, "metamorphic.entropy_temperature", Op::entropy, t, {}, go,
                    entropy_temperature, cases);

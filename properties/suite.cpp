@@ -20,6 +20,11 @@ const std::string& claim_of(const std::string& id) {
   return p ? p->claim : none;
 }
 
+const Rule& rule_of(const std::string& id) {
+  const PropertyInfo* p = find_property(id);
+  return rule_by_id(p ? p->rule : "unknown");
+}
+
 const Rule& rule_by_id(const std::string& id) {
   static const std::vector<Rule> all = rules();
   for (const Rule& r : all)

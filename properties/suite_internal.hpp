@@ -18,6 +18,8 @@ namespace sa::props::detail {
 const Rule& rule_by_id(const std::string& id);
 // The claim of a property of the registry (properties()); "" for an unknown id.
 const std::string& claim_of(const std::string& id);
+// The rule of the registry row `id` (rules(); "unknown" without such a row).
+const Rule& rule_of(const std::string& id);
 extern const char* const kFaFloat32Note;
 
 // Everything a property runner needs.
