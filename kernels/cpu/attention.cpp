@@ -422,7 +422,7 @@ void special_row(const AttentionHeadArgs& a, std::int64_t i, float* out, float* 
   std::int64_t n_pinf = a.has_sink && a.sink == finf ? 1 : 0;  // the sink counts, has no value
   for (std::int64_t j = 0; j < a.nk; ++j) {
     if (!visible(a, i, j)) continue;
-    load_row(a.k, a.qkv_dtype, j * a.k_stride, a.d, krow.data());
+    load_row(a.k, a.qkv_dtype, kv_offset(a, false, j), a.d, krow.data());
     float dot = 0.0f;
     for (std::int64_t c = 0; c < a.d; ++c) dot = std::fma(qrow[c], krow[c], dot);
     float x = fscale * dot;
@@ -433,7 +433,7 @@ void special_row(const AttentionHeadArgs& a, std::int64_t i, float* out, float* 
     s[j] = x;
   }
   auto vval = [&](std::int64_t j, std::int64_t c) {
-    return static_cast<double>(load_elem(a.v, a.qkv_dtype, j * a.v_stride + c));
+    return static_cast<double>(load_elem(a.v, a.qkv_dtype, kv_offset(a, true, j) + c));
   };
   if (any_nan) {
     for (std::int64_t c = 0; c < a.dv; ++c) out[c] = nan;
@@ -644,6 +644,8 @@ sa_status run(const AttentionHeadArgs& a) {
 }  // namespace
 
 sa_status cpu_attention_head(const AttentionHeadArgs& args) {
+  if (args.pages)  // the tiled path reads K and V rows k_stride apart only
+    return fail(SA_INTERNAL_ERROR, "attention: paged K and V reach the tiled path");
   try {
     return run(args);
   } catch (const std::bad_alloc&) {

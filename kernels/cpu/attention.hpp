@@ -115,6 +115,12 @@ struct AttentionHeadArgs {
   float v_descale = 1.0f;
   bool adaptive = false;
   std::int64_t num_splits = 0;
+  // Paged K and V, read in place (the few-query path only): when pages is not
+  // NULL, key j's row is at k + (pages[j / page_size] * k_page_stride +
+  // (j % page_size) * k_stride) elements (v alike); k and v then point at the
+  // pools with the head's offset applied.
+  const std::int32_t* pages = nullptr;
+  std::int64_t page_size = 0, k_page_stride = 0, v_page_stride = 0;
 };
 // Errors as cpu_attention (SA_INTERNAL_ERROR only: the arguments are trusted).
 sa_status cpu_attention_head(const AttentionHeadArgs& args);

@@ -87,6 +87,35 @@ inline void prefetch_row(const void* base, std::int64_t off, std::int64_t n) {
   for (std::int64_t b = 0; b < n; b += 64) __builtin_prefetch(p + b, 0, 1);
 }
 
+// Byte address of key j's row of h's K (of its V when is_v), contiguous or
+// paged (AttentionHeadArgs::pages).
+inline const char* kv_row(const AttentionHeadArgs& h, bool is_v, std::int64_t j,
+                          std::int64_t esize) {
+  return static_cast<const char*>(is_v ? h.v : h.k) + kv_offset(h, is_v, j) * esize;
+}
+
+// rows[jj] = kv_row(h, is_v, j0 + jj) for jj in [lo, hi): one division, then
+// the pages walked slot by slot.
+inline void kv_rows(const AttentionHeadArgs& h, bool is_v, std::int64_t j0, std::int64_t lo,
+                    std::int64_t hi, std::int64_t esize, const char** rows) {
+  const char* base = static_cast<const char*>(is_v ? h.v : h.k);
+  const std::int64_t rs = (is_v ? h.v_stride : h.k_stride) * esize;
+  if (!h.pages) {
+    for (std::int64_t jj = lo; jj < hi; ++jj) rows[jj] = base + (j0 + jj) * rs;
+    return;
+  }
+  const std::int64_t ps = h.page_size, pst = (is_v ? h.v_page_stride : h.k_page_stride) * esize;
+  std::int64_t g = (j0 + lo) / ps, slot = (j0 + lo) % ps;
+  const char* page = base + static_cast<std::int64_t>(h.pages[g]) * pst;
+  for (std::int64_t jj = lo; jj < hi; ++jj) {
+    rows[jj] = page + slot * rs;
+    if (++slot == ps && jj + 1 < hi) {
+      slot = 0;
+      page = base + static_cast<std::int64_t>(h.pages[++g]) * pst;
+    }
+  }
+}
+
 // The largest |x| of n floats as a bit pattern (inf: 0x7f800000, NaN above).
 inline std::uint32_t abs_bits_max(const float* x, std::int64_t n) {
   std::uint32_t m = 0;
@@ -253,11 +282,11 @@ HWY_INLINE void ScoreRows(const float* q, std::int64_t dq, const typename Elem<K
 }
 
 // O rows r0 .. r0 + RB, columns [c, c + NS steps): O = a O + sum_{j in [jlo,
-// jhi)} P[r][j] V[j] with V row j at v + j * vstride (in place).
+// jhi)} P[r][j] V[j] with V row j at vr[j] (in place: contiguous or paged).
 template <int K, int RB, int NS>
-HWY_INLINE void PvPass(const float* HWY_RESTRICT pb, const typename Elem<K>::T* HWY_RESTRICT v,
-                       std::int64_t vstride, std::int64_t jlo, std::int64_t jhi,
-                       float* HWY_RESTRICT o, std::int64_t dop, const float* a, std::int64_t c) {
+HWY_INLINE void PvPass(const float* HWY_RESTRICT pb, const char* const* vrows, std::int64_t jlo,
+                       std::int64_t jhi, float* HWY_RESTRICT o, std::int64_t dop, const float* a,
+                       std::int64_t c) {
   const DF df;
   constexpr int NV = kVecs<K> * NS;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
@@ -267,7 +296,7 @@ HWY_INLINE void PvPass(const float* HWY_RESTRICT pb, const typename Elem<K>::T* 
     for (int x = 0; x < NV; ++x) acc[r][x] = hn::Mul(hn::LoadU(df, o + r * dop + c + x * L), ar);
   }
   for (std::int64_t j = jlo; j < jhi; ++j) {
-    const typename Elem<K>::T* vr = v + j * vstride + c;
+    const typename Elem<K>::T* vr = reinterpret_cast<const typename Elem<K>::T*>(vrows[j]) + c;
     VF vv[NV];
     for (int s = 0; s < NS; ++s) LoadStep<K>(df, vr + s * kVecs<K> * L, vv + s * kVecs<K>);
     for (int r = 0; r < RB; ++r) {
@@ -280,36 +309,35 @@ HWY_INLINE void PvPass(const float* HWY_RESTRICT pb, const typename Elem<K>::T* 
 }
 
 template <int K, int RB>
-HWY_INLINE void PvRows(const float* pb, const typename Elem<K>::T* v, std::int64_t vstride,
-                       std::int64_t jlo, std::int64_t jhi, float* o, std::int64_t dop,
-                       const float* a, std::int64_t nsteps) {
+HWY_INLINE void PvRows(const float* pb, const char* const* vrows, std::int64_t jlo,
+                       std::int64_t jhi, float* o, std::int64_t dop, const float* a,
+                       std::int64_t nsteps) {
   constexpr int kNS = std::max(1, std::min(8, kAcc / RB) / kVecs<K>);
   const std::int64_t step = kVecs<K> * static_cast<std::int64_t>(hn::Lanes(DF()));
   std::int64_t s = 0;
-  for (; s + kNS <= nsteps; s += kNS)
-    PvPass<K, RB, kNS>(pb, v, vstride, jlo, jhi, o, dop, a, s * step);
-  for (; s < nsteps; ++s) PvPass<K, RB, 1>(pb, v, vstride, jlo, jhi, o, dop, a, s * step);
+  for (; s + kNS <= nsteps; s += kNS) PvPass<K, RB, kNS>(pb, vrows, jlo, jhi, o, dop, a, s * step);
+  for (; s < nsteps; ++s) PvPass<K, RB, 1>(pb, vrows, jlo, jhi, o, dop, a, s * step);
 }
 
-// All rows' O += P V over the tile's keys [jlo, jhi) (V row j at v + j * vstride).
+// All rows' O += P V over the tile's keys [jlo, jhi) (V row j at vrows[j]).
 template <int K>
-HWY_INLINE void PvTileInPlace(const float* pb, const typename Elem<K>::T* v, std::int64_t vstride,
-                              std::int64_t jlo, std::int64_t jhi, float* o, std::int64_t dop,
-                              const float* a, std::int64_t rows, std::int64_t dv, sa_dtype t) {
+HWY_INLINE void PvTileInPlace(const float* pb, const char* const* vrows, std::int64_t jlo,
+                              std::int64_t jhi, float* o, std::int64_t dop, const float* a,
+                              std::int64_t rows, std::int64_t dv, sa_dtype t) {
   const std::int64_t step = kVecs<K> * static_cast<std::int64_t>(hn::Lanes(DF()));
   const std::int64_t nsteps = dv / step, vfull = nsteps * step;
   std::int64_t r = 0;
   for (; r + 4 <= rows; r += 4)
-    PvRows<K, 4>(pb + r * Bk, v, vstride, jlo, jhi, o + r * dop, dop, a + r, nsteps);
+    PvRows<K, 4>(pb + r * Bk, vrows, jlo, jhi, o + r * dop, dop, a + r, nsteps);
   switch (rows - r) {
     case 3:
-      PvRows<K, 3>(pb + r * Bk, v, vstride, jlo, jhi, o + r * dop, dop, a + r, nsteps);
+      PvRows<K, 3>(pb + r * Bk, vrows, jlo, jhi, o + r * dop, dop, a + r, nsteps);
       break;
     case 2:
-      PvRows<K, 2>(pb + r * Bk, v, vstride, jlo, jhi, o + r * dop, dop, a + r, nsteps);
+      PvRows<K, 2>(pb + r * Bk, vrows, jlo, jhi, o + r * dop, dop, a + r, nsteps);
       break;
     case 1:
-      PvRows<K, 1>(pb + r * Bk, v, vstride, jlo, jhi, o + r * dop, dop, a + r, nsteps);
+      PvRows<K, 1>(pb + r * Bk, vrows, jlo, jhi, o + r * dop, dop, a + r, nsteps);
       break;
     default:
       break;
@@ -322,7 +350,7 @@ HWY_INLINE void PvTileInPlace(const float* pb, const typename Elem<K>::T* v, std
     for (std::int64_t j = jlo; j < jhi; ++j) {
       const float w = pb[rr * Bk + j];
       for (std::int64_t c = vfull; c < dv; ++c)
-        orow[c] = std::fma(w, load_elem(v, t, j * vstride + c), orow[c]);
+        orow[c] = std::fma(w, load_elem(vrows[j], t, c), orow[c]);
     }
   }
 }
@@ -375,7 +403,8 @@ bool ChunkT(const DecodeItem& it, DecodeScratch& sc, const ChunkResult& res, boo
   if (wl >= 0) kbeg = std::max(kbeg, off - wl);
   const std::int64_t min_hi = off + wr, max_lo = (nq - 1) + off - wl;
   const std::int64_t esize = elem_bytes(t);
-  const std::int64_t kstride = a0.k_stride, vstride = a0.v_stride;
+  const char* krow[Bk];                       // the tile's key rows (in place, or widened copies)
+  const char* vrow[Bk];                       // its value rows
   const std::int64_t grows = it.nheads * nq;  // rows per group
   for (std::int64_t tile = kbeg / Bk; tile * Bk < kend; ++tile) {
     const std::int64_t j0 = tile * Bk;
@@ -398,30 +427,38 @@ bool ChunkT(const DecodeItem& it, DecodeScratch& sc, const ChunkResult& res, boo
       float* og = res.o + rb * dop;
       // Raw dot products of keys [lo4, hi) (a partial quad repeats key hi - 1);
       // other columns and masked keys hold anything until FinishScores masks them.
-      const T* ktile = static_cast<const T*>(hb.k) + j0 * kstride;
-      std::int64_t ks = kstride;
-      if (widened) {
-        for (std::int64_t jj = lo4; jj < hi; ++jj)
-          load_row(hb.k, t, (j0 + jj) * kstride, d, sc.kt.data() + jj * dq);
-        ktile = reinterpret_cast<const T*>(sc.kt.data());
-        ks = dq;
-      }
+      kv_rows(hb, false, j0, lo4, hi, esize, krow);
+      if (with_output) kv_rows(hb, true, j0, lo4, hi, esize, vrow);
+      if (widened)
+        for (std::int64_t jj = lo4; jj < hi; ++jj) {
+          load_row(krow[jj], t, 0, d, sc.kt.data() + jj * dq);
+          krow[jj] = reinterpret_cast<const char*>(sc.kt.data() + jj * dq);
+        }
       const float* qg = sc.qb.data() + rb * dq;
       // Prefetch one unit of work ahead: the next group's rows of this tile's
       // keys, or after the last group the first group's rows of the next tile.
       const bool last = b + 1 == it.ngroups;
+      // The next group's rows sit at this group's addresses shifted by its
+      // head offset (same strides and pages within a bundle).
       const AttentionHeadArgs& hn_ = it.heads[last ? 0 : (b + 1) * it.nheads];
-      const std::int64_t jahead = j0 + (last ? Bk : 0);
+      const std::int64_t dk = static_cast<const char*>(hn_.k) - static_cast<const char*>(hb.k),
+                         dvo = static_cast<const char*>(hn_.v) - static_cast<const char*>(hb.v);
       for (std::int64_t jj = lo4; jj < hi; jj += 4) {
         for (std::int64_t u = 0; u < 4; ++u) {
-          const std::int64_t jn = jahead + jj + u;
-          if (jn < kend) {
-            prefetch_row(hn_.k, jn * kstride * esize, d * esize);
-            if (with_output) prefetch_row(hn_.v, jn * vstride * esize, dv * esize);
+          const std::int64_t jn = j0 + (last ? Bk : 0) + jj + u;
+          if (jn >= kend) continue;
+          if (last) {
+            prefetch_row(kv_row(hn_, false, jn, esize), 0, d * esize);
+            if (with_output) prefetch_row(kv_row(hn_, true, jn, esize), 0, dv * esize);
+          } else if (jj + u < hi) {
+            prefetch_row(widened ? kv_row(hb, false, jn, esize) + dk : krow[jj + u] + dk, 0,
+                         d * esize);
+            if (with_output) prefetch_row(vrow[jj + u] + dvo, 0, dv * esize);
           }
         }
         const T* kp[4];
-        for (std::int64_t u = 0; u < 4; ++u) kp[u] = ktile + std::min(jj + u, hi - 1) * ks;
+        for (std::int64_t u = 0; u < 4; ++u)
+          kp[u] = reinterpret_cast<const T*>(krow[std::min(jj + u, hi - 1)]);
         float* s = sbg + jj;
         ScoreRows<K>(qg, dq, kp, ksteps, s, grows);
         if (kfull < d)  // columns past the last whole step, in order
@@ -450,15 +487,13 @@ bool ChunkT(const DecodeItem& it, DecodeScratch& sc, const ChunkResult& res, boo
                   res.T[r], sc.a[r], res.special[r]);
       }
       if (!with_output) continue;
-      const T* vtile = static_cast<const T*>(hb.v) + j0 * vstride;
-      std::int64_t vs = vstride;
       if (widened || careful) {
         std::uint32_t vmax = 0;  // largest |v| bit pattern: >= 0x7f800000 for inf and NaN
         const std::int64_t dvp = (dv + kVecPad - 1) / kVecPad * kVecPad;
         for (std::int64_t jj = lo; jj < hi; ++jj) {
-          float* vrow = sc.vt.data() + jj * dvp;
-          load_row(hb.v, t, (j0 + jj) * vstride, dv, vrow);
-          if (careful) vmax = std::max(vmax, abs_bits_max(vrow, dv));
+          float* vw = sc.vt.data() + jj * dvp;
+          load_row(vrow[jj], t, 0, dv, vw);
+          if (careful) vmax = std::max(vmax, abs_bits_max(vw, dv));
         }
         if (vmax >= 0x7f800000u) {
           // The tiled path's PvTileNonFinite, with O's columns in the kernel's order.
@@ -470,18 +505,17 @@ bool ChunkT(const DecodeItem& it, DecodeScratch& sc, const ChunkResult& res, boo
             for (std::int64_t jj = lo; jj < hi; ++jj) {
               if (sc.sb[r * Bk + jj] == kNegInf) continue;
               const float w = sc.pb[r * Bk + jj];
-              const float* vrow = sc.vt.data() + jj * dvp;
-              for (std::int64_t c = 0; c < dv; ++c) orow[sc.vpos[c]] += w * vrow[c];
+              const float* vw = sc.vt.data() + jj * dvp;
+              for (std::int64_t c = 0; c < dv; ++c) orow[sc.vpos[c]] += w * vw[c];
             }
           }
           continue;
         }
-        if (widened) {
-          vtile = reinterpret_cast<const T*>(sc.vt.data());
-          vs = dvp;
-        }
+        if (widened)
+          for (std::int64_t jj = lo; jj < hi; ++jj)
+            vrow[jj] = reinterpret_cast<const char*>(sc.vt.data() + jj * dvp);
       }
-      PvTileInPlace<K>(pbg, vtile, vs, lo, hi, og, dop, sc.a + rb, grows, dv, widened ? SA_F32 : t);
+      PvTileInPlace<K>(pbg, vrow, lo, hi, og, dop, sc.a + rb, grows, dv, widened ? SA_F32 : t);
     }
   }
   if (!with_output || careful) return true;
@@ -553,7 +587,9 @@ bool same_sequence(const Group& x, const Group& y) {
   return x.nheads == y.nheads && x.heads + x.nheads == y.heads && a.nq == b.nq && a.nk == b.nk &&
          a.key_mask == b.key_mask && a.diag_offset == b.diag_offset &&
          a.window_left == b.window_left && a.window_right == b.window_right &&
-         a.k_stride == b.k_stride && a.v_stride == b.v_stride && x.c0 == y.c0 && x.c1 == y.c1;
+         a.k_stride == b.k_stride && a.v_stride == b.v_stride && a.pages == b.pages &&
+         a.page_size == b.page_size && a.k_page_stride == b.k_page_stride &&
+         a.v_page_stride == b.v_page_stride && x.c0 == y.c0 && x.c1 == y.c1;
 }
 
 // Chunk results of one wave: slot i holds rows_max rows.

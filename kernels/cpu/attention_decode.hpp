@@ -1,7 +1,9 @@
 // The CPU attention's path for few queries per sequence (decoding): every
 // query row of a GQA group (the query heads that share one key/value head,
 // times the sequence's queries) is computed in one pass over that head's K
-// and V, read in place. The tiled path (kernels/cpu/attention.cpp) packs K
+// and V, read in place (contiguous, or paged: each key row found through the
+// block table, AttentionHeadArgs::pages, so a paged KV cache is never
+// gathered on this path). The tiled path (kernels/cpu/attention.cpp) packs K
 // and V into transposed float tiles per (sequence, query head) call; with one
 // query that packing, and its allocation, cost about 50 times the arithmetic
 // (perf on BM_AttentionV2 decode, 2026-11-24: memset and page faults 39%,

@@ -95,6 +95,16 @@ inline void store_row(const AttentionHeadArgs& a, std::int64_t i, float* row, fl
   if (a.beta) a.beta[i] = beta;
 }
 
+// Element offset of key j's row of a's K (of its V when is_v) from a.k (a.v):
+// j rows apart, or through the page table when a.pages is set.
+inline std::int64_t kv_offset(const AttentionHeadArgs& a, bool is_v, std::int64_t j) {
+  const std::int64_t rs = is_v ? a.v_stride : a.k_stride;
+  if (!a.pages) return j * rs;
+  const std::int64_t ps = a.page_size;
+  return static_cast<std::int64_t>(a.pages[j / ps]) * (is_v ? a.v_page_stride : a.k_page_stride) +
+         (j % ps) * rs;
+}
+
 }  // namespace sa::kernels::attn_detail
 
 namespace sa::kernels {

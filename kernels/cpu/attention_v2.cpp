@@ -112,10 +112,11 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
   // their groups are collected here and run in parallel below.
   std::vector<AttentionHeadArgs> decode_heads;
   std::vector<std::size_t> starts;  // first index of each group in decode_heads
-  // Paged KV: each sequence's used keys and values gathered from their pages
-  // into one contiguous block ([Lk][heads_kv][d], then [Lk][heads_kv][dv]),
-  // which the tiled kernel then packs as it packs any strided K and V. The
-  // blocks live until the few-query groups below have run.
+  // Paged KV: the few-query path reads the pages in place (key rows through
+  // the block table, AttentionHeadArgs::pages). For the tiled path each
+  // sequence's used keys and values are gathered from their pages into one
+  // contiguous block ([Lk][heads_kv][d], then [Lk][heads_kv][dv]), which it
+  // then packs as it packs any strided K and V.
   const bool paged = a->block_table != nullptr;
   if (paged && (a->page_size < 1 || a->num_pages < 1 || a->block_table_stride < 1))
     return fail(SA_INVALID_ARGUMENT,
@@ -134,14 +135,16 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
                                            "] = " + std::to_string(Lk) + " is outside 0.." +
                                            std::to_string(Nk));
     if (Lq == 0) continue;
-    const char* kbase = nullptr;  // paged: the gathered block
+    const bool few_queries = a->num_splits <= 1 && Lq * group <= cpu_attention_decode_max_rows;
+    const char* kbase = nullptr;  // paged, tiled path: the gathered block
+    const std::int32_t* page_row = paged ? a->block_table + b * a->block_table_stride : nullptr;
     if (paged && Lk > 0) {
-      const std::int64_t ps = a->page_size, hkv = a->heads_kv, d = a->head_dim, dv = a->head_dim_v;
+      const std::int64_t ps = a->page_size;
       if ((Nk + ps - 1) / ps > a->block_table_stride)
         return fail(SA_INVALID_ARGUMENT, "block_table_stride " +
                                              std::to_string(a->block_table_stride) +
                                              " is too small for sequence " + std::to_string(b));
-      const std::int32_t* row = a->block_table + b * a->block_table_stride;
+      const std::int32_t* row = page_row;
       const std::int64_t npages = (Lk + ps - 1) / ps;
       for (std::int64_t g = 0; g < npages; ++g)
         if (row[g] < 0 || row[g] >= a->num_pages)
@@ -149,6 +152,11 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
                                                std::to_string(g) + "] = " + std::to_string(row[g]) +
                                                " is outside 0.." +
                                                std::to_string(a->num_pages - 1));
+    }
+    if (paged && Lk > 0 && !few_queries) {
+      const std::int64_t ps = a->page_size, hkv = a->heads_kv, d = a->head_dim, dv = a->head_dim_v;
+      const std::int32_t* row = page_row;
+      const std::int64_t npages = (Lk + ps - 1) / ps;
       std::unique_ptr<char[]>& gb = gathered[static_cast<std::size_t>(b)];
       gb.reset(new char[static_cast<std::size_t>(Lk * hkv * (d + dv)) * ein]);
       char* gk = gb.get();
@@ -173,7 +181,6 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
       }
       kbase = gk;
     }
-    const bool few_queries = a->num_splits <= 1 && Lq * group <= cpu_attention_decode_max_rows;
     for (std::int64_t h = 0; h < a->heads_q; ++h) {
       const std::int64_t hk = h / group;
       auto at = [&](const void* base, std::size_t e, std::int64_t sb, std::int64_t sh,
@@ -201,7 +208,18 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
       s.dv = a->head_dim_v;
       s.q = at(a->q.data, ein, a->q.stride_b, a->q.stride_h, a->q.stride_s, h, q0);
       s.q_stride = a->q.stride_s;
-      if (paged) {
+      if (paged && few_queries) {  // in place: key j through page_row[j / page_size]
+        s.k = static_cast<const char*>(a->k.data) +
+              static_cast<std::size_t>(hk * a->k.stride_h) * ein;
+        s.k_stride = a->k.stride_s;
+        s.v = static_cast<const char*>(a->v.data) +
+              static_cast<std::size_t>(hk * a->v.stride_h) * ein;
+        s.v_stride = a->v.stride_s;
+        s.pages = page_row;
+        s.page_size = a->page_size;
+        s.k_page_stride = a->k.stride_b;
+        s.v_page_stride = a->v.stride_b;
+      } else if (paged) {
         const std::int64_t hkv = a->heads_kv, d = a->head_dim, dv = a->head_dim_v;
         s.k = kbase + static_cast<std::size_t>(hk * d) * ein;
         s.k_stride = hkv * d;
