@@ -44,6 +44,12 @@
 //                                    in shuffled physical order) equals the
 //                                    same case with contiguous keys (within
 //                                    twice the rounding budget)
+//   attention_v2.chunked_prefill_equals_prefill  a causal bottom-right
+//                                    prefill cut into two query chunks, the
+//                                    first with only the keys written so far
+//                                    (the rest of its cache unwritten: NaN
+//                                    past seqused_k), equals the one call
+//                                    (within twice the rounding budget)
 //
 // Cases are drawn inside the kernel's declared domain (features, head dims,
 // lengths: domain_of), so adaptive temperature and split-KV are drawn when
@@ -103,7 +109,7 @@ std::string describe(const AttnParams& p) {
   if (p.softcap > 0) r += " softcap=" + std::to_string(p.softcap);
   if (p.alibi) r += " alibi";
   if (p.sinks) r += " sinks";
-  if (p.key_pad) r += " key_padding";
+  if (p.key_pad) r += p.left_pad ? " key_padding(left)" : " key_padding";
   if (p.bhsd) r += " bhsd";
   if (p.row_pad || p.head_pad)
     r += " pad=" + std::to_string(p.row_pad) + "/" + std::to_string(p.head_pad);
@@ -332,6 +338,7 @@ rc::Gen<AttnParams> gen_attention(bool fp8, const AttentionShapes& s, AttnDomain
     // it off: a shrunk counterexample keeps only the features it needs.
     p.key_pad =
         feature_allowed(s, dom, "key_padding") && (mask_kind == 5 || *rc::gen::inRange(0, 6) == 5);
+    p.left_pad = p.key_pad && *rc::gen::inRange(0, 2) == 1;
     p.softcap = feature_allowed(s, dom, "softcap") && *rc::gen::inRange(0, 4) == 3
                     ? 5.0 + *rc::gen::inRange(0, 46)
                     : 0.0;
@@ -469,6 +476,16 @@ AttentionCase materialise(const AttnParams& p, AttnType t) {
   if (p.key_pad) {
     c.key_padding_mask.assign(static_cast<std::size_t>(c.total_k()), 1);
     for (auto& m : c.key_padding_mask) m = g() % 5 == 0 ? 0 : 1;
+    if (p.left_pad) {  // (its own generator: the case's other values stay as they were)
+      std::mt19937_64 lp(p.seed ^ 0x1ef7'9add'0000ull);
+      for (std::int64_t b = 0; b < c.batch; ++b) {
+        const std::int64_t n = c.len_k(b), k0 = c.row_k(b, 0);
+        // Mostly a partial run; one sequence in six wholly padded.
+        const std::int64_t pad = lp() % 6 == 0 ? n : static_cast<std::int64_t>(lp() % (n / 2 + 1));
+        for (std::int64_t j = 0; j < n; ++j)
+          c.key_padding_mask[static_cast<std::size_t>(k0 + j)] = j < pad ? 0 : 1;
+      }
+    }
   }
   c.layout = p.bhsd ? AttnLayout::bhsd : AttnLayout::bshd;
   c.row_pad = p.row_pad;
@@ -1193,6 +1210,150 @@ void paged_equals_contiguous(const AttnCtx& cx, Check& out) {
       [](std::size_t) { return Compare::all; });
 }
 
+// The queries [q_from[b], q_to[b]) of each sequence of c with the first
+// keys[b] of its keys; with `unwritten`, the sequence's other keys stay in
+// the call's buffer as slots past seqused_k (NaN: a cache not yet written).
+// A fixed-length case needs the same counts for every sequence (the callers
+// choose them so).
+AttentionCase sub_case(const AttentionCase& c, const std::vector<std::int64_t>& q_from,
+                       const std::vector<std::int64_t>& q_to, const std::vector<std::int64_t>& keys,
+                       bool unwritten) {
+  AttentionCase s = c;
+  s.q.clear();
+  s.k.clear();
+  s.v.clear();
+  s.key_padding_mask.clear();
+  if (c.varlen()) {
+    s.cu_q = {0};
+    s.cu_k = {0};
+  } else {
+    s.seqlen_q = q_to[0] - q_from[0];
+    s.seqlen_k = keys[0];
+  }
+  if (unwritten && !c.seqused()) s.kv_extra.assign(static_cast<std::size_t>(c.batch), 0);
+  if (!unwritten) s.kv_extra.clear(), s.dense_call = false;
+  const std::int64_t qw = c.heads_q * c.d, kw = c.heads_kv * c.d, vw = c.heads_kv * c.dv;
+  for (std::int64_t b = 0; b < c.batch; ++b) {
+    const std::size_t bu = static_cast<std::size_t>(b);
+    const std::int64_t q0 = c.row_q(b, q_from[bu]), nq = q_to[bu] - q_from[bu], k0 = c.row_k(b, 0);
+    s.q.insert(s.q.end(), c.q.begin() + q0 * qw, c.q.begin() + (q0 + nq) * qw);
+    s.k.insert(s.k.end(), c.k.begin() + k0 * kw, c.k.begin() + (k0 + keys[bu]) * kw);
+    s.v.insert(s.v.end(), c.v.begin() + k0 * vw, c.v.begin() + (k0 + keys[bu]) * vw);
+    if (!c.key_padding_mask.empty())
+      s.key_padding_mask.insert(s.key_padding_mask.end(), c.key_padding_mask.begin() + k0,
+                                c.key_padding_mask.begin() + k0 + keys[bu]);
+    if (c.varlen()) {
+      s.cu_q.push_back(s.cu_q.back() + static_cast<std::int32_t>(nq));
+      s.cu_k.push_back(s.cu_k.back() + static_cast<std::int32_t>(keys[bu]));
+    }
+    if (unwritten)
+      s.kv_extra[bu] =
+          (c.seqused() ? c.kv_extra[bu] : 0) + static_cast<std::int32_t>(c.len_k(b) - keys[bu]);
+  }
+  return s;
+}
+
+// Whether c's masks move with the bottom-right diagonal only (what a chunked
+// prefill keeps): causal or a window ending at the diagonal, aligned
+// bottom-right, so row i of a sequence sees keys j <= i + Lk - Lq.
+bool chunkable(const AttentionCase& c) { return !c.top_left && (c.causal || c.window_right == 0); }
+
+// attention_v2.chunked_prefill_equals_prefill: vLLM's and SGLang's chunked
+// prefill, flash_attn_with_kvcache with cache_seqlens. Sequence b's queries
+// are cut at q1_b into two calls: the first chunk's queries [0, q1_b) with
+// the keys a causal row among them can see, the first Lk - Lq + q1_b (bottom-
+// right alignment keeps every row on its diagonal: off = Lk - Lq in both
+// calls), the other keys left in its buffer past seqused_k as NaN (where the
+// kernel declares seqused_k: the cache slots the second chunk has not yet
+// written); the second chunk's queries [q1_b, Lq) with every key. Each
+// chunk's rows must equal the one call's within twice the rounding budget
+// (each is within one budget of the same exact values); a kernel that aligns
+// a chunk top-left, counts the buffer instead of seqused_k for the diagonal,
+// or reads the unwritten slots moves outputs by far more (NaN). Sequences
+// with Lq < 2, or whose first chunk would need a negative key count, stay
+// whole in the first chunk.
+//
+// A case whose masks do not follow the diagonal (no causal, top-left, a
+// window reaching right of it) is made causal bottom-right first, called
+// whole, and its budgets taken from that result's magnitudes (as
+// key_permutation does: no reference call).
+void chunked_prefill_equals_prefill(const AttnCtx& cx, Check& out) {
+  const Entry& k = cx.k;
+  AttentionCase causal_case;
+  AttentionResult causal_out;
+  std::vector<RowBudget> causal_rb;
+  if (!chunkable(cx.c)) {
+    causal_case = cx.c;
+    causal_case.causal = true;
+    causal_case.top_left = false;
+    if (!k.why_not(causal_case).empty()) return;
+    causal_out = k.call(causal_case);
+    causal_rb = attention_budgets(causal_case, as_values(causal_case, causal_out));
+  }
+  const bool own = chunkable(cx.c);
+  const AttentionCase& c = own ? cx.c : causal_case;
+  const AttentionResult& whole = own ? cx.o : causal_out;
+  const std::vector<RowBudget>& rb = own ? cx.rb : causal_rb;
+  std::mt19937_64 g(cx.p.seed ^ 0xc4c4c4ull);
+  const std::size_t nb = static_cast<std::size_t>(c.batch);
+  std::vector<std::int64_t> zero(nb, 0), q1(nb), lq(nb), k1(nb), lk(nb);
+  // Fixed-length and dense calls cut every sequence at the same query.
+  const bool same_cut = !c.call_varlen();
+  std::int64_t lo = 1, hi = 0;  // the cut's range that suits every sequence
+  for (std::size_t b = 0; b < nb; ++b) {
+    lq[b] = c.len_q(static_cast<std::int64_t>(b));
+    lk[b] = c.len_k(static_cast<std::int64_t>(b));
+    lo = std::max(lo, lq[b] - lk[b]);  // Lk - Lq + q1 >= 0
+    hi = std::max(hi, lq[b] - 1);
+  }
+  for (std::size_t b = 0; b < nb; ++b) {
+    std::int64_t l = std::max<std::int64_t>(1, lq[b] - lk[b]), h = lq[b] - 1;
+    if (same_cut) l = lo, h = std::min(hi, lq[b] - 1);
+    q1[b] =
+        l <= h ? l + static_cast<std::int64_t>(g() % static_cast<std::uint64_t>(h - l + 1)) : lq[b];
+    if (same_cut && b > 0) q1[b] = q1[0];
+    k1[b] = lk[b] - lq[b] + q1[b];
+  }
+  bool cut = false;
+  for (std::size_t b = 0; b < nb; ++b) cut = cut || q1[b] < lq[b];
+  if (!cut) return;  // no sequence can be cut
+  // The first chunk with its cache's unwritten slots where the kernel takes
+  // seqused_k, else with its keys alone.
+  AttentionCase first = sub_case(c, zero, q1, k1, true);
+  if (!k.why_not(first).empty()) first = sub_case(c, zero, q1, k1, false);
+  const AttentionCase second = sub_case(c, q1, lq, lk, c.seqused());
+  const bool finite_mask = active_conventions().finite_mask;
+  auto hold = [&](const AttentionCase& sc, const std::vector<std::int64_t>& from,
+                  const char* word) {
+    if (!k.why_not(sc).empty() || sc.total_q() == 0) return;
+    const AttentionResult so = k.call(sc);
+    for (std::int64_t b = 0; b < c.batch; ++b)
+      for (std::int64_t i = 0; i < sc.len_q(b); ++i)
+        for (std::int64_t h = 0; h < c.heads_q; ++h) {
+          const std::int64_t qi = from[static_cast<std::size_t>(b)] + i;
+          const std::size_t row = static_cast<std::size_t>(c.row_q(b, qi) * c.heads_q + h),
+                            srow = static_cast<std::size_t>(sc.row_q(b, i) * c.heads_q + h);
+          // (finite_mask: a row with every key masked averages every key
+          // in the buffer, which a chunk holds fewer of.)
+          if (rb[row].out_abs.empty() || (rb[row].fully_masked && finite_mask)) continue;
+          auto where = [&] {
+            return "sequence " + std::to_string(b) + " query " + std::to_string(qi) + " head " +
+                   std::to_string(h) + " (chunk cut at query " +
+                   std::to_string(q1[static_cast<std::size_t>(b)]) + ")";
+          };
+          for (std::int64_t x = 0; x < c.dv; ++x)
+            consider(
+                out, so.out[srow * c.dv + x], whole.out[row * c.dv + x], 2 * rb[row].out_abs[x],
+                [&] { return where() + " out[" + std::to_string(x) + "]"; }, word);
+          if (row < whole.lse.size() && srow < so.lse.size())
+            out.worst(elem(DType::float32, so.lse[srow], whole.lse[row], 2 * rb[row].lse_abs,
+                           where() + " lse", word));
+        }
+  };
+  hold(first, zero, "one-prefill");
+  hold(second, q1, "one-prefill");
+}
+
 // attention_v2.key_permutation: keys permuted with their values and
 // padding bytes, per sequence, on the case without position features.
 void key_permutation(const AttnCtx& cx, Check& out) {
@@ -1555,6 +1716,7 @@ const AttentionProperty kAttention[] = {
     {"attention_v2.nan_propagates", nan_propagates, true, nullptr},
     {"attention_v2.paged_equals_contiguous", paged_equals_contiguous, false,
      [](const AttnCtx& cx) { return cx.c.paged(); }},
+    {"attention_v2.chunked_prefill_equals_prefill", chunked_prefill_equals_prefill, true, nullptr},
 };
 constexpr int kSlots = static_cast<int>(std::size(kAttention));
 constexpr int kRound = 0;  // rounding: also where a refused case is recorded

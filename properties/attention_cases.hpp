@@ -21,6 +21,10 @@ struct AttnParams {
   std::int64_t batch = 1, heads_kv = 1, group = 1, d = 1, dv = 1, sq = 1, sk = 1;
   bool varlen = false, causal = false, top_left = false, alibi = false, sinks = false,
        key_pad = false, bhsd = false, adaptive = false;
+  // With key_pad: left padding (Hugging Face's batched prompts) instead of
+  // scattered masked keys: each sequence's first keys masked, a run of 0 to
+  // all of them.
+  bool left_pad = false;
   std::int64_t splits = 0;  // num_splits (0: none)
   // A fixed coverage case (attention_coverage.hpp): with varlen, the first
   // sequence has exactly sq queries and sk keys (so the length relation the

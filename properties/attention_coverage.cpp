@@ -286,6 +286,7 @@ std::vector<AttnParams> coverage_plan(bool fp8, const AttentionShapes& s, const 
     p.alibi = on("alibi");
     p.sinks = on("sinks");
     p.key_pad = on("key_padding");
+    p.left_pad = p.key_pad && r % 2 == 0;
     if (on("strided")) {
       const bool bhsd = feature_allowed(s, dom, "bhsd"),
                  strided = feature_allowed(s, dom, "strided");
@@ -395,7 +396,8 @@ AttnParams shrink_attention(const AttnParams& p0,
     if (x.softcap > 0) add([](AttnParams& y) { y.softcap = 0; });
     if (x.sinks) add([](AttnParams& y) { y.sinks = false; });
     if (x.alibi) add([](AttnParams& y) { y.alibi = false; });
-    if (x.key_pad) add([](AttnParams& y) { y.key_pad = false; });
+    if (x.key_pad) add([](AttnParams& y) { y.key_pad = y.left_pad = false; });
+    if (x.left_pad) add([](AttnParams& y) { y.left_pad = false; });
     if (x.wl >= 0 || x.wr >= 0) add([](AttnParams& y) { y.wl = y.wr = -1; });
     if (x.causal) add([](AttnParams& y) { y.causal = false; });
     if (x.top_left) add([](AttnParams& y) { y.top_left = false; });

@@ -429,6 +429,16 @@ std::vector<PropertyInfo> properties() {
        "ulps of float32",
        "paged_kv",
        "attention.cpp paged_equals_contiguous"},
+      {"attention_v2.chunked_prefill_equals_prefill",
+       "a causal (or window_right 0) bottom-right call cut into two query chunks equals the one "
+       "call: the first chunk with the keys its rows can see and, where seqused_k is declared, "
+       "the rest of the cache unwritten (NaN past seqused_k); the second with every key (within "
+       "twice the rounding budget)",
+       "attention_rounding",
+       {Op::attention_v2, Op::attention},
+       "ulps of float32",
+       "causal or window_right 0, bottom-right",
+       "attention.cpp chunked_prefill_equals_prefill"},
       {"backward.rounding",
        "softmax / log-softmax backward: every dx is within its rounding budget of the correctly "
        "rounded MPFR reference",

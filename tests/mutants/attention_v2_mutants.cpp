@@ -47,6 +47,12 @@ enum class Bug {
   page_slot_past_128,  // the slot in a page taken modulo 128 (right up to 128-token pages)
   page_size_pow2,      // page and slot by shift and mask, as if page_size were a power of two
   ignores_seqused_k,   // seqused_k ignored: every key of the buffer read
+  // Chunked prefill (issue 33 item 2): a chunk's queries against a cache
+  // holding keys past seqused_k.
+  chunk_diagonal_from_buffer,  // the causal diagonal placed by the buffer's key count N_b,
+                               // not seqused_k (keys past it still unread)
+  chunk_queries_see_all,       // with seqused_k, causal dropped: every query of a chunk
+                               // sees every used key (a decode kernel on a multi-query chunk)
 };
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -315,6 +321,28 @@ sa_status paged_call(const Bug bug, const sa_attention_v2_args* a) {
     m.seqused_k = nullptr;
     return kernels::naive_attention_v2(nullptr, &m);
   }
+  if (bug == Bug::chunk_queries_see_all) {
+    if (a->seqused_k) m.causal = 0;
+    return kernels::naive_attention_v2(nullptr, &m);
+  }
+  if (bug == Bug::chunk_diagonal_from_buffer) {
+    // Keys past seqused_k masked instead of cut off: the call's key count,
+    // and with it the bottom-right diagonal, is the buffer's N_b.
+    if (!a->seqused_k) return kernels::naive_attention_v2(nullptr, a);
+    const bool varlen = a->cu_seqlens_q != nullptr;
+    const std::int64_t total = varlen ? a->cu_seqlens_k[a->batch] : a->batch * a->seqlen_k;
+    std::vector<std::uint8_t> mask(static_cast<std::size_t>(std::max<std::int64_t>(total, 1)), 1);
+    for (std::int64_t b = 0; b < a->batch; ++b) {
+      const std::int64_t k0 = varlen ? a->cu_seqlens_k[b] : b * a->seqlen_k;
+      const std::int64_t n = varlen ? a->cu_seqlens_k[b + 1] - k0 : a->seqlen_k;
+      for (std::int64_t j = 0; j < n; ++j)
+        mask[static_cast<std::size_t>(k0 + j)] =
+            j < a->seqused_k[b] && (!a->key_padding_mask || a->key_padding_mask[k0 + j]);
+    }
+    m.key_padding_mask = mask.data();
+    m.seqused_k = nullptr;
+    return kernels::naive_attention_v2(nullptr, &m);
+  }
   if (a->block_table == nullptr || a->page_size < 1 || a->block_table_stride < 1)
     return kernels::naive_attention_v2(nullptr, a);
   const bool varlen = a->cu_seqlens_q != nullptr;
@@ -514,6 +542,14 @@ std::vector<Mutant> attention_v2_mutants() {
       make("mutant_v2_ignores_seqused_k",
            "seqused_k ignored: keys past a sequence's used length read (the buffer's length used)",
            call<Bug::ignores_seqused_k>, caps_with(kPagedFeatures, 0)),
+      make("mutant_v2_chunk_diagonal_from_buffer",
+           "chunked prefill: the causal diagonal placed by the key buffer's length, not "
+           "seqused_k (a chunk's queries see keys of later chunks' positions)",
+           call<Bug::chunk_diagonal_from_buffer>, caps_with(SA_ATTN_SEQUSED_K, 0)),
+      make("mutant_v2_chunk_queries_see_all",
+           "chunked prefill: with seqused_k the causal mask dropped (every query of a chunk "
+           "sees every used key, as a decode kernel does)",
+           call<Bug::chunk_queries_see_all>, caps_with(SA_ATTN_SEQUSED_K, 0)),
   };
   std::vector<Mutant> out;
   for (const auto& k : ks) out.push_back({k.description, &k});

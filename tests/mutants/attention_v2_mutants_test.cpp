@@ -64,6 +64,10 @@ const std::map<std::string, Expected> kExpected = {
     {"mutant_v2_page_size_pow2",
      {{"attention_v2.rounding", "attention_v2.paged_equals_contiguous"}}},
     {"mutant_v2_ignores_seqused_k", {{"attention_v2.rounding"}}},
+    {"mutant_v2_chunk_diagonal_from_buffer",
+     {{"attention_v2.rounding", "attention_v2.chunked_prefill_equals_prefill"}}},
+    {"mutant_v2_chunk_queries_see_all",
+     {{"attention_v2.rounding", "attention_v2.chunked_prefill_equals_prefill"}}},
 };
 
 class AttentionV2Mutant : public ::testing::TestWithParam<int> {};

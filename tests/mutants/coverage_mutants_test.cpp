@@ -7,7 +7,8 @@
 // slope read per key/value head under GQA, fp8 NaN codes decoded as the
 // largest finite value, a NaN score skipped like a masked one, page ids
 // truncated to 16 bits, page slots wrong past 128, page_size taken for a
-// power of two, seqused_k ignored. The control:
+// power of two, seqused_k ignored, a chunked prefill's diagonal placed by the
+// key buffer's length or its causal mask dropped. The control:
 // the correct kernels pass the same runs with full coverage.
 #include <gtest/gtest.h>
 
@@ -43,6 +44,11 @@ const Case kCases[] = {
     {"mutant_v2_page_slot_past_128", "attention_v2.rounding", sa::AttnType::float32},
     {"mutant_v2_page_size_pow2", "attention_v2.rounding", sa::AttnType::float32},
     {"mutant_v2_ignores_seqused_k", "attention_v2.rounding", sa::AttnType::float32},
+    // Chunked prefill (issue 33): caught by the metamorphic property alone.
+    {"mutant_v2_chunk_diagonal_from_buffer", "attention_v2.chunked_prefill_equals_prefill",
+     sa::AttnType::float32},
+    {"mutant_v2_chunk_queries_see_all", "attention_v2.chunked_prefill_equals_prefill",
+     sa::AttnType::float32},
 };
 
 // Seeds 1..kSeeds: 20 in the long-labelled binary, the first 3 in the
