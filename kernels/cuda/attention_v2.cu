@@ -80,6 +80,12 @@ struct V2Args {
   float* entropy;
   float* beta;
   const std::uint8_t* key_padding;
+  // seqused_k and paged KV (kernel.h; NULL: none): key j of sequence b is
+  // slot j % page_size of page block_table[b * bt_stride + j / page_size],
+  // k_b / v_b then being the page strides.
+  const std::int32_t* seqused;
+  const std::int32_t* block_table;
+  std::int64_t bt_stride, page_size;
   float scale;    // scale * q_descale * k_descale (fp8), rounded to float once
   float softcap;  // 0: none
   const float* alibi;
@@ -153,6 +159,7 @@ __global__ void __launch_bounds__(kV2Threads) attention_v2_kernel(V2Args a) {
       k0 = a.cu_k[b];
       Lk = a.cu_k[b + 1] - k0;
     }
+    if (a.seqused) Lk = a.seqused[b];  // the buffer's first keys; the rest never read
     const std::int64_t i0 = qt * kV2Rows;
     if (i0 >= Lq) continue;  // past this sequence's queries (varlen, or an empty sequence)
     const std::int64_t off = a.top_left ? 0 : Lk - Lq;
@@ -165,6 +172,15 @@ __global__ void __launch_bounds__(kV2Threads) attention_v2_kernel(V2Args a) {
     const std::int64_t qbase = (a.cu_q ? q0 * a.q_s : b * a.q_b) + h * a.q_h;
     const std::int64_t kbase = (a.cu_q ? k0 * a.k_s : b * a.k_b) + hk * a.k_h;
     const std::int64_t vbase = (a.cu_q ? k0 * a.v_s : b * a.v_b) + hk * a.v_h;
+    // Element offset of key `key`'s row of K (of V with `of_v`): contiguous,
+    // or through the sequence's row of the block table (64-bit page offsets).
+    const std::int32_t* pages = a.block_table ? a.block_table + b * a.bt_stride : nullptr;
+    auto kv_row = [&](std::int64_t key, bool of_v) -> std::int64_t {
+      if (!pages) return of_v ? vbase + key * a.v_s : kbase + key * a.k_s;
+      const std::int64_t page = pages[key / a.page_size], slot = key % a.page_size;
+      return of_v ? page * a.v_b + slot * a.v_s + hk * a.v_h
+                  : page * a.k_b + slot * a.k_s + hk * a.k_h;
+    };
     const std::int64_t pbase = a.cu_q ? k0 : b * a.seqlen_k;  // key padding mask row
 
     __syncthreads();  // the previous item is done with shared memory
@@ -196,7 +212,7 @@ __global__ void __launch_bounds__(kV2Threads) attention_v2_kernel(V2Args a) {
       __syncthreads();  // every thread is done with the previous V tile
       for (std::int64_t idx = tid; idx < Bc * a.d; idx += kV2Threads) {
         const std::int64_t j = idx / a.d, c = idx % a.d, key = t0 + j;
-        KVs[j * a.k_ld + c] = key < Lk ? load_elem(a.qkv_dtype, a.k, kbase + key * a.k_s + c) : 0.f;
+        KVs[j * a.k_ld + c] = key < Lk ? load_elem(a.qkv_dtype, a.k, kv_row(key, false) + c) : 0.f;
       }
       __syncthreads();
       // b. scores of this thread's keys
@@ -271,7 +287,7 @@ __global__ void __launch_bounds__(kV2Threads) attention_v2_kernel(V2Args a) {
       __syncthreads();  // every thread is done with the K tile; P is complete
       for (std::int64_t idx = tid; idx < Bc * a.dv; idx += kV2Threads) {
         const std::int64_t j = idx / a.dv, c = idx % a.dv, key = t0 + j;
-        KVs[idx] = key < Lk ? load_elem(a.qkv_dtype, a.v, vbase + key * a.v_s + c) : 0.f;
+        KVs[idx] = key < Lk ? load_elem(a.qkv_dtype, a.v, kv_row(key, true) + c) : 0.f;
       }
       __syncthreads();
       // e. P V (a row's eight threads read the same P entries)
@@ -357,9 +373,14 @@ sa_status launch_attention_v2(const sa_attention_v2_args& x, std::string& error)
                            {x.alibi_slopes, "args->alibi_slopes"},
                            {x.sinks, "args->sinks"},
                            {x.cu_seqlens_q, "args->cu_seqlens_q"},
-                           {x.cu_seqlens_k, "args->cu_seqlens_k"}})
+                           {x.cu_seqlens_k, "args->cu_seqlens_k"},
+                           {x.seqused_k, "args->seqused_k"},
+                           {x.block_table, "args->block_table"}})
     if (sa_status s = host::require_device(ptr, op, name, error); s != SA_OK) return s;
   std::int64_t max_q = x.seqlen_q, total_q = 0;
+  // Each sequence's key buffer N_b (seqlen_k, or from cu_seqlens_k).
+  std::vector<std::int32_t> buffer(static_cast<std::size_t>(std::max<std::int64_t>(x.batch, 0)),
+                                   static_cast<std::int32_t>(x.seqlen_k));
   if (x.cu_seqlens_q) {
     // The offsets decide which rows are read and written: check them first.
     const auto n = static_cast<std::size_t>(x.batch + 1);
@@ -381,6 +402,33 @@ sa_status launch_attention_v2(const sa_attention_v2_args& x, std::string& error)
       max_q = std::max<std::int64_t>(
           max_q, cq[static_cast<std::size_t>(b) + 1] - cq[static_cast<std::size_t>(b)]);
     total_q = cq[static_cast<std::size_t>(x.batch)];
+    if (x.seqused_k || x.block_table)
+      for (std::int64_t b = 0; b < x.batch; ++b)
+        buffer[static_cast<std::size_t>(b)] =
+            ck[static_cast<std::size_t>(b) + 1] - ck[static_cast<std::size_t>(b)];
+  }
+  if (x.seqused_k || x.block_table) {
+    // Which keys and pages are read: checked on the host first.
+    const auto nb = static_cast<std::size_t>(x.batch);
+    std::vector<std::int32_t> used(x.seqused_k ? nb : 0), table;
+    if (x.seqused_k)
+      if (cudaError_t e = cudaMemcpy(used.data(), x.seqused_k, nb * 4, cudaMemcpyDeviceToHost);
+          e != cudaSuccess)
+        return host::cuda_failure(e, "attention_v2: reading seqused_k", error);
+    if (x.block_table) {
+      table.resize(nb * static_cast<std::size_t>(x.block_table_stride));
+      if (cudaError_t e =
+              cudaMemcpy(table.data(), x.block_table, table.size() * 4, cudaMemcpyDeviceToHost);
+          e != cudaSuccess)
+        return host::cuda_failure(e, "attention_v2: reading block_table", error);
+    }
+    if (std::string why = validate_kv_cache(buffer.data(), x.seqused_k ? used.data() : nullptr,
+                                            x.block_table ? table.data() : nullptr, x.batch,
+                                            x.block_table_stride, x.page_size, x.num_pages);
+        !why.empty()) {
+      error = why;
+      return SA_INVALID_ARGUMENT;
+    }
   }
   const AttentionV2Plan p = plan_attention_v2(x, max_q);
   if (p.work_items == 0) return SA_OK;  // no query rows
@@ -410,6 +458,10 @@ sa_status launch_attention_v2(const sa_attention_v2_args& x, std::string& error)
   a.entropy = x.entropy;
   a.beta = x.beta;
   a.key_padding = x.key_padding_mask;
+  a.seqused = x.seqused_k;
+  a.block_table = x.block_table;
+  a.bt_stride = x.block_table_stride;
+  a.page_size = x.page_size;
   const float qk = fp8 ? x.q_descale * x.k_descale : 1.f;
   a.scale = static_cast<float>(x.scale * static_cast<double>(qk));
   a.softcap = static_cast<float>(x.softcap);

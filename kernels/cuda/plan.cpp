@@ -222,6 +222,35 @@ std::string validate_attention_v2(const sa_attention_v2_args* a) {
     return field(op, "args->q_descale, k_descale, v_descale: expected finite values");
   if (a->num_splits < 0)
     return field(op, "args->num_splits = " + num(a->num_splits) + "; expected >= 0");
+  if (a->block_table != nullptr &&
+      (a->page_size < 1 || a->num_pages < 1 || a->block_table_stride < 1))
+    return field(op, "args->page_size = " + num(a->page_size) +
+                         ", num_pages = " + num(a->num_pages) + ", block_table_stride = " +
+                         num(a->block_table_stride) + "; expected >= 1 each with a block_table");
+  return {};
+}
+
+std::string validate_kv_cache(const std::int32_t* buffer, const std::int32_t* seqused,
+                              const std::int32_t* table, std::int64_t batch,
+                              std::int64_t table_stride, std::int64_t page_size,
+                              std::int64_t num_pages) {
+  const char* op = "attention_v2";
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t n = buffer[b], used = seqused ? seqused[b] : n;
+    if (used < 0 || used > n)
+      return field(op, "args->seqused_k[" + num(b) + "] = " + num(used) + "; expected 0.." +
+                           num(n) + " (the sequence's key buffer)");
+    if (!table) continue;
+    if ((n + page_size - 1) / page_size > table_stride)
+      return field(op, "args->block_table_stride = " + num(table_stride) + " is below the " +
+                           num((n + page_size - 1) / page_size) + " pages of sequence " + num(b));
+    for (std::int64_t g = 0; g < (used + page_size - 1) / page_size; ++g) {
+      const std::int64_t id = table[b * table_stride + g];
+      if (id < 0 || id >= num_pages)
+        return field(op, "args->block_table[" + num(b) + "][" + num(g) + "] = " + num(id) +
+                             "; expected 0.." + num(num_pages - 1));
+    }
+  }
   return {};
 }
 
@@ -272,7 +301,7 @@ const sa_capabilities* capabilities() {
     c.attention_features = SA_ATTN_BATCHED | SA_ATTN_GQA | SA_ATTN_VARLEN | SA_ATTN_STRIDED |
                            SA_ATTN_CAUSAL | SA_ATTN_WINDOW | SA_ATTN_SOFTCAP | SA_ATTN_ALIBI |
                            SA_ATTN_SINKS | SA_ATTN_KEY_PADDING | SA_ATTN_LSE | SA_ATTN_ENTROPY |
-                           SA_ATTN_UNEQUAL_HEAD_DIMS;
+                           SA_ATTN_UNEQUAL_HEAD_DIMS | SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K;
     c.max_head_dim = static_cast<std::int32_t>(kV2MaxHead);
     // Fixed reduction orders, no atomics (the backward included: dQ has its
     // own pass over key tiles): identical calls give identical bits.

@@ -102,6 +102,14 @@ std::string unsupported_attention_v2(const sa_attention_v2_args& a);
 // from 0, each length within seqlen_q / seqlen_k (the largest lengths).
 std::string validate_cu_seqlens(const std::int32_t* cu_q, const std::int32_t* cu_k,
                                 std::int64_t batch, std::int64_t seqlen_q, std::int64_t seqlen_k);
+// Checks seqused_k and the block table copied to the host (either may be
+// NULL): buffer[b] is sequence b's key buffer N_b; 0 <= seqused_k[b] <= N_b;
+// the table row holds ceil(N_b / page_size) entries and the pages a sequence
+// uses have ids in 0..num_pages - 1.
+std::string validate_kv_cache(const std::int32_t* buffer, const std::int32_t* seqused,
+                              const std::int32_t* table, std::int64_t batch,
+                              std::int64_t table_stride, std::int64_t page_size,
+                              std::int64_t num_pages);
 
 // The CUDA kernel's capabilities (sa_kernel.capabilities).
 const sa_capabilities* capabilities();

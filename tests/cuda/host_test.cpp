@@ -382,10 +382,29 @@ TEST(CudaPlan, AttentionV2TilesAndSharedMemory) {
   EXPECT_LE(p.grid, cu::kMaxGridX);
 }
 
+TEST(CudaPlan, KvCacheChecksNameTheField) {
+  // Claim: seqused_k outside 0..N_b, a block table row shorter than the
+  // sequence's pages and a page id outside the pool are refused before any
+  // launch, each with a message naming the argument; a valid cache passes
+  // (pages past seqused_k are not checked: they are never read).
+  const std::int32_t buffer[2] = {10, 7}, used[2] = {10, 3};
+  const std::int32_t table[6] = {4, 0, 2, 1, 99, 99};  // 4 tokens a page: 3 and 2 pages
+  EXPECT_EQ(cu::validate_kv_cache(buffer, used, table, 2, 3, 4, 5), "");
+  const std::int32_t bad_used[2] = {10, 8};
+  EXPECT_NE(cu::validate_kv_cache(buffer, bad_used, nullptr, 2, 0, 0, 0).find("seqused_k[1] = 8"),
+            std::string::npos);
+  EXPECT_NE(cu::validate_kv_cache(buffer, used, table, 2, 2, 4, 5).find("block_table_stride"),
+            std::string::npos);
+  const std::int32_t bad_table[6] = {4, 0, 7, 1, 99, 99};
+  EXPECT_NE(
+      cu::validate_kv_cache(buffer, used, bad_table, 2, 3, 4, 5).find("block_table[0][2] = 7"),
+      std::string::npos);
+}
+
 TEST(CudaDescriptor, AttentionV2CapabilitiesAreWhatIsImplemented) {
   // Claim: attention_v2 declares the features attention_v2.cu implements and
-  // nothing else: no adaptive temperature, no split-KV (num_splits is
-  // ignored, as kernel.h allows); every input type, float outputs.
+  // nothing else (paged KV and seqused_k included, forward only): no adaptive temperature, no
+  // split-KV (num_splits is ignored, as kernel.h allows); every input type, float outputs.
   const sa_capabilities* c = K().capabilities;
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->struct_size, sizeof(sa_capabilities));
@@ -394,7 +413,7 @@ TEST(CudaDescriptor, AttentionV2CapabilitiesAreWhatIsImplemented) {
   const std::uint32_t want = SA_ATTN_BATCHED | SA_ATTN_GQA | SA_ATTN_VARLEN | SA_ATTN_STRIDED |
                              SA_ATTN_CAUSAL | SA_ATTN_WINDOW | SA_ATTN_SOFTCAP | SA_ATTN_ALIBI |
                              SA_ATTN_SINKS | SA_ATTN_KEY_PADDING | SA_ATTN_LSE | SA_ATTN_ENTROPY |
-                             SA_ATTN_UNEQUAL_HEAD_DIMS;
+                             SA_ATTN_UNEQUAL_HEAD_DIMS | SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K;
   EXPECT_EQ(c->attention_features, want);
   EXPECT_EQ(c->op_dtypes[8],
             static_cast<std::uint32_t>(SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16 |
