@@ -1271,7 +1271,8 @@ bool chunkable(const AttentionCase& c) { return !c.top_left && (c.causal || c.wi
 // a chunk top-left, counts the buffer instead of seqused_k for the diagonal,
 // or reads the unwritten slots moves outputs by far more (NaN). Sequences
 // with Lq < 2, or whose first chunk would need a negative key count, stay
-// whole in the first chunk.
+// whole in the first chunk. Rows that see no key are left to
+// attention_v2.rounding (kernel.h's values or a declared convention's).
 //
 // A case whose masks do not follow the diagonal (no causal, top-left, a
 // window reaching right of it) is made causal bottom-right first, called
@@ -1322,7 +1323,6 @@ void chunked_prefill_equals_prefill(const AttnCtx& cx, Check& out) {
   AttentionCase first = sub_case(c, zero, q1, k1, true);
   if (!k.why_not(first).empty()) first = sub_case(c, zero, q1, k1, false);
   const AttentionCase second = sub_case(c, q1, lq, lk, c.seqused());
-  const bool finite_mask = active_conventions().finite_mask;
   auto hold = [&](const AttentionCase& sc, const std::vector<std::int64_t>& from,
                   const char* word) {
     if (!k.why_not(sc).empty() || sc.total_q() == 0) return;
@@ -1333,9 +1333,10 @@ void chunked_prefill_equals_prefill(const AttnCtx& cx, Check& out) {
           const std::int64_t qi = from[static_cast<std::size_t>(b)] + i;
           const std::size_t row = static_cast<std::size_t>(c.row_q(b, qi) * c.heads_q + h),
                             srow = static_cast<std::size_t>(sc.row_q(b, i) * c.heads_q + h);
-          // (finite_mask: a row with every key masked averages every key
-          // in the buffer, which a chunk holds fewer of.)
-          if (rb[row].out_abs.empty() || (rb[row].fully_masked && finite_mask)) continue;
+          // A row that sees no key is attention_v2.rounding's to judge
+          // (kernel.h's 0 and -inf, or a declared convention's NaN or
+          // average over the buffer, which a chunk holds less of).
+          if (rb[row].out_abs.empty() || rb[row].fully_masked) continue;
           auto where = [&] {
             return "sequence " + std::to_string(b) + " query " + std::to_string(qi) + " head " +
                    std::to_string(h) + " (chunk cut at query " +

@@ -84,6 +84,18 @@ weights 0, log-softmax -inf, lse -inf, entropy 0; NaN anywhere gives a NaN row):
                                  lse [Hq, total_q], key_padding_mask [total_k];
                                  sequence b is rows cu[b] .. cu[b+1]-1 (int32
                                  offsets; empty sequences occur)
+          seqused_k=[B]          "seqused_k" (FlashAttention's cache_seqlens):
+                                 sequence b's keys are the first seqused_k[b]
+                                 of its buffer (of Sk, or of its varlen
+                                 rows); the rest must not be read (NaN)
+          block_table=[B, W], page_size, max_seqlen_k
+                                 "paged_kv" (forward only): k and v are page
+                                 pools [num_pages, page_size, Hkv, D/Dv];
+                                 key j of sequence b is slot j % page_size of
+                                 page block_table[b, j // page_size] (int32);
+                                 cu_seqlens_k then gives lengths only.
+                                 torch_ops.forward_by_sequence answers both
+                                 with dense calls
         (float32 tensors / arrays of Hq values). torch_ops.forward_by_sequence
         and backward_by_sequence run a dense attention per sequence of a varlen
         call (what a reference kernel without a packed path can use).
@@ -116,7 +128,8 @@ from ._core import CONVENTIONS  # noqa: E402
 # kernel.h's SA_ATTN_* bits the Python attention signature can carry.
 ATTENTION_FEATURES = {"batched": 1 << 0, "gqa": 1 << 1, "varlen": 1 << 2, "strided": 1 << 3,
                       "causal": 1 << 4, "window": 1 << 5, "softcap": 1 << 6, "alibi": 1 << 7, "sinks": 1 << 8,
-                      "key_padding": 1 << 9, "lse": 1 << 10, "unequal_head_dims": 1 << 14}
+                      "key_padding": 1 << 9, "lse": 1 << 10, "unequal_head_dims": 1 << 14,
+                      "paged_kv": 1 << 15, "seqused_k": 1 << 16}
 # kernel.h's SA_ATTN_ONLY_* (sa_capabilities.attention_constraints).
 ATTENTION_ONLY = {"q_le_k": 1 << 0, "bottom_right": 1 << 1, "window_right_0": 1 << 2}
 
@@ -413,7 +426,8 @@ class Caller:
     def _features(self, kw):
         """The feature keywords in use: heads-long arrays as the kernel's tensor type."""
         if self.tensors == "torch":
-            arrays = ("alibi_slopes", "sinks", "cu_seqlens_q", "cu_seqlens_k")
+            arrays = ("alibi_slopes", "sinks", "cu_seqlens_q", "cu_seqlens_k", "seqused_k",
+                      "block_table")
             kw = {k: (self._tensor(v) if k in arrays else v) for k, v in kw.items()}
         return dict(kw)
 

@@ -56,37 +56,78 @@ def _dense(x, lo, hi):
     return x[lo:hi].permute(1, 0, 2).unsqueeze(0)
 
 
-def forward_by_sequence(attend, q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                        max_seqlen_k, key_padding_mask=None, sinks=None, **kw):
-    """A varlen attention call answered by a dense one, sequence by sequence.
+def _keys(x, b, k0, n, block_table, page_size):
+    """Sequence b's first n key (or value) rows as a [1, H, n, D] tensor: rows
+    k0 .. k0+n-1 of a packed [total, H, D] tensor, or of sequence b of a
+    [B, H, S, D] one (k0 = 0), or gathered from a page pool [num_pages,
+    page_size, H, D] through block_table[b]."""
+    if block_table is not None:
+        pages = block_table[b, :(n + page_size - 1) // page_size].long()
+        rows = x[pages].reshape(-1, x.shape[2], x.shape[3])[:n]
+        return rows.permute(1, 0, 2).unsqueeze(0)
+    if x.dim() == 3:
+        return _dense(x, k0, k0 + n)
+    return x[b:b + 1, :, :n]
+
+
+def forward_by_sequence(attend, q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None,
+                        max_seqlen_q=None, max_seqlen_k=None, seqused_k=None, block_table=None,
+                        page_size=None, key_padding_mask=None, sinks=None, **kw):
+    """A varlen, cache-length (seqused_k) or paged attention call answered by
+    dense ones, sequence by sequence.
 
     attend(q, k, v, key_padding_mask=..., sinks=..., **kw) takes [1, H, L, D]
-    tensors and returns (out [1, Hq, Lq, Dv], lse [1, Hq, Lq]); the result is
-    (out [total_q, Hq, Dv], lse [Hq, total_q]), kernel.h's varlen layout. A
-    sequence with no keys gets out 0 and lse -inf (its sink's logit with sinks).
+    tensors and returns (out [1, Hq, Lq, Dv], lse [1, Hq, Lq]). The result has
+    the call's layout: (out [total_q, Hq, Dv], lse [Hq, total_q]) with
+    cu_seqlens, else (out [B, Hq, Sq, Dv], lse [B, Hq, Sq]). Sequence b's keys
+    are the first seqused_k[b] of its buffer (all of them without it), read
+    through block_table when given. A sequence with no keys gets out 0 and
+    lse -inf (its sink's logit with sinks).
     """
-    cq, ck = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
-    hq, dv = q.shape[1], v.shape[2]
+    varlen = cu_seqlens_q is not None
+    hq, dv = q.shape[1], v.shape[-1]
+    if varlen:
+        cq, ck = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+    else:
+        nb, sq = q.shape[0], q.shape[2]
+        sk = max_seqlen_k if max_seqlen_k is not None else (
+            k.shape[2] if block_table is None else None)
+        cq = [b * sq for b in range(nb + 1)]
+        ck = [b * sk for b in range(nb + 1)] if sk is not None else None
+    used = seqused_k.tolist() if seqused_k is not None else None
     outs, lses = [], []
     for b in range(len(cq) - 1):
-        lq, lk = cq[b + 1] - cq[b], ck[b + 1] - ck[b]
+        lq = cq[b + 1] - cq[b]
+        nk = ck[b + 1] - ck[b] if ck is not None else None
+        lk = used[b] if used is not None else nk
+        k0 = ck[b] if varlen else 0
         if lq == 0:
             continue
         if lk == 0:
-            outs.append(torch.zeros(lq, hq, dv, dtype=q.dtype, device=q.device))
+            o = torch.zeros(lq, hq, dv, dtype=q.dtype, device=q.device)
             lse = (sinks.float()[:, None] if sinks is not None
                    else torch.full((hq, 1), -math.inf, device=q.device)).expand(hq, lq)
-            lses.append(lse)
-            continue
-        mask = None if key_padding_mask is None else key_padding_mask[ck[b]:ck[b + 1]][None]
-        o, lse = attend(_dense(q, cq[b], cq[b + 1]), _dense(k, ck[b], ck[b + 1]),
-                        _dense(v, ck[b], ck[b + 1]), key_padding_mask=mask, sinks=sinks, **kw)
-        outs.append(o[0].permute(1, 0, 2))
-        lses.append(lse[0].float())
-    if not outs:
-        return (torch.zeros(0, hq, dv, dtype=q.dtype, device=q.device),
-                torch.zeros(hq, 0, device=q.device))
-    return torch.cat(outs, 0), torch.cat(lses, 1)
+        else:
+            if key_padding_mask is None:
+                mask = None
+            elif varlen:
+                mask = key_padding_mask[k0:k0 + lk][None]
+            else:
+                mask = key_padding_mask[b:b + 1, :lk]
+            qb = _dense(q, cq[b], cq[b + 1]) if varlen else q[b:b + 1]
+            o, lse = attend(qb, _keys(k, b, k0, lk, block_table, page_size),
+                            _keys(v, b, k0, lk, block_table, page_size), key_padding_mask=mask,
+                            sinks=sinks, **kw)
+            o, lse = o[0].permute(1, 0, 2), lse[0].float()
+        outs.append(o)
+        lses.append(lse)
+    if varlen:
+        if not outs:
+            return (torch.zeros(0, hq, dv, dtype=q.dtype, device=q.device),
+                    torch.zeros(hq, 0, device=q.device))
+        return torch.cat(outs, 0), torch.cat(lses, 1)
+    return (torch.stack([o.permute(1, 0, 2) for o in outs]),
+            torch.stack(lses))
 
 
 def backward_by_sequence(grad, q, k, v, out, dout, lse, *, cu_seqlens_q, cu_seqlens_k,
@@ -122,7 +163,8 @@ class TorchOps:
 
     tensors = "torch"
     attention_features = ("batched", "gqa", "varlen", "strided", "causal", "window", "softcap",
-                          "alibi", "sinks", "key_padding", "lse", "unequal_head_dims")
+                          "alibi", "sinks", "key_padding", "lse", "unequal_head_dims", "paged_kv",
+                          "seqused_k")
     deterministic = False
 
     def __init__(self):
@@ -211,7 +253,7 @@ class TorchOps:
         return torch.matmul(p, vf), lse
 
     def attention(self, q, k, v, **kw):
-        if "cu_seqlens_q" in kw:
+        if any(x in kw for x in ("cu_seqlens_q", "seqused_k", "block_table")):
             return forward_by_sequence(self.attention, q, k, v, **kw)
         out, lse = self._attend(q.float(), k.float(), v.float(), **kw)
         return out.to(q.dtype), lse

@@ -349,6 +349,10 @@ sa_status screen_attention(const Adapter& a, const sa_attention_v2_args* p) {
       (p->alibi_slopes && !(f & SA_ATTN_ALIBI)) || (p->sinks && !(f & SA_ATTN_SINKS)))
     return SA_UNSUPPORTED;
   if (!p->cu_seqlens_q != !p->cu_seqlens_k) return SA_INVALID_ARGUMENT;
+  if ((p->seqused_k && !(f & SA_ATTN_SEQUSED_K)) || (p->block_table && !(f & SA_ATTN_PAGED_KV)))
+    return SA_UNSUPPORTED;
+  if (p->block_table && (p->page_size < 1 || p->num_pages < 1 || p->block_table_stride < 1))
+    return SA_INVALID_ARGUMENT;
   if ((p->cu_seqlens_q && !(f & SA_ATTN_VARLEN)) || p->adaptive || p->entropy || p->beta ||
       p->q_descale != 1 || p->k_descale != 1 || p->v_descale != 1)
     return SA_UNSUPPORTED;
@@ -359,7 +363,9 @@ sa_status screen_attention(const Adapter& a, const sa_attention_v2_args* p) {
 // before a feature existed keeps its signature): window = (left, right) as
 // kernel.h's window_left / window_right (-1: unbounded), softcap, alibi_slopes
 // and sinks as float32 arrays of heads_q values; varlen: cu_seqlens_q and
-// cu_seqlens_k (int32, batch + 1 offsets) and max_seqlen_q / max_seqlen_k.
+// cu_seqlens_k (int32, batch + 1 offsets) and max_seqlen_q / max_seqlen_k;
+// seqused_k (int32, batch); paged KV: block_table (int32, [batch,
+// block_table_stride]), page_size and max_seqlen_k (the key buffer's length).
 py::dict feature_kwargs(const sa_attention_v2_args* p) {
   py::dict kw;
   if (p->window_left >= 0 || (!p->causal && p->window_right >= 0))
@@ -376,6 +382,14 @@ py::dict feature_kwargs(const sa_attention_v2_args* p) {
     kw["cu_seqlens_k"] = offsets(p->cu_seqlens_k);
     kw["max_seqlen_q"] = p->seqlen_q;
     kw["max_seqlen_k"] = p->seqlen_k;
+  }
+  if (p->seqused_k)
+    kw["seqused_k"] = view(p->seqused_k, py::dtype::of<std::int32_t>(), 4, {p->batch}, {1}, false);
+  if (p->block_table) {
+    kw["block_table"] = view(p->block_table, py::dtype::of<std::int32_t>(), 4,
+                             {p->batch, p->block_table_stride}, {p->block_table_stride, 1}, false);
+    kw["page_size"] = p->page_size;
+    kw["max_seqlen_k"] = p->seqlen_k;  // a fixed-length call's key buffer (varlen: the largest)
   }
   return kw;
 }
@@ -403,6 +417,11 @@ struct AttentionViews {
   }
   py::object tensor(const sa_tensor& x, py::ssize_t H, bool keys, py::ssize_t d,
                     bool writable) const {
+    // Paged keys and values: the pools, [num_pages, page_size, H, d] by their
+    // strides (stride_b between pages; an HND pool is the same view).
+    if (keys && p->block_table)
+      return elements(x.data, p->qkv_dtype, {p->num_pages, p->page_size, H, d},
+                      {x.stride_b, x.stride_s, x.stride_h, 1}, writable);
     return shaped(x.data, x.stride_b, x.stride_h, x.stride_s, H, keys ? p->seqlen_k : p->seqlen_q,
                   keys ? total_k() : total_q(), d, writable);
   }

@@ -257,3 +257,38 @@ def test_sdpa_itself_where_pytorch_has_it(tmp_path):
     bad = [v.describe() for v in r.verdicts
            if (v.failed or v.outcome == "incomplete") and v.property != "gate.coverage"]
     assert not bad, "\n\n".join(bad)
+
+
+PAGED_SPEC = """
+ops = ["attention_v2"]
+dtypes = ["float32", "bfloat16"]
+properties = ["attention_v2.rounding", "attention_v2.paged_equals_contiguous",
+              "attention_v2.chunked_prefill_equals_prefill", "attention_v2.coverage"]
+cases = 4
+seed = 7
+conventions = ["ieee_special_values"]
+[attention]
+head_dims = [16]
+gqa_ratios = [1, 2]
+features = ["varlen", "key_padding", "paged_kv", "seqused_k"]
+"""
+
+
+def test_paged_kv_and_cache_lengths_through_python(tmp_path):
+    # Claim: a PyTorch kernel that declares paged_kv and seqused_k receives the
+    # page pools [num_pages, page_size, Hkv, D], block_table [B, W], page_size
+    # and seqused_k (torch_ops.forward_by_sequence gathers each sequence's
+    # used keys through the table) and passes the paged, the chunked-prefill
+    # and the rounding properties with every declared feature covered. A row
+    # whose keys are all masked is NaN (torch.softmax), declared as the
+    # ieee_special_values convention.
+    p = tmp_path / "gate.toml"
+    p.write_text(PAGED_SPEC)
+    r = softmax_audit.check(torch_ops.kernel, spec=p)
+    got = {(v.property, v.dtype): v for v in r.verdicts if v.op == "attention_v2"}
+    for t in ("float32", "bfloat16"):
+        for prop in ("attention_v2.rounding", "attention_v2.paged_equals_contiguous",
+                     "attention_v2.chunked_prefill_equals_prefill", "attention_v2.coverage"):
+            v = got[(prop, t)]
+            assert v.passed, v.describe()
+        assert "paged" in got[("attention_v2.paged_equals_contiguous", t)].describe()
