@@ -88,6 +88,12 @@ struct AttentionCase {
   std::int64_t page_size = 0;
   std::int64_t page_id_base = 0;
   std::uint64_t page_seed = 0;
+  // Block scales (MXFP8, kernel.h scale_block): 0 none; else fp8 inputs whose
+  // values are fp8 elements times a power of two per run of scale_block
+  // head-dim elements. The values here are the products; the call finds each
+  // run's exponent (the largest that makes every element of the run an fp8
+  // value) and passes elements and E8M0 scale bytes.
+  std::int64_t scale_block = 0;
 
   bool varlen() const { return !cu_q.empty(); }
   std::int64_t total_q() const { return varlen() ? cu_q.back() : batch * seqlen_q; }
@@ -176,6 +182,9 @@ inline void AttentionCase::validate() const {
         fail("dense_call needs equal query lengths (sequence " + s(b) + " has " + s(len_q(b)) +
              ", sequence 0 " + s(len_q(0)) + ")");
   }
+  if (scale_block < 0 || scale_block > 1024)
+    fail("scale_block = " + s(scale_block) + " is outside 0..1024 (0: no block scales)");
+  if (scale_block > 0 && !is_fp8(qkv)) fail("block scales (scale_block > 0) need fp8 inputs");
   if (page_size < 0 || page_size > 1024)
     fail("page_size = " + s(page_size) + " is outside 0..1024 (0: contiguous)");
   if (page_id_base < 0 || page_id_base > (std::int64_t{1} << 24))
@@ -274,6 +283,7 @@ inline std::string AttentionCase::describe() const {
     r += " paged(page_size=" + std::to_string(page_size) +
          (page_id_base ? " ids>=" + std::to_string(page_id_base) : std::string()) +
          " seed=" + std::to_string(page_seed) + ")";
+  if (scale_block > 0) r += " block_scaled(" + std::to_string(scale_block) + ")";
   return r;
 }
 

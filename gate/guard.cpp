@@ -637,6 +637,7 @@ bool guardable(const sa_attention_v2_args* a) {
       (a->page_size < 1 || a->num_pages < 1 || a->block_table_stride < 1 ||
        a->block_table_stride > (std::int64_t(1) << 24) || a->num_pages > (std::int64_t(1) << 31)))
     return false;
+  if (a->scale_block < 0 || a->scale_block > (std::int64_t(1) << 20)) return false;
   return !varlen || (a->cu_seqlens_q[a->batch] >= 0 && a->cu_seqlens_k[a->batch] >= 0);
 }
 
@@ -695,6 +696,30 @@ sa_status t_attention_v2(void* ctx, const sa_attention_v2_args* a) {
   if (a->seqused_k && a->batch > 0)
     g.seqused_k = static_cast<const std::int32_t*>(
         c.in("seqused_k", a->seqused_k, static_cast<std::size_t>(a->batch) * 4));
+  if (a->scale_block > 0) {
+    // Block scales: one byte per run of scale_block elements, addressed as
+    // the elements are (page pools for paged K and V).
+    auto runs = [&](std::int64_t dim) { return (dim + a->scale_block - 1) / a->scale_block; };
+    auto guard_scales = [&](const char* name, const sa_tensor& t, bool keys, std::int64_t heads,
+                            std::int64_t seqlen, std::int64_t total, std::int64_t dim) {
+      sa_tensor r = t;
+      std::size_t bytes = 0;
+      if (keys && a->block_table)
+        bytes =
+            static_cast<std::size_t>((a->num_pages - 1) * t.stride_b + (heads - 1) * t.stride_h +
+                                     (a->page_size - 1) * t.stride_s + runs(dim));
+      else
+        bytes = reach(t.stride_b, t.stride_h, t.stride_s, heads, seqlen, total, runs(dim), 1);
+      if (bytes) r.data = c.in(name, t.data, bytes);
+      return r;
+    };
+    g.q_scale =
+        guard_scales("q_scale", a->q_scale, false, a->heads_q, a->seqlen_q, tq, a->head_dim);
+    g.k_scale =
+        guard_scales("k_scale", a->k_scale, true, a->heads_kv, a->seqlen_k, tk, a->head_dim);
+    g.v_scale =
+        guard_scales("v_scale", a->v_scale, true, a->heads_kv, a->seqlen_k, tk, a->head_dim_v);
+  }
   if (const std::size_t ob = reach(a->out_stride_b, a->out_stride_h, a->out_stride_s, a->heads_q,
                                    a->seqlen_q, tq, a->head_dim_v, eo))
     g.out = c.out("out", a->out, ob);

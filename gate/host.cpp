@@ -352,6 +352,9 @@ class DeviceCall {
     g.sinks = tr(g.sinks);
     g.seqused_k = tr(g.seqused_k);
     g.block_table = tr(g.block_table);
+    g.q_scale.data = tr(g.q_scale.data);
+    g.k_scale.data = tr(g.k_scale.data);
+    g.v_scale.data = tr(g.v_scale.data);
   }
 
   // The words of each op as gate/host.cpp's trampolines lay them out.

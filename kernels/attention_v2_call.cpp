@@ -218,7 +218,8 @@ std::string Kernel::why_not_applicable(const AttentionCase& c) const {
         need(c.adaptive, SA_ATTN_ADAPTIVE, "adaptive temperature"),
         need(c.dv != c.d, SA_ATTN_UNEQUAL_HEAD_DIMS, "head_dim_v != head_dim"),
         need(c.paged(), SA_ATTN_PAGED_KV, "paged KV cache"),
-        need(c.seqused(), SA_ATTN_SEQUSED_K, "seqused_k (used key lengths)")})
+        need(c.seqused(), SA_ATTN_SEQUSED_K, "seqused_k (used key lengths)"),
+        need(c.scale_block > 0, SA_ATTN_BLOCK_SCALED, "block scales (MXFP8)")})
     if (!why.empty()) return why;
   // The declared domain: features every call must have, the forms taken only
   // in part, head dims' multiple.
@@ -350,6 +351,37 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
   k.fill_nan();
   v.fill_nan();
   o.fill_nan();
+  // Block scales: one byte per run of scale_block elements, laid out as the
+  // elements are with a row of ceil(dim / scale_block) bytes; 255 (NaN) in
+  // every byte no element of the case uses.
+  const std::int64_t sbk = c.scale_block;
+  auto runs = [&](std::int64_t dim) { return sbk > 0 ? (dim + sbk - 1) / sbk : 1; };
+  const Strides ssq = layout_of(c, cv, c.batch, c.heads_q, Sq, c.total_q(), runs(c.d)),
+                ssk = c.paged()
+                          ? layout_of(c, false, pk.num_pages, c.heads_kv, c.page_size, 0, runs(c.d))
+                          : layout_of(c, cv, c.batch, c.heads_kv, Nk, total_kb, runs(c.d)),
+                ssv = c.paged() ? layout_of(c, false, pk.num_pages, c.heads_kv, c.page_size, 0,
+                                            runs(c.dv))
+                                : layout_of(c, cv, c.batch, c.heads_kv, Nk, total_kb, runs(c.dv));
+  std::vector<std::uint8_t> qsc(sbk > 0 ? static_cast<std::size_t>(ssq.count) : 0, 255),
+      ksc(sbk > 0 ? static_cast<std::size_t>(ssk.count) : 0, 255),
+      vsc(sbk > 0 ? static_cast<std::size_t>(ssv.count) : 0, 255);
+  // One head's row of n values at element offset off (scale offset soff).
+  auto put = [&](Buffer& buf, std::vector<std::uint8_t>& sc, std::int64_t off, std::int64_t soff,
+                 const float* x, std::int64_t n, const char* what) {
+    if (sbk == 0) {
+      for (std::int64_t i = 0; i < n; ++i) buf.set(static_cast<std::size_t>(off + i), x[i], what);
+      return;
+    }
+    for (std::int64_t r0 = 0; r0 < n; r0 += sbk) {
+      const std::int64_t m = std::min(sbk, n - r0);
+      const int e = fp8_block_exponent(
+          c.qkv == AttnType::fp8_e4m3 ? Fp8Format::e4m3 : Fp8Format::e5m2, x + r0, m);
+      sc[static_cast<std::size_t>(soff + r0 / sbk)] = static_cast<std::uint8_t>(e + 127);
+      for (std::int64_t i = r0; i < r0 + m; ++i)
+        buf.set(static_cast<std::size_t>(off + i), std::ldexp(x[i], -e), what);
+    }
+  };
   std::vector<unsigned char> live(static_cast<std::size_t>(so.count), 0);
   for (std::int64_t b = 0; b < c.batch; ++b) {
     const std::int64_t q0 = c.row_q(b, 0), k0 = c.row_k(b, 0);
@@ -357,8 +389,7 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
       for (std::int64_t h = 0; h < c.heads_q; ++h) {
         const std::int64_t r = q0 + i;
         const std::int64_t qo = offset(cv, sq, b, r, q0, h), oo = offset(cv, so, b, r, q0, h);
-        for (std::int64_t x = 0; x < c.d; ++x)
-          q.set(static_cast<std::size_t>(qo + x), c.q[(r * c.heads_q + h) * c.d + x], "q");
+        put(q, qsc, qo, offset(cv, ssq, b, r, q0, h), &c.q[(r * c.heads_q + h) * c.d], c.d, "q");
         for (std::int64_t x = 0; x < c.dv; ++x) live[static_cast<std::size_t>(oo + x)] = 1;
       }
     // The used keys only: slots past them (seqused_k), the rest of the last
@@ -367,10 +398,8 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
       for (std::int64_t h = 0; h < c.heads_kv; ++h) {
         const std::int64_t r = k0 + j;
         const std::int64_t ko = key_at(sk, b, j, h), vo = key_at(sv, b, j, h);
-        for (std::int64_t x = 0; x < c.d; ++x)
-          k.set(static_cast<std::size_t>(ko + x), c.k[(r * c.heads_kv + h) * c.d + x], "k");
-        for (std::int64_t x = 0; x < c.dv; ++x)
-          v.set(static_cast<std::size_t>(vo + x), c.v[(r * c.heads_kv + h) * c.dv + x], "v");
+        put(k, ksc, ko, key_at(ssk, b, j, h), &c.k[(r * c.heads_kv + h) * c.d], c.d, "k");
+        put(v, vsc, vo, key_at(ssv, b, j, h), &c.v[(r * c.heads_kv + h) * c.dv], c.dv, "v");
       }
   }
   // The key padding mask indexed by the call's key rows; slots past a
@@ -453,6 +482,12 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
     a.block_table_stride = pk.stride;
     a.page_size = c.page_size;
     a.num_pages = pk.num_pages;
+  }
+  if (sbk > 0) {
+    a.scale_block = sbk;
+    a.q_scale = {st.in(qsc.data(), qsc.size()), ssq.b, ssq.h, ssq.s};
+    a.k_scale = {st.in(ksc.data(), ksc.size()), ssk.b, ssk.h, ssk.s};
+    a.v_scale = {st.in(vsc.data(), vsc.size()), ssv.b, ssv.h, ssv.s};
   }
   detail::check_status(*this, detail::timed_call([&] { return k_->attention_v2(k_->ctx, &a); }),
                        Op::attention_v2);
@@ -685,6 +720,7 @@ std::string Kernel::why_not_applicable_backward(const AttentionCase& c) const {
   if (c.adaptive) return "adaptive attention has no backward (kernel.h)";
   if (c.paged() || c.seqused())
     return "paged KV and seqused_k are forward only (kernel.h): no backward";
+  if (c.scale_block > 0) return "block scales are forward only (kernel.h): no backward";
   if (is_fp8(c.qkv)) return "fp8 inputs: the backward is checked for float32/bfloat16/float16";
   const sa_capabilities* cap = k_->capabilities;
   const std::uint32_t types = cap && cap->op_dtypes[11] ? cap->op_dtypes[11] : k_->dtypes;

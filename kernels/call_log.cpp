@@ -147,6 +147,8 @@ Call attention_call(const char* op, const AttentionCase& a) {
     c.args.push_back(num("page_id_base", static_cast<double>(a.page_id_base)));
     c.args.push_back(num("page_seed", static_cast<double>(a.page_seed)));
   }
+  if (a.scale_block > 0)  // block scales: the values are the products (the call re-derives them)
+    c.args.push_back(num("scale_block", static_cast<double>(a.scale_block)));
   if (a.seqused()) {
     c.args.push_back(num("dense_call", a.dense_call ? 1 : 0));
     Array x;
@@ -217,6 +219,7 @@ AttentionCase attention_case_of(const Call& c) {
     a.page_id_base = i64("page_id_base");
     a.page_seed = static_cast<std::uint64_t>(arg("page_seed").number);
   }
+  if (find(c.args, "scale_block")) a.scale_block = i64("scale_block");
   if (const Array* x = arr("kv_extra", false)) {
     a.kv_extra = x->i32;
     a.dense_call = find(c.args, "dense_call") && arg("dense_call").number != 0;

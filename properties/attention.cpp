@@ -114,6 +114,7 @@ std::string describe(const AttnParams& p) {
   if (p.row_pad || p.head_pad)
     r += " pad=" + std::to_string(p.row_pad) + "/" + std::to_string(p.head_pad);
   if (p.descale) r += " descale#" + std::to_string(p.descale);
+  if (p.scale_block) r += " block_scaled=" + std::to_string(p.scale_block);
   if (p.adaptive) r += " adaptive";
   if (p.splits > 1) r += " splits=" + std::to_string(p.splits);
   if (p.page_size > 0)
@@ -142,6 +143,9 @@ constexpr std::int64_t kGroups[] = {1, 4, 8};
 // 128-wide key tile.
 constexpr std::int64_t kPageSizes[] = {16, 1, 5, 256, 7, 200, 64, 129, 128};
 
+// Elements per block scale (OCP MX: 32).
+constexpr std::int64_t kScaleBlocks[] = {32, 16, 8};
+
 // Multiply-adds a case may cost the reference by default (keeps the default
 // run short); a gate spec's [attention] max_work replaces it.
 constexpr double kWorkCap = 8.0e6;
@@ -164,7 +168,8 @@ std::uint32_t bit_of_feature(std::string_view f) {
       {"adaptive", SA_ATTN_ADAPTIVE},
       {"split_kv", SA_ATTN_SPLIT_KV},
       {"paged_kv", SA_ATTN_PAGED_KV},
-      {"seqused_k", SA_ATTN_SEQUSED_K}};
+      {"seqused_k", SA_ATTN_SEQUSED_K},
+      {"block_scaled", SA_ATTN_BLOCK_SCALED}};
   for (const auto& [n, b] : bits)
     if (f == n) return b;
   return 0;
@@ -184,6 +189,7 @@ AttnDomain domain_of(const Kernel& k, AttnType t) {
   const sa_capabilities* cap = k.raw().capabilities;
   if (!cap) return d;
   d.features = k.attention_features(t);
+  if (!is_fp8(t)) d.features &= ~static_cast<std::uint32_t>(SA_ATTN_BLOCK_SCALED);  // fp8 only
   const Kernel::AttentionDomainCaps dc = k.attention_domain();
   d.required = dc.required & d.features;
   d.constraints = dc.constraints;
@@ -288,6 +294,9 @@ rc::Gen<AttnParams> gen_attention(bool fp8, const AttentionShapes& s, AttnDomain
     }
     p.seqused = feature_allowed(s, dom, "seqused_k") && *rc::gen::inRange(0, 2) == 1;
     if (p.seqused && p.varlen) p.dense = *rc::gen::inRange(0, 2) == 1;
+    // MXFP8's 32 elements per scale, and shorter runs (NVFP4-like 16, 8).
+    if (fp8 && feature_allowed(s, dom, "block_scaled") && *rc::gen::inRange(0, 2) == 1)
+      p.scale_block = kScaleBlocks[*rc::gen::inRange<std::size_t>(0, std::size(kScaleBlocks))];
     if (p.page_size > 0 || p.seqused) {
       const int kind = *rc::gen::inRange(0, 3);
       if (kind == 1) p.sq = 1;
@@ -374,6 +383,7 @@ void apply_domain(AttnParams& p, const AttnDomain& dom) {
   if (r & SA_ATTN_ADAPTIVE) p.adaptive = true;
   if ((r & SA_ATTN_PAGED_KV) && p.page_size == 0) p.page_size = 16;
   if (r & SA_ATTN_SEQUSED_K) p.seqused = true;
+  if ((r & SA_ATTN_BLOCK_SCALED) && p.scale_block == 0) p.scale_block = 32;
   if (dom.constraints & SA_ATTN_ONLY_BOTTOM_RIGHT) p.top_left = false;
   if ((dom.constraints & SA_ATTN_ONLY_WINDOW_RIGHT_0) && (p.wl >= 0 || p.wr >= 0)) p.wr = 0;
   if (dom.constraints & SA_ATTN_ONLY_Q_LE_K) p.sq = std::min(p.sq, p.sk);
@@ -486,6 +496,25 @@ AttentionCase materialise(const AttnParams& p, AttnType t) {
           c.key_padding_mask[static_cast<std::size_t>(k0 + j)] = j < pad ? 0 : 1;
       }
     }
+  }
+  if (p.scale_block > 0 && is_fp8(t)) {
+    // Block scales: each run of scale_block elements of a head's row times
+    // its own power of two (its own generator: the other values stay as
+    // they were), q and k within 2^+-3, v within 2^+-6.
+    c.scale_block = p.scale_block;
+    std::mt19937_64 bs(p.seed ^ 0xb10c'5ca1'e000ull);
+    auto scale_runs = [&](std::vector<float>& x, std::int64_t dim, int range) {
+      for (std::size_t r0 = 0; r0 < x.size(); r0 += static_cast<std::size_t>(dim))
+        for (std::int64_t b0 = 0; b0 < dim; b0 += p.scale_block) {
+          const int e = static_cast<int>(bs() % static_cast<std::uint64_t>(2 * range + 1)) - range;
+          for (std::int64_t i = b0; i < std::min(dim, b0 + p.scale_block); ++i)
+            x[r0 + static_cast<std::size_t>(i)] =
+                std::ldexp(x[r0 + static_cast<std::size_t>(i)], e);
+        }
+    };
+    scale_runs(c.q, c.d, 3);
+    scale_runs(c.k, c.d, 3);
+    scale_runs(c.v, c.dv, 6);
   }
   c.layout = p.bhsd ? AttnLayout::bhsd : AttnLayout::bshd;
   c.row_pad = p.row_pad;
@@ -1581,11 +1610,24 @@ void fp8_saturation(const AttnCtx& cx, Check& out) {
   const float mx =
       fp8_layout(t == AttnType::fp8_e4m3 ? Fp8Format::e4m3 : Fp8Format::e5m2).max_finite;
   std::mt19937_64 g(p.seed ^ 0xf8);
-  for (float& x : fc.v)
-    if (g() % 8 == 0) x = g() % 2 ? mx : -mx;
-  for (auto* vec : {&fc.q, &fc.k})
-    for (float& x : *vec)
-      if (g() % 16 == 0) x = g() % 2 ? mx : -mx;
+  // Block scales: an element's largest value is the format's times its run's
+  // scale, 2^e (the exponent the call gives the run, which a largest element
+  // keeps).
+  const Fp8Format ff = t == AttnType::fp8_e4m3 ? Fp8Format::e4m3 : Fp8Format::e5m2;
+  auto saturate = [&](std::vector<float>& vec, std::int64_t dim, int one_in) {
+    const std::int64_t run = c.scale_block > 0 ? c.scale_block : dim;
+    for (std::size_t row = 0; row < vec.size(); row += static_cast<std::size_t>(dim))
+      for (std::int64_t r0 = 0; r0 < dim; r0 += run) {
+        float* x = &vec[row + static_cast<std::size_t>(r0)];
+        const std::int64_t n = std::min(run, dim - r0);
+        const float top = c.scale_block > 0 ? std::ldexp(mx, fp8_block_exponent(ff, x, n)) : mx;
+        for (std::int64_t i = 0; i < n; ++i)
+          if (g() % static_cast<std::uint64_t>(one_in) == 0) x[i] = g() % 2 ? top : -top;
+      }
+  };
+  saturate(fc.v, c.dv, 8);
+  saturate(fc.q, c.d, 16);
+  saturate(fc.k, c.d, 16);
   const AttentionResult fo = k.call(fc);
   const DType ot = dtype_of_output(fc.out_type);
   for (std::int64_t b = 0; b < c.batch; ++b) {
@@ -1954,8 +1996,9 @@ std::vector<AttnType> attention_types(const SuiteConfig& config) {
 
 const std::vector<std::string>& attention_features() {
   static const std::vector<std::string> names = {
-      "varlen", "causal",  "window",     "softcap",  "alibi",    "sinks",    "key_padding",
-      "bhsd",   "strided", "unequal_dv", "adaptive", "split_kv", "paged_kv", "seqused_k"};
+      "varlen",   "causal",      "window",   "softcap",   "alibi",
+      "sinks",    "key_padding", "bhsd",     "strided",   "unequal_dv",
+      "adaptive", "split_kv",    "paged_kv", "seqused_k", "block_scaled"};
   return names;
 }
 

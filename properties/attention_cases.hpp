@@ -42,6 +42,8 @@ struct AttnParams {
   // with varlen, some sequences with queries and no used key); dense: a
   // varlen case of equal query lengths called with fixed lengths.
   bool seqused = false, dense = false;
+  // Block scales (MXFP8, fp8 inputs only): elements per E8M0 scale, 0 none.
+  std::int64_t scale_block = 0;
   std::uint64_t seed = 1;
 };
 
@@ -65,7 +67,8 @@ struct AttnDomain {
 // (Paged KV and seqused_k change only the call's memory, never the keys the
 // reference sees: they are not drawn there either.)
 inline constexpr std::uint32_t kClassicFeatures =
-    ~(SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV | SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K);
+    ~(SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV | SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K |
+      SA_ATTN_BLOCK_SCALED);
 // The domain for input type t (the features declared for that type).
 AttnDomain domain_of(const Kernel& k, AttnType t);
 

@@ -13,7 +13,7 @@ namespace {
 constexpr const char* kTable[] = {
     "varlen",   "gqa",           "causal",       "window",   "top_left",   "softcap",
     "alibi",    "sinks",         "key_padding",  "strided",  "unequal_dv", "adaptive",
-    "split_kv", "fewer_queries", "more_queries", "paged_kv", "seqused_k"};
+    "split_kv", "fewer_queries", "more_queries", "paged_kv", "seqused_k",  "block_scaled"};
 
 bool has(const std::vector<std::string>& v, const std::string& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
@@ -105,7 +105,8 @@ std::vector<std::string> features_of(const AttentionCase& c) {
       {"fewer_queries", fewer},
       {"more_queries", more},
       {"paged_kv", c.paged()},
-      {"seqused_k", c.seqused()}};
+      {"seqused_k", c.seqused()},
+      {"block_scaled", c.scale_block > 0}};
   for (const auto& [n, on] : all)
     if (on) f.push_back(n);
   return f;
@@ -327,6 +328,8 @@ std::vector<AttnParams> coverage_plan(bool fp8, const AttentionShapes& s, const 
       }
     }
     p.seqused = on("seqused_k");
+    static const std::int64_t kBlocks[] = {32, 16, 8};
+    p.scale_block = on("block_scaled") ? kBlocks[r % 3] : 0;
     p.dense = p.seqused && p.varlen && r % 2 == 1;
     p.seed = (mix(seed ^ mix(r + 1)) >> 11) | 1;
     apply_domain(p, dom);
@@ -392,6 +395,7 @@ AttnParams shrink_attention(const AttnParams& p0,
     if (x.high_pages) add([](AttnParams& y) { y.high_pages = false; });
     if (x.seqused) add([](AttnParams& y) { y.seqused = y.dense = false; });
     if (x.dense) add([](AttnParams& y) { y.dense = false; });
+    if (x.scale_block > 0) add([](AttnParams& y) { y.scale_block = 0; });
     if (x.adaptive) add([](AttnParams& y) { y.adaptive = false; });
     if (x.softcap > 0) add([](AttnParams& y) { y.softcap = 0; });
     if (x.sinks) add([](AttnParams& y) { y.sinks = false; });

@@ -299,10 +299,33 @@ typedef struct sa_attention_v2_args {
   int64_t block_table_stride; /* entries between two sequences' rows (>= pages a sequence uses) */
   int64_t page_size;          /* tokens per page (paged only) */
   int64_t num_pages;          /* pages in each of the k and v pools (paged only) */
+  /* ---- Appended to interface 2 (issue 33): microscaled fp8 (OCP MX, MXFP8).
+   * A kernel reads these fields only when struct_size reaches them; the
+   * suite sets them only for a kernel that declares SA_ATTN_BLOCK_SCALED,
+   * and only with fp8 inputs (SA_FP8_E4M3 or SA_FP8_E5M2). Forward only.
+   *
+   * When scale_block > 0, every run of scale_block consecutive head-dim
+   * elements of q, k and v (elements c with the same c / scale_block of one
+   * row of one head; the last run of a row may be shorter) shares one E8M0
+   * scale byte x, 2^(x - 127) (x = 255 is NaN: every element of the run is
+   * NaN). An element's value is then
+   *   fp8 value * 2^(x - 127) * the tensor's descale
+   * (q_descale, k_descale, v_descale as before), and everything above holds
+   * for those values. The scale byte of element (b, h, s, c) of q is
+   *   q_scale.data[b * stride_b + h * stride_h + s * stride_s + c / scale_block]
+   * (uint8, strides in bytes; varlen and paged K and V address their scale
+   * rows as their elements: the packed row, or page p and slot t with
+   * stride_b the page stride). Scale bytes of keys a call may not read
+   * (masked, past seqused_k, unused page slots) are not read either.
+   * OCP MX v1.0 takes scale_block = 32 (MXFP8); other block sizes are valid. */
+  int64_t scale_block; /* 0: no block scales */
+  sa_tensor q_scale, k_scale, v_scale;
 } sa_attention_v2_args;
 
 /* sizeof(sa_attention_v2_args) before seqused_k and the paged fields were appended. */
 #define SA_ATTENTION_V2_ARGS_V2_0_SIZE offsetof(sa_attention_v2_args, seqused_k)
+/* ... and before the block scales were appended. */
+#define SA_ATTENTION_V2_ARGS_V2_1_SIZE offsetof(sa_attention_v2_args, scale_block)
 
 /* Attention backward (FlashAttention's formulation): from the forward
  * arguments (with out, lse as the forward produced them), dout, compute
@@ -359,7 +382,8 @@ enum {
   SA_ATTN_UNEQUAL_HEAD_DIMS = 1u << 14, /* head_dim_v != head_dim */
   /* Appended to interface 2 (issue 33; forward only, see sa_attention_v2_args) */
   SA_ATTN_PAGED_KV = 1u << 15, /* block_table, page_size, num_pages: k and v in page pools */
-  SA_ATTN_SEQUSED_K = 1u << 16 /* seqused_k: keys past a sequence's used count never read */
+  SA_ATTN_SEQUSED_K = 1u << 16, /* seqused_k: keys past a sequence's used count never read */
+  SA_ATTN_BLOCK_SCALED = 1u << 17 /* fp8 inputs with E8M0 block scales (MXFP8): scale_block, *_scale */
 };
 
 /* Bits of sa_capabilities.attention_constraints: forms of a feature a kernel

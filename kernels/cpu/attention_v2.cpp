@@ -20,6 +20,7 @@
 
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/attention_decode.hpp"
+#include "kernels/cpu/attention_detail.hpp"
 
 namespace sa::kernels {
 namespace {
@@ -54,6 +55,70 @@ void write_empty_rows(const sa_attention_v2_args* a, char* out, std::int64_t row
 
 std::size_t elem_size(std::int32_t t) {
   return t == SA_F32 ? 4 : t == SA_BF16 || t == SA_F16 ? 2 : 1;
+}
+
+// Block-scaled fp8 (MXFP8, kernel.h scale_block): q, k and v as float32
+// values at the same element offsets, each element times 2^(x - 127) of its
+// scale byte x (255: NaN), exactly (an fp8 value times a power of two is a
+// float32 unless it overflows, as the value itself does). Every row the call
+// addresses is converted (query rows, the key buffer's rows or every page
+// slot); padding between rows and heads stays NaN and is never read. The
+// call then runs on float32 storage with the fp8 semantics (descales).
+// Returns "" or what is wrong.
+std::string dequantize_block_scaled(const sa_attention_v2_args* a, std::vector<float>& qf,
+                                    std::vector<float>& kf, std::vector<float>& vf) {
+  const sa_dtype t = a->qkv_dtype;
+  const std::int64_t sb = a->scale_block;
+  const bool varlen = a->cu_seqlens_q != nullptr, paged = a->block_table != nullptr;
+  if (varlen)
+    for (std::int64_t b = 0; b < a->batch; ++b)
+      if (a->cu_seqlens_q[b + 1] < a->cu_seqlens_q[b] ||
+          a->cu_seqlens_k[b + 1] < a->cu_seqlens_k[b])
+        return "cu_seqlens decrease";
+  // Calls fn(element offset, scale offset) for every row of one tensor.
+  auto rows = [&](const sa_tensor& x, const sa_tensor& s, bool keys, std::int64_t heads,
+                  auto&& fn) {
+    if (keys && paged) {
+      for (std::int64_t p = 0; p < a->num_pages; ++p)
+        for (std::int64_t slot = 0; slot < a->page_size; ++slot)
+          for (std::int64_t h = 0; h < heads; ++h)
+            fn(p * x.stride_b + slot * x.stride_s + h * x.stride_h,
+               p * s.stride_b + slot * s.stride_s + h * s.stride_h);
+    } else if (varlen) {
+      const std::int64_t n = keys ? a->cu_seqlens_k[a->batch] : a->cu_seqlens_q[a->batch];
+      for (std::int64_t r = 0; r < n; ++r)
+        for (std::int64_t h = 0; h < heads; ++h)
+          fn(r * x.stride_s + h * x.stride_h, r * s.stride_s + h * s.stride_h);
+    } else {
+      const std::int64_t n = keys ? a->seqlen_k : a->seqlen_q;
+      for (std::int64_t b = 0; b < a->batch; ++b)
+        for (std::int64_t r = 0; r < n; ++r)
+          for (std::int64_t h = 0; h < heads; ++h)
+            fn(b * x.stride_b + r * x.stride_s + h * x.stride_h,
+               b * s.stride_b + r * s.stride_s + h * s.stride_h);
+    }
+  };
+  auto convert = [&](const sa_tensor& x, const sa_tensor& s, bool keys, std::int64_t heads,
+                     std::int64_t dim, std::vector<float>& out) {
+    std::int64_t extent = 1;
+    rows(x, s, keys, heads,
+         [&](std::int64_t off, std::int64_t) { extent = std::max(extent, off + dim); });
+    out.assign(static_cast<std::size_t>(extent), std::numeric_limits<float>::quiet_NaN());
+    const auto* scales = static_cast<const std::uint8_t*>(s.data);
+    rows(x, s, keys, heads, [&](std::int64_t off, std::int64_t soff) {
+      for (std::int64_t c = 0; c < dim; ++c) {
+        const std::uint8_t e = scales[soff + c / sb];
+        const float v = attn_detail::load_elem(x.data, t, off + c);
+        out[static_cast<std::size_t>(off + c)] = e == 255
+                                                     ? std::numeric_limits<float>::quiet_NaN()
+                                                     : std::ldexp(v, static_cast<int>(e) - 127);
+      }
+    });
+  };
+  convert(a->q, a->q_scale, false, a->heads_q, a->head_dim, qf);
+  convert(a->k, a->k_scale, true, a->heads_kv, a->head_dim, kf);
+  convert(a->v, a->v_scale, true, a->heads_kv, a->head_dim_v, vf);
+  return {};
 }
 
 }  // namespace
@@ -101,7 +166,26 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
   const bool varlen = a->cu_seqlens_q != nullptr;
   if (varlen != (a->cu_seqlens_k != nullptr))
     return fail(SA_INVALID_ARGUMENT, "cu_seqlens_q and cu_seqlens_k must both be set or NULL");
-  const std::size_t ein = elem_size(qt), eout = elem_size(ot);
+  // Block scales (MXFP8): the inputs dequantized into float32 copies, read
+  // as float32 storage below with the fp8 semantics kept (descales).
+  if (a->scale_block < 0) return fail(SA_INVALID_ARGUMENT, "scale_block must be >= 0");
+  std::int32_t storage = qt;
+  sa_attention_v2_args dequantized;
+  std::vector<float> qf, kf, vf;
+  if (a->scale_block > 0) {
+    if (!fp8) return fail(SA_INVALID_ARGUMENT, "block scales (scale_block > 0) need fp8 inputs");
+    if (!a->q_scale.data || !a->k_scale.data || !a->v_scale.data)
+      return fail(SA_INVALID_ARGUMENT, "block scales need q_scale, k_scale and v_scale");
+    if (std::string why = dequantize_block_scaled(a, qf, kf, vf); !why.empty())
+      return fail(SA_INVALID_ARGUMENT, why);
+    dequantized = *a;
+    dequantized.q.data = qf.data();
+    dequantized.k.data = kf.data();
+    dequantized.v.data = vf.data();
+    a = &dequantized;
+    storage = SA_F32;
+  }
+  const std::size_t ein = elem_size(storage), eout = elem_size(ot);
   const std::int64_t total_q = varlen ? a->cu_seqlens_q[a->batch] : a->batch * a->seqlen_q;
   const std::int64_t group = a->heads_q / a->heads_kv;
   const bool top_left = align == SA_ALIGN_TOP_LEFT;
@@ -200,7 +284,7 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
         continue;
       }
       AttentionHeadArgs s;
-      s.qkv_dtype = static_cast<sa_dtype>(qt);
+      s.qkv_dtype = static_cast<sa_dtype>(storage);
       s.out_dtype = static_cast<sa_dtype>(ot);
       s.nq = Lq;
       s.nk = Lk;
@@ -284,7 +368,7 @@ const sa_capabilities* cpu_capabilities() {
                            SA_ATTN_CAUSAL | SA_ATTN_WINDOW | SA_ATTN_SOFTCAP | SA_ATTN_ALIBI |
                            SA_ATTN_SINKS | SA_ATTN_KEY_PADDING | SA_ATTN_LSE | SA_ATTN_ENTROPY |
                            SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV | SA_ATTN_UNEQUAL_HEAD_DIMS |
-                           SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K;
+                           SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K | SA_ATTN_BLOCK_SCALED;
     c.flags = SA_CAP_DETERMINISTIC;
     return c;
   }();

@@ -233,6 +233,20 @@ sa_status naive_attention_v2(void*, const sa_attention_v2_args* a) {
                                              " is outside 0.." + std::to_string(a->num_pages - 1));
     }
   }
+  // Block scales (MXFP8): one E8M0 byte per scale_block head-dim elements.
+  const std::int64_t sb = a->scale_block;
+  if (sb < 0) return fail(SA_INVALID_ARGUMENT, "scale_block must be >= 0 (0: no block scales)");
+  if (sb > 0 && !fp8)
+    return fail(SA_INVALID_ARGUMENT, "block scales (scale_block > 0) need fp8 inputs");
+  if (sb > 0 && (!a->q_scale.data || !a->k_scale.data || !a->v_scale.data))
+    return fail(SA_INVALID_ARGUMENT, "block scales need q_scale, k_scale and v_scale");
+  // 2^(x - 127) of scale byte x (255: NaN).
+  auto e8m0 = [](std::uint8_t x) {
+    return x == 255 ? kNaN : std::ldexp(1.0f, static_cast<int>(x) - 127);
+  };
+  auto scale_of = [&](const sa_tensor& s, std::int64_t row_off, std::int64_t c) {
+    return sb > 0 ? e8m0(static_cast<const std::uint8_t*>(s.data)[row_off + c / sb]) : 1.0f;
+  };
   const float qk = fp8 ? a->q_descale * a->k_descale : 1.0f;
   Features f{a->scale * qk,    a->softcap,          a->causal != 0,           false,
              a->adaptive != 0, a->window_left,      a->window_right,          a->alibi_slopes,
@@ -261,12 +275,28 @@ sa_status naive_attention_v2(void*, const sa_attention_v2_args* a) {
       const std::int64_t hk = h / (a->heads_q / a->heads_kv);
       for (std::int64_t i = 0; i < sh.len_q(b); ++i) {
         const std::int64_t qoff = qb + h * a->q.stride_h + (q0 + i) * a->q.stride_s;
-        auto q = [&](std::int64_t c) { return load(t, a->q.data, qoff + c); };
+        // Scale rows: the elements' addressing with the scale tensors' strides.
+        const sa_tensor &qs = a->q_scale, &ks = a->k_scale, &vs = a->v_scale;
+        const std::int64_t qsoff =
+            sb > 0 ? (varlen ? 0 : b * qs.stride_b) + h * qs.stride_h + (q0 + i) * qs.stride_s : 0;
+        auto q = [&](std::int64_t c) {
+          return load(t, a->q.data, qoff + c) * scale_of(qs, qsoff, c);
+        };
         auto k = [&](std::int64_t j, std::int64_t c) {
-          return load(t, a->k.data, key_row(a->k, kb, j) + hk * a->k.stride_h + c);
+          const float x = load(t, a->k.data, key_row(a->k, kb, j) + hk * a->k.stride_h + c);
+          return sb > 0
+                     ? x * scale_of(ks,
+                                    key_row(ks, varlen ? 0 : b * ks.stride_b, j) + hk * ks.stride_h,
+                                    c)
+                     : x;
         };
         auto v = [&](std::int64_t j, std::int64_t c) {
-          return load(t, a->v.data, key_row(a->v, vb, j) + hk * a->v.stride_h + c);
+          const float x = load(t, a->v.data, key_row(a->v, vb, j) + hk * a->v.stride_h + c);
+          return sb > 0
+                     ? x * scale_of(vs,
+                                    key_row(vs, varlen ? 0 : b * vs.stride_b, j) + hk * vs.stride_h,
+                                    c)
+                     : x;
         };
         float L, H, bt;
         attend_row(sh, f, b, h, i, q, k, v, ident, s, w, o.data(), &L, &H, &bt);
@@ -352,7 +382,7 @@ const sa_capabilities* naive_capabilities() {
                            SA_ATTN_CAUSAL | SA_ATTN_WINDOW | SA_ATTN_SOFTCAP | SA_ATTN_ALIBI |
                            SA_ATTN_SINKS | SA_ATTN_KEY_PADDING | SA_ATTN_LSE | SA_ATTN_ENTROPY |
                            SA_ATTN_ADAPTIVE | SA_ATTN_UNEQUAL_HEAD_DIMS | SA_ATTN_PAGED_KV |
-                           SA_ATTN_SEQUSED_K;
+                           SA_ATTN_SEQUSED_K | SA_ATTN_BLOCK_SCALED;
     c.flags = SA_CAP_DETERMINISTIC | SA_CAP_BATCH_INVARIANT;
     return c;
   }();

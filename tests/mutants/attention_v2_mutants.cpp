@@ -4,6 +4,7 @@
 #include "attention_v2_mutants.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -53,6 +54,11 @@ enum class Bug {
                                // not seqused_k (keys past it still unread)
   chunk_queries_see_all,       // with seqused_k, causal dropped: every query of a chunk
                                // sees every used key (a decode kernel on a multi-query chunk)
+  // Block scales (MXFP8, issue 33 item 4): the naive kernel handed one scale
+  // byte per element, derived from the call's scales with the bug.
+  mx_scale_per_16,     // scale index c / 16 whatever scale_block says (NVFP4's block for MX's)
+  mx_scale_bias_128,   // E8M0 read as 2^(x - 128): every scale halved
+  mx_k_scale_ignored,  // K's block scales dropped (its elements read as if scaled by 1)
 };
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -386,7 +392,61 @@ sa_status paged_call(const Bug bug, const sa_attention_v2_args* a) {
   return kernels::naive_attention_v2(nullptr, &m);
 }
 
+// The block-scale bugs: every element gets its own scale byte (scale_block
+// 1, the elements' own strides), taken from the call's scales with the bug.
+sa_status block_scale_call(const Bug bug, const sa_attention_v2_args* a) {
+  if (a->scale_block <= 0) return kernels::naive_attention_v2(nullptr, a);
+  const bool varlen = a->cu_seqlens_q != nullptr, paged = a->block_table != nullptr;
+  const std::int64_t sb = a->scale_block;
+  sa_attention_v2_args m = *a;
+  auto remap = [&](const sa_tensor& x, const sa_tensor& s, bool keys, std::int64_t heads,
+                   std::int64_t dim, bool is_k, std::vector<std::uint8_t>& out) -> sa_tensor {
+    std::vector<std::array<std::int64_t, 2>> rows;  // (element offset, scale offset)
+    if (keys && paged) {
+      for (std::int64_t p = 0; p < a->num_pages; ++p)
+        for (std::int64_t t = 0; t < a->page_size; ++t)
+          for (std::int64_t h = 0; h < heads; ++h)
+            rows.push_back({p * x.stride_b + t * x.stride_s + h * x.stride_h,
+                            p * s.stride_b + t * s.stride_s + h * s.stride_h});
+    } else if (varlen) {
+      const std::int64_t n = keys ? a->cu_seqlens_k[a->batch] : a->cu_seqlens_q[a->batch];
+      for (std::int64_t r = 0; r < n; ++r)
+        for (std::int64_t h = 0; h < heads; ++h)
+          rows.push_back({r * x.stride_s + h * x.stride_h, r * s.stride_s + h * s.stride_h});
+    } else {
+      const std::int64_t n = keys ? a->seqlen_k : a->seqlen_q;
+      for (std::int64_t b = 0; b < a->batch; ++b)
+        for (std::int64_t r = 0; r < n; ++r)
+          for (std::int64_t h = 0; h < heads; ++h)
+            rows.push_back({b * x.stride_b + r * x.stride_s + h * x.stride_h,
+                            b * s.stride_b + r * s.stride_s + h * s.stride_h});
+    }
+    std::int64_t extent = 1;
+    for (const auto& r : rows) extent = std::max(extent, r[0] + dim);
+    out.assign(static_cast<std::size_t>(extent), 255);
+    const auto* in = static_cast<const std::uint8_t*>(s.data);
+    // (A run's bytes past the call's own are never read: runs cover the row.)
+    const std::int64_t runs = (dim + sb - 1) / sb;
+    for (const auto& r : rows)
+      for (std::int64_t c = 0; c < dim; ++c) {
+        std::uint8_t e = in[r[1] + c / sb];
+        if (bug == Bug::mx_scale_per_16) e = in[r[1] + std::min(c / 16, runs - 1)];
+        if (bug == Bug::mx_scale_bias_128 && e > 0 && e < 255) e = static_cast<std::uint8_t>(e - 1);
+        if (bug == Bug::mx_k_scale_ignored && is_k && e != 255) e = 127;
+        out[static_cast<std::size_t>(r[0] + c)] = e;
+      }
+    return {out.data(), x.stride_b, x.stride_h, x.stride_s};
+  };
+  std::vector<std::uint8_t> qs, ks, vs;
+  m.q_scale = remap(a->q, a->q_scale, false, a->heads_q, a->head_dim, false, qs);
+  m.k_scale = remap(a->k, a->k_scale, true, a->heads_kv, a->head_dim, true, ks);
+  m.v_scale = remap(a->v, a->v_scale, true, a->heads_kv, a->head_dim_v, false, vs);
+  m.scale_block = 1;
+  return kernels::naive_attention_v2(nullptr, &m);
+}
+
 sa_status mutant_call(const Bug bug, const sa_attention_v2_args* a) {
+  if (bug >= Bug::mx_scale_per_16) return block_scale_call(bug, a);
   if (bug >= Bug::block_id_16bit) return paged_call(bug, a);
   if (bug >= Bug::softcap_after_mask) return buggy_call(bug, a);
   sa_attention_v2_args m = *a;
@@ -451,13 +511,14 @@ const char* last_error(void*) {
 // The features of issue 33, declared only by the mutants whose bug is there
 // (the others' wrappers take contiguous keys; their cases are drawn as before).
 constexpr std::uint32_t kPagedFeatures = SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K;
+constexpr std::uint32_t kIssue33Features = kPagedFeatures | SA_ATTN_BLOCK_SCALED;
 
 // The naive kernel's capabilities with `add` declared and `drop` not (paged
 // KV and seqused_k only when added).
 const sa_capabilities* caps_with(std::uint32_t add, std::uint32_t drop) {
   static std::vector<std::unique_ptr<sa_capabilities>> kept;
   auto c = std::make_unique<sa_capabilities>(*kernels::naive_capabilities());
-  c->attention_features = ((c->attention_features & ~kPagedFeatures) | add) & ~drop;
+  c->attention_features = ((c->attention_features & ~kIssue33Features) | add) & ~drop;
   kept.push_back(std::move(c));
   return kept.back().get();
 }
@@ -550,6 +611,13 @@ std::vector<Mutant> attention_v2_mutants() {
            "chunked prefill: with seqused_k the causal mask dropped (every query of a chunk "
            "sees every used key, as a decode kernel does)",
            call<Bug::chunk_queries_see_all>, caps_with(SA_ATTN_SEQUSED_K, 0)),
+      make("mutant_v2_mx_scale_per_16",
+           "block scales: the scale of element c read at c / 16 whatever scale_block is",
+           call<Bug::mx_scale_per_16>, caps_with(SA_ATTN_BLOCK_SCALED, 0)),
+      make("mutant_v2_mx_scale_bias_128", "block scales: E8M0 decoded as 2^(x - 128)",
+           call<Bug::mx_scale_bias_128>, caps_with(SA_ATTN_BLOCK_SCALED, 0)),
+      make("mutant_v2_mx_k_scale_ignored", "block scales: K's scales dropped (read as 1)",
+           call<Bug::mx_k_scale_ignored>, caps_with(SA_ATTN_BLOCK_SCALED, 0)),
   };
   std::vector<Mutant> out;
   for (const auto& k : ks) out.push_back({k.description, &k});

@@ -68,6 +68,9 @@ const std::map<std::string, Expected> kExpected = {
      {{"attention_v2.rounding", "attention_v2.chunked_prefill_equals_prefill"}}},
     {"mutant_v2_chunk_queries_see_all",
      {{"attention_v2.rounding", "attention_v2.chunked_prefill_equals_prefill"}}},
+    {"mutant_v2_mx_scale_per_16", {{"attention_v2.rounding"}, true}},
+    {"mutant_v2_mx_scale_bias_128", {{"attention_v2.rounding"}, true}},
+    {"mutant_v2_mx_k_scale_ignored", {{"attention_v2.rounding"}, true}},
 };
 
 class AttentionV2Mutant : public ::testing::TestWithParam<int> {};

@@ -8,7 +8,8 @@
 // largest finite value, a NaN score skipped like a masked one, page ids
 // truncated to 16 bits, page slots wrong past 128, page_size taken for a
 // power of two, seqused_k ignored, a chunked prefill's diagonal placed by the
-// key buffer's length or its causal mask dropped. The control:
+// key buffer's length or its causal mask dropped, a block scale read per 16
+// elements, decoded with the wrong bias or dropped for K. The control:
 // the correct kernels pass the same runs with full coverage.
 #include <gtest/gtest.h>
 
@@ -49,6 +50,10 @@ const Case kCases[] = {
      sa::AttnType::float32},
     {"mutant_v2_chunk_queries_see_all", "attention_v2.chunked_prefill_equals_prefill",
      sa::AttnType::float32},
+    // Block scales (MXFP8, issue 33): fp8 inputs only.
+    {"mutant_v2_mx_scale_per_16", "attention_v2.rounding", sa::AttnType::fp8_e4m3},
+    {"mutant_v2_mx_scale_bias_128", "attention_v2.rounding", sa::AttnType::fp8_e5m2},
+    {"mutant_v2_mx_k_scale_ignored", "attention_v2.rounding", sa::AttnType::fp8_e4m3},
 };
 
 // Seeds 1..kSeeds: 20 in the long-labelled binary, the first 3 in the
