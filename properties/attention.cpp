@@ -1299,8 +1299,8 @@ bool chunkable(const AttentionCase& c) { return !c.top_left && (c.causal || c.wi
 // (each is within one budget of the same exact values); a kernel that aligns
 // a chunk top-left, counts the buffer instead of seqused_k for the diagonal,
 // or reads the unwritten slots moves outputs by far more (NaN). Sequences
-// with Lq < 2, or whose first chunk would need a negative key count, stay
-// whole in the first chunk. Rows that see no key are left to
+// with Lq < 2, or whose first chunk would have no key (Lq >= Lk + cut),
+// stay whole in the first chunk. Rows that see no key are left to
 // attention_v2.rounding (kernel.h's values or a declared convention's).
 //
 // A case whose masks do not follow the diagonal (no causal, top-left, a
@@ -1333,11 +1333,11 @@ void chunked_prefill_equals_prefill(const AttnCtx& cx, Check& out) {
   for (std::size_t b = 0; b < nb; ++b) {
     lq[b] = c.len_q(static_cast<std::int64_t>(b));
     lk[b] = c.len_k(static_cast<std::int64_t>(b));
-    lo = std::max(lo, lq[b] - lk[b]);  // Lk - Lq + q1 >= 0
+    lo = std::max(lo, lq[b] - lk[b] + 1);  // Lk - Lq + q1 >= 1: a first chunk sees a key
     hi = std::max(hi, lq[b] - 1);
   }
   for (std::size_t b = 0; b < nb; ++b) {
-    std::int64_t l = std::max<std::int64_t>(1, lq[b] - lk[b]), h = lq[b] - 1;
+    std::int64_t l = std::max<std::int64_t>(1, lq[b] - lk[b] + 1), h = lq[b] - 1;
     if (same_cut) l = lo, h = std::min(hi, lq[b] - 1);
     q1[b] =
         l <= h ? l + static_cast<std::int64_t>(g() % static_cast<std::uint64_t>(h - l + 1)) : lq[b];

@@ -1,8 +1,9 @@
 // A caller built against the interface-2 header from before seqused_k and
 // the paged fields were appended passes struct_size =
-// SA_ATTENTION_V2_ARGS_V2_0_SIZE: the built-in kernels must take its call
-// as one without those features (never read past its struct), and give the
-// bits of the same call made with the whole struct.
+// SA_ATTENTION_V2_ARGS_V2_0_SIZE, one from before the block scales
+// SA_ATTENTION_V2_ARGS_V2_1_SIZE: the built-in kernels must take its call
+// as one without the later features (never read past its struct), and give
+// the bits of the same call made with the whole struct.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -53,10 +54,10 @@ struct Call {
 // followed in memory by bytes that would be garbage as the appended fields.
 struct OlderCaller {
   alignas(sa_attention_v2_args) unsigned char bytes[sizeof(sa_attention_v2_args)];
-  explicit OlderCaller(const sa_attention_v2_args& whole) {
+  explicit OlderCaller(const sa_attention_v2_args& whole,
+                       std::uint32_t size = SA_ATTENTION_V2_ARGS_V2_0_SIZE) {
     std::memset(bytes, 0xA5, sizeof bytes);  // non-NULL pointers, huge page sizes
-    std::memcpy(bytes, &whole, SA_ATTENTION_V2_ARGS_V2_0_SIZE);
-    std::uint32_t size = SA_ATTENTION_V2_ARGS_V2_0_SIZE;
+    std::memcpy(bytes, &whole, size);
     std::memcpy(bytes + offsetof(sa_attention_v2_args, struct_size), &size, sizeof size);
   }
   const sa_attention_v2_args* args() const {
@@ -65,13 +66,22 @@ struct OlderCaller {
 };
 
 void same_bits_for_an_older_caller(const sa_kernel* k) {
-  Call whole, older;
+  Call whole;
   ASSERT_EQ(k->attention_v2(k->ctx, &whole.a), SA_OK) << k->name;
-  const OlderCaller o(older.a);
-  ASSERT_EQ(k->attention_v2(k->ctx, o.args()), SA_OK)
-      << k->name << ": " << (k->last_error ? k->last_error(k->ctx) : "");
-  EXPECT_EQ(0, std::memcmp(whole.out.data(), older.out.data(), whole.out.size() * 4)) << k->name;
-  EXPECT_EQ(0, std::memcmp(whole.lse.data(), older.lse.data(), whole.lse.size() * 4)) << k->name;
+  // Built before the paged fields (V2_0), and before the block scales (V2_1:
+  // seqused_k, paging and its own NULL block-table read, scales garbage).
+  for (std::uint32_t size : {static_cast<std::uint32_t>(SA_ATTENTION_V2_ARGS_V2_0_SIZE),
+                             static_cast<std::uint32_t>(SA_ATTENTION_V2_ARGS_V2_1_SIZE)}) {
+    Call older;
+    const OlderCaller o(older.a, size);
+    ASSERT_EQ(k->attention_v2(k->ctx, o.args()), SA_OK)
+        << k->name << " (struct_size " << size
+        << "): " << (k->last_error ? k->last_error(k->ctx) : "");
+    EXPECT_EQ(0, std::memcmp(whole.out.data(), older.out.data(), whole.out.size() * 4))
+        << k->name << " (struct_size " << size << ")";
+    EXPECT_EQ(0, std::memcmp(whole.lse.data(), older.lse.data(), whole.lse.size() * 4))
+        << k->name << " (struct_size " << size << ")";
+  }
   // Shorter than interface 2's first struct: refused, nothing written.
   Call tiny;
   tiny.a.struct_size = SA_ATTENTION_V2_ARGS_V2_0_SIZE - 8;
