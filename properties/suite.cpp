@@ -219,7 +219,11 @@ std::vector<PropertyInfo> properties() {
        "least "
        "torch.testing's defaults)",
        "pytorch_fudge5",
-       {Op::softmax, Op::log_softmax, Op::logsumexp, Op::entropy},
+       // (Not entropy: PyTorch has no entropy operator, so no test convention
+       // of its own to borrow. With one, a correct float32 entropy at n = 3585
+       // failed it: 873 ulps, within its 11,339-ulp a-priori budget, above
+       // 5x torch.testing's default tolerances.)
+       {Op::softmax, Op::log_softmax, Op::logsumexp},
        "ratio to tolerance",
        "",
        "differential.cpp pytorch_fudge5"},
