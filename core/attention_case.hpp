@@ -46,6 +46,24 @@ inline bool is_fp8(AttnType t) { return t == AttnType::fp8_e4m3 || t == AttnType
 
 enum class AttnLayout { bshd, bhsd };
 
+// A mask or bias tensor of a case (kernel.h: sa_mask_tensor), held packed
+// over its own extents [nb][nh][nq][nk]; an extent of 1 broadcasts (the call
+// passes stride 0 there). Values are floats (the uint8 masks: 0 or 1).
+// `kt` lays the call's copy out key-major ([nb][nh][nk][nq]: stride_q 1),
+// so a kernel that takes stride_k for 1 reads a transposed mask.
+struct MaskTensor {
+  std::int64_t nb = 0, nh = 0, nq = 0, nk = 0;
+  std::vector<float> v;  // empty: not used
+  bool kt = false;
+  bool used() const { return !v.empty(); }
+  // Element (b, h, i, j), broadcast dimensions at index 0.
+  float at(std::int64_t b, std::int64_t h, std::int64_t i, std::int64_t j) const {
+    return v[static_cast<std::size_t>(
+        (((nb > 1 ? b : 0) * nh + (nh > 1 ? h : 0)) * nq + (nq > 1 ? i : 0)) * nk +
+        (nk > 1 ? j : 0))];
+  }
+};
+
 struct AttentionCase {
   AttnType qkv = AttnType::float32;
   AttnType out_type = AttnType::float32;
@@ -88,6 +106,12 @@ struct AttentionCase {
   std::int64_t page_size = 0;
   std::int64_t page_id_base = 0;
   std::uint64_t page_seed = 0;
+  // Masks beyond causal and window (kernel.h, forward only): the boolean
+  // attn_mask, the additive attn_bias, the block-sparse block_mask (blocks
+  // of block_q x block_k) and the speculative-decoding tree_mask, indexed by
+  // each sequence's own query and key indices (extents: largest lengths).
+  MaskTensor attn_mask, attn_bias, block_mask, tree_mask;
+  std::int64_t block_q = 0, block_k = 0;
   // Block scales (MXFP8, kernel.h scale_block): 0 none; else fp8 inputs whose
   // values are fp8 elements times a power of two per run of scale_block
   // head-dim elements. The values here are the products; the call finds each
@@ -109,6 +133,19 @@ struct AttentionCase {
   // Key/value head read by query head h.
   std::int64_t kv_head(std::int64_t h) const { return h / (heads_q / heads_kv); }
   bool paged() const { return page_size > 0; }
+  bool masks() const {
+    return attn_mask.used() || attn_bias.used() || block_mask.used() || tree_mask.used();
+  }
+  std::int64_t max_len_q() const {
+    std::int64_t n = 0;
+    for (std::int64_t b = 0; b < batch; ++b) n = std::max(n, len_q(b));
+    return n;
+  }
+  std::int64_t max_len_k() const {
+    std::int64_t n = 0;
+    for (std::int64_t b = 0; b < batch; ++b) n = std::max(n, len_k(b));
+    return n;
+  }
   bool seqused() const { return !kv_extra.empty(); }
   // Whether the call passes cu_seqlens (a varlen case not called dense).
   bool call_varlen() const { return varlen() && !dense_call; }
@@ -189,6 +226,33 @@ inline void AttentionCase::validate() const {
     fail("page_size = " + s(page_size) + " is outside 0..1024 (0: contiguous)");
   if (page_id_base < 0 || page_id_base > (std::int64_t{1} << 24))
     fail("page_id_base = " + s(page_id_base) + " is outside 0..2^24");
+  // Masks: each extent 1 (broadcast) or the full one.
+  auto mask = [&](const MaskTensor& m, const char* name, std::int64_t eq, std::int64_t ek) {
+    if (!m.used()) return;
+    auto dim = [&](std::int64_t got, std::int64_t full, const char* which) {
+      if (got != 1 && got != full)
+        fail(std::string(name) + " extent " + which + " = " + s(got) + " is neither 1 nor " +
+             s(full));
+    };
+    dim(m.nb, batch, "batch");
+    dim(m.nh, heads_q, "heads");
+    dim(m.nq, std::max<std::int64_t>(eq, 1), "q");
+    dim(m.nk, std::max<std::int64_t>(ek, 1), "k");
+    if (static_cast<std::int64_t>(m.v.size()) != m.nb * m.nh * m.nq * m.nk)
+      fail(std::string(name) + " holds " + s(static_cast<std::int64_t>(m.v.size())) +
+           " values, not nb*nh*nq*nk = " + s(m.nb * m.nh * m.nq * m.nk));
+  };
+  const std::int64_t mq = max_len_q(), mk = max_len_k();
+  mask(attn_mask, "attn_mask", mq, mk);
+  mask(attn_bias, "attn_bias", mq, mk);
+  mask(tree_mask, "tree_mask", mq, mq);
+  if (block_mask.used()) {
+    if (block_q < 1 || block_k < 1 || block_q > (1 << 20) || block_k > (1 << 20))
+      fail("block_q = " + s(block_q) + ", block_k = " + s(block_k) + ": both must be 1..2^20");
+    mask(block_mask, "block_mask", (mq + block_q - 1) / block_q, (mk + block_k - 1) / block_k);
+  }
+  for (float x : attn_bias.v)
+    if (!std::isfinite(x)) fail("attn_bias holds a non-finite value");
   if (paged()) {
     std::int64_t pages = page_id_base + 4;
     for (std::int64_t b = 0; b < batch; ++b) pages += (key_buffer(b) + page_size - 1) / page_size;
@@ -279,6 +343,16 @@ inline std::string AttentionCase::describe() const {
     for (std::int64_t b = 0; b < batch; ++b) r += (b ? "," : "") + std::to_string(kv_extra[b]);
     r += dense_call ? "] dense)" : "])";
   }
+  auto ext = [](const MaskTensor& m) {
+    return "[" + std::to_string(m.nb) + "," + std::to_string(m.nh) + "," + std::to_string(m.nq) +
+           "," + std::to_string(m.nk) + (m.kt ? "]kt" : "]");
+  };
+  if (attn_mask.used()) r += " attn_mask" + ext(attn_mask);
+  if (attn_bias.used()) r += " attn_bias" + ext(attn_bias);
+  if (block_mask.used())
+    r += " block_mask(" + std::to_string(block_q) + "x" + std::to_string(block_k) + ")" +
+         ext(block_mask);
+  if (tree_mask.used()) r += " tree_mask" + ext(tree_mask);
   if (paged())
     r += " paged(page_size=" + std::to_string(page_size) +
          (page_id_base ? " ids>=" + std::to_string(page_id_base) : std::string()) +

@@ -18,6 +18,7 @@
 
 #include "core/bfloat16.hpp"
 #include "core/float16.hpp"
+#include "kernels/attention_v2_args.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
@@ -743,6 +744,16 @@ sa_status t_attention_v2(void* ctx, const sa_attention_v2_args* a) {
       c.in("alibi_slopes", a->alibi_slopes, static_cast<std::size_t>(a->heads_q) * 4));
   g.sinks =
       static_cast<const float*>(c.in("sinks", a->sinks, static_cast<std::size_t>(a->heads_q) * 4));
+  {  // masks beyond causal and window: each up to its last addressed element
+    std::int64_t reach_m[4];
+    sa::kernels::mask_reaches(*a, reach_m);
+    sa_mask_tensor* gm[4] = {&g.attn_mask, &g.attn_bias, &g.block_mask, &g.tree_mask};
+    const char* names[4] = {"attn_mask", "attn_bias", "block_mask", "tree_mask"};
+    for (int x = 0; x < 4; ++x)
+      if (reach_m[x] > 0)
+        gm[x]->data =
+            c.in(names[x], gm[x]->data, static_cast<std::size_t>(reach_m[x]) * (x == 1 ? 4 : 1));
+  }
   const sa_status r = s->inner->attention_v2(s->inner->ctx, &g);
   c.finish();
   return r;

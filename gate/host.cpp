@@ -1,4 +1,5 @@
 #include "gate/host.hpp"
+#include "kernels/attention_v2_args.hpp"
 
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -352,6 +353,10 @@ class DeviceCall {
     g.sinks = tr(g.sinks);
     g.seqused_k = tr(g.seqused_k);
     g.block_table = tr(g.block_table);
+    g.attn_mask.data = tr(g.attn_mask.data);
+    g.attn_bias.data = tr(g.attn_bias.data);
+    g.block_mask.data = tr(g.block_mask.data);
+    g.tree_mask.data = tr(g.tree_mask.data);
     g.q_scale.data = tr(g.q_scale.data);
     g.k_scale.data = tr(g.k_scale.data);
     g.v_scale.data = tr(g.v_scale.data);
@@ -1223,6 +1228,17 @@ struct KernelHost::Impl {
       g.block_table = static_cast<const std::int32_t*>(
           x.add("block_table", a->block_table,
                 static_cast<std::size_t>(g.batch * g.block_table_stride) * 4));
+    {  // masks beyond causal and window, up to their last addressed element
+      std::int64_t reach[4];
+      sa::kernels::mask_reaches(g, reach);
+      sa_mask_tensor* gm[4] = {&g.attn_mask, &g.attn_bias, &g.block_mask, &g.tree_mask};
+      const sa_mask_tensor* am[4] = {&a->attn_mask, &a->attn_bias, &a->block_mask, &a->tree_mask};
+      const char* names[4] = {"attn_mask", "attn_bias", "block_mask", "tree_mask"};
+      for (int i = 0; i < 4; ++i)
+        if (sane && reach[i] > 0 && reach[i] < (std::int64_t(1) << 28) && !in_arena(gm[i]->data))
+          gm[i]->data =
+              x.add(names[i], am[i]->data, static_cast<std::size_t>(reach[i]) * (i == 1 ? 4 : 1));
+    }
     return static_cast<const sa_attention_v2_args*>(
         x.add("arguments (sa_attention_v2_args)", &g, sizeof g));
   }

@@ -1,11 +1,13 @@
 // sa_attention_v2_args from a caller built against any interface-2 header.
 // One built before seqused_k and the paged fields were appended (kernel.h)
 // passes struct_size = SA_ATTENTION_V2_ARGS_V2_0_SIZE, one built before the
-// block scales SA_ATTENTION_V2_ARGS_V2_1_SIZE: the fields past its size are
-// then absent, which means NULL and 0 (no used lengths, contiguous K and V,
-// no block scales).
+// masks SA_ATTENTION_V2_ARGS_V2_1_SIZE, one built before the block scales
+// SA_ATTENTION_V2_ARGS_V2_2_SIZE: the fields past its size are then absent,
+// which means NULL and 0 (no used lengths, contiguous K and V, no attn_mask,
+// attn_bias, block or tree mask, no block scales).
 #pragma once
 
+#include <cstdint>
 #include <cstring>
 
 #include "softmax_audit/kernel.h"
@@ -20,8 +22,43 @@ inline const sa_attention_v2_args* complete_v2_args(const sa_attention_v2_args* 
   if (a == nullptr || a->struct_size < SA_ATTENTION_V2_ARGS_V2_0_SIZE) return nullptr;
   if (a->struct_size >= sizeof(sa_attention_v2_args)) return a;
   tmp = sa_attention_v2_args{};
-  std::memcpy(&tmp, a, a->struct_size);
+  // The fields of the caller's header: up to the last boundary its size reaches.
+  const std::size_t n = a->struct_size >= SA_ATTENTION_V2_ARGS_V2_2_SIZE
+                            ? SA_ATTENTION_V2_ARGS_V2_2_SIZE
+                        : a->struct_size >= SA_ATTENTION_V2_ARGS_V2_1_SIZE
+                            ? SA_ATTENTION_V2_ARGS_V2_1_SIZE
+                            : SA_ATTENTION_V2_ARGS_V2_0_SIZE;
+  std::memcpy(&tmp, a, n);
   return &tmp;
+}
+
+// Elements from a mask tensor's data to the end of its last addressed
+// element (kernel.h's extents: batch, heads_q, eq, ek), 0 when unused or
+// empty; -1 when a stride is negative or the reach passes 2^40.
+inline std::int64_t mask_reach(const sa_attention_v2_args& a, const sa_mask_tensor& m,
+                               std::int64_t eq, std::int64_t ek) {
+  if (!m.data || a.batch < 1 || a.heads_q < 1 || eq < 1 || ek < 1) return 0;
+  const std::int64_t st[4] = {m.stride_b, m.stride_h, m.stride_q, m.stride_k};
+  const std::int64_t ex[4] = {a.batch, a.heads_q, eq, ek};
+  std::int64_t last = 0;
+  for (int x = 0; x < 4; ++x) {
+    if (st[x] < 0 || st[x] > (std::int64_t{1} << 40) || ex[x] > (std::int64_t{1} << 30)) return -1;
+    last += (ex[x] - 1) * st[x];
+    if (last > (std::int64_t{1} << 40)) return -1;
+  }
+  return last + 1;
+}
+
+// The four mask tensors' reaches in elements, in the order attn_mask,
+// attn_bias, block_mask, tree_mask (element sizes 1, 4, 1, 1).
+inline void mask_reaches(const sa_attention_v2_args& a, std::int64_t out[4]) {
+  const std::int64_t q = a.seqlen_q, k = a.seqlen_k;
+  const std::int64_t bq = a.block_q >= 1 ? (q + a.block_q - 1) / a.block_q : 0,
+                     bk = a.block_k >= 1 ? (k + a.block_k - 1) / a.block_k : 0;
+  out[0] = mask_reach(a, a.attn_mask, q, k);
+  out[1] = mask_reach(a, a.attn_bias, q, k);
+  out[2] = mask_reach(a, a.block_mask, bq, bk);
+  out[3] = mask_reach(a, a.tree_mask, q, q);
 }
 
 }  // namespace sa::kernels

@@ -181,6 +181,42 @@ std::int64_t offset(const AttentionCase& c, const Strides& st, std::int64_t b, s
   return offset(c.varlen(), st, b, r, seq_start, h);
 }
 
+// A case's mask or bias tensor as the call passes it: its values in the
+// element type (uint8 or float32), row-major [nb][nh][EQ][EK], or key-major
+// [nb][nh][EK][EQ] when m.kt; stride 0 for every extent of 1 (broadcast).
+// EQ, EK are the call's extents (kernel.h: from seqlen_q and seqlen_k, the
+// key buffer's largest length) where the case's are not 1; entries past the
+// case's own (keys no sequence uses) are masked (0).
+struct MaskCall {
+  std::vector<unsigned char> bytes;
+  std::int64_t sb = 0, sh = 0, sq = 0, sk = 0;
+};
+
+MaskCall mask_call(const MaskTensor& m, bool as_float, std::int64_t eq, std::int64_t ek) {
+  MaskCall r;
+  const std::int64_t EQ = m.nq > 1 ? std::max(eq, m.nq) : 1, EK = m.nk > 1 ? std::max(ek, m.nk) : 1;
+  const std::int64_t inner_q = m.kt ? 1 : EK, inner_k = m.kt ? EQ : 1;
+  r.sq = m.nq > 1 ? inner_q : 0;
+  r.sk = m.nk > 1 ? inner_k : 0;
+  r.sh = m.nh > 1 ? EQ * EK : 0;
+  r.sb = m.nb > 1 ? m.nh * EQ * EK : 0;
+  const std::size_t e = as_float ? 4 : 1;
+  r.bytes.assign(static_cast<std::size_t>(std::max<std::int64_t>(m.nb * m.nh * EQ * EK, 1)) * e, 0);
+  for (std::int64_t b = 0; b < m.nb; ++b)
+    for (std::int64_t h = 0; h < m.nh; ++h)
+      for (std::int64_t i = 0; i < m.nq; ++i)
+        for (std::int64_t j = 0; j < m.nk; ++j) {
+          const float x = m.v[static_cast<std::size_t>(((b * m.nh + h) * m.nq + i) * m.nk + j)];
+          const std::size_t o =
+              static_cast<std::size_t>((b * m.nh + h) * EQ * EK + (m.kt ? j * EQ + i : i * EK + j));
+          if (as_float)
+            std::memcpy(&r.bytes[o * 4], &x, 4);
+          else
+            r.bytes[o] = x != 0 ? 1 : 0;
+        }
+  return r;
+}
+
 }  // namespace
 
 std::string Kernel::why_not_applicable(const AttentionCase& c) const {
@@ -219,6 +255,10 @@ std::string Kernel::why_not_applicable(const AttentionCase& c) const {
         need(c.dv != c.d, SA_ATTN_UNEQUAL_HEAD_DIMS, "head_dim_v != head_dim"),
         need(c.paged(), SA_ATTN_PAGED_KV, "paged KV cache"),
         need(c.seqused(), SA_ATTN_SEQUSED_K, "seqused_k (used key lengths)"),
+        need(c.attn_mask.used(), SA_ATTN_BOOL_MASK, "boolean attn_mask"),
+        need(c.attn_bias.used(), SA_ATTN_BIAS, "additive attn_bias"),
+        need(c.block_mask.used(), SA_ATTN_BLOCK_MASK, "block-sparse mask"),
+        need(c.tree_mask.used(), SA_ATTN_TREE_MASK, "tree mask (speculative decoding)"),
         need(c.scale_block > 0, SA_ATTN_BLOCK_SCALED, "block scales (MXFP8)")})
     if (!why.empty()) return why;
   // The declared domain: features every call must have, the forms taken only
@@ -483,6 +523,24 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
     a.page_size = c.page_size;
     a.num_pages = pk.num_pages;
   }
+  // Masks beyond causal and window: each tensor by its own strides.
+  MaskCall am, ab, bm, tm;
+  auto pass = [&](const MaskTensor& m, bool as_float, MaskCall& mc, sa_mask_tensor& t,
+                  std::int64_t eq, std::int64_t ek) {
+    if (!m.used()) return;
+    mc = mask_call(m, as_float, eq, ek);
+    t = {st.in(mc.bytes.data(), mc.bytes.size()), mc.sb, mc.sh, mc.sq, mc.sk};
+  };
+  pass(c.attn_mask, false, am, a.attn_mask, a.seqlen_q, a.seqlen_k);
+  pass(c.attn_bias, true, ab, a.attn_bias, a.seqlen_q, a.seqlen_k);
+  if (c.block_mask.used())
+    pass(c.block_mask, false, bm, a.block_mask, (a.seqlen_q + c.block_q - 1) / c.block_q,
+         (a.seqlen_k + c.block_k - 1) / c.block_k);
+  pass(c.tree_mask, false, tm, a.tree_mask, a.seqlen_q, a.seqlen_q);
+  if (c.block_mask.used()) {
+    a.block_q = c.block_q;
+    a.block_k = c.block_k;
+  }
   if (sbk > 0) {
     a.scale_block = sbk;
     a.q_scale = {st.in(qsc.data(), qsc.size()), ssq.b, ssq.h, ssq.s};
@@ -560,6 +618,7 @@ std::string Kernel::why_not_applicable_v1(const AttentionCase& c) const {
   if (c.softcap > 0) return "softcap: not in interface v1 attention";
   if (!c.alibi_slopes.empty()) return "ALiBi: not in interface v1 attention";
   if (!c.sinks.empty()) return "sinks: not in interface v1 attention";
+  if (c.masks()) return "attn_mask, attn_bias, block or tree mask: not in interface v1 attention";
   return {};
 }
 
@@ -720,6 +779,8 @@ std::string Kernel::why_not_applicable_backward(const AttentionCase& c) const {
   if (c.adaptive) return "adaptive attention has no backward (kernel.h)";
   if (c.paged() || c.seqused())
     return "paged KV and seqused_k are forward only (kernel.h): no backward";
+  if (c.masks())
+    return "attn_mask, attn_bias, block and tree masks are forward only (kernel.h): no backward";
   if (c.scale_block > 0) return "block scales are forward only (kernel.h): no backward";
   if (is_fp8(c.qkv)) return "fp8 inputs: the backward is checked for float32/bfloat16/float16";
   const sa_capabilities* cap = k_->capabilities;

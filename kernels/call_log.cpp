@@ -158,6 +158,20 @@ Call attention_call(const char* op, const AttentionCase& a) {
     x.shape = {static_cast<std::int64_t>(x.i32.size())};
     c.inputs.push_back(std::move(x));
   }
+  // Masks beyond causal and window (issue 33), each by its extents
+  // [nb][nh][nq][nk] (1: broadcast), with the call's key-major flag.
+  for (const auto& [nm, m] : {std::pair<const char*, const MaskTensor*>{"attn_mask", &a.attn_mask},
+                              {"attn_bias", &a.attn_bias},
+                              {"block_mask", &a.block_mask},
+                              {"tree_mask", &a.tree_mask}}) {
+    if (!m->used()) continue;
+    c.inputs.push_back(floats(nm, {m->nb, m->nh, m->nq, m->nk}, m->v));
+    c.args.push_back(num((std::string(nm) + "_kt").c_str(), m->kt ? 1 : 0));
+  }
+  if (a.block_mask.used()) {
+    c.args.push_back(num("block_q", static_cast<double>(a.block_q)));
+    c.args.push_back(num("block_k", static_cast<double>(a.block_k)));
+  }
   return c;
 }
 
@@ -223,6 +237,24 @@ AttentionCase attention_case_of(const Call& c) {
   if (const Array* x = arr("kv_extra", false)) {
     a.kv_extra = x->i32;
     a.dense_call = find(c.args, "dense_call") && arg("dense_call").number != 0;
+  }
+  for (const auto& [nm, m] : {std::pair<const char*, MaskTensor*>{"attn_mask", &a.attn_mask},
+                              {"attn_bias", &a.attn_bias},
+                              {"block_mask", &a.block_mask},
+                              {"tree_mask", &a.tree_mask}}) {
+    const Array* x = arr(nm, false);
+    if (!x) continue;
+    if (x->shape.size() != 4)
+      throw std::invalid_argument(std::string("input '") + nm +
+                                  "' needs 4 extents [batch][heads][q][k]");
+    m->nb = x->shape[0], m->nh = x->shape[1], m->nq = x->shape[2], m->nk = x->shape[3];
+    m->v = x->f;
+    const std::string kt = std::string(nm) + "_kt";
+    m->kt = find(c.args, kt.c_str()) && arg(kt.c_str()).number != 0;
+  }
+  if (a.block_mask.used()) {
+    a.block_q = i64("block_q");
+    a.block_k = i64("block_k");
   }
   a.validate();
   return a;

@@ -228,6 +228,18 @@ typedef struct sa_tensor {
   int64_t stride_b, stride_h, stride_s; /* elements */
 } sa_tensor;
 
+/* A mask or bias over (sequence b, query head h, query i, key j) (appended
+ * to interface 2, see sa_attention_v2_args' masks): element (b, h, i, j) is at
+ * data + b * stride_b + h * stride_h + i * stride_q + j * stride_k (elements
+ * of the tensor's type; 64-bit offsets). A stride of 0 broadcasts that
+ * dimension (PyTorch's expand: one [seqlen_q][seqlen_k] mask for every batch
+ * and head has stride_b = stride_h = 0). Strides are >= 0; no dimension is
+ * assumed contiguous. */
+typedef struct sa_mask_tensor {
+  const void* data; /* NULL: not used */
+  int64_t stride_b, stride_h, stride_q, stride_k;
+} sa_mask_tensor;
+
 typedef struct sa_attention_v2_args {
   uint32_t struct_size; /* sizeof(sa_attention_v2_args) of the caller */
   sa_dtype qkv_dtype;   /* of q, k and v */
@@ -299,6 +311,57 @@ typedef struct sa_attention_v2_args {
   int64_t block_table_stride; /* entries between two sequences' rows (>= pages a sequence uses) */
   int64_t page_size;          /* tokens per page (paged only) */
   int64_t num_pages;          /* pages in each of the k and v pools (paged only) */
+  /* ---- Appended to interface 2 (issue 33): masks beyond causal and window.
+   * Read only when struct_size reaches them; the suite sets them only for a
+   * kernel that declares SA_ATTN_BOOL_MASK, SA_ATTN_BIAS, SA_ATTN_BLOCK_MASK
+   * or SA_ATTN_TREE_MASK (otherwise data is NULL and the rest 0). Forward
+   * only: attention_backward's forward arguments always have them NULL.
+   *
+   * Indices. For sequence b with Lq queries and Lk keys (Lk the used keys,
+   * seqused_k[b] when given), i (0 <= i < Lq) and j (0 <= j < Lk) are the
+   * sequence's own query and key indices, with varlen too (not packed rows;
+   * seqlen_q and seqlen_k, the largest lengths, bound them) and with paged
+   * KV (j is the logical key index). h is the query head (GQA: every query
+   * head has its own entries).
+   *
+   * Score. Step 3 of the score above is followed by
+   *   3b. attn_bias:  s = s + attn_bias[b, h, i, j]
+   * (after scale, softcap and ALiBi: PyTorch SDPA's float attn_mask and
+   * FlexAttention's score_mod returning score + bias[b, h, q_idx, kv_idx],
+   * which sees the softcapped score when softcap is itself a score_mod
+   * applied first), and step 4 masks (s = -inf) also
+   *   attn_mask[b, h, i, j] == 0 (uint8; nonzero: the key takes part, as
+   *     PyTorch SDPA's boolean attn_mask's true; ONNX Runtime's
+   *     attention_mask 1 = attend),
+   *   block_mask[b, h, i / block_q, j / block_k] == 0 (uint8; FlexAttention's
+   *     BlockMask at its block granularity: Q_BLOCK_SIZE = block_q,
+   *     KV_BLOCK_SIZE = block_k, 128 x 128 by default, any sizes >= 1,
+   *     square or not; the last block of a row or column covers the partial
+   *     rest; blocks are counted from each sequence's first query and key),
+   *   tree: with t = j - (Lk - Lq) (key j's position among the sequence's
+   *     last Lq keys, the draft tokens of speculative decoding, where query
+   *     i is draft token i), key j is masked iff t >= 0 and
+   *     tree_mask[b, h, i, t] == 0 (uint8; FlashInfer's custom_mask and
+   *     vLLM's tree attention: every query sees the whole prefix, j < Lk -
+   *     Lq, and the draft tokens its tree row names: itself and its
+   *     ancestors for a token tree). The tree mask's last index is a query
+   *     index (extent seqlen_q); it is independent of the alignment.
+   * All masks combine by AND: a key takes part only when no mask masks it.
+   * A masked position is never read: not its key, value or bias element
+   * (its q.k is never formed; bias elements there may hold anything). A row
+   * every key of which is masked follows the fully masked row rule above.
+   * attn_bias holds float32 values (the suite's are finite); broadcasting
+   * a per-head buffer (stride_q = stride_k = 0) or a relative bias
+   * (a function of i - j) are both strides of this tensor.
+   * Extents (the largest index + 1 of each dimension) are batch, heads_q
+   * and: attn_mask, attn_bias [seqlen_q][seqlen_k]; block_mask
+   * [ceil(seqlen_q / block_q)][ceil(seqlen_k / block_k)]; tree_mask
+   * [seqlen_q][seqlen_q]. */
+  sa_mask_tensor attn_mask;  /* uint8, or data NULL */
+  sa_mask_tensor attn_bias;  /* float32, or data NULL */
+  sa_mask_tensor block_mask; /* uint8 over blocks, or data NULL */
+  int64_t block_q, block_k;  /* block sizes (>= 1) when block_mask is used */
+  sa_mask_tensor tree_mask;  /* uint8, or data NULL */
   /* ---- Appended to interface 2 (issue 33): microscaled fp8 (OCP MX, MXFP8).
    * A kernel reads these fields only when struct_size reaches them; the
    * suite sets them only for a kernel that declares SA_ATTN_BLOCK_SCALED,
@@ -324,8 +387,10 @@ typedef struct sa_attention_v2_args {
 
 /* sizeof(sa_attention_v2_args) before seqused_k and the paged fields were appended. */
 #define SA_ATTENTION_V2_ARGS_V2_0_SIZE offsetof(sa_attention_v2_args, seqused_k)
+/* sizeof(sa_attention_v2_args) before the masks were appended (paged KV's header). */
+#define SA_ATTENTION_V2_ARGS_V2_1_SIZE offsetof(sa_attention_v2_args, attn_mask)
 /* ... and before the block scales were appended. */
-#define SA_ATTENTION_V2_ARGS_V2_1_SIZE offsetof(sa_attention_v2_args, scale_block)
+#define SA_ATTENTION_V2_ARGS_V2_2_SIZE offsetof(sa_attention_v2_args, scale_block)
 
 /* Attention backward (FlashAttention's formulation): from the forward
  * arguments (with out, lse as the forward produced them), dout, compute
@@ -350,7 +415,8 @@ typedef struct sa_attention_v2_args {
  * else qkv_dtype. sa_capabilities.attention_features, head dims and limits
  * describe both attention_v2 and attention_backward: a kernel that sets
  * attention_backward implements every declared feature in both directions,
- * except SA_ATTN_PAGED_KV and SA_ATTN_SEQUSED_K (forward only).
+ * except SA_ATTN_PAGED_KV, SA_ATTN_SEQUSED_K and the masks SA_ATTN_BOOL_MASK,
+ * SA_ATTN_BIAS, SA_ATTN_BLOCK_MASK and SA_ATTN_TREE_MASK (forward only).
  * `deterministic` asks for bitwise reproducible results even from a kernel
  * that does not claim SA_CAP_DETERMINISTIC (a kernel that cannot may return
  * SA_UNSUPPORTED). */
@@ -381,9 +447,15 @@ enum {
   SA_ATTN_SPLIT_KV = 1u << 13,          /* num_splits > 1 honoured */
   SA_ATTN_UNEQUAL_HEAD_DIMS = 1u << 14, /* head_dim_v != head_dim */
   /* Appended to interface 2 (issue 33; forward only, see sa_attention_v2_args) */
-  SA_ATTN_PAGED_KV = 1u << 15, /* block_table, page_size, num_pages: k and v in page pools */
+  SA_ATTN_PAGED_KV = 1u << 15,  /* block_table, page_size, num_pages: k and v in page pools */
   SA_ATTN_SEQUSED_K = 1u << 16, /* seqused_k: keys past a sequence's used count never read */
-  SA_ATTN_BLOCK_SCALED = 1u << 17 /* fp8 inputs with E8M0 block scales (MXFP8): scale_block, *_scale */
+  /* Appended to interface 2 (issue 33; forward only, see sa_attention_v2_args' masks) */
+  SA_ATTN_BOOL_MASK = 1u << 17,  /* attn_mask: uint8 per (b, h, i, j), broadcast strides */
+  SA_ATTN_BIAS = 1u << 18,       /* attn_bias: float32 added to the score, broadcast strides */
+  SA_ATTN_BLOCK_MASK = 1u << 19, /* block_mask, block_q, block_k: block-sparse mask */
+  SA_ATTN_TREE_MASK = 1u << 20,  /* tree_mask: speculative decoding's draft-token tree */
+  /* Appended to interface 2 (issue 33; forward only, fp8 inputs): block scales */
+  SA_ATTN_BLOCK_SCALED = 1u << 21 /* E8M0 scale per run of elements (MXFP8): scale_block, *_scale */
 };
 
 /* Bits of sa_capabilities.attention_constraints: forms of a feature a kernel
