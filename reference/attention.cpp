@@ -20,6 +20,26 @@ bool key_visible(const AttentionCase& c, std::int64_t b, std::int64_t i, std::in
   return true;
 }
 
+// The masks of interface 2's appendix, read element by element from the
+// case's own packed tensors (MaskTensor::at): the query's block is i /
+// block_q, the key's j / block_k; the tree's draft tokens are the last Lq keys.
+bool key_visible(const AttentionCase& c, std::int64_t b, std::int64_t h, std::int64_t i,
+                 std::int64_t j) {
+  if (!key_visible(c, b, i, j)) return false;
+  if (c.attn_mask.used() && c.attn_mask.at(b, h, i, j) == 0) return false;
+  if (c.block_mask.used() && c.block_mask.at(b, h, i / c.block_q, j / c.block_k) == 0) return false;
+  if (c.tree_mask.used()) {
+    const std::int64_t first_draft = c.len_k(b) - c.len_q(b);
+    if (j >= first_draft && c.tree_mask.at(b, h, i, j - first_draft) == 0) return false;
+  }
+  return true;
+}
+
+float score_bias(const AttentionCase& c, std::int64_t b, std::int64_t h, std::int64_t i,
+                 std::int64_t j) {
+  return c.attn_bias.used() ? c.attn_bias.at(b, h, i, j) : 0.0f;
+}
+
 namespace {
 
 template <class T>

@@ -1,7 +1,8 @@
 // Reference for batched attention forward with every feature of interface v2
 // (include/softmax_audit/kernel.h, sa_attention_v2_args: GQA/MQA, varlen,
 // causal in both alignments, sliding window, softcap, ALiBi, sinks, key
-// padding, fp8 descales, lse, entropy, adaptive temperature). It follows the
+// padding, fp8 descales, lse, entropy, adaptive temperature, the boolean,
+// additive, block-sparse and tree masks). It follows the
 // header's semantics exactly; core/attention_case.hpp says how a case is
 // stored.
 //
@@ -45,5 +46,14 @@ AttentionValues attention_exact(const AttentionCase& c);
 // Whether query i of sequence b sees key j, by causal, window and key padding
 // (kernel.h's step 4); the same test the reference uses.
 bool key_visible(const AttentionCase& c, std::int64_t b, std::int64_t i, std::int64_t j);
+
+// Whether query i of sequence b, query head h sees key j: key_visible and
+// kernel.h's attn_mask, block_mask and tree_mask (step 4, all by AND).
+bool key_visible(const AttentionCase& c, std::int64_t b, std::int64_t h, std::int64_t i,
+                 std::int64_t j);
+
+// kernel.h's step 3b: attn_bias of (b, h, i, j), 0 without one.
+float score_bias(const AttentionCase& c, std::int64_t b, std::int64_t h, std::int64_t i,
+                 std::int64_t j);
 
 }  // namespace sa::ref

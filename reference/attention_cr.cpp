@@ -190,7 +190,7 @@ class FastAttention {
     w.it.clear();
     w.key.clear();
     for (std::int64_t j = 0; j < Lk; ++j) {
-      if (!key_visible(c, r.b, r.i, j)) continue;
+      if (!key_visible(c, r.b, r.h, r.i, j)) continue;
       Item s;
       if (!score(r, j, s)) return false;
       w.it.push_back(s);

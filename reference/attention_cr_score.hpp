@@ -10,6 +10,7 @@
 
 #include "core/attention_case.hpp"
 #include "reference/fast_arith.hpp"
+#include "reference/attention.hpp"
 #include "reference/ziv_row.hpp"
 
 namespace sa::ref::detail::cr {
@@ -138,6 +139,12 @@ class Scorer {
       s = dd_add(s, DD{-al.hi, -al.lo});
       E += 3.01 * u * u * std::abs(s.hi);
       mp_mag += std::abs(al.hi);
+    }
+    if (c.attn_bias.used()) {  // a float32 bias: exact in double
+      const double bv = score_bias(c, r.b, r.h, r.i, j);
+      s = dd_add(s, DD{bv, 0});
+      E += 3.01 * u * u * std::abs(s.hi);
+      mp_mag += std::abs(bv);
     }
     E = (E + kMp * (mp_mag + cap_ + std::abs(s.hi)) + kFloor) * kSafe;
     out = {s.hi, s.lo, E};

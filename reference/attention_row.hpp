@@ -16,7 +16,10 @@
 
 namespace sa::ref {
 
-bool key_visible(const AttentionCase& c, std::int64_t b, std::int64_t i, std::int64_t j);
+bool key_visible(const AttentionCase& c, std::int64_t b, std::int64_t h, std::int64_t i,
+                 std::int64_t j);
+float score_bias(const AttentionCase& c, std::int64_t b, std::int64_t h, std::int64_t i,
+                 std::int64_t j);
 
 namespace detail {
 
@@ -52,7 +55,7 @@ inline unsigned row_precision_bits(const AttentionCase& c, std::int64_t b, std::
   const double sc = static_cast<double>(c.scale) * c.q_descale * c.k_descale / c.softcap;
   double ymax = 0;
   for (std::int64_t j = 0; j < c.len_k(b); ++j) {
-    if (!key_visible(c, b, i, j)) continue;
+    if (!key_visible(c, b, h, i, j)) continue;
     const float* k = c.k.data() + (c.row_k(b, j) * c.heads_kv + c.kv_head(h)) * c.d;
     double dot = 0;
     for (std::int64_t x = 0; x < c.d; ++x) dot += static_cast<double>(q[x]) * k[x];
@@ -88,7 +91,7 @@ void attention_row(const AttentionCase& c, std::int64_t b, std::int64_t h, std::
   bool any_nan = false;
   T m = -std::numeric_limits<T>::infinity();
   for (std::int64_t j = 0; j < Lk; ++j) {
-    vis[j] = key_visible(c, b, i, j) ? 1 : 0;
+    vis[j] = key_visible(c, b, h, i, j) ? 1 : 0;
     if (!vis[j]) continue;
     const float* k = c.k.data() + (c.row_k(b, j) * c.heads_kv + hk) * c.d;
     T dot = 0;
@@ -99,6 +102,7 @@ void attention_row(const AttentionCase& c, std::int64_t b, std::int64_t h, std::
       const std::int64_t dist = i + off - j;
       v -= T(c.alibi_slopes[h]) * T(static_cast<double>(dist < 0 ? -dist : dist));
     }
+    if (c.attn_bias.used()) v += T(score_bias(c, b, h, i, j));
     s[j] = v;
     if (v != v) any_nan = true;
     if (v > m) m = v;
