@@ -51,6 +51,10 @@ struct Plan {
   const void* v = nullptr;
   std::int64_t v_stride = 0;
   const std::uint8_t* key_mask = nullptr;
+  const std::uint8_t* elem_mask = nullptr;  // AttentionHeadArgs' elem_mask and bias
+  std::int64_t elem_mask_stride = 0;
+  const float* bias = nullptr;
+  std::int64_t bias_sq = 0, bias_sk = 0;
   double scale = 1.0;
   std::int64_t ntiles = 0, ns = 1;
   std::int64_t bq = kMaxBq;   // query rows per work item (<= kMaxBq, multiple of 4)
@@ -71,7 +75,7 @@ struct Plan {
 };
 
 struct Scratch {
-  std::vector<float> qb, sb, pb, o;
+  std::vector<float> qb, sb, pb, o, brow;
   float m[kMaxBq], S[kMaxBq], T[kMaxBq], a[kMaxBq];
   std::uint8_t special[kMaxBq];
   void reserve(const Plan& pl) {
@@ -79,6 +83,7 @@ struct Scratch {
     sb.assign(static_cast<std::size_t>(pl.bq * Bk), 0.0f);
     pb.assign(static_cast<std::size_t>(pl.bq * Bk), 0.0f);
     o.assign(static_cast<std::size_t>(pl.bq * pl.dvp), 0.0f);
+    brow.assign(pl.bias ? static_cast<std::size_t>(Bk) : 0, 0.0f);
   }
 };
 
@@ -152,7 +157,7 @@ void RunItem(const Plan& pl, std::int64_t qb, std::int64_t part, bool with_outpu
   // Scores: s = coef q.k, then softcap, ALiBi and the factor post (kernel.h's
   // order; beta multiplies the finished score). Without softcap and ALiBi
   // beta joins the scale in one rounding.
-  const bool post_ops = pl.softcap > 0.0f || pl.alibi;
+  const bool post_ops = pl.softcap > 0.0f || pl.alibi || pl.bias;
   float coef[kMaxBq], post[kMaxBq];
   for (std::int64_t r = 0; r < Bq; ++r) {
     const double beta = (pl.beta && r < rows) ? static_cast<double>(pl.beta[i0 + r]) : 1.0;
@@ -193,8 +198,21 @@ void RunItem(const Plan& pl, std::int64_t qb, std::int64_t part, bool with_outpu
         std::int64_t jl = lo, jh = hi;                   // visible columns [jl, jh)
         if (pl.wr >= 0) jh = std::min(jh, diag + pl.wr + 1);
         if (pl.wl >= 0) jl = std::max(jl, diag - pl.wl);
+        const float* brow = nullptr;
+        if (pl.bias) {  // the row's bias over the tile, 0 past the last key
+          const float* src = pl.bias + (i0 + r) * pl.bias_sq;
+          for (std::int64_t j = 0; j < Bk; ++j)
+            sc.brow[j] = j0 + j < pl.nk ? src[(j0 + j) * pl.bias_sk] : 0.0f;
+          brow = sc.brow.data();
+        }
         FinishScores(sc.sb.data() + r * Bk, coef[r], post[r], pl.softcap, pl.alibi, pl.alibi_slope,
-                     diag, need_mask, jl, jh, pl.key_mask ? pl.key_mask + j0 : nullptr);
+                     diag, need_mask, jl, jh, pl.key_mask ? pl.key_mask + j0 : nullptr, brow);
+        if (pl.elem_mask) {
+          const std::uint8_t* mrow = pl.elem_mask + (i0 + r) * pl.elem_mask_stride + j0;
+          float* srow = sc.sb.data() + r * Bk;
+          for (std::int64_t j = lo; j < hi; ++j)
+            if (mrow[j] == 0) srow[j] = kNegInf;
+        }
       }
       // Online-softmax update per row, against the running max.
       for (std::int64_t r = 0; r < rows_pad; ++r) {
@@ -399,6 +417,7 @@ bool run_items(const Plan& pl, std::int64_t nqb, bool with_output) {
 // Whether key j is visible to query i (kernel.h's masks).
 bool visible(const AttentionHeadArgs& a, std::int64_t i, std::int64_t j) {
   if (a.key_mask && a.key_mask[j] == 0) return false;
+  if (a.elem_mask && a.elem_mask[i * a.elem_mask_stride + j] == 0) return false;
   const std::int64_t diag = i + a.diag_offset;
   if (a.window_right >= 0 && j > diag + a.window_right) return false;
   if (a.window_left >= 0 && j < diag - a.window_left) return false;
@@ -428,6 +447,7 @@ void special_row(const AttentionHeadArgs& a, std::int64_t i, float* out, float* 
     float x = fscale * dot;
     if (cap > 0.0f) x = cap * std::tanh(x / cap);
     if (a.has_alibi) x -= a.alibi_slope * static_cast<float>(std::llabs(i + a.diag_offset - j));
+    if (a.bias) x += a.bias[i * a.bias_stride_q + j * a.bias_stride_k];
     if (std::isnan(x)) any_nan = true;
     if (x == finf) ++n_pinf;
     s[j] = x;
@@ -524,6 +544,11 @@ sa_status run(const AttentionHeadArgs& a) {
   pl.v = a.v;
   pl.v_stride = a.v_stride;
   pl.key_mask = a.key_mask;
+  pl.elem_mask = a.elem_mask;
+  pl.elem_mask_stride = a.elem_mask_stride;
+  pl.bias = a.bias;
+  pl.bias_sq = a.bias_stride_q;
+  pl.bias_sk = a.bias_stride_k;
   pl.scale = a.scale;
   pl.ntiles = (a.nk + Bk - 1) / Bk;
   pl.ns = std::clamp<std::int64_t>(a.num_splits, 1, std::min(a.nk, cpu_attention_max_splits));

@@ -115,6 +115,14 @@ struct AttentionHeadArgs {
   float v_descale = 1.0f;
   bool adaptive = false;
   std::int64_t num_splits = 0;
+  // Interface 2's masks for this (sequence, head), both optional: query i
+  // sees key j only if elem_mask[i * elem_mask_stride + j] != 0 (the
+  // attn_mask, block and tree masks combined by attention_v2.cpp), and
+  // bias[i * bias_stride_q + j * bias_stride_k] is added after ALiBi.
+  const std::uint8_t* elem_mask = nullptr;
+  std::int64_t elem_mask_stride = 0;
+  const float* bias = nullptr;
+  std::int64_t bias_stride_q = 0, bias_stride_k = 0;
   // Paged K and V, read in place (the few-query path only): when pages is not
   // NULL, key j's row is at k + (pages[j / page_size] * k_page_stride +
   // (j % page_size) * k_stride) elements (v alike); k and v then point at the

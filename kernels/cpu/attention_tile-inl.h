@@ -43,16 +43,18 @@ constexpr int kNV = HWY_LANES(float) >= 16 ? 4 : 2;
 // part of coef, one rounding). diag is the row's diagonal column relative to
 // the tile's first key. With need_mask, columns outside [jl, jh) and keys
 // whose key_mask byte is 0 (key_mask points at the tile's first key; may be
-// null) become -inf.
+// null) become -inf. bias (Bk values, or null) is added after ALiBi, before
+// the factor post (kernel.h's attn_bias).
 HWY_INLINE void FinishScores(float* HWY_RESTRICT srow, float coef, float post, float softcap,
                              bool alibi, float slope, std::int64_t diag, bool need_mask,
-                             std::int64_t jl, std::int64_t jh, const std::uint8_t* key_mask) {
+                             std::int64_t jl, std::int64_t jh, const std::uint8_t* key_mask,
+                             const float* HWY_RESTRICT bias = nullptr) {
   using attn_detail::Bk;
   const hn::ScalableTag<float> df;
   using V = hn::Vec<decltype(df)>;
   const std::int64_t L = static_cast<std::int64_t>(hn::Lanes(df));
   const V cr = hn::Set(df, coef);
-  if (!(softcap > 0.0f || alibi)) {
+  if (!(softcap > 0.0f || alibi || bias)) {
     for (std::int64_t j = 0; j < Bk; j += L)
       hn::StoreU(hn::Mul(hn::LoadU(df, srow + j), cr), df, srow + j);
   } else {
@@ -70,6 +72,7 @@ HWY_INLINE void FinishScores(float* HWY_RESTRICT srow, float coef, float post, f
         const V dist = hn::Abs(hn::Sub(vdiag, hn::Add(viota, hn::Set(df, static_cast<float>(j)))));
         x = hn::Sub(x, hn::Mul(vslope, dist));
       }
+      if (bias) x = hn::Add(x, hn::LoadU(df, bias + j));
       hn::StoreU(hn::Mul(x, pr), df, srow + j);
     }
   }

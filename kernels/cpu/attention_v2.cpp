@@ -205,6 +205,19 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
   if (paged && (a->page_size < 1 || a->num_pages < 1 || a->block_table_stride < 1))
     return fail(SA_INVALID_ARGUMENT,
                 "paged KV needs page_size, num_pages and block_table_stride >= 1");
+  // Masks beyond causal and window (kernel.h): the boolean, block and tree
+  // masks of one (sequence, head) combined into one [Lq][Lk] byte mask for
+  // the tiled kernel, the bias passed by its strides. Such calls take the
+  // tiled path (the few-query path has no per-query mask).
+  const sa_mask_tensor &am = a->attn_mask, &bm = a->block_mask, &tm = a->tree_mask,
+                       &bias = a->attn_bias;
+  const bool elem_masks = am.data || bm.data || tm.data;
+  if (bm.data && (a->block_q < 1 || a->block_k < 1))
+    return fail(SA_INVALID_ARGUMENT, "block_mask needs block_q and block_k >= 1");
+  for (const sa_mask_tensor* m : {&am, &bm, &tm, &bias})
+    if (m->data && (m->stride_b < 0 || m->stride_h < 0 || m->stride_q < 0 || m->stride_k < 0))
+      return fail(SA_INVALID_ARGUMENT, "mask and bias strides must be >= 0");
+  std::vector<std::uint8_t> combined;
   // (Not zero-filled: every byte is copied over before it is read.)
   std::vector<std::unique_ptr<char[]>> gathered(paged ? static_cast<std::size_t>(a->batch) : 0);
   for (std::int64_t b = 0; b < a->batch; ++b) {
@@ -219,7 +232,8 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
                                            "] = " + std::to_string(Lk) + " is outside 0.." +
                                            std::to_string(Nk));
     if (Lq == 0) continue;
-    const bool few_queries = a->num_splits <= 1 && Lq * group <= cpu_attention_decode_max_rows;
+    const bool few_queries = a->num_splits <= 1 && Lq * group <= cpu_attention_decode_max_rows &&
+                             !elem_masks && !bias.data;
     const char* kbase = nullptr;  // paged, tiled path: the gathered block
     const std::int32_t* page_row = paged ? a->block_table + b * a->block_table_stride : nullptr;
     if (paged && Lk > 0) {
@@ -334,6 +348,38 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
       s.v_descale = fp8 ? a->v_descale : 1.0f;
       s.adaptive = a->adaptive != 0;
       s.num_splits = a->num_splits;
+      if (elem_masks) {
+        combined.assign(static_cast<std::size_t>(Lq * Lk), 1);
+        const auto* m8 = static_cast<const std::uint8_t*>(am.data);
+        const auto* b8 = static_cast<const std::uint8_t*>(bm.data);
+        const auto* t8 = static_cast<const std::uint8_t*>(tm.data);
+        const std::int64_t draft0 = Lk - Lq;  // the tree's first draft key
+        for (std::int64_t i = 0; i < Lq; ++i) {
+          std::uint8_t* row = combined.data() + i * Lk;
+          if (m8) {
+            const std::uint8_t* src = m8 + b * am.stride_b + h * am.stride_h + i * am.stride_q;
+            for (std::int64_t j = 0; j < Lk; ++j) row[j] &= src[j * am.stride_k] != 0;
+          }
+          if (b8) {
+            const std::uint8_t* src =
+                b8 + b * bm.stride_b + h * bm.stride_h + (i / a->block_q) * bm.stride_q;
+            for (std::int64_t j = 0; j < Lk; ++j)
+              row[j] &= src[(j / a->block_k) * bm.stride_k] != 0;
+          }
+          if (t8) {
+            const std::uint8_t* src = t8 + b * tm.stride_b + h * tm.stride_h + i * tm.stride_q;
+            for (std::int64_t j = std::max<std::int64_t>(draft0, 0); j < Lk; ++j)
+              row[j] &= src[(j - draft0) * tm.stride_k] != 0;
+          }
+        }
+        s.elem_mask = combined.data();
+        s.elem_mask_stride = Lk;
+      }
+      if (bias.data) {
+        s.bias = static_cast<const float*>(bias.data) + b * bias.stride_b + h * bias.stride_h;
+        s.bias_stride_q = bias.stride_q;
+        s.bias_stride_k = bias.stride_k;
+      }
       if (few_queries) {  // a group is `group` consecutive heads: one key/value head
         if (h % group == 0) starts.push_back(decode_heads.size());
         decode_heads.push_back(s);
@@ -368,7 +414,8 @@ const sa_capabilities* cpu_capabilities() {
                            SA_ATTN_CAUSAL | SA_ATTN_WINDOW | SA_ATTN_SOFTCAP | SA_ATTN_ALIBI |
                            SA_ATTN_SINKS | SA_ATTN_KEY_PADDING | SA_ATTN_LSE | SA_ATTN_ENTROPY |
                            SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV | SA_ATTN_UNEQUAL_HEAD_DIMS |
-                           SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K | SA_ATTN_BLOCK_SCALED;
+                           SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K | SA_ATTN_BOOL_MASK | SA_ATTN_BIAS |
+                           SA_ATTN_BLOCK_MASK | SA_ATTN_TREE_MASK | SA_ATTN_BLOCK_SCALED;
     c.flags = SA_CAP_DETERMINISTIC;
     return c;
   }();

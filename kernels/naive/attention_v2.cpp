@@ -54,7 +54,18 @@ struct Features {
   const float *alibi, *sinks;
   const std::uint8_t* key_padding;  // indexed by packed key row
   float v_descale;
+  // Masks beyond causal and window (kernel.h): by their strides, per
+  // (sequence, query head, query, key) of the sequence's own indices.
+  sa_mask_tensor attn_mask{}, attn_bias{}, block_mask{}, tree_mask{};
+  std::int64_t block_q = 1, block_k = 1;
 };
+
+template <class E>
+E mask_elem(const sa_mask_tensor& m, std::int64_t b, std::int64_t h, std::int64_t i,
+            std::int64_t j) {
+  return static_cast<const E*>(
+      m.data)[b * m.stride_b + h * m.stride_h + i * m.stride_q + j * m.stride_k];
+}
 
 // One query row of one head. q(c), k(j, c), v(j, c) load floats; `rnd`
 // rounds an intermediate (identity for the kernel, the output type's rounding
@@ -76,6 +87,13 @@ void attend_row(const Shape& sh, const Features& f, std::int64_t b, std::int64_t
     if (f.key_padding && f.key_padding[sh.row_k(b, j)] == 0) vis = false;
     if (right >= 0 && j > diag + right) vis = false;
     if (f.window_left >= 0 && j < diag - f.window_left) vis = false;
+    if (f.attn_mask.data && mask_elem<std::uint8_t>(f.attn_mask, b, h, i, j) == 0) vis = false;
+    if (f.block_mask.data &&
+        mask_elem<std::uint8_t>(f.block_mask, b, h, i / f.block_q, j / f.block_k) == 0)
+      vis = false;
+    if (f.tree_mask.data && j >= Lk - Lq &&
+        mask_elem<std::uint8_t>(f.tree_mask, b, h, i, j - (Lk - Lq)) == 0)
+      vis = false;
     if (!vis) {
       s[j] = -kInf;
       continue;
@@ -85,6 +103,7 @@ void attend_row(const Shape& sh, const Features& f, std::int64_t b, std::int64_t
     float x = dot * scale;
     if (cap > 0.0f) x = cap * std::tanh(x / cap);
     if (f.alibi) x -= f.alibi[h] * static_cast<float>(std::llabs(diag - j));
+    if (f.attn_bias.data) x += mask_elem<float>(f.attn_bias, b, h, i, j);
     x = rnd(x);
     if (std::isnan(x)) nan = true;
     s[j] = x;
@@ -252,6 +271,19 @@ sa_status naive_attention_v2(void*, const sa_attention_v2_args* a) {
              a->adaptive != 0, a->window_left,      a->window_right,          a->alibi_slopes,
              a->sinks,         a->key_padding_mask, fp8 ? a->v_descale : 1.0f};
   f.top_left = align == SA_ALIGN_TOP_LEFT;
+  f.attn_mask = a->attn_mask;
+  f.attn_bias = a->attn_bias;
+  f.block_mask = a->block_mask;
+  f.tree_mask = a->tree_mask;
+  if (f.block_mask.data) {
+    if (a->block_q < 1 || a->block_k < 1)
+      return fail(SA_INVALID_ARGUMENT, "block_mask needs block_q and block_k >= 1");
+    f.block_q = a->block_q;
+    f.block_k = a->block_k;
+  }
+  for (const sa_mask_tensor* m : {&f.attn_mask, &f.attn_bias, &f.block_mask, &f.tree_mask})
+    if (m->data && (m->stride_b < 0 || m->stride_h < 0 || m->stride_q < 0 || m->stride_k < 0))
+      return fail(SA_INVALID_ARGUMENT, "mask and bias strides must be >= 0");
   const std::int64_t total_q = varlen ? a->cu_seqlens_q[a->batch] : a->batch * a->seqlen_q;
   std::int64_t max_k = 0;
   for (std::int64_t b = 0; b < a->batch; ++b) max_k = std::max(max_k, sh.len_k(b));
@@ -338,6 +370,22 @@ std::vector<float> attention_v2(const AttentionCase& c) {
              c.sinks.empty() ? nullptr : c.sinks.data(),
              c.key_padding_mask.empty() ? nullptr : c.key_padding_mask.data(),
              c.v_descale};
+  // The case's mask tensors as the call would pass them (row-major, stride 0
+  // where broadcast).
+  std::vector<std::uint8_t> mbytes[3];
+  const MaskTensor* ms[3] = {&c.attn_mask, &c.block_mask, &c.tree_mask};
+  sa_mask_tensor* mt[3] = {&f.attn_mask, &f.block_mask, &f.tree_mask};
+  auto strides = [](const MaskTensor& m, const void* data) {
+    return sa_mask_tensor{data, m.nb > 1 ? m.nh * m.nq * m.nk : 0, m.nh > 1 ? m.nq * m.nk : 0,
+                          m.nq > 1 ? m.nk : 0, m.nk > 1 ? 1 : 0};
+  };
+  for (int x = 0; x < 3; ++x)
+    if (ms[x]->used()) {
+      for (float y : ms[x]->v) mbytes[x].push_back(y != 0 ? 1 : 0);
+      *mt[x] = strides(*ms[x], mbytes[x].data());
+    }
+  if (c.attn_bias.used()) f.attn_bias = strides(c.attn_bias, c.attn_bias.v.data());
+  if (c.block_mask.used()) f.block_q = c.block_q, f.block_k = c.block_k;
   const AttnType ot = c.out_type;
   auto rnd = [ot](float x) {
     return ot == AttnType::bfloat16  ? round_to_bf16(x)
@@ -382,7 +430,8 @@ const sa_capabilities* naive_capabilities() {
                            SA_ATTN_CAUSAL | SA_ATTN_WINDOW | SA_ATTN_SOFTCAP | SA_ATTN_ALIBI |
                            SA_ATTN_SINKS | SA_ATTN_KEY_PADDING | SA_ATTN_LSE | SA_ATTN_ENTROPY |
                            SA_ATTN_ADAPTIVE | SA_ATTN_UNEQUAL_HEAD_DIMS | SA_ATTN_PAGED_KV |
-                           SA_ATTN_SEQUSED_K | SA_ATTN_BLOCK_SCALED;
+                           SA_ATTN_SEQUSED_K | SA_ATTN_BOOL_MASK | SA_ATTN_BIAS |
+                           SA_ATTN_BLOCK_MASK | SA_ATTN_TREE_MASK | SA_ATTN_BLOCK_SCALED;
     c.flags = SA_CAP_DETERMINISTIC | SA_CAP_BATCH_INVARIANT;
     return c;
   }();
