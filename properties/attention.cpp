@@ -40,6 +40,10 @@
 //                                    (fp8: the format's NaN code) makes every
 //                                    output of the rows that see it NaN, and
 //                                    no other row's
+//   attention_v2.mask_equals_removed_keys  a row under the boolean, block
+//                                    and tree masks equals the row computed
+//                                    with only the keys it sees (their bias
+//                                    kept), within twice its rounding budget
 //   attention_v2.paged_equals_contiguous  a paged call (block table, pages
 //                                    in shuffled physical order) equals the
 //                                    same case with contiguous keys (within
@@ -120,6 +124,11 @@ std::string describe(const AttnParams& p) {
   if (p.page_size > 0)
     r += " paged=" + std::to_string(p.page_size) + (p.high_pages ? "(ids>65535)" : "");
   if (p.seqused) r += p.dense ? " seqused_k(dense)" : " seqused_k";
+  if (p.bool_mask) r += " attn_mask#" + std::to_string(p.bool_mask);
+  if (p.bias) r += " attn_bias#" + std::to_string(p.bias);
+  if (p.block_q > 0)
+    r += " block_mask(" + std::to_string(p.block_q) + "x" + std::to_string(p.block_k) + ")";
+  if (p.tree) r += " tree_mask";
   if (p.plan) r += " fixed";
   return r + " seed=" + std::to_string(p.seed);
 }
@@ -142,6 +151,10 @@ constexpr std::int64_t kGroups[] = {1, 4, 8};
 // 256): powers of two and not, and above 128 where one page passes a
 // 128-wide key tile.
 constexpr std::int64_t kPageSizes[] = {16, 1, 5, 256, 7, 200, 64, 129, 128};
+// Block-sparse masks' blocks (block_q x block_k): FlexAttention's 128 x 128
+// default, non-square ones both ways, and small odd ones; lengths are drawn
+// past one block so the last block of a row or column is partial.
+constexpr std::int64_t kBlocks[][2] = {{128, 128}, {64, 128}, {128, 64}, {32, 16}, {7, 5}};
 
 // Elements per block scale (OCP MX: 32).
 constexpr std::int64_t kScaleBlocks[] = {32, 16, 8};
@@ -169,6 +182,10 @@ std::uint32_t bit_of_feature(std::string_view f) {
       {"split_kv", SA_ATTN_SPLIT_KV},
       {"paged_kv", SA_ATTN_PAGED_KV},
       {"seqused_k", SA_ATTN_SEQUSED_K},
+      {"attn_mask", SA_ATTN_BOOL_MASK},
+      {"attn_bias", SA_ATTN_BIAS},
+      {"block_mask", SA_ATTN_BLOCK_MASK},
+      {"tree_mask", SA_ATTN_TREE_MASK},
       {"block_scaled", SA_ATTN_BLOCK_SCALED}};
   for (const auto& [n, b] : bits)
     if (f == n) return b;
@@ -303,6 +320,28 @@ rc::Gen<AttnParams> gen_attention(bool fp8, const AttentionShapes& s, AttnDomain
       if (kind == 2) p.sq = std::min<std::int64_t>(p.sq, *rc::gen::inRange(2, 9));
       if (p.page_size > 128 && p.sk <= 128) p.sk = p.page_size + 23;
     }
+    // Masks beyond causal and window (drawn only where declared, so other
+    // kernels' cases are drawn as before).
+    if (feature_allowed(s, dom, "attn_mask") && *rc::gen::inRange(0, 3) == 2)
+      p.bool_mask = *rc::gen::inRange(1, 5);
+    if (feature_allowed(s, dom, "attn_bias") && *rc::gen::inRange(0, 3) == 2)
+      p.bias = *rc::gen::inRange(1, 6);
+    if (feature_allowed(s, dom, "block_mask") && *rc::gen::inRange(0, 3) == 2) {
+      const auto* bl = kBlocks[*rc::gen::inRange<std::size_t>(0, std::size(kBlocks))];
+      p.block_q = bl[0];
+      p.block_k = bl[1];
+      // Past one block both ways where the lengths allow (the last block partial).
+      if (p.sk <= p.block_k && (dom.max_seqlen_k == 0 || dom.max_seqlen_k > p.block_k + 37))
+        p.sk = p.block_k + 37;
+      if (p.sq > 1 && p.sq <= p.block_q &&
+          (dom.max_seqlen_q == 0 || dom.max_seqlen_q > p.block_q + 21))
+        p.sq = p.block_q + 21;
+    }
+    if (feature_allowed(s, dom, "tree_mask") && *rc::gen::inRange(0, 3) == 2) {
+      p.tree = true;  // 2-8 draft tokens after a prefix
+      p.sq = std::min<std::int64_t>(p.sq, *rc::gen::inRange(2, 9));
+      p.sk = std::max<std::int64_t>(p.sk, p.sq);
+    }
     // Shrink the batch, then the heads, then what the spec does not name (the
     // dims, else the lengths) until the case fits the cap.
     // Varlen sequences are drawn at 1..sq and 1..sk: a quarter of the work on average.
@@ -383,6 +422,10 @@ void apply_domain(AttnParams& p, const AttnDomain& dom) {
   if (r & SA_ATTN_ADAPTIVE) p.adaptive = true;
   if ((r & SA_ATTN_PAGED_KV) && p.page_size == 0) p.page_size = 16;
   if (r & SA_ATTN_SEQUSED_K) p.seqused = true;
+  if ((r & SA_ATTN_BOOL_MASK) && p.bool_mask == 0) p.bool_mask = 1;
+  if ((r & SA_ATTN_BIAS) && p.bias == 0) p.bias = 1;
+  if ((r & SA_ATTN_BLOCK_MASK) && p.block_q == 0) p.block_q = p.block_k = 128;
+  if (r & SA_ATTN_TREE_MASK) p.tree = true;
   if ((r & SA_ATTN_BLOCK_SCALED) && p.scale_block == 0) p.scale_block = 32;
   if (dom.constraints & SA_ATTN_ONLY_BOTTOM_RIGHT) p.top_left = false;
   if ((dom.constraints & SA_ATTN_ONLY_WINDOW_RIGHT_0) && (p.wl >= 0 || p.wr >= 0)) p.wr = 0;
@@ -534,6 +577,80 @@ AttentionCase materialise(const AttnParams& p, AttnType t) {
     c.page_seed = g() >> 20;  // below 2^53: exact in a case file's numbers
     if (p.high_pages) c.page_id_base = 65536 - 1 - static_cast<std::int64_t>(g() % 8);
   }
+  // Masks beyond causal and window, last (the rest of a case is the same
+  // with or without them). Extents: the largest lengths, 1 where broadcast.
+  const std::int64_t mq = std::max<std::int64_t>(c.max_len_q(), 1),
+                     mk = std::max<std::int64_t>(c.max_len_k(), 1);
+  auto shape = [&](MaskTensor& m, bool b, bool h, std::int64_t nq, std::int64_t nk, bool kt) {
+    m.nb = b ? c.batch : 1;
+    m.nh = h ? c.heads_q : 1;
+    m.nq = nq;
+    m.nk = nk;
+    m.kt = kt;
+    m.v.assign(static_cast<std::size_t>(m.nb * m.nh * m.nq * m.nk), 0.0f);
+  };
+  if (p.bool_mask) {
+    const int kind = p.bool_mask;
+    shape(c.attn_mask, kind == 1 || kind == 3, kind == 1 || kind == 4, mq, mk, kind >= 3);
+    // A quarter of the keys masked; one row in eight masked whole.
+    for (std::size_t r = 0; r < c.attn_mask.v.size(); r += static_cast<std::size_t>(mk)) {
+      const bool whole = g() % 8 == 0;
+      for (std::int64_t j = 0; j < mk; ++j)
+        c.attn_mask.v[r + static_cast<std::size_t>(j)] = whole || g() % 4 == 0 ? 0.0f : 1.0f;
+    }
+  }
+  if (p.bias) {
+    const int kind = p.bias;
+    MaskTensor& m = c.attn_bias;
+    auto draw = [&] { return static_cast<float>(n01(g) * 1.5); };
+    if (kind == 1) shape(m, true, true, mq, mk, false);
+    if (kind == 2) shape(m, false, true, mq, mk, false);
+    if (kind == 3) shape(m, false, true, 1, 1, false);
+    if (kind == 4) shape(m, true, false, 1, mk, false);
+    if (kind == 5) shape(m, false, false, mq, mk, true);
+    if (kind == 2) {  // relative: bias[h][i][j] = table[h][i - j + mk - 1]
+      for (std::int64_t h = 0; h < m.nh; ++h) {
+        std::vector<float> table(static_cast<std::size_t>(mq + mk));
+        for (float& x : table) x = draw();
+        for (std::int64_t i = 0; i < mq; ++i)
+          for (std::int64_t j = 0; j < mk; ++j)
+            m.v[static_cast<std::size_t>((h * mq + i) * mk + j)] =
+                table[static_cast<std::size_t>(i - j + mk - 1)];
+      }
+    } else {
+      for (float& x : m.v) x = draw();
+    }
+  }
+  if (p.block_q > 0) {
+    c.block_q = p.block_q;
+    c.block_k = p.block_k;
+    const bool per = g() % 2 == 0;
+    shape(c.block_mask, per, per, (mq + p.block_q - 1) / p.block_q,
+          (mk + p.block_k - 1) / p.block_k, g() % 2 == 0);
+    for (float& x : c.block_mask.v) x = g() % 3 == 0 ? 0.0f : 1.0f;
+  }
+  if (p.tree) {
+    // Per sequence (and, half the time, per head) a random token tree over
+    // the sequence's queries: query i sees draft token t iff t is i or an
+    // ancestor of i (parent[t] < t).
+    const bool per_head = g() % 2 == 0;
+    shape(c.tree_mask, true, per_head, mq, mq, false);
+    for (std::int64_t b = 0; b < c.batch; ++b)
+      for (std::int64_t h = 0; h < c.tree_mask.nh; ++h) {
+        const std::int64_t lq = c.len_q(b);
+        float* t = c.tree_mask.v.data() + (b * c.tree_mask.nh + h) * mq * mq;
+        for (std::int64_t i = 0; i < lq; ++i) {
+          std::int64_t pa = -1;  // a child of the prefix (a root), or of an earlier token
+          if (i > 0) {
+            const auto parent = static_cast<std::int64_t>(g() % static_cast<std::uint64_t>(i));
+            pa = g() % 4 == 0 ? -1 : parent;
+          }
+          if (pa >= 0)
+            for (std::int64_t x = 0; x < lq; ++x) t[i * mq + x] = t[pa * mq + x];
+          t[i * mq + i] = 1.0f;
+        }
+      }
+  }
   return c;
 }
 
@@ -568,7 +685,8 @@ DType dtype_of_output(AttnType t) {
 // float32, exp/log/tanh faithful) with exact scores s_j, spread delta over the
 // visible keys (and the sink), n live items:
 //   score error  E_s = (d + 2) u M_j + 3 u |s_j|  [+ 4 u c for softcap c:
-//                tanh, the two scalings] [+ 2 u |ALiBi term|], M_j = |scale| sum |q k|
+//                tanh, the two scalings] [+ 2 u |ALiBi term|] [+ 2 u (|bias| + |s_j|)
+//                for attn_bias: one float32 addition], M_j = |scale| sum |q k|
 //   weights      relative u (4 + (n - 1) + 3 delta) + 2 max E_s  (budgets.hpp, T7)
 //   [fp8 inputs: P may be quantised to the input format before P V: + u_fp8]
 //   [low_precision_p declared, bfloat16/float16 inputs: P rounded to the input
@@ -627,7 +745,7 @@ std::vector<RowBudget> attention_budgets(const AttentionCase& c, const ref::Atte
         double Es = 0;
         const float* q = c.q.data() + (row * c.heads_q + h) * c.d;
         for (std::int64_t j = 0; j < Lk; ++j) {
-          if (!ref::key_visible(c, b, i, j)) continue;
+          if (!ref::key_visible(c, b, h, i, j)) continue;
           const float* k = c.k.data() + (c.row_k(b, j) * c.heads_kv + hk) * c.d;
           long double dot = 0, mag = 0;
           for (std::int64_t x = 0; x < c.d; ++x) {
@@ -644,6 +762,11 @@ std::vector<RowBudget> attention_budgets(const AttentionCase& c, const ref::Atte
             const double a = c.alibi_slopes[h] * std::abs(static_cast<double>(i + off - j));
             sj -= a;
             e += 2 * u * (a + std::abs(sj));
+          }
+          if (c.attn_bias.used()) {  // one more float32 addition (kernel.h's step 3b)
+            const double bj = ref::score_bias(c, b, h, i, j);
+            sj += bj;
+            e += 2 * u * (std::abs(bj) + std::abs(sj));
           }
           Es = std::max(Es, e);
           s.push_back(sj);
@@ -931,12 +1054,31 @@ ref::AttentionValues as_values(const AttentionCase& c, const AttentionResult& o)
   return r;
 }
 
-// The case without its position-dependent features (causal, window, ALiBi).
+// The case without its position-dependent features (causal, window, ALiBi,
+// and the boolean, additive, block and tree masks, indexed by position).
 AttentionCase without_positions(const AttentionCase& c) {
   AttentionCase r = c;
   r.causal = false;
   r.window_left = r.window_right = -1;
   r.alibi_slopes.clear();
+  r.attn_mask = r.attn_bias = r.block_mask = r.tree_mask = MaskTensor{};
+  r.block_q = r.block_k = 0;
+  return r;
+}
+
+// Sequence b's part of a mask tensor, for a case of that sequence alone
+// with nq queries and nk keys (extents of 1 stay broadcast).
+MaskTensor sequence_mask(const MaskTensor& m, std::int64_t b, std::int64_t nq, std::int64_t nk) {
+  if (!m.used()) return m;
+  MaskTensor r = m;
+  r.nb = 1;
+  r.nq = m.nq > 1 ? std::max<std::int64_t>(nq, 1) : 1;
+  r.nk = m.nk > 1 ? std::max<std::int64_t>(nk, 1) : 1;
+  r.v.assign(static_cast<std::size_t>(r.nh * r.nq * r.nk), 0.0f);
+  for (std::int64_t h = 0; h < r.nh; ++h)
+    for (std::int64_t i = 0; i < r.nq; ++i)
+      for (std::int64_t j = 0; j < r.nk; ++j)
+        r.v[static_cast<std::size_t>((h * r.nq + i) * r.nk + j)] = m.at(b, h, i, j);
   return r;
 }
 
@@ -1103,13 +1245,16 @@ void masked_never_leak(const AttnCtx& cx, Check& out) {
     bool poisoned = false;
     for (std::int64_t b = 0; b < c.batch; ++b)
       for (std::int64_t j = 0; j < c.len_k(b); ++j) {
-        bool hidden = true;
-        for (std::int64_t i = 0; i < c.len_q(b) && hidden; ++i)
-          hidden = !ref::key_visible(c, b, i, j);
-        if (!hidden) continue;
-        poisoned = true;
         const std::int64_t r0 = c.row_k(b, j);
         for (std::int64_t h = 0; h < c.heads_kv; ++h) {
+          // Hidden from every query of every query head reading this
+          // key/value head (the per-head masks: attn_mask, block, tree).
+          bool hidden = true;
+          for (std::int64_t i = 0; i < c.len_q(b) && hidden; ++i)
+            for (std::int64_t hq = 0; hq < c.heads_q && hidden; ++hq)
+              hidden = c.kv_head(hq) != h || !ref::key_visible(c, b, hq, i, j);
+          if (!hidden) continue;
+          poisoned = true;
           for (std::int64_t x = 0; x < c.d; ++x) {
             float& kx = pc.k[(r0 * c.heads_kv + h) * c.d + x];
             kx = finite ? -kx : x % 2 ? NAN : huge;
@@ -1198,6 +1343,14 @@ void varlen_equals_separate(const AttnCtx& cx, Check& out) {
     if (!c.key_padding_mask.empty())
       sc.key_padding_mask.assign(c.key_padding_mask.begin() + k0,
                                  c.key_padding_mask.begin() + k0 + c.len_k(b));
+    // Masks: the sequence's own part (indices are per sequence, kernel.h).
+    const std::int64_t lq = c.len_q(b), lk = c.len_k(b);
+    sc.attn_mask = sequence_mask(c.attn_mask, b, lq, lk);
+    sc.attn_bias = sequence_mask(c.attn_bias, b, lq, lk);
+    if (c.block_mask.used())
+      sc.block_mask = sequence_mask(c.block_mask, b, (lq + c.block_q - 1) / c.block_q,
+                                    (lk + c.block_k - 1) / c.block_k);
+    sc.tree_mask = sequence_mask(c.tree_mask, b, lq, lq);
     if (!k.why_not(sc).empty()) continue;
     const AttentionResult so = k.call(sc);
     for (std::int64_t i = 0; i < c.len_q(b); ++i)
@@ -1665,35 +1818,45 @@ void nan_propagates(const AttnCtx& cx, Check& out) {
   const AttentionCase& c = cx.c;
   const AttentionResult& o = cx.o;
   std::mt19937_64 g(p.seed ^ 0x7a7a);
-  // Rows (b, i) with their visible keys.
-  std::vector<std::pair<std::int64_t, std::int64_t>> seen;  // (b, i) with >= 1 visible key
+  // Rows (b, i) with their visible keys; with the per-head masks (attn_mask,
+  // block, tree) rows (b, i, h), a head seeing a key (else h = -1: any head).
+  const bool per_head = c.attn_mask.used() || c.block_mask.used() || c.tree_mask.used();
+  struct Seen {
+    std::int64_t b, i, h;
+  };
+  std::vector<Seen> seen;
   for (std::int64_t b = 0; b < c.batch; ++b)
     for (std::int64_t i = 0; i < c.len_q(b); ++i)
-      for (std::int64_t j = 0; j < c.len_k(b); ++j)
-        if (ref::key_visible(c, b, i, j)) {
-          seen.emplace_back(b, i);
-          break;
-        }
+      for (std::int64_t h = 0; h < (per_head ? c.heads_q : 1); ++h)
+        for (std::int64_t j = 0; j < c.len_k(b); ++j)
+          if (per_head ? ref::key_visible(c, b, h, i, j) : ref::key_visible(c, b, i, j)) {
+            seen.push_back({b, i, per_head ? h : -1});
+            break;
+          }
   if (!seen.empty()) {
     AttentionCase nc = c;
-    const auto [bq, iq] = seen[g() % seen.size()];
-    const std::int64_t hq = static_cast<std::int64_t>(g() % c.heads_q);
+    const auto [bq, iq, hq0] = seen[g() % seen.size()];
+    const auto hq_draw = static_cast<std::int64_t>(g() % c.heads_q);
+    const std::int64_t hq = per_head ? hq0 : hq_draw;
     nc.q[(c.row_q(bq, iq) * c.heads_q + hq) * c.d + static_cast<std::int64_t>(g() % c.d)] = NAN;
-    // A key seen by the row of another random pick, on a random key/value head.
-    const auto [bk, ik] = seen[g() % seen.size()];
+    // A key seen by the row of another random pick, on a random key/value
+    // head (per-head masks: the one of the head that sees it).
+    const auto [bk, ik, hk0] = seen[g() % seen.size()];
     std::vector<std::int64_t> vis;
     for (std::int64_t j = 0; j < c.len_k(bk); ++j)
-      if (ref::key_visible(c, bk, ik, j)) vis.push_back(j);
+      if (per_head ? ref::key_visible(c, bk, hk0, ik, j) : ref::key_visible(c, bk, ik, j))
+        vis.push_back(j);
     const std::int64_t jk = vis[g() % vis.size()];
-    const std::int64_t hk = static_cast<std::int64_t>(g() % c.heads_kv);
+    const auto hk_draw = static_cast<std::int64_t>(g() % c.heads_kv);
+    const std::int64_t hk = per_head ? c.kv_head(hk0) : hk_draw;
     nc.k[(c.row_k(bk, jk) * c.heads_kv + hk) * c.d + static_cast<std::int64_t>(g() % c.d)] = NAN;
     const AttentionResult no = k.call(nc);
     std::vector<char> hit(static_cast<std::size_t>(c.total_q() * c.heads_q), 0);
     hit[static_cast<std::size_t>(c.row_q(bq, iq) * c.heads_q + hq)] = 1;
     for (std::int64_t i = 0; i < c.len_q(bk); ++i)
-      if (ref::key_visible(c, bk, i, jk))
-        for (std::int64_t h = 0; h < c.heads_q; ++h)
-          if (c.kv_head(h) == hk) hit[static_cast<std::size_t>(c.row_q(bk, i) * c.heads_q + h)] = 1;
+      for (std::int64_t h = 0; h < c.heads_q; ++h)
+        if (c.kv_head(h) == hk && ref::key_visible(c, bk, h, i, jk))
+          hit[static_cast<std::size_t>(c.row_q(bk, i) * c.heads_q + h)] = 1;
     std::size_t wrong = 0;
     std::string first;
     auto bad = [&](std::size_t row, const char* what, float before, float after) {
@@ -1723,6 +1886,83 @@ void nan_propagates(const AttnCtx& cx, Check& out) {
                            "holding it is NaN, no other row is");
     ch.unit = "outputs wrong";
     out = ch;
+  }
+}
+
+// attention_v2.mask_equals_removed_keys: a row under the boolean, block
+// and tree masks (and causal, window, key padding) equals the same row
+// computed with only the keys it sees, unmasked: one query, one head, its
+// visible keys and values in order, their bias values as a [1][1][1][n]
+// bias, the same scale, softcap, sink, descales and adaptive temperature.
+// Up to six rows per case, each with at least one key masked and one seen.
+// The scores, hence the rounding budget of the row, are the same: within
+// twice that budget (the two calls may sum in different orders). Cases
+// without ALiBi (its distances change when keys are removed).
+void mask_equals_removed_keys(const AttnCtx& cx, Check& out) {
+  const Entry& k = cx.k;
+  const AttentionCase& c = cx.c;
+  const AttentionResult& o = cx.o;
+  const std::vector<RowBudget>& rb = cx.rb;
+  std::mt19937_64 g(cx.p.seed ^ 0x3a5cull);
+  struct Pick {
+    std::int64_t b, i, h;
+  };
+  std::vector<Pick> rows;
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t i = 0; i < c.len_q(b); ++i)
+      for (std::int64_t h = 0; h < c.heads_q; ++h) {
+        std::int64_t seen = 0;
+        for (std::int64_t j = 0; j < c.len_k(b); ++j) seen += ref::key_visible(c, b, h, i, j);
+        if (seen > 0 && seen < c.len_k(b)) rows.push_back({b, i, h});
+      }
+  std::shuffle(rows.begin(), rows.end(), g);
+  if (rows.size() > 6) rows.resize(6);
+  for (const auto& [b, i, h] : rows) {
+    const std::int64_t row = c.row_q(b, i), hk = c.kv_head(h);
+    AttentionCase r;
+    r.qkv = c.qkv;
+    r.out_type = c.out_type;
+    r.seqlen_q = 1;
+    r.d = c.d;
+    r.dv = c.dv;
+    r.scale = c.scale;
+    r.softcap = c.softcap;
+    r.q_descale = c.q_descale;
+    r.k_descale = c.k_descale;
+    r.v_descale = c.v_descale;
+    r.adaptive = c.adaptive;
+    if (!c.sinks.empty()) r.sinks = {c.sinks[static_cast<std::size_t>(h)]};
+    r.q.assign(c.q.begin() + (row * c.heads_q + h) * c.d,
+               c.q.begin() + (row * c.heads_q + h + 1) * c.d);
+    std::vector<float> bias;
+    for (std::int64_t j = 0; j < c.len_k(b); ++j) {
+      if (!ref::key_visible(c, b, h, i, j)) continue;
+      const std::int64_t kr = c.row_k(b, j) * c.heads_kv + hk;
+      r.k.insert(r.k.end(), c.k.begin() + kr * c.d, c.k.begin() + (kr + 1) * c.d);
+      r.v.insert(r.v.end(), c.v.begin() + kr * c.dv, c.v.begin() + (kr + 1) * c.dv);
+      if (c.attn_bias.used()) bias.push_back(ref::score_bias(c, b, h, i, j));
+    }
+    r.seqlen_k = static_cast<std::int64_t>(r.k.size()) / c.d;
+    if (!bias.empty()) {
+      r.attn_bias.nb = r.attn_bias.nh = r.attn_bias.nq = 1;
+      r.attn_bias.nk = r.seqlen_k;
+      r.attn_bias.v = bias;
+    }
+    if (!k.why_not(r).empty()) continue;
+    const AttentionResult ro = k.call(r);
+    const auto at = static_cast<std::size_t>(row * c.heads_q + h);
+    auto where = [&](const std::string& what) {
+      return "sequence " + std::to_string(b) + " query " + std::to_string(i) + " head " +
+             std::to_string(h) + " " + what + " (masked vs the " + std::to_string(r.seqlen_k) +
+             " seen keys alone)";
+    };
+    for (std::int64_t x = 0; x < c.dv; ++x)
+      consider(
+          out, o.out[at * c.dv + x], ro.out[x], 2 * rb[at].out_abs[x],
+          [&] { return where("out[" + std::to_string(x) + "]"); }, "removed-keys");
+    if (at < o.lse.size() && !ro.lse.empty())
+      out.worst(elem(DType::float32, o.lse[at], ro.lse[0], 2 * rb[at].lse_abs, where("lse"),
+                     "removed-keys"));
   }
 }
 
@@ -1760,6 +2000,11 @@ const AttentionProperty kAttention[] = {
     {"attention_v2.paged_equals_contiguous", paged_equals_contiguous, false,
      [](const AttnCtx& cx) { return cx.c.paged(); }},
     {"attention_v2.chunked_prefill_equals_prefill", chunked_prefill_equals_prefill, true, nullptr},
+    {"attention_v2.mask_equals_removed_keys", mask_equals_removed_keys, false,
+     [](const AttnCtx& cx) {
+       return (cx.c.attn_mask.used() || cx.c.block_mask.used() || cx.c.tree_mask.used()) &&
+              cx.c.alibi_slopes.empty();
+     }},
 };
 constexpr int kSlots = static_cast<int>(std::size(kAttention));
 constexpr int kRound = 0;  // rounding: also where a refused case is recorded
@@ -1996,9 +2241,9 @@ std::vector<AttnType> attention_types(const SuiteConfig& config) {
 
 const std::vector<std::string>& attention_features() {
   static const std::vector<std::string> names = {
-      "varlen",   "causal",      "window",   "softcap",   "alibi",
-      "sinks",    "key_padding", "bhsd",     "strided",   "unequal_dv",
-      "adaptive", "split_kv",    "paged_kv", "seqused_k", "block_scaled"};
+      "varlen",      "causal",    "window",    "softcap",    "alibi",      "sinks",
+      "key_padding", "bhsd",      "strided",   "unequal_dv", "adaptive",   "split_kv",
+      "paged_kv",    "seqused_k", "attn_mask", "attn_bias",  "block_mask", "tree_mask", "block_scaled"};
   return names;
 }
 

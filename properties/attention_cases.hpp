@@ -42,6 +42,17 @@ struct AttnParams {
   // with varlen, some sequences with queries and no used key); dense: a
   // varlen case of equal query lengths called with fixed lengths.
   bool seqused = false, dense = false;
+  // Masks beyond causal and window (kernel.h; drawn only where declared).
+  // bool_mask: 0 none, 1 [batch][heads][q][k], 2 [1][1][q][k] (broadcast
+  // over batch and heads), 3 [batch][1][q][k] key-major, 4 [1][heads][q][k]
+  // key-major. bias: 0 none, 1 [batch][heads][q][k], 2 relative (per head,
+  // a function of i - j), 3 per-head captured scalar [1][heads][1][1], 4 per
+  // key [batch][1][1][k], 5 [1][1][q][k] key-major. block_q, block_k: a
+  // block-sparse mask of those blocks (0: none). tree: speculative
+  // decoding's token tree over each sequence's last queries-many keys.
+  int bool_mask = 0, bias = 0;
+  std::int64_t block_q = 0, block_k = 0;
+  bool tree = false;
   // Block scales (MXFP8, fp8 inputs only): elements per E8M0 scale, 0 none.
   std::int64_t scale_block = 0;
   std::uint64_t seed = 1;
@@ -68,6 +79,7 @@ struct AttnDomain {
 // reference sees: they are not drawn there either.)
 inline constexpr std::uint32_t kClassicFeatures =
     ~(SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV | SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K |
+      SA_ATTN_BOOL_MASK | SA_ATTN_BIAS | SA_ATTN_BLOCK_MASK | SA_ATTN_TREE_MASK |
       SA_ATTN_BLOCK_SCALED);
 // The domain for input type t (the features declared for that type).
 AttnDomain domain_of(const Kernel& k, AttnType t);

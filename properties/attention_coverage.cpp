@@ -11,9 +11,10 @@ namespace sa::props::detail {
 namespace {
 
 constexpr const char* kTable[] = {
-    "varlen",   "gqa",           "causal",       "window",   "top_left",   "softcap",
-    "alibi",    "sinks",         "key_padding",  "strided",  "unequal_dv", "adaptive",
-    "split_kv", "fewer_queries", "more_queries", "paged_kv", "seqused_k",  "block_scaled"};
+    "varlen",    "gqa",           "causal",       "window",   "top_left",   "softcap",
+    "alibi",     "sinks",         "key_padding",  "strided",  "unequal_dv", "adaptive",
+    "split_kv",  "fewer_queries", "more_queries", "paged_kv", "seqused_k",  "attn_mask",
+    "attn_bias", "block_mask",    "tree_mask", "block_scaled"};
 
 bool has(const std::vector<std::string>& v, const std::string& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
@@ -106,6 +107,10 @@ std::vector<std::string> features_of(const AttentionCase& c) {
       {"more_queries", more},
       {"paged_kv", c.paged()},
       {"seqused_k", c.seqused()},
+      {"attn_mask", c.attn_mask.used()},
+      {"attn_bias", c.attn_bias.used()},
+      {"block_mask", c.block_mask.used()},
+      {"tree_mask", c.tree_mask.used()},
       {"block_scaled", c.scale_block > 0}};
   for (const auto& [n, on] : all)
     if (on) f.push_back(n);
@@ -331,6 +336,30 @@ std::vector<AttnParams> coverage_plan(bool fp8, const AttentionShapes& s, const 
     static const std::int64_t kBlocks[] = {32, 16, 8};
     p.scale_block = on("block_scaled") ? kBlocks[r % 3] : 0;
     p.dense = p.seqused && p.varlen && r % 2 == 1;
+    // Masks: the broadcast kinds cycle over the rows; block masks of
+    // 128 x 128 (FlexAttention's default), 64 x 128 and 16 x 7 with keys past
+    // one block (the last block partial); trees of up to 8 draft tokens.
+    if (on("attn_mask")) p.bool_mask = 1 + static_cast<int>(r % 4);
+    if (on("attn_bias")) p.bias = 1 + static_cast<int>(r % 5);
+    if (on("block_mask")) {
+      static const std::int64_t kBl[][2] = {{128, 128}, {64, 128}, {16, 7}};
+      p.block_q = kBl[r % 3][0];
+      p.block_k = kBl[r % 3][1];
+      p.sk = std::max<std::int64_t>(p.sk, p.block_k + 37);
+      if (dom.max_seqlen_k > 0) p.sk = std::min(p.sk, dom.max_seqlen_k);
+      if (on("more_queries")) p.sq = std::max(p.sq, p.sk + 19);  // the row's length relation
+      if (dom.max_seqlen_q > 0) p.sq = std::min(p.sq, dom.max_seqlen_q);
+    }
+    if (on("tree_mask")) {
+      p.tree = true;
+      p.sq = std::min<std::int64_t>(p.sq, 2 + static_cast<std::int64_t>(r % 7));
+      // More draft tokens than keys where the row asks for it (every key a
+      // draft token), else a prefix before them.
+      if (on("more_queries"))
+        p.sk = std::max<std::int64_t>(1, std::min(p.sk, p.sq - 1));
+      else if (on("fewer_queries"))
+        p.sk = std::max(p.sk, p.sq + 1);
+    }
     p.seed = (mix(seed ^ mix(r + 1)) >> 11) | 1;
     apply_domain(p, dom);
     plan.push_back(p);
@@ -369,6 +398,37 @@ std::vector<AttnParams> coverage_plan(bool fp8, const AttentionShapes& s, const 
       plan.push_back(p);
     }
   }
+  // Masks: three rows more where the masks decide (no causal or window):
+  // a 128 x 128 block mask over 200 queries and 300 keys (partial last
+  // blocks both ways), a non-square 64 x 128 one over 129 x 257, and a tree
+  // of 5 draft tokens after 35 prefix keys.
+  if (index("block_mask") >= 0 || index("tree_mask") >= 0) {
+    static const std::int64_t kClear[][4] = {
+        {200, 300, 128, 128}, {129, 257, 64, 128}, {5, 40, 0, 0}};
+    for (std::size_t i = 0; i < 3; ++i) {
+      const bool tree = kClear[i][2] == 0;
+      if (tree ? index("tree_mask") < 0 : index("block_mask") < 0) continue;
+      AttnParams p;
+      p.plan = true;
+      p.dist = "gaussian";
+      p.sq = kClear[i][0];
+      p.sk = kClear[i][1];
+      if (dom.max_seqlen_q > 0) p.sq = std::min(p.sq, dom.max_seqlen_q);
+      if (dom.max_seqlen_k > 0) p.sk = std::min(p.sk, dom.max_seqlen_k);
+      p.block_q = kClear[i][2];
+      p.block_k = kClear[i][3];
+      p.tree = tree;
+      p.d = p.dv = dims[i % dims.size()];
+      p.batch = batched ? 2 : 1;
+      p.heads_kv = batched ? 2 : 1;
+      if (dom.max_batch > 0) p.batch = std::min(p.batch, dom.max_batch);
+      if (dom.max_heads > 0) p.heads_kv = std::min(p.heads_kv, dom.max_heads);
+      p.descale = fp8 ? static_cast<int>(i % 4) : 0;
+      p.seed = (mix(seed ^ mix(rows.size() + 16 + i)) >> 11) | 1;
+      apply_domain(p, dom);
+      plan.push_back(p);
+    }
+  }
   return plan;
 }
 
@@ -395,6 +455,10 @@ AttnParams shrink_attention(const AttnParams& p0,
     if (x.high_pages) add([](AttnParams& y) { y.high_pages = false; });
     if (x.seqused) add([](AttnParams& y) { y.seqused = y.dense = false; });
     if (x.dense) add([](AttnParams& y) { y.dense = false; });
+    if (x.bool_mask) add([](AttnParams& y) { y.bool_mask = 0; });
+    if (x.bias) add([](AttnParams& y) { y.bias = 0; });
+    if (x.block_q > 0) add([](AttnParams& y) { y.block_q = y.block_k = 0; });
+    if (x.tree) add([](AttnParams& y) { y.tree = false; });
     if (x.scale_block > 0) add([](AttnParams& y) { y.scale_block = 0; });
     if (x.adaptive) add([](AttnParams& y) { y.adaptive = false; });
     if (x.softcap > 0) add([](AttnParams& y) { y.softcap = 0; });

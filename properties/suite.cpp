@@ -433,6 +433,15 @@ std::vector<PropertyInfo> properties() {
        "ulps of float32",
        "paged_kv",
        "attention.cpp paged_equals_contiguous"},
+      {"attention_v2.mask_equals_removed_keys",
+       "a query row under the boolean, block-sparse and tree masks (with causal, window and key "
+       "padding) equals the same row called with only the keys it sees, unmasked, their "
+       "attn_bias values kept (within twice the row's rounding budget; cases without ALiBi)",
+       "attention_rounding",
+       {Op::attention_v2},
+       "ulps of float32",
+       "attn_mask, block_mask or tree_mask",
+       "attention.cpp mask_equals_removed_keys"},
       {"attention_v2.chunked_prefill_equals_prefill",
        "a causal (or window_right 0) bottom-right call cut into two query chunks equals the one "
        "call: the first chunk with the keys its rows can see and, where seqused_k is declared, "
