@@ -207,10 +207,12 @@ struct StandIn {
   StandIn(Mode m, std::uint32_t flags) {
     caps = *inner().capabilities;
     caps.flags |= flags;
-    // The stand-ins read contiguous keys (no paged KV, no seqused_k).
-    caps.attention_features &= ~static_cast<std::uint32_t>(SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K);
-    for (auto& f : caps.attention_features_by_dtype)
-      f &= ~static_cast<std::uint32_t>(SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K);
+    // The stand-ins read contiguous keys (no paged KV, no seqused_k) and
+    // recompute rows without the masks of issue 33.
+    constexpr std::uint32_t kDrop = SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K | SA_ATTN_BOOL_MASK |
+                                    SA_ATTN_BIAS | SA_ATTN_BLOCK_MASK | SA_ATTN_TREE_MASK;
+    caps.attention_features &= ~kDrop;
+    for (auto& f : caps.attention_features_by_dtype) f &= ~kDrop;
     // Neither library has an adaptive temperature (which would scale the
     // shift by beta, and which the keys-only recomputation would change).
     if (m != Mode::finite_mask) {

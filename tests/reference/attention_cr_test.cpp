@@ -162,6 +162,27 @@ RC_GTEST_PROP(AttentionCorrectlyRounded, BitIdenticalToMpfrOnEveryGenerator, ())
   RC_TAG(any_mpfr ? "a row through MPFR" : "every row certified");
 }
 
+// The masks of interface 2's appendix (attn_mask, attn_bias, block_mask,
+// tree_mask, every broadcast kind the generator draws) on top of every other
+// feature: the correctly rounded path (the bias added exactly to the
+// double-double score, its error bound) against MPFR's.
+RC_GTEST_PROP(AttentionCorrectlyRounded, BitIdenticalToMpfrWithMasks, ()) {
+  const auto shapes = small_shapes();
+  sa::props::detail::AttnDomain dom;
+  dom.features = sa::props::detail::kClassicFeatures | SA_ATTN_BOOL_MASK | SA_ATTN_BIAS |
+                 SA_ATTN_BLOCK_MASK | SA_ATTN_TREE_MASK;
+  for (int k = 0; k < kCasesPerProperty; ++k) {
+    const AttnType in = *rc::gen::element(AttnType::float32, AttnType::bfloat16, AttnType::float16,
+                                          AttnType::fp8_e4m3);
+    const auto p = *sa::props::detail::gen_attention(sa::is_fp8(in), shapes, dom);
+    const AttentionCase c = sa::props::detail::materialise(p, in);
+    CrStats st;
+    const std::string d = difference(output_dtype(c.out_type), c, &st);
+    if (!d.empty())
+      RC_FAIL(d + " on " + c.describe() + " (" + sa::props::detail::describe(p) + ")");
+  }
+}
+
 namespace {
 
 // The real value half-way between the two values of format t around x: the

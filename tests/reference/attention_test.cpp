@@ -125,6 +125,58 @@ TEST(AttentionReference, MaskedValuesAreNeverRead) {
   EXPECT_EQ(r.out[0], 1.0);
 }
 
+// The masks of interface 2's appendix (kernel.h): one sequence, one head,
+// 2 queries and 4 keys; scores scale * k_j with q = 1.
+TEST(AttentionReference, BoolBlockTreeMasksAndBiasByHand) {
+  auto c = one_head({0.0f, 0.0f, 0.0f, 0.0f}, {1.0f, 2.0f, 4.0f, 8.0f}, 2);
+  // attn_mask [1][1][2][4]: query 0 sees keys 0 and 2, query 1 keys 1, 2, 3.
+  c.attn_mask = {1, 1, 2, 4, {1, 0, 1, 0, 0, 1, 1, 1}, false};
+  auto r = ref::attention_v2(c);
+  EXPECT_NEAR(r.out[0], (1.0 + 4.0) / 2, 1e-15);
+  EXPECT_NEAR(r.out[1], (2.0 + 4.0 + 8.0) / 3, 1e-15);
+  // A block mask of 1 x 3 blocks: block (0, 1) (keys 3) masked for query 0,
+  // block (1, 0) (keys 0-2) for query 1: query 0 keeps 0 and 2, query 1 key 3.
+  c.block_q = 1;
+  c.block_k = 3;
+  c.block_mask = {1, 1, 2, 2, {1, 0, 0, 1}, false};
+  r = ref::attention_v2(c);
+  EXPECT_NEAR(r.out[0], (1.0 + 4.0) / 2, 1e-15);
+  EXPECT_NEAR(r.out[1], 8.0, 1e-15);
+  // A tree over the last 2 keys (2 and 3): query 0 (draft token 0) sees
+  // itself only, query 1 its parent 0 and itself; the prefix (0, 1) always.
+  c.attn_mask = c.block_mask = MaskTensor{};
+  c.tree_mask = {1, 1, 2, 2, {1, 0, 1, 1}, false};
+  r = ref::attention_v2(c);
+  EXPECT_NEAR(r.out[0], (1.0 + 2.0 + 4.0) / 3, 1e-15);
+  EXPECT_NEAR(r.out[1], (1.0 + 2.0 + 4.0 + 8.0) / 4, 1e-15);
+  // Every key masked for query 1: out 0, lse -inf.
+  c.tree_mask = MaskTensor{};
+  c.attn_mask = {1, 1, 2, 4, {1, 1, 1, 1, 0, 0, 0, 0}, false};
+  r = ref::attention_v2(c);
+  EXPECT_EQ(r.out[1], 0.0);
+  EXPECT_EQ(r.lse[1], -std::numeric_limits<double>::infinity());
+  // A per-key bias after softcap: key j gets log(j + 1), so weights 1:2:3:4.
+  c.attn_mask = MaskTensor{};
+  c.softcap = 3.0;
+  c.attn_bias = {1, 1, 1, 4, {0.0f, std::log(2.0f), std::log(3.0f), std::log(4.0f)}, false};
+  r = ref::attention_v2(c);
+  double num = 0, den = 0;
+  for (int j = 0; j < 4; ++j) {
+    const double w = std::exp(static_cast<double>(c.attn_bias.v[static_cast<std::size_t>(j)]));
+    num += w * c.v[static_cast<std::size_t>(j)];
+    den += w;
+  }
+  EXPECT_NEAR(r.out[0], num / den, 1e-15);
+  EXPECT_NEAR(r.out[1], num / den, 1e-15);
+  // Masked keys and their values are never read.
+  c.attn_bias = MaskTensor{};
+  c.attn_mask = {1, 1, 1, 4, {1, 1, 1, 0}, false};
+  c.k[3] = std::numeric_limits<float>::infinity();
+  c.v[3] = std::numeric_limits<float>::quiet_NaN();
+  r = ref::attention_v2(c);
+  EXPECT_NEAR(r.out[0], (1.0 + 2.0 + 4.0) / 3, 1e-15);
+}
+
 TEST(AttentionReference, ValidationNamesTheField) {
   auto c = one_head({0.0f}, {1.0f});
   c.heads_q = 3;
@@ -169,6 +221,22 @@ TEST(AttentionReference, ExtendedAgreesWithMpfr) {
     if (t % 3 == 2) c.sinks.assign(static_cast<std::size_t>(c.heads_q), 0.75f);
     c.adaptive = t % 8 == 5;
     c.scale = 0.5;
+    // The masks of interface 2's appendix on some cases: a per-head bias,
+    // a boolean mask over (b, h, i, j), a 2 x 3 block mask, a tree.
+    const std::int64_t mq = c.max_len_q(), mk = c.max_len_k();
+    auto draw_mask = [&](MaskTensor& m, std::int64_t nq, std::int64_t nk, bool bias) {
+      m = {c.batch, c.heads_q, nq, nk, {}, false};
+      for (std::int64_t x = 0; x < c.batch * c.heads_q * nq * nk; ++x)
+        m.v.push_back(bias ? u(g) : (g() % 3 == 0 ? 0.0f : 1.0f));
+    };
+    if (t % 5 == 3) draw_mask(c.attn_bias, mq, mk, true);
+    if (t % 6 == 1) draw_mask(c.attn_mask, mq, mk, false);
+    if (t % 7 == 4) {
+      c.block_q = 2;
+      c.block_k = 3;
+      draw_mask(c.block_mask, (mq + 1) / 2, (mk + 2) / 3, false);
+    }
+    if (t % 9 == 6) draw_mask(c.tree_mask, mq, mq, false);
     for (std::int64_t i = 0; i < c.total_q() * c.heads_q * c.d; ++i) c.q.push_back(u(g));
     for (std::int64_t i = 0; i < c.total_k() * c.heads_kv * c.d; ++i) c.k.push_back(u(g));
     for (std::int64_t i = 0; i < c.total_k() * c.heads_kv * c.dv; ++i) c.v.push_back(u(g));
