@@ -59,6 +59,18 @@ enum class Bug {
   mx_scale_per_16,     // scale index c / 16 whatever scale_block says (NVFP4's block for MX's)
   mx_scale_bias_128,   // E8M0 read as 2^(x - 128): every scale halved
   mx_k_scale_ignored,  // K's block scales dropped (its elements read as if scaled by 1)
+  // Masks beyond causal and window (issue 33; the bugs of the public
+  // threads): the naive kernel handed one dense [batch][heads][seqlen_q]
+  // [seqlen_k] mask (and bias) built from the call's with the bug.
+  bool_mask_polarity,   // attn_mask polarity inverted (nonzero taken for "masked out")
+  bool_mask_row_major,  // attn_mask strides ignored: read as row-major [q][k] (transposed
+                        // where the mask is key-major)
+  bias_batch_stride_0,  // attn_bias's batch stride ignored (sequence 0's bias everywhere)
+  bias_per_kv_head,     // attn_bias of query head h read at h / group (the kv head)
+  block_last_partial,   // block mask: the last partial key block dropped (floor(Lk / bk))
+  block_square,         // block mask: key blocks of block_q keys (non-square taken square)
+  tree_on_prefix,       // tree mask applied to the first Lq keys (the prefix), not the last
+  tree_transposed,      // tree mask read [t][i] (descendants for ancestors)
 };
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -445,7 +457,89 @@ sa_status block_scale_call(const Bug bug, const sa_attention_v2_args* a) {
   return kernels::naive_attention_v2(nullptr, &m);
 }
 
+// The mask bugs: every mask of the call (attn_mask, block, tree; each read
+// through its strides at indices inside kernel.h's extents) folded into one
+// dense byte mask with the bug, the bias copied dense with its bug, then the
+// naive kernel on that call.
+sa_status mask_bug_call(const Bug bug, const sa_attention_v2_args* a) {
+  sa_attention_v2_args m = *a;
+  const std::int64_t B = a->batch, H = a->heads_q, Sq = a->seqlen_q, Sk = a->seqlen_k;
+  if (B < 1 || Sq < 1 || Sk < 1) return kernels::naive_attention_v2(nullptr, a);
+  const bool varlen = a->cu_seqlens_q != nullptr;
+  const std::int64_t group = a->heads_q / std::max<std::int64_t>(a->heads_kv, 1);
+  auto u8 = [](const sa_mask_tensor& t, std::int64_t b, std::int64_t h, std::int64_t i,
+               std::int64_t j) {
+    return static_cast<const std::uint8_t*>(
+        t.data)[b * t.stride_b + h * t.stride_h + i * t.stride_q + j * t.stride_k];
+  };
+  const bool elem = a->attn_mask.data || a->block_mask.data || a->tree_mask.data;
+  std::vector<std::uint8_t> mask;
+  if (elem) {
+    mask.assign(static_cast<std::size_t>(B * H * Sq * Sk), 1);
+    const std::int64_t nbk = a->block_mask.data ? (Sk + a->block_k - 1) / a->block_k : 0;
+    for (std::int64_t b = 0; b < B; ++b) {
+      const std::int64_t Lq = varlen ? a->cu_seqlens_q[b + 1] - a->cu_seqlens_q[b] : Sq;
+      const std::int64_t Nk = varlen ? a->cu_seqlens_k[b + 1] - a->cu_seqlens_k[b] : Sk;
+      const std::int64_t Lk = a->seqused_k ? a->seqused_k[b] : Nk;
+      for (std::int64_t h = 0; h < H; ++h)
+        for (std::int64_t i = 0; i < Lq; ++i)
+          for (std::int64_t j = 0; j < Lk; ++j) {
+            bool vis = true;
+            if (a->attn_mask.data) {
+              bool on = false;
+              if (bug == Bug::bool_mask_row_major && a->attn_mask.stride_q > 0 &&
+                  a->attn_mask.stride_k > 0)
+                on = static_cast<const std::uint8_t*>(
+                         a->attn_mask.data)[b * a->attn_mask.stride_b + h * a->attn_mask.stride_h +
+                                            i * Sk + j] != 0;
+              else
+                on = u8(a->attn_mask, b, h, i, j) != 0;
+              if (bug == Bug::bool_mask_polarity) on = !on;
+              vis = vis && on;
+            }
+            if (a->block_mask.data) {
+              std::int64_t bj = j / a->block_k;
+              if (bug == Bug::block_square) bj = std::min(j / a->block_q, nbk - 1);
+              bool on = u8(a->block_mask, b, h, i / a->block_q, bj) != 0;
+              if (bug == Bug::block_last_partial && j >= Lk / a->block_k * a->block_k) on = false;
+              vis = vis && on;
+            }
+            if (a->tree_mask.data) {
+              const std::int64_t first = bug == Bug::tree_on_prefix ? 0 : Lk - Lq;
+              const std::int64_t t = j - first;
+              if (t >= 0 && t < Lq) {
+                const bool on = bug == Bug::tree_transposed ? u8(a->tree_mask, b, h, t, i) != 0
+                                                            : u8(a->tree_mask, b, h, i, t) != 0;
+                vis = vis && on;
+              }
+            }
+            mask[static_cast<std::size_t>(((b * H + h) * Sq + i) * Sk + j)] = vis ? 1 : 0;
+          }
+    }
+    m.attn_mask = {mask.data(), H * Sq * Sk, Sq * Sk, Sk, 1};
+    m.block_mask = m.tree_mask = sa_mask_tensor{};
+  }
+  std::vector<float> bias;
+  if (a->attn_bias.data) {
+    const sa_mask_tensor& t = a->attn_bias;
+    bias.assign(static_cast<std::size_t>(B * H * Sq * Sk), 0.0f);
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t h = 0; h < H; ++h)
+        for (std::int64_t i = 0; i < Sq; ++i)
+          for (std::int64_t j = 0; j < Sk; ++j) {
+            const std::int64_t bb = bug == Bug::bias_batch_stride_0 ? 0 : b;
+            const std::int64_t hh = bug == Bug::bias_per_kv_head ? h / group : h;
+            bias[static_cast<std::size_t>(((b * H + h) * Sq + i) * Sk + j)] =
+                static_cast<const float*>(
+                    t.data)[bb * t.stride_b + hh * t.stride_h + i * t.stride_q + j * t.stride_k];
+          }
+    m.attn_bias = {bias.data(), H * Sq * Sk, Sq * Sk, Sk, 1};
+  }
+  return kernels::naive_attention_v2(nullptr, &m);
+}
+
 sa_status mutant_call(const Bug bug, const sa_attention_v2_args* a) {
+  if (bug >= Bug::bool_mask_polarity) return mask_bug_call(bug, a);
   if (bug >= Bug::mx_scale_per_16) return block_scale_call(bug, a);
   if (bug >= Bug::block_id_16bit) return paged_call(bug, a);
   if (bug >= Bug::softcap_after_mask) return buggy_call(bug, a);
@@ -511,10 +605,12 @@ const char* last_error(void*) {
 // The features of issue 33, declared only by the mutants whose bug is there
 // (the others' wrappers take contiguous keys; their cases are drawn as before).
 constexpr std::uint32_t kPagedFeatures = SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K;
-constexpr std::uint32_t kIssue33Features = kPagedFeatures | SA_ATTN_BLOCK_SCALED;
+constexpr std::uint32_t kMaskFeatures =
+    SA_ATTN_BOOL_MASK | SA_ATTN_BIAS | SA_ATTN_BLOCK_MASK | SA_ATTN_TREE_MASK;
+constexpr std::uint32_t kIssue33Features = kPagedFeatures | kMaskFeatures | SA_ATTN_BLOCK_SCALED;
 
 // The naive kernel's capabilities with `add` declared and `drop` not (paged
-// KV and seqused_k only when added).
+// KV, seqused_k and the masks only when added).
 const sa_capabilities* caps_with(std::uint32_t add, std::uint32_t drop) {
   static std::vector<std::unique_ptr<sa_capabilities>> kept;
   auto c = std::make_unique<sa_capabilities>(*kernels::naive_capabilities());
@@ -618,6 +714,29 @@ std::vector<Mutant> attention_v2_mutants() {
            call<Bug::mx_scale_bias_128>, caps_with(SA_ATTN_BLOCK_SCALED, 0)),
       make("mutant_v2_mx_k_scale_ignored", "block scales: K's scales dropped (read as 1)",
            call<Bug::mx_k_scale_ignored>, caps_with(SA_ATTN_BLOCK_SCALED, 0)),
+      make("mutant_v2_bool_mask_polarity",
+           "attn_mask polarity inverted: nonzero taken for masked out (ONNX vs SDPA)",
+           call<Bug::bool_mask_polarity>, caps_with(SA_ATTN_BOOL_MASK, 0)),
+      make("mutant_v2_bool_mask_row_major",
+           "attn_mask strides ignored: read row-major [q][k] (a key-major mask transposed)",
+           call<Bug::bool_mask_row_major>, caps_with(SA_ATTN_BOOL_MASK, 0)),
+      make("mutant_v2_bias_batch_stride_0",
+           "attn_bias batch stride ignored: sequence 0's bias read for every sequence",
+           call<Bug::bias_batch_stride_0>, caps_with(SA_ATTN_BIAS, 0)),
+      make("mutant_v2_bias_per_kv_head",
+           "attn_bias of query head h read at h / group (the key/value head) under GQA",
+           call<Bug::bias_per_kv_head>, caps_with(SA_ATTN_BIAS, 0)),
+      make("mutant_v2_block_last_partial",
+           "block mask: the last partial key block dropped (floor(Lk / block_k) blocks)",
+           call<Bug::block_last_partial>, caps_with(SA_ATTN_BLOCK_MASK, 0)),
+      make("mutant_v2_block_square",
+           "block mask: key blocks taken block_q wide (non-square blocks assumed square)",
+           call<Bug::block_square>, caps_with(SA_ATTN_BLOCK_MASK, 0)),
+      make("mutant_v2_tree_on_prefix",
+           "tree mask applied to the first Lq keys (the prefix), not the draft tokens",
+           call<Bug::tree_on_prefix>, caps_with(SA_ATTN_TREE_MASK, 0)),
+      make("mutant_v2_tree_transposed", "tree mask read [t][i]: descendants taken for ancestors",
+           call<Bug::tree_transposed>, caps_with(SA_ATTN_TREE_MASK, 0)),
   };
   std::vector<Mutant> out;
   for (const auto& k : ks) out.push_back({k.description, &k});

@@ -71,6 +71,14 @@ const std::map<std::string, Expected> kExpected = {
     {"mutant_v2_mx_scale_per_16", {{"attention_v2.rounding"}, true}},
     {"mutant_v2_mx_scale_bias_128", {{"attention_v2.rounding"}, true}},
     {"mutant_v2_mx_k_scale_ignored", {{"attention_v2.rounding"}, true}},
+    {"mutant_v2_bool_mask_polarity", {{"attention_v2.rounding"}}},
+    {"mutant_v2_bool_mask_row_major", {{"attention_v2.rounding"}}},
+    {"mutant_v2_bias_batch_stride_0", {{"attention_v2.rounding"}}},
+    {"mutant_v2_bias_per_kv_head", {{"attention_v2.rounding"}}},
+    {"mutant_v2_block_last_partial", {{"attention_v2.rounding"}}},
+    {"mutant_v2_block_square", {{"attention_v2.rounding"}}},
+    {"mutant_v2_tree_on_prefix", {{"attention_v2.rounding"}}},
+    {"mutant_v2_tree_transposed", {{"attention_v2.rounding"}}},
 };
 
 class AttentionV2Mutant : public ::testing::TestWithParam<int> {};

@@ -9,7 +9,10 @@
 // truncated to 16 bits, page slots wrong past 128, page_size taken for a
 // power of two, seqused_k ignored, a chunked prefill's diagonal placed by the
 // key buffer's length or its causal mask dropped, a block scale read per 16
-// elements, decoded with the wrong bias or dropped for K. The control:
+// elements, decoded with the wrong bias or dropped for K, attn_mask polarity
+// inverted or read row-major, attn_bias's batch stride ignored or read per
+// key/value head, the last partial block dropped or non-square blocks taken
+// square, the tree mask on the prefix or transposed. The control:
 // the correct kernels pass the same runs with full coverage.
 #include <gtest/gtest.h>
 
@@ -54,6 +57,15 @@ const Case kCases[] = {
     {"mutant_v2_mx_scale_per_16", "attention_v2.rounding", sa::AttnType::fp8_e4m3},
     {"mutant_v2_mx_scale_bias_128", "attention_v2.rounding", sa::AttnType::fp8_e5m2},
     {"mutant_v2_mx_k_scale_ignored", "attention_v2.rounding", sa::AttnType::fp8_e4m3},
+    // Masks beyond causal and window (issue 33).
+    {"mutant_v2_bool_mask_polarity", "attention_v2.rounding", sa::AttnType::float32},
+    {"mutant_v2_bool_mask_row_major", "attention_v2.rounding", sa::AttnType::float32},
+    {"mutant_v2_bias_batch_stride_0", "attention_v2.rounding", sa::AttnType::float32},
+    {"mutant_v2_bias_per_kv_head", "attention_v2.rounding", sa::AttnType::float32},
+    {"mutant_v2_block_last_partial", "attention_v2.rounding", sa::AttnType::float32},
+    {"mutant_v2_block_square", "attention_v2.rounding", sa::AttnType::float32},
+    {"mutant_v2_tree_on_prefix", "attention_v2.rounding", sa::AttnType::float32},
+    {"mutant_v2_tree_transposed", "attention_v2.rounding", sa::AttnType::float32},
 };
 
 // Seeds 1..kSeeds: 20 in the long-labelled binary, the first 3 in the
