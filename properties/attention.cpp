@@ -44,6 +44,10 @@
 //                                    and tree masks equals the row computed
 //                                    with only the keys it sees (their bias
 //                                    kept), within twice its rounding budget
+//   attention_v2.trivial_masks_change_nothing  an attn_mask of ones and an
+//                                    attn_bias of zeros (one element, every
+//                                    stride 0) change no output beyond twice
+//                                    the rounding budget
 //   attention_v2.paged_equals_contiguous  a paged call (block table, pages
 //                                    in shuffled physical order) equals the
 //                                    same case with contiguous keys (within
@@ -1966,6 +1970,30 @@ void mask_equals_removed_keys(const AttnCtx& cx, Check& out) {
   }
 }
 
+// attention_v2.trivial_masks_change_nothing: a case without masks called
+// again with the masks that mask nothing, each the kernel declares: an
+// attn_mask of ones and an attn_bias of zeros, both one element broadcast
+// over every (sequence, head, query, key) (all four strides 0). s + 0 is s
+// exactly, so the scores, hence the row's rounding budget, are the same:
+// within twice that budget (the kernel may take another path with masks).
+void trivial_masks_change_nothing(const AttnCtx& cx, Check& out) {
+  const AttentionCase& c = cx.c;
+  AttentionCase mc = c;
+  const AttentionShapes& s = cx.run.config.attention;
+  if (feature_allowed(s, cx.dom, "attn_mask")) mc.attn_mask = {1, 1, 1, 1, {1.0f}, false};
+  if (feature_allowed(s, cx.dom, "attn_bias")) mc.attn_bias = {1, 1, 1, 1, {0.0f}, false};
+  if (!mc.masks()) return;
+  if (!cx.k.why_not(mc).empty()) return;
+  const AttentionResult mo = cx.k.call(mc);
+  compare_results(
+      out, c, cx.rb, mo, cx.o, "unmasked",
+      [&](std::size_t row) {
+        return "row " + std::to_string(row / c.heads_q) + " head " +
+               std::to_string(row % c.heads_q) + " (an attn_mask of ones, an attn_bias of zeros)";
+      },
+      [](std::size_t) { return Compare::all; });
+}
+
 }  // namespace
 
 namespace {
@@ -1999,12 +2027,16 @@ const AttentionProperty kAttention[] = {
     {"attention_v2.nan_propagates", nan_propagates, true, nullptr},
     {"attention_v2.paged_equals_contiguous", paged_equals_contiguous, false,
      [](const AttnCtx& cx) { return cx.c.paged(); }},
-    {"attention_v2.chunked_prefill_equals_prefill", chunked_prefill_equals_prefill, true, nullptr},
     {"attention_v2.mask_equals_removed_keys", mask_equals_removed_keys, false,
      [](const AttnCtx& cx) {
        return (cx.c.attn_mask.used() || cx.c.block_mask.used() || cx.c.tree_mask.used()) &&
               cx.c.alibi_slopes.empty();
      }},
+    {"attention_v2.trivial_masks_change_nothing", trivial_masks_change_nothing, false,
+     [](const AttnCtx& cx) {
+       return (cx.dom.features & (SA_ATTN_BOOL_MASK | SA_ATTN_BIAS)) != 0 && !cx.c.masks();
+     }},
+    {"attention_v2.chunked_prefill_equals_prefill", chunked_prefill_equals_prefill, true, nullptr},
 };
 constexpr int kSlots = static_cast<int>(std::size(kAttention));
 constexpr int kRound = 0;  // rounding: also where a refused case is recorded

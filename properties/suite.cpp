@@ -442,6 +442,15 @@ std::vector<PropertyInfo> properties() {
        "ulps of float32",
        "attn_mask, block_mask or tree_mask",
        "attention.cpp mask_equals_removed_keys"},
+      {"attention_v2.trivial_masks_change_nothing",
+       "a case without masks called again with an attn_mask of ones and an attn_bias of zeros "
+       "(each where declared; one element broadcast by four zero strides) gives the same outputs "
+       "(within twice the rounding budget: s + 0 = s exactly)",
+       "attention_rounding",
+       {Op::attention_v2},
+       "ulps of float32",
+       "attn_mask or attn_bias",
+       "attention.cpp trivial_masks_change_nothing"},
       {"attention_v2.chunked_prefill_equals_prefill",
        "a causal (or window_right 0) bottom-right call cut into two query chunks equals the one "
        "call: the first chunk with the keys its rows can see and, where seqused_k is declared, "
