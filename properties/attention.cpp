@@ -334,10 +334,12 @@ rc::Gen<AttnParams> gen_attention(bool fp8, const AttentionShapes& s, AttnDomain
       const auto* bl = kBlocks[*rc::gen::inRange<std::size_t>(0, std::size(kBlocks))];
       p.block_q = bl[0];
       p.block_k = bl[1];
-      // Past one block both ways where the lengths allow (the last block partial).
-      if (p.sk <= p.block_k && (dom.max_seqlen_k == 0 || dom.max_seqlen_k > p.block_k + 37))
+      // Past one block both ways where the lengths allow (the last block
+      // partial); lengths a spec names are kept.
+      if (s.lengths.empty() && p.sk <= p.block_k &&
+          (dom.max_seqlen_k == 0 || dom.max_seqlen_k > p.block_k + 37))
         p.sk = p.block_k + 37;
-      if (p.sq > 1 && p.sq <= p.block_q &&
+      if (s.lengths.empty() && p.sq > 1 && p.sq <= p.block_q &&
           (dom.max_seqlen_q == 0 || dom.max_seqlen_q > p.block_q + 21))
         p.sq = p.block_q + 21;
     }
