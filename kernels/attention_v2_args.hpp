@@ -23,11 +23,10 @@ inline const sa_attention_v2_args* complete_v2_args(const sa_attention_v2_args* 
   if (a->struct_size >= sizeof(sa_attention_v2_args)) return a;
   tmp = sa_attention_v2_args{};
   // The fields of the caller's header: up to the last boundary its size reaches.
-  const std::size_t n = a->struct_size >= SA_ATTENTION_V2_ARGS_V2_2_SIZE
-                            ? SA_ATTENTION_V2_ARGS_V2_2_SIZE
-                        : a->struct_size >= SA_ATTENTION_V2_ARGS_V2_1_SIZE
-                            ? SA_ATTENTION_V2_ARGS_V2_1_SIZE
-                            : SA_ATTENTION_V2_ARGS_V2_0_SIZE;
+  const std::size_t n =
+      a->struct_size >= SA_ATTENTION_V2_ARGS_V2_2_SIZE   ? SA_ATTENTION_V2_ARGS_V2_2_SIZE
+      : a->struct_size >= SA_ATTENTION_V2_ARGS_V2_1_SIZE ? SA_ATTENTION_V2_ARGS_V2_1_SIZE
+                                                         : SA_ATTENTION_V2_ARGS_V2_0_SIZE;
   std::memcpy(&tmp, a, n);
   return &tmp;
 }

@@ -1468,6 +1468,10 @@ bool chunkable(const AttentionCase& c) { return !c.top_left && (c.causal || c.wi
 // key_permutation does: no reference call).
 void chunked_prefill_equals_prefill(const AttnCtx& cx, Check& out) {
   const Entry& k = cx.k;
+  // (Explicit masks index each sequence's own queries and keys, and a tree
+  // mask's draft tokens are the last Lq keys: cutting the queries changes
+  // what they mean. attention_v2.mask_equals_removed_keys holds them.)
+  if (cx.c.masks()) return;
   AttentionCase causal_case;
   AttentionResult causal_out;
   std::vector<RowBudget> causal_rb;
@@ -1936,6 +1940,7 @@ void mask_equals_removed_keys(const AttnCtx& cx, Check& out) {
     r.q_descale = c.q_descale;
     r.k_descale = c.k_descale;
     r.v_descale = c.v_descale;
+    r.scale_block = c.scale_block;  // (whole head rows copied: the same runs)
     r.adaptive = c.adaptive;
     if (!c.sinks.empty()) r.sinks = {c.sinks[static_cast<std::size_t>(h)]};
     r.q.assign(c.q.begin() + (row * c.heads_q + h) * c.d,
@@ -2275,9 +2280,9 @@ std::vector<AttnType> attention_types(const SuiteConfig& config) {
 
 const std::vector<std::string>& attention_features() {
   static const std::vector<std::string> names = {
-      "varlen",      "causal",    "window",    "softcap",    "alibi",      "sinks",
-      "key_padding", "bhsd",      "strided",   "unequal_dv", "adaptive",   "split_kv",
-      "paged_kv",    "seqused_k", "attn_mask", "attn_bias",  "block_mask", "tree_mask", "block_scaled"};
+      "varlen",    "causal",    "window",     "softcap",   "alibi",       "sinks",    "key_padding",
+      "bhsd",      "strided",   "unequal_dv", "adaptive",  "split_kv",    "paged_kv", "seqused_k",
+      "attn_mask", "attn_bias", "block_mask", "tree_mask", "block_scaled"};
   return names;
 }
 

@@ -459,7 +459,7 @@ std::vector<PropertyInfo> properties() {
        "attention_rounding",
        {Op::attention_v2, Op::attention},
        "ulps of float32",
-       "causal or window_right 0, bottom-right",
+       "a case without attn_mask, attn_bias, block or tree mask",
        "attention.cpp chunked_prefill_equals_prefill"},
       {"backward.rounding",
        "softmax / log-softmax backward: every dx is within its rounding budget of the correctly "
