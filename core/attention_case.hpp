@@ -63,6 +63,11 @@ struct MaskTensor {
         (nk > 1 ? j : 0))];
   }
 };
+// A page pool whose named pages start this many bytes or more into it is
+// reserved sparsely (only its named pages are memory) by the suite's call
+// (kernels/attention_v2_call.cpp) and by the gate's guard (gate/guard.cpp):
+// attention_v2.large_offsets puts them past 2^31 elements.
+inline constexpr std::int64_t kLargePoolBytes = std::int64_t{1} << 28;
 
 struct AttentionCase {
   AttnType qkv = AttnType::float32;
@@ -102,7 +107,10 @@ struct AttentionCase {
   // Paged KV (kernel.h): 0 contiguous; else tokens per page (1..1024). The
   // call scatters the keys into a pool of pages in the order paged_kv()
   // derives from page_seed, the physical ids from page_id_base up (65,530:
-  // ids across 65,535); every other page and slot holds NaN.
+  // ids across 65,535); every other page and slot holds NaN. A base whose
+  // pages lie past 2^31 elements of the pool (attention_v2.large_offsets)
+  // makes the call reserve the pool sparsely: only the pages from
+  // page_id_base up are memory (kLargePoolBytes).
   std::int64_t page_size = 0;
   std::int64_t page_id_base = 0;
   std::uint64_t page_seed = 0;
@@ -224,8 +232,10 @@ inline void AttentionCase::validate() const {
   if (scale_block > 0 && !is_fp8(qkv)) fail("block scales (scale_block > 0) need fp8 inputs");
   if (page_size < 0 || page_size > 1024)
     fail("page_size = " + s(page_size) + " is outside 0..1024 (0: contiguous)");
-  if (page_id_base < 0 || page_id_base > (std::int64_t{1} << 24))
-    fail("page_id_base = " + s(page_id_base) + " is outside 0..2^24");
+  // Page ids are int32 (kernel.h); the pages below page_id_base are never
+  // named, so only the pages from the base up count towards the memory.
+  if (page_id_base < 0 || page_id_base > (std::int64_t{1} << 30))
+    fail("page_id_base = " + s(page_id_base) + " is outside 0..2^30");
   // Masks: each extent 1 (broadcast) or the full one.
   auto mask = [&](const MaskTensor& m, const char* name, std::int64_t eq, std::int64_t ek) {
     if (!m.used()) return;
@@ -254,12 +264,15 @@ inline void AttentionCase::validate() const {
   for (float x : attn_bias.v)
     if (!std::isfinite(x)) fail("attn_bias holds a non-finite value");
   if (paged()) {
-    std::int64_t pages = page_id_base + 4;
+    std::int64_t pages = 4;
     for (std::int64_t b = 0; b < batch; ++b) pages += (key_buffer(b) + page_size - 1) / page_size;
     const std::int64_t elems = pages * page_size * heads_kv * std::max(d, dv);
     if (elems > (std::int64_t{1} << 25))
-      fail("the page pool (page_id_base " + s(page_id_base) + ", page_size " + s(page_size) +
-           ") would hold " + s(elems) + " elements, above 2^25");
+      fail("the page pool (page_size " + s(page_size) + ") would hold " + s(elems) +
+           " elements in its named pages, above 2^25");
+    if ((page_id_base + pages) * page_size * heads_kv * std::max(d, dv) > (std::int64_t{1} << 34))
+      fail("the page pool (page_id_base " + s(page_id_base) +
+           ") would span more than 2^34 elements");
   }
 }
 

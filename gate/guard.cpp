@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/attention_case.hpp"
 #include "core/bfloat16.hpp"
 #include "core/float16.hpp"
 #include "kernels/attention_v2_args.hpp"
@@ -34,7 +35,8 @@ struct Region {
   std::atomic<bool> used{false};
   char name[48] = {};
   std::uintptr_t map_begin = 0, data_begin = 0, data_end = 0, map_end = 0;
-  std::uintptr_t page = 0;  // size of each guard region
+  std::uintptr_t page = 0;        // size of each guard region
+  std::uintptr_t live_begin = 0;  // sparse buffers: the first accessible byte (else 0)
   bool read_only = false;
 };
 constexpr int kRegions = 64;
@@ -93,7 +95,25 @@ void fault_handler(int sig, siginfo_t* info, void*) {
     for (auto& r : g_regions) {
       if (!r.used.load() || a < r.map_begin || a >= r.map_end) continue;
       const std::uintptr_t size = r.data_end - r.data_begin;
-      if (a < r.map_begin + r.page) {
+      if (r.live_begin && a < r.data_begin) {
+        // A sparse buffer's reservation before its start: where an offset
+        // past 2^31 elements computed in 32 bits lands once it wraps.
+        w.put("access ");
+        w.num(r.data_begin - a);
+        w.put(" bytes before the start of buffer '");
+        w.put(r.name);
+        w.put("' (");
+        w.num(size);
+        w.put(" bytes; an offset past 2^31 elements wrapped in 32 bits?)");
+      } else if (r.live_begin && a < r.live_begin) {
+        w.put("access at byte ");
+        w.num(a - r.data_begin);
+        w.put(" of buffer '");
+        w.put(r.name);
+        w.put("', below byte ");
+        w.num(r.live_begin - r.data_begin);
+        w.put(" where its first named page starts (never mapped: an offset computed in 32 bits?)");
+      } else if (a < r.map_begin + r.page) {
         w.put("access ");
         w.num(r.data_begin - a);
         w.put(" bytes before the start of buffer '");
@@ -148,15 +168,26 @@ std::size_t guard_bytes() {
 }
 
 // One buffer handed to the kernel inside its own guarded mapping.
+//
+// A sparse input (live_from > 0: a large page pool, attention_v2.large_offsets)
+// is laid out the same way behind a reservation of live_from bytes, and only
+// its bytes from live_from on are copied and made accessible: the pages
+// before (never named by the block table) and the reservation (where an
+// offset past 2^31 elements computed in int32 lands: 2^32 elements before
+// its target) stay inaccessible, and the fault handler names both.
 class Guarded {
  public:
-  Guarded(const char* name, const void* src, std::size_t bytes, bool input)
+  Guarded(const char* name, const void* src, std::size_t bytes, bool input,
+          std::size_t live_from = 0)
       : name_(name), bytes_(bytes), input_(input), src_(src) {
     const std::size_t P = page_size();
     const std::size_t G = guard_bytes();
     const std::size_t body = (bytes + 63) / 64 * 64;
     const std::size_t data_pages = body == 0 ? 1 : (body + P - 1) / P;
-    map_bytes_ = data_pages * P + 2 * G;
+    if (live_from >= bytes) live_from = 0;
+    live_from_ = live_from;
+    const std::size_t reserve = (live_from + P - 1) / P * P;
+    map_bytes_ = reserve + data_pages * P + 2 * G;
     if (g_arena) {
       // The judge never runs kernel code: its view of the arena needs no
       // protection. The host maps only the data pages, for the call.
@@ -169,22 +200,33 @@ class Guarded {
       g_arena_top += map_bytes_;
       g_live.push_back(this);
     } else {
-      void* m =
-          mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      void* m = mmap(nullptr, map_bytes_, live_from ? PROT_NONE : PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | (live_from ? MAP_NORESERVE : 0), -1, 0);
       if (m == MAP_FAILED) throw std::runtime_error("guarded call: mmap failed");
       map_ = static_cast<unsigned char*>(m);
-      mprotect(map_, G, PROT_NONE);
-      mprotect(map_ + G + data_pages * P, G, PROT_NONE);
+      mprotect(map_, G + reserve, PROT_NONE);
+      mprotect(map_ + reserve + G + data_pages * P, G, PROT_NONE);
     }
-    unsigned char* inner_end = map_ + G + data_pages * P;
+    unsigned char* inner_begin = map_ + reserve + G;
+    unsigned char* inner_end = inner_begin + data_pages * P;
     data_ = inner_end - body;
-    std::memset(map_ + G, kCanary, data_pages * P);
-    if (bytes) std::memcpy(data_, src, bytes);
-    head_ = map_ + G;
+    // The accessible pages: all of them, or those from live_from on.
+    unsigned char* open_begin =
+        live_from ? map_ + (static_cast<std::size_t>(data_ + live_from - map_) / P) * P
+                  : inner_begin;
+    if (live_from && !g_arena)
+      mprotect(open_begin, static_cast<std::size_t>(inner_end - open_begin),
+               PROT_READ | PROT_WRITE);
+    std::memset(open_begin, kCanary, static_cast<std::size_t>(inner_end - open_begin));
+    if (bytes)
+      std::memcpy(data_ + live_from, static_cast<const unsigned char*>(src) + live_from,
+                  bytes - live_from);
+    head_ = live_from ? data_ : inner_begin;  // a sparse buffer's head canary: none
     tail_end_ = inner_end;
     guard_ = G;
+    live_begin_ = live_from ? data_ + live_from : nullptr;
     if (g_arena) return;  // the host registers the fault regions itself
-    if (input_) mprotect(map_ + G, data_pages * P, PROT_READ);
+    if (input_) mprotect(open_begin, static_cast<std::size_t>(inner_end - open_begin), PROT_READ);
     region_ = claim_region();
     if (region_) {
       set_region_name(region_, name_);
@@ -193,6 +235,7 @@ class Guarded {
       region_->data_begin = reinterpret_cast<std::uintptr_t>(data_);
       region_->data_end = region_->data_begin + bytes_;
       region_->page = G;
+      region_->live_begin = reinterpret_cast<std::uintptr_t>(live_begin_);
       region_->read_only = input_;
     }
   }
@@ -216,6 +259,7 @@ class Guarded {
     r.data_begin = reinterpret_cast<std::uintptr_t>(data_);
     r.data_end = r.data_begin + bytes_;
     r.guard = guard_;
+    r.live_begin = reinterpret_cast<std::uintptr_t>(live_begin_);
     r.read_only = input_;
     r.name = name_;
     return r;
@@ -226,8 +270,8 @@ class Guarded {
     if (!input_ || !src_ || !bytes_) return "";
     const auto* a = data_;
     const auto* b = static_cast<const unsigned char*>(src_);
-    if (std::memcmp(a, b, bytes_) == 0) return "";
-    for (std::size_t i = 0; i < bytes_; ++i)
+    if (std::memcmp(a + live_from_, b + live_from_, bytes_ - live_from_) == 0) return "";
+    for (std::size_t i = live_from_; i < bytes_; ++i)
       if (a[i] != b[i])
         return "wrote into input buffer '" + std::string(name_) + "' at byte " + std::to_string(i) +
                " (inputs are const)";
@@ -235,7 +279,7 @@ class Guarded {
   }
 
   void* data() const { return data_; }
-  void copy_to(void* dst) const {
+  void copy_to(void* dst) const {  // outputs only (never sparse)
     if (bytes_) std::memcpy(dst, data_, bytes_);
   }
   // Empty when both canaries are intact, else what was overwritten.
@@ -260,6 +304,8 @@ class Guarded {
   bool input_;
   const void* src_;  // the caller's buffer (inputs: compared after the call)
   std::size_t guard_ = 0;
+  std::size_t live_from_ = 0;  // sparse: bytes before the first accessible one
+  unsigned char* live_begin_ = nullptr;
   std::size_t map_bytes_ = 0;
   unsigned char* map_ = nullptr;
   unsigned char* data_ = nullptr;
@@ -350,9 +396,11 @@ struct GuardedKernel::State {
     // Remote calls always go through the arena (it is how buffers reach the
     // kernel's process), whatever guard_buffers says.
     bool guarding() const { return s->options.guard_buffers || g_arena; }
-    const void* in(const char* name, const void* p, std::size_t bytes) {
+    // live_from > 0: a sparse input, of which the bytes before live_from are
+    // never read by a correct kernel (nor copied, nor accessible).
+    const void* in(const char* name, const void* p, std::size_t bytes, std::size_t live_from = 0) {
       if (!p || !guarding()) return p;
-      bufs.push_back(std::make_unique<Guarded>(name, p, bytes, true));
+      bufs.push_back(std::make_unique<Guarded>(name, p, bytes, true, live_from));
       return bufs.back()->data();
     }
     void* out(const char* name, void* p, std::size_t bytes) {
@@ -678,11 +726,21 @@ sa_status t_attention_v2(void* ctx, const sa_attention_v2_args* a) {
   g.q = guard_in("q", a->q, a->heads_q, a->seqlen_q, tq, a->head_dim);
   if (a->block_table) {
     // Paged KV: k and v are page pools (num_pages pages of page_size slots).
+    // A pool whose named pages all lie past kLargePoolBytes (the lowest id in
+    // the block table times the page stride) is guarded sparsely: the pages
+    // below are never copied nor made accessible (attention_v2.large_offsets).
+    std::int64_t lowest = a->num_pages;
+    for (std::int64_t i = 0; i < a->batch * a->block_table_stride; ++i)
+      lowest = std::min<std::int64_t>(lowest, std::max<std::int32_t>(a->block_table[i], 0));
     auto guard_pool = [&](const char* name, const sa_tensor& t, std::int64_t dim) {
       sa_tensor r = t;
       const std::int64_t last = (a->num_pages - 1) * t.stride_b + (a->heads_kv - 1) * t.stride_h +
                                 (a->page_size - 1) * t.stride_s + dim;
-      r.data = c.in(name, t.data, static_cast<std::size_t>(last) * ei);
+      const std::int64_t from = t.stride_b > 0 && t.stride_h >= 0 && t.stride_s >= 0
+                                    ? lowest * t.stride_b * static_cast<std::int64_t>(ei)
+                                    : 0;
+      r.data = c.in(name, t.data, static_cast<std::size_t>(last) * ei,
+                    from >= kLargePoolBytes ? static_cast<std::size_t>(from) : 0);
       return r;
     };
     g.k = guard_pool("k (page pool)", a->k, a->head_dim);
@@ -1029,6 +1087,7 @@ void register_fault_regions(const BufferRange* ranges, std::size_t count) {
     r->data_begin = ranges[i].data_begin;
     r->data_end = ranges[i].data_end;
     r->page = ranges[i].guard;
+    r->live_begin = ranges[i].live_begin;
     r->read_only = ranges[i].read_only;
   }
 }

@@ -97,6 +97,9 @@ struct BufferRange {
   std::uintptr_t map_begin = 0, map_end = 0;    // guard regions included
   std::uintptr_t data_begin = 0, data_end = 0;  // the buffer's own bytes
   std::uintptr_t guard = 0;                     // bytes of each guard region
+  // A sparse buffer (a large page pool): its first accessible byte; the
+  // pages from map_begin up to it are never accessible. 0: not sparse.
+  std::uintptr_t live_begin = 0;
   bool read_only = false;
   const char* name = "";
 };

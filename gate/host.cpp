@@ -56,6 +56,7 @@ struct Request {
 // One entry of the buffer table (the host copies it before using it).
 struct WireRange {
   std::uint64_t map_begin, map_end, data_begin, data_end, guard;
+  std::uint64_t live_begin;  // sparse buffers: the first accessible byte (BufferRange)
   std::uint32_t read_only;
   char name[44];
 };
@@ -90,6 +91,16 @@ struct Hello {
 
 constexpr std::size_t kTableBytes = 4u << 20;  // the buffer table: ~43,000 buffers
 constexpr std::size_t kMaxRanges = kTableBytes / sizeof(WireRange);
+
+std::uintptr_t page_floor(std::uintptr_t a) {
+  static const std::uintptr_t P = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  return a / P * P;
+}
+// The first byte of a buffer the host makes accessible for a call: past the
+// guard region, or for a sparse buffer the page of its first live byte.
+std::uintptr_t accessible_begin(const WireRange& w) {
+  return w.live_begin ? page_floor(w.live_begin) : w.map_begin + w.guard;
+}
 
 void copy_text(char* dst, std::size_t cap, const char* src) {
   std::size_t i = 0;
@@ -201,9 +212,12 @@ class DeviceCall {
       : dm_(dm) {
     for (const auto& w : ranges) {
       Buf b;
-      b.lo = w.map_begin + w.guard;
+      b.lo = accessible_begin(w);
       b.hi = w.map_end - w.guard;
-      if (b.lo < reinterpret_cast<std::uintptr_t>(lo_ok) ||
+      // A sparse buffer's device copy spans it from its first page (its
+      // pointers are relative to that); only its accessible pages are copied.
+      b.base = w.live_begin ? page_floor(w.data_begin) : b.lo;
+      if (b.base < reinterpret_cast<std::uintptr_t>(lo_ok) ||
           b.hi > reinterpret_cast<std::uintptr_t>(hi_ok) || b.lo >= b.hi)
         continue;
       bufs_.push_back(b);
@@ -240,7 +254,8 @@ class DeviceCall {
       for (auto& b : bufs_) {
         if (!b.dev || b.pointers) continue;
         mprotect(reinterpret_cast<void*>(b.lo), b.hi - b.lo, PROT_READ | PROT_WRITE);
-        dm_.to_host(reinterpret_cast<void*>(b.lo), b.dev, b.hi - b.lo);
+        dm_.to_host(reinterpret_cast<void*>(b.lo),
+                    static_cast<unsigned char*>(b.dev) + (b.lo - b.base), b.hi - b.lo);
         mprotect(reinterpret_cast<void*>(b.lo), b.hi - b.lo, PROT_NONE);
       }
       for (auto& a : arrays_) {
@@ -265,6 +280,7 @@ class DeviceCall {
  private:
   struct Buf {
     std::uintptr_t lo = 0, hi = 0;  // the accessible pages (canaries and data)
+    std::uintptr_t base = 0;        // where the device copy starts (lo, or a sparse buffer's start)
     void* dev = nullptr;            // the device copy, once a pointer into it was staged
     bool pointers = false;          // a part-pointer array: staged translated (arrays_)
   };
@@ -279,7 +295,7 @@ class DeviceCall {
   }
   Buf* find(std::uintptr_t a) {
     for (auto& b : bufs_)
-      if (a >= b.lo && a <= b.hi) return &b;
+      if (a >= b.base && a <= b.hi) return &b;
     return nullptr;
   }
   // The device address of arena address p (its buffer staged on first use;
@@ -295,10 +311,11 @@ class DeviceCall {
     if (b && b->pointers) return const_cast<void*>(p);
     if (!b) return bytes_.emplace_back(dm_.alloc(1));
     if (!b->dev) {
-      b->dev = dm_.alloc(b->hi - b->lo + 1);
-      dm_.to_device(b->dev, reinterpret_cast<const void*>(b->lo), b->hi - b->lo);
+      b->dev = dm_.alloc(b->hi - b->base + 1);
+      dm_.to_device(static_cast<unsigned char*>(b->dev) + (b->lo - b->base),
+                    reinterpret_cast<const void*>(b->lo), b->hi - b->lo);
     }
-    return static_cast<unsigned char*>(b->dev) + (a - b->lo);
+    return static_cast<unsigned char*>(b->dev) + (a - b->base);
   }
   template <class T>
   T* tr(T* p) {
@@ -616,7 +633,10 @@ struct KernelHost::Impl {
 
   void make_arena() {
     // Address space only (NORESERVE): pages exist once the judge writes them.
-    for (std::size_t bytes = std::size_t(16) << 30; bytes >= (std::size_t(256) << 20); bytes /= 2) {
+    // 64 GiB: a large-offset call's two sparse float32 page pools, each
+    // behind a reservation as large as itself, take about 32 GiB of it
+    // (attention_v2.large_offsets; gate/guard.cpp).
+    for (std::size_t bytes = std::size_t(64) << 30; bytes >= (std::size_t(256) << 20); bytes /= 2) {
       void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                      MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       if (m != MAP_FAILED) {
@@ -746,7 +766,7 @@ struct KernelHost::Impl {
       regions.resize(n);
       auto protect = [&](int prot_in, int prot_out) {
         for (const auto& w : ranges) {
-          const auto* lo = reinterpret_cast<unsigned char*>(w.map_begin + w.guard);
+          const auto* lo = reinterpret_cast<unsigned char*>(accessible_begin(w));
           const auto* hi = reinterpret_cast<unsigned char*>(w.map_end - w.guard);
           if (lo < arena + kTableBytes || hi > arena + arena_bytes || lo >= hi) continue;
           mprotect(const_cast<unsigned char*>(lo), static_cast<std::size_t>(hi - lo),
@@ -760,6 +780,7 @@ struct KernelHost::Impl {
         regions[i].data_begin = ranges[i].data_begin;
         regions[i].data_end = ranges[i].data_end;
         regions[i].guard = ranges[i].guard;
+        regions[i].live_begin = ranges[i].live_begin;
         regions[i].read_only = ranges[i].read_only != 0;
         regions[i].name = ranges[i].name;
       }
@@ -1167,6 +1188,7 @@ struct KernelHost::Impl {
       w.data_begin = live[i].data_begin;
       w.data_end = live[i].data_end;
       w.guard = live[i].guard;
+      w.live_begin = live[i].live_begin;
       w.read_only = live[i].read_only;
       copy_text(w.name, sizeof w.name, live[i].name);
     }

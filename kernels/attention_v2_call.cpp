@@ -8,8 +8,13 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/bfloat16.hpp"
 #include "core/float16.hpp"
@@ -57,11 +62,57 @@ std::size_t size_of(AttnType t) {
   return t == AttnType::float32 ? 4 : (t == AttnType::bfloat16 || t == AttnType::float16) ? 2 : 1;
 }
 
+// The bytes of a buffer: a vector, or for a large page pool
+// (kLargePoolBytes) a sparse reservation of which only [live_from, n) is
+// memory. The reservation also covers live_from bytes before the buffer's
+// start, where an offset computed in 32 bits lands once it wraps (an offset
+// between 2^31 and 2^32 elements becomes negative). This process maps the
+// rest as zero pages (readable, never memory), so a kernel called in this
+// process reads zeros there rather than crashing the suite; the gate's guard
+// (gate/guard.cpp) leaves all of it inaccessible to the kernel.
+class Bytes {
+ public:
+  explicit Bytes(std::size_t n) : vec_(n), p_(vec_.data()), n_(n) {}
+  Bytes(std::size_t n, std::size_t live_from) : n_(n), live_(live_from) {
+    const std::size_t P = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    const std::size_t head = (live_from + P - 1) / P * P, total = head + (n + P - 1) / P * P;
+    void* m = mmap(nullptr, total, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+      throw std::runtime_error("attention call: cannot reserve " + std::to_string(total >> 20) +
+                               " MiB of address space for a large page pool");
+    map_ = std::shared_ptr<void>(m, [total](void* q) { munmap(q, total); });
+    p_ = static_cast<unsigned char*>(m) + head;
+    unsigned char* live = p_ + live_from / P * P;
+    if (mprotect(live, static_cast<std::size_t>(static_cast<unsigned char*>(m) + total - live),
+                 PROT_READ | PROT_WRITE) != 0)
+      throw std::runtime_error("attention call: cannot map a large page pool's pages");
+  }
+  Bytes(const Bytes& o) : vec_(o.vec_), map_(o.map_), n_(o.n_), live_(o.live_) {
+    p_ = map_ ? o.p_ : vec_.data();
+  }
+  Bytes& operator=(const Bytes&) = delete;
+  unsigned char& operator[](std::size_t i) { return p_[i]; }
+  const unsigned char& operator[](std::size_t i) const { return p_[i]; }
+  unsigned char* data() { return p_; }
+  const unsigned char* data() const { return p_; }
+  std::size_t size() const { return n_; }
+  std::size_t live_from() const { return live_; }
+
+ private:
+  std::vector<unsigned char> vec_;
+  std::shared_ptr<void> map_;  // the sparse reservation, or null
+  unsigned char* p_ = nullptr;
+  std::size_t n_ = 0, live_ = 0;
+};
+
 // A typed element buffer.
 struct Buffer {
   AttnType t;
-  std::vector<unsigned char> bytes;
+  Bytes bytes;
   Buffer(AttnType type, std::size_t count) : t(type), bytes(count * size_of(type)) {}
+  // A page pool whose elements below live_from are never named (sparse).
+  Buffer(AttnType type, std::size_t count, std::size_t live_from)
+      : t(type), bytes(count * size_of(type), live_from * size_of(type)) {}
   void set(std::size_t i, float x, const char* what) {
     switch (t) {
       case AttnType::float32:
@@ -123,7 +174,7 @@ struct Buffer {
     return NAN;
   }
   void fill_nan() {
-    for (std::size_t i = 0; i < bytes.size() / size_of(t); ++i) {
+    for (std::size_t i = bytes.live_from() / size_of(t); i < bytes.size() / size_of(t); ++i) {
       if (t == AttnType::float32) {
         const float n = NAN;
         std::memcpy(&bytes[i * 4], &n, 4);
@@ -386,7 +437,14 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
     }
     return cv ? (cu_kb[b] + j) * st.s + h * st.h : b * st.b + j * st.s + h * st.h;
   };
-  Buffer q(c.qkv, sq.count), k(c.qkv, sk.count), v(c.qkv, sv.count), o(c.out_type, so.count);
+  // A pool whose pages start past kLargePoolBytes is reserved sparsely.
+  auto pool = [&](const Strides& st) {
+    const std::int64_t from = c.paged() ? c.page_id_base * st.b : 0;
+    if (from * static_cast<std::int64_t>(size_of(c.qkv)) < kLargePoolBytes)
+      return Buffer(c.qkv, static_cast<std::size_t>(st.count));
+    return Buffer(c.qkv, static_cast<std::size_t>(st.count), static_cast<std::size_t>(from));
+  };
+  Buffer q(c.qkv, sq.count), k = pool(sk), v = pool(sv), o(c.out_type, so.count);
   q.fill_nan();
   k.fill_nan();
   v.fill_nan();

@@ -132,7 +132,7 @@ TEST(PagedCall, CaseRefusesBadPagedAndSequsedFieldsNamingThem) {
       << validate_error(x);
   x = c;
   x.page_size = 256;
-  x.page_id_base = 1 << 20;
+  x.page_id_base = 1 << 30;  // the pool would span more than 2^34 elements
   EXPECT_NE(validate_error(x).find("page pool"), std::string::npos) << validate_error(x);
 }
 
