@@ -58,6 +58,9 @@
 //                                    (the rest of its cache unwritten: NaN
 //                                    past seqused_k), equals the one call
 //                                    (within twice the rounding budget)
+//   attention_v2.large_offsets       the same paged case with its pages past
+//                                    2^31 elements of sparsely reserved pools
+//                                    (rounding's budget: offsets need 64 bits)
 //
 // Cases are drawn inside the kernel's declared domain (features, head dims,
 // lengths: domain_of), so adaptive temperature and split-KV are drawn when
@@ -1545,6 +1548,54 @@ void chunked_prefill_equals_prefill(const AttnCtx& cx, Check& out) {
   };
   hold(first, zero, "one-prefill");
   hold(second, q1, "one-prefill");
+// The page stride (k.stride_b) of a paged case's pool of head dim `dim`, as
+// Kernel::attention_v2 lays it out (kernels/attention_v2_call.cpp layout_of).
+std::int64_t page_stride(const AttentionCase& c, std::int64_t dim) {
+  if (c.layout == AttnLayout::bshd)
+    return c.page_size * (c.heads_kv * (dim + c.head_pad) + c.row_pad);
+  return c.heads_kv * (c.page_size * (dim + c.row_pad) + c.head_pad);
+}
+
+// The lowest page id that puts a paged case's pages past 2^31 elements of
+// its pools: of both pools when their address space (each behind a
+// reservation as large as itself, gate/guard.cpp) stays within 40 GiB, else
+// of the larger pool; 0 when no such id fits int32 with the case's pages.
+std::int64_t large_page_base(const AttentionCase& c) {
+  const std::int64_t sk = page_stride(c, c.d), sv = page_stride(c, c.dv);
+  const std::int64_t es = c.qkv == AttnType::float32 ? 4 : is_fp8(c.qkv) ? 1 : 2;
+  constexpr std::int64_t k31 = std::int64_t{1} << 31;
+  std::int64_t base = (k31 + std::min(sk, sv) - 1) / std::min(sk, sv);
+  if (2 * base * (sk + sv) * es > (std::int64_t{40} << 30))
+    base = (k31 + std::max(sk, sv) - 1) / std::max(sk, sv);
+  std::int64_t pages = 4;
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    pages += (c.key_buffer(b) + c.page_size - 1) / c.page_size;
+  if (base + pages > INT32_MAX || base > (std::int64_t{1} << 30)) return 0;
+  return base;
+}
+
+// attention_v2.large_offsets: the same paged case with its physical pages
+// moved past 2^31 elements of the pools (ids from large_page_base up; the
+// pools reserved sparsely, the pages below them never memory: nothing near
+// 2^31 elements is allocated). The page ids enter no arithmetic, so the call
+// is held to attention_v2.rounding's rule against the same reference. A
+// kernel that computes page_id * stride_b in 32 bits wraps: in the gate its
+// read lands in the pool's inaccessible reservation (a crash that names the
+// pool and the case), in a process of its own (tests) it reads zeros and
+// its outputs move far outside the budget.
+void large_offsets(const AttnCtx& cx, Check& out) {
+  const AttentionCase& c = cx.c;
+  AttentionCase lc = c;
+  lc.page_id_base = large_page_base(c);
+  if (lc.page_id_base == 0 || !cx.k.why_not(lc).empty()) return;
+  const AttentionResult lo = cx.k.call(lc);
+  const AttnCtx lx{cx.run, cx.k, cx.t, cx.low, cx.dom, cx.p, lc, lo, cx.r, cx.rb};
+  Check ch;
+  rounding(lx, ch);
+  if (ch.applicable)
+    ch.where =
+        "pages from id " + std::to_string(lc.page_id_base) + " (past 2^31 elements): " + ch.where;
+  out.worst(ch);
 }
 
 // attention_v2.key_permutation: keys permuted with their values and
@@ -2044,6 +2095,8 @@ const AttentionProperty kAttention[] = {
        return (cx.dom.features & (SA_ATTN_BOOL_MASK | SA_ATTN_BIAS)) != 0 && !cx.c.masks();
      }},
     {"attention_v2.chunked_prefill_equals_prefill", chunked_prefill_equals_prefill, true, nullptr},
+    {"attention_v2.large_offsets", large_offsets, false,
+     [](const AttnCtx& cx) { return cx.c.paged(); }},
 };
 constexpr int kSlots = static_cast<int>(std::size(kAttention));
 constexpr int kRound = 0;  // rounding: also where a refused case is recorded

@@ -461,6 +461,17 @@ std::vector<PropertyInfo> properties() {
        "ulps of float32",
        "a case without attn_mask, attn_bias, block or tree mask",
        "attention.cpp chunked_prefill_equals_prefill"},
+      {"attention_v2.large_offsets",
+       "the same paged KV call with every named page past 2^31 elements of its pool (page ids "
+       "from ceil(2^31 / page stride) up; the pools reserved sparsely, the pages below and a "
+       "reservation before each pool inaccessible to the kernel) is within the rounding budget "
+       "of attention_v2.rounding of the same reference: offsets need 64 bits (kernel.h); one "
+       "computed in 32 bits wraps into the reservation, a crash naming the pool, or reads zeros",
+       "attention_rounding",
+       {Op::attention_v2},
+       "ulps of float32",
+       "paged_kv",
+       "attention.cpp large_offsets"},
       {"backward.rounding",
        "softmax / log-softmax backward: every dx is within its rounding budget of the correctly "
        "rounded MPFR reference",
