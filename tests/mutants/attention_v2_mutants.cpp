@@ -48,6 +48,7 @@ enum class Bug {
   page_slot_past_128,  // the slot in a page taken modulo 128 (right up to 128-token pages)
   page_size_pow2,      // page and slot by shift and mask, as if page_size were a power of two
   ignores_seqused_k,   // seqused_k ignored: every key of the buffer read
+  page_offset_32bit,   // page_id * stride_b computed in int32 (wraps past 2^31 elements)
   // Chunked prefill (issue 33 item 2): a chunk's queries against a cache
   // holding keys past seqused_k.
   chunk_diagonal_from_buffer,  // the causal diagonal placed by the buffer's key count N_b,
@@ -331,8 +332,9 @@ std::size_t element_size(sa_dtype t) {
 
 // The paged and seqused_k bugs: keys gathered from the page pool into
 // contiguous rows with the bug in the page arithmetic (every address stays
-// inside the pool: a wrong page is another page of it), then the naive
-// kernel on the contiguous call.
+// inside the pool: a wrong page is another page of it; except the 32-bit
+// page offset, which past 2^31 elements lands 2^32 elements before its
+// page), then the naive kernel on the contiguous call.
 sa_status paged_call(const Bug bug, const sa_attention_v2_args* a) {
   sa_attention_v2_args m = *a;
   if (bug == Bug::ignores_seqused_k) {
@@ -384,9 +386,18 @@ sa_status paged_call(const Bug bug, const sa_attention_v2_args* a) {
       if (bug == Bug::page_slot_past_128) slot %= 128;
       std::int64_t page = row[entry];
       if (bug == Bug::block_id_16bit) page = static_cast<std::uint16_t>(page);
+      // The page's offset: 64-bit, or as `int off = page * stride_b` computes
+      // it (the product wrapped to int32, as two's complement hardware does).
+      auto page_offset = [&](std::int64_t stride_b) -> std::int64_t {
+        if (bug != Bug::page_offset_32bit) return page * stride_b;
+        return static_cast<std::int32_t>(static_cast<std::uint32_t>(page) *
+                                         static_cast<std::uint32_t>(stride_b));
+      };
       for (std::int64_t h = 0; h < a->heads_kv; ++h) {
-        const std::int64_t ko = page * a->k.stride_b + slot * a->k.stride_s + h * a->k.stride_h;
-        const std::int64_t vo = page * a->v.stride_b + slot * a->v.stride_s + h * a->v.stride_h;
+        const std::int64_t ko =
+            page_offset(a->k.stride_b) + slot * a->k.stride_s + h * a->k.stride_h;
+        const std::int64_t vo =
+            page_offset(a->v.stride_b) + slot * a->v.stride_s + h * a->v.stride_h;
         std::memcpy(&k[static_cast<std::size_t>(((k0 + j) * a->heads_kv + h) * a->head_dim) * e],
                     static_cast<const unsigned char*>(a->k.data) + static_cast<std::size_t>(ko) * e,
                     static_cast<std::size_t>(a->head_dim) * e);
@@ -699,6 +710,10 @@ std::vector<Mutant> attention_v2_mutants() {
       make("mutant_v2_ignores_seqused_k",
            "seqused_k ignored: keys past a sequence's used length read (the buffer's length used)",
            call<Bug::ignores_seqused_k>, caps_with(kPagedFeatures, 0)),
+      make("mutant_v2_page_offset_32bit",
+           "paged KV: a page's offset page_id * stride_b computed in int32 (wraps past 2^31 "
+           "elements)",
+           call<Bug::page_offset_32bit>, caps_with(SA_ATTN_PAGED_KV, 0)),
       make("mutant_v2_chunk_diagonal_from_buffer",
            "chunked prefill: the causal diagonal placed by the key buffer's length, not "
            "seqused_k (a chunk's queries see keys of later chunks' positions)",
