@@ -1,6 +1,7 @@
 // sa::Kernel::merge_attention_states_n: the n-way split-KV merge of
 // interface v2 (kernel.h's merge_attention_states_n), staged for host or
 // device memory like every other call.
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -31,10 +32,20 @@ std::vector<float> Kernel::merge_attention_states_n(std::int64_t rows, std::int6
                                   std::to_string(rows) + " lse values");
   std::vector<float> out(need, NAN), l(static_cast<std::size_t>(rows), NAN);
   Stage st(memory());
+  // The parts' lse arrays lie in one buffer, kGap NaN floats apart: not one
+  // contiguous block (kernel.h gives each part its own pointer), so a kernel
+  // that reads part p's lse at lse[0] + p * rows reads NaN and shifted values.
+  constexpr std::size_t kGap = 8;
+  const std::size_t lstride = l.size() + kGap;
+  std::vector<float> lse_block(o.size() * lstride + kGap, NAN);
+  for (std::size_t p = 0; p < o.size(); ++p)
+    std::copy(lse[p].begin(), lse[p].end(),
+              lse_block.begin() + static_cast<std::ptrdiff_t>(p * lstride));
+  const auto* lse_d = static_cast<const float*>(st.in(lse_block.data(), lse_block.size() * 4));
   std::vector<const float*> po, pl;
   for (std::size_t p = 0; p < o.size(); ++p) {
     po.push_back(static_cast<const float*>(st.in(o[p].data(), need * 4)));
-    pl.push_back(static_cast<const float*>(st.in(lse[p].data(), l.size() * 4)));
+    pl.push_back(lse_d + p * lstride);
   }
   // The arrays of part pointers live where the kernel reads them.
   auto* dpo = static_cast<const float* const*>(st.in(po.data(), po.size() * sizeof(float*)));
