@@ -61,6 +61,10 @@
 //   attention_v2.large_offsets       the same paged case with its pages past
 //                                    2^31 elements of sparsely reserved pools
 //                                    (rounding's budget: offsets need 64 bits)
+//   attention_v2.cascade_equals_full shared-prefix (cascade) attention: prefix
+//                                    and suffix calls with lse merged by the
+//                                    kernel's merge_attention_states_n equal
+//                                    the full reference (budget derived below)
 //
 // Cases are drawn inside the kernel's declared domain (features, head dims,
 // lengths: domain_of), so adaptive temperature and split-KV are drawn when
@@ -1598,6 +1602,144 @@ void large_offsets(const AttnCtx& cx, Check& out) {
   out.worst(ch);
 }
 
+// The three cases of a cascade (shared prefix) built from a case c: its
+// requests are c's sequences (their queries), the shared prefix is sequence
+// 0's keys and values, and request b's own suffix is sequence b's keys (none
+// for request 0: an empty part). Position features, sinks, the key padding
+// mask, the adaptive temperature, seqused_k and paging are left out (a
+// cascade splits the keys of plain attention); the rest (heads, GQA, head
+// dims, scale, softcap, layout, padding, split-KV) is c's.
+struct Cascade {
+  AttentionCase prefix;  // one sequence: every request's queries against the prefix
+  AttentionCase suffix;  // varlen: request b's queries against its suffix
+  AttentionCase full;    // varlen: request b's queries against prefix ++ suffix (reference only)
+};
+
+Cascade cascade_of(const AttentionCase& c) {
+  AttentionCase base = c;
+  base.causal = base.top_left = false;
+  base.window_left = base.window_right = -1;
+  base.alibi_slopes.clear();
+  base.sinks.clear();
+  base.key_padding_mask.clear();
+  base.adaptive = false;
+  base.kv_extra.clear();
+  base.dense_call = false;
+  base.page_size = base.page_id_base = 0;
+  base.page_seed = 0;
+  const std::int64_t hk = c.heads_kv;
+  // Copies key rows [r0, r0 + n) of c (k and v) to the end of x.
+  auto take = [&](AttentionCase& x, std::int64_t r0, std::int64_t n) {
+    x.k.insert(x.k.end(), c.k.begin() + r0 * hk * c.d, c.k.begin() + (r0 + n) * hk * c.d);
+    x.v.insert(x.v.end(), c.v.begin() + r0 * hk * c.dv, c.v.begin() + (r0 + n) * hk * c.dv);
+  };
+  const std::int64_t P = c.len_k(0), p0 = c.row_k(0, 0);
+  Cascade r{base, base, base};
+  for (AttentionCase* x : {&r.prefix, &r.suffix, &r.full}) x->k.clear(), x->v.clear();
+  r.prefix.cu_q.clear();
+  r.prefix.cu_k.clear();
+  r.prefix.batch = 1;
+  r.prefix.seqlen_q = c.total_q();
+  r.prefix.seqlen_k = P;
+  take(r.prefix, p0, P);
+  for (AttentionCase* x : {&r.suffix, &r.full}) {
+    x->cu_q.assign(1, 0);
+    x->cu_k.assign(1, 0);
+    x->seqlen_q = x->seqlen_k = 0;
+  }
+  for (std::int64_t b = 0; b < c.batch; ++b) {
+    const std::int64_t own = b == 0 ? 0 : c.len_k(b);
+    for (AttentionCase* x : {&r.suffix, &r.full})
+      x->cu_q.push_back(static_cast<std::int32_t>(x->cu_q.back() + c.len_q(b)));
+    r.suffix.cu_k.push_back(static_cast<std::int32_t>(r.suffix.cu_k.back() + own));
+    r.full.cu_k.push_back(static_cast<std::int32_t>(r.full.cu_k.back() + P + own));
+    take(r.suffix, c.row_k(b, 0), own);
+    take(r.full, p0, P);
+    take(r.full, c.row_k(b, 0), own);
+  }
+  return r;
+}
+
+// attention_v2.cascade_equals_full: cascade (shared-prefix) attention as
+// FlashInfer's MultiLevelCascadeAttentionWrapper and vLLM's cascade path run
+// it: the kernel's attention_v2 over the shared prefix (one call, every
+// request's queries) and over each request's own suffix keys (a varlen call;
+// request 0's suffix is empty: lse -inf, out 0), both with lse, merged by the
+// kernel's own merge_attention_states_n, against the reference attention of
+// each request over prefix ++ suffix (computed in one piece: no merge).
+//
+// Bound, per output element, from the parts' own rounding budgets (those of
+// attention_v2.rounding for the prefix and the suffix cases: bo_p on out,
+// bl_p on lse) and merge_attention_n_ulp's analysis of the merge (u = 2^-24,
+// w_p = exp(l_p - L) with l_p the exact part lse, L the exact full lse,
+// mag_p = w_p (|o_p| + bo_p), over the parts with keys):
+//   sum_p w_p bo_p                 the parts' output errors, weighted;
+//   (exp(2 sum_p bl_p) - 1) sum_p mag_p   the weights' relative change from
+//                                  the parts' lse errors;
+//   sum_p (8 + L - l_p) u mag_p    one two-part float32 merge;
+// then the output's own rounding (output_abs). lse: sum_p w_p bl_p +
+// ulp(L) + 4u. Only float32 outputs (the merge takes float32 parts).
+void cascade_equals_full(const AttnCtx& cx, Check& out) {
+  const AttentionCase& c = cx.c;
+  const Kernel& kern = cx.k.kernel;
+  if (c.len_k(0) < 1) return;  // no shared prefix
+  const Cascade cs = cascade_of(c);
+  if (!cx.k.why_not(cs.prefix).empty() || !cx.k.why_not(cs.suffix).empty()) return;
+  const AttentionResult a = cx.k.call(cs.prefix), b = cx.k.call(cs.suffix);
+  const std::int64_t rows = c.total_q() * c.heads_q, dv = c.dv;
+  if (static_cast<std::int64_t>(a.lse.size()) != rows ||
+      static_cast<std::int64_t>(b.lse.size()) != rows)
+    return;
+  std::vector<float> ml;
+  const std::vector<float> m =
+      kern.merge_attention_states_n(rows, dv, {a.out, b.out}, {a.lse, b.lse}, &ml);
+  const ref::AttentionValues rf = ref::attention_v2(cs.full), ra = ref::attention_v2(cs.prefix),
+                             rs = ref::attention_v2(cs.suffix);
+  const std::vector<RowBudget> ba = attention_budgets(cs.prefix, ra),
+                               bs = attention_budgets(cs.suffix, rs);
+  struct Part {
+    const ref::AttentionValues& r;
+    const std::vector<RowBudget>& b;
+  };
+  const Part parts[] = {{ra, ba}, {rs, bs}};
+  for (std::int64_t row = 0; row < rows; ++row) {
+    const std::size_t ri = static_cast<std::size_t>(row);
+    const double L = rf.lse[ri];
+    auto where = [&] {
+      return "cascade (a prefix of " + std::to_string(c.len_k(0)) + " keys shared by " +
+             std::to_string(c.batch) +
+             " request(s), sequence 0's keys; request b's suffix: "
+             "sequence b's keys, none for request 0) row " +
+             std::to_string(row / c.heads_q) + " head " + std::to_string(row % c.heads_q) +
+             " (prefix lse " + fmt(a.lse[ri]) + ", suffix lse " + fmt(b.lse[ri]) + ")";
+    };
+    double w[2] = {0, 0}, bl_sum = 0, lse_bound = budget::ulp(DType::float32, L) + 4 * u32;
+    for (int p = 0; p < 2; ++p) {
+      const double lp = parts[p].r.lse[ri];
+      if (!std::isfinite(lp) || parts[p].b[ri].out_abs.empty()) continue;  // an empty part
+      w[p] = std::exp(lp - L);
+      bl_sum += parts[p].b[ri].lse_abs;
+      lse_bound += w[p] * parts[p].b[ri].lse_abs;
+    }
+    for (std::int64_t x = 0; x < dv; ++x) {
+      const std::size_t e = static_cast<std::size_t>(row * dv + x);
+      double internal = 0, mag = 0;
+      for (int p = 0; p < 2; ++p) {
+        if (w[p] == 0) continue;
+        const double bo = parts[p].b[ri].out_abs[static_cast<std::size_t>(x)];
+        const double mp = w[p] * (std::abs(parts[p].r.out[e]) + bo);
+        mag += mp;
+        internal += w[p] * bo + (8.0 + std::max(0.0, L - parts[p].r.lse[ri])) * u32 * mp;
+      }
+      internal += std::expm1(2.0 * bl_sum) * mag;
+      consider(
+          out, m[e], rf.out[e], budget::output_abs(DType::float32, rf.out[e], internal),
+          [&] { return where() + " out[" + std::to_string(x) + "]"; }, "full-attention");
+    }
+    out.worst(elem(DType::float32, ml[ri], L, lse_bound, where() + " lse", "full-attention"));
+  }
+}
+
 // attention_v2.key_permutation: keys permuted with their values and
 // padding bytes, per sequence, on the case without position features.
 void key_permutation(const AttnCtx& cx, Check& out) {
@@ -2097,6 +2239,12 @@ const AttentionProperty kAttention[] = {
     {"attention_v2.chunked_prefill_equals_prefill", chunked_prefill_equals_prefill, true, nullptr},
     {"attention_v2.large_offsets", large_offsets, false,
      [](const AttnCtx& cx) { return cx.c.paged(); }},
+    {"attention_v2.cascade_equals_full", cascade_equals_full, false,
+     [](const AttnCtx& cx) {
+       return cx.c.out_type == AttnType::float32 && cx.k.op == Op::attention_v2 &&
+              cx.k.kernel.declares(SA_ATTN_LSE) &&
+              cx.k.kernel.supports(Op::merge_attention_states_n);
+     }},
 };
 constexpr int kSlots = static_cast<int>(std::size(kAttention));
 constexpr int kRound = 0;  // rounding: also where a refused case is recorded

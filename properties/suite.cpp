@@ -472,6 +472,18 @@ std::vector<PropertyInfo> properties() {
        "ulps of float32",
        "paged_kv",
        "attention.cpp large_offsets"},
+      {"attention_v2.cascade_equals_full",
+       "cascade (shared-prefix) attention: the kernel's attention_v2 over a prefix shared by "
+       "every request (one call) and over each request's own suffix (a varlen call; one suffix "
+       "empty, lse -inf), merged by the kernel's merge_attention_states_n (the parts' lse not "
+       "one block), is within sum_p w_p bo_p + (exp(2 sum_p bl_p) - 1) sum_p mag_p + "
+       "sum_p (8 + L - l_p) u mag_p (+ output rounding) of the reference attention over prefix "
+       "and suffix together; lse within sum_p w_p bl_p + ulp(L) + 4u",
+       "attention_rounding",
+       {Op::attention_v2},
+       "ulps of float32",
+       "merge_attention_states_n and lse declared; float32 outputs",
+       "attention.cpp cascade_equals_full"},
       {"backward.rounding",
        "softmax / log-softmax backward: every dx is within its rounding budget of the correctly "
        "rounded MPFR reference",
