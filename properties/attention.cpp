@@ -1690,11 +1690,29 @@ void cascade_equals_full(const AttnCtx& cx, Check& out) {
   if (static_cast<std::int64_t>(a.lse.size()) != rows ||
       static_cast<std::int64_t>(b.lse.size()) != rows)
     return;
-  std::vector<float> ml;
-  const std::vector<float> m =
-      kern.merge_attention_states_n(rows, dv, {a.out, b.out}, {a.lse, b.lse}, &ml);
   const ref::AttentionValues rf = ref::attention_v2(cs.full), ra = ref::attention_v2(cs.prefix),
                              rs = ref::attention_v2(cs.suffix);
+  // The parts as kernel.h's merge takes them (natural-log lse; a row without
+  // keys out 0, lse -inf) where the kernel declares another form for its
+  // attention_v2 (conventions.hpp; attention_v2.rounding holds it to that
+  // form): lse_base2 converted (rounded once more: bl_p + 2 ulp), and a
+  // keyless row's masked_lse_inf / ieee_special_values / finite_mask answer
+  // replaced by kernel.h's.
+  const Conventions& cv = active_conventions();
+  const bool keyless_other = cv.masked_lse_inf || cv.ieee_special_values || cv.finite_mask;
+  std::vector<std::vector<float>> po = {a.out, b.out}, pl = {a.lse, b.lse};
+  const ref::AttentionValues* pr[] = {&ra, &rs};
+  for (int p = 0; p < 2; ++p)
+    for (std::int64_t row = 0; row < rows; ++row) {
+      float& l = pl[p][static_cast<std::size_t>(row)];
+      if (cv.lse_base2) l = static_cast<float>(static_cast<double>(l) * std::numbers::ln2);
+      if (keyless_other && !std::isfinite(pr[p]->lse[static_cast<std::size_t>(row)])) {
+        l = -INFINITY;
+        std::fill_n(po[p].begin() + row * dv, dv, 0.0f);
+      }
+    }
+  std::vector<float> ml;
+  const std::vector<float> m = kern.merge_attention_states_n(rows, dv, po, pl, &ml);
   const std::vector<RowBudget> ba = attention_budgets(cs.prefix, ra),
                                bs = attention_budgets(cs.suffix, rs);
   struct Part {
@@ -1711,15 +1729,17 @@ void cascade_equals_full(const AttnCtx& cx, Check& out) {
              " request(s), sequence 0's keys; request b's suffix: "
              "sequence b's keys, none for request 0) row " +
              std::to_string(row / c.heads_q) + " head " + std::to_string(row % c.heads_q) +
-             " (prefix lse " + fmt(a.lse[ri]) + ", suffix lse " + fmt(b.lse[ri]) + ")";
+             " (prefix lse " + fmt(pl[0][ri]) + ", suffix lse " + fmt(pl[1][ri]) + ")";
     };
     double w[2] = {0, 0}, bl_sum = 0, lse_bound = budget::ulp(DType::float32, L) + 4 * u32;
     for (int p = 0; p < 2; ++p) {
       const double lp = parts[p].r.lse[ri];
       if (!std::isfinite(lp) || parts[p].b[ri].out_abs.empty()) continue;  // an empty part
       w[p] = std::exp(lp - L);
-      bl_sum += parts[p].b[ri].lse_abs;
-      lse_bound += w[p] * parts[p].b[ri].lse_abs;
+      const double bl =
+          parts[p].b[ri].lse_abs + (cv.lse_base2 ? 2 * budget::ulp(DType::float32, lp) : 0.0);
+      bl_sum += bl;
+      lse_bound += w[p] * bl;
     }
     for (std::int64_t x = 0; x < dv; ++x) {
       const std::size_t e = static_cast<std::size_t>(row * dv + x);

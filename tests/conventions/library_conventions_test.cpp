@@ -138,13 +138,19 @@ TEST(LibraryConventions, LseBase2DeclaredPassesForwardAndBackward) {
                     : std::pair{&by_flag.k, std::vector<std::string>{}}}) {
       const auto vs = sa::props::run_suite(
           sa::Kernel(k, "test"),
-          attention_config(seed, {"attention_v2.rounding", "attention_backward.rounding"}, conv));
+          attention_config(seed,
+                           {"attention_v2.rounding", "attention_backward.rounding",
+                            "attention_v2.cascade_equals_full"},
+                           conv));
       for (const char* p : {"attention_v2.rounding", "attention_backward.rounding"}) {
         const auto& v = verdict(vs, p);
         EXPECT_EQ(v.outcome, sa::Outcome::pass) << "seed " << seed << ": " << all(vs);
         EXPECT_NE(v.note.find("under the declared conventions: lse_base2"), std::string::npos)
             << v.note;
       }
+      // The cascade merges the parts' lse converted to kernel.h's natural log.
+      EXPECT_EQ(verdict(vs, "attention_v2.cascade_equals_full").outcome, sa::Outcome::pass)
+          << "seed " << seed << ": " << all(vs);
     }
 }
 
@@ -174,8 +180,11 @@ TEST(LibraryConventions, MaskedLseInfUndeclaredFailsNamingItDeclaredPasses) {
     }
     const auto de = sa::props::run_suite(
         sa::Kernel(&flagged.k, "test"),
-        attention_config(seed, {"attention_v2.rounding", "attention_backward.rounding"}));
-    for (const char* p : {"attention_v2.rounding", "attention_backward.rounding"})
+        attention_config(seed, {"attention_v2.rounding", "attention_backward.rounding",
+                                "attention_v2.cascade_equals_full"}));
+    // (the cascade's empty part: +inf, merged as kernel.h's -inf)
+    for (const char* p : {"attention_v2.rounding", "attention_backward.rounding",
+                          "attention_v2.cascade_equals_full"})
       EXPECT_EQ(verdict(de, p).outcome, sa::Outcome::pass) << "seed " << seed << ": " << all(de);
   }
   EXPECT_GE(named, 2) << "fully masked rows were drawn on fewer than 2 of 3 seeds";
