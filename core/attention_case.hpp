@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -126,6 +127,12 @@ struct AttentionCase {
   // run's exponent (the largest that makes every element of the run an fp8
   // value) and passes elements and E8M0 scale bytes.
   std::int64_t scale_block = 0;
+  // MLA (DeepSeek's latent attention, FlashMLA): V is a prefix view of K.
+  // The call passes v.data = k.data with k's strides (kernel.h: k and v may
+  // alias), V being the first dv elements of each key vector, whenever the
+  // case's v is exactly that (dv <= d); a case derived by changing k or v
+  // alone (poisoned keys, say) is called with separate buffers.
+  bool v_in_k = false;
 
   bool varlen() const { return !cu_q.empty(); }
   std::int64_t total_q() const { return varlen() ? cu_q.back() : batch * seqlen_q; }
@@ -153,6 +160,15 @@ struct AttentionCase {
     std::int64_t n = 0;
     for (std::int64_t b = 0; b < batch; ++b) n = std::max(n, len_k(b));
     return n;
+  }
+  // v_in_k and every value of v the first dv elements of its key's k (bitwise).
+  bool v_aliases_k() const {
+    if (!v_in_k || dv > d) return false;
+    for (std::int64_t r = 0; r < total_k() * heads_kv; ++r)
+      if (std::memcmp(&v[static_cast<std::size_t>(r * dv)], &k[static_cast<std::size_t>(r * d)],
+                      static_cast<std::size_t>(dv) * sizeof(float)) != 0)
+        return false;
+    return true;
   }
   bool seqused() const { return !kv_extra.empty(); }
   // Whether the call passes cu_seqlens (a varlen case not called dense).
@@ -234,6 +250,8 @@ inline void AttentionCase::validate() const {
     fail("page_size = " + s(page_size) + " is outside 0..1024 (0: contiguous)");
   // Page ids are int32 (kernel.h); the pages below page_id_base are never
   // named, so only the pages from the base up count towards the memory.
+  if (v_in_k && dv > d)
+    fail("v_in_k (V a prefix view of K) needs dv <= d, not dv = " + s(dv) + ", d = " + s(d));
   if (page_id_base < 0 || page_id_base > (std::int64_t{1} << 30))
     fail("page_id_base = " + s(page_id_base) + " is outside 0..2^30");
   // Masks: each extent 1 (broadcast) or the full one.
@@ -371,6 +389,7 @@ inline std::string AttentionCase::describe() const {
          (page_id_base ? " ids>=" + std::to_string(page_id_base) : std::string()) +
          " seed=" + std::to_string(page_seed) + ")";
   if (scale_block > 0) r += " block_scaled(" + std::to_string(scale_block) + ")";
+  if (v_in_k) r += " v=k[:dv]";
   return r;
 }
 

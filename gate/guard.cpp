@@ -724,6 +724,12 @@ sa_status t_attention_v2(void* ctx, const sa_attention_v2_args* a) {
     return r;
   };
   g.q = guard_in("q", a->q, a->heads_q, a->seqlen_q, tq, a->head_dim);
+  // V a prefix view of K (MLA; kernel.h: k and v may alias): the kernel gets
+  // the aliasing too, V pointing into K's guarded copy, which holds every
+  // element V can reach (the same strides, head_dim_v <= head_dim).
+  const bool v_in_k = a->v.data && a->v.data == a->k.data && a->v.stride_b == a->k.stride_b &&
+                      a->v.stride_h == a->k.stride_h && a->v.stride_s == a->k.stride_s &&
+                      a->head_dim_v <= a->head_dim;
   if (a->block_table) {
     // Paged KV: k and v are page pools (num_pages pages of page_size slots).
     // A pool whose named pages all lie past kLargePoolBytes (the lowest id in
@@ -744,13 +750,13 @@ sa_status t_attention_v2(void* ctx, const sa_attention_v2_args* a) {
       return r;
     };
     g.k = guard_pool("k (page pool)", a->k, a->head_dim);
-    g.v = guard_pool("v (page pool)", a->v, a->head_dim_v);
+    g.v = v_in_k ? g.k : guard_pool("v (page pool)", a->v, a->head_dim_v);
     g.block_table = static_cast<const std::int32_t*>(
         c.in("block_table", a->block_table,
              static_cast<std::size_t>(a->batch * a->block_table_stride) * 4));
   } else {
     g.k = guard_in("k", a->k, a->heads_kv, a->seqlen_k, tk, a->head_dim);
-    g.v = guard_in("v", a->v, a->heads_kv, a->seqlen_k, tk, a->head_dim_v);
+    g.v = v_in_k ? g.k : guard_in("v", a->v, a->heads_kv, a->seqlen_k, tk, a->head_dim_v);
   }
   if (a->seqused_k && a->batch > 0)
     g.seqused_k = static_cast<const std::int32_t*>(

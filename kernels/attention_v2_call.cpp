@@ -444,7 +444,12 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
       return Buffer(c.qkv, static_cast<std::size_t>(st.count));
     return Buffer(c.qkv, static_cast<std::size_t>(st.count), static_cast<std::size_t>(from));
   };
-  Buffer q(c.qkv, sq.count), k = pool(sk), v = pool(sv), o(c.out_type, so.count);
+  // MLA: V a prefix view of K (kernel.h: k and v may alias), when the case's
+  // values are that; its buffer is then K's.
+  // (A view of K with dv < d has K's strides: only for a kernel taking any.)
+  const bool v_alias = c.v_aliases_k() && (c.dv == c.d || declares(SA_ATTN_STRIDED));
+  Buffer q(c.qkv, sq.count), k = pool(sk), v = v_alias ? Buffer(c.qkv, 1) : pool(sv),
+                             o(c.out_type, so.count);
   q.fill_nan();
   k.fill_nan();
   v.fill_nan();
@@ -497,7 +502,8 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
         const std::int64_t r = k0 + j;
         const std::int64_t ko = key_at(sk, b, j, h), vo = key_at(sv, b, j, h);
         put(k, ksc, ko, key_at(ssk, b, j, h), &c.k[(r * c.heads_kv + h) * c.d], c.d, "k");
-        put(v, vsc, vo, key_at(ssv, b, j, h), &c.v[(r * c.heads_kv + h) * c.dv], c.dv, "v");
+        if (!v_alias)  // (aliased: V is K's first dv elements, with K's scale bytes)
+          put(v, vsc, vo, key_at(ssv, b, j, h), &c.v[(r * c.heads_kv + h) * c.dv], c.dv, "v");
       }
   }
   // The key padding mask indexed by the call's key rows; slots past a
@@ -545,7 +551,8 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
   }
   a.q = {st.in(q.bytes.data(), q.bytes.size()), sq.b, sq.h, sq.s};
   a.k = {st.in(k.bytes.data(), k.bytes.size()), sk.b, sk.h, sk.s};
-  a.v = {st.in(v.bytes.data(), v.bytes.size()), sv.b, sv.h, sv.s};
+  a.v = v_alias ? sa_tensor{a.k.data, sk.b, sk.h, sk.s}
+                : sa_tensor{st.in(v.bytes.data(), v.bytes.size()), sv.b, sv.h, sv.s};
   a.out = st.out(o.bytes.data(), o.bytes.size());
   a.out_stride_b = so.b;
   a.out_stride_h = so.h;
@@ -603,7 +610,7 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
     a.scale_block = sbk;
     a.q_scale = {st.in(qsc.data(), qsc.size()), ssq.b, ssq.h, ssq.s};
     a.k_scale = {st.in(ksc.data(), ksc.size()), ssk.b, ssk.h, ssk.s};
-    a.v_scale = {st.in(vsc.data(), vsc.size()), ssv.b, ssv.h, ssv.s};
+    a.v_scale = v_alias ? a.k_scale : sa_tensor{st.in(vsc.data(), vsc.size()), ssv.b, ssv.h, ssv.s};
   }
   detail::check_status(*this, detail::timed_call([&] { return k_->attention_v2(k_->ctx, &a); }),
                        Op::attention_v2);

@@ -149,6 +149,7 @@ Call attention_call(const char* op, const AttentionCase& a) {
   }
   if (a.scale_block > 0)  // block scales: the values are the products (the call re-derives them)
     c.args.push_back(num("scale_block", static_cast<double>(a.scale_block)));
+  if (a.v_in_k) c.args.push_back(num("v_in_k", 1));  // MLA: V a prefix view of K
   if (a.seqused()) {
     c.args.push_back(num("dense_call", a.dense_call ? 1 : 0));
     Array x;
@@ -234,6 +235,7 @@ AttentionCase attention_case_of(const Call& c) {
     a.page_seed = static_cast<std::uint64_t>(arg("page_seed").number);
   }
   if (find(c.args, "scale_block")) a.scale_block = i64("scale_block");
+  a.v_in_k = find(c.args, "v_in_k") && arg("v_in_k").number != 0;
   if (const Array* x = arr("kv_extra", false)) {
     a.kv_extra = x->i32;
     a.dense_call = find(c.args, "dense_call") && arg("dense_call").number != 0;

@@ -1589,6 +1589,9 @@ std::int64_t large_page_base(const AttentionCase& c) {
 // its outputs move far outside the budget.
 void large_offsets(const AttnCtx& cx, Check& out) {
   const AttentionCase& c = cx.c;
+  // (Block-scaled pools would need their scale pools as far out: left to
+  // the unscaled cases, which reach the same element offsets.)
+  if (c.scale_block > 0) return;
   AttentionCase lc = c;
   lc.page_id_base = large_page_base(c);
   if (lc.page_id_base == 0 || !cx.k.why_not(lc).empty()) return;

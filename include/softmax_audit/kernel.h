@@ -177,7 +177,13 @@ typedef struct sa_attention_args {
  * and sequence dimensions; the last (head) dimension is contiguous. With
  * stride_b = seqlen * heads * d and stride_s = heads * d this is BSHD
  * (FlashAttention's layout); with stride_b = heads * seqlen * d and
- * stride_h = seqlen * d it is BHSD (PyTorch SDPA's).
+ * stride_h = seqlen * d it is BHSD (PyTorch SDPA's). k and v may alias: in
+ * multi-head latent attention (DeepSeek's MLA, FlashMLA: head_dim 576,
+ * head_dim_v 512, many query heads over one latent key/value head) V is a
+ * prefix view of K, v.data == k.data with k's strides and head_dim_v <=
+ * head_dim; a kernel takes v's strides as given, never derived from
+ * head_dim_v. Every offset (b * stride_b, a page id times stride_b, ...)
+ * needs 64 bits: a tensor or page pool may span more than 2^31 elements.
  *
  * Variable lengths (FlashAttention's varlen convention). When cu_seqlens_q is
  * not NULL, sequences are packed along the sequence dimension: sequence b
@@ -613,7 +619,10 @@ typedef struct sa_kernel {
   sa_status (*attention_backward)(void* ctx, const sa_attention_backward_args* args);
   /* Split-KV merge of `parts` partial results over disjoint key sets, each
    * rows x dv (float32, normalised within the part) with its lse; parts with
-   * lse -inf (empty) contribute nothing. o[p], lse[p] are the parts. */
+   * lse -inf (empty) contribute nothing. o[p], lse[p] are the parts, each its
+   * own array (lse[p] need not follow lse[p - 1]: not one block). Cascade
+   * (shared-prefix) attention merges a prefix part with each request's own
+   * part this way. */
   sa_status (*merge_attention_states_n)(void* ctx, int64_t parts, int64_t rows, int64_t dv,
                                         const float* const* o, const float* const* lse, float* out,
                                         float* out_lse);

@@ -295,3 +295,67 @@ TEST(PagedCall, CaseFilesRoundTripThePagedAndSequsedFields) {
   EXPECT_FALSE(plain.paged());
   EXPECT_FALSE(plain.seqused());
 }
+
+namespace {
+
+// MLA (issue 33): a case whose V is the first dv elements of each key vector.
+sa::AttentionCase v_in_k_case() {
+  sa::AttentionCase c = varlen_case({2, 1}, {3, 2});
+  for (std::int64_t r = 0; r < c.total_k() * c.heads_kv; ++r)
+    for (std::int64_t x = 0; x < c.dv; ++x)
+      c.v[static_cast<std::size_t>(r * c.dv + x)] = c.k[static_cast<std::size_t>(r * c.d + x)];
+  c.v_in_k = true;
+  return c;
+}
+
+// The kernel is handed V as a view of K (the same pointer and strides), in
+// contiguous and paged calls; a case whose v is not K's prefix (a derived,
+// poisoned case) gets separate buffers; dv > d is refused naming the field.
+TEST(MlaCall, VIsAPrefixViewOfKWhereTheValuesAreThat) {
+  const sa_capabilities cap = caps(SA_ATTN_PAGED_KV);
+  const sa_kernel rk = recorder(&cap);
+  const sa::Kernel k(&rk, "test");
+  k_elems = v_elems = 1;
+  for (std::int64_t page : {0, 4}) {
+    sa::AttentionCase c = v_in_k_case();
+    c.page_size = page;
+    k.attention_v2(c);
+    EXPECT_EQ(seen.a.v.data, seen.a.k.data) << "page_size " << page;
+    EXPECT_EQ(seen.a.v.stride_s, seen.a.k.stride_s);
+    EXPECT_EQ(seen.a.v.stride_h, seen.a.k.stride_h);
+    EXPECT_EQ(seen.a.v.stride_b, seen.a.k.stride_b);
+    EXPECT_EQ(seen.a.head_dim_v, 2);
+    EXPECT_EQ(seen.a.head_dim, 3);
+  }
+  sa::AttentionCase poisoned = v_in_k_case();
+  poisoned.v[0] = NAN;
+  k.attention_v2(poisoned);
+  EXPECT_NE(seen.a.v.data, seen.a.k.data);
+  sa::AttentionCase wide = v_in_k_case();
+  wide.dv = 4;
+  wide.v.assign(static_cast<std::size_t>(wide.total_k() * wide.heads_kv * 4), 0.0f);
+  EXPECT_NE(validate_error(wide).find("v_in_k"), std::string::npos) << validate_error(wide);
+}
+
+// A kernel that takes no strides gets separate buffers (a view of K with
+// dv < d has K's strides).
+TEST(MlaCall, NoViewForAKernelWithoutStrides) {
+  sa_capabilities cap = caps(0);
+  cap.attention_features &= ~static_cast<std::uint32_t>(SA_ATTN_STRIDED);
+  const sa_kernel rk = recorder(&cap);
+  k_elems = v_elems = 1;
+  sa::Kernel(&rk, "test").attention_v2(v_in_k_case());
+  EXPECT_NE(seen.a.v.data, seen.a.k.data);
+}
+
+TEST(MlaCall, CaseFilesRoundTripVInK) {
+  const sa::AttentionCase r =
+      sa::call_log::attention_case_of(sa::call_log::attention_call("attention_v2", v_in_k_case()));
+  EXPECT_TRUE(r.v_in_k);
+  EXPECT_TRUE(r.v_aliases_k());
+  const sa::AttentionCase plain = sa::call_log::attention_case_of(
+      sa::call_log::attention_call("attention_v2", varlen_case({1}, {2})));
+  EXPECT_FALSE(plain.v_in_k);
+}
+
+}  // namespace
