@@ -140,6 +140,7 @@ std::string describe(const AttnParams& p) {
   if (p.block_q > 0)
     r += " block_mask(" + std::to_string(p.block_q) + "x" + std::to_string(p.block_k) + ")";
   if (p.tree) r += " tree_mask";
+  if (p.v_in_k) r += " v=k[:dv]";
   if (p.plan) r += " fixed";
   return r + " seed=" + std::to_string(p.seed);
 }
@@ -197,7 +198,8 @@ std::uint32_t bit_of_feature(std::string_view f) {
       {"attn_bias", SA_ATTN_BIAS},
       {"block_mask", SA_ATTN_BLOCK_MASK},
       {"tree_mask", SA_ATTN_TREE_MASK},
-      {"block_scaled", SA_ATTN_BLOCK_SCALED}};
+      {"block_scaled", SA_ATTN_BLOCK_SCALED},
+      {"mla", SA_ATTN_UNEQUAL_HEAD_DIMS}};
   for (const auto& [n, b] : bits)
     if (f == n) return b;
   return 0;
@@ -209,6 +211,26 @@ bool feature_allowed(const AttentionShapes& s, const AttnDomain& dom, const char
   return (dom.features & bit_of_feature(feature)) != 0 &&
          (!s.features ||
           std::find(s.features->begin(), s.features->end(), feature) != s.features->end());
+}
+
+std::pair<std::int64_t, std::int64_t> mla_dims(const AttentionShapes& s, const AttnDomain& dom,
+                                               int prefer) {
+  static const std::pair<std::int64_t, std::int64_t> kMla[] = {{576, 512}, {192, 128}};
+  // (V a view of K has K's strides: the kernel must take any strides.)
+  if (!feature_allowed(s, dom, "mla") || !(dom.features & SA_ATTN_STRIDED)) return {0, 0};
+  auto ok = [&](std::int64_t x) {
+    auto in = [x](const std::vector<std::int64_t>& l) {
+      return l.empty() || std::find(l.begin(), l.end(), x) != l.end();
+    };
+    return in(s.head_dims) && in(dom.head_dims) &&
+           (dom.max_head_dim <= 0 || x <= dom.max_head_dim) &&
+           (dom.head_dim_multiple <= 1 || x % dom.head_dim_multiple == 0);
+  };
+  for (int i = 0; i < 2; ++i) {
+    const auto m = kMla[(prefer + i) % 2];
+    if (ok(m.first) && ok(m.second)) return m;
+  }
+  return {0, 0};
 }
 
 AttnDomain domain_of(const Kernel& k, AttnType t) {
@@ -418,6 +440,23 @@ rc::Gen<AttnParams> gen_attention(bool fp8, const AttentionShapes& s, AttnDomain
                    ? kSplits[*rc::gen::inRange(1, 5)]
                    : 0;
     p.seed = *rc::gen::noShrink(rc::gen::inRange<std::uint64_t>(1, std::uint64_t(1) << 53));
+    // MLA (DeepSeek's latent attention, FlashMLA): head dims 576/512 or
+    // 192/128, many query heads over one latent key/value head, V most often
+    // a prefix view of K; decode-like lengths keep the work within the cap.
+    // Drawn last, and only where declared, so other cases are drawn as before.
+    if (!p.high_pages && mla_dims(s, dom, 0).first > 0 && *rc::gen::inRange(0, 6) == 5) {
+      const auto m = mla_dims(s, dom, *rc::gen::inRange(0, 2));
+      p.d = m.first;
+      p.dv = m.second;
+      p.heads_kv = 1;
+      if (batched && (dom.features & SA_ATTN_GQA) && s.gqa_ratios.empty()) p.group = 16;
+      while (dom.max_heads > 0 && p.group > dom.max_heads) p.group /= 2;
+      p.sq = std::min<std::int64_t>(p.sq, 4);
+      p.v_in_k = *rc::gen::inRange(0, 4) != 0;
+      while (work() > cap && p.group > 1 && s.gqa_ratios.empty()) p.group /= 2;
+      while (work() > cap && p.batch > (p.varlen ? 2 : 1)) --p.batch;
+      while (work() > cap && p.sk > 1) p.sk /= 2;
+    }
     apply_domain(p, dom);
     return p;
   });
@@ -523,6 +562,12 @@ AttentionCase materialise(const AttnParams& p, AttnType t) {
     c.k.push_back(round_to(t, value(qk_spread)));
   for (std::int64_t i = 0; i < c.total_k() * c.heads_kv * c.dv; ++i)
     c.v.push_back(round_to(t, value(1.0)));
+  // MLA: V the first dv elements of each key vector (the call aliases them).
+  if (p.v_in_k && c.dv <= c.d) {
+    c.v_in_k = true;
+    for (std::int64_t r = 0; r < c.total_k() * c.heads_kv; ++r)
+      std::copy_n(c.k.begin() + r * c.d, c.dv, c.v.begin() + r * c.dv);
+  }
   if (is_fp8(t)) {
     c.q_descale = descales[p.descale];
     c.k_descale = descales[(p.descale + 1) % 4];
@@ -2506,7 +2551,7 @@ const std::vector<std::string>& attention_features() {
   static const std::vector<std::string> names = {
       "varlen",    "causal",    "window",     "softcap",   "alibi",       "sinks",    "key_padding",
       "bhsd",      "strided",   "unequal_dv", "adaptive",  "split_kv",    "paged_kv", "seqused_k",
-      "attn_mask", "attn_bias", "block_mask", "tree_mask", "block_scaled"};
+      "attn_mask", "attn_bias", "block_mask", "tree_mask", "block_scaled", "mla"};
   return names;
 }
 

@@ -55,6 +55,8 @@ struct AttnParams {
   bool tree = false;
   // Block scales (MXFP8, fp8 inputs only): elements per E8M0 scale, 0 none.
   std::int64_t scale_block = 0;
+  // MLA: V a prefix view of K (the call aliases v to k; dv <= d).
+  bool v_in_k = false;
   std::uint64_t seed = 1;
 };
 
@@ -87,6 +89,12 @@ AttnDomain domain_of(const Kernel& k, AttnType t);
 // Whether a case may draw `feature` (a name of attention_features()): the
 // spec allows it and the kernel declares it.
 bool feature_allowed(const AttentionShapes& s, const AttnDomain& dom, const char* feature);
+
+// MLA head dims (d, dv): (576, 512) or (192, 128), `prefer` 0 or 1 first,
+// the first pair the spec and the domain allow (feature mla, the dims
+// listed and within max_head_dim and head_dim_multiple); (0, 0) if none.
+std::pair<std::int64_t, std::int64_t> mla_dims(const AttentionShapes& s, const AttnDomain& dom,
+                                               int prefer);
 
 // Draws one case from the shapes `s` allows (the spec's [attention] table;
 // the suite's defaults where it names nothing) inside the kernel's domain

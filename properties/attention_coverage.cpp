@@ -14,7 +14,7 @@ constexpr const char* kTable[] = {
     "varlen",    "gqa",           "causal",       "window",   "top_left",   "softcap",
     "alibi",     "sinks",         "key_padding",  "strided",  "unequal_dv", "adaptive",
     "split_kv",  "fewer_queries", "more_queries", "paged_kv", "seqused_k",  "attn_mask",
-    "attn_bias", "block_mask",    "tree_mask", "block_scaled"};
+    "attn_bias", "block_mask",    "tree_mask", "block_scaled", "mla"};
 
 bool has(const std::vector<std::string>& v, const std::string& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
@@ -32,6 +32,9 @@ std::uint64_t mix(std::uint64_t x) {  // SplitMix64's finaliser
 }  // namespace
 
 bool compatible(const std::string& a, const std::string& b) {
+  // mla is a shape (head dims 576/512 or 192/128, one latent head, V a view
+  // of K), required alone: its own fixed rows (coverage_plan), no pairs.
+  if (a != b && (a == "mla" || b == "mla")) return false;
   return !((a == "fewer_queries" && b == "more_queries") ||
            (a == "more_queries" && b == "fewer_queries"));
 }
@@ -74,6 +77,8 @@ std::vector<std::string> coverage_features(const AttnDomain& dom, const Attentio
       on = feature_allowed(s, dom, "unequal_dv") && (dims.empty() || dims.size() > 1);
     else if (n == "varlen")
       on = feature_allowed(s, dom, "varlen") && batched;
+    else if (n == "mla")  // MLA head dims the kernel takes, V a prefix view of K
+      on = mla_dims(s, dom, 0).first > 0;
     else
       on = feature_allowed(s, dom, f);
     if (on) out.push_back(n);
@@ -111,7 +116,8 @@ std::vector<std::string> features_of(const AttentionCase& c) {
       {"attn_bias", c.attn_bias.used()},
       {"block_mask", c.block_mask.used()},
       {"tree_mask", c.tree_mask.used()},
-      {"block_scaled", c.scale_block > 0}};
+      {"block_scaled", c.scale_block > 0},
+      {"mla", c.v_in_k && c.dv < c.d}};
   for (const auto& [n, on] : all)
     if (on) f.push_back(n);
   return f;
@@ -144,9 +150,12 @@ std::vector<CoverageCell> CoverageTally::cells(int k) const {
 }
 
 std::vector<AttnParams> coverage_plan(bool fp8, const AttentionShapes& s, const AttnDomain& dom,
-                                      const std::vector<std::string>& features, int k,
+                                      const std::vector<std::string>& all_features, int k,
                                       std::uint64_t seed) {
   std::vector<AttnParams> plan;
+  // The pairwise design over every feature but mla (its rows follow).
+  std::vector<std::string> features = all_features;
+  std::erase(features, std::string("mla"));
   const std::size_t nf = features.size();
   if (k <= 0 || nf == 0) return plan;
   // need[i][j]: cases still owed to feature pair (i, j); need[i][i] to feature i.
@@ -429,6 +438,37 @@ std::vector<AttnParams> coverage_plan(bool fp8, const AttentionShapes& s, const 
       plan.push_back(p);
     }
   }
+  // MLA: k rows of DeepSeek's shapes where the kernel takes them (576/512
+  // and 192/128 in turn, one latent key/value head for 16 query heads where
+  // GQA is declared, V a prefix view of K): decode, a few queries (varlen
+  // where declared) and a paged call (one pool for K and V) in turn.
+  if (std::find(all_features.begin(), all_features.end(), "mla") != all_features.end()) {
+    static const std::int64_t kMlaLengths[][2] = {{1, 64}, {4, 33}, {2, 100}};
+    for (int i = 0; i < k; ++i) {
+      const auto m = mla_dims(s, dom, i % 2);
+      AttnParams p;
+      p.plan = true;
+      p.dist = i % 2 ? "fa3_outliers" : "gaussian";
+      p.d = m.first;
+      p.dv = m.second;
+      p.v_in_k = true;
+      p.sq = kMlaLengths[i % 3][0];
+      p.sk = kMlaLengths[i % 3][1];
+      if (dom.max_seqlen_q > 0) p.sq = std::min(p.sq, dom.max_seqlen_q);
+      if (dom.max_seqlen_k > 0) p.sk = std::min(p.sk, dom.max_seqlen_k);
+      p.batch = batched ? 2 : 1;
+      if (dom.max_batch > 0) p.batch = std::min(p.batch, dom.max_batch);
+      p.heads_kv = 1;
+      p.group = batched && (dom.features & SA_ATTN_GQA) ? 16 : 1;
+      while (dom.max_heads > 0 && p.group > dom.max_heads) p.group /= 2;
+      p.varlen = i % 3 == 1 && feature_allowed(s, dom, "varlen") && p.batch >= 2;
+      if (i % 3 == 2 && feature_allowed(s, dom, "paged_kv")) p.page_size = 64;
+      p.descale = fp8 ? i % 4 : 0;
+      p.seed = (mix(seed ^ mix(0x3a1a + static_cast<std::uint64_t>(i))) >> 11) | 1;
+      apply_domain(p, dom);
+      plan.push_back(p);
+    }
+  }
   return plan;
 }
 
@@ -460,6 +500,7 @@ AttnParams shrink_attention(const AttnParams& p0,
     if (x.block_q > 0) add([](AttnParams& y) { y.block_q = y.block_k = 0; });
     if (x.tree) add([](AttnParams& y) { y.tree = false; });
     if (x.scale_block > 0) add([](AttnParams& y) { y.scale_block = 0; });
+    if (x.v_in_k) add([](AttnParams& y) { y.v_in_k = false; });
     if (x.adaptive) add([](AttnParams& y) { y.adaptive = false; });
     if (x.softcap > 0) add([](AttnParams& y) { y.softcap = 0; });
     if (x.sinks) add([](AttnParams& y) { y.sinks = false; });
