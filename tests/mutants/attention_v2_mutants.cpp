@@ -72,6 +72,9 @@ enum class Bug {
   block_square,         // block mask: key blocks of block_q keys (non-square taken square)
   tree_on_prefix,       // tree mask applied to the first Lq keys (the prefix), not the last
   tree_transposed,      // tree mask read [t][i] (descendants for ancestors)
+  // MLA (issue 33): V's strides assumed those of a contiguous BSHD tensor of
+  // head dim head_dim_v (wrong where V is a prefix view of K, or padded).
+  v_strides_from_dv,
 };
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -550,6 +553,12 @@ sa_status mask_bug_call(const Bug bug, const sa_attention_v2_args* a) {
 }
 
 sa_status mutant_call(const Bug bug, const sa_attention_v2_args* a) {
+  if (bug == Bug::v_strides_from_dv) {
+    sa_attention_v2_args m = *a;
+    const std::int64_t row = a->heads_kv * a->head_dim_v;
+    m.v = {a->v.data, a->seqlen_k * row, a->head_dim_v, row};
+    return kernels::naive_attention_v2(nullptr, &m);
+  }
   if (bug >= Bug::bool_mask_polarity) return mask_bug_call(bug, a);
   if (bug >= Bug::mx_scale_per_16) return block_scale_call(bug, a);
   if (bug >= Bug::block_id_16bit) return paged_call(bug, a);
@@ -752,6 +761,10 @@ std::vector<Mutant> attention_v2_mutants() {
            call<Bug::tree_on_prefix>, caps_with(SA_ATTN_TREE_MASK, 0)),
       make("mutant_v2_tree_transposed", "tree mask read [t][i]: descendants taken for ancestors",
            call<Bug::tree_transposed>, caps_with(SA_ATTN_TREE_MASK, 0)),
+      make("mutant_v2_v_strides_from_dv",
+           "MLA: V's strides taken as a contiguous BSHD tensor of head_dim_v (wrong where V is a "
+           "prefix view of K)",
+           call<Bug::v_strides_from_dv>),
   };
   std::vector<Mutant> out;
   for (const auto& k : ks) out.push_back({k.description, &k});

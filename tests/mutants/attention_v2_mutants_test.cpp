@@ -82,6 +82,7 @@ const std::map<std::string, Expected> kExpected = {
     {"mutant_v2_block_square", {{"attention_v2.rounding"}}},
     {"mutant_v2_tree_on_prefix", {{"attention_v2.rounding"}}},
     {"mutant_v2_tree_transposed", {{"attention_v2.rounding"}}},
+    {"mutant_v2_v_strides_from_dv", {{"attention_v2.rounding"}}},
 };
 
 class AttentionV2Mutant : public ::testing::TestWithParam<int> {};

@@ -66,6 +66,8 @@ const Case kCases[] = {
     {"mutant_v2_block_square", "attention_v2.rounding", sa::AttnType::float32},
     {"mutant_v2_tree_on_prefix", "attention_v2.rounding", sa::AttnType::float32},
     {"mutant_v2_tree_transposed", "attention_v2.rounding", sa::AttnType::float32},
+    // MLA (issue 33): V a prefix view of K.
+    {"mutant_v2_v_strides_from_dv", "attention_v2.rounding", sa::AttnType::float32},
 };
 
 // Seeds 1..kSeeds: 20 in the long-labelled binary, the first 3 in the
