@@ -1613,13 +1613,18 @@ std::int64_t large_page_base(const AttentionCase& c) {
   const std::int64_t sk = page_stride(c, c.d), sv = page_stride(c, c.dv);
   const std::int64_t es = c.qkv == AttnType::float32 ? 4 : is_fp8(c.qkv) ? 1 : 2;
   constexpr std::int64_t k31 = std::int64_t{1} << 31;
-  std::int64_t base = (k31 + std::min(sk, sv) - 1) / std::min(sk, sv);
-  if (2 * base * (sk + sv) * es > (std::int64_t{40} << 30))
-    base = (k31 + std::max(sk, sv) - 1) / std::max(sk, sv);
   std::int64_t pages = 4;
   for (std::int64_t b = 0; b < c.batch; ++b)
     pages += (c.key_buffer(b) + c.page_size - 1) / c.page_size;
-  if (base + pages > INT32_MAX || base > (std::int64_t{1} << 30)) return 0;
+  // (and within AttentionCase::validate's span of 2^34 elements)
+  const std::int64_t span = c.page_size * c.heads_kv * std::max(c.d, c.dv);
+  std::int64_t base = (k31 + std::min(sk, sv) - 1) / std::min(sk, sv);
+  if (2 * base * (sk + sv) * es > (std::int64_t{40} << 30) ||
+      (base + pages) * span > (std::int64_t{1} << 34))
+    base = (k31 + std::max(sk, sv) - 1) / std::max(sk, sv);
+  if (base + pages > INT32_MAX || base > (std::int64_t{1} << 30) ||
+      (base + pages) * span > (std::int64_t{1} << 34))
+    return 0;
   return base;
 }
 
