@@ -124,8 +124,8 @@ struct AttentionCase {
   // Block scales (MXFP8, kernel.h scale_block): 0 none; else fp8 inputs whose
   // values are fp8 elements times a power of two per run of scale_block
   // head-dim elements. The values here are the products; the call finds each
-  // run's exponent (the largest that makes every element of the run an fp8
-  // value) and passes elements and E8M0 scale bytes.
+  // run's exponent (fp8_block_exponent: the smallest that keeps every element
+  // within the format) and passes elements and E8M0 scale bytes.
   std::int64_t scale_block = 0;
   // MLA (DeepSeek's latent attention, FlashMLA): V is a prefix view of K.
   // The call passes v.data = k.data with k's strides (kernel.h: k and v may

@@ -1597,6 +1597,8 @@ void chunked_prefill_equals_prefill(const AttnCtx& cx, Check& out) {
   };
   hold(first, zero, "one-prefill");
   hold(second, q1, "one-prefill");
+}
+
 // The page stride (k.stride_b) of a paged case's pool of head dim `dim`, as
 // Kernel::attention_v2 lays it out (kernels/attention_v2_call.cpp layout_of).
 std::int64_t page_stride(const AttentionCase& c, std::int64_t dim) {
@@ -1659,7 +1661,7 @@ void large_offsets(const AttnCtx& cx, Check& out) {
 // requests are c's sequences (their queries), the shared prefix is sequence
 // 0's keys and values, and request b's own suffix is sequence b's keys (none
 // for request 0: an empty part). Position features, sinks, the key padding
-// mask, the adaptive temperature, seqused_k and paging are left out (a
+// mask, explicit masks, the adaptive temperature, seqused_k and paging are left out (a
 // cascade splits the keys of plain attention); the rest (heads, GQA, head
 // dims, scale, softcap, layout, padding, split-KV) is c's.
 struct Cascade {
@@ -1680,6 +1682,10 @@ Cascade cascade_of(const AttentionCase& c) {
   base.dense_call = false;
   base.page_size = base.page_id_base = 0;
   base.page_seed = 0;
+  // (Explicit masks index the case's own sequences: a cascade of plain
+  // attention leaves them out too.)
+  base.attn_mask = base.attn_bias = base.block_mask = base.tree_mask = MaskTensor{};
+  base.block_q = base.block_k = 0;
   const std::int64_t hk = c.heads_kv;
   // Copies key rows [r0, r0 + n) of c (k and v) to the end of x.
   auto take = [&](AttentionCase& x, std::int64_t r0, std::int64_t n) {
@@ -2554,9 +2560,10 @@ std::vector<AttnType> attention_types(const SuiteConfig& config) {
 
 const std::vector<std::string>& attention_features() {
   static const std::vector<std::string> names = {
-      "varlen",    "causal",    "window",     "softcap",   "alibi",       "sinks",    "key_padding",
-      "bhsd",      "strided",   "unequal_dv", "adaptive",  "split_kv",    "paged_kv", "seqused_k",
-      "attn_mask", "attn_bias", "block_mask", "tree_mask", "block_scaled", "mla"};
+      "varlen",    "causal",      "window",    "softcap",      "alibi",
+      "sinks",     "key_padding", "bhsd",      "strided",      "unequal_dv",
+      "adaptive",  "split_kv",    "paged_kv",  "seqused_k",    "attn_mask",
+      "attn_bias", "block_mask",  "tree_mask", "block_scaled", "mla"};
   return names;
 }
 
