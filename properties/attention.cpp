@@ -591,8 +591,9 @@ AttentionCase materialise(const AttnParams& p, AttnType t) {
       std::mt19937_64 lp(p.seed ^ 0x1ef7'9add'0000ull);
       for (std::int64_t b = 0; b < c.batch; ++b) {
         const std::int64_t n = c.len_k(b), k0 = c.row_k(b, 0);
-        // Mostly a partial run; one sequence in six wholly padded.
-        const std::int64_t pad = lp() % 6 == 0 ? n : static_cast<std::int64_t>(lp() % (n / 2 + 1));
+        // A partial run of at least one key; one sequence in six wholly padded.
+        const std::int64_t pad =
+            n == 0 || lp() % 6 == 0 ? n : 1 + static_cast<std::int64_t>(lp() % ((n + 1) / 2));
         for (std::int64_t j = 0; j < n; ++j)
           c.key_padding_mask[static_cast<std::size_t>(k0 + j)] = j < pad ? 0 : 1;
       }

@@ -11,10 +11,10 @@ namespace sa::props::detail {
 namespace {
 
 constexpr const char* kTable[] = {
-    "varlen",    "gqa",           "causal",       "window",   "top_left",   "softcap",
-    "alibi",     "sinks",         "key_padding",  "strided",  "unequal_dv", "adaptive",
-    "split_kv",  "fewer_queries", "more_queries", "paged_kv", "seqused_k",  "attn_mask",
-    "attn_bias", "block_mask",    "tree_mask", "block_scaled", "mla"};
+    "varlen",    "gqa",           "causal",       "window",       "top_left",   "softcap",
+    "alibi",     "sinks",         "key_padding",  "strided",      "unequal_dv", "adaptive",
+    "split_kv",  "fewer_queries", "more_queries", "paged_kv",     "seqused_k",  "attn_mask",
+    "attn_bias", "block_mask",    "tree_mask",    "block_scaled", "mla"};
 
 bool has(const std::vector<std::string>& v, const std::string& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
@@ -301,7 +301,9 @@ std::vector<AttnParams> coverage_plan(bool fp8, const AttentionShapes& s, const 
     p.alibi = on("alibi");
     p.sinks = on("sinks");
     p.key_pad = on("key_padding");
-    p.left_pad = p.key_pad && r % 2 == 0;
+    // A quarter of the key-padding rows left-padded: a left-padded mask is
+    // mostly ones, and the scattered masks are what catch a misindexed mask.
+    p.left_pad = p.key_pad && r % 4 == 0;
     if (on("strided")) {
       const bool bhsd = feature_allowed(s, dom, "bhsd"),
                  strided = feature_allowed(s, dom, "strided");
