@@ -15,7 +15,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 
 "$cli" check --plugin "$broken" --property attention_v2.rounding --dtype float32 --cases 16 \
-  --seed 3 --json gate.json --junit gate.xml > check.out 2>&1
+  --seed 9 --json gate.json --junit gate.xml > check.out 2>&1
 rc=$?
 [ $rc -eq 1 ] || { cat check.out; fail "check exited $rc, expected 1 (a failing kernel)"; }
 case_file=gate.cases/attention_v2.rounding.attention_v2.float32.npz
