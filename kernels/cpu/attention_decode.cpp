@@ -104,6 +104,7 @@ inline void kv_rows(const AttentionHeadArgs& h, bool is_v, std::int64_t j0, std:
     for (std::int64_t jj = lo; jj < hi; ++jj) rows[jj] = base + (j0 + jj) * rs;
     return;
   }
+  if (lo >= hi) return;  // (no table entry read past the sequence's pages)
   const std::int64_t ps = h.page_size, pst = (is_v ? h.v_page_stride : h.k_page_stride) * esize;
   std::int64_t g = (j0 + lo) / ps, slot = (j0 + lo) % ps;
   const char* page = base + static_cast<std::int64_t>(h.pages[g]) * pst;
@@ -403,11 +404,18 @@ bool ChunkT(const DecodeItem& it, DecodeScratch& sc, const ChunkResult& res, boo
   if (wl >= 0) kbeg = std::max(kbeg, off - wl);
   const std::int64_t min_hi = off + wr, max_lo = (nq - 1) + off - wl;
   const std::int64_t esize = elem_bytes(t);
-  const char* krow[Bk];                       // the tile's key rows (in place, or widened copies)
-  const char* vrow[Bk];                       // its value rows
+  const char* krow[Bk];   // the tile's key rows (in place, or widened copies)
+  const char* vrow[Bk];   // its value rows
+  const char* knext[Bk];  // the next tile's rows of the first group (prefetch)
+  const char* vnext[Bk];
   const std::int64_t grows = it.nheads * nq;  // rows per group
   for (std::int64_t tile = kbeg / Bk; tile * Bk < kend; ++tile) {
     const std::int64_t j0 = tile * Bk;
+    // The next tile's rows for the last group's prefetch, one walk (no
+    // division per key on paged calls).
+    const std::int64_t nnext = std::max<std::int64_t>(0, std::min(Bk, kend - (j0 + Bk)));
+    kv_rows(it.heads[0], false, j0 + Bk, 0, nnext, esize, knext);
+    if (with_output) kv_rows(it.heads[0], true, j0 + Bk, 0, nnext, esize, vnext);
     const std::int64_t lo = std::max(j0, kbeg) - j0, hi = std::min(j0 + Bk, kend) - j0;
     bool any_key = false, all_keys = true;
     for (std::int64_t jj = lo; jj < hi; ++jj) {
@@ -448,8 +456,8 @@ bool ChunkT(const DecodeItem& it, DecodeScratch& sc, const ChunkResult& res, boo
           const std::int64_t jn = j0 + (last ? Bk : 0) + jj + u;
           if (jn >= kend) continue;
           if (last) {
-            prefetch_row(kv_row(hn_, false, jn, esize), 0, d * esize);
-            if (with_output) prefetch_row(kv_row(hn_, true, jn, esize), 0, dv * esize);
+            prefetch_row(knext[jj + u], 0, d * esize);
+            if (with_output) prefetch_row(vnext[jj + u], 0, dv * esize);
           } else if (jj + u < hi) {
             prefetch_row(widened ? kv_row(hb, false, jn, esize) + dk : krow[jj + u] + dk, 0,
                          d * esize);
