@@ -95,16 +95,18 @@ void fault_handler(int sig, siginfo_t* info, void*) {
     for (auto& r : g_regions) {
       if (!r.used.load() || a < r.map_begin || a >= r.map_end) continue;
       const std::uintptr_t size = r.data_end - r.data_begin;
-      if (r.live_begin && a < r.data_begin) {
-        // A sparse buffer's reservation before its start: where an offset
-        // past 2^31 elements computed in 32 bits lands once it wraps.
+      if ((r.live_begin && a < r.data_begin) || a < r.map_begin + r.page) {
+        // Before the start: the guard page, or a sparse buffer's reservation
+        // (where an offset past 2^31 elements computed in 32 bits lands once
+        // it wraps).
         w.put("access ");
         w.num(r.data_begin - a);
         w.put(" bytes before the start of buffer '");
         w.put(r.name);
         w.put("' (");
         w.num(size);
-        w.put(" bytes; an offset past 2^31 elements wrapped in 32 bits?)");
+        w.put(r.live_begin ? " bytes; an offset past 2^31 elements wrapped in 32 bits?)"
+                           : " bytes)");
       } else if (r.live_begin && a < r.live_begin) {
         w.put("access at byte ");
         w.num(a - r.data_begin);
@@ -113,14 +115,6 @@ void fault_handler(int sig, siginfo_t* info, void*) {
         w.put("', below byte ");
         w.num(r.live_begin - r.data_begin);
         w.put(" where its first named page starts (never mapped: an offset computed in 32 bits?)");
-      } else if (a < r.map_begin + r.page) {
-        w.put("access ");
-        w.num(r.data_begin - a);
-        w.put(" bytes before the start of buffer '");
-        w.put(r.name);
-        w.put("' (");
-        w.num(size);
-        w.put(" bytes)");
       } else if (a >= r.map_end - r.page) {
         w.put("access at byte ");
         w.num(a - r.data_begin);

@@ -1568,8 +1568,7 @@ void chunked_prefill_equals_prefill(const AttnCtx& cx, Check& out) {
   AttentionCase first = sub_case(c, zero, q1, k1, true);
   if (!k.why_not(first).empty()) first = sub_case(c, zero, q1, k1, false);
   const AttentionCase second = sub_case(c, q1, lq, lk, c.seqused());
-  auto hold = [&](const AttentionCase& sc, const std::vector<std::int64_t>& from,
-                  const char* word) {
+  auto hold = [&](const AttentionCase& sc, const std::vector<std::int64_t>& from) {
     if (!k.why_not(sc).empty() || sc.total_q() == 0) return;
     const AttentionResult so = k.call(sc);
     for (std::int64_t b = 0; b < c.batch; ++b)
@@ -1590,14 +1589,14 @@ void chunked_prefill_equals_prefill(const AttnCtx& cx, Check& out) {
           for (std::int64_t x = 0; x < c.dv; ++x)
             consider(
                 out, so.out[srow * c.dv + x], whole.out[row * c.dv + x], 2 * rb[row].out_abs[x],
-                [&] { return where() + " out[" + std::to_string(x) + "]"; }, word);
+                [&] { return where() + " out[" + std::to_string(x) + "]"; }, "one-prefill");
           if (row < whole.lse.size() && srow < so.lse.size())
             out.worst(elem(DType::float32, so.lse[srow], whole.lse[row], 2 * rb[row].lse_abs,
-                           where() + " lse", word));
+                           where() + " lse", "one-prefill"));
         }
   };
-  hold(first, zero, "one-prefill");
-  hold(second, q1, "one-prefill");
+  hold(first, zero);
+  hold(second, q1);
 }
 
 // The page stride (k.stride_b) of a paged case's pool of head dim `dim`, as
