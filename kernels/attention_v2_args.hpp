@@ -2,7 +2,8 @@
 // One built before seqused_k and the paged fields were appended (kernel.h)
 // passes struct_size = SA_ATTENTION_V2_ARGS_V2_0_SIZE, one built before the
 // masks SA_ATTENTION_V2_ARGS_V2_1_SIZE, one built before the block scales
-// SA_ATTENTION_V2_ARGS_V2_2_SIZE: the fields past its size are then absent,
+// SA_ATTENTION_V2_ARGS_V2_2_SIZE, one built before the scale type and the
+// per-head descales SA_ATTENTION_V2_ARGS_V2_3_SIZE: the fields past its size are then absent,
 // which means NULL and 0 (no used lengths, contiguous K and V, no attn_mask,
 // attn_bias, block or tree mask, no block scales).
 #pragma once
@@ -24,7 +25,8 @@ inline const sa_attention_v2_args* complete_v2_args(const sa_attention_v2_args* 
   tmp = sa_attention_v2_args{};
   // The fields of the caller's header: up to the last boundary its size reaches.
   const std::size_t n =
-      a->struct_size >= SA_ATTENTION_V2_ARGS_V2_2_SIZE   ? SA_ATTENTION_V2_ARGS_V2_2_SIZE
+      a->struct_size >= SA_ATTENTION_V2_ARGS_V2_3_SIZE   ? SA_ATTENTION_V2_ARGS_V2_3_SIZE
+      : a->struct_size >= SA_ATTENTION_V2_ARGS_V2_2_SIZE ? SA_ATTENTION_V2_ARGS_V2_2_SIZE
       : a->struct_size >= SA_ATTENTION_V2_ARGS_V2_1_SIZE ? SA_ATTENTION_V2_ARGS_V2_1_SIZE
                                                          : SA_ATTENTION_V2_ARGS_V2_0_SIZE;
   std::memcpy(&tmp, a, n);

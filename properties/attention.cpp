@@ -2199,7 +2199,9 @@ void mask_equals_removed_keys(const AttnCtx& cx, Check& out) {
       }
   std::shuffle(rows.begin(), rows.end(), g);
   if (rows.size() > 6) rows.resize(6);
-  for (const auto& [b, i, h] : rows) {
+  for (const auto& bih : rows) {
+    // (named copies: clang 14 cannot capture structured bindings in the lambdas below)
+    const std::int64_t b = bih.b, i = bih.i, h = bih.h;
     const std::int64_t row = c.row_q(b, i), hk = c.kv_head(h);
     AttentionCase r;
     r.qkv = c.qkv;

@@ -78,6 +78,8 @@ typedef enum sa_dtype {
   SA_F16 = 3,
   SA_FP8_E4M3 = 4,
   SA_FP8_E5M2 = 5,
+  SA_FP4_E2M1 = 6, /* appended to interface 2 (issue 33), attention inputs only: see below */
+  SA_INT8 = 7,     /* appended to interface 2 (issue 33), attention inputs only: see below */
   SA_DTYPE_MAX_ENUM = 0x7fffffff
 } sa_dtype;
 
@@ -112,7 +114,9 @@ enum {
   SA_DTYPE_BF16 = 1u << 1,
   SA_DTYPE_F16 = 1u << 2,      /* ABI version 2 */
   SA_DTYPE_FP8_E4M3 = 1u << 3, /* ABI version 2, attention inputs only */
-  SA_DTYPE_FP8_E5M2 = 1u << 4  /* ABI version 2, attention inputs only */
+  SA_DTYPE_FP8_E5M2 = 1u << 4, /* ABI version 2, attention inputs only */
+  SA_DTYPE_FP4_E2M1 = 1u << 5, /* appended to interface 2, attention_v2 inputs only */
+  SA_DTYPE_INT8 = 1u << 6      /* appended to interface 2, attention_v2 inputs only */
 };
 
 /* Which entropy an operation computes (docs/theory.md T5 note). */
@@ -389,6 +393,45 @@ typedef struct sa_attention_v2_args {
    * OCP MX v1.0 takes scale_block = 32 (MXFP8); other block sizes are valid. */
   int64_t scale_block; /* 0: no block scales */
   sa_tensor q_scale, k_scale, v_scale;
+  /* ---- Appended to interface 2 (issue 33): more quantised formats. Read
+   * only when struct_size reaches them; the suite sets them only for a
+   * kernel that declares the type or feature named (otherwise 0 and NULL).
+   * Forward only.
+   *
+   * Input types. SA_FP4_E2M1 (OCP MX FP4: sign, 2 exponent bits with bias 1,
+   * 1 mantissa bit; values 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives; no
+   * infinity or NaN) is packed two elements per byte: the element at element
+   * offset e (computed from the strides as for any type) is in byte e / 2,
+   * in its low four bits when e is even and its high four bits when e is odd
+   * (PyTorch's float4_e2m1fn_x2, NVIDIA's NVFP4 and OCP MXFP4 storage). With
+   * SA_FP4_E2M1 every stride, head_dim and head_dim_v is even, so each head
+   * row starts on a byte. SA_INT8 is a two's-complement byte, -128..127.
+   * Both are attention_v2 input types like fp8: values are the element times
+   * its block scale (if any) times the descales, out_dtype is SA_F32,
+   * SA_BF16 or SA_F16, and the suite draws them without infinities or NaN
+   * in elements (NaN enters through a scale).
+   *
+   * scale_dtype: the type of the block scales when scale_block > 0:
+   *   0 (the only one before this field): E8M0 bytes as above (MXFP8, MXFP4:
+   *     e2m1 elements with an E8M0 scale per 32);
+   *   SA_FP8_E4M3: e4m3 bytes, the scale their value (NaN: every element of
+   *     the run is NaN) (NVFP4: e2m1 elements, a scale per 16 and a float32
+   *     tensor scale, which is the tensor's descale);
+   *   SA_F32: float32 scales (int8 K and V quantised per token and head:
+   *     scale_block >= head_dim gives one scale per head row).
+   * Scale strides count elements of scale_dtype (bytes for E8M0 and e4m3).
+   *
+   * Descales per sequence and key/value head (FlashAttention 3's q_descale,
+   * k_descale, v_descale of shape (batch, nheads_k)): NULL, or batch *
+   * heads_kv float32 values, contiguous. An element of q of sequence b and
+   * query head h is also multiplied by q_descale_bh[b * heads_kv + h / (heads_q
+   * / heads_kv)], one of k or v of sequence b and key head g by
+   * k_descale_bh[b * heads_kv + g] (v alike); the scalar descales still
+   * apply. With paged KV, b is the sequence whose block table names the page. */
+  sa_dtype scale_dtype;
+  const float* q_descale_bh;
+  const float* k_descale_bh;
+  const float* v_descale_bh;
 } sa_attention_v2_args;
 
 /* sizeof(sa_attention_v2_args) before seqused_k and the paged fields were appended. */
@@ -397,6 +440,8 @@ typedef struct sa_attention_v2_args {
 #define SA_ATTENTION_V2_ARGS_V2_1_SIZE offsetof(sa_attention_v2_args, attn_mask)
 /* ... and before the block scales were appended. */
 #define SA_ATTENTION_V2_ARGS_V2_2_SIZE offsetof(sa_attention_v2_args, scale_block)
+/* ... and before the scale type, fp4 and int8, and the per-head descales were appended. */
+#define SA_ATTENTION_V2_ARGS_V2_3_SIZE offsetof(sa_attention_v2_args, scale_dtype)
 
 /* Attention backward (FlashAttention's formulation): from the forward
  * arguments (with out, lse as the forward produced them), dout, compute
@@ -461,7 +506,15 @@ enum {
   SA_ATTN_BLOCK_MASK = 1u << 19, /* block_mask, block_q, block_k: block-sparse mask */
   SA_ATTN_TREE_MASK = 1u << 20,  /* tree_mask: speculative decoding's draft-token tree */
   /* Appended to interface 2 (issue 33; forward only, fp8 inputs): block scales */
-  SA_ATTN_BLOCK_SCALED = 1u << 21 /* E8M0 scale per run of elements (MXFP8): scale_block, *_scale */
+  SA_ATTN_BLOCK_SCALED = 1u << 21, /* E8M0 scale per run of elements (MXFP8, MXFP4):
+                                      scale_block, *_scale */
+  /* Appended to interface 2 (issue 33; forward only, quantised inputs) */
+  SA_ATTN_SCALE_E4M3 = 1u << 22, /* block scales as fp8 e4m3 bytes (NVFP4: per 16, with the
+                                    tensor scale in the descales): scale_dtype SA_FP8_E4M3 */
+  SA_ATTN_SCALE_F32 = 1u << 23,  /* block scales as float32 (int8 per token and head:
+                                    scale_block >= head_dim): scale_dtype SA_F32 */
+  SA_ATTN_DESCALE_BH = 1u << 24  /* q/k/v_descale_bh: descales per (sequence, kv head), as
+                                    FlashAttention 3's (batch, nheads_k) tensors */
 };
 
 /* Bits of sa_capabilities.attention_constraints: forms of a feature a kernel

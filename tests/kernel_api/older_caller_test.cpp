@@ -2,7 +2,8 @@
 // the paged fields were appended passes struct_size =
 // SA_ATTENTION_V2_ARGS_V2_0_SIZE, one from before the masks
 // SA_ATTENTION_V2_ARGS_V2_1_SIZE, one from before the block scales
-// SA_ATTENTION_V2_ARGS_V2_2_SIZE: the built-in kernels must take its call
+// SA_ATTENTION_V2_ARGS_V2_2_SIZE, one from before the scale type and the
+// per-head descales SA_ATTENTION_V2_ARGS_V2_3_SIZE: the built-in kernels must take its call
 // as one without the later features (never read past its struct), and give
 // the bits of the same call made with the whole struct.
 #include <gtest/gtest.h>
@@ -70,10 +71,12 @@ void same_bits_for_an_older_caller(const sa_kernel* k) {
   Call whole;
   ASSERT_EQ(k->attention_v2(k->ctx, &whole.a), SA_OK) << k->name;
   // Built before the paged fields (V2_0), before the masks (V2_1) and
-  // before the block scales (V2_2): the fields past its size are garbage.
+  // before the block scales (V2_2) and before the per-head descales (V2_3):
+  // the fields past its size are garbage.
   for (std::uint32_t size : {static_cast<std::uint32_t>(SA_ATTENTION_V2_ARGS_V2_0_SIZE),
                              static_cast<std::uint32_t>(SA_ATTENTION_V2_ARGS_V2_1_SIZE),
-                             static_cast<std::uint32_t>(SA_ATTENTION_V2_ARGS_V2_2_SIZE)}) {
+                             static_cast<std::uint32_t>(SA_ATTENTION_V2_ARGS_V2_2_SIZE),
+                             static_cast<std::uint32_t>(SA_ATTENTION_V2_ARGS_V2_3_SIZE)}) {
     Call older;
     const OlderCaller o(older.a, size);
     ASSERT_EQ(k->attention_v2(k->ctx, o.args()), SA_OK)
