@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/fp8.hpp"
 
 namespace sa {
 
@@ -133,6 +134,14 @@ struct AttentionCase {
   // case's v is exactly that (dv <= d); a case derived by changing k or v
   // alone (poisoned keys, say) is called with separate buffers.
   bool v_in_k = false;
+  // Descales per (sequence, kv head) (kernel.h q/k/v_descale_bh, FlashAttention
+  // 3's (batch, nheads_k) descales): fp8 inputs whose values are fp8 elements
+  // times a power of two per (sequence, kv head) slab of q (the query heads of
+  // one group), k and v. The values here are the products; the call finds each
+  // slab's exponent (the smallest that keeps every element within the format,
+  // as for block scales) and passes the elements and 2^e as the descale. The
+  // scalar descales still apply on top.
+  bool descale_bh = false;
 
   bool varlen() const { return !cu_q.empty(); }
   std::int64_t total_q() const { return varlen() ? cu_q.back() : batch * seqlen_q; }
@@ -246,6 +255,7 @@ inline void AttentionCase::validate() const {
   if (scale_block < 0 || scale_block > 1024)
     fail("scale_block = " + s(scale_block) + " is outside 0..1024 (0: no block scales)");
   if (scale_block > 0 && !is_fp8(qkv)) fail("block scales (scale_block > 0) need fp8 inputs");
+  if (descale_bh && !is_fp8(qkv)) fail("descales per (sequence, kv head) need fp8 inputs");
   if (page_size < 0 || page_size > 1024)
     fail("page_size = " + s(page_size) + " is outside 0..1024 (0: contiguous)");
   // Page ids are int32 (kernel.h); the pages below page_id_base are never
@@ -390,7 +400,41 @@ inline std::string AttentionCase::describe() const {
          " seed=" + std::to_string(page_seed) + ")";
   if (scale_block > 0) r += " block_scaled(" + std::to_string(scale_block) + ")";
   if (v_in_k) r += " v=k[:dv]";
+  if (descale_bh) r += " descale_bh";
   return r;
+}
+
+// The descales per (sequence, kv head) the call passes for a case with
+// descale_bh: for tensor 0 (q), 1 (k) or 2 (v), 2^e per (b, g) in the order
+// b * heads_kv + g, e the smallest exponent that keeps every finite element
+// of the slab (q: the group's query heads) within the fp8 format, as
+// fp8_block_exponent gives a block's. The call divides each slab by it.
+inline std::vector<float> descales_bh(const AttentionCase& c, int tensor) {
+  std::vector<float> out;
+  if (!c.descale_bh || !is_fp8(c.qkv)) return out;
+  const Fp8Format ff = c.qkv == AttnType::fp8_e4m3 ? Fp8Format::e4m3 : Fp8Format::e5m2;
+  const std::int64_t group = c.heads_q / c.heads_kv;
+  const std::vector<float>& x = tensor == 0 ? c.q : tensor == 1 ? c.k : c.v;
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t g = 0; g < c.heads_kv; ++g) {
+      float amax = 0.0f;
+      auto see = [&](std::int64_t at, std::int64_t n) {
+        for (std::int64_t e = at; e < at + n; ++e) {
+          const float v = x[static_cast<std::size_t>(e)];
+          if (std::isfinite(v)) amax = std::max(amax, std::fabs(v));
+        }
+      };
+      if (tensor == 0) {
+        for (std::int64_t i = 0; i < c.len_q(b); ++i)
+          see((c.row_q(b, i) * c.heads_q + g * group) * c.d, group * c.d);
+      } else {
+        const std::int64_t dim = tensor == 1 ? c.d : c.dv;
+        for (std::int64_t j = 0; j < c.len_k(b); ++j)
+          see((c.row_k(b, j) * c.heads_kv + g) * dim, dim);
+      }
+      out.push_back(std::ldexp(1.0f, fp8_block_exponent(ff, &amax, 1)));
+    }
+  return out;
 }
 
 struct AttentionResult {

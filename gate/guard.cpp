@@ -802,6 +802,12 @@ sa_status t_attention_v2(void* ctx, const sa_attention_v2_args* a) {
       c.in("alibi_slopes", a->alibi_slopes, static_cast<std::size_t>(a->heads_q) * 4));
   g.sinks =
       static_cast<const float*>(c.in("sinks", a->sinks, static_cast<std::size_t>(a->heads_q) * 4));
+  {  // descales per (sequence, kv head): batch * heads_kv floats each
+    const auto n = static_cast<std::size_t>(a->batch * a->heads_kv) * 4;
+    g.q_descale_bh = static_cast<const float*>(c.in("q_descale_bh", a->q_descale_bh, n));
+    g.k_descale_bh = static_cast<const float*>(c.in("k_descale_bh", a->k_descale_bh, n));
+    g.v_descale_bh = static_cast<const float*>(c.in("v_descale_bh", a->v_descale_bh, n));
+  }
   {  // masks beyond causal and window: each up to its last addressed element
     std::int64_t reach_m[4];
     sa::kernels::mask_reaches(*a, reach_m);

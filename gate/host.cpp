@@ -377,6 +377,9 @@ class DeviceCall {
     g.q_scale.data = tr(g.q_scale.data);
     g.k_scale.data = tr(g.k_scale.data);
     g.v_scale.data = tr(g.v_scale.data);
+    g.q_descale_bh = tr(g.q_descale_bh);
+    g.k_descale_bh = tr(g.k_descale_bh);
+    g.v_descale_bh = tr(g.v_descale_bh);
   }
 
   // The words of each op as gate/host.cpp's trampolines lay them out.
@@ -1244,6 +1247,15 @@ struct KernelHost::Impl {
     if (sane && g.seqused_k && !in_arena(g.seqused_k))
       g.seqused_k = static_cast<const std::int32_t*>(
           x.add("seqused_k", a->seqused_k, static_cast<std::size_t>(g.batch) * 4));
+    {  // descales per (sequence, kv head)
+      const bool heads_sane = g.heads_kv >= 1 && g.heads_kv < (std::int64_t(1) << 16);
+      const auto n = static_cast<std::size_t>(g.batch * g.heads_kv) * 4;
+      const float** d[3] = {&g.q_descale_bh, &g.k_descale_bh, &g.v_descale_bh};
+      const char* names[3] = {"q_descale_bh", "k_descale_bh", "v_descale_bh"};
+      for (int i = 0; i < 3; ++i)
+        if (sane && heads_sane && *d[i] && !in_arena(*d[i]))
+          *d[i] = static_cast<const float*>(x.add(names[i], *d[i], n));
+    }
     if (sane && g.block_table && !in_arena(g.block_table) && g.block_table_stride >= 1 &&
         g.block_table_stride < (std::int64_t(1) << 24) &&
         g.batch * g.block_table_stride < (std::int64_t(1) << 28))

@@ -310,7 +310,8 @@ std::string Kernel::why_not_applicable(const AttentionCase& c) const {
         need(c.attn_bias.used(), SA_ATTN_BIAS, "additive attn_bias"),
         need(c.block_mask.used(), SA_ATTN_BLOCK_MASK, "block-sparse mask"),
         need(c.tree_mask.used(), SA_ATTN_TREE_MASK, "tree mask (speculative decoding)"),
-        need(c.scale_block > 0, SA_ATTN_BLOCK_SCALED, "block scales (MXFP8)")})
+        need(c.scale_block > 0, SA_ATTN_BLOCK_SCALED, "block scales (MXFP8)"),
+        need(c.descale_bh, SA_ATTN_DESCALE_BH, "descales per (sequence, kv head)")})
     if (!why.empty()) return why;
   // The declared domain: features every call must have, the forms taken only
   // in part, head dims' multiple.
@@ -485,6 +486,23 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
         buf.set(static_cast<std::size_t>(off + i), std::ldexp(x[i], -e), what);
     }
   };
+  // Descales per (sequence, kv head): each slab's exponent, the smallest that
+  // keeps every element of the slab within the format (as block scales'); the
+  // rows are passed divided by it. V a view of K takes K's.
+  const std::int64_t group = c.heads_q / c.heads_kv;
+  // (2^e per (sequence, kv head), descales_bh)
+  const std::vector<float> dq = descales_bh(c, 0), dk = descales_bh(c, 1),
+                           dv = v_alias ? dk : descales_bh(c, 2);
+  std::vector<float> row_tmp;
+  // A row divided by its slab's descale (exact: a power of two).
+  auto descaled = [&](const float* x, std::int64_t n, const std::vector<float>& d, std::int64_t b,
+                      std::int64_t g) {
+    if (d.empty()) return x;
+    const float s = d[static_cast<std::size_t>(b * c.heads_kv + g)];
+    row_tmp.assign(x, x + n);
+    for (float& e : row_tmp) e /= s;
+    return static_cast<const float*>(row_tmp.data());
+  };
   std::vector<unsigned char> live(static_cast<std::size_t>(so.count), 0);
   for (std::int64_t b = 0; b < c.batch; ++b) {
     const std::int64_t q0 = c.row_q(b, 0), k0 = c.row_k(b, 0);
@@ -492,7 +510,8 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
       for (std::int64_t h = 0; h < c.heads_q; ++h) {
         const std::int64_t r = q0 + i;
         const std::int64_t qo = offset(cv, sq, b, r, q0, h), oo = offset(cv, so, b, r, q0, h);
-        put(q, qsc, qo, offset(cv, ssq, b, r, q0, h), &c.q[(r * c.heads_q + h) * c.d], c.d, "q");
+        put(q, qsc, qo, offset(cv, ssq, b, r, q0, h),
+            descaled(&c.q[(r * c.heads_q + h) * c.d], c.d, dq, b, h / group), c.d, "q");
         for (std::int64_t x = 0; x < c.dv; ++x) live[static_cast<std::size_t>(oo + x)] = 1;
       }
     // The used keys only: slots past them (seqused_k), the rest of the last
@@ -501,9 +520,11 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
       for (std::int64_t h = 0; h < c.heads_kv; ++h) {
         const std::int64_t r = k0 + j;
         const std::int64_t ko = key_at(sk, b, j, h), vo = key_at(sv, b, j, h);
-        put(k, ksc, ko, key_at(ssk, b, j, h), &c.k[(r * c.heads_kv + h) * c.d], c.d, "k");
+        put(k, ksc, ko, key_at(ssk, b, j, h),
+            descaled(&c.k[(r * c.heads_kv + h) * c.d], c.d, dk, b, h), c.d, "k");
         if (!v_alias)  // (aliased: V is K's first dv elements, with K's scale bytes)
-          put(v, vsc, vo, key_at(ssv, b, j, h), &c.v[(r * c.heads_kv + h) * c.dv], c.dv, "v");
+          put(v, vsc, vo, key_at(ssv, b, j, h),
+              descaled(&c.v[(r * c.heads_kv + h) * c.dv], c.dv, dv, b, h), c.dv, "v");
       }
   }
   // The key padding mask indexed by the call's key rows; slots past a
@@ -579,6 +600,11 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
   a.v_descale = c.v_descale;
   a.adaptive = c.adaptive ? 1 : 0;
   a.num_splits = c.num_splits;
+  if (c.descale_bh) {
+    a.q_descale_bh = static_cast<const float*>(st.in(dq.data(), dq.size() * 4));
+    a.k_descale_bh = static_cast<const float*>(st.in(dk.data(), dk.size() * 4));
+    a.v_descale_bh = static_cast<const float*>(st.in(dv.data(), dv.size() * 4));
+  }
   if (c.seqused())
     a.seqused_k = static_cast<const std::int32_t*>(st.in(seqused.data(), seqused.size() * 4));
   if (c.paged()) {
@@ -847,6 +873,7 @@ std::string Kernel::why_not_applicable_backward(const AttentionCase& c) const {
   if (c.masks())
     return "attn_mask, attn_bias, block and tree masks are forward only (kernel.h): no backward";
   if (c.scale_block > 0) return "block scales are forward only (kernel.h): no backward";
+  if (c.descale_bh) return "descales per (sequence, kv head) are forward only (kernel.h)";
   if (is_fp8(c.qkv)) return "fp8 inputs: the backward is checked for float32/bfloat16/float16";
   const sa_capabilities* cap = k_->capabilities;
   const std::uint32_t types = cap && cap->op_dtypes[11] ? cap->op_dtypes[11] : k_->dtypes;

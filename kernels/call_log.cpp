@@ -150,6 +150,8 @@ Call attention_call(const char* op, const AttentionCase& a) {
   if (a.scale_block > 0)  // block scales: the values are the products (the call re-derives them)
     c.args.push_back(num("scale_block", static_cast<double>(a.scale_block)));
   if (a.v_in_k) c.args.push_back(num("v_in_k", 1));  // MLA: V a prefix view of K
+  // Descales per (sequence, kv head): the values are the products (the call re-derives them).
+  if (a.descale_bh) c.args.push_back(num("descale_bh", 1));
   if (a.seqused()) {
     c.args.push_back(num("dense_call", a.dense_call ? 1 : 0));
     Array x;
@@ -236,6 +238,7 @@ AttentionCase attention_case_of(const Call& c) {
   }
   if (find(c.args, "scale_block")) a.scale_block = i64("scale_block");
   a.v_in_k = find(c.args, "v_in_k") && arg("v_in_k").number != 0;
+  a.descale_bh = find(c.args, "descale_bh") && arg("descale_bh").number != 0;
   if (const Array* x = arr("kv_extra", false)) {
     a.kv_extra = x->i32;
     a.dense_call = find(c.args, "dense_call") && arg("dense_call").number != 0;

@@ -130,6 +130,7 @@ std::string describe(const AttnParams& p) {
     r += " pad=" + std::to_string(p.row_pad) + "/" + std::to_string(p.head_pad);
   if (p.descale) r += " descale#" + std::to_string(p.descale);
   if (p.scale_block) r += " block_scaled=" + std::to_string(p.scale_block);
+  if (p.descale_bh) r += " descale_bh";
   if (p.adaptive) r += " adaptive";
   if (p.splits > 1) r += " splits=" + std::to_string(p.splits);
   if (p.page_size > 0)
@@ -199,6 +200,7 @@ std::uint32_t bit_of_feature(std::string_view f) {
       {"block_mask", SA_ATTN_BLOCK_MASK},
       {"tree_mask", SA_ATTN_TREE_MASK},
       {"block_scaled", SA_ATTN_BLOCK_SCALED},
+      {"descale_bh", SA_ATTN_DESCALE_BH},
       {"mla", SA_ATTN_UNEQUAL_HEAD_DIMS}};
   for (const auto& [n, b] : bits)
     if (f == n) return b;
@@ -239,7 +241,8 @@ AttnDomain domain_of(const Kernel& k, AttnType t) {
   const sa_capabilities* cap = k.raw().capabilities;
   if (!cap) return d;
   d.features = k.attention_features(t);
-  if (!is_fp8(t)) d.features &= ~static_cast<std::uint32_t>(SA_ATTN_BLOCK_SCALED);  // fp8 only
+  if (!is_fp8(t))  // fp8 only
+    d.features &= ~static_cast<std::uint32_t>(SA_ATTN_BLOCK_SCALED | SA_ATTN_DESCALE_BH);
   const Kernel::AttentionDomainCaps dc = k.attention_domain();
   d.required = dc.required & d.features;
   d.constraints = dc.constraints;
@@ -347,6 +350,9 @@ rc::Gen<AttnParams> gen_attention(bool fp8, const AttentionShapes& s, AttnDomain
     // MXFP8's 32 elements per scale, and shorter runs (NVFP4-like 16, 8).
     if (fp8 && feature_allowed(s, dom, "block_scaled") && *rc::gen::inRange(0, 2) == 1)
       p.scale_block = kScaleBlocks[*rc::gen::inRange<std::size_t>(0, std::size(kScaleBlocks))];
+    // FlashAttention 3's descales per (sequence, kv head).
+    if (fp8 && feature_allowed(s, dom, "descale_bh") && *rc::gen::inRange(0, 2) == 1)
+      p.descale_bh = true;
     if (p.page_size > 0 || p.seqused) {
       const int kind = *rc::gen::inRange(0, 3);
       if (kind == 1) p.sq = 1;
@@ -479,6 +485,7 @@ void apply_domain(AttnParams& p, const AttnDomain& dom) {
   if ((r & SA_ATTN_BLOCK_MASK) && p.block_q == 0) p.block_q = p.block_k = 128;
   if (r & SA_ATTN_TREE_MASK) p.tree = true;
   if ((r & SA_ATTN_BLOCK_SCALED) && p.scale_block == 0) p.scale_block = 32;
+  if (r & SA_ATTN_DESCALE_BH) p.descale_bh = true;
   if (dom.constraints & SA_ATTN_ONLY_BOTTOM_RIGHT) p.top_left = false;
   if ((dom.constraints & SA_ATTN_ONLY_WINDOW_RIGHT_0) && (p.wl >= 0 || p.wr >= 0)) p.wr = 0;
   if (dom.constraints & SA_ATTN_ONLY_Q_LE_K) p.sq = std::min(p.sq, p.sk);
@@ -617,6 +624,36 @@ AttentionCase materialise(const AttnParams& p, AttnType t) {
     scale_runs(c.q, c.d, 3);
     scale_runs(c.k, c.d, 3);
     scale_runs(c.v, c.dv, 6);
+  }
+  if (p.descale_bh && is_fp8(t)) {
+    // Descales per (sequence, kv head): each slab of q (a group's query
+    // heads), k and v of one sequence and kv head times its own power of two
+    // within 2^+-5 (its own generator), so a descale read for the wrong
+    // sequence or head, or not at all, moves scores or outputs by 2x or more.
+    // With V a view of K, v's slab takes k's factor (the call aliases them).
+    c.descale_bh = true;
+    std::mt19937_64 ds(p.seed ^ 0xde5c'a1eb'0000ull);
+    auto factor = [&] { return static_cast<int>(ds() % 11) - 5; };
+    const std::int64_t group = c.heads_q / c.heads_kv;
+    for (std::int64_t b = 0; b < c.batch; ++b)
+      for (std::int64_t g = 0; g < c.heads_kv; ++g) {
+        const int eq = factor(), ek = factor(), ev = c.v_in_k ? ek : factor();
+        for (std::int64_t i = 0; i < c.len_q(b); ++i)
+          for (std::int64_t h = g * group; h < (g + 1) * group; ++h)
+            for (std::int64_t x = 0; x < c.d; ++x) {
+              float& e = c.q[static_cast<std::size_t>((c.row_q(b, i) * c.heads_q + h) * c.d + x)];
+              e = std::ldexp(e, eq);
+            }
+        for (std::int64_t j = 0; j < c.len_k(b); ++j) {
+          const std::int64_t r = c.row_k(b, j) * c.heads_kv + g;
+          for (std::int64_t x = 0; x < c.d; ++x)
+            c.k[static_cast<std::size_t>(r * c.d + x)] =
+                std::ldexp(c.k[static_cast<std::size_t>(r * c.d + x)], ek);
+          for (std::int64_t x = 0; x < c.dv; ++x)
+            c.v[static_cast<std::size_t>(r * c.dv + x)] =
+                std::ldexp(c.v[static_cast<std::size_t>(r * c.dv + x)], ev);
+        }
+      }
   }
   c.layout = p.bhsd ? AttnLayout::bhsd : AttnLayout::bshd;
   c.row_pad = p.row_pad;
@@ -1115,6 +1152,32 @@ ref::AttentionValues as_values(const AttentionCase& c, const AttentionResult& o)
 
 // The case without its position-dependent features (causal, window, ALiBi,
 // and the boolean, additive, block and tree masks, indexed by position).
+// c with its descales per (sequence, kv head) taken out: each slab divided
+// by the descale the call would pass (descales_bh), the elements themselves.
+// For a property whose derived cases mix in values of their own (a sink's
+// key) that one slab descale cannot hold together with the case's.
+AttentionCase without_descale_bh(const AttentionCase& c) {
+  if (!c.descale_bh) return c;
+  AttentionCase r = c;
+  r.descale_bh = false;
+  const std::int64_t group = c.heads_q / c.heads_kv;
+  for (int tensor = 0; tensor < 3; ++tensor) {
+    const std::vector<float> f = descales_bh(c, tensor);
+    std::vector<float>& x = tensor == 0 ? r.q : tensor == 1 ? r.k : r.v;
+    const std::int64_t dim = tensor == 2 ? c.dv : c.d, heads = tensor == 0 ? c.heads_q : c.heads_kv;
+    for (std::int64_t b = 0; b < c.batch; ++b)
+      for (std::int64_t s = 0; s < (tensor == 0 ? c.len_q(b) : c.len_k(b)); ++s)
+        for (std::int64_t h = 0; h < heads; ++h) {
+          const float d =
+              f[static_cast<std::size_t>(b * c.heads_kv + (tensor == 0 ? h / group : h))];
+          const std::int64_t row = (tensor == 0 ? c.row_q(b, s) : c.row_k(b, s)) * heads + h;
+          for (std::int64_t e = row * dim; e < (row + 1) * dim; ++e)
+            x[static_cast<std::size_t>(e)] /= d;
+        }
+  }
+  return r;
+}
+
 AttentionCase without_positions(const AttentionCase& c) {
   AttentionCase r = c;
   r.causal = false;
@@ -1299,6 +1362,12 @@ void masked_never_leak(const AttnCtx& cx, Check& out) {
   // poison with what a finite mask still hides (each key negated, a
   // finite value for v), and leave out rows whose every key is masked
   // (they weight the poison itself). Returns -1 when nothing is hidden.
+  // With descales per (sequence, kv head), the largest value of a slab is
+  // the format's times its descale (which a largest element keeps).
+  const std::vector<float> fk = descales_bh(c, 1), fv = descales_bh(c, 2);
+  auto slab_huge = [&](const std::vector<float>& f, std::int64_t b, std::int64_t h) {
+    return f.empty() ? huge : huge * f[static_cast<std::size_t>(b * c.heads_kv + h)];
+  };
   auto poison_run = [&](bool finite, std::string* first) -> long {
     AttentionCase pc = c;
     bool poisoned = false;
@@ -1316,10 +1385,10 @@ void masked_never_leak(const AttnCtx& cx, Check& out) {
           poisoned = true;
           for (std::int64_t x = 0; x < c.d; ++x) {
             float& kx = pc.k[(r0 * c.heads_kv + h) * c.d + x];
-            kx = finite ? -kx : x % 2 ? NAN : huge;
+            kx = finite ? -kx : x % 2 ? NAN : slab_huge(fk, b, h);
           }
           for (std::int64_t x = 0; x < c.dv; ++x)
-            pc.v[(r0 * c.heads_kv + h) * c.dv + x] = finite ? huge : NAN;
+            pc.v[(r0 * c.heads_kv + h) * c.dv + x] = finite ? slab_huge(fv, b, h) : NAN;
         }
       }
     if (!poisoned) return -1;
@@ -1917,7 +1986,9 @@ void sink_equals_extra_key(const AttnCtx& cx, Check& out) {
   const AttnType t = cx.t;
   const AttnDomain& dom = cx.dom;
   const AttnParams& p = cx.p;
-  const AttentionCase& c = cx.c;
+  // (Per-head descales taken out: one slab descale cannot hold the sink's
+  // key together with the case's keys.)
+  const AttentionCase c = without_descale_bh(cx.c);
   AttentionCase sc = without_positions(c);
   sc.softcap = 0.0;
   std::mt19937_64 g(p.seed ^ 0x51c);
@@ -2048,21 +2119,37 @@ void fp8_saturation(const AttnCtx& cx, Check& out) {
   // Block scales: an element's largest value is the format's times its run's
   // scale, 2^e (the exponent the call gives the run, which a largest element
   // keeps).
+  // Descales per (sequence, kv head): the slab's descale times that (the
+  // call's, descales_bh; a largest element keeps it).
   const Fp8Format ff = t == AttnType::fp8_e4m3 ? Fp8Format::e4m3 : Fp8Format::e5m2;
-  auto saturate = [&](std::vector<float>& vec, std::int64_t dim, int one_in) {
+  const std::int64_t group = c.heads_q / c.heads_kv;
+  auto saturate = [&](std::vector<float>& vec, std::int64_t dim, int one_in, int tensor) {
+    const std::vector<float> slab = descales_bh(c, tensor);
+    const std::int64_t heads = tensor == 0 ? c.heads_q : c.heads_kv;
     const std::int64_t run = c.scale_block > 0 ? c.scale_block : dim;
-    for (std::size_t row = 0; row < vec.size(); row += static_cast<std::size_t>(dim))
-      for (std::int64_t r0 = 0; r0 < dim; r0 += run) {
-        float* x = &vec[row + static_cast<std::size_t>(r0)];
-        const std::int64_t n = std::min(run, dim - r0);
-        const float top = c.scale_block > 0 ? std::ldexp(mx, fp8_block_exponent(ff, x, n)) : mx;
-        for (std::int64_t i = 0; i < n; ++i)
-          if (g() % static_cast<std::uint64_t>(one_in) == 0) x[i] = g() % 2 ? top : -top;
-      }
+    std::vector<float> y(static_cast<std::size_t>(run));
+    for (std::int64_t b = 0; b < c.batch; ++b)
+      for (std::int64_t s = 0; s < (tensor == 0 ? c.len_q(b) : c.len_k(b)); ++s)
+        for (std::int64_t h = 0; h < heads; ++h) {
+          const std::int64_t row = (tensor == 0 ? c.row_q(b, s) : c.row_k(b, s)) * heads + h;
+          const float f =
+              slab.empty()
+                  ? 1.0f
+                  : slab[static_cast<std::size_t>(b * c.heads_kv + (tensor == 0 ? h / group : h))];
+          for (std::int64_t r0 = 0; r0 < dim; r0 += run) {
+            float* x = &vec[static_cast<std::size_t>(row * dim + r0)];
+            const std::int64_t n = std::min(run, dim - r0);
+            for (std::int64_t i = 0; i < n; ++i) y[static_cast<std::size_t>(i)] = x[i] / f;
+            const float top =
+                f * (c.scale_block > 0 ? std::ldexp(mx, fp8_block_exponent(ff, y.data(), n)) : mx);
+            for (std::int64_t i = 0; i < n; ++i)
+              if (g() % static_cast<std::uint64_t>(one_in) == 0) x[i] = g() % 2 ? top : -top;
+          }
+        }
   };
-  saturate(fc.v, c.dv, 8);
-  saturate(fc.q, c.d, 16);
-  saturate(fc.k, c.d, 16);
+  saturate(fc.v, c.dv, 8, 2);
+  saturate(fc.q, c.d, 16, 0);
+  saturate(fc.k, c.d, 16, 1);
   const AttentionResult fo = k.call(fc);
   const DType ot = dtype_of_output(fc.out_type);
   for (std::int64_t b = 0; b < c.batch; ++b) {
@@ -2215,6 +2302,7 @@ void mask_equals_removed_keys(const AttnCtx& cx, Check& out) {
     r.k_descale = c.k_descale;
     r.v_descale = c.v_descale;
     r.scale_block = c.scale_block;  // (whole head rows copied: the same runs)
+    r.descale_bh = c.descale_bh;    // (the values are the products: the call re-derives)
     r.adaptive = c.adaptive;
     if (!c.sinks.empty()) r.sinks = {c.sinks[static_cast<std::size_t>(h)]};
     r.q.assign(c.q.begin() + (row * c.heads_q + h) * c.d,
@@ -2562,10 +2650,10 @@ std::vector<AttnType> attention_types(const SuiteConfig& config) {
 
 const std::vector<std::string>& attention_features() {
   static const std::vector<std::string> names = {
-      "varlen",    "causal",      "window",    "softcap",      "alibi",
-      "sinks",     "key_padding", "bhsd",      "strided",      "unequal_dv",
-      "adaptive",  "split_kv",    "paged_kv",  "seqused_k",    "attn_mask",
-      "attn_bias", "block_mask",  "tree_mask", "block_scaled", "mla"};
+      "varlen",       "causal",     "window",    "softcap",    "alibi",      "sinks",
+      "key_padding",  "bhsd",       "strided",   "unequal_dv", "adaptive",   "split_kv",
+      "paged_kv",     "seqused_k",  "attn_mask", "attn_bias",  "block_mask", "tree_mask",
+      "block_scaled", "descale_bh", "mla"};
   return names;
 }
 

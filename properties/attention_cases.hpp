@@ -57,6 +57,7 @@ struct AttnParams {
   std::int64_t scale_block = 0;
   // MLA: V a prefix view of K (the call aliases v to k; dv <= d).
   bool v_in_k = false;
+  bool descale_bh = false;  // fp8: descales per (sequence, kv head)
   std::uint64_t seed = 1;
 };
 
@@ -81,7 +82,8 @@ struct AttnDomain {
 // reference sees: they are not drawn there either.)
 inline constexpr std::uint32_t kClassicFeatures = ~(
     SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV | SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K | SA_ATTN_BOOL_MASK |
-    SA_ATTN_BIAS | SA_ATTN_BLOCK_MASK | SA_ATTN_TREE_MASK | SA_ATTN_BLOCK_SCALED);
+    SA_ATTN_BIAS | SA_ATTN_BLOCK_MASK | SA_ATTN_TREE_MASK | SA_ATTN_BLOCK_SCALED |
+    SA_ATTN_DESCALE_BH);
 // The domain for input type t (the features declared for that type).
 AttnDomain domain_of(const Kernel& k, AttnType t);
 

@@ -14,7 +14,7 @@ constexpr const char* kTable[] = {
     "varlen",    "gqa",           "causal",       "window",       "top_left",   "softcap",
     "alibi",     "sinks",         "key_padding",  "strided",      "unequal_dv", "adaptive",
     "split_kv",  "fewer_queries", "more_queries", "paged_kv",     "seqused_k",  "attn_mask",
-    "attn_bias", "block_mask",    "tree_mask",    "block_scaled", "mla"};
+    "attn_bias", "block_mask",    "tree_mask",    "block_scaled", "descale_bh", "mla"};
 
 bool has(const std::vector<std::string>& v, const std::string& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
@@ -117,6 +117,7 @@ std::vector<std::string> features_of(const AttentionCase& c) {
       {"block_mask", c.block_mask.used()},
       {"tree_mask", c.tree_mask.used()},
       {"block_scaled", c.scale_block > 0},
+      {"descale_bh", c.descale_bh},
       {"mla", c.v_in_k && c.dv < c.d}};
   for (const auto& [n, on] : all)
     if (on) f.push_back(n);
@@ -346,6 +347,7 @@ std::vector<AttnParams> coverage_plan(bool fp8, const AttentionShapes& s, const 
     p.seqused = on("seqused_k");
     static const std::int64_t kBlocks[] = {32, 16, 8};
     p.scale_block = on("block_scaled") ? kBlocks[r % 3] : 0;
+    p.descale_bh = on("descale_bh");
     p.dense = p.seqused && p.varlen && r % 2 == 1;
     // Masks: the broadcast kinds cycle over the rows; block masks of
     // 128 x 128 (FlexAttention's default), 64 x 128 and 16 x 7 with keys past
@@ -502,6 +504,7 @@ AttnParams shrink_attention(const AttnParams& p0,
     if (x.block_q > 0) add([](AttnParams& y) { y.block_q = y.block_k = 0; });
     if (x.tree) add([](AttnParams& y) { y.tree = false; });
     if (x.scale_block > 0) add([](AttnParams& y) { y.scale_block = 0; });
+    if (x.descale_bh) add([](AttnParams& y) { y.descale_bh = false; });
     if (x.v_in_k) add([](AttnParams& y) { y.v_in_k = false; });
     if (x.adaptive) add([](AttnParams& y) { y.adaptive = false; });
     if (x.softcap > 0) add([](AttnParams& y) { y.softcap = 0; });

@@ -379,7 +379,10 @@ bool ChunkT(const DecodeItem& it, DecodeScratch& sc, const ChunkResult& res, boo
   float coef[kMaxBq], post[kMaxBq];
   for (std::int64_t r = 0; r < rows; ++r) {
     const double beta = it.use_beta ? static_cast<double>(it.beta[r]) : 1.0;
-    coef[r] = static_cast<float>(post_ops ? a0.scale : a0.scale * beta);
+    // (Each head's own scale: a bundle's key/value heads may have their own
+    // descales, FlashAttention 3's per (sequence, kv head).)
+    const double scale = it.heads[r / nq].scale;
+    coef[r] = static_cast<float>(post_ops ? scale : scale * beta);
     post[r] = post_ops ? static_cast<float>(beta) : 1.0f;
     res.m[r] = kNegInf;
     res.S[r] = 0.0f;

@@ -336,7 +336,12 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
       s.beta = beta;
       s.key_mask =
           a->key_padding_mask ? a->key_padding_mask + (varlen ? k0 : b * a->seqlen_k) : nullptr;
-      s.scale = scale;
+      // Descales per (sequence, kv head) (FlashAttention 3's) join the scalar
+      // ones: into the score's scale and the output's v descale.
+      const std::int64_t bh = b * a->heads_kv + hk;
+      const double qkd = fp8 && a->q_descale_bh ? static_cast<double>(a->q_descale_bh[bh]) : 1.0;
+      const double kkd = fp8 && a->k_descale_bh ? static_cast<double>(a->k_descale_bh[bh]) : 1.0;
+      s.scale = scale * qkd * kkd;
       s.diag_offset = top_left ? 0 : Lk - Lq;
       s.window_left = a->window_left;
       s.window_right = a->causal ? 0 : a->window_right;
@@ -345,7 +350,7 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
       s.alibi_slope = s.has_alibi ? a->alibi_slopes[h] : 0.0f;
       s.has_sink = a->sinks != nullptr;
       s.sink = s.has_sink ? a->sinks[h] : 0.0f;
-      s.v_descale = fp8 ? a->v_descale : 1.0f;
+      s.v_descale = fp8 ? a->v_descale * (a->v_descale_bh ? a->v_descale_bh[bh] : 1.0f) : 1.0f;
       s.adaptive = a->adaptive != 0;
       s.num_splits = a->num_splits;
       if (elem_masks) {
@@ -415,7 +420,8 @@ const sa_capabilities* cpu_capabilities() {
                            SA_ATTN_SINKS | SA_ATTN_KEY_PADDING | SA_ATTN_LSE | SA_ATTN_ENTROPY |
                            SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV | SA_ATTN_UNEQUAL_HEAD_DIMS |
                            SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K | SA_ATTN_BOOL_MASK | SA_ATTN_BIAS |
-                           SA_ATTN_BLOCK_MASK | SA_ATTN_TREE_MASK | SA_ATTN_BLOCK_SCALED;
+                           SA_ATTN_BLOCK_MASK | SA_ATTN_TREE_MASK | SA_ATTN_BLOCK_SCALED |
+                           SA_ATTN_DESCALE_BH;
     c.flags = SA_CAP_DETERMINISTIC;
     return c;
   }();

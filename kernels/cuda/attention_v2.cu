@@ -91,6 +91,11 @@ struct V2Args {
   const float* alibi;
   const float* sinks;
   float v_descale;  // 1 unless fp8
+  // Descales per (sequence, kv head) (FlashAttention 3's; fp8 only, NULL:
+  // none): [batch][heads_kv] in device memory, on top of the scalar ones.
+  const float* q_descale_bh;
+  const float* k_descale_bh;
+  const float* v_descale_bh;
   int top_left;
   std::int64_t window_left, window_right;  // -1 unbounded; causal: window_right = 0
   std::int64_t q_tiles, key_tile, k_ld, work;
@@ -152,6 +157,11 @@ __global__ void __launch_bounds__(kV2Threads) attention_v2_kernel(V2Args a) {
     // Uniform over the block: every thread computes the same item.
     const std::int64_t qt = w % a.q_tiles, bh = w / a.q_tiles;
     const std::int64_t h = bh % a.heads_q, b = bh / a.heads_q, hk = h / a.group;
+    // This (sequence, kv head)'s descales joined to the scalar ones.
+    const std::int64_t dbh = b * (a.heads_q / a.group) + hk;
+    const float scale = a.scale * (a.q_descale_bh ? a.q_descale_bh[dbh] : 1.f) *
+                        (a.k_descale_bh ? a.k_descale_bh[dbh] : 1.f);
+    const float v_descale = a.v_descale_bh ? a.v_descale * a.v_descale_bh[dbh] : a.v_descale;
     std::int64_t q0 = 0, k0 = 0, Lq = a.seqlen_q, Lk = a.seqlen_k;
     if (a.cu_q) {
       q0 = a.cu_q[b];
@@ -233,7 +243,7 @@ __global__ void __launch_bounds__(kV2Threads) attention_v2_kernel(V2Args a) {
         const float* kr = KVs + j * a.k_ld;
         float dot = 0.f;
         for (std::int64_t c = 0; c < a.d; ++c) dot = fmaf(qr[c], kr[c], dot);
-        float sc = dot * a.scale;
+        float sc = dot * scale;
         if (a.softcap > 0.f) sc = a.softcap * tanhf(sc / a.softcap);
         if (a.alibi) {
           const std::int64_t dist = diag > key ? diag - key : key - diag;
@@ -323,7 +333,7 @@ __global__ void __launch_bounds__(kV2Threads) attention_v2_kernel(V2Args a) {
         o = 0.f;  // every key masked, no sink
       else
         o = acc[y] / S;
-      if (a.v_descale != 1.f) o = o * a.v_descale;
+      if (v_descale != 1.f) o = o * v_descale;
       store_elem(a.out_dtype, a.out, obase + c, o);
     }
     if (g == 0) {
@@ -468,6 +478,9 @@ sa_status launch_attention_v2(const sa_attention_v2_args& x, std::string& error)
   a.alibi = x.alibi_slopes;
   a.sinks = x.sinks;
   a.v_descale = fp8 ? x.v_descale : 1.f;
+  a.q_descale_bh = fp8 ? x.q_descale_bh : nullptr;
+  a.k_descale_bh = fp8 ? x.k_descale_bh : nullptr;
+  a.v_descale_bh = fp8 ? x.v_descale_bh : nullptr;
   a.top_left = x.alignment == SA_ALIGN_TOP_LEFT ? 1 : 0;
   a.window_left = x.window_left;
   a.window_right = x.causal ? 0 : x.window_right;

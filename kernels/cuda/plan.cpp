@@ -301,7 +301,8 @@ const sa_capabilities* capabilities() {
     c.attention_features = SA_ATTN_BATCHED | SA_ATTN_GQA | SA_ATTN_VARLEN | SA_ATTN_STRIDED |
                            SA_ATTN_CAUSAL | SA_ATTN_WINDOW | SA_ATTN_SOFTCAP | SA_ATTN_ALIBI |
                            SA_ATTN_SINKS | SA_ATTN_KEY_PADDING | SA_ATTN_LSE | SA_ATTN_ENTROPY |
-                           SA_ATTN_UNEQUAL_HEAD_DIMS | SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K;
+                           SA_ATTN_UNEQUAL_HEAD_DIMS | SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K |
+                           SA_ATTN_DESCALE_BH;
     c.max_head_dim = static_cast<std::int32_t>(kV2MaxHead);
     // Fixed reduction orders, no atomics (the backward included: dQ has its
     // own pass over key tiles): identical calls give identical bits.

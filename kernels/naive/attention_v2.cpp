@@ -305,6 +305,10 @@ sa_status naive_attention_v2(void*, const sa_attention_v2_args* a) {
     };
     for (std::int64_t h = 0; h < a->heads_q; ++h) {
       const std::int64_t hk = h / (a->heads_q / a->heads_kv);
+      // Descales per (sequence, kv head) (FlashAttention 3's), on each element.
+      auto per_head = [&](const float* d) { return fp8 && d ? d[b * a->heads_kv + hk] : 1.0f; };
+      const float qd = per_head(a->q_descale_bh), kd = per_head(a->k_descale_bh),
+                  vd = per_head(a->v_descale_bh);
       for (std::int64_t i = 0; i < sh.len_q(b); ++i) {
         const std::int64_t qoff = qb + h * a->q.stride_h + (q0 + i) * a->q.stride_s;
         // Scale rows: the elements' addressing with the scale tensors' strides.
@@ -312,10 +316,10 @@ sa_status naive_attention_v2(void*, const sa_attention_v2_args* a) {
         const std::int64_t qsoff =
             sb > 0 ? (varlen ? 0 : b * qs.stride_b) + h * qs.stride_h + (q0 + i) * qs.stride_s : 0;
         auto q = [&](std::int64_t c) {
-          return load(t, a->q.data, qoff + c) * scale_of(qs, qsoff, c);
+          return load(t, a->q.data, qoff + c) * scale_of(qs, qsoff, c) * qd;
         };
         auto k = [&](std::int64_t j, std::int64_t c) {
-          const float x = load(t, a->k.data, key_row(a->k, kb, j) + hk * a->k.stride_h + c);
+          const float x = load(t, a->k.data, key_row(a->k, kb, j) + hk * a->k.stride_h + c) * kd;
           return sb > 0
                      ? x * scale_of(ks,
                                     key_row(ks, varlen ? 0 : b * ks.stride_b, j) + hk * ks.stride_h,
@@ -323,7 +327,7 @@ sa_status naive_attention_v2(void*, const sa_attention_v2_args* a) {
                      : x;
         };
         auto v = [&](std::int64_t j, std::int64_t c) {
-          const float x = load(t, a->v.data, key_row(a->v, vb, j) + hk * a->v.stride_h + c);
+          const float x = load(t, a->v.data, key_row(a->v, vb, j) + hk * a->v.stride_h + c) * vd;
           return sb > 0
                      ? x * scale_of(vs,
                                     key_row(vs, varlen ? 0 : b * vs.stride_b, j) + hk * vs.stride_h,
@@ -426,12 +430,12 @@ const sa_capabilities* naive_capabilities() {
     c.op_dtypes[8] =
         SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16 | SA_DTYPE_FP8_E4M3 | SA_DTYPE_FP8_E5M2;
     c.op_out_dtypes[8] = SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16;  // for fp8 inputs
-    c.attention_features = SA_ATTN_BATCHED | SA_ATTN_GQA | SA_ATTN_VARLEN | SA_ATTN_STRIDED |
-                           SA_ATTN_CAUSAL | SA_ATTN_WINDOW | SA_ATTN_SOFTCAP | SA_ATTN_ALIBI |
-                           SA_ATTN_SINKS | SA_ATTN_KEY_PADDING | SA_ATTN_LSE | SA_ATTN_ENTROPY |
-                           SA_ATTN_ADAPTIVE | SA_ATTN_UNEQUAL_HEAD_DIMS | SA_ATTN_PAGED_KV |
-                           SA_ATTN_SEQUSED_K | SA_ATTN_BOOL_MASK | SA_ATTN_BIAS |
-                           SA_ATTN_BLOCK_MASK | SA_ATTN_TREE_MASK | SA_ATTN_BLOCK_SCALED;
+    c.attention_features =
+        SA_ATTN_BATCHED | SA_ATTN_GQA | SA_ATTN_VARLEN | SA_ATTN_STRIDED | SA_ATTN_CAUSAL |
+        SA_ATTN_WINDOW | SA_ATTN_SOFTCAP | SA_ATTN_ALIBI | SA_ATTN_SINKS | SA_ATTN_KEY_PADDING |
+        SA_ATTN_LSE | SA_ATTN_ENTROPY | SA_ATTN_ADAPTIVE | SA_ATTN_UNEQUAL_HEAD_DIMS |
+        SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K | SA_ATTN_BOOL_MASK | SA_ATTN_BIAS |
+        SA_ATTN_BLOCK_MASK | SA_ATTN_TREE_MASK | SA_ATTN_BLOCK_SCALED | SA_ATTN_DESCALE_BH;
     c.flags = SA_CAP_DETERMINISTIC | SA_CAP_BATCH_INVARIANT;
     return c;
   }();

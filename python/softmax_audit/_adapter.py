@@ -96,6 +96,26 @@ weights 0, log-softmax -inf, lse -inf, entropy 0; NaN anywhere gives a NaN row):
                                  cu_seqlens_k then gives lengths only.
                                  torch_ops.forward_by_sequence answers both
                                  with dense calls
+          attn_mask=[B, Hq, Sq, Sk]
+                                 "attn_mask" (forward only): a key takes part
+                                 where it is True (SDPA's boolean attn_mask)
+          attn_bias=[B, Hq, Sq, Sk]
+                                 "attn_bias" (forward only): float32 added to
+                                 the score after softcap and ALiBi
+          block_mask=[B, Hq, ceil(Sq/bq), ceil(Sk/bk)], block_size=(bq, bk)
+                                 "block_mask" (forward only): FlexAttention's
+                                 BlockMask; query i and key j take part where
+                                 block_mask[.., i // bq, j // bk] is True
+          tree_mask=[B, Hq, Sq, Sq]
+                                 "tree_mask" (forward only): speculative
+                                 decoding's tree over each sequence's last Sq
+                                 keys: key j = Lk - Lq + t is masked for query
+                                 i where tree_mask[.., i, t] is False
+                                 Masks are indexed by each sequence's own
+                                 query and key positions (with varlen too),
+                                 broadcast dimensions have stride 0, and a
+                                 masked position's bias, key and value are
+                                 never to be read. All masks combine by AND.
         (float32 tensors / arrays of Hq values). torch_ops.forward_by_sequence
         and backward_by_sequence run a dense attention per sequence of a varlen
         call (what a reference kernel without a packed path can use).
@@ -129,7 +149,8 @@ from ._core import CONVENTIONS  # noqa: E402
 ATTENTION_FEATURES = {"batched": 1 << 0, "gqa": 1 << 1, "varlen": 1 << 2, "strided": 1 << 3,
                       "causal": 1 << 4, "window": 1 << 5, "softcap": 1 << 6, "alibi": 1 << 7, "sinks": 1 << 8,
                       "key_padding": 1 << 9, "lse": 1 << 10, "unequal_head_dims": 1 << 14,
-                      "paged_kv": 1 << 15, "seqused_k": 1 << 16}
+                      "paged_kv": 1 << 15, "seqused_k": 1 << 16, "attn_mask": 1 << 17,
+                      "attn_bias": 1 << 18, "block_mask": 1 << 19, "tree_mask": 1 << 20}
 # kernel.h's SA_ATTN_ONLY_* (sa_capabilities.attention_constraints).
 ATTENTION_ONLY = {"q_le_k": 1 << 0, "bottom_right": 1 << 1, "window_right_0": 1 << 2}
 
@@ -427,8 +448,13 @@ class Caller:
         """The feature keywords in use: heads-long arrays as the kernel's tensor type."""
         if self.tensors == "torch":
             arrays = ("alibi_slopes", "sinks", "cu_seqlens_q", "cu_seqlens_k", "seqused_k",
-                      "block_table")
-            kw = {k: (self._tensor(v) if k in arrays else v) for k, v in kw.items()}
+                      "block_table", "attn_bias")
+            masks = ("attn_mask", "block_mask", "tree_mask")
+            kw = {k: (self._tensor(v) != 0 if k in masks else
+                      self._tensor(v) if k in arrays else v) for k, v in kw.items()}
+        else:
+            kw = {k: (v != 0 if k in ("attn_mask", "block_mask", "tree_mask") else v)
+                  for k, v in kw.items()}
         return dict(kw)
 
     def attention(self, dt, q, k, v, out, lse, mask, scale, causal, alignment, features):

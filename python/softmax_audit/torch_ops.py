@@ -70,6 +70,21 @@ def _keys(x, b, k0, n, block_table, page_size):
     return x[b:b + 1, :, :n]
 
 
+def _sequence_masks(kw, b, lq, lk):
+    """The mask keywords of sequence b (lq queries, lk keys): each mask's
+    [1, Hq, .., ..] slice over the sequence's own positions."""
+    out = dict(kw)
+    for name in ("attn_mask", "attn_bias"):
+        if kw.get(name) is not None:
+            out[name] = kw[name][b:b + 1, :, :lq, :lk]
+    if kw.get("tree_mask") is not None:
+        out["tree_mask"] = kw["tree_mask"][b:b + 1, :, :lq, :lq]
+    if kw.get("block_mask") is not None:
+        bq, bk = kw["block_size"]
+        out["block_mask"] = kw["block_mask"][b:b + 1, :, :-(-lq // bq), :-(-lk // bk)]
+    return out
+
+
 def forward_by_sequence(attend, q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None,
                         max_seqlen_q=None, max_seqlen_k=None, seqused_k=None, block_table=None,
                         page_size=None, key_padding_mask=None, sinks=None, **kw):
@@ -82,7 +97,8 @@ def forward_by_sequence(attend, q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None
     cu_seqlens, else (out [B, Hq, Sq, Dv], lse [B, Hq, Sq]). Sequence b's keys
     are the first seqused_k[b] of its buffer (all of them without it), read
     through block_table when given. A sequence with no keys gets out 0 and
-    lse -inf (its sink's logit with sinks).
+    lse -inf (its sink's logit with sinks). Masks (attn_mask, attn_bias,
+    block_mask, tree_mask) reach attend cut to the sequence's own positions.
     """
     varlen = cu_seqlens_q is not None
     hq, dv = q.shape[1], v.shape[-1]
@@ -117,7 +133,7 @@ def forward_by_sequence(attend, q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None
             qb = _dense(q, cq[b], cq[b + 1]) if varlen else q[b:b + 1]
             o, lse = attend(qb, _keys(k, b, k0, lk, block_table, page_size),
                             _keys(v, b, k0, lk, block_table, page_size), key_padding_mask=mask,
-                            sinks=sinks, **kw)
+                            sinks=sinks, **_sequence_masks(kw, b, lq, lk))
             o, lse = o[0].permute(1, 0, 2), lse[0].float()
         outs.append(o)
         lses.append(lse)
@@ -164,7 +180,7 @@ class TorchOps:
     tensors = "torch"
     attention_features = ("batched", "gqa", "varlen", "strided", "causal", "window", "softcap",
                           "alibi", "sinks", "key_padding", "lse", "unequal_head_dims", "paged_kv",
-                          "seqused_k")
+                          "seqused_k", "attn_mask", "attn_bias", "block_mask", "tree_mask")
     deterministic = False
 
     def __init__(self):
@@ -214,7 +230,8 @@ class TorchOps:
 
     @staticmethod
     def _attend(qf, kf, vf, *, scale, causal, alignment, key_padding_mask, window=None,
-                softcap=0.0, alibi_slopes=None, sinks=None):
+                softcap=0.0, alibi_slopes=None, sinks=None, attn_mask=None, attn_bias=None,
+                block_mask=None, block_size=None, tree_mask=None):
         """Attention in float32 from PyTorch operators, kernel.h's order of steps."""
         hq, hk = qf.shape[1], kf.shape[1]
         if hq != hk:  # GQA: query head h reads key/value head h // (hq // hk)
@@ -229,6 +246,8 @@ class TorchOps:
         j = torch.arange(sk).unsqueeze(0)
         if alibi_slopes is not None:
             s = s - alibi_slopes.float()[None, :, None, None] * (i + off - j).abs().float()
+        if attn_bias is not None:  # kernel.h step 3b, after softcap and ALiBi
+            s = s + attn_bias[..., :sq, :sk].float()
         left, right = window if window is not None else (-1, -1)
         if causal:
             right = 0
@@ -240,6 +259,19 @@ class TorchOps:
         s = s.masked_fill(hidden, -math.inf)
         if key_padding_mask is not None:
             s = s.masked_fill(~key_padding_mask[:, None, None, :], -math.inf)
+        if attn_mask is not None:
+            s = s.masked_fill(~attn_mask[..., :sq, :sk], -math.inf)
+        if block_mask is not None:  # each block's bit over its queries and keys
+            bq, bk = block_size
+            full = block_mask.repeat_interleave(bq, -2).repeat_interleave(bk, -1)
+            s = s.masked_fill(~full[..., :sq, :sk], -math.inf)
+        if tree_mask is not None:  # key j is draft token t = j - (sk - sq) when t >= 0
+            t = torch.arange(sk) - (sk - sq)
+            drafts = t >= 0
+            hidden_t = torch.zeros(s.shape, dtype=torch.bool)
+            hidden_t[..., drafts] = ~tree_mask[..., :sq, :sq].index_select(-1, t[drafts]).expand(
+                s.shape[0], s.shape[1], sq, int(drafts.sum()))
+            s = s.masked_fill(hidden_t, -math.inf)
         if sinks is not None:  # one more logit per head, with no value
             col = sinks.float()[None, :, None, None].expand(s.shape[0], s.shape[1], sq, 1)
             s = torch.cat([s, col], -1)

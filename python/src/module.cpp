@@ -353,6 +353,15 @@ sa_status screen_attention(const Adapter& a, const sa_attention_v2_args* p) {
     return SA_UNSUPPORTED;
   if (p->block_table && (p->page_size < 1 || p->num_pages < 1 || p->block_table_stride < 1))
     return SA_INVALID_ARGUMENT;
+  if ((p->attn_mask.data && !(f & SA_ATTN_BOOL_MASK)) ||
+      (p->attn_bias.data && !(f & SA_ATTN_BIAS)) ||
+      (p->block_mask.data && !(f & SA_ATTN_BLOCK_MASK)) ||
+      (p->tree_mask.data && !(f & SA_ATTN_TREE_MASK)))
+    return SA_UNSUPPORTED;
+  if (p->block_mask.data && (p->block_q < 1 || p->block_k < 1)) return SA_INVALID_ARGUMENT;
+  // Block scales and per-head descales: fp8 inputs, which no Python kernel takes.
+  if (p->scale_block != 0 || p->q_descale_bh || p->k_descale_bh || p->v_descale_bh)
+    return SA_UNSUPPORTED;
   if ((p->cu_seqlens_q && !(f & SA_ATTN_VARLEN)) || p->adaptive || p->entropy || p->beta ||
       p->q_descale != 1 || p->k_descale != 1 || p->v_descale != 1)
     return SA_UNSUPPORTED;
@@ -365,7 +374,10 @@ sa_status screen_attention(const Adapter& a, const sa_attention_v2_args* p) {
 // and sinks as float32 arrays of heads_q values; varlen: cu_seqlens_q and
 // cu_seqlens_k (int32, batch + 1 offsets) and max_seqlen_q / max_seqlen_k;
 // seqused_k (int32, batch); paged KV: block_table (int32, [batch,
-// block_table_stride]), page_size and max_seqlen_k (the key buffer's length).
+// block_table_stride]), page_size and max_seqlen_k (the key buffer's length);
+// masks (forward only): attn_mask, block_mask, tree_mask (uint8, nonzero
+// takes part) and attn_bias (float32) as [batch, heads_q, rows, columns]
+// views by their strides (0 where broadcast), block_size = (block_q, block_k).
 py::dict feature_kwargs(const sa_attention_v2_args* p) {
   py::dict kw;
   if (p->window_left >= 0 || (!p->causal && p->window_right >= 0))
@@ -391,6 +403,19 @@ py::dict feature_kwargs(const sa_attention_v2_args* p) {
     kw["page_size"] = p->page_size;
     kw["max_seqlen_k"] = p->seqlen_k;  // a fixed-length call's key buffer (varlen: the largest)
   }
+  auto mask = [&](const sa_mask_tensor& m, bool bias, py::ssize_t rows, py::ssize_t cols) {
+    return view(m.data, bias ? py::dtype::of<float>() : py::dtype::of<std::uint8_t>(), bias ? 4 : 1,
+                {p->batch, p->heads_q, rows, cols},
+                {m.stride_b, m.stride_h, m.stride_q, m.stride_k}, false);
+  };
+  if (p->attn_mask.data) kw["attn_mask"] = mask(p->attn_mask, false, p->seqlen_q, p->seqlen_k);
+  if (p->attn_bias.data) kw["attn_bias"] = mask(p->attn_bias, true, p->seqlen_q, p->seqlen_k);
+  if (p->block_mask.data) {
+    kw["block_mask"] = mask(p->block_mask, false, (p->seqlen_q + p->block_q - 1) / p->block_q,
+                            (p->seqlen_k + p->block_k - 1) / p->block_k);
+    kw["block_size"] = py::make_tuple(p->block_q, p->block_k);
+  }
+  if (p->tree_mask.data) kw["tree_mask"] = mask(p->tree_mask, false, p->seqlen_q, p->seqlen_q);
   return kw;
 }
 

@@ -292,3 +292,55 @@ def test_paged_kv_and_cache_lengths_through_python(tmp_path):
             v = got[(prop, t)]
             assert v.passed, v.describe()
         assert "paged" in got[("attention_v2.paged_equals_contiguous", t)].describe()
+
+
+MASK_SPEC = """
+ops = ["attention_v2"]
+dtypes = ["float32", "bfloat16"]
+properties = ["attention_v2.rounding", "attention_v2.mask_equals_removed_keys",
+              "attention_v2.trivial_masks_change_nothing", "attention_v2.coverage"]
+cases = 4
+seed = 7
+conventions = ["ieee_special_values"]
+[attention]
+head_dims = [16]
+gqa_ratios = [1, 2]
+features = FEATURES
+"""
+
+
+def _mask_run(kernel, tmp_path, features='["varlen", "attn_mask", "attn_bias", "block_mask", '
+                                         '"tree_mask"]'):
+    p = tmp_path / "gate.toml"
+    p.write_text(MASK_SPEC.replace("FEATURES", features))
+    return softmax_audit.check(kernel, spec=p)
+
+
+def test_masks_through_python(tmp_path):
+    # Claim: a PyTorch kernel that declares attn_mask, attn_bias, block_mask
+    # and tree_mask receives them as [B, Hq, rows, columns] views by their
+    # strides (0 where broadcast; booleans as bool tensors, the bias float32,
+    # block_size with the block mask) and passes the rounding and the two mask
+    # properties with every declared feature covered, varlen included
+    # (forward_by_sequence cuts each mask to a sequence's positions).
+    r = _mask_run(torch_ops.kernel, tmp_path)
+    got = {(v.property, v.dtype): v for v in r.verdicts if v.op == "attention_v2"}
+    for t in ("float32", "bfloat16"):
+        for prop in ("attention_v2.rounding", "attention_v2.mask_equals_removed_keys",
+                     "attention_v2.trivial_masks_change_nothing", "attention_v2.coverage"):
+            v = got[(prop, t)]
+            assert v.passed, v.describe()
+
+
+def test_a_transposed_tree_mask_fails_through_python(tmp_path):
+    # The same kernel reading the tree mask [t][i] (descendants for
+    # ancestors) must fail: the test above can fail.
+    class TreeTransposed(torch_ops.TorchOps):
+        def attention(self, q, k, v, **kw):
+            if kw.get("tree_mask") is not None:
+                kw["tree_mask"] = kw["tree_mask"].transpose(-1, -2)
+            return super().attention(q, k, v, **kw)
+
+    r = _mask_run(TreeTransposed(), tmp_path, '["tree_mask"]')
+    failed = {v.property for v in r.verdicts if v.op == "attention_v2" and v.failed}
+    assert "attention_v2.rounding" in failed, [v.describe() for v in r.verdicts]

@@ -75,6 +75,12 @@ enum class Bug {
   // MLA (issue 33): V's strides assumed those of a contiguous BSHD tensor of
   // head dim head_dim_v (wrong where V is a prefix view of K, or padded).
   v_strides_from_dv,
+  // Descales per (sequence, kv head) (FlashAttention 3's (batch, nheads_k)
+  // tensors, issue 33 item 4): the naive kernel handed descale arrays
+  // rebuilt with the bug.
+  descale_bh_scalar,      // each descale tensor read as one scalar (its element 0)
+  descale_bh_transposed,  // read as (nheads_k, batch): element [g * batch + b]
+  descale_bh_v_dropped,   // v's descales never applied to the output
 };
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -552,7 +558,29 @@ sa_status mask_bug_call(const Bug bug, const sa_attention_v2_args* a) {
   return kernels::naive_attention_v2(nullptr, &m);
 }
 
+// Descales per (sequence, kv head) with `bug`: the arrays rebuilt as the
+// buggy kernel reads them.
+sa_status descale_bh_call(const Bug bug, const sa_attention_v2_args* a) {
+  sa_attention_v2_args m = *a;
+  const std::int64_t B = a->batch, H = a->heads_kv;
+  std::vector<float> d[3];
+  const float** fields[3] = {&m.q_descale_bh, &m.k_descale_bh, &m.v_descale_bh};
+  for (int x = 0; x < 3; ++x) {
+    const float* src = *fields[x];
+    if (!src) continue;
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t g = 0; g < H; ++g)
+        d[x].push_back(bug == Bug::descale_bh_scalar       ? src[0]
+                       : bug == Bug::descale_bh_transposed ? src[g * B + b]
+                       : x == 2                            ? 1.0f
+                                                           : src[b * H + g]);
+    *fields[x] = d[x].data();
+  }
+  return kernels::naive_attention_v2(nullptr, &m);
+}
+
 sa_status mutant_call(const Bug bug, const sa_attention_v2_args* a) {
+  if (bug >= Bug::descale_bh_scalar) return descale_bh_call(bug, a);
   if (bug == Bug::v_strides_from_dv) {
     sa_attention_v2_args m = *a;
     const std::int64_t row = a->heads_kv * a->head_dim_v;
@@ -627,7 +655,8 @@ const char* last_error(void*) {
 constexpr std::uint32_t kPagedFeatures = SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K;
 constexpr std::uint32_t kMaskFeatures =
     SA_ATTN_BOOL_MASK | SA_ATTN_BIAS | SA_ATTN_BLOCK_MASK | SA_ATTN_TREE_MASK;
-constexpr std::uint32_t kIssue33Features = kPagedFeatures | kMaskFeatures | SA_ATTN_BLOCK_SCALED;
+constexpr std::uint32_t kIssue33Features =
+    kPagedFeatures | kMaskFeatures | SA_ATTN_BLOCK_SCALED | SA_ATTN_DESCALE_BH;
 
 // The naive kernel's capabilities with `add` declared and `drop` not (paged
 // KV, seqused_k and the masks only when added).
@@ -765,6 +794,15 @@ std::vector<Mutant> attention_v2_mutants() {
            "MLA: V's strides taken as a contiguous BSHD tensor of head_dim_v (wrong where V is a "
            "prefix view of K)",
            call<Bug::v_strides_from_dv>),
+      make("mutant_v2_descale_bh_scalar",
+           "FA3 descales per (batch, kv head): each tensor read as a scalar (element 0)",
+           call<Bug::descale_bh_scalar>, caps_with(SA_ATTN_DESCALE_BH, 0)),
+      make("mutant_v2_descale_bh_transposed",
+           "FA3 descales per (batch, kv head) read as (kv head, batch)",
+           call<Bug::descale_bh_transposed>, caps_with(SA_ATTN_DESCALE_BH, 0)),
+      make("mutant_v2_descale_bh_v_dropped",
+           "FA3 descales per (batch, kv head): v's never applied to the output",
+           call<Bug::descale_bh_v_dropped>, caps_with(SA_ATTN_DESCALE_BH, 0)),
   };
   std::vector<Mutant> out;
   for (const auto& k : ks) out.push_back({k.description, &k});

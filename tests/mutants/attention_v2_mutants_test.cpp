@@ -83,6 +83,9 @@ const std::map<std::string, Expected> kExpected = {
     {"mutant_v2_tree_on_prefix", {{"attention_v2.rounding"}}},
     {"mutant_v2_tree_transposed", {{"attention_v2.rounding"}}},
     {"mutant_v2_v_strides_from_dv", {{"attention_v2.rounding"}}},
+    {"mutant_v2_descale_bh_scalar", {{"attention_v2.rounding"}, true}},
+    {"mutant_v2_descale_bh_transposed", {{"attention_v2.rounding"}, true}},
+    {"mutant_v2_descale_bh_v_dropped", {{"attention_v2.rounding"}, true}},
 };
 
 class AttentionV2Mutant : public ::testing::TestWithParam<int> {};

@@ -68,6 +68,10 @@ const Case kCases[] = {
     {"mutant_v2_tree_transposed", "attention_v2.rounding", sa::AttnType::float32},
     // MLA (issue 33): V a prefix view of K.
     {"mutant_v2_v_strides_from_dv", "attention_v2.rounding", sa::AttnType::float32},
+    // FlashAttention 3's descales per (batch, kv head) (issue 33): fp8 inputs only.
+    {"mutant_v2_descale_bh_scalar", "attention_v2.rounding", sa::AttnType::fp8_e4m3},
+    {"mutant_v2_descale_bh_transposed", "attention_v2.rounding", sa::AttnType::fp8_e5m2},
+    {"mutant_v2_descale_bh_v_dropped", "attention_v2.rounding", sa::AttnType::fp8_e4m3},
 };
 
 // Seeds 1..kSeeds: 20 in the long-labelled binary, the first 3 in the
