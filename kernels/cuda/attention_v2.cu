@@ -96,6 +96,10 @@ struct V2Args {
   const float* q_descale_bh;
   const float* k_descale_bh;
   const float* v_descale_bh;
+  // Masks beyond causal and window (kernel.h; data NULL: none), indexed by
+  // (sequence, query head, the sequence's own query and key indices).
+  sa_mask_tensor attn_mask, attn_bias, block_mask, tree_mask;
+  std::int64_t block_q, block_k;
   int top_left;
   std::int64_t window_left, window_right;  // -1 unbounded; causal: window_right = 0
   std::int64_t q_tiles, key_tile, k_ld, work;
@@ -123,6 +127,12 @@ __device__ __forceinline__ void store_elem(int t, void* p, std::int64_t i, float
     static_cast<std::uint16_t*>(p)[i] = sa::f16_from_float(x);
   else
     static_cast<float*>(p)[i] = x;
+}
+
+// Element (b, h, i, j) of a mask tensor (kernel.h: 64-bit offsets, any strides >= 0).
+__device__ __forceinline__ std::int64_t mask_at(const sa_mask_tensor& m, std::int64_t b,
+                                                std::int64_t h, std::int64_t i, std::int64_t j) {
+  return b * m.stride_b + h * m.stride_h + i * m.stride_q + j * m.stride_k;
 }
 
 // max that propagates NaN (fmaxf drops it).
@@ -238,6 +248,18 @@ __global__ void __launch_bounds__(kV2Threads) attention_v2_kernel(V2Args a) {
         if (ok && a.key_padding) ok = a.key_padding[pbase + key] != 0;
         if (ok && a.window_right >= 0) ok = key <= diag + a.window_right;
         if (ok && a.window_left >= 0) ok = key >= diag - a.window_left;
+        // (i: this row's query index in its sequence; step 4's masks by AND)
+        if (ok && a.attn_mask.data)
+          ok = static_cast<const std::uint8_t*>(
+                   a.attn_mask.data)[mask_at(a.attn_mask, b, h, i, key)] != 0;
+        if (ok && a.block_mask.data)
+          ok =
+              static_cast<const std::uint8_t*>(
+                  a.block_mask.data)[mask_at(a.block_mask, b, h, i / a.block_q, key / a.block_k)] !=
+              0;
+        if (ok && a.tree_mask.data && key >= Lk - Lq)
+          ok = static_cast<const std::uint8_t*>(
+                   a.tree_mask.data)[mask_at(a.tree_mask, b, h, i, key - (Lk - Lq))] != 0;
         if (!ok) continue;
         const float* qr = Qs + r * a.d;
         const float* kr = KVs + j * a.k_ld;
@@ -249,6 +271,8 @@ __global__ void __launch_bounds__(kV2Threads) attention_v2_kernel(V2Args a) {
           const std::int64_t dist = diag > key ? diag - key : key - diag;
           sc = fmaf(-a.alibi[h], static_cast<float>(dist), sc);
         }
+        if (a.attn_bias.data)  // step 3b, after softcap and ALiBi
+          sc += static_cast<const float*>(a.attn_bias.data)[mask_at(a.attn_bias, b, h, i, key)];
         s[x] = sc;
         vis |= 1u << x;
         tmax = nan_max(tmax, sc);
@@ -481,6 +505,12 @@ sa_status launch_attention_v2(const sa_attention_v2_args& x, std::string& error)
   a.q_descale_bh = fp8 ? x.q_descale_bh : nullptr;
   a.k_descale_bh = fp8 ? x.k_descale_bh : nullptr;
   a.v_descale_bh = fp8 ? x.v_descale_bh : nullptr;
+  a.attn_mask = x.attn_mask;
+  a.attn_bias = x.attn_bias;
+  a.block_mask = x.block_mask;
+  a.tree_mask = x.tree_mask;
+  a.block_q = x.block_mask.data ? x.block_q : 1;
+  a.block_k = x.block_mask.data ? x.block_k : 1;
   a.top_left = x.alignment == SA_ALIGN_TOP_LEFT ? 1 : 0;
   a.window_left = x.window_left;
   a.window_right = x.causal ? 0 : x.window_right;

@@ -227,6 +227,16 @@ std::string validate_attention_v2(const sa_attention_v2_args* a) {
     return field(op, "args->page_size = " + num(a->page_size) +
                          ", num_pages = " + num(a->num_pages) + ", block_table_stride = " +
                          num(a->block_table_stride) + "; expected >= 1 each with a block_table");
+  if (a->block_mask.data && (a->block_q < 1 || a->block_k < 1))
+    return field(op, "args->block_q = " + num(a->block_q) + ", block_k = " + num(a->block_k) +
+                         "; expected >= 1 each with a block_mask");
+  const std::pair<const char*, const sa_mask_tensor*> masks[] = {{"attn_mask", &a->attn_mask},
+                                                                 {"attn_bias", &a->attn_bias},
+                                                                 {"block_mask", &a->block_mask},
+                                                                 {"tree_mask", &a->tree_mask}};
+  for (const auto& [name, m] : masks)
+    if (m->data && (m->stride_b < 0 || m->stride_h < 0 || m->stride_q < 0 || m->stride_k < 0))
+      return field(op, std::string("args->") + name + " strides: expected >= 0");
   return {};
 }
 
@@ -302,7 +312,8 @@ const sa_capabilities* capabilities() {
                            SA_ATTN_CAUSAL | SA_ATTN_WINDOW | SA_ATTN_SOFTCAP | SA_ATTN_ALIBI |
                            SA_ATTN_SINKS | SA_ATTN_KEY_PADDING | SA_ATTN_LSE | SA_ATTN_ENTROPY |
                            SA_ATTN_UNEQUAL_HEAD_DIMS | SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K |
-                           SA_ATTN_DESCALE_BH;
+                           SA_ATTN_BOOL_MASK | SA_ATTN_BIAS | SA_ATTN_BLOCK_MASK |
+                           SA_ATTN_TREE_MASK | SA_ATTN_DESCALE_BH;
     c.max_head_dim = static_cast<std::int32_t>(kV2MaxHead);
     // Fixed reduction orders, no atomics (the backward included: dQ has its
     // own pass over key tiles): identical calls give identical bits.

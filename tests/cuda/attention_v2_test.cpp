@@ -10,7 +10,8 @@
 //    attention_v2.cpp: rounding budget against the MPFR reference
 //    reference/attention, FlashAttention's 2x rule, masked values never
 //    leak, GQA = repeated heads, varlen = separate calls, paged KV = contiguous,
-//    chunked prefill = one prefill) on their own random
+//    chunked prefill = one prefill, masked = removed keys, trivial masks change
+//    nothing) on their own random
 //    cases (head dims 1..256, lengths straddling 64/128/256-key tiles, every
 //    feature) for float32, bfloat16, float16, fp8 e4m3 and e5m2 inputs.
 //  - Exact claims the kernel's algorithm makes, at tile boundaries: kernel.h's
@@ -77,7 +78,9 @@ TEST_F(V2_SUITE, GateProperties) {
                     "attention_v2.gqa_equals_repeated",
                     "attention_v2.varlen_equals_separate",
                     "attention_v2.paged_equals_contiguous",
-                    "attention_v2.chunked_prefill_equals_prefill"};
+                    "attention_v2.chunked_prefill_equals_prefill",
+                    "attention_v2.mask_equals_removed_keys",
+                    "attention_v2.trivial_masks_change_nothing"};
   cfg.cases = 48;  // 6 random cases per type (properties/attention.cpp: cases / 8, >= 6)
   if (const char* s = std::getenv("SA_SUITE_CASES")) cfg.cases = std::atoi(s);
   cfg.seed = 20261123;

@@ -403,8 +403,9 @@ TEST(CudaPlan, KvCacheChecksNameTheField) {
 
 TEST(CudaDescriptor, AttentionV2CapabilitiesAreWhatIsImplemented) {
   // Claim: attention_v2 declares the features attention_v2.cu implements and
-  // nothing else (paged KV and seqused_k included, forward only): no adaptive temperature, no
-  // split-KV (num_splits is ignored, as kernel.h allows); every input type, float outputs.
+  // nothing else (paged KV, seqused_k, the masks and the fp8 descales per (sequence, kv head)
+  // included, forward only): no adaptive temperature, no split-KV (num_splits is ignored, as
+  // kernel.h allows), no block scales; every input type, float outputs.
   const sa_capabilities* c = K().capabilities;
   ASSERT_NE(c, nullptr);
   EXPECT_EQ(c->struct_size, sizeof(sa_capabilities));
@@ -413,7 +414,9 @@ TEST(CudaDescriptor, AttentionV2CapabilitiesAreWhatIsImplemented) {
   const std::uint32_t want = SA_ATTN_BATCHED | SA_ATTN_GQA | SA_ATTN_VARLEN | SA_ATTN_STRIDED |
                              SA_ATTN_CAUSAL | SA_ATTN_WINDOW | SA_ATTN_SOFTCAP | SA_ATTN_ALIBI |
                              SA_ATTN_SINKS | SA_ATTN_KEY_PADDING | SA_ATTN_LSE | SA_ATTN_ENTROPY |
-                             SA_ATTN_UNEQUAL_HEAD_DIMS | SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K;
+                             SA_ATTN_UNEQUAL_HEAD_DIMS | SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K |
+                             SA_ATTN_BOOL_MASK | SA_ATTN_BIAS | SA_ATTN_BLOCK_MASK |
+                             SA_ATTN_TREE_MASK | SA_ATTN_DESCALE_BH;
   EXPECT_EQ(c->attention_features, want);
   EXPECT_EQ(c->op_dtypes[8],
             static_cast<std::uint32_t>(SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16 |
