@@ -284,7 +284,8 @@ std::string output_dtype(const Call& c, const std::string& out) {
     if (out == "lse" || out == "entropy" || out == "beta" || out == "dsinks") return "float32";
     if (c.op == "attention_backward") {
       const std::string q = arg(c, "qkv_dtype").word;
-      return q.rfind("fp8", 0) == 0 ? arg(c, "out_dtype").word : q;
+      return q.rfind("fp8", 0) == 0 || q == "fp4_e2m1" || q == "int8" ? arg(c, "out_dtype").word
+                                                                      : q;
     }
     return arg(c, "out_dtype").word;
   }

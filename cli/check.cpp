@@ -273,7 +273,7 @@ int list_names() {
     std::cout << "  " << c << std::string(c.size() < 20 ? 20 - c.size() : 1, ' ')
               << props::convention_summary(c) << "\n";
   std::cout << "attention (spec table [attention], for op attention_v2):\n"
-               "  dtypes      float32, bfloat16, float16, fp8_e4m3, fp8_e5m2\n"
+               "  dtypes      float32, bfloat16, float16, fp8_e4m3, fp8_e5m2, fp4_e2m1, int8\n"
                "  head_dims   integers in [1, "
             << gate::SpecLimits::max_head_dim
             << "]\n"

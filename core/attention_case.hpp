@@ -27,8 +27,9 @@
 
 namespace sa {
 
-// Element types of an attention call (the fp8 formats are inputs only).
-enum class AttnType { float32, bfloat16, float16, fp8_e4m3, fp8_e5m2 };
+// Element types of an attention call (the quantised ones, fp8, fp4 e2m1 and
+// int8, are inputs only).
+enum class AttnType { float32, bfloat16, float16, fp8_e4m3, fp8_e5m2, fp4_e2m1, int8 };
 inline const char* name_of(AttnType t) {
   switch (t) {
     case AttnType::float32:
@@ -41,10 +42,22 @@ inline const char* name_of(AttnType t) {
       return "fp8_e4m3";
     case AttnType::fp8_e5m2:
       return "fp8_e5m2";
+    case AttnType::fp4_e2m1:
+      return "fp4_e2m1";
+    case AttnType::int8:
+      return "int8";
   }
   return "?";
 }
 inline bool is_fp8(AttnType t) { return t == AttnType::fp8_e4m3 || t == AttnType::fp8_e5m2; }
+// Quantised inputs (fp8, fp4, int8): values are elements times their block
+// scale (if any) and their descale; the output type is a separate one.
+inline bool is_quantised(AttnType t) {
+  return is_fp8(t) || t == AttnType::fp4_e2m1 || t == AttnType::int8;
+}
+// The block scales' type (kernel.h scale_dtype): E8M0 (MXFP8, MXFP4), e4m3
+// (NVFP4), float32 (int8 per token and head, or per block).
+enum class ScaleType { e8m0, e4m3, f32 };
 
 enum class AttnLayout { bshd, bhsd };
 
@@ -122,12 +135,14 @@ struct AttentionCase {
   // each sequence's own query and key indices (extents: largest lengths).
   MaskTensor attn_mask, attn_bias, block_mask, tree_mask;
   std::int64_t block_q = 0, block_k = 0;
-  // Block scales (MXFP8, kernel.h scale_block): 0 none; else fp8 inputs whose
-  // values are fp8 elements times a power of two per run of scale_block
-  // head-dim elements. The values here are the products; the call finds each
-  // run's exponent (fp8_block_exponent: the smallest that keeps every element
-  // within the format) and passes elements and E8M0 scale bytes.
+  // Block scales (kernel.h scale_block): 0 none; else quantised inputs whose
+  // values are elements times a scale per run of scale_block head-dim
+  // elements, of type scale_type. The values here are the products; the call
+  // finds each run's scale (core/quant.hpp run_scale: for E8M0 the smallest
+  // power of two that keeps every element within the format) and passes
+  // elements and scales.
   std::int64_t scale_block = 0;
+  ScaleType scale_type = ScaleType::e8m0;
   // MLA (DeepSeek's latent attention, FlashMLA): V is a prefix view of K.
   // The call passes v.data = k.data with k's strides (kernel.h: k and v may
   // alias), V being the first dv elements of each key vector, whenever the
@@ -233,10 +248,15 @@ inline void AttentionCase::validate() const {
   if (window_left < -1 || window_right < -1) fail("window bounds must be >= -1 (-1: unbounded)");
   if (!(softcap >= 0) || !std::isfinite(softcap)) fail("softcap must be finite and >= 0");
   if (!std::isfinite(scale)) fail("scale must be finite");
-  if (is_fp8(out_type))
-    fail("fp8 is an input type only; out_type must be float32/bfloat16/float16");
-  if (!is_fp8(qkv) && (q_descale != 1.0f || k_descale != 1.0f || v_descale != 1.0f))
-    fail("descales apply to fp8 inputs only");
+  if (is_quantised(out_type))
+    fail(std::string(name_of(out_type)) +
+         " is an input type only; out_type must be float32/bfloat16/float16");
+  if (!is_quantised(qkv) && (q_descale != 1.0f || k_descale != 1.0f || v_descale != 1.0f))
+    fail("descales apply to quantised (fp8, fp4, int8) inputs only");
+  if (qkv == AttnType::fp4_e2m1 && (d % 2 || dv % 2 || row_pad % 2 || head_pad % 2))
+    fail("fp4_e2m1 packs two elements per byte: d, dv, row_pad and head_pad must be even (d = " +
+         s(d) + ", dv = " + s(dv) + ", row_pad = " + s(row_pad) + ", head_pad = " + s(head_pad) +
+         ")");
   if (row_pad < 0 || head_pad < 0) fail("row_pad and head_pad must be >= 0");
   if (!kv_extra.empty()) {
     expect("kv_extra", kv_extra.size(), batch);
@@ -254,7 +274,10 @@ inline void AttentionCase::validate() const {
   }
   if (scale_block < 0 || scale_block > 1024)
     fail("scale_block = " + s(scale_block) + " is outside 0..1024 (0: no block scales)");
-  if (scale_block > 0 && !is_fp8(qkv)) fail("block scales (scale_block > 0) need fp8 inputs");
+  if (scale_block > 0 && !is_quantised(qkv))
+    fail("block scales (scale_block > 0) need quantised (fp8, fp4, int8) inputs");
+  if (scale_block == 0 && scale_type != ScaleType::e8m0)
+    fail("scale_type is e4m3 or f32 without block scales (scale_block = 0)");
   if (descale_bh && !is_fp8(qkv)) fail("descales per (sequence, kv head) need fp8 inputs");
   if (page_size < 0 || page_size > 1024)
     fail("page_size = " + s(page_size) + " is outside 0..1024 (0: contiguous)");
@@ -398,7 +421,12 @@ inline std::string AttentionCase::describe() const {
     r += " paged(page_size=" + std::to_string(page_size) +
          (page_id_base ? " ids>=" + std::to_string(page_id_base) : std::string()) +
          " seed=" + std::to_string(page_seed) + ")";
-  if (scale_block > 0) r += " block_scaled(" + std::to_string(scale_block) + ")";
+  if (scale_block > 0)
+    r += " block_scaled(" + std::to_string(scale_block) +
+         (scale_type == ScaleType::e4m3  ? " e4m3"
+          : scale_type == ScaleType::f32 ? " f32"
+                                         : "") +
+         ")";
   if (v_in_k) r += " v=k[:dv]";
   if (descale_bh) r += " descale_bh";
   return r;

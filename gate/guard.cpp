@@ -319,12 +319,23 @@ const char* dtype_name(sa_dtype t) {
       return "fp8_e4m3";
     case SA_FP8_E5M2:
       return "fp8_e5m2";
+    case SA_FP4_E2M1:
+      return "fp4_e2m1";
+    case SA_INT8:
+      return "int8";
     default:
       return "float32";
   }
 }
+// Bytes per element (fp4 e2m1, two per byte: bytes_of).
 std::size_t elem(sa_dtype t) {
-  return t == SA_BF16 || t == SA_F16 ? 2 : t == SA_FP8_E4M3 || t == SA_FP8_E5M2 ? 1 : 4;
+  return t == SA_BF16 || t == SA_F16                                                ? 2
+         : t == SA_FP8_E4M3 || t == SA_FP8_E5M2 || t == SA_FP4_E2M1 || t == SA_INT8 ? 1
+                                                                                    : 4;
+}
+// Bytes of n elements (kernel.h: fp4 e2m1 element e in byte e / 2).
+std::size_t bytes_of(sa_dtype t, std::size_t n) {
+  return t == SA_FP4_E2M1 ? (n + 1) / 2 : n * elem(t);
 }
 
 float load(sa_dtype t, const void* p, std::int64_t i) {
@@ -707,13 +718,13 @@ sa_status t_attention_v2(void* ctx, const sa_attention_v2_args* a) {
                    std::int64_t seqlen, std::int64_t total, std::int64_t dim, std::size_t e) {
     return tensor_reach(*a, varlen, sb, sh, ss, heads, seqlen, total, dim, e);
   };
-  const std::size_t ei = elem(a->qkv_dtype), eo = elem(a->out_dtype);
+  const std::size_t eo = elem(a->out_dtype);
   sa_attention_v2_args g = *a;
   auto guard_in = [&](const char* name, const sa_tensor& t, std::int64_t heads, std::int64_t seqlen,
                       std::int64_t total, std::int64_t dim) {
     sa_tensor r = t;
-    const std::size_t bytes =
-        reach(t.stride_b, t.stride_h, t.stride_s, heads, seqlen, total, dim, ei);
+    const std::size_t bytes = bytes_of(
+        a->qkv_dtype, reach(t.stride_b, t.stride_h, t.stride_s, heads, seqlen, total, dim, 1));
     if (bytes) r.data = c.in(name, t.data, bytes);
     return r;
   };
@@ -736,10 +747,12 @@ sa_status t_attention_v2(void* ctx, const sa_attention_v2_args* a) {
       sa_tensor r = t;
       const std::int64_t last = (a->num_pages - 1) * t.stride_b + (a->heads_kv - 1) * t.stride_h +
                                 (a->page_size - 1) * t.stride_s + dim;
-      const std::int64_t from = t.stride_b > 0 && t.stride_h >= 0 && t.stride_s >= 0
-                                    ? lowest * t.stride_b * static_cast<std::int64_t>(ei)
-                                    : 0;
-      r.data = c.in(name, t.data, static_cast<std::size_t>(last) * ei,
+      const std::int64_t from =
+          t.stride_b > 0 && t.stride_h >= 0 && t.stride_s >= 0
+              ? static_cast<std::int64_t>(
+                    bytes_of(a->qkv_dtype, static_cast<std::size_t>(lowest * t.stride_b)))
+              : 0;
+      r.data = c.in(name, t.data, bytes_of(a->qkv_dtype, static_cast<std::size_t>(last)),
                     from >= kLargePoolBytes ? static_cast<std::size_t>(from) : 0);
       return r;
     };
@@ -756,8 +769,10 @@ sa_status t_attention_v2(void* ctx, const sa_attention_v2_args* a) {
     g.seqused_k = static_cast<const std::int32_t*>(
         c.in("seqused_k", a->seqused_k, static_cast<std::size_t>(a->batch) * 4));
   if (a->scale_block > 0) {
-    // Block scales: one byte per run of scale_block elements, addressed as
-    // the elements are (page pools for paged K and V).
+    // Block scales: one per run of scale_block elements (a byte, or a
+    // float32 for scale_dtype SA_F32), addressed as the elements are (page
+    // pools for paged K and V).
+    const std::size_t ss = a->scale_dtype == SA_F32 ? 4 : 1;
     auto runs = [&](std::int64_t dim) { return (dim + a->scale_block - 1) / a->scale_block; };
     auto guard_scales = [&](const char* name, const sa_tensor& t, bool keys, std::int64_t heads,
                             std::int64_t seqlen, std::int64_t total, std::int64_t dim) {
@@ -766,9 +781,10 @@ sa_status t_attention_v2(void* ctx, const sa_attention_v2_args* a) {
       if (keys && a->block_table)
         bytes =
             static_cast<std::size_t>((a->num_pages - 1) * t.stride_b + (heads - 1) * t.stride_h +
-                                     (a->page_size - 1) * t.stride_s + runs(dim));
+                                     (a->page_size - 1) * t.stride_s + runs(dim)) *
+            ss;
       else
-        bytes = reach(t.stride_b, t.stride_h, t.stride_s, heads, seqlen, total, runs(dim), 1);
+        bytes = reach(t.stride_b, t.stride_h, t.stride_s, heads, seqlen, total, runs(dim), ss);
       if (bytes) r.data = c.in(name, t.data, bytes);
       return r;
     };

@@ -121,6 +121,10 @@ const char* dtype_text(sa_dtype t) {
       return "fp8_e4m3";
     case SA_FP8_E5M2:
       return "fp8_e5m2";
+    case SA_FP4_E2M1:
+      return "fp4_e2m1";
+    case SA_INT8:
+      return "int8";
     default:
       return "float32";
   }

@@ -333,8 +333,8 @@ void parse_attention(const std::string& origin, const toml::node& node, props::S
     return out;
   };
   if (auto n = tab->get("dtypes")) {
-    static const std::vector<std::string> known = {"float32", "bfloat16", "float16", "fp8_e4m3",
-                                                   "fp8_e5m2"};
+    static const std::vector<std::string> known = {"float32",  "bfloat16", "float16", "fp8_e4m3",
+                                                   "fp8_e5m2", "fp4_e2m1", "int8"};
     auto names = strings(origin, "attention.dtypes", *n);
     check_names(where(origin, *n), "attention.dtypes", names, known);
     for (const auto& s : names) {

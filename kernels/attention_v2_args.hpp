@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "softmax_audit/kernel.h"
 
@@ -60,6 +61,43 @@ inline void mask_reaches(const sa_attention_v2_args& a, std::int64_t out[4]) {
   out[1] = mask_reach(a, a.attn_bias, q, k);
   out[2] = mask_reach(a, a.block_mask, bq, bk);
   out[3] = mask_reach(a, a.tree_mask, q, q);
+}
+
+// The quantised inputs' arguments (kernel.h: fp4 e2m1 and int8, the block
+// scales and their scale_dtype): "" when they are well formed, else what is
+// wrong, naming the field. `a` is complete (complete_v2_args).
+inline std::string quant_args_error(const sa_attention_v2_args& a) {
+  std::int32_t qt, st;  // read as integers: a value outside the enum is not UB here
+  std::memcpy(&qt, &a.qkv_dtype, 4);
+  std::memcpy(&st, &a.scale_dtype, 4);
+  const bool quantised =
+      qt == SA_FP8_E4M3 || qt == SA_FP8_E5M2 || qt == SA_FP4_E2M1 || qt == SA_INT8;
+  if (qt == SA_FP4_E2M1) {
+    // Two elements per byte: every head row must start on a byte.
+    const struct {
+      const char* name;
+      std::int64_t v;
+    } even[] = {
+        {"head_dim", a.head_dim},     {"head_dim_v", a.head_dim_v}, {"q.stride_b", a.q.stride_b},
+        {"q.stride_h", a.q.stride_h}, {"q.stride_s", a.q.stride_s}, {"k.stride_b", a.k.stride_b},
+        {"k.stride_h", a.k.stride_h}, {"k.stride_s", a.k.stride_s}, {"v.stride_b", a.v.stride_b},
+        {"v.stride_h", a.v.stride_h}, {"v.stride_s", a.v.stride_s}};
+    for (const auto& e : even)
+      if (e.v % 2 != 0)
+        return std::string("fp4 e2m1 inputs (two per byte) need even strides and head dims: ") +
+               e.name + " = " + std::to_string(e.v);
+  }
+  if (a.scale_block < 0) return "scale_block must be >= 0 (0: no block scales)";
+  if (a.scale_block == 0) return {};
+  if (!quantised)
+    return "block scales (scale_block > 0) need quantised inputs (fp8, fp4 e2m1, int8), not "
+           "qkv_dtype " +
+           std::to_string(qt);
+  if (st != 0 && st != SA_FP8_E4M3 && st != SA_F32)
+    return "scale_dtype " + std::to_string(st) + "; expected 0 (E8M0), SA_FP8_E4M3 or SA_F32";
+  if (!a.q_scale.data || !a.k_scale.data || !a.v_scale.data)
+    return "block scales need q_scale, k_scale and v_scale";
+  return {};
 }
 
 }  // namespace sa::kernels

@@ -19,6 +19,7 @@
 #include "core/bfloat16.hpp"
 #include "core/float16.hpp"
 #include "core/fp8.hpp"
+#include "core/quant.hpp"
 #include "kernels/call_internal.hpp"
 #include "kernels/call_log.hpp"
 #include "kernels/kernel.hpp"
@@ -38,6 +39,10 @@ sa_dtype abi_of(AttnType t) {
       return SA_FP8_E4M3;
     case AttnType::fp8_e5m2:
       return SA_FP8_E5M2;
+    case AttnType::fp4_e2m1:
+      return SA_FP4_E2M1;
+    case AttnType::int8:
+      return SA_INT8;
   }
   return SA_F32;
 }
@@ -54,12 +59,21 @@ std::uint32_t bit_of(AttnType t) {
       return SA_DTYPE_FP8_E4M3;
     case AttnType::fp8_e5m2:
       return SA_DTYPE_FP8_E5M2;
+    case AttnType::fp4_e2m1:
+      return SA_DTYPE_FP4_E2M1;
+    case AttnType::int8:
+      return SA_DTYPE_INT8;
   }
   return 0;
 }
 
+// Bytes per element (fp4 e2m1: bytes_of, two elements per byte).
 std::size_t size_of(AttnType t) {
   return t == AttnType::float32 ? 4 : (t == AttnType::bfloat16 || t == AttnType::float16) ? 2 : 1;
+}
+// Bytes of n elements.
+std::size_t bytes_of(AttnType t, std::size_t n) {
+  return t == AttnType::fp4_e2m1 ? (n + 1) / 2 : n * size_of(t);
 }
 
 // The bytes of a buffer: a vector, or for a large page pool
@@ -109,10 +123,10 @@ class Bytes {
 struct Buffer {
   AttnType t;
   Bytes bytes;
-  Buffer(AttnType type, std::size_t count) : t(type), bytes(count * size_of(type)) {}
+  Buffer(AttnType type, std::size_t count) : t(type), bytes(bytes_of(type, count)) {}
   // A page pool whose elements below live_from are never named (sparse).
   Buffer(AttnType type, std::size_t count, std::size_t live_from)
-      : t(type), bytes(count * size_of(type), live_from * size_of(type)) {}
+      : t(type), bytes(bytes_of(type, count), bytes_of(type, live_from)) {}
   void set(std::size_t i, float x, const char* what) {
     switch (t) {
       case AttnType::float32:
@@ -136,6 +150,22 @@ struct Buffer {
                                       std::to_string(i) + " = " + std::to_string(x) + " is not a " +
                                       name_of(t) + " value");
         bytes[i] = b;
+        return;
+      }
+      case AttnType::fp4_e2m1:
+      case AttnType::int8: {
+        if (!is_elem(t, x))
+          throw std::invalid_argument(std::string("attention call: ") + what + " element " +
+                                      std::to_string(i) + " = " + std::to_string(x) + " is not a " +
+                                      name_of(t) + " value (times its run's scale)");
+        if (t == AttnType::int8) {
+          bytes[i] = static_cast<unsigned char>(static_cast<std::int8_t>(x));
+          return;
+        }
+        const std::uint8_t code = fp4_from_float(x);  // element i: low nibble when i is even
+        unsigned char& by = bytes[i / 2];
+        by = i % 2 ? static_cast<unsigned char>((by & 0x0f) | (code << 4))
+                   : static_cast<unsigned char>((by & 0xf0) | code);
         return;
       }
       case AttnType::float16: {
@@ -165,6 +195,10 @@ struct Buffer {
         return fp8_to_float(bytes[i], Fp8Format::e4m3);
       case AttnType::fp8_e5m2:
         return fp8_to_float(bytes[i], Fp8Format::e5m2);
+      case AttnType::fp4_e2m1:
+        return load_fp4(bytes.data(), static_cast<std::int64_t>(i));
+      case AttnType::int8:
+        return static_cast<float>(static_cast<std::int8_t>(bytes[i]));
       case AttnType::float16: {
         std::uint16_t b;
         std::memcpy(&b, &bytes[i * 2], 2);
@@ -173,7 +207,14 @@ struct Buffer {
     }
     return NAN;
   }
+  // NaN in every element; fp4 and int8 have none: their largest value (6,
+  // 127), so that a kernel reading an unused slot still moves its outputs.
   void fill_nan() {
+    if (t == AttnType::fp4_e2m1 || t == AttnType::int8) {
+      for (std::size_t i = bytes.live_from(); i < bytes.size(); ++i)
+        bytes[i] = t == AttnType::int8 ? 0x7f : 0x77;
+      return;
+    }
     for (std::size_t i = bytes.live_from() / size_of(t); i < bytes.size() / size_of(t); ++i) {
       if (t == AttnType::float32) {
         const float n = NAN;
@@ -278,7 +319,7 @@ std::string Kernel::why_not_applicable(const AttentionCase& c) const {
   if ((in_types & bit_of(c.qkv)) == 0)
     return std::string("input type ") + name_of(c.qkv) +
            " is not among the kernel's declared types";
-  if (c.out_type != c.qkv || is_fp8(c.qkv)) {
+  if (c.out_type != c.qkv || is_quantised(c.qkv)) {
     const std::uint32_t outs = cap ? cap->op_out_dtypes[8] : 0;
     if (c.out_type != c.qkv && (outs & bit_of(c.out_type)) == 0)
       return std::string("output type ") + name_of(c.out_type) + " for " + name_of(c.qkv) +
@@ -310,7 +351,12 @@ std::string Kernel::why_not_applicable(const AttentionCase& c) const {
         need(c.attn_bias.used(), SA_ATTN_BIAS, "additive attn_bias"),
         need(c.block_mask.used(), SA_ATTN_BLOCK_MASK, "block-sparse mask"),
         need(c.tree_mask.used(), SA_ATTN_TREE_MASK, "tree mask (speculative decoding)"),
-        need(c.scale_block > 0, SA_ATTN_BLOCK_SCALED, "block scales (MXFP8)"),
+        need(c.scale_block > 0 && c.scale_type == ScaleType::e8m0, SA_ATTN_BLOCK_SCALED,
+             "block scales (E8M0: MXFP8, MXFP4)"),
+        need(c.scale_block > 0 && c.scale_type == ScaleType::e4m3, SA_ATTN_SCALE_E4M3,
+             "e4m3 block scales (NVFP4)"),
+        need(c.scale_block > 0 && c.scale_type == ScaleType::f32, SA_ATTN_SCALE_F32,
+             "float32 block scales"),
         need(c.descale_bh, SA_ATTN_DESCALE_BH, "descales per (sequence, kv head)")})
     if (!why.empty()) return why;
   // The declared domain: features every call must have, the forms taken only
@@ -441,7 +487,8 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
   // A pool whose pages start past kLargePoolBytes is reserved sparsely.
   auto pool = [&](const Strides& st) {
     const std::int64_t from = c.paged() ? c.page_id_base * st.b : 0;
-    if (from * static_cast<std::int64_t>(size_of(c.qkv)) < kLargePoolBytes)
+    if (static_cast<std::int64_t>(bytes_of(c.qkv, static_cast<std::size_t>(from))) <
+        kLargePoolBytes)
       return Buffer(c.qkv, static_cast<std::size_t>(st.count));
     return Buffer(c.qkv, static_cast<std::size_t>(st.count), static_cast<std::size_t>(from));
   };
@@ -455,9 +502,10 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
   k.fill_nan();
   v.fill_nan();
   o.fill_nan();
-  // Block scales: one byte per run of scale_block elements, laid out as the
-  // elements are with a row of ceil(dim / scale_block) bytes; 255 (NaN) in
-  // every byte no element of the case uses.
+  // Block scales: one scale (of scale_type: E8M0 or e4m3 bytes, float32) per
+  // run of scale_block elements, laid out as the elements are with a row of
+  // ceil(dim / scale_block) scales; NaN in every scale no element of the
+  // case uses.
   const std::int64_t sbk = c.scale_block;
   auto runs = [&](std::int64_t dim) { return sbk > 0 ? (dim + sbk - 1) / sbk : 1; };
   const Strides ssq = layout_of(c, cv, c.batch, c.heads_q, Sq, c.total_q(), runs(c.d)),
@@ -467,9 +515,15 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
                 ssv = c.paged() ? layout_of(c, false, pk.num_pages, c.heads_kv, c.page_size, 0,
                                             runs(c.dv))
                                 : layout_of(c, cv, c.batch, c.heads_kv, Nk, total_kb, runs(c.dv));
-  std::vector<std::uint8_t> qsc(sbk > 0 ? static_cast<std::size_t>(ssq.count) : 0, 255),
-      ksc(sbk > 0 ? static_cast<std::size_t>(ssk.count) : 0, 255),
-      vsc(sbk > 0 ? static_cast<std::size_t>(ssv.count) : 0, 255);
+  const ScaleType sty = c.scale_type;
+  const std::size_t ssz = scale_size(sty);
+  auto scales = [&](const Strides& st) {
+    std::vector<std::uint8_t> r(sbk > 0 ? static_cast<std::size_t>(st.count) * ssz : 0);
+    const std::uint32_t nan = scale_bits(sty, NAN);
+    for (std::size_t i = 0; i < r.size(); i += ssz) std::memcpy(&r[i], &nan, ssz);
+    return r;
+  };
+  std::vector<std::uint8_t> qsc = scales(ssq), ksc = scales(ssk), vsc = scales(ssv);
   // One head's row of n values at element offset off (scale offset soff).
   auto put = [&](Buffer& buf, std::vector<std::uint8_t>& sc, std::int64_t off, std::int64_t soff,
                  const float* x, std::int64_t n, const char* what) {
@@ -479,11 +533,22 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
     }
     for (std::int64_t r0 = 0; r0 < n; r0 += sbk) {
       const std::int64_t m = std::min(sbk, n - r0);
-      const int e = fp8_block_exponent(
-          c.qkv == AttnType::fp8_e4m3 ? Fp8Format::e4m3 : Fp8Format::e5m2, x + r0, m);
-      sc[static_cast<std::size_t>(soff + r0 / sbk)] = static_cast<std::uint8_t>(e + 127);
-      for (std::int64_t i = r0; i < r0 + m; ++i)
-        buf.set(static_cast<std::size_t>(off + i), std::ldexp(x[i], -e), what);
+      const float s = run_scale(c.qkv, sty, x + r0, m);
+      const std::uint32_t bits = scale_bits(sty, s);
+      std::memcpy(&sc[static_cast<std::size_t>(soff + r0 / sbk) * ssz], &bits, ssz);
+      for (std::int64_t i = r0; i < r0 + m; ++i) {
+        if (std::isnan(s)) {  // (fp4, int8: the scale carries the run's NaN)
+          buf.set(static_cast<std::size_t>(off + i), 0.0f, what);
+          continue;
+        }
+        const float e = x[i] / s;
+        if (std::isfinite(x[i]) && e * s != x[i])
+          throw std::invalid_argument(std::string("attention call: ") + what + " value " +
+                                      std::to_string(x[i]) + " is no " + name_of(c.qkv) +
+                                      " element times its run's " + name_of(sty) + " scale " +
+                                      std::to_string(s));
+        buf.set(static_cast<std::size_t>(off + i), e, what);
+      }
     }
   };
   // Descales per (sequence, kv head): each slab's exponent, the smallest that
@@ -634,6 +699,9 @@ AttentionResult Kernel::attention_v2(const AttentionCase& c) const {
   }
   if (sbk > 0) {
     a.scale_block = sbk;
+    a.scale_dtype = sty == ScaleType::e4m3  ? SA_FP8_E4M3
+                    : sty == ScaleType::f32 ? SA_F32
+                                            : static_cast<sa_dtype>(0);
     a.q_scale = {st.in(qsc.data(), qsc.size()), ssq.b, ssq.h, ssq.s};
     a.k_scale = {st.in(ksc.data(), ksc.size()), ssk.b, ssk.h, ssk.s};
     a.v_scale = v_alias ? a.k_scale : sa_tensor{st.in(vsc.data(), vsc.size()), ssv.b, ssv.h, ssv.s};
@@ -874,7 +942,9 @@ std::string Kernel::why_not_applicable_backward(const AttentionCase& c) const {
     return "attn_mask, attn_bias, block and tree masks are forward only (kernel.h): no backward";
   if (c.scale_block > 0) return "block scales are forward only (kernel.h): no backward";
   if (c.descale_bh) return "descales per (sequence, kv head) are forward only (kernel.h)";
-  if (is_fp8(c.qkv)) return "fp8 inputs: the backward is checked for float32/bfloat16/float16";
+  if (is_quantised(c.qkv))
+    return std::string(name_of(c.qkv)) +
+           " inputs: the backward is checked for float32/bfloat16/float16";
   const sa_capabilities* cap = k_->capabilities;
   const std::uint32_t types = cap && cap->op_dtypes[11] ? cap->op_dtypes[11] : k_->dtypes;
   if ((types & bit_of(c.qkv)) == 0)

@@ -147,8 +147,12 @@ Call attention_call(const char* op, const AttentionCase& a) {
     c.args.push_back(num("page_id_base", static_cast<double>(a.page_id_base)));
     c.args.push_back(num("page_seed", static_cast<double>(a.page_seed)));
   }
-  if (a.scale_block > 0)  // block scales: the values are the products (the call re-derives them)
+  if (a.scale_block > 0) {  // block scales: the values are the products (the call re-derives them)
     c.args.push_back(num("scale_block", static_cast<double>(a.scale_block)));
+    if (a.scale_type !=
+        ScaleType::e8m0)  // (written only when not E8M0: older files read as before)
+      c.args.push_back(num("scale_type", a.scale_type == ScaleType::e4m3 ? 1 : 2));
+  }
   if (a.v_in_k) c.args.push_back(num("v_in_k", 1));  // MLA: V a prefix view of K
   // Descales per (sequence, kv head): the values are the products (the call re-derives them).
   if (a.descale_bh) c.args.push_back(num("descale_bh", 1));
@@ -188,10 +192,11 @@ AttentionCase attention_case_of(const Call& c) {
   auto type = [&](const char* n) {
     const std::string w = arg(n).word;
     for (AttnType t : {AttnType::float32, AttnType::bfloat16, AttnType::float16, AttnType::fp8_e4m3,
-                       AttnType::fp8_e5m2})
+                       AttnType::fp8_e5m2, AttnType::fp4_e2m1, AttnType::int8})
       if (w == name_of(t)) return t;
     throw std::invalid_argument(std::string("argument '") + n + "' is '" + w +
-                                "'; expected float32, bfloat16, float16, fp8_e4m3 or fp8_e5m2");
+                                "'; expected float32, bfloat16, float16, fp8_e4m3, fp8_e5m2, "
+                                "fp4_e2m1 or int8");
   };
   auto arr = [&](const char* n, bool required) -> const Array* {
     const Array* a = find(c.inputs, n);
@@ -237,6 +242,13 @@ AttentionCase attention_case_of(const Call& c) {
     a.page_seed = static_cast<std::uint64_t>(arg("page_seed").number);
   }
   if (find(c.args, "scale_block")) a.scale_block = i64("scale_block");
+  if (find(c.args, "scale_type")) {  // 1 e4m3, 2 float32 (absent: E8M0)
+    const std::int64_t st = i64("scale_type");
+    if (st != 1 && st != 2)
+      throw std::invalid_argument("argument 'scale_type' is " + std::to_string(st) +
+                                  "; expected 1 (e4m3) or 2 (float32)");
+    a.scale_type = st == 1 ? ScaleType::e4m3 : ScaleType::f32;
+  }
   a.v_in_k = find(c.args, "v_in_k") && arg("v_in_k").number != 0;
   a.descale_bh = find(c.args, "descale_bh") && arg("descale_bh").number != 0;
   if (const Array* x = arr("kv_extra", false)) {

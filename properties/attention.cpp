@@ -32,12 +32,15 @@
 //                                    window (L, 0) without causal (L = -1:
 //                                    infinite), whatever window_right a causal
 //                                    call carries (same tolerance)
-//   attention_v2.fp8_saturation      fp8 inputs at the format's largest value:
+//   attention_v2.fp8_saturation      quantised inputs (fp8, fp4, int8) at the
+//                                    format's largest value (times the run's
+//                                    block scale):
 //                                    every output finite and within the
 //                                    largest |v| of its sequence times
 //                                    v_descale (convex combination)
 //   attention_v2.nan_propagates      NaN in an unmasked query and key element
-//                                    (fp8: the format's NaN code) makes every
+//                                    (fp8: the format's NaN code; fp4, int8:
+//                                    a NaN block scale) makes every
 //                                    output of the rows that see it NaN, and
 //                                    no other row's
 //   attention_v2.mask_equals_removed_keys  a row under the boolean, block
@@ -93,6 +96,7 @@
 #include "core/bfloat16.hpp"
 #include "core/float16.hpp"
 #include "core/fp8.hpp"
+#include "core/quant.hpp"
 #include "kernels/naive/attention_v2.hpp"
 #include "properties/attention_cases.hpp"
 #include "properties/inline_inputs.hpp"
@@ -129,7 +133,12 @@ std::string describe(const AttnParams& p) {
   if (p.row_pad || p.head_pad)
     r += " pad=" + std::to_string(p.row_pad) + "/" + std::to_string(p.head_pad);
   if (p.descale) r += " descale#" + std::to_string(p.descale);
-  if (p.scale_block) r += " block_scaled=" + std::to_string(p.scale_block);
+  if (p.scale_block)
+    r += " block_scaled=" +
+         (p.scale_block == kPerRowScale ? std::string("row") : std::to_string(p.scale_block)) +
+         (p.scale_type == 1   ? "(e4m3)"
+          : p.scale_type == 2 ? "(f32)"
+                              : "");
   if (p.descale_bh) r += " descale_bh";
   if (p.adaptive) r += " adaptive";
   if (p.splits > 1) r += " splits=" + std::to_string(p.splits);
@@ -171,6 +180,9 @@ constexpr std::int64_t kBlocks[][2] = {{128, 128}, {64, 128}, {128, 64}, {32, 16
 
 // Elements per block scale (OCP MX: 32).
 constexpr std::int64_t kScaleBlocks[] = {32, 16, 8};
+// int8 with float32 scales: per token and head (SageAttention's per-token
+// K, vLLM's per-token-head KV cache), or per block of 32 or 64 elements.
+constexpr std::int64_t kInt8ScaleBlocks[] = {kPerRowScale, 32, 64};
 
 // Multiply-adds a case may cost the reference by default (keeps the default
 // run short); a gate spec's [attention] max_work replaces it.
@@ -200,6 +212,8 @@ std::uint32_t bit_of_feature(std::string_view f) {
       {"block_mask", SA_ATTN_BLOCK_MASK},
       {"tree_mask", SA_ATTN_TREE_MASK},
       {"block_scaled", SA_ATTN_BLOCK_SCALED},
+      {"scale_e4m3", SA_ATTN_SCALE_E4M3},
+      {"scale_f32", SA_ATTN_SCALE_F32},
       {"descale_bh", SA_ATTN_DESCALE_BH},
       {"mla", SA_ATTN_UNEQUAL_HEAD_DIMS}};
   for (const auto& [n, b] : bits)
@@ -241,8 +255,15 @@ AttnDomain domain_of(const Kernel& k, AttnType t) {
   const sa_capabilities* cap = k.raw().capabilities;
   if (!cap) return d;
   d.features = k.attention_features(t);
-  if (!is_fp8(t))  // fp8 only
-    d.features &= ~static_cast<std::uint32_t>(SA_ATTN_BLOCK_SCALED | SA_ATTN_DESCALE_BH);
+  // Block scales with quantised inputs only, in the pairings of real
+  // formats: fp8 E8M0 (MXFP8), fp4 E8M0 or e4m3 (MXFP4, NVFP4), int8 float32.
+  const std::uint32_t keep = is_fp8(t)                 ? SA_ATTN_BLOCK_SCALED
+                             : t == AttnType::fp4_e2m1 ? SA_ATTN_BLOCK_SCALED | SA_ATTN_SCALE_E4M3
+                             : t == AttnType::int8     ? SA_ATTN_SCALE_F32
+                                                       : 0u;
+  d.features &= ~static_cast<std::uint32_t>(
+      (SA_ATTN_BLOCK_SCALED | SA_ATTN_SCALE_E4M3 | SA_ATTN_SCALE_F32) & ~keep);
+  if (!is_fp8(t)) d.features &= ~static_cast<std::uint32_t>(SA_ATTN_DESCALE_BH);  // fp8 only
   const Kernel::AttentionDomainCaps dc = k.attention_domain();
   d.required = dc.required & d.features;
   d.constraints = dc.constraints;
@@ -347,10 +368,26 @@ rc::Gen<AttnParams> gen_attention(bool fp8, const AttentionShapes& s, AttnDomain
     }
     p.seqused = feature_allowed(s, dom, "seqused_k") && *rc::gen::inRange(0, 2) == 1;
     if (p.seqused && p.varlen) p.dense = *rc::gen::inRange(0, 2) == 1;
-    // MXFP8's 32 elements per scale, and shorter runs (NVFP4-like 16, 8).
-    if (fp8 && feature_allowed(s, dom, "block_scaled") && *rc::gen::inRange(0, 2) == 1)
-      p.scale_block = kScaleBlocks[*rc::gen::inRange<std::size_t>(0, std::size(kScaleBlocks))];
-    // FlashAttention 3's descales per (sequence, kv head).
+    // Block scales, of the types declared for the input type (domain_of):
+    // E8M0 (MXFP8's and MXFP4's 32 elements per scale, and shorter runs,
+    // 16, 8), e4m3 (NVFP4: 16), float32 (int8: per token and head, 32, 64).
+    std::vector<int> kinds;
+    if (feature_allowed(s, dom, "block_scaled")) kinds.push_back(0);
+    if (feature_allowed(s, dom, "scale_e4m3")) kinds.push_back(1);
+    if (feature_allowed(s, dom, "scale_f32")) kinds.push_back(2);
+    if (fp8 && !kinds.empty() && *rc::gen::inRange(0, 2) == 1) {
+      // (one kind: no draw, so fp8's cases are drawn as before)
+      p.scale_type =
+          kinds.size() > 1 ? kinds[*rc::gen::inRange<std::size_t>(0, kinds.size())] : kinds[0];
+      if (p.scale_type == 0)
+        p.scale_block = kScaleBlocks[*rc::gen::inRange<std::size_t>(0, std::size(kScaleBlocks))];
+      else if (p.scale_type == 1)
+        p.scale_block = 16;
+      else
+        p.scale_block =
+            kInt8ScaleBlocks[*rc::gen::inRange<std::size_t>(0, std::size(kInt8ScaleBlocks))];
+    }
+    // FlashAttention 3's descales per (sequence, kv head), fp8 only.
     if (fp8 && feature_allowed(s, dom, "descale_bh") && *rc::gen::inRange(0, 2) == 1)
       p.descale_bh = true;
     if (p.page_size > 0 || p.seqused) {
@@ -484,7 +521,9 @@ void apply_domain(AttnParams& p, const AttnDomain& dom) {
   if ((r & SA_ATTN_BIAS) && p.bias == 0) p.bias = 1;
   if ((r & SA_ATTN_BLOCK_MASK) && p.block_q == 0) p.block_q = p.block_k = 128;
   if (r & SA_ATTN_TREE_MASK) p.tree = true;
-  if ((r & SA_ATTN_BLOCK_SCALED) && p.scale_block == 0) p.scale_block = 32;
+  if ((r & SA_ATTN_BLOCK_SCALED) && p.scale_block == 0) p.scale_block = 32, p.scale_type = 0;
+  if ((r & SA_ATTN_SCALE_E4M3) && p.scale_block == 0) p.scale_block = 16, p.scale_type = 1;
+  if ((r & SA_ATTN_SCALE_F32) && p.scale_block == 0) p.scale_block = kPerRowScale, p.scale_type = 2;
   if (r & SA_ATTN_DESCALE_BH) p.descale_bh = true;
   if (dom.constraints & SA_ATTN_ONLY_BOTTOM_RIGHT) p.top_left = false;
   if ((dom.constraints & SA_ATTN_ONLY_WINDOW_RIGHT_0) && (p.wl >= 0 || p.wr >= 0)) p.wr = 0;
@@ -509,8 +548,28 @@ float round_to(AttnType t, double x) {
       return round_to_fp8(f, Fp8Format::e4m3);
     case AttnType::fp8_e5m2:
       return round_to_fp8(f, Fp8Format::e5m2);
+    case AttnType::fp4_e2m1:
+      return round_to_fp4(f);
+    case AttnType::int8:
+      return round_to_int8(f);
     default:
       return f;
+  }
+}
+
+// Spread of the values drawn for q and k (qk) or v of input type t: fp8
+// kernels see pre-scaled data; e2m1 and int8 values fill their grids.
+double spread_of(AttnType t, bool qk) {
+  switch (t) {
+    case AttnType::fp8_e4m3:
+    case AttnType::fp8_e5m2:
+      return qk ? 4.0 : 1.0;
+    case AttnType::fp4_e2m1:
+      return 2.0;
+    case AttnType::int8:
+      return 40.0;
+    default:
+      return 1.0;
   }
 }
 
@@ -519,12 +578,14 @@ float round_to(AttnType t, double x) {
 AttentionCase materialise(const AttnParams& p, AttnType t) {
   AttentionCase c;
   c.qkv = t;
-  c.out_type = is_fp8(t) ? AttnType::bfloat16 : t;
+  c.out_type = is_quantised(t) ? AttnType::bfloat16 : t;
   c.batch = p.batch;
   c.heads_kv = p.heads_kv;
   c.heads_q = p.heads_kv * p.group;
-  c.d = p.d;
-  c.dv = p.dv;
+  // fp4 e2m1 (two per byte): head dims and padding even.
+  const std::int64_t even = t == AttnType::fp4_e2m1 ? 1 : 0;
+  c.d = p.d + (p.d & even);
+  c.dv = p.dv + (p.dv & even);
   std::mt19937_64 g(p.seed);
   if (p.varlen) {
     // Lengths up to the pair's, some sequences empty: no queries (and half
@@ -562,23 +623,26 @@ AttentionCase materialise(const AttnParams& p, AttnType t) {
     return x;
   };
   static const float descales[] = {1.0f, 0.5f, 2.0f, 0.375f};
-  const double qk_spread = is_fp8(t) ? 4.0 : 1.0;  // fp8 kernels see pre-scaled data
+  const double qk_spread = spread_of(t, true), v_spread = spread_of(t, false);
   for (std::int64_t i = 0; i < c.total_q() * c.heads_q * c.d; ++i)
     c.q.push_back(round_to(t, value(qk_spread)));
   for (std::int64_t i = 0; i < c.total_k() * c.heads_kv * c.d; ++i)
     c.k.push_back(round_to(t, value(qk_spread)));
   for (std::int64_t i = 0; i < c.total_k() * c.heads_kv * c.dv; ++i)
-    c.v.push_back(round_to(t, value(1.0)));
+    c.v.push_back(round_to(t, value(v_spread)));
   // MLA: V the first dv elements of each key vector (the call aliases them).
   if (p.v_in_k && c.dv <= c.d) {
     c.v_in_k = true;
     for (std::int64_t r = 0; r < c.total_k() * c.heads_kv; ++r)
       std::copy_n(c.k.begin() + r * c.d, c.dv, c.v.begin() + r * c.dv);
   }
-  if (is_fp8(t)) {
-    c.q_descale = descales[p.descale];
-    c.k_descale = descales[(p.descale + 1) % 4];
-    c.v_descale = descales[(p.descale + 2) % 4];
+  if (is_quantised(t)) {
+    // int8 without block scales: integers up to about 127 times a tensor
+    // descale near 2^-5 (per-tensor int8 quantisation).
+    const float unit = t == AttnType::int8 && p.scale_block == 0 ? 0x1p-5f : 1.0f;
+    c.q_descale = unit * descales[p.descale];
+    c.k_descale = unit * descales[(p.descale + 1) % 4];
+    c.v_descale = unit * descales[(p.descale + 2) % 4];
   }
   c.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.d)));
   c.causal = p.causal;
@@ -606,7 +670,40 @@ AttentionCase materialise(const AttnParams& p, AttnType t) {
       }
     }
   }
-  if (p.scale_block > 0 && is_fp8(t)) {
+  if (p.scale_block > 0 && is_quantised(t) && p.scale_type != 0) {
+    // e4m3 and float32 block scales (NVFP4, int8): each run of a head's row
+    // times its own scale s, one of its elements the format's largest (+-6,
+    // +-127), so that the call's rule (core/quant.hpp run_scale) finds s
+    // again: s = amax / 6 an e4m3 value (2^-3..0.9375), or s = amax / 127
+    // in [2^-9, 2^-5) with 16 mantissa bits (int8 times s is exact in float32); its own
+    // generator (the other values stay as they were).
+    c.scale_type = p.scale_type == 1 ? ScaleType::e4m3 : ScaleType::f32;
+    c.scale_block = p.scale_block == kPerRowScale ? c.d : p.scale_block;
+    std::mt19937_64 bs(p.seed ^ 0x5ca1'e4f3'2000ull);
+    auto scale_runs = [&](std::vector<float>& x, std::int64_t dim) {
+      const float mx = quant_max(t);
+      for (std::size_t r0 = 0; r0 < x.size(); r0 += static_cast<std::size_t>(dim))
+        for (std::int64_t b0 = 0; b0 < dim; b0 += c.scale_block) {
+          float s;
+          if (c.scale_type == ScaleType::e4m3)  // e4m3 codes 0x20..0x37: 2^-3 .. 0.9375
+            s = fp8_to_float(static_cast<std::uint8_t>(0x20 + bs() % 0x18), Fp8Format::e4m3);
+          else
+            s = std::ldexp(static_cast<float>(0x8000 + bs() % 0x8000),
+                           -21 - static_cast<int>(bs() % 4));
+          const std::int64_t n = std::min(dim, b0 + c.scale_block) - b0;
+          const std::int64_t top =
+              b0 + static_cast<std::int64_t>(bs() % static_cast<std::uint64_t>(n));
+          for (std::int64_t i = b0; i < b0 + n; ++i) {
+            float& e = x[r0 + static_cast<std::size_t>(i)];
+            if (i == top) e = bs() % 2 ? mx : -mx;
+            e *= s;
+          }
+        }
+    };
+    scale_runs(c.q, c.d);
+    scale_runs(c.k, c.d);
+    scale_runs(c.v, c.dv);
+  } else if (p.scale_block > 0 && is_quantised(t)) {
     // Block scales: each run of scale_block elements of a head's row times
     // its own power of two (its own generator: the other values stay as
     // they were), q and k within 2^+-3, v within 2^+-6.
@@ -656,8 +753,8 @@ AttentionCase materialise(const AttnParams& p, AttnType t) {
       }
   }
   c.layout = p.bhsd ? AttnLayout::bhsd : AttnLayout::bshd;
-  c.row_pad = p.row_pad;
-  c.head_pad = p.head_pad;
+  c.row_pad = p.row_pad + (p.row_pad & even);
+  c.head_pad = p.head_pad + (p.head_pad & even);
   c.adaptive = p.adaptive;
   c.num_splits = p.splits;
   // Drawn after every other value, so the rest of a case is the same paged or not.
@@ -765,6 +862,11 @@ double unit_of(AttnType t) {
       return 0x1p-4;
     case AttnType::fp8_e5m2:
       return 0x1p-3;
+    // fp4 and int8 kernels quantise P to fp8 at most (SageAttention 2,
+    // NVFP4 attention): e4m3's unit roundoff.
+    case AttnType::fp4_e2m1:
+    case AttnType::int8:
+      return 0x1p-4;
   }
   return 1;
 }
@@ -899,7 +1001,7 @@ std::vector<RowBudget> attention_budgets(const AttentionCase& c, const ref::Atte
         const double rel_w =
             u * (4 + budget::summation(live) + 3 * beta * delta +
                  (beta != 1.0 ? 2 * beta * maxabs : 0.0) + (splits > 0 ? 2 + delta : 0.0)) +
-            2 * beta * Es + 2 * delta * dB + (is_fp8(c.qkv) ? unit_of(c.qkv) : 0.0) +
+            2 * beta * Es + 2 * delta * dB + (is_quantised(c.qkv) ? unit_of(c.qkv) : 0.0) +
             (lp_declared ? lp : 0.0);
         double S = 0;
         std::vector<double> p(s.size());
@@ -1353,10 +1455,11 @@ void masked_never_leak(const AttnCtx& cx, Check& out) {
   const AttentionCase& c = cx.c;
   const AttentionResult& o = cx.o;
   const std::vector<RowBudget>& rb = cx.rb;
-  // The largest finite value of the input type (fp8 has nothing near 1e30).
-  const float huge =
-      is_fp8(t) ? fp8_layout(t == AttnType::fp8_e4m3 ? Fp8Format::e4m3 : Fp8Format::e5m2).max_finite
-                : round_to(t, 1e30);
+  // The largest finite value of the input type (fp8, fp4, int8 have nothing
+  // near 1e30). fp4 and int8 without block scales have no NaN: huge instead.
+  const float huge = is_quantised(t) ? quant_max(t) : round_to(t, 1e30);
+  const bool has_nan = !(t == AttnType::fp4_e2m1 || t == AttnType::int8) || c.scale_block > 0;
+  const float nan = has_nan ? NAN : huge;
   // Poisons the keys hidden from every query of their sequence and counts
   // the outputs that changed. `finite` (finite_mask reads masked keys):
   // poison with what a finite mask still hides (each key negated, a
@@ -1385,10 +1488,10 @@ void masked_never_leak(const AttnCtx& cx, Check& out) {
           poisoned = true;
           for (std::int64_t x = 0; x < c.d; ++x) {
             float& kx = pc.k[(r0 * c.heads_kv + h) * c.d + x];
-            kx = finite ? -kx : x % 2 ? NAN : slab_huge(fk, b, h);
+            kx = finite ? -kx : x % 2 ? nan : slab_huge(fk, b, h);
           }
           for (std::int64_t x = 0; x < c.dv; ++x)
-            pc.v[(r0 * c.heads_kv + h) * c.dv + x] = finite ? slab_huge(fv, b, h) : NAN;
+            pc.v[(r0 * c.heads_kv + h) * c.dv + x] = finite ? slab_huge(fv, b, h) : nan;
         }
       }
     if (!poisoned) return -1;
@@ -1682,7 +1785,7 @@ std::int64_t page_stride(const AttentionCase& c, std::int64_t dim) {
 // of the larger pool; 0 when no such id fits int32 with the case's pages.
 std::int64_t large_page_base(const AttentionCase& c) {
   const std::int64_t sk = page_stride(c, c.d), sv = page_stride(c, c.dv);
-  const std::int64_t es = c.qkv == AttnType::float32 ? 4 : is_fp8(c.qkv) ? 1 : 2;
+  const std::int64_t es = c.qkv == AttnType::float32 ? 4 : is_quantised(c.qkv) ? 1 : 2;
   constexpr std::int64_t k31 = std::int64_t{1} << 31;
   std::int64_t pages = 4;
   for (std::int64_t b = 0; b < c.batch; ++b)
@@ -1711,8 +1814,10 @@ std::int64_t large_page_base(const AttentionCase& c) {
 void large_offsets(const AttnCtx& cx, Check& out) {
   const AttentionCase& c = cx.c;
   // (Block-scaled pools would need their scale pools as far out: left to
-  // the unscaled cases, which reach the same element offsets.)
-  if (c.scale_block > 0) return;
+  // the unscaled cases, which reach the same element offsets. fp4 and int8
+  // likewise: the built-in CPU kernel widens them into copies at the
+  // elements' own offsets, which a pool past 2^31 elements makes 8 GiB.)
+  if (c.scale_block > 0 || c.qkv == AttnType::fp4_e2m1 || c.qkv == AttnType::int8) return;
   AttentionCase lc = c;
   lc.page_id_base = large_page_base(c);
   if (lc.page_id_base == 0 || !cx.k.why_not(lc).empty()) return;
@@ -1934,7 +2039,7 @@ void head_independence(const AttnCtx& cx, Check& out) {
   const std::vector<RowBudget>& rb = cx.rb;
   std::mt19937_64 g(p.seed ^ 0x4ead);
   std::normal_distribution<double> n01(0.0, 1.0);
-  const double spread = is_fp8(t) ? 4.0 : 1.0;
+  const double spread = spread_of(t, true);
   // Checked: the query heads of one key/value head (MHA/GQA), or one
   // query head (MQA: a single key/value head is shared by all).
   const std::int64_t hk_star = static_cast<std::int64_t>(g() % c.heads_kv);
@@ -2000,7 +2105,7 @@ void sink_equals_extra_key(const AttnCtx& cx, Check& out) {
   // format's range): a sink that must join the running max.
   for (std::int64_t h = 0; h < c.heads_q; ++h) {
     const double want =
-        (c.sinks.empty() ? n01(g) : c.sinks[h]) + (h == 0 && !is_fp8(t) ? 100.0 : 0.0);
+        (c.sinks.empty() ? n01(g) : c.sinks[h]) + (h == 0 && !is_quantised(t) ? 100.0 : 0.0);
     tk[h] = round_to(t, want / se);
     sc.sinks[h] = static_cast<float>(se * tk[h]);
   }
@@ -2009,7 +2114,13 @@ void sink_equals_extra_key(const AttnCtx& cx, Check& out) {
   // The extra dimension padded with zeros to the kernel's head-dim
   // multiple (q' = (q, 1, 0...), k' = (k, 0, 0...)), and v padded with
   // zero columns where the kernel takes only head_dim_v == head_dim.
-  const std::int64_t pad = std::max<std::int64_t>(1, dom.head_dim_multiple);
+  // (fp4 e2m1: an even pad. fp4 and int8 with block scales: only where the
+  // extra dimension starts a run of its own, whose scale the call finds
+  // whatever the other runs' scales are.)
+  const bool packed = t == AttnType::fp4_e2m1;
+  if ((packed || t == AttnType::int8) && c.scale_block > 0 && c.d % c.scale_block != 0) return;
+  std::int64_t pad = std::max<std::int64_t>(1, dom.head_dim_multiple);
+  if (packed && pad % 2) pad *= 2;
   const std::int64_t vpad = c.d == c.dv && !(dom.features & SA_ATTN_UNEQUAL_HEAD_DIMS) ? pad : 0;
   ec.d = c.d + pad;
   ec.dv = c.dv + vpad;
@@ -2071,7 +2182,7 @@ void sink_equals_extra_key(const AttnCtx& cx, Check& out) {
                  std::to_string(row % c.heads_q) + " (sink vs extra key)";
         },
         [&](std::size_t row) {
-          return row % c.heads_q == 0 && !is_fp8(t) ? Compare::lse_only : Compare::all;
+          return row % c.heads_q == 0 && !is_quantised(t) ? Compare::lse_only : Compare::all;
         });
   }
 }
@@ -2100,7 +2211,7 @@ void window_within_causal(const AttnCtx& cx, Check& out) {
   }
 }
 
-// attention_v2.fp8_saturation: with fp8 inputs, values at +-the format's
+// attention_v2.fp8_saturation: with quantised inputs (fp8, fp4, int8), values at +-the format's
 // largest finite value (about 1 in 8 of v, 1 in 16 of q and k): every
 // output is finite and |out| <= V (1 + u_fp8 + (n + 5) u) + ulp(V) with
 // V = |v_descale| max |v| over the sequence's keys (out is a convex
@@ -2113,15 +2224,13 @@ void fp8_saturation(const AttnCtx& cx, Check& out) {
   const AttnParams& p = cx.p;
   const AttentionCase& c = cx.c;
   AttentionCase fc = c;
-  const float mx =
-      fp8_layout(t == AttnType::fp8_e4m3 ? Fp8Format::e4m3 : Fp8Format::e5m2).max_finite;
+  const float mx = quant_max(t);
   std::mt19937_64 g(p.seed ^ 0xf8);
   // Block scales: an element's largest value is the format's times its run's
-  // scale, 2^e (the exponent the call gives the run, which a largest element
-  // keeps).
+  // scale (the scale the call gives the run, which a largest element keeps:
+  // 2^e for E8M0, amax / the largest element for e4m3 and float32).
   // Descales per (sequence, kv head): the slab's descale times that (the
   // call's, descales_bh; a largest element keeps it).
-  const Fp8Format ff = t == AttnType::fp8_e4m3 ? Fp8Format::e4m3 : Fp8Format::e5m2;
   const std::int64_t group = c.heads_q / c.heads_kv;
   auto saturate = [&](std::vector<float>& vec, std::int64_t dim, int one_in, int tensor) {
     const std::vector<float> slab = descales_bh(c, tensor);
@@ -2141,7 +2250,7 @@ void fp8_saturation(const AttnCtx& cx, Check& out) {
             const std::int64_t n = std::min(run, dim - r0);
             for (std::int64_t i = 0; i < n; ++i) y[static_cast<std::size_t>(i)] = x[i] / f;
             const float top =
-                f * (c.scale_block > 0 ? std::ldexp(mx, fp8_block_exponent(ff, y.data(), n)) : mx);
+                f * (c.scale_block > 0 ? mx * run_scale(t, c.scale_type, y.data(), n) : mx);
             for (std::int64_t i = 0; i < n; ++i)
               if (g() % static_cast<std::uint64_t>(one_in) == 0) x[i] = g() % 2 ? top : -top;
           }
@@ -2186,6 +2295,8 @@ void nan_propagates(const AttnCtx& cx, Check& out) {
   const AttnParams& p = cx.p;
   const AttentionCase& c = cx.c;
   const AttentionResult& o = cx.o;
+  // (fp4 and int8 hold no NaN: with block scales it is a run's scale.)
+  if ((c.qkv == AttnType::fp4_e2m1 || c.qkv == AttnType::int8) && c.scale_block == 0) return;
   std::mt19937_64 g(p.seed ^ 0x7a7a);
   // Rows (b, i) with their visible keys; with the per-head masks (attn_mask,
   // block, tree) rows (b, i, h), a head seeing a key (else h = -1: any head).
@@ -2303,6 +2414,7 @@ void mask_equals_removed_keys(const AttnCtx& cx, Check& out) {
     r.v_descale = c.v_descale;
     r.scale_block = c.scale_block;  // (whole head rows copied: the same runs)
     r.descale_bh = c.descale_bh;    // (the values are the products: the call re-derives)
+    r.scale_type = c.scale_type;
     r.adaptive = c.adaptive;
     if (!c.sinks.empty()) r.sinks = {c.sinks[static_cast<std::size_t>(h)]};
     r.q.assign(c.q.begin() + (row * c.heads_q + h) * c.d,
@@ -2392,7 +2504,7 @@ const AttentionProperty kAttention[] = {
     {"attention_v2.sink_equals_extra_key", sink_equals_extra_key, false, nullptr},
     {"attention_v2.window_within_causal", window_within_causal, false, nullptr},
     {"attention_v2.fp8_saturation", fp8_saturation, false,  // (no fp8 input in v1)
-     [](const AttnCtx& cx) { return is_fp8(cx.t); }},
+     [](const AttnCtx& cx) { return is_quantised(cx.t); }},
     {"attention_v2.nan_propagates", nan_propagates, true, nullptr},
     {"attention_v2.paged_equals_contiguous", paged_equals_contiguous, false,
      [](const AttnCtx& cx) { return cx.c.paged(); }},
@@ -2565,17 +2677,17 @@ void run_entry_type(const Run& run, const Entry& entry, AttnType t) {
   so.on_cases_done = [&] { counting = false; };
   // The fixed coverage cases first (the same design on every seed, other
   // values), then the random ones; both shrink by the case's switches.
-  const std::vector<AttnParams> plan =
-      coverage_plan(is_fp8(t), shapes, dom, cov_features, shapes.pair_cases, so.seed ^ 0xc0fe);
+  const std::vector<AttnParams> plan = coverage_plan(is_quantised(t), shapes, dom, cov_features,
+                                                     shapes.pair_cases, so.seed ^ 0xc0fe);
   auto res = search<AttnParams>(
-      gen_attention(is_fp8(t), shapes, dom), kSlots, so, eval,
+      gen_attention(is_quantised(t), shapes, dom), kSlots, so, eval,
       [&](const AttnParams& p, const std::function<bool(const AttnParams&)>& fails, int& budget) {
         return shrink_attention(p, fails, budget, dom);
       },
       plan);
   for (int s = 0; s < kSlots; ++s) {
     const AttentionProperty& a = kAttention[s];
-    if (a.judge == fp8_saturation && !is_fp8(t)) continue;  // fp8 inputs only
+    if (a.judge == fp8_saturation && !is_quantised(t)) continue;  // quantised inputs only
     if ((v1 && !a.v1) || !run.wants_property(a.id)) continue;
     if (a.judge == flash_attention_2x && !low) {
       Verdict v = skip_verdict(run, a.id, claim_of(a.id), rule_of(a.id), op, DType::float32,
@@ -2611,14 +2723,25 @@ void run_attention(const Run& run) {
       if (v1 && t != AttnType::float32 && t != AttnType::bfloat16) continue;
       const bool has =
           v1 ? k.supports(Op::attention) : k.abi_version() >= 2 && k.supports(Op::attention_v2);
-      if (!has) {
+      // fp4 and int8 (appended to interface 2) only where declared: a kernel
+      // without them gets one note per property, not a search of cases
+      // that are all not applicable.
+      bool undeclared = false;
+      if (has && !v1 && (t == AttnType::fp4_e2m1 || t == AttnType::int8)) {
+        const sa_capabilities* cap = k.raw().capabilities;
+        const std::uint32_t in = cap && cap->op_dtypes[8] ? cap->op_dtypes[8] : k.raw().dtypes;
+        undeclared = (in & (t == AttnType::int8 ? SA_DTYPE_INT8 : SA_DTYPE_FP4_E2M1)) == 0;
+      }
+      if (!has || undeclared) {
         for (const AttentionProperty& a : kAttention) {
           if (!run.wants_property(a.id) || (v1 && !a.v1)) continue;
           Verdict v = skip_verdict(
               run, a.id, claim_of(a.id), rule_of(a.id), op, DType::float32,
-              v1 ? "not applicable: the kernel implements no attention (interface v1 slot)"
-                 : "not applicable: the kernel implements no attention_v2 (interface v1 kernel, "
-                   "or op not claimed)");
+              undeclared ? std::string("not applicable: the kernel declares no ") + name_of(t) +
+                               " input for attention_v2 (op_dtypes)"
+              : v1 ? "not applicable: the kernel implements no attention (interface v1 slot)"
+                   : "not applicable: the kernel implements no attention_v2 (interface v1 "
+                     "kernel, or op not claimed)");
           v.dtype = name_of(t);
           run.emit(v);
         }
@@ -2640,8 +2763,8 @@ std::vector<AttnType> attention_types(const SuiteConfig& config) {
   std::vector<AttnType> types = config.attention.types;
   if (!types.empty()) {
   } else if (config.dtypes.empty())
-    types = {AttnType::float32, AttnType::bfloat16, AttnType::float16, AttnType::fp8_e4m3,
-             AttnType::fp8_e5m2};
+    types = {AttnType::float32,  AttnType::bfloat16, AttnType::float16, AttnType::fp8_e4m3,
+             AttnType::fp8_e5m2, AttnType::fp4_e2m1, AttnType::int8};
   else
     for (DType t : config.dtypes)
       if (t != DType::float64) types.push_back(detail::attn_type_of(t));
@@ -2653,7 +2776,7 @@ const std::vector<std::string>& attention_features() {
       "varlen",       "causal",     "window",    "softcap",    "alibi",      "sinks",
       "key_padding",  "bhsd",       "strided",   "unequal_dv", "adaptive",   "split_kv",
       "paged_kv",     "seqused_k",  "attn_mask", "attn_bias",  "block_mask", "tree_mask",
-      "block_scaled", "descale_bh", "mla"};
+      "block_scaled", "scale_e4m3", "scale_f32", "descale_bh", "mla"};
   return names;
 }
 

@@ -53,8 +53,11 @@ struct AttnParams {
   int bool_mask = 0, bias = 0;
   std::int64_t block_q = 0, block_k = 0;
   bool tree = false;
-  // Block scales (MXFP8, fp8 inputs only): elements per E8M0 scale, 0 none.
+  // Block scales (quantised inputs only): elements per scale, 0 none;
+  // kPerRowScale: one scale per head row (the case's head_dim). scale_type:
+  // 0 E8M0 (MXFP8, MXFP4), 1 e4m3 (NVFP4), 2 float32 (int8).
   std::int64_t scale_block = 0;
+  int scale_type = 0;
   // MLA: V a prefix view of K (the call aliases v to k; dv <= d).
   bool v_in_k = false;
   bool descale_bh = false;  // fp8: descales per (sequence, kv head)
@@ -99,7 +102,12 @@ std::pair<std::int64_t, std::int64_t> mla_dims(const AttentionShapes& s, const A
 
 // Draws one case from the shapes `s` allows (the spec's [attention] table;
 // the suite's defaults where it names nothing) inside the kernel's domain
-// `dom`: every declared feature, fp8 descales when `fp8`.
+// AttnParams::scale_block of a scale per head row (int8 per token and head).
+inline constexpr std::int64_t kPerRowScale = 1 << 20;
+
+// `dom`: every declared feature, descales and block scales when `fp8` (any
+// quantised input type: fp8, fp4, int8; domain_of keeps the scale types
+// of the type).
 rc::Gen<AttnParams> gen_attention(bool fp8, const AttentionShapes& s,
                                   AttnDomain dom = AttnDomain{
                                       kClassicFeatures, {}, 0, 0, 0, 0, 0, 0, 0, 0});

@@ -11,10 +11,12 @@ namespace sa::props::detail {
 namespace {
 
 constexpr const char* kTable[] = {
-    "varlen",    "gqa",           "causal",       "window",       "top_left",   "softcap",
-    "alibi",     "sinks",         "key_padding",  "strided",      "unequal_dv", "adaptive",
-    "split_kv",  "fewer_queries", "more_queries", "paged_kv",     "seqused_k",  "attn_mask",
-    "attn_bias", "block_mask",    "tree_mask",    "block_scaled", "descale_bh", "mla"};
+    "varlen",     "gqa",          "causal",     "window",        "top_left",
+    "softcap",    "alibi",        "sinks",      "key_padding",   "strided",
+    "unequal_dv", "adaptive",     "split_kv",   "fewer_queries", "more_queries",
+    "paged_kv",   "seqused_k",    "attn_mask",  "attn_bias",     "block_mask",
+    "tree_mask",  "block_scaled", "scale_e4m3", "scale_f32",     "descale_bh",
+    "mla"};
 
 bool has(const std::vector<std::string>& v, const std::string& x) {
   return std::find(v.begin(), v.end(), x) != v.end();
@@ -35,6 +37,11 @@ bool compatible(const std::string& a, const std::string& b) {
   // mla is a shape (head dims 576/512 or 192/128, one latent head, V a view
   // of K), required alone: its own fixed rows (coverage_plan), no pairs.
   if (a != b && (a == "mla" || b == "mla")) return false;
+  // One scale type per case: E8M0 (block_scaled), e4m3, float32.
+  auto scaled = [](const std::string& x) {
+    return x == "block_scaled" || x == "scale_e4m3" || x == "scale_f32";
+  };
+  if (a != b && scaled(a) && scaled(b)) return false;
   return !((a == "fewer_queries" && b == "more_queries") ||
            (a == "more_queries" && b == "fewer_queries"));
 }
@@ -116,7 +123,9 @@ std::vector<std::string> features_of(const AttentionCase& c) {
       {"attn_bias", c.attn_bias.used()},
       {"block_mask", c.block_mask.used()},
       {"tree_mask", c.tree_mask.used()},
-      {"block_scaled", c.scale_block > 0},
+      {"block_scaled", c.scale_block > 0 && c.scale_type == ScaleType::e8m0},
+      {"scale_e4m3", c.scale_block > 0 && c.scale_type == ScaleType::e4m3},
+      {"scale_f32", c.scale_block > 0 && c.scale_type == ScaleType::f32},
       {"descale_bh", c.descale_bh},
       {"mla", c.v_in_k && c.dv < c.d}};
   for (const auto& [n, on] : all)
@@ -170,6 +179,7 @@ std::vector<AttnParams> coverage_plan(bool fp8, const AttentionShapes& s, const 
   const int top_left = index("top_left"), fewer = index("fewer_queries"),
             more = index("more_queries");
   const int positions[] = {index("causal"), index("window"), index("alibi")};
+  const int scale_kinds[] = {index("block_scaled"), index("scale_e4m3"), index("scale_f32")};
   // The design depends on the features and k only (a fixed generator).
   std::mt19937_64 g(0xc0'7e'4a'9eull);
   auto owed = [&] {
@@ -186,6 +196,14 @@ std::vector<AttnParams> coverage_plan(bool fp8, const AttentionShapes& s, const 
       std::vector<bool> on(nf);
       for (std::size_t i = 0; i < nf; ++i) on[i] = g() % 2 == 1;
       if (fewer >= 0 && more >= 0 && on[fewer] && on[more]) on[g() % 2 ? fewer : more] = false;
+      // One scale type per case (compatible()): one of those on kept.
+      std::vector<int> sc_on;
+      for (int x : scale_kinds)
+        if (x >= 0 && on[x]) sc_on.push_back(x);
+      if (sc_on.size() > 1) {
+        const int keep = sc_on[g() % sc_on.size()];
+        for (int x : sc_on) on[x] = x == keep;
+      }
       if (top_left >= 0 && on[top_left] &&
           std::none_of(std::begin(positions), std::end(positions),
                        [&](int p) { return p >= 0 && on[p]; })) {
@@ -347,6 +365,10 @@ std::vector<AttnParams> coverage_plan(bool fp8, const AttentionShapes& s, const 
     p.seqused = on("seqused_k");
     static const std::int64_t kBlocks[] = {32, 16, 8};
     p.scale_block = on("block_scaled") ? kBlocks[r % 3] : 0;
+    p.scale_type = 0;
+    if (on("scale_e4m3")) p.scale_block = 16, p.scale_type = 1;  // NVFP4
+    if (on("scale_f32"))                                         // int8: per token and head, per 32
+      p.scale_block = r % 2 ? 32 : kPerRowScale, p.scale_type = 2;
     p.descale_bh = on("descale_bh");
     p.dense = p.seqused && p.varlen && r % 2 == 1;
     // Masks: the broadcast kinds cycle over the rows; block masks of
@@ -503,7 +525,7 @@ AttnParams shrink_attention(const AttnParams& p0,
     if (x.bias) add([](AttnParams& y) { y.bias = 0; });
     if (x.block_q > 0) add([](AttnParams& y) { y.block_q = y.block_k = 0; });
     if (x.tree) add([](AttnParams& y) { y.tree = false; });
-    if (x.scale_block > 0) add([](AttnParams& y) { y.scale_block = 0; });
+    if (x.scale_block > 0) add([](AttnParams& y) { y.scale_block = 0, y.scale_type = 0; });
     if (x.descale_bh) add([](AttnParams& y) { y.descale_bh = false; });
     if (x.v_in_k) add([](AttnParams& y) { y.v_in_k = false; });
     if (x.adaptive) add([](AttnParams& y) { y.adaptive = false; });

@@ -399,12 +399,13 @@ std::vector<PropertyInfo> properties() {
        "causal and window, both within the kernel's domain",
        "attention.cpp window_within_causal"},
       {"attention_v2.fp8_saturation",
-       "fp8 inputs at the format's largest finite value: every output is finite and |out| <= "
+       "quantised inputs (fp8, fp4, int8) at the format's largest finite value (times each "
+       "run's block scale): every output is finite and |out| <= "
        "|v_descale| max|v| (1 + u_fp8 + (n + 5) u) + 1 ulp of the output type",
        "attention_rounding",
        {Op::attention_v2},
        "absolute",
-       "an fp8 input type",
+       "a quantised input type (fp8, fp4, int8)",
        "attention.cpp fp8_saturation"},
       {"attention_v2.coverage",
        "every attention feature the kernel declares, and every pair of them, is in at least "
@@ -734,7 +735,8 @@ std::vector<Rule> rules() {
        "(properties/attention.cpp, attention_budgets): score error (d + 2) u |scale| sum|q k| + "
        "3u|s| "
        "(+ softcap, ALiBi terms), weights u (4 + (n - 1) + 3 delta) + 2 E_s (docs/theory.md T7), "
-       "fp8 inputs + the fp8 unit roundoff (P quantised), P V accumulation (n + 1) u, plus the "
+       "fp8 inputs + the fp8 unit roundoff (P quantised; fp4 and int8 inputs: e4m3's), P V "
+       "accumulation (n + 1) u, plus the "
        "output's rounding"},
       {"backward_rounding",
        "a-priori rounding analysis of float32-internal softmax / log-softmax backward "

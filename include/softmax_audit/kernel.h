@@ -374,8 +374,10 @@ typedef struct sa_attention_v2_args {
   sa_mask_tensor tree_mask;  /* uint8, or data NULL */
   /* ---- Appended to interface 2 (issue 33): microscaled fp8 (OCP MX, MXFP8).
    * A kernel reads these fields only when struct_size reaches them; the
-   * suite sets them only for a kernel that declares SA_ATTN_BLOCK_SCALED,
-   * and only with fp8 inputs (SA_FP8_E4M3 or SA_FP8_E5M2). Forward only.
+   * suite sets them only for a kernel that declares SA_ATTN_BLOCK_SCALED
+   * (E8M0 scales; SA_ATTN_SCALE_E4M3 and SA_ATTN_SCALE_F32 for the other
+   * scale types, below), and only with quantised inputs (fp8; fp4 and int8
+   * below). Forward only.
    *
    * When scale_block > 0, every run of scale_block consecutive head-dim
    * elements of q, k and v (elements c with the same c / scale_block of one
@@ -510,9 +512,10 @@ enum {
                                       scale_block, *_scale */
   /* Appended to interface 2 (issue 33; forward only, quantised inputs) */
   SA_ATTN_SCALE_E4M3 = 1u << 22, /* block scales as fp8 e4m3 bytes (NVFP4: per 16, with the
-                                    tensor scale in the descales): scale_dtype SA_FP8_E4M3 */
+                                    tensor scale in the descales): scale_dtype SA_FP8_E4M3;
+                                    stands alone (SA_ATTN_BLOCK_SCALED: E8M0 scales) */
   SA_ATTN_SCALE_F32 = 1u << 23,  /* block scales as float32 (int8 per token and head:
-                                    scale_block >= head_dim): scale_dtype SA_F32 */
+                                    scale_block >= head_dim): scale_dtype SA_F32; alone too */
   SA_ATTN_DESCALE_BH = 1u << 24  /* q/k/v_descale_bh: descales per (sequence, kv head), as
                                     FlashAttention 3's (batch, nheads_k) tensors */
 };

@@ -9,6 +9,7 @@
 #include "core/bfloat16.hpp"
 #include "core/float16.hpp"
 #include "core/fp8.hpp"
+#include "core/quant.hpp"
 #include "kernels/cpu/attention.hpp"
 
 namespace sa::kernels::attn_detail {
@@ -43,6 +44,10 @@ inline float load_elem(const void* base, sa_dtype t, std::int64_t idx) {
       return float_from_bf16(static_cast<const std::uint16_t*>(base)[idx]);
     case SA_F16:
       return float_from_f16(static_cast<const std::uint16_t*>(base)[idx]);
+    case SA_FP4_E2M1:  // two per byte, element idx in byte idx / 2 (low nibble first)
+      return load_fp4(base, idx);
+    case SA_INT8:
+      return static_cast<float>(static_cast<const std::int8_t*>(base)[idx]);
     default:
       return fp8_table(t)[static_cast<const std::uint8_t*>(base)[idx]];
   }

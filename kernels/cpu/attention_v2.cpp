@@ -57,18 +57,24 @@ std::size_t elem_size(std::int32_t t) {
   return t == SA_F32 ? 4 : t == SA_BF16 || t == SA_F16 ? 2 : 1;
 }
 
-// Block-scaled fp8 (MXFP8, kernel.h scale_block): q, k and v as float32
-// values at the same element offsets, each element times 2^(x - 127) of its
-// scale byte x (255: NaN), exactly (an fp8 value times a power of two is a
-// float32 unless it overflows, as the value itself does). Every row the call
+// Block-scaled inputs (kernel.h scale_block, scale_dtype), and fp4 e2m1 and
+// int8 inputs with or without block scales: q, k and v as float32 values at
+// the same element offsets, each element (fp8, e2m1 unpacked low nibble
+// first, int8) times its run's scale (E8M0 2^(x - 127), 255 NaN; e4m3; float32;
+// 1 without block scales). The product is rounded once to float32: exact for
+// fp8 and e2m1 times E8M0 or e4m3 (a few mantissa bits each), and for int8
+// times a float32 scale of up to 16 mantissa bits. Every row the call
 // addresses is converted (query rows, the key buffer's rows or every page
 // slot); padding between rows and heads stays NaN and is never read. The
-// call then runs on float32 storage with the fp8 semantics (descales).
+// call then runs on float32 storage with the quantised semantics (descales).
 // Returns "" or what is wrong.
 std::string dequantize_block_scaled(const sa_attention_v2_args* a, std::vector<float>& qf,
                                     std::vector<float>& kf, std::vector<float>& vf) {
   const sa_dtype t = a->qkv_dtype;
   const std::int64_t sb = a->scale_block;
+  const ScaleType sty = a->scale_dtype == SA_FP8_E4M3 ? ScaleType::e4m3
+                        : a->scale_dtype == SA_F32    ? ScaleType::f32
+                                                      : ScaleType::e8m0;
   const bool varlen = a->cu_seqlens_q != nullptr, paged = a->block_table != nullptr;
   if (varlen)
     for (std::int64_t b = 0; b < a->batch; ++b)
@@ -104,14 +110,10 @@ std::string dequantize_block_scaled(const sa_attention_v2_args* a, std::vector<f
     rows(x, s, keys, heads,
          [&](std::int64_t off, std::int64_t) { extent = std::max(extent, off + dim); });
     out.assign(static_cast<std::size_t>(extent), std::numeric_limits<float>::quiet_NaN());
-    const auto* scales = static_cast<const std::uint8_t*>(s.data);
     rows(x, s, keys, heads, [&](std::int64_t off, std::int64_t soff) {
       for (std::int64_t c = 0; c < dim; ++c) {
-        const std::uint8_t e = scales[soff + c / sb];
-        const float v = attn_detail::load_elem(x.data, t, off + c);
-        out[static_cast<std::size_t>(off + c)] = e == 255
-                                                     ? std::numeric_limits<float>::quiet_NaN()
-                                                     : std::ldexp(v, static_cast<int>(e) - 127);
+        const float sc = sb > 0 ? load_scale(sty, s.data, soff + c / sb) : 1.0f;
+        out[static_cast<std::size_t>(off + c)] = attn_detail::load_elem(x.data, t, off + c) * sc;
       }
     });
   };
@@ -137,15 +139,16 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
   std::memcpy(&qt, &a->qkv_dtype, 4);
   std::memcpy(&ot, &a->out_dtype, 4);
   std::memcpy(&align, &a->alignment, 4);
-  const bool fp8 = qt == SA_FP8_E4M3 || qt == SA_FP8_E5M2;
+  // Quantised inputs (fp8, fp4 e2m1, int8): descales, a separate output type.
+  const bool fp8 = qt == SA_FP8_E4M3 || qt == SA_FP8_E5M2 || qt == SA_FP4_E2M1 || qt == SA_INT8;
   if (qt != SA_F32 && qt != SA_BF16 && qt != SA_F16 && !fp8)
-    return fail(SA_UNSUPPORTED,
-                "qkv_dtype " + std::to_string(qt) +
-                    "; expected SA_F32, SA_BF16, SA_F16, SA_FP8_E4M3 or SA_FP8_E5M2");
+    return fail(SA_UNSUPPORTED, "qkv_dtype " + std::to_string(qt) +
+                                    "; expected SA_F32, SA_BF16, SA_F16, SA_FP8_E4M3, "
+                                    "SA_FP8_E5M2, SA_FP4_E2M1 or SA_INT8");
   if (fp8 ? (ot != SA_F32 && ot != SA_BF16 && ot != SA_F16) : ot != qt)
     return fail(SA_UNSUPPORTED, "out_dtype " + std::to_string(ot) +
-                                    "; expected qkv_dtype, or SA_F32, SA_BF16 or SA_F16 for fp8 "
-                                    "inputs");
+                                    "; expected qkv_dtype, or SA_F32, SA_BF16 or SA_F16 for "
+                                    "quantised inputs");
   if (align != SA_ALIGN_BOTTOM_RIGHT && align != SA_ALIGN_TOP_LEFT)
     return fail(SA_INVALID_ARGUMENT, "alignment must be SA_ALIGN_BOTTOM_RIGHT or _TOP_LEFT");
   if (a->batch < 0 || a->heads_q < 1 || a->heads_kv < 1 || a->heads_q % a->heads_kv != 0 ||
@@ -166,16 +169,14 @@ sa_status cpu_attention_v2(void* /*ctx*/, const sa_attention_v2_args* a) {
   const bool varlen = a->cu_seqlens_q != nullptr;
   if (varlen != (a->cu_seqlens_k != nullptr))
     return fail(SA_INVALID_ARGUMENT, "cu_seqlens_q and cu_seqlens_k must both be set or NULL");
-  // Block scales (MXFP8): the inputs dequantized into float32 copies, read
-  // as float32 storage below with the fp8 semantics kept (descales).
-  if (a->scale_block < 0) return fail(SA_INVALID_ARGUMENT, "scale_block must be >= 0");
+  // Block scales, fp4 and int8: the inputs dequantized into float32 copies,
+  // read as float32 storage below with the quantised semantics kept (descales).
+  if (const std::string why = quant_args_error(*a); !why.empty())
+    return fail(SA_INVALID_ARGUMENT, why);
   std::int32_t storage = qt;
   sa_attention_v2_args dequantized;
   std::vector<float> qf, kf, vf;
-  if (a->scale_block > 0) {
-    if (!fp8) return fail(SA_INVALID_ARGUMENT, "block scales (scale_block > 0) need fp8 inputs");
-    if (!a->q_scale.data || !a->k_scale.data || !a->v_scale.data)
-      return fail(SA_INVALID_ARGUMENT, "block scales need q_scale, k_scale and v_scale");
+  if (a->scale_block > 0 || qt == SA_FP4_E2M1 || qt == SA_INT8) {
     if (std::string why = dequantize_block_scaled(a, qf, kf, vf); !why.empty())
       return fail(SA_INVALID_ARGUMENT, why);
     dequantized = *a;
@@ -412,15 +413,17 @@ const sa_capabilities* cpu_capabilities() {
     // The single-head (v1) attention in float32 and bfloat16; attention_v2 in
     // every type (fp8 inputs with float32, bfloat16 or float16 outputs).
     c.op_dtypes[5] = SA_DTYPE_F32 | SA_DTYPE_BF16;
-    c.op_dtypes[8] =
-        SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16 | SA_DTYPE_FP8_E4M3 | SA_DTYPE_FP8_E5M2;
-    c.op_out_dtypes[8] = SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16;  // for fp8 inputs
+    c.op_dtypes[8] = SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16 | SA_DTYPE_FP8_E4M3 |
+                     SA_DTYPE_FP8_E5M2 | SA_DTYPE_FP4_E2M1 | SA_DTYPE_INT8;
+    // (for the quantised inputs: fp8, fp4, int8)
+    c.op_out_dtypes[8] = SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16;
     c.attention_features = SA_ATTN_BATCHED | SA_ATTN_GQA | SA_ATTN_VARLEN | SA_ATTN_STRIDED |
                            SA_ATTN_CAUSAL | SA_ATTN_WINDOW | SA_ATTN_SOFTCAP | SA_ATTN_ALIBI |
                            SA_ATTN_SINKS | SA_ATTN_KEY_PADDING | SA_ATTN_LSE | SA_ATTN_ENTROPY |
                            SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV | SA_ATTN_UNEQUAL_HEAD_DIMS |
                            SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K | SA_ATTN_BOOL_MASK | SA_ATTN_BIAS |
                            SA_ATTN_BLOCK_MASK | SA_ATTN_TREE_MASK | SA_ATTN_BLOCK_SCALED |
+                           SA_ATTN_SCALE_E4M3 | SA_ATTN_SCALE_F32 |
                            SA_ATTN_DESCALE_BH;
     c.flags = SA_CAP_DETERMINISTIC;
     return c;

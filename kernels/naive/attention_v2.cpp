@@ -183,6 +183,8 @@ bool dtype_ok(sa_dtype t, bool fp8_ok) {
       return true;
     case SA_FP8_E4M3:
     case SA_FP8_E5M2:
+    case SA_FP4_E2M1:
+    case SA_INT8:
       return fp8_ok;
     default:
       return false;
@@ -201,10 +203,15 @@ sa_status naive_attention_v2(void*, const sa_attention_v2_args* a) {
                                          " is smaller than interface 2's sa_attention_v2_args");
   if (!dtype_ok(a->qkv_dtype, true) || !dtype_ok(a->out_dtype, false))
     return fail(SA_UNSUPPORTED,
-                "qkv_dtype must be F32, BF16, F16 or FP8, out_dtype F32, BF16 or F16");
-  const bool fp8 = a->qkv_dtype == SA_FP8_E4M3 || a->qkv_dtype == SA_FP8_E5M2;
+                "qkv_dtype must be F32, BF16, F16, FP8, FP4_E2M1 or INT8, out_dtype F32, BF16 or "
+                "F16");
+  // Quantised inputs (fp8, fp4, int8): descales, a separate output type.
+  const bool fp8 = a->qkv_dtype == SA_FP8_E4M3 || a->qkv_dtype == SA_FP8_E5M2 ||
+                   a->qkv_dtype == SA_FP4_E2M1 || a->qkv_dtype == SA_INT8;
   if (!fp8 && a->out_dtype != a->qkv_dtype)
-    return fail(SA_UNSUPPORTED, "out_dtype must equal qkv_dtype for non-fp8 inputs");
+    return fail(SA_UNSUPPORTED, "out_dtype must equal qkv_dtype for unquantised inputs");
+  if (const std::string why = quant_args_error(*a); !why.empty())
+    return fail(SA_INVALID_ARGUMENT, why);
   if (a->batch < 0 || a->heads_q < 1 || a->heads_kv < 1 || a->heads_q % a->heads_kv != 0 ||
       a->head_dim < 1 || a->head_dim_v < 1)
     return fail(SA_INVALID_ARGUMENT,
@@ -252,19 +259,14 @@ sa_status naive_attention_v2(void*, const sa_attention_v2_args* a) {
                                              " is outside 0.." + std::to_string(a->num_pages - 1));
     }
   }
-  // Block scales (MXFP8): one E8M0 byte per scale_block head-dim elements.
+  // Block scales: one per scale_block head-dim elements, of scale_dtype
+  // (E8M0 bytes 2^(x - 127), 255 NaN; e4m3 bytes; float32), checked above.
   const std::int64_t sb = a->scale_block;
-  if (sb < 0) return fail(SA_INVALID_ARGUMENT, "scale_block must be >= 0 (0: no block scales)");
-  if (sb > 0 && !fp8)
-    return fail(SA_INVALID_ARGUMENT, "block scales (scale_block > 0) need fp8 inputs");
-  if (sb > 0 && (!a->q_scale.data || !a->k_scale.data || !a->v_scale.data))
-    return fail(SA_INVALID_ARGUMENT, "block scales need q_scale, k_scale and v_scale");
-  // 2^(x - 127) of scale byte x (255: NaN).
-  auto e8m0 = [](std::uint8_t x) {
-    return x == 255 ? kNaN : std::ldexp(1.0f, static_cast<int>(x) - 127);
-  };
+  const ScaleType sty = a->scale_dtype == SA_FP8_E4M3 ? ScaleType::e4m3
+                        : a->scale_dtype == SA_F32    ? ScaleType::f32
+                                                      : ScaleType::e8m0;
   auto scale_of = [&](const sa_tensor& s, std::int64_t row_off, std::int64_t c) {
-    return sb > 0 ? e8m0(static_cast<const std::uint8_t*>(s.data)[row_off + c / sb]) : 1.0f;
+    return sb > 0 ? load_scale(sty, s.data, row_off + c / sb) : 1.0f;
   };
   const float qk = fp8 ? a->q_descale * a->k_descale : 1.0f;
   Features f{a->scale * qk,    a->softcap,          a->causal != 0,           false,
@@ -427,15 +429,18 @@ const sa_capabilities* naive_capabilities() {
     c.struct_size = sizeof(sa_capabilities);
     // 0 entries mean the kernel-wide dtypes; attention_v2 also takes fp8.
     c.op_dtypes[5] = SA_DTYPE_F32 | SA_DTYPE_BF16;  // the single-head (v1) attention
-    c.op_dtypes[8] =
-        SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16 | SA_DTYPE_FP8_E4M3 | SA_DTYPE_FP8_E5M2;
-    c.op_out_dtypes[8] = SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16;  // for fp8 inputs
-    c.attention_features =
-        SA_ATTN_BATCHED | SA_ATTN_GQA | SA_ATTN_VARLEN | SA_ATTN_STRIDED | SA_ATTN_CAUSAL |
-        SA_ATTN_WINDOW | SA_ATTN_SOFTCAP | SA_ATTN_ALIBI | SA_ATTN_SINKS | SA_ATTN_KEY_PADDING |
-        SA_ATTN_LSE | SA_ATTN_ENTROPY | SA_ATTN_ADAPTIVE | SA_ATTN_UNEQUAL_HEAD_DIMS |
-        SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K | SA_ATTN_BOOL_MASK | SA_ATTN_BIAS |
-        SA_ATTN_BLOCK_MASK | SA_ATTN_TREE_MASK | SA_ATTN_BLOCK_SCALED | SA_ATTN_DESCALE_BH;
+    c.op_dtypes[8] = SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16 | SA_DTYPE_FP8_E4M3 |
+                     SA_DTYPE_FP8_E5M2 | SA_DTYPE_FP4_E2M1 | SA_DTYPE_INT8;
+    // (for the quantised inputs: fp8, fp4, int8)
+    c.op_out_dtypes[8] = SA_DTYPE_F32 | SA_DTYPE_BF16 | SA_DTYPE_F16;
+    c.attention_features = SA_ATTN_BATCHED | SA_ATTN_GQA | SA_ATTN_VARLEN | SA_ATTN_STRIDED |
+                           SA_ATTN_CAUSAL | SA_ATTN_WINDOW | SA_ATTN_SOFTCAP | SA_ATTN_ALIBI |
+                           SA_ATTN_SINKS | SA_ATTN_KEY_PADDING | SA_ATTN_LSE | SA_ATTN_ENTROPY |
+                           SA_ATTN_ADAPTIVE | SA_ATTN_UNEQUAL_HEAD_DIMS | SA_ATTN_PAGED_KV |
+                           SA_ATTN_SEQUSED_K | SA_ATTN_BOOL_MASK | SA_ATTN_BIAS |
+                           SA_ATTN_BLOCK_MASK | SA_ATTN_TREE_MASK | SA_ATTN_BLOCK_SCALED |
+                           SA_ATTN_SCALE_E4M3 | SA_ATTN_SCALE_F32 |
+                           SA_ATTN_DESCALE_BH;
     c.flags = SA_CAP_DETERMINISTIC | SA_CAP_BATCH_INVARIANT;
     return c;
   }();

@@ -75,6 +75,15 @@ enum class Bug {
   // MLA (issue 33): V's strides assumed those of a contiguous BSHD tensor of
   // head dim head_dim_v (wrong where V is a prefix view of K, or padded).
   v_strides_from_dv,
+  // fp4 e2m1 and int8 inputs with e4m3 or float32 block scales (issue 33
+  // item 4; the bugs of the public threads): the naive kernel handed one
+  // float32 scale per element (and nibble-swapped fp4 bytes) with the bug.
+  fp4_high_nibble_first,     // NVFP4/MXFP4: the element at an even offset read from the high nibble
+  nvfp4_scale_per_32,        // e4m3 scales: the scale of element c read at c / 32 (MX's block)
+  nvfp4_scale_as_e8m0,       // e4m3 scale bytes decoded as E8M0 (2^(x - 127))
+  fp4_tensor_scale_dropped,  // fp4: the descales (NVFP4's float32 tensor scale) ignored
+  int8_scale_per_row,        // int8 float32 scales read per token row (head 0's for every head)
+  int8_read_unsigned,        // int8 elements read as uint8 (-1 becomes 255)
   // Descales per (sequence, kv head) (FlashAttention 3's (batch, nheads_k)
   // tensors, issue 33 item 4): the naive kernel handed descale arrays
   // rebuilt with the bug.
@@ -477,6 +486,96 @@ sa_status block_scale_call(const Bug bug, const sa_attention_v2_args* a) {
   return kernels::naive_attention_v2(nullptr, &m);
 }
 
+// The fp4 and int8 bugs: every element gets its own float32 scale
+// (scale_block 1, the elements' own strides, SA_F32 scales) decoded from
+// the call's scales (1 without) with the bug; fp4 bytes nibble-swapped.
+sa_status quant_bug_call(const Bug bug, const sa_attention_v2_args* a) {
+  if (bug == Bug::fp4_tensor_scale_dropped) {
+    sa_attention_v2_args m = *a;
+    if (a->qkv_dtype == SA_FP4_E2M1) m.q_descale = m.k_descale = m.v_descale = 1.0f;
+    return kernels::naive_attention_v2(nullptr, &m);
+  }
+  const bool fp4 = a->qkv_dtype == SA_FP4_E2M1, int8 = a->qkv_dtype == SA_INT8;
+  if (!fp4 && !int8) return kernels::naive_attention_v2(nullptr, a);
+  const bool varlen = a->cu_seqlens_q != nullptr, paged = a->block_table != nullptr;
+  const std::int64_t sb = a->scale_block;
+  const ScaleType st = a->scale_dtype == SA_FP8_E4M3 ? ScaleType::e4m3
+                       : a->scale_dtype == SA_F32    ? ScaleType::f32
+                                                     : ScaleType::e8m0;
+  sa_attention_v2_args m = *a;
+  auto remap = [&](const sa_tensor& x, const sa_tensor& s, bool keys, std::int64_t heads,
+                   std::int64_t dim, std::vector<float>& out,
+                   std::vector<std::uint8_t>& elems) -> sa_tensor {
+    struct Row {
+      std::int64_t off, soff, soff_row0;  // element, scale, scale of head 0 of the row
+    };
+    std::vector<Row> rows;
+    if (keys && paged) {
+      for (std::int64_t p = 0; p < a->num_pages; ++p)
+        for (std::int64_t t = 0; t < a->page_size; ++t)
+          for (std::int64_t h = 0; h < heads; ++h)
+            rows.push_back({p * x.stride_b + t * x.stride_s + h * x.stride_h,
+                            p * s.stride_b + t * s.stride_s + h * s.stride_h,
+                            p * s.stride_b + t * s.stride_s});
+    } else if (varlen) {
+      const std::int64_t n = keys ? a->cu_seqlens_k[a->batch] : a->cu_seqlens_q[a->batch];
+      for (std::int64_t r = 0; r < n; ++r)
+        for (std::int64_t h = 0; h < heads; ++h)
+          rows.push_back(
+              {r * x.stride_s + h * x.stride_h, r * s.stride_s + h * s.stride_h, r * s.stride_s});
+    } else {
+      const std::int64_t n = keys ? a->seqlen_k : a->seqlen_q;
+      for (std::int64_t b = 0; b < a->batch; ++b)
+        for (std::int64_t r = 0; r < n; ++r)
+          for (std::int64_t h = 0; h < heads; ++h)
+            rows.push_back({b * x.stride_b + r * x.stride_s + h * x.stride_h,
+                            b * s.stride_b + r * s.stride_s + h * s.stride_h,
+                            b * s.stride_b + r * s.stride_s});
+    }
+    std::int64_t extent = 2;
+    for (const auto& r : rows) extent = std::max(extent, r.off + dim);
+    out.assign(static_cast<std::size_t>(extent), std::numeric_limits<float>::quiet_NaN());
+    const std::size_t bytes = static_cast<std::size_t>(fp4 ? (extent + 1) / 2 : extent);
+    const auto* src = static_cast<const std::uint8_t*>(x.data);
+    elems.assign(src, src + bytes);  // (every byte a row addresses; the rest is never read)
+    if (fp4 && bug == Bug::fp4_high_nibble_first)
+      for (auto& b : elems) b = static_cast<std::uint8_t>((b >> 4) | (b << 4));
+    const std::int64_t runs = sb > 0 ? (dim + sb - 1) / sb : 1;
+    for (const auto& r : rows)
+      for (std::int64_t c = 0; c < dim; ++c) {
+        std::int64_t run = sb > 0 ? c / sb : 0;
+        std::int64_t soff = r.soff;
+        if (bug == Bug::nvfp4_scale_per_32 && st == ScaleType::e4m3)
+          run = std::min(c / 32, runs - 1);
+        if (bug == Bug::int8_scale_per_row && st == ScaleType::f32) soff = r.soff_row0;
+        float sc = 1.0f;
+        if (sb > 0) {
+          sc = load_scale(st, s.data, soff + run);
+          if (bug == Bug::nvfp4_scale_as_e8m0 && st == ScaleType::e4m3)
+            sc = load_scale(ScaleType::e8m0, s.data, soff + run);
+        }
+        if (bug == Bug::int8_read_unsigned && int8) {
+          const float v = static_cast<float>(static_cast<std::int8_t>(src[r.off + c]));
+          if (v < 0) sc *= (v + 256.0f) / v;  // (u = v + 256 read for v)
+        }
+        out[static_cast<std::size_t>(r.off + c)] = sc;
+      }
+    return {out.data(), x.stride_b, x.stride_h, x.stride_s};
+  };
+  std::vector<float> qs, ks, vs;
+  std::vector<std::uint8_t> qe, ke, ve;
+  m.q_scale = remap(a->q, a->q_scale, false, a->heads_q, a->head_dim, qs, qe);
+  m.k_scale = remap(a->k, a->k_scale, true, a->heads_kv, a->head_dim, ks, ke);
+  const bool v_in_k = a->v.data == a->k.data;
+  m.v_scale = remap(a->v, a->v_scale, true, a->heads_kv, a->head_dim_v, vs, ve);
+  m.q.data = qe.data();
+  m.k.data = ke.data();
+  m.v.data = v_in_k ? ke.data() : ve.data();
+  m.scale_block = 1;
+  m.scale_dtype = SA_F32;
+  return kernels::naive_attention_v2(nullptr, &m);
+}
+
 // The mask bugs: every mask of the call (attn_mask, block, tree; each read
 // through its strides at indices inside kernel.h's extents) folded into one
 // dense byte mask with the bug, the bias copied dense with its bug, then the
@@ -587,6 +686,7 @@ sa_status mutant_call(const Bug bug, const sa_attention_v2_args* a) {
     m.v = {a->v.data, a->seqlen_k * row, a->head_dim_v, row};
     return kernels::naive_attention_v2(nullptr, &m);
   }
+  if (bug >= Bug::fp4_high_nibble_first) return quant_bug_call(bug, a);
   if (bug >= Bug::bool_mask_polarity) return mask_bug_call(bug, a);
   if (bug >= Bug::mx_scale_per_16) return block_scale_call(bug, a);
   if (bug >= Bug::block_id_16bit) return paged_call(bug, a);
@@ -656,7 +756,8 @@ constexpr std::uint32_t kPagedFeatures = SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K;
 constexpr std::uint32_t kMaskFeatures =
     SA_ATTN_BOOL_MASK | SA_ATTN_BIAS | SA_ATTN_BLOCK_MASK | SA_ATTN_TREE_MASK;
 constexpr std::uint32_t kIssue33Features =
-    kPagedFeatures | kMaskFeatures | SA_ATTN_BLOCK_SCALED | SA_ATTN_DESCALE_BH;
+    kPagedFeatures | kMaskFeatures | SA_ATTN_BLOCK_SCALED | SA_ATTN_SCALE_E4M3 | SA_ATTN_SCALE_F32 |
+    SA_ATTN_DESCALE_BH;
 
 // The naive kernel's capabilities with `add` declared and `drop` not (paged
 // KV, seqused_k and the masks only when added).
@@ -664,6 +765,10 @@ const sa_capabilities* caps_with(std::uint32_t add, std::uint32_t drop) {
   static std::vector<std::unique_ptr<sa_capabilities>> kept;
   auto c = std::make_unique<sa_capabilities>(*kernels::naive_capabilities());
   c->attention_features = ((c->attention_features & ~kIssue33Features) | add) & ~drop;
+  // fp4 and int8 inputs only for the block-scale mutants (the others copy
+  // elements by whole bytes).
+  if ((add & (SA_ATTN_BLOCK_SCALED | SA_ATTN_SCALE_E4M3 | SA_ATTN_SCALE_F32)) == 0)
+    c->op_dtypes[8] &= ~static_cast<std::uint32_t>(SA_DTYPE_FP4_E2M1 | SA_DTYPE_INT8);
   kept.push_back(std::move(c));
   return kept.back().get();
 }
@@ -767,6 +872,24 @@ std::vector<Mutant> attention_v2_mutants() {
            call<Bug::mx_scale_bias_128>, caps_with(SA_ATTN_BLOCK_SCALED, 0)),
       make("mutant_v2_mx_k_scale_ignored", "block scales: K's scales dropped (read as 1)",
            call<Bug::mx_k_scale_ignored>, caps_with(SA_ATTN_BLOCK_SCALED, 0)),
+      make("mutant_v2_fp4_high_nibble_first",
+           "fp4 e2m1: the element at an even offset read from the high nibble (packing order "
+           "swapped)",
+           call<Bug::fp4_high_nibble_first>,
+           caps_with(SA_ATTN_SCALE_E4M3 | SA_ATTN_BLOCK_SCALED, 0)),
+      make("mutant_v2_nvfp4_scale_per_32",
+           "NVFP4: the e4m3 scale of element c read at c / 32 (MXFP4's block, not 16)",
+           call<Bug::nvfp4_scale_per_32>, caps_with(SA_ATTN_SCALE_E4M3, 0)),
+      make("mutant_v2_nvfp4_scale_as_e8m0", "NVFP4: e4m3 scale bytes decoded as E8M0",
+           call<Bug::nvfp4_scale_as_e8m0>, caps_with(SA_ATTN_SCALE_E4M3, 0)),
+      make("mutant_v2_fp4_tensor_scale_dropped",
+           "fp4: the descales (NVFP4's float32 tensor scale) ignored",
+           call<Bug::fp4_tensor_scale_dropped>, caps_with(SA_ATTN_SCALE_E4M3, 0)),
+      make("mutant_v2_int8_scale_per_row",
+           "int8: float32 scales read per token row, head 0's for every head",
+           call<Bug::int8_scale_per_row>, caps_with(SA_ATTN_SCALE_F32, 0)),
+      make("mutant_v2_int8_read_unsigned", "int8: elements read as uint8 (-1 becomes 255)",
+           call<Bug::int8_read_unsigned>, caps_with(SA_ATTN_SCALE_F32, 0)),
       make("mutant_v2_bool_mask_polarity",
            "attn_mask polarity inverted: nonzero taken for masked out (ONNX vs SDPA)",
            call<Bug::bool_mask_polarity>, caps_with(SA_ATTN_BOOL_MASK, 0)),

@@ -15,8 +15,8 @@
 
 namespace {
 
-// all_types: every input type (fp8 included: the suite's dtypes cannot name
-// fp8, an empty list runs all five), 6 cases each; else float32 only, 20 cases.
+// all_types: every input type (fp8, fp4, int8 included: the suite's dtypes cannot
+// name them, an empty list runs all seven), 6 cases each; else float32 only, 20 cases.
 sa::props::SuiteConfig attention_config(bool all_types = false) {
   sa::props::SuiteConfig c;
   c.ops = {sa::Op::attention_v2};
@@ -74,6 +74,12 @@ const std::map<std::string, Expected> kExpected = {
     {"mutant_v2_mx_scale_per_16", {{"attention_v2.rounding"}, true}},
     {"mutant_v2_mx_scale_bias_128", {{"attention_v2.rounding"}, true}},
     {"mutant_v2_mx_k_scale_ignored", {{"attention_v2.rounding"}, true}},
+    {"mutant_v2_fp4_high_nibble_first", {{"attention_v2.rounding"}, true}},
+    {"mutant_v2_nvfp4_scale_per_32", {{"attention_v2.rounding"}, true}},
+    {"mutant_v2_nvfp4_scale_as_e8m0", {{"attention_v2.rounding"}, true}},
+    {"mutant_v2_fp4_tensor_scale_dropped", {{"attention_v2.rounding"}, true}},
+    {"mutant_v2_int8_scale_per_row", {{"attention_v2.rounding"}, true}},
+    {"mutant_v2_int8_read_unsigned", {{"attention_v2.rounding"}, true}},
     {"mutant_v2_bool_mask_polarity", {{"attention_v2.rounding"}}},
     {"mutant_v2_bool_mask_row_major", {{"attention_v2.rounding"}}},
     {"mutant_v2_bias_batch_stride_0", {{"attention_v2.rounding"}}},

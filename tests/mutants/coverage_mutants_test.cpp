@@ -57,6 +57,13 @@ const Case kCases[] = {
     {"mutant_v2_mx_scale_per_16", "attention_v2.rounding", sa::AttnType::fp8_e4m3},
     {"mutant_v2_mx_scale_bias_128", "attention_v2.rounding", sa::AttnType::fp8_e5m2},
     {"mutant_v2_mx_k_scale_ignored", "attention_v2.rounding", sa::AttnType::fp8_e4m3},
+    // fp4 e2m1 and int8 with e4m3 and float32 block scales (issue 33 item 4).
+    {"mutant_v2_fp4_high_nibble_first", "attention_v2.rounding", sa::AttnType::fp4_e2m1},
+    {"mutant_v2_nvfp4_scale_per_32", "attention_v2.rounding", sa::AttnType::fp4_e2m1},
+    {"mutant_v2_nvfp4_scale_as_e8m0", "attention_v2.rounding", sa::AttnType::fp4_e2m1},
+    {"mutant_v2_fp4_tensor_scale_dropped", "attention_v2.rounding", sa::AttnType::fp4_e2m1},
+    {"mutant_v2_int8_scale_per_row", "attention_v2.rounding", sa::AttnType::int8},
+    {"mutant_v2_int8_read_unsigned", "attention_v2.rounding", sa::AttnType::int8},
     // Masks beyond causal and window (issue 33).
     {"mutant_v2_bool_mask_polarity", "attention_v2.rounding", sa::AttnType::float32},
     {"mutant_v2_bool_mask_row_major", "attention_v2.rounding", sa::AttnType::float32},
@@ -151,11 +158,16 @@ TEST(CoverageMutantControl, CpuKernelPassesEverySeed) {
   const sa::Kernel k(sa::kernels::cpu_kernel(), "built-in");
   expect_passes(k, "attention_v2.rounding", sa::AttnType::float32);
   expect_passes(k, "attention_v2.nan_propagates", sa::AttnType::fp8_e4m3);
+  // fp4 e2m1 (MXFP4, NVFP4) and int8 (float32 scales per token-head or block).
+  expect_passes(k, "attention_v2.rounding", sa::AttnType::fp4_e2m1);
+  expect_passes(k, "attention_v2.rounding", sa::AttnType::int8);
 }
 
 TEST(CoverageMutantControl, NaiveKernelPassesEverySeed) {
   const sa::Kernel k(sa::kernels::naive_kernel(), "built-in");
   expect_passes(k, "attention_v2.rounding", sa::AttnType::float32);
+  expect_passes(k, "attention_v2.rounding", sa::AttnType::fp4_e2m1);
+  expect_passes(k, "attention_v2.rounding", sa::AttnType::int8);
 }
 
 }  // namespace
