@@ -23,7 +23,6 @@
 #include <vector>
 
 #include "core/dtype.hpp"
-#include "core/fp8.hpp"
 
 namespace sa {
 
@@ -430,39 +429,6 @@ inline std::string AttentionCase::describe() const {
   if (v_in_k) r += " v=k[:dv]";
   if (descale_bh) r += " descale_bh";
   return r;
-}
-
-// The descales per (sequence, kv head) the call passes for a case with
-// descale_bh: for tensor 0 (q), 1 (k) or 2 (v), 2^e per (b, g) in the order
-// b * heads_kv + g, e the smallest exponent that keeps every finite element
-// of the slab (q: the group's query heads) within the fp8 format, as
-// fp8_block_exponent gives a block's. The call divides each slab by it.
-inline std::vector<float> descales_bh(const AttentionCase& c, int tensor) {
-  std::vector<float> out;
-  if (!c.descale_bh || !is_fp8(c.qkv)) return out;
-  const Fp8Format ff = c.qkv == AttnType::fp8_e4m3 ? Fp8Format::e4m3 : Fp8Format::e5m2;
-  const std::int64_t group = c.heads_q / c.heads_kv;
-  const std::vector<float>& x = tensor == 0 ? c.q : tensor == 1 ? c.k : c.v;
-  for (std::int64_t b = 0; b < c.batch; ++b)
-    for (std::int64_t g = 0; g < c.heads_kv; ++g) {
-      float amax = 0.0f;
-      auto see = [&](std::int64_t at, std::int64_t n) {
-        for (std::int64_t e = at; e < at + n; ++e) {
-          const float v = x[static_cast<std::size_t>(e)];
-          if (std::isfinite(v)) amax = std::max(amax, std::fabs(v));
-        }
-      };
-      if (tensor == 0) {
-        for (std::int64_t i = 0; i < c.len_q(b); ++i)
-          see((c.row_q(b, i) * c.heads_q + g * group) * c.d, group * c.d);
-      } else {
-        const std::int64_t dim = tensor == 1 ? c.d : c.dv;
-        for (std::int64_t j = 0; j < c.len_k(b); ++j)
-          see((c.row_k(b, j) * c.heads_kv + g) * dim, dim);
-      }
-      out.push_back(std::ldexp(1.0f, fp8_block_exponent(ff, &amax, 1)));
-    }
-  return out;
 }
 
 struct AttentionResult {
