@@ -97,14 +97,9 @@ SA_HD inline float round_to_fp8(float x, Fp8Format f) {
   return fp8_to_float(fp8_from_float(x, f, true), f);
 }
 
-// The E8M0 exponent e of one run of n block-scaled values (OCP MX; kernel.h
-// scale_block): the smallest e in -127..127 with every finite |x| / 2^e at
-// most the format's largest value, so the elements x / 2^e keep the most
-// precision. If any exponent makes every x / 2^e an fp8 value, this one
-// does (an fp8 value scaled up by a power of two, staying at most the
-// largest value, stays one). An all-zero (or NaN) run gets 0.
-inline int fp8_block_exponent(Fp8Format f, const float* x, std::int64_t n) {
-  const float mx = fp8_layout(f).max_finite;
+// The smallest e in -127..127 with every finite |x| / 2^e at most mx (0 for
+// an all-zero run), for any format's largest value mx (fp8's below, fp4's 6).
+inline int block_exponent(float mx, const float* x, std::int64_t n) {
   float amax = 0.0f;
   for (std::int64_t i = 0; i < n; ++i)
     if (std::isfinite(x[i])) amax = std::fabs(x[i]) > amax ? std::fabs(x[i]) : amax;
@@ -113,6 +108,16 @@ inline int fp8_block_exponent(Fp8Format f, const float* x, std::int64_t n) {
   while (std::ldexp(amax, -e) > mx) ++e;
   while (e > -127 && std::ldexp(amax, -(e - 1)) <= mx) --e;
   return e < -127 ? -127 : e > 127 ? 127 : e;
+}
+
+// The E8M0 exponent e of one run of n block-scaled values (OCP MX; kernel.h
+// scale_block): the smallest e in -127..127 with every finite |x| / 2^e at
+// most the format's largest value, so the elements x / 2^e keep the most
+// precision. If any exponent makes every x / 2^e an fp8 value, this one
+// does (an fp8 value scaled up by a power of two, staying at most the
+// largest value, stays one). An all-zero (or NaN) run gets 0.
+inline int fp8_block_exponent(Fp8Format f, const float* x, std::int64_t n) {
+  return block_exponent(fp8_layout(f).max_finite, x, n);
 }
 
 }  // namespace sa

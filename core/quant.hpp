@@ -103,19 +103,6 @@ inline float round_to_elem(AttnType t, float x) {
 // Whether x is an element of quantised type t (finite, on its grid).
 inline bool is_elem(AttnType t, float x) { return std::isfinite(x) && round_to_elem(t, x) == x; }
 
-// The smallest e in -127..127 with every finite |x| / 2^e at most mx (0 for
-// an all-zero run): fp8_block_exponent for any format's largest value.
-inline int block_exponent(float mx, const float* x, std::int64_t n) {
-  float amax = 0.0f;
-  for (std::int64_t i = 0; i < n; ++i)
-    if (std::isfinite(x[i])) amax = std::fabs(x[i]) > amax ? std::fabs(x[i]) : amax;
-  if (amax == 0.0f) return 0;
-  int e = std::ilogb(amax) - std::ilogb(mx) - 1;
-  while (std::ldexp(amax, -e) > mx) ++e;
-  while (e > -127 && std::ldexp(amax, -(e - 1)) <= mx) --e;
-  return e < -127 ? -127 : e > 127 ? 127 : e;
-}
-
 // Whether s is a scale of type st (finite, > 0, exactly representable).
 inline bool is_scale(ScaleType st, float s) {
   if (!(s > 0.0f) || !std::isfinite(s)) return false;

@@ -83,10 +83,10 @@ struct AttnDomain {
 // cases of the reference tests, which predate them).
 // (Paged KV and seqused_k change only the call's memory, never the keys the
 // reference sees: they are not drawn there either.)
-inline constexpr std::uint32_t kClassicFeatures = ~(
-    SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV | SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K | SA_ATTN_BOOL_MASK |
-    SA_ATTN_BIAS | SA_ATTN_BLOCK_MASK | SA_ATTN_TREE_MASK | SA_ATTN_BLOCK_SCALED |
-    SA_ATTN_DESCALE_BH);
+inline constexpr std::uint32_t kClassicFeatures =
+    ~(SA_ATTN_ADAPTIVE | SA_ATTN_SPLIT_KV | SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K |
+      SA_ATTN_BOOL_MASK | SA_ATTN_BIAS | SA_ATTN_BLOCK_MASK | SA_ATTN_TREE_MASK |
+      SA_ATTN_BLOCK_SCALED | SA_ATTN_DESCALE_BH);
 // The domain for input type t (the features declared for that type).
 AttnDomain domain_of(const Kernel& k, AttnType t);
 

@@ -429,7 +429,9 @@ typedef struct sa_attention_v2_args {
    * query head h is also multiplied by q_descale_bh[b * heads_kv + h / (heads_q
    * / heads_kv)], one of k or v of sequence b and key head g by
    * k_descale_bh[b * heads_kv + g] (v alike); the scalar descales still
-   * apply. With paged KV, b is the sequence whose block table names the page. */
+   * apply. With paged KV, b is the sequence whose block table names the page.
+   * The suite passes them (SA_ATTN_DESCALE_BH) with fp8 inputs only, as
+   * FlashAttention 3 takes them. */
   sa_dtype scale_dtype;
   const float* q_descale_bh;
   const float* k_descale_bh;

@@ -439,8 +439,7 @@ const sa_capabilities* naive_capabilities() {
                            SA_ATTN_ADAPTIVE | SA_ATTN_UNEQUAL_HEAD_DIMS | SA_ATTN_PAGED_KV |
                            SA_ATTN_SEQUSED_K | SA_ATTN_BOOL_MASK | SA_ATTN_BIAS |
                            SA_ATTN_BLOCK_MASK | SA_ATTN_TREE_MASK | SA_ATTN_BLOCK_SCALED |
-                           SA_ATTN_SCALE_E4M3 | SA_ATTN_SCALE_F32 |
-                           SA_ATTN_DESCALE_BH;
+                           SA_ATTN_SCALE_E4M3 | SA_ATTN_SCALE_F32 | SA_ATTN_DESCALE_BH;
     c.flags = SA_CAP_DETERMINISTIC | SA_CAP_BATCH_INVARIANT;
     return c;
   }();

@@ -755,9 +755,9 @@ const char* last_error(void*) {
 constexpr std::uint32_t kPagedFeatures = SA_ATTN_PAGED_KV | SA_ATTN_SEQUSED_K;
 constexpr std::uint32_t kMaskFeatures =
     SA_ATTN_BOOL_MASK | SA_ATTN_BIAS | SA_ATTN_BLOCK_MASK | SA_ATTN_TREE_MASK;
-constexpr std::uint32_t kIssue33Features =
-    kPagedFeatures | kMaskFeatures | SA_ATTN_BLOCK_SCALED | SA_ATTN_SCALE_E4M3 | SA_ATTN_SCALE_F32 |
-    SA_ATTN_DESCALE_BH;
+constexpr std::uint32_t kIssue33Features = kPagedFeatures | kMaskFeatures | SA_ATTN_BLOCK_SCALED |
+                                           SA_ATTN_SCALE_E4M3 | SA_ATTN_SCALE_F32 |
+                                           SA_ATTN_DESCALE_BH;
 
 // The naive kernel's capabilities with `add` declared and `drop` not (paged
 // KV, seqused_k and the masks only when added).
