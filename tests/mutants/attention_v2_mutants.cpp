@@ -416,12 +416,16 @@ sa_status paged_call(const Bug bug, const sa_attention_v2_args* a) {
             page_offset(a->k.stride_b) + slot * a->k.stride_s + h * a->k.stride_h;
         const std::int64_t vo =
             page_offset(a->v.stride_b) + slot * a->v.stride_s + h * a->v.stride_h;
+        // (The address formed as an integer, as hardware adds a wrapped
+        // offset: pointer arithmetic past the object would be undefined.)
+        auto at = [&](const void* base, std::int64_t off) {
+          return reinterpret_cast<const unsigned char*>(reinterpret_cast<std::uintptr_t>(base) +
+                                                        static_cast<std::uintptr_t>(off) * e);
+        };
         std::memcpy(&k[static_cast<std::size_t>(((k0 + j) * a->heads_kv + h) * a->head_dim) * e],
-                    static_cast<const unsigned char*>(a->k.data) + static_cast<std::size_t>(ko) * e,
-                    static_cast<std::size_t>(a->head_dim) * e);
+                    at(a->k.data, ko), static_cast<std::size_t>(a->head_dim) * e);
         std::memcpy(&v[static_cast<std::size_t>(((k0 + j) * a->heads_kv + h) * a->head_dim_v) * e],
-                    static_cast<const unsigned char*>(a->v.data) + static_cast<std::size_t>(vo) * e,
-                    static_cast<std::size_t>(a->head_dim_v) * e);
+                    at(a->v.data, vo), static_cast<std::size_t>(a->head_dim_v) * e);
       }
     }
   }
