@@ -536,9 +536,10 @@ sa_status quant_bug_call(const Bug bug, const sa_attention_v2_args* a) {
                             b * s.stride_b + r * s.stride_s + h * s.stride_h,
                             b * s.stride_b + r * s.stride_s});
     }
-    std::int64_t extent = 2;
+    std::int64_t extent = 0;  // (the elements the rows address: no byte past them is read)
     for (const auto& r : rows) extent = std::max(extent, r.off + dim);
-    out.assign(static_cast<std::size_t>(extent), std::numeric_limits<float>::quiet_NaN());
+    out.assign(static_cast<std::size_t>(std::max<std::int64_t>(extent, 2)),
+               std::numeric_limits<float>::quiet_NaN());
     const std::size_t bytes = static_cast<std::size_t>(fp4 ? (extent + 1) / 2 : extent);
     const auto* src = static_cast<const std::uint8_t*>(x.data);
     elems.assign(src, src + bytes);  // (every byte a row addresses; the rest is never read)
