@@ -544,16 +544,8 @@ float round_to(AttnType t, double x) {
       return round_to_bf16(f);
     case AttnType::float16:
       return round_to_f16(f);
-    case AttnType::fp8_e4m3:
-      return round_to_fp8(f, Fp8Format::e4m3);
-    case AttnType::fp8_e5m2:
-      return round_to_fp8(f, Fp8Format::e5m2);
-    case AttnType::fp4_e2m1:
-      return round_to_fp4(f);
-    case AttnType::int8:
-      return round_to_int8(f);
-    default:
-      return f;
+    default:  // float32 as is; the quantised types by core/quant.hpp's grid
+      return round_to_elem(t, f);
   }
 }
 
