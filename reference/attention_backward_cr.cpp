@@ -612,6 +612,11 @@ class FastBackward {
       // the target has none in hardware by default).
       const double sp = 134217729.0 * Xh;
       const double ah = sp - (sp - Xh), al = Xh - ah;
+      // The bound's term |fx| eX is rounded up: a cut item's eX (its weight's
+      // bound, near 2^-1074 at the least) times |fx| < 1 underflows, and a
+      // sum with A = E = 0 is taken for exactly +0 (finish) while the item
+      // makes it a tiny number of fx's sign.
+      const double floor_e = eX > 0 ? 0x1p-1074 : 0.0;
       for (std::size_t x = 0; x < n; ++x) {
         const double fx = static_cast<double>(f[x]);
         const double p = Xh * fx;
@@ -620,7 +625,7 @@ class FastBackward {
         const double bb = t - Sp[x];
         sg[x] += ((Sp[x] - (t - bb)) + (p - bb)) + pe + Xl * fx;
         Sp[x] = t;
-        Ep[x] += std::abs(fx) * eX;
+        Ep[x] += std::abs(fx) * eX + (fx != 0 ? floor_e : 0.0);
         Ap[x] += std::abs(p);
       }
       K += 1;

@@ -88,7 +88,10 @@
 //  out = dd_mul(dd_div(N^, S^), vd): |out^ - out| <= |vd| 1.01 (err_N +
 //  1.02 A_x err_S) / S^ + 68.1u^2 |out^| + kMp |vd| A_x / S^ (|N| <= 1.02
 //  A_x, S^ >= 1). A_x = 0 with nothing cut: every live v_jx is +-0, and the
-//  reference's sum (+0 plus +-0 terms) is +0: out = +0 * vd exactly.
+//  reference's sum (+0 plus +-0 terms) is +0: out = +0 * vd exactly. A cut
+//  item's share of tail_x is rounded up (at least 2^-1074 for v_jx != 0),
+//  so a row whose only nonzero values sit in cut items is never taken for
+//  one with nothing cut: its out is a tiny number of their sign.
 //  Entropy: t_j = RN(e_j dh_j), T^ by Sum2 (mixed signs: <= gamma_K^2 B, B
 //  = sum |t_j| in double): |t_j - e^(d_j) d_j| <= 1.01 (2u + eps_e)|t_j| +
 //  e^(d_j) Ed (dl dropped, |dl| <= u |dh|), so |T^ - T| <= err_T = 1.01
@@ -312,6 +315,17 @@ class FastAttention {
     return std::ldexp(1.0, static_cast<int>(std::floor(y)) + 2);
   }
 
+  // A cut-off item's share of a numerator's bound: ub |v|, rounded up. The
+  // product of a bound near 2^-1074 and |v| < 1 underflows (to 0, say),
+  // which would certify out = +0 while the item makes the true out a tiny
+  // number of v's sign (its rounding -0 for negative v): the term is at
+  // least 2^-1074 whenever v != 0 (ub is a power of two, so RN(ub |v|) is
+  // below ub |v| only when subnormal, and then by under 2^-1074).
+  static double tail_term(double ub, float v) {
+    const double a = std::abs(static_cast<double>(v));
+    return a == 0 ? 0.0 : ub * a + 0x1p-1074;
+  }
+
   bool sums(int level, const Row& r, Scratch& w, std::size_t jm, const DD& b, double berr,
             Sums& s) const {
     return level == 1 ? sums1(r, w, jm, b, berr, s) : sums2(r, w, jm, b, berr, s);
@@ -370,7 +384,7 @@ class FastAttention {
       if (e == 0) {  // cut off
         double* tl = w.tail.data();
         const double ub = w.el[j];
-        for (std::size_t x = 0; x < dvs; ++x) tl[x] += ub * std::abs(static_cast<double>(v[x]));
+        for (std::size_t x = 0; x < dvs; ++x) tl[x] += tail_term(ub, v[x]);
         continue;
       }
       for (std::size_t x = 0; x < dvs; ++x) {
@@ -443,8 +457,7 @@ class FastAttention {
       const float* v = vrow(r, w, j);
       const DD e{w.e[j], w.el[j]};
       if (e.hi == 0) {  // cut off: el is its bound
-        for (std::size_t x = 0; x < dvs; ++x)
-          w.tail[x] += e.lo * std::abs(static_cast<double>(v[x]));
+        for (std::size_t x = 0; x < dvs; ++x) w.tail[x] += tail_term(e.lo, v[x]);
         continue;
       }
       for (std::size_t x = 0; x < dvs; ++x) {

@@ -612,3 +612,38 @@ TEST(AttentionBackwardCorrectlyRoundedIssue31, DqThatCancelsExactlyIsPlusZero) {
   }
   EXPECT_EQ(checked, 160);
 }
+
+// The backward's counterpart of AKeyCutOffFarBelowGivesOutItsSign
+// (attention_cr_test.cpp): a key 2048 below the other has weight e^-2048,
+// whose bound (2^-1074) times |dout_x| < 1 underflowed in the fast level's
+// error sum, so dv of that key was certified +0 where the true dv is a
+// tiny number of dout_x's sign (times v_descale's), rounded -0 when
+// negative.
+TEST(AttentionBackwardCorrectlyRoundedIssue31, DvOfAKeyCutOffFarBelowKeepsItsSign) {
+  int checked = 0;
+  for (const float g : {-0.5f, 0.25f, -0x1p-9f})
+    for (const float vd : {1.0f, -2.0f}) {
+      AttentionCase c;
+      c.seqlen_q = 1;
+      c.seqlen_k = 2;
+      c.d = 1;
+      c.dv = 1;
+      c.qkv = sa::AttnType::fp8_e4m3;  // descales apply to quantised inputs
+      c.q = {8.0f};
+      c.k = {0.0f, -256.0f};
+      c.v = {1.0f, 3.0f};
+      c.v_descale = vd;
+      const std::vector<float> dout = {g};
+      const bool negative = (g < 0) != (vd < 0);
+      for (DType t : {DType::float32, DType::bfloat16})
+        for (RefPath path : {RefPath::fast, RefPath::mpfr_only}) {
+          CrOptions o;
+          o.path = path;
+          const auto r = sa::ref::attention_backward_rounded(t, c, dout, o);
+          EXPECT_TRUE(same(r.dv[1], negative ? -0.0 : 0.0))
+              << "dout " << g << " vd " << vd << " " << sa::name_of(t) << ": " << r.dv[1];
+          ++checked;
+        }
+    }
+  EXPECT_EQ(checked, 24);
+}

@@ -664,3 +664,40 @@ TEST(AttentionCorrectlyRoundedIssue31, OutThatCancelsExactlyIsPlusZero) {
   }
   EXPECT_EQ(checked, 320);
 }
+
+// CI (stop 47, a random small_int case, fp8 e5m2 with block scales): the
+// row's live keys all had v_x = 0, and one key, 1.4e5 below the top score,
+// v_x < 0. Its weight's bound (2^-1074) times |v_x| underflowed to 0, so the
+// fast level took the row for one with nothing cut and certified out = +0;
+// the true out is a negative number far below the smallest subnormal, whose
+// rounding is -0 (the MPFR-only path's answer). Each cut key's share of the
+// bound is now rounded up. Here: three live keys with v_0 = 0 and a key
+// 2052 below the top (its bound is 2^-1074), v of either sign, vd of either
+// sign (out_1 = vd exactly checks the rest of the row).
+TEST(AttentionCorrectlyRoundedIssue31, AKeyCutOffFarBelowGivesOutItsSign) {
+  int checked = 0;
+  for (const float v1 : {-0.5f, 0.25f, -0x1p-9f})
+    for (const float vd : {1.0f, -2.0f}) {
+      AttentionCase c;
+      c.seqlen_q = 1;
+      c.seqlen_k = 4;
+      c.d = 1;
+      c.dv = 2;
+      c.qkv = sa::AttnType::fp8_e4m3;  // descales apply to quantised inputs
+      c.q = {8.0f};
+      c.k = {0.25f, 0.5f, -0.125f, -256.0f};
+      // out_0: only the cut key's v is nonzero.
+      c.v = {0.0f, 1.0f, 0.0f, 1.0f, 0.0f, 1.0f, v1, 1.0f};
+      c.v_descale = vd;
+      const bool negative = (v1 < 0) != (vd < 0);
+      for (DType t : {DType::float32, DType::bfloat16, DType::float16})
+        for (RefPath path : {RefPath::fast, RefPath::mpfr_only}) {
+          const auto r = both(t, c, path);
+          EXPECT_TRUE(same(r.out[0], negative ? -0.0 : 0.0))
+              << "v " << v1 << " vd " << vd << " " << sa::name_of(t) << ": " << r.out[0];
+          EXPECT_EQ(r.out[1], static_cast<double>(vd));
+          ++checked;
+        }
+    }
+  EXPECT_EQ(checked, 36);
+}
