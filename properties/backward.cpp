@@ -18,7 +18,8 @@
 //   attention_backward.rounding     every dq, dk, dv, d(sink) within its
 //                                   a-priori budget (rule
 //                                   attention_backward_rounding)
-//   attention_backward.flash_attention_3x  low-precision types: per gradient,
+//   attention_backward.flash_attention_3x  low-precision types, head dims
+//                                   >= 32: per gradient,
 //                                   max|g - ref| <= 3 max|baseline - ref| +
 //                                   2 ulp at max|ref| + 0.3 (FlashAttention's
 //                                   backward rule, FA3's absolute floor)
@@ -973,9 +974,19 @@ struct BackwardProperty {
   bool (*applies)(const BwdCtx&);
 };
 bool low_precision(const BwdCtx& cx) { return cx.t != AttnType::float32; }
+// FlashAttention's 3x-baseline rule where its tests state it: bfloat16 and
+// float16, head dims of 32 and more (test_flash_attn.py's smallest; FA3's
+// tests start at 64). Its statistic, the baseline's largest error, is
+// stable over that many elements per row; at head dim 1 it is not: a
+// correct kernel failed it on about 1 seed in 600 (dq off by 0.0104 against
+// a baseline off by 0.00076) while inside attention_backward.rounding's
+// a-priori budget, which still holds every case.
+bool fa_shapes(const BwdCtx& cx) {
+  return low_precision(cx) && cx.c.d >= 32 && cx.c.dv >= 32;
+}
 const BackwardProperty kAttentionBackward[] = {
     {"attention_backward.rounding", grad_rounding, nullptr},
-    {"attention_backward.flash_attention_3x", flash_attention_3x, low_precision},
+    {"attention_backward.flash_attention_3x", flash_attention_3x, fa_shapes},
     {"attention_backward.gqa_group_sum", gqa_group_sum,
      [](const BwdCtx& cx) { return cx.c.heads_kv < cx.c.heads_q; }},
     {"attention_backward.masked_zero", masked_zero, nullptr},
