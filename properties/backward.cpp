@@ -18,8 +18,8 @@
 //   attention_backward.rounding     every dq, dk, dv, d(sink) within its
 //                                   a-priori budget (rule
 //                                   attention_backward_rounding)
-//   attention_backward.flash_attention_3x  low-precision types, head dims
-//                                   >= 32: per gradient,
+//   attention_backward.flash_attention_3x  low-precision types: per gradient
+//                                   of at least 512 elements,
 //                                   max|g - ref| <= 3 max|baseline - ref| +
 //                                   2 ulp at max|ref| + 0.3 (FlashAttention's
 //                                   backward rule, FA3's absolute floor)
@@ -795,7 +795,18 @@ void no_nan(const BwdCtx& cx, Check& res) {
   res = ch;
 }
 
-// flash_attention_3x
+// flash_attention_3x. FlashAttention's tests compare whole gradient tensors
+// of at least 1152 elements (test_flash_attn.py: batch 4 x 9 heads x 1 query
+// x head dim 32), where the baseline's largest error is a stable statistic.
+// Over a few elements it is not: on the built-in CPU kernel (bfloat16, about
+// 245,000 gradient evaluations of random cases and their shrinks, head dims
+// 1 to 128), gradients of fewer than 256 elements exceeded the bound in 42
+// (up to 1.62x; one query, one key and a sink at head dim 32, say), each inside
+// attention_backward.rounding's a-priori budget; from 256 to 511 elements
+// the largest ratio was 0.98, from 512 up 0.70, with no failure
+// (docs/checks.md; bench/fa3x_calibration.sh). So a gradient takes the rule
+// from 512 elements; attention_backward.rounding judges every gradient.
+constexpr std::size_t kFaMinElements = 512;
 void flash_attention_3x(const BwdCtx& cx, Check& res) {
   DType dt = cx.dt;
   const AttentionCase& c = cx.c;
@@ -806,7 +817,7 @@ void flash_attention_3x(const BwdCtx& cx, Check& res) {
   Check worst;
   auto rule3 = [&](const char* what, const std::vector<float>& got, const std::vector<float>& bl,
                    const std::vector<double>& ex) {
-    if (ex.empty()) return;
+    if (ex.size() < kFaMinElements) return;
     double err = 0, berr = 0, emax = 0;
     for (std::size_t e = 0; e < ex.size(); ++e) {
       err = std::isnan(got[e]) ? NAN : std::max(err, std::abs(got[e] - ex[e]));
@@ -974,19 +985,9 @@ struct BackwardProperty {
   bool (*applies)(const BwdCtx&);
 };
 bool low_precision(const BwdCtx& cx) { return cx.t != AttnType::float32; }
-// FlashAttention's 3x-baseline rule where its tests state it: bfloat16 and
-// float16, head dims of 32 and more (test_flash_attn.py's smallest; FA3's
-// tests start at 64). Its statistic, the baseline's largest error, is
-// stable over that many elements per row; at head dim 1 it is not: a
-// correct kernel failed it on about 1 seed in 600 (dq off by 0.0104 against
-// a baseline off by 0.00076) while inside attention_backward.rounding's
-// a-priori budget, which still holds every case.
-bool fa_shapes(const BwdCtx& cx) {
-  return low_precision(cx) && cx.c.d >= 32 && cx.c.dv >= 32;
-}
 const BackwardProperty kAttentionBackward[] = {
     {"attention_backward.rounding", grad_rounding, nullptr},
-    {"attention_backward.flash_attention_3x", flash_attention_3x, fa_shapes},
+    {"attention_backward.flash_attention_3x", flash_attention_3x, low_precision},
     {"attention_backward.gqa_group_sum", gqa_group_sum,
      [](const BwdCtx& cx) { return cx.c.heads_kv < cx.c.heads_q; }},
     {"attention_backward.masked_zero", masked_zero, nullptr},

@@ -520,13 +520,13 @@ std::vector<PropertyInfo> properties() {
        "",
        "backward.cpp grad_rounding"},
       {"attention_backward.flash_attention_3x",
-       "attention backward, low-precision types, head dims >= 32: per gradient, max|g - ref| <= "
-       "3 max|same-dtype baseline - ref| + 2 ulp of the type at max|ref| + 0.3",
+       "attention backward, low-precision types: per gradient of at least 512 elements, "
+       "max|g - ref| <= 3 max|same-dtype baseline - ref| + 2 ulp of the type at max|ref| + 0.3",
        "flash_attention_3x",
        {Op::attention_backward},
        "absolute",
-       "bfloat16 or float16, head dims d and dv >= 32 (FlashAttention's tested shapes): float32 "
-       "and smaller heads are not applicable",
+       "bfloat16 or float16, and a gradient tensor of at least 512 elements (FlashAttention's "
+       "tests compare 1152 and more): float32 and smaller cases are not applicable",
        "backward.cpp flash_attention_3x"},
       {"attention_backward.gqa_group_sum",
        "GQA/MQA: dk and dv of a key/value head equal the sum over its query heads of the call "
@@ -754,9 +754,9 @@ std::vector<Rule> rules() {
        "FlashAttention's backward tests (docs/theory.md T8): per gradient max|g - ref| <= 3 "
        "max|naive same-dtype - ref| + 2 ulp of the type at max|ref| + 0.3 (FA3's absolute "
        "floor), the baseline PyTorch-style autograd in the output type with float32 "
-       "accumulation (kernels/naive/backward.hpp); bfloat16 and float16, head dims >= 32 "
-       "(FlashAttention's smallest tested; below that the baseline's largest error is not a "
-       "stable statistic)"},
+       "accumulation (kernels/naive/backward.hpp); bfloat16 and float16, per gradient tensor "
+       "of at least 512 elements (FlashAttention's tests compare 1152 and more; below 256 the "
+       "baseline's largest error is no stable statistic: docs/checks.md)"},
       {"cudnn_frontend_bwd",
        "cuDNN frontend's SDPA backward tests (NVIDIA/cudnn-frontend test/python/test_mhas.py, "
        "test_sdpa_backward; docs/theory.md T8): |g - ref| <= atol + rtol |ref| elementwise, "
