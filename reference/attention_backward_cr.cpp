@@ -103,7 +103,10 @@
 namespace sa::ref {
 namespace {
 
+using detail::cr::bound_product;
 using detail::cr::dot_dd;
+using detail::cr::exp_upper;
+using detail::cr::gamma;
 using detail::cr::Item;
 using detail::cr::kFloor;
 using detail::cr::kMp;
@@ -388,17 +391,6 @@ struct FastRow {
   double eps = 0, eD = 0, mD = 0;
 };
 
-// An upper bound on e^(d) for a cut-off item (computed d < -111, the true
-// one within 2^-34 of it): 2^k, k = floor(y) + 2 with y = RN(RN(d log2 e)
-// (1 - 2^-30)) >= d log2 e, so 2^k >= 2 e^d >= e^(d + 2^-34).
-double exp_upper(double d) {
-  const double y = d * 1.4426950408889634 * (1 - 0x1p-30);
-  if (!(y >= -1074)) return 0x1p-1074;
-  return std::ldexp(1.0, static_cast<int>(std::floor(y)) + 2);
-}
-
-double gamma(double k) { return k * u / (1 - k * u); }
-
 class FastBackward {
  public:
   FastBackward(DType t, const AttentionCase& c, std::span<const float> dout, const Layout& L)
@@ -612,11 +604,6 @@ class FastBackward {
       // the target has none in hardware by default).
       const double sp = 134217729.0 * Xh;
       const double ah = sp - (sp - Xh), al = Xh - ah;
-      // The bound's term |fx| eX is rounded up: a cut item's eX (its weight's
-      // bound, near 2^-1074 at the least) times |fx| < 1 underflows, and a
-      // sum with A = E = 0 is taken for exactly +0 (finish) while the item
-      // makes it a tiny number of fx's sign.
-      const double floor_e = eX > 0 ? 0x1p-1074 : 0.0;
       for (std::size_t x = 0; x < n; ++x) {
         const double fx = static_cast<double>(f[x]);
         const double p = Xh * fx;
@@ -625,7 +612,7 @@ class FastBackward {
         const double bb = t - Sp[x];
         sg[x] += ((Sp[x] - (t - bb)) + (p - bb)) + pe + Xl * fx;
         Sp[x] = t;
-        Ep[x] += std::abs(fx) * eX + (fx != 0 ? floor_e : 0.0);
+        Ep[x] += bound_product(std::abs(fx), eX);  // rounded up: finish's A = E = 0 is exact
         Ap[x] += std::abs(p);
       }
       K += 1;

@@ -139,7 +139,9 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // key-by-dimension products (about 0.2-0.5 ms of the fast path's double-double
 // work; waking a passive team costs tens of microseconds).
 constexpr std::int64_t kParallelMinWork = std::int64_t(1) << 14;
+using detail::cr::bound_product;
 using detail::cr::dot_dd;
+using detail::cr::exp_upper;
 using detail::cr::gamma;
 using detail::cr::Item;
 using detail::cr::kFloor;
@@ -305,27 +307,6 @@ class FastAttention {
     return true;
   }
 
-  // An upper bound on e^(d_j) for a cut-off item (computed d < -111, the
-  // true one within Ed <= 2^-34 of it): 2^k, k = floor(y) + 2 with y =
-  // RN(RN(d log2 e) (1 - 2^-30)) >= d log2 e (the factor outweighs the
-  // three roundings), so 2^k >= 2 e^d >= e^(d + Ed); at least 2^-1074.
-  static double exp_upper(double d) {
-    const double y = d * 1.4426950408889634 * (1 - 0x1p-30);
-    if (!(y >= -1074)) return 0x1p-1074;
-    return std::ldexp(1.0, static_cast<int>(std::floor(y)) + 2);
-  }
-
-  // A cut-off item's share of a numerator's bound: ub |v|, rounded up. The
-  // product of a bound near 2^-1074 and |v| < 1 underflows (to 0, say),
-  // which would certify out = +0 while the item makes the true out a tiny
-  // number of v's sign (its rounding -0 for negative v): the term is at
-  // least 2^-1074 whenever v != 0 (ub is a power of two, so RN(ub |v|) is
-  // below ub |v| only when subnormal, and then by under 2^-1074).
-  static double tail_term(double ub, float v) {
-    const double a = std::abs(static_cast<double>(v));
-    return a == 0 ? 0.0 : ub * a + 0x1p-1074;
-  }
-
   bool sums(int level, const Row& r, Scratch& w, std::size_t jm, const DD& b, double berr,
             Sums& s) const {
     return level == 1 ? sums1(r, w, jm, b, berr, s) : sums2(r, w, jm, b, berr, s);
@@ -384,7 +365,8 @@ class FastAttention {
       if (e == 0) {  // cut off
         double* tl = w.tail.data();
         const double ub = w.el[j];
-        for (std::size_t x = 0; x < dvs; ++x) tl[x] += tail_term(ub, v[x]);
+        for (std::size_t x = 0; x < dvs; ++x)
+          tl[x] += bound_product(ub, std::abs(static_cast<double>(v[x])));
         continue;
       }
       for (std::size_t x = 0; x < dvs; ++x) {
@@ -457,7 +439,8 @@ class FastAttention {
       const float* v = vrow(r, w, j);
       const DD e{w.e[j], w.el[j]};
       if (e.hi == 0) {  // cut off: el is its bound
-        for (std::size_t x = 0; x < dvs; ++x) w.tail[x] += tail_term(e.lo, v[x]);
+        for (std::size_t x = 0; x < dvs; ++x)
+          w.tail[x] += bound_product(e.lo, std::abs(static_cast<double>(v[x])));
         continue;
       }
       for (std::size_t x = 0; x < dvs; ++x) {

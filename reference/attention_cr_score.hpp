@@ -29,6 +29,26 @@ constexpr double kFloor = 0x1p-1000;  // absolute, per double-double chain near 
 
 inline double gamma(double k) { return k * u / (1 - k * u); }
 
+// An upper bound on e^(d) for a cut-off item (computed d < -111, the true
+// one within Ed <= 2^-34 of it): 2^k, k = floor(y) + 2 with y = RN(RN(d
+// log2 e) (1 - 2^-30)) >= d log2 e (the factor outweighs the three
+// roundings), so 2^k >= 2 e^d >= e^(d + Ed); at least 2^-1074.
+inline double exp_upper(double d) {
+  const double y = d * 1.4426950408889634 * (1 - 0x1p-30);
+  if (!(y >= -1074)) return 0x1p-1074;
+  return std::ldexp(1.0, static_cast<int>(std::floor(y)) + 2);
+}
+
+// a b for a, b >= 0 as a term of an error bound, rounded up: RN(a b) is
+// below a b by under u a b in the normal range (kSafe covers that) and by
+// under 2^-1074 when subnormal, an underflow to 0 included. A cut item's
+// bound (2^-1074 at the least) times a value below 1 underflows, and a bound
+// of 0 would certify a sum of +-0 terms as exactly +0 where the item makes it
+// a tiny number of its value's sign (whose rounding is -0 when negative).
+inline double bound_product(double a, double b) {
+  return a == 0 || b == 0 ? 0.0 : a * b + 0x1p-1074;
+}
+
 // dot^ and mag (see the analysis in attention_cr.cpp).
 inline DD dot_dd(const float* q, const float* k, std::int64_t d, double& mag) {
   constexpr int L = 8;
