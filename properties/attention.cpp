@@ -2040,11 +2040,29 @@ void head_independence(const AttnCtx& cx, Check& out) {
     return c.heads_kv > 1 ? c.kv_head(h) == hk_star : h == h_star;
   };
   AttentionCase hc = c;
+  // With descales per (sequence, kv head), a redrawn query head that shares
+  // its slab with the checked one (MQA) is drawn times the slab's descale f:
+  // the slab's largest element then stays at most f times the format's
+  // largest, so the call's descale for it is f or a smaller power of two, and
+  // the checked head's values, divided by it, stay fp8 elements (a larger
+  // descale would push small ones below the format's subnormal grid).
+  const std::vector<float> fq = descales_bh(c, 0);
+  std::vector<std::int64_t> seq_of_row(static_cast<std::size_t>(c.total_q()), 0);
+  if (!fq.empty())
+    for (std::int64_t b = 0; b < c.batch; ++b)
+      for (std::int64_t i = 0; i < c.len_q(b); ++i)
+        seq_of_row[static_cast<std::size_t>(c.row_q(b, i))] = b;
+  auto slab_descale = [&](std::int64_t row, std::int64_t h) {
+    if (fq.empty()) return 1.0f;
+    const std::int64_t b = seq_of_row[static_cast<std::size_t>(row)];
+    return fq[static_cast<std::size_t>(b * c.heads_kv + c.kv_head(h))];
+  };
   for (std::int64_t row = 0; row < c.total_q(); ++row)
     for (std::int64_t h = 0; h < c.heads_q; ++h)
       if (!checked(h))
         for (std::int64_t x = 0; x < c.d; ++x)
-          hc.q[(row * c.heads_q + h) * c.d + x] = round_to(t, n01(g) * spread);
+          hc.q[(row * c.heads_q + h) * c.d + x] =
+              round_to(t, n01(g) * spread) * slab_descale(row, h);
   if (c.heads_kv > 1)
     for (std::int64_t row = 0; row < c.total_k(); ++row)
       for (std::int64_t h = 0; h < c.heads_kv; ++h) {

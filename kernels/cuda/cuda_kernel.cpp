@@ -236,8 +236,8 @@ const sa_kernel descriptor = [] {
   k.description =
       "Built-in CUDA kernel: float32 and bfloat16 storage with float32 arithmetic (expf/logf, "
       "IEEE division); rows by a warp (n <= 1024), a block (n <= 8192) or a multi-block split "
-      "merging (m, S, T) states (docs/theory.md T6); flash-style attention with online softmax, "
-      "split-KV and the two-pass adaptive temperature; batched attention (interface v2: GQA, "
+      "merging (m, S, T) states (docs/theory.md T6); interface v1 attention as the single-head "
+      "case of batched attention (no adaptive temperature); batched attention (interface v2: GQA, "
       "varlen, "
       "strides, causal both alignments, window, softcap, ALiBi, sinks, key padding, lse and "
       "entropy; float32, bfloat16, float16 and fp8 inputs) in FlashAttention-2's structure with "

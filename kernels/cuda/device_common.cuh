@@ -151,7 +151,20 @@ __device__ __forceinline__ float softmax_weight(const State& st, float z) {
   if (state_is_nan(st)) return qnan();
   if (st.m == neg_inf()) return 0.f;                                // fully masked row
   if (st.m == pos_inf()) return z == pos_inf() ? 1.f / st.S : 0.f;  // k items share weight
-  return expf(z - st.m) / st.S;
+  // d = z - m is rounded to float32; for |d| near 90 that rounding alone
+  // (up to 2^-18 absolute) becomes a relative error of about |d| 2^-24 in
+  // exp(d), 60 ulps and more (docs/gpu.md, the 2^27 sweep). The rounding
+  // error r of the subtraction is exact (TwoSum), and exp(d + r) = exp(d)
+  // (1 + r + O(r^2)) with |r| <= 2^-24 |d|, so one fma restores the lost
+  // digits: what is left is expf's own 2 ulp, the fma and the division.
+  const float d = z - st.m;
+  const float e = expf(d);
+  if (e == 0.f) return 0.f;  // z = -inf or far below: r may be NaN there
+  const float nm = -st.m;
+  const float zr = d - nm;
+  const float mr = d - zr;
+  const float r = (z - zr) + (nm - mr);
+  return fmaf(e, r, e) / st.S;
 }
 
 // log-softmax of z; logS = logf(st.S).
