@@ -35,13 +35,16 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 // memory traffic dominates and the extra exp is cheaper than the traffic.
 constexpr std::int64_t kThreePassMaxN = std::int64_t{1} << 21;
 
-// bfloat16 rows up to cpu::row_bf16_scratch_max_n() (2^18 elements, 1 MiB,
-// or 2^20 on AVX2) store their exps in a float scratch row; longer ones
-// compute exp twice instead (a sum pass, then the fused exp * 1/S pass of
-// row_exp.cpp): once the scratch leaves L2, two of the cheap bf16 exps cost
-// less than 6 bytes per element of scratch traffic. The AVX2 exp costs more
-// per element (8 lanes), so there the scratch still wins at 2^20 (measured:
-// 0.79 ms against 0.94 ms; on AVX-512 0.57 ms exp twice against 0.75 ms).
+// bfloat16 rows up to cpu::row_bf16_scratch_max_n() store their exps in a
+// float scratch row; longer ones compute exp twice instead (a sum pass, then
+// the fused exp * 1/S pass of row_exp.cpp): once the scratch leaves the
+// caches, two of the cheap bf16 exps can cost less than 6 bytes per element
+// of scratch traffic. Where that happens was measured per target and vendor:
+// Intel Xeon (Sapphire Rapids class) 2^18 on AVX-512 (at 2^20: 0.57 ms exp
+// twice against 0.75 ms scratch) and 2^20 on AVX2 (0.79 ms scratch against
+// 0.94 ms); AMD EPYC Zen 5 2^20 on AVX-512 (at 2^20: 174-182 us scratch
+// against 198-203 us; at 2^22 scratch loses, 1040 against 830-849 us) and
+// 2^22 on AVX2 (at 2^22: 1574-1579 us scratch against 1991-2034 us).
 
 // bfloat16 rows longer than this (8 MiB of input) use the two-pass form too.
 constexpr std::int64_t kBf16ThreePassMaxN = std::int64_t{1} << 22;

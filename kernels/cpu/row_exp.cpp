@@ -392,12 +392,17 @@ void ExpScaleBF16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, floa
     ExpScale<std::uint16_t, false>(x, y, n, m, s, rh, rl);
 }
 
-// The longest bfloat16 row whose exps go to a float scratch row (cpu_kernel.cpp).
+// The longest bfloat16 row whose exps go to a float scratch row
+// (cpu_kernel.cpp), measured per target and CPU vendor (docs/measurements.md):
+// the point where exp twice overtakes the scratch traffic moves with the
+// exp's cost against the memory's. Only speed changes: both paths compute
+// the same exps and round each weight once.
 std::int64_t Bf16ScratchMaxN() {
+  static const bool amd = __builtin_cpu_is("amd");
 #if HWY_TARGET == HWY_AVX2
-  return std::int64_t{1} << 20;
+  return std::int64_t{1} << (amd ? 22 : 20);
 #else
-  return std::int64_t{1} << 18;
+  return std::int64_t{1} << (amd ? 20 : 18);
 #endif
 }
 

@@ -126,7 +126,8 @@ TEST(CpuSoftmax, Bfloat16CorrectlyRounded99PercentAndWithinOneUlp) {
 
 // Long rows take other code paths (cpu_kernel.cpp: float32 three-pass up to
 // 2^21, then online normaliser + recomputed exp; bfloat16 scratch row up to
-// 2^18 (2^20 on AVX2), then exp twice, then the online normaliser past 2^22).
+// row_bf16_scratch_max_n() (2^18 to 2^22 by target and vendor), then exp
+// twice, then the online normaliser past 2^22: the rows below take each).
 // Same bounds.
 // The longest rows are mostly masked (-inf, exact 0) so that the MPFR
 // reference stays cheap; the finite logits are spread over the whole row.
@@ -138,6 +139,7 @@ TEST(CpuSoftmax, LongRowPaths) {
   for (const Long& c : {Long{DType::float32, (std::int64_t{1} << 21) + 37},
                         Long{DType::bfloat16, (std::int64_t{1} << 18) + 37},
                         Long{DType::bfloat16, (std::int64_t{1} << 20) + 37},
+                        Long{DType::bfloat16, (std::int64_t{1} << 21) + 37},
                         Long{DType::bfloat16, (std::int64_t{1} << 22) + 37}}) {
     UlpStats st;
     auto x = generate(Dist::normal, c.n, 7, c.t == DType::bfloat16);
