@@ -21,7 +21,7 @@
 #     3 x ROUNDS repetitions, range of the per-repetition ratios;
 #   - paged KV: BM_PagedOverContiguousDecode (contiguous time / paged time),
 #     3 x ROUNDS repetitions, range.
-# A whole run takes about 10 minutes per instruction set on 2 cores. The
+# A whole run (ROUNDS = 2) takes about 4 minutes per instruction set. The
 # machine should be quiet: say so next to any figure taken while it was not.
 set -euo pipefail
 build=${1:-build}
@@ -60,9 +60,8 @@ filter='^softmax_(f32/(cpu|onednn|eigen|eigen_avx2|memory_2pass)|bf16/cpu)/[0-9]
 done
 [ -f "$tmp/done" ] || uptime > "$tmp/done"
 python3 - "$tmp" "$cpu" "$fam" "$model" "$(cat "$tmp/done")" "${isas[@]}" <<'PY'
-import json, re, sys
+import glob, json, re, sys
 tmp, cpu, fam, model, up, isas = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:]
-import glob
 line = re.compile(r"^(.*?)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S.*)?$")
 
 def softmax_runs(isa):
@@ -79,15 +78,14 @@ def softmax_runs(isa):
         runs.append(table)
     return runs
 
-def rng(vals, fmt="{:.2f}"):
-    vals = [v for v in vals if v is not None]
+def rng(vals):
     if not vals:
         return "—"
-    lo, hi = min(vals), max(vals)
-    return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else fmt.format(lo) + "–" + fmt.format(hi)
+    lo, hi = f"{min(vals):.2f}", f"{max(vals):.2f}"
+    return lo if lo == hi else lo + "–" + hi
 
-def cell(runs, key, idx=2):
-    return [t[key][idx] for t in runs if key in t]
+def cell(runs, key):  # the ratio column of one row, per run
+    return [t[key][2] for t in runs if key in t]
 
 def fastest_peer(runs, n, isa):
     # ours / the fastest peer = the largest of ours / peer. Eigen built with

@@ -2047,22 +2047,16 @@ void head_independence(const AttnCtx& cx, Check& out) {
   // the checked head's values, divided by it, stay fp8 elements (a larger
   // descale would push small ones below the format's subnormal grid).
   const std::vector<float> fq = descales_bh(c, 0);
-  std::vector<std::int64_t> seq_of_row(static_cast<std::size_t>(c.total_q()), 0);
-  if (!fq.empty())
-    for (std::int64_t b = 0; b < c.batch; ++b)
-      for (std::int64_t i = 0; i < c.len_q(b); ++i)
-        seq_of_row[static_cast<std::size_t>(c.row_q(b, i))] = b;
-  auto slab_descale = [&](std::int64_t row, std::int64_t h) {
-    if (fq.empty()) return 1.0f;
-    const std::int64_t b = seq_of_row[static_cast<std::size_t>(row)];
-    return fq[static_cast<std::size_t>(b * c.heads_kv + c.kv_head(h))];
-  };
-  for (std::int64_t row = 0; row < c.total_q(); ++row)
-    for (std::int64_t h = 0; h < c.heads_q; ++h)
-      if (!checked(h))
+  // (Rows in sequence order, as row by row: the draws are the same.)
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (std::int64_t i = 0; i < c.len_q(b); ++i)
+      for (std::int64_t h = 0; h < c.heads_q; ++h) {
+        if (checked(h)) continue;
+        const float f =
+            fq.empty() ? 1.0f : fq[static_cast<std::size_t>(b * c.heads_kv + c.kv_head(h))];
         for (std::int64_t x = 0; x < c.d; ++x)
-          hc.q[(row * c.heads_q + h) * c.d + x] =
-              round_to(t, n01(g) * spread) * slab_descale(row, h);
+          hc.q[(c.row_q(b, i) * c.heads_q + h) * c.d + x] = round_to(t, n01(g) * spread) * f;
+      }
   if (c.heads_kv > 1)
     for (std::int64_t row = 0; row < c.total_k(); ++row)
       for (std::int64_t h = 0; h < c.heads_kv; ++h) {
