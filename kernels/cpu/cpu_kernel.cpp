@@ -29,11 +29,23 @@ using cpu::Scale;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-// Rows longer than this use the two-pass float32 softmax (online normaliser,
-// then exp recomputed and scaled: 2 reads + 1 write) instead of the three-pass
-// one (max; exp stored + summed; scale: 3 reads + 2 writes). Past the caches
-// memory traffic dominates and the extra exp is cheaper than the traffic.
+// float32 rows longer than cpu::row_f32_three_pass_max_n() use the two-pass
+// softmax (online normaliser, then exp recomputed and scaled: 2 reads + 1
+// write) instead of the three-pass one (max; exp stored + summed; scale: 3
+// reads + 2 writes): where the exp is cheap against the memory, past the
+// caches the extra exp costs less than the traffic. Measured per target and
+// vendor (bench/alternate_bench.py, CPU time, minimum of 6 runs): 2^21 on
+// Intel Xeon (Sapphire Rapids class, both targets; the earlier choice, not
+// remeasured) and on AMD EPYC Zen 5 on AVX-512 (two-pass 1681 against 2004
+// us at 2^22, 7379 against 9623 us at 2^24); no limit on Zen 5's AVX2, whose
+// exp costs twice as much (three-pass 2399 against 3279 us at 2^22, 10195
+// against 13120 us at 2^24).
+// Shorter rows do not ask (three_pass_f32). Adaptive rows and float16 rows
+// (which widen into a scratch row) keep 2^21.
 constexpr std::int64_t kThreePassMaxN = std::int64_t{1} << 21;
+bool three_pass_f32(std::int64_t n) {
+  return n <= kThreePassMaxN || n <= cpu::row_f32_three_pass_max_n();
+}
 
 // bfloat16 rows up to cpu::row_bf16_scratch_max_n() store their exps in a
 // float scratch row; longer ones compute exp twice instead (a sum pass, then
@@ -46,8 +58,11 @@ constexpr std::int64_t kThreePassMaxN = std::int64_t{1} << 21;
 // against 198-203 us; at 2^22 scratch loses, 1040 against 830-849 us) and
 // 2^22 on AVX2 (at 2^22: 1574-1579 us scratch against 1991-2034 us).
 
-// bfloat16 rows longer than this (8 MiB of input) use the two-pass form too.
-constexpr std::int64_t kBf16ThreePassMaxN = std::int64_t{1} << 22;
+// bfloat16 rows longer than cpu::row_bf16_three_pass_max_n() use the
+// two-pass form too: Intel 2^22 (8 MiB of input; not remeasured); AMD EPYC
+// Zen 5 no limit, where the online normaliser loses to a range pass and exp
+// twice on both targets (at 2^24: 9075 against 11287 us on AVX2, 4603 against 4939 us on
+// AVX-512).
 
 // Rows are spread over threads only when there are at least two and the batch
 // is big enough to pay for waking the team.
@@ -239,7 +254,7 @@ constexpr float kNoLo = -kInf;  // row minimum not known
 template <class T>
 void softmax_known_max(const T* x, T* y, std::int64_t n, float m, float lo, const Scale& s) {
   if constexpr (std::is_same_v<T, float>) {
-    if (n <= kThreePassMaxN) {
+    if (three_pass_f32(n)) {
       const double S = cpu::row_exp_store_f32(x, y, n, m, lo, s);
       if (std::isfinite(S) && S > 0) {
         const Recip r = recip(S);
@@ -260,7 +275,7 @@ void softmax_known_max(const T* x, T* y, std::int64_t n, float m, float lo, cons
 template <class T>
 void softmax_row(const T* x, T* y, std::int64_t n, const Scale& s) {
   if constexpr (std::is_same_v<T, float>) {
-    if (n <= kThreePassMaxN) {
+    if (three_pass_f32(n)) {
       const auto [lo, m] = range(x, n);
       if (std::isfinite(m)) {
         const double S = cpu::row_exp_store_f32(x, y, n, m, lo, s);
@@ -277,7 +292,7 @@ void softmax_row(const T* x, T* y, std::int64_t n, const Scale& s) {
     }
   }
   if constexpr (std::is_same_v<T, std::uint16_t>)
-    if (n <= kBf16ThreePassMaxN) {
+    if (n <= (std::int64_t{1} << 22) || n <= cpu::row_bf16_three_pass_max_n()) {
       // bfloat16: max; exp stored (float) and summed; scaled and rounded.
       // Longer rows use the online normaliser and recompute exp (below).
       // The exps go to a per-thread float scratch row (<= 16 MiB), so each is

@@ -405,6 +405,25 @@ std::int64_t Bf16ScratchMaxN() {
   return std::int64_t{1} << (amd ? 20 : 18);
 #endif
 }
+// The longest row that takes the three-pass softmax (max; exp stored and
+// summed; scaled) rather than the two-pass one (online normaliser; exp again
+// and scaled), float32 and bfloat16, per target and CPU vendor
+// (cpu_kernel.cpp says what was measured). Only speed changes: both paths
+// round each weight once from the same exps.
+constexpr std::int64_t kNoLimit = std::numeric_limits<std::int64_t>::max();
+std::int64_t F32ThreePassMaxN() {
+  static const bool amd = __builtin_cpu_is("amd");
+#if HWY_TARGET == HWY_AVX2
+  return amd ? kNoLimit : std::int64_t{1} << 21;
+#else
+  (void)amd;
+  return std::int64_t{1} << 21;
+#endif
+}
+std::int64_t Bf16ThreePassMaxN() {
+  static const bool amd = __builtin_cpu_is("amd");
+  return amd ? kNoLimit : std::int64_t{1} << 22;
+}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace sa::kernels::cpu
@@ -427,8 +446,12 @@ HWY_EXPORT(ExpScaleBF16);
 HWY_EXPORT(ScaleToBF16);
 HWY_EXPORT(ScaleF32);
 HWY_EXPORT(Bf16ScratchMaxN);
+HWY_EXPORT(F32ThreePassMaxN);
+HWY_EXPORT(Bf16ThreePassMaxN);
 
 std::int64_t row_bf16_scratch_max_n() { return HWY_DYNAMIC_DISPATCH(Bf16ScratchMaxN)(); }
+std::int64_t row_f32_three_pass_max_n() { return HWY_DYNAMIC_DISPATCH(F32ThreePassMaxN)(); }
+std::int64_t row_bf16_three_pass_max_n() { return HWY_DYNAMIC_DISPATCH(Bf16ThreePassMaxN)(); }
 
 double row_exp_store_f32(const float* x, float* y, std::int64_t n, float m, float lo,
                          const Scale& s) {

@@ -115,6 +115,11 @@ double row_exp_store_bf16(const std::uint16_t* x, float* y, std::int64_t n, floa
 // (row_exp_store_bf16 + row_scale_to_bf16) rather than compute exp twice
 // (row_sum_exp_bf16 + row_exp_scale_bf16), for the dispatched target.
 std::int64_t row_bf16_scratch_max_n();
+// The longest float32 / bfloat16 row that should take the three-pass softmax
+// (range; exps stored or summed; scaled) rather than the online normaliser
+// and a fused exp-and-scale pass, for the dispatched target.
+std::int64_t row_f32_three_pass_max_n();
+std::int64_t row_bf16_three_pass_max_n();
 // y (bfloat16, rounded to nearest even) = (biased e) * 2^-32 * (r_hi + r_lo).
 // normal: as row_scale_f32's.
 void row_scale_to_bf16(const float* e, std::uint16_t* y, std::int64_t n, float r_hi, float r_lo,

@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "cpu_test_support.hpp"
 #include "hwy/targets.h"
@@ -125,12 +126,51 @@ TEST(CpuSoftmax, Bfloat16CorrectlyRounded99PercentAndWithinOneUlp) {
 }
 
 // Long rows take other code paths (cpu_kernel.cpp: float32 three-pass up to
-// 2^21, then online normaliser + recomputed exp; bfloat16 scratch row up to
-// row_bf16_scratch_max_n() (2^18 to 2^22 by target and vendor), then exp
-// twice, then the online normaliser past 2^22: the rows below take each).
-// Same bounds.
+// row_f32_three_pass_max_n(), then online normaliser + recomputed exp;
+// bfloat16 scratch row up to row_bf16_scratch_max_n() (2^18 to 2^22 by target
+// and vendor), then exp twice, then the online normaliser past
+// row_bf16_three_pass_max_n(); both limits by target and vendor, so each row
+// below also runs the two-pass form directly). Same bounds.
 // The longest rows are mostly masked (-inf, exact 0) so that the MPFR
 // reference stays cheap; the finite logits are spread over the whole row.
+// softmax of one row by the online normaliser and the fused exp * 1/S pass
+// (row_ops.hpp), float32 or bfloat16 (x bf16-exact), at temperature 1.
+std::vector<float> two_pass(DType t, const std::vector<float>& x) {
+  namespace cpu = sa::kernels::cpu;
+  const auto n = static_cast<std::int64_t>(x.size());
+  const cpu::Scale s = cpu::Scale::of(1.0);
+  std::vector<float> y(x.size());
+  auto recip = [](double S, float& hi, float& lo) {
+    const double r = 1.0 / S;
+    hi = static_cast<float>(r);
+    lo = static_cast<float>(r - static_cast<double>(hi));
+  };
+  float rh = 0, rl = 0;
+  if (t == DType::float32) {
+    const cpu::RowState st = cpu::row_normaliser_f32(x.data(), n, s);
+    EXPECT_TRUE(st.ok);
+    recip(st.S, rh, rl);
+    cpu::row_exp_scale_f32(x.data(), y.data(), n, st.m, st.lo, s, rh, rl,
+                           cpu::row_weights_normal(st.lo, st.m, s.s, st.S));
+    return y;
+  }
+  std::vector<std::uint16_t> xb(x.size()), yb(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    std::uint32_t b;
+    std::memcpy(&b, &x[i], 4);
+    xb[i] = static_cast<std::uint16_t>(b >> 16);  // x is bf16-exact
+  }
+  const cpu::RowState st = cpu::row_normaliser_bf16(xb.data(), n, s);
+  EXPECT_TRUE(st.ok);
+  recip(st.S, rh, rl);
+  cpu::row_exp_scale_bf16(xb.data(), yb.data(), n, st.m, st.lo, s, rh, rl);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const std::uint32_t b = std::uint32_t{yb[i]} << 16;
+    std::memcpy(&y[i], &b, 4);
+  }
+  return y;
+}
+
 TEST(CpuSoftmax, LongRowPaths) {
   struct Long {
     DType t;
@@ -155,6 +195,18 @@ TEST(CpuSoftmax, LongRowPaths) {
     report(c.t == DType::float32 ? "softmax f32 long masked" : "softmax bf16 long masked", st);
     EXPECT_GT(out[5], 0.0f);  // the finite weights are not trivially 0
     EXPECT_LE(st.max_apart, c.t == DType::float32 ? 2 : 1) << st.worst;
+    // The two-pass form (online normaliser, then the fused exp * 1/S pass),
+    // called directly: the kernel takes it only past a length that depends
+    // on the target and the CPU's vendor (row_f32_three_pass_max_n), which
+    // on some machines is no length at all. Same bounds.
+    const std::vector<float> two = two_pass(c.t, x);
+    UlpStats st2;
+    for (std::int64_t i = 0; i < c.n; ++i)
+      if (x[i] != -kInf || i % 4096 == 0)
+        st2.add(c.t, two[i], ref[i], "two-pass n=" + std::to_string(c.n));
+    report(c.t == DType::float32 ? "softmax f32 two-pass" : "softmax bf16 two-pass", st2);
+    EXPECT_GT(two[5], 0.0f);
+    EXPECT_LE(st2.max_apart, c.t == DType::float32 ? 2 : 1) << st2.worst;
   }
 }
 
