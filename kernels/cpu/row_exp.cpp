@@ -37,8 +37,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 // 2 u (2.5 + 10 H) and T/S <= H.
 // kLive: every (x - m) s of the row is >= -103 (the caller knows the row's
 // minimum), so no lane is dead and the full vectors skip the dead-lane checks
-// (the padded tail never does: its padding is -inf).
-template <class T, class U, bool kT, bool kLive, bool store>
+// (the padded tail never does: its padding is -inf). kSplit: how x - m is
+// split (DiffSplitOf; float32 rows).
+template <class T, class U, bool kT, bool kLive, bool store, int kSplit = kTwoSum>
 double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, double* Tout) {
   constexpr bool kAcc = std::is_same_v<T, float>;
   constexpr bool kFloatS = !kAcc && !kT;
@@ -53,7 +54,7 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
   // e and the argument of one vector (dead lanes: e = 0 when stored).
   auto ev = [&](VF v, VF& h) SA_VEC_LAMBDA {
     VF l;
-    h = Diff<kAcc>(d, v, m, s, l);
+    h = Diff<kAcc, kSplit>(d, v, m, s, l);
     return ExpLive<kAcc, kLive>(d, tab, h, l);
   };
   // T's factor: the argument, clamped where a dead lane has e = 0.
@@ -115,7 +116,7 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
   // Leftover vectors and the padded tail: with the dead-lane checks.
   auto one = [&](VF v, U* out) SA_VEC_LAMBDA {
     VF l;
-    const VF h = Diff<kAcc>(d, v, m, s, l);
+    const VF h = Diff<kAcc, kSplit>(d, v, m, s, l);
     const VF e = ExpLive<kAcc>(d, tab, h, l);
     if constexpr (store) StoreF(d, e, out);
     AccD(a0, a1, e);
@@ -140,6 +141,17 @@ inline bool RowLive(float lo, float m, const Scale& s) {
 template <class T, class U, bool kT = false>
 double ExpStoreRow(const T* x, U* y, std::int64_t n, float m, float lo, const Scale& s, bool store,
                    double* Tout = nullptr) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (RowLive(lo, m, s)) {
+      const int split = DiffSplitOf(lo, m);
+      if (split == kMFirst)
+        return store ? ExpStore<T, U, kT, true, true, kMFirst>(x, y, n, m, s, Tout)
+                     : ExpStore<T, U, kT, true, false, kMFirst>(x, y, n, m, s, Tout);
+      if (split == kXFirst)
+        return store ? ExpStore<T, U, kT, true, true, kXFirst>(x, y, n, m, s, Tout)
+                     : ExpStore<T, U, kT, true, false, kXFirst>(x, y, n, m, s, Tout);
+    }
+  }
   if (store)
     return RowLive(lo, m, s) ? ExpStore<T, U, kT, true, true>(x, y, n, m, s, Tout)
                              : ExpStore<T, U, kT, false, true>(x, y, n, m, s, Tout);
@@ -251,7 +263,7 @@ void ScaleToBF16(const float* e, std::uint16_t* y, std::int64_t n, float rhf, fl
 // lane is dead, and no vector needs a check. Otherwise vectors with a dead
 // lane or a result below the normal range (or NaN) take the unfused path:
 // ExpLive (biased), MulR, ScaleDown96 (correct subnormal rounding).
-template <class T, bool kLive, bool kNormal = false>
+template <class T, bool kLive, bool kNormal = false, int kSplit = kTwoSum>
 void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, float rhf,
               float rlf) {
   constexpr bool kAcc = std::is_same_v<T, float>;
@@ -299,7 +311,7 @@ void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, fl
   auto val = [&](VF v, auto live) SA_VEC_LAMBDA -> VF {
     constexpr bool kL = decltype(live)::value;
     VF l;
-    const VF h = Diff<kAcc>(d, v, m, s, l);
+    const VF h = Diff<kAcc, kSplit>(d, v, m, s, l);
     if constexpr (kAcc) {
       return MulR < kL && kNormal > (ExpLive<kAcc, kL>(d, tab, h, l), rh, rl);
     } else {
@@ -371,6 +383,22 @@ double SumRestBF16(const std::uint16_t* x, std::int64_t n, float m, const Scale&
 void ExpScaleF32(const float* x, float* y, std::int64_t n, float m, float lo, const Scale& s,
                  float rh, float rl, bool normal) {
   if (RowLive(lo, m, s)) {
+    switch (DiffSplitOf(lo, m)) {
+      case kMFirst:
+        if (normal)
+          ExpScale<float, true, true, kMFirst>(x, y, n, m, s, rh, rl);
+        else
+          ExpScale<float, true, false, kMFirst>(x, y, n, m, s, rh, rl);
+        return;
+      case kXFirst:
+        if (normal)
+          ExpScale<float, true, true, kXFirst>(x, y, n, m, s, rh, rl);
+        else
+          ExpScale<float, true, false, kXFirst>(x, y, n, m, s, rh, rl);
+        return;
+      default:
+        break;
+    }
     if (normal)
       ExpScale<float, true, true>(x, y, n, m, s, rh, rl);
     else

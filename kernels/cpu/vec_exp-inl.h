@@ -11,6 +11,7 @@
 #define SA_KERNELS_CPU_VEC_EXP_INL_H_
 #endif
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -54,17 +55,43 @@ HWY_INLINE ScaleV ScaleVOf(DF d, const Scale& s) {
   return {hn::Set(d, s.hi), hn::Set(d, s.lo), s.unit};
 }
 
+// How Diff splits x - m into its rounding hi and the exact error lo. All
+// three give the same pair (lo is the unique exact remainder), so the same
+// bits downstream; the row's range [lo, m] says which may be used
+// (DiffSplitOf):
+// - kTwoSum: Knuth's TwoSum, any x and m (5 operations after hi);
+// - kMFirst: Fast2Sum with -m as the first operand, lo = x - (hi + m)
+//   (2 operations): exact when no x has a larger exponent than m (Dekker's
+//   condition; m = 0 is exact as well);
+// - kXFirst: Fast2Sum with x first, lo = (x - hi) - m: exact when m <= 0,
+//   so that every |x| >= |m|.
+enum DiffSplit : int { kTwoSum = 0, kMFirst = 1, kXFirst = 2 };
+// The cheapest exact split for a row with finite maximum m and minimum lo
+// (-inf or NaN: not known). |x| <= max(|lo|, m) for every x of the row, so
+// ilogb(lo) <= ilogb(m) puts every exponent at or below m's.
+inline int DiffSplitOf(float lo, float m) {
+  if (m <= 0.0f) return kXFirst;
+  if (lo == lo && lo > -std::numeric_limits<float>::infinity() &&
+      (lo == 0.0f || std::ilogb(lo) <= std::ilogb(m)))
+    return kMFirst;
+  return kTwoSum;
+}
+
 // (x - m) * s as an unevaluated sum dh + dl. kAcc: x - m is split exactly
-// (TwoSum, Knuth) and the product keeps its rounding error (ProdErr: an FMA,
+// (kSplit, above) and the product keeps its rounding error (ProdErr: an FMA,
 // or Dekker's product where the target has no FMA), so dh + dl is within
 // ~2^-47 relative of the exact value. Without kAcc (bfloat16, whose 8-bit
 // inputs subtract exactly in float unless their exponents differ by more than
 // 16) dl = 0 and the product is rounded once.
-template <bool kAcc>
+template <bool kAcc, int kSplit = kTwoSum>
 HWY_INLINE VF Diff(DF d, VF x, VF m, const ScaleV& s, VF& dl) {
   VF hi = hn::Sub(x, m);
   VF lo = hn::Zero(d);
-  if constexpr (kAcc) {
+  if constexpr (kAcc && kSplit == kMFirst) {
+    lo = hn::Sub(x, hn::Add(hi, m));
+  } else if constexpr (kAcc && kSplit == kXFirst) {
+    lo = hn::Sub(hn::Sub(x, hi), m);
+  } else if constexpr (kAcc) {
     const VF bb = hn::Sub(hi, x);  // ~ -m
     lo = hn::Sub(hn::Sub(x, hn::Sub(hi, bb)), hn::Add(m, bb));
   }

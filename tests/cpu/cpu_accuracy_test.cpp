@@ -27,6 +27,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <limits>
+#include <random>
 
 #include "cpu_test_support.hpp"
 #include "hwy/targets.h"
@@ -224,6 +226,65 @@ UlpStats long_finite_rows(DType t, std::initializer_list<Dist> dists, std::uint6
     for (std::int64_t i = 0; i < n; i += 7) st.add(t, out[i], ref[i], name_of(d));
   }
   return st;
+}
+
+// A row whose minimum lo is known takes the unchecked passes, which split
+// x - m by the cheapest exact form the range allows (Fast2Sum with -m first
+// when no |x| has a larger exponent than m, with x first when m <= 0, else
+// TwoSum: vec_exp-inl.h, DiffSplitOf). Each form gives the same rounding and
+// the same exact error, so every float32 pass must give the same bits as with
+// lo unknown (-inf: the checked passes, TwoSum). The rows select each form,
+// including |x| > m at m's exponent (exact by Dekker's condition, which is on
+// exponents) and the boundary m = 0.
+TEST(CpuSoftmax, KnownMinimumChangesNoBit) {
+  namespace cpu = sa::kernels::cpu;
+  std::mt19937_64 rng(2026);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const float kUnknown = -std::numeric_limits<float>::infinity();
+  int rows = 0;
+  for (int it = 0; it < 600; ++it) {
+    const auto n = static_cast<std::int64_t>(1 + rng() % 700);
+    const double sigma = std::ldexp(1.0, static_cast<int>(rng() % 12) - 5);
+    const double off =
+        (static_cast<int>(rng() % 7) - 3) * std::ldexp(1.0, static_cast<int>(rng() % 10) - 3);
+    std::vector<float> x(static_cast<std::size_t>(n));
+    for (float& v : x) v = static_cast<float>(off + sigma * nd(rng));
+    switch (it % 6) {
+      case 0:  // max 1.5, one logit at -1.9375: the same exponent, larger magnitude
+        for (float& v : x) v = std::clamp(v, -1.9375f, 1.5f);
+        x[0] = 1.5f;
+        x[static_cast<std::size_t>(n - 1)] = -1.9375f;
+        break;
+      case 1:  // max exactly 0
+        for (float& v : x) v = std::min(v, 0.0f);
+        x[0] = 0.0f;
+        break;
+      default:
+        break;
+    }
+    const cpu::Scale s = cpu::Scale::of(it % 3 == 0 ? 1.0 : 0.3 + (rng() % 1000) / 300.0);
+    float lo, m;
+    cpu::row_range_f32(x.data(), n, &lo, &m);
+    std::vector<float> a(x.size()), b(x.size());
+    const double Sa = cpu::row_exp_store_f32(x.data(), a.data(), n, m, lo, s);
+    const double Sb = cpu::row_exp_store_f32(x.data(), b.data(), n, m, kUnknown, s);
+    ASSERT_EQ(Sa, Sb) << "row " << it;
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "row " << it;
+    double Ta = 0, Tb = 0;
+    ASSERT_EQ(cpu::row_sum_exp_T_f32(x.data(), n, m, lo, s, &Ta),
+              cpu::row_sum_exp_T_f32(x.data(), n, m, kUnknown, s, &Tb));
+    ASSERT_EQ(Ta, Tb) << "row " << it;
+    ASSERT_EQ(cpu::row_sum_exp_f32(x.data(), n, m, lo, s),
+              cpu::row_sum_exp_f32(x.data(), n, m, kUnknown, s));
+    const double r = 1.0 / Sa;
+    const float rh = static_cast<float>(r), rl = static_cast<float>(r - rh);
+    cpu::row_exp_scale_f32(x.data(), a.data(), n, m, lo, s, rh, rl,
+                           cpu::row_weights_normal(lo, m, s.s, Sa));
+    cpu::row_exp_scale_f32(x.data(), b.data(), n, m, kUnknown, s, rh, rl, false);
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "row " << it;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 600);
 }
 
 // Float32 rows past the caches (three-pass path).
@@ -486,11 +547,12 @@ RC_GTEST_PROP(CpuEntropyProperty, Float32WithinBound, ()) {
 }
 
 // ---------------------------------------------------------------- x - max split
-// float32 rows form x - max exactly as hi + lo (TwoSum); a lost lo shows up
-// as the ~17 ulp floor of a rounded x - max. Rows whose differences are
-// mostly inexact, of three shapes (all negative over several binades; a
-// positive max with the min in its binade; a min past it), are held to the
-// 2 ulp claim.
+// float32 rows form x - max exactly as hi + lo (TwoSum, or Fast2Sum where the
+// row's range allows it: KnownMinimumChangesNoBit); a lost lo shows up as the
+// ~17 ulp floor of a rounded x - max. Rows whose differences are mostly
+// inexact, of three shapes (all negative over several binades: Fast2Sum with
+// x first; a positive max with the min in its binade: with -max first; a min
+// past it: TwoSum), are held to the 2 ulp claim.
 TEST(CpuSoftmax, ExactSplitOfXMinusMax) {
   struct Row {
     const char* what;
