@@ -100,7 +100,13 @@ sa_status check_rows(const char* op, sa_dtype t, const sa_rows* shape, const voi
                      const void* out, bool has_out) {
   g_error.clear();
   if (sa_status s = check_dtype(t); s != SA_OK) return s;
-  const std::string o = std::string(op) + ": ";
+  // The operation's name leads each message; built only when one is needed
+  // (a valid call pays no string work).
+  struct Op {
+    const char* name;
+    std::string operator+(const std::string& m) const { return std::string(name) + ": " + m; }
+    std::string operator+(const char* m) const { return std::string(name) + ": " + m; }
+  } o{op};
   if (!shape) return fail(SA_INVALID_ARGUMENT, o + "shape is NULL");
   if (shape->rows < 0)
     return fail(SA_INVALID_ARGUMENT,

@@ -152,7 +152,9 @@ void row_exp_scale_f32(const float* x, float* y, std::int64_t n, float m, float 
 // Whether every weight exp((x_i - m) s) / S of a row with minimum lo (raw;
 // -inf or NaN: no) is a normal float with margin: (lo - m) s - log S >= -86
 // (e^-86 > 2^-124, so neither the exp's nor the product's rounding can
-// take a weight below 2^-126).
+// take a weight below 2^-126). log S is bounded above through S's binary
+// exponent, so a row within ln 2 of the margin may answer false (slower,
+// same bits).
 bool row_weights_normal(float lo, float m, double s, double S);
 void row_exp_scale_bf16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m, float lo,
                         const Scale& s, float r_hi, float r_lo);

@@ -287,7 +287,14 @@ Scale Scale::of(double s) {
 }
 
 bool row_weights_normal(float lo, float m, double s, double S) {
-  const double t = (static_cast<double>(lo) - static_cast<double>(m)) * s - std::log(S);
+  // log S < e ln 2 for S < 2^e (frexp), so the test below is the stated one
+  // or stricter (a row within ln 2 of the margin takes the checked path);
+  // no log on the way of every row.
+  if (!(S > 0) || !std::isfinite(S)) return false;
+  int e = 0;
+  std::frexp(S, &e);
+  const double t = (static_cast<double>(lo) - static_cast<double>(m)) * s -
+                   static_cast<double>(e) * 0.6931471805599453;
   return t >= -86.0;  // false for NaN and -inf
 }
 

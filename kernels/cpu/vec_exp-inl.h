@@ -11,7 +11,6 @@
 #define SA_KERNELS_CPU_VEC_EXP_INL_H_
 #endif
 
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -68,13 +67,17 @@ HWY_INLINE ScaleV ScaleVOf(DF d, const Scale& s) {
 enum DiffSplit : int { kTwoSum = 0, kMFirst = 1, kXFirst = 2 };
 // The cheapest exact split for a row with finite maximum m and minimum lo
 // (-inf or NaN: not known). |x| <= max(|lo|, m) for every x of the row, so
-// ilogb(lo) <= ilogb(m) puts every exponent at or below m's.
+// an exponent field of lo at most m's puts every exponent at or below m's
+// (m a normal float; a subnormal m takes TwoSum).
 inline int DiffSplitOf(float lo, float m) {
   if (m <= 0.0f) return kXFirst;
-  if (lo == lo && lo > -std::numeric_limits<float>::infinity() &&
-      (lo == 0.0f || std::ilogb(lo) <= std::ilogb(m)))
-    return kMFirst;
-  return kTwoSum;
+  auto field = [](float v) {
+    std::uint32_t b;
+    std::memcpy(&b, &v, sizeof b);
+    return (b >> 23) & 0xffu;  // 0xff: inf or NaN
+  };
+  const std::uint32_t fm = field(m), fl = field(lo);
+  return fm >= 1 && fm < 0xff && fl <= fm ? kMFirst : kTwoSum;
 }
 
 // (x - m) * s as an unevaluated sum dh + dl. kAcc: x - m is split exactly
