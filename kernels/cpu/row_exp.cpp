@@ -436,8 +436,10 @@ std::int64_t Bf16ScratchMaxN() {
 // The longest row that takes the three-pass softmax (max; exp stored and
 // summed; scaled) rather than the two-pass one (online normaliser; exp again
 // and scaled), float32 and bfloat16, per target and CPU vendor
-// (cpu_kernel.cpp says what was measured). Only speed changes: both paths
-// round each weight once from the same exps.
+// (cpu_kernel.cpp says what was measured). Both paths compute the same exps
+// and round each weight once, under the same accuracy claim; their sums S
+// are accumulated differently (the online normaliser rescales), so a weight
+// may differ in its last bit between them.
 constexpr std::int64_t kNoLimit = std::numeric_limits<std::int64_t>::max();
 std::int64_t F32ThreePassMaxN() {
   static const bool amd = __builtin_cpu_is("amd");
