@@ -380,31 +380,25 @@ double SumRestBF16(const std::uint16_t* x, std::int64_t n, float m, const Scale&
                    std::int64_t* k) {
   return SumExpRest(x, n, m, s, k);
 }
+// A live float32 row (RowLive) with the given split of x - m.
+template <int kSplit>
+void ExpScaleLiveF32(const float* x, float* y, std::int64_t n, float m, const Scale& s, float rh,
+                     float rl, bool normal) {
+  if (normal)
+    ExpScale<float, true, true, kSplit>(x, y, n, m, s, rh, rl);
+  else
+    ExpScale<float, true, false, kSplit>(x, y, n, m, s, rh, rl);
+}
 void ExpScaleF32(const float* x, float* y, std::int64_t n, float m, float lo, const Scale& s,
                  float rh, float rl, bool normal) {
-  if (RowLive(lo, m, s)) {
-    switch (DiffSplitOf(lo, m)) {
-      case kMFirst:
-        if (normal)
-          ExpScale<float, true, true, kMFirst>(x, y, n, m, s, rh, rl);
-        else
-          ExpScale<float, true, false, kMFirst>(x, y, n, m, s, rh, rl);
-        return;
-      case kXFirst:
-        if (normal)
-          ExpScale<float, true, true, kXFirst>(x, y, n, m, s, rh, rl);
-        else
-          ExpScale<float, true, false, kXFirst>(x, y, n, m, s, rh, rl);
-        return;
-      default:
-        break;
-    }
-    if (normal)
-      ExpScale<float, true, true>(x, y, n, m, s, rh, rl);
-    else
-      ExpScale<float, true>(x, y, n, m, s, rh, rl);
-  } else {
-    ExpScale<float, false>(x, y, n, m, s, rh, rl);
+  if (!RowLive(lo, m, s)) return ExpScale<float, false>(x, y, n, m, s, rh, rl);
+  switch (DiffSplitOf(lo, m)) {
+    case kMFirst:
+      return ExpScaleLiveF32<kMFirst>(x, y, n, m, s, rh, rl, normal);
+    case kXFirst:
+      return ExpScaleLiveF32<kXFirst>(x, y, n, m, s, rh, rl, normal);
+    default:
+      return ExpScaleLiveF32<kTwoSum>(x, y, n, m, s, rh, rl, normal);
   }
 }
 // Fused bfloat16 fast path for the whole row when its smallest weight
