@@ -37,6 +37,9 @@
 // BM_DecodeOverKvRead/<shape>/<dtype>: decoding (v2 GQA, v2 single query, v1
 //   single query) against a bare read of the same K and V (see the function's
 //   comment); counters ratio (wall) and ratio_cpu.
+// BM_DecodeVariants/<variant>/<dtype>: the same measure on two variants of
+//   the GQA shape: one key/value head per sequence (512 x 4 query heads on
+//   1, same bytes), and 2 sequences x 1024 keys (from the last-level cache).
 //
 // The kernel's raw entry point is called directly (benchmarks may bypass sa::Kernel).
 #include <benchmark/benchmark.h>
@@ -239,6 +242,12 @@ struct AttentionProblem {
       case 5:
         hq = hk = 1, sq = 1, sk = 65536;
         break;
+      case 6:  // layout 4's bytes with one key/value head per sequence
+        batch = 512, hq = 4, hk = 1, sq = 1, sk = 4096;
+        break;
+      case 7:  // layout 4 small enough for the last-level cache (16 MiB of f32 K and V)
+        batch = 2, hq = 32, hk = 8, sq = 1, sk = 1024;
+        break;
       default:
         break;
     }
@@ -360,10 +369,10 @@ std::uint32_t read_words(const std::vector<unsigned char>& buf) {
 
 const char* const kDecodeShapes[] = {"gqa", "single", "v1"};
 
-void BM_DecodeOverKvRead(benchmark::State& st) {
-  const int shape = static_cast<int>(st.range(0));
-  const auto t = static_cast<sa_dtype>(st.range(1));
-  AttentionProblem p(shape == 0 ? 4 : 5, t, 128);
+// shape: 0 gqa, 1 single, 2 v1 (kDecodeShapes); 3 and 4 are
+// BM_DecodeVariants' layouts 6 and 7.
+void DecodeOverKvRead(benchmark::State& st, int shape, sa_dtype t) {
+  AttentionProblem p(shape == 0 ? 4 : shape == 3 ? 6 : shape == 4 ? 7 : 5, t, 128);
   sa_attention_args v1{};
   if (shape == 2) {
     v1.dtype = t;
@@ -406,10 +415,25 @@ void BM_DecodeOverKvRead(benchmark::State& st) {
                                  static_cast<double>(st.iterations()) / tr;
   st.counters["decode_GB_per_s"] = p.kv_bytes * 1e-9 * static_cast<double>(st.iterations()) / td;
   st.counters["threads"] = threads();
-  st.SetLabel(std::string(kDecodeShapes[shape]) + " " +
+  st.SetLabel(std::string(shape < 3    ? kDecodeShapes[shape]
+                          : shape == 3 ? "gqa_one_kv_head"
+                                       : "gqa_in_cache") +
+              " " +
               (t == SA_F32    ? "f32"
                : t == SA_BF16 ? "bf16"
                               : "f16"));
+}
+
+void BM_DecodeOverKvRead(benchmark::State& st) {
+  DecodeOverKvRead(st, static_cast<int>(st.range(0)), static_cast<sa_dtype>(st.range(1)));
+}
+// The GQA decode shape's variants that locate its gap to the bare read
+// (docs/measurements.md): variant 0, the same bytes with one key/value head
+// per sequence (contiguous K rows per head); variant 1, from the last-level
+// cache (the rate of arithmetic and cache together). Run with
+// OMP_NUM_THREADS=1 for one core's rates. Not part of kernel_table.sh.
+void BM_DecodeVariants(benchmark::State& st) {
+  DecodeOverKvRead(st, 3 + static_cast<int>(st.range(0)), static_cast<sa_dtype>(st.range(1)));
 }
 
 // BM_PagedOverContiguousDecode/<dtype>: the GQA decode shape (layout 4: 64
@@ -478,6 +502,13 @@ BENCHMARK(BM_DecodeOverKvRead)
         for (std::int64_t t : {std::int64_t{SA_F32}, std::int64_t{SA_BF16}, std::int64_t{SA_F16}})
           if (shape < 2 || t != SA_F16) b->Args({shape, t});
     })
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(0.5);
+
+BENCHMARK(BM_DecodeVariants)
+    ->ArgNames({"variant", "dtype"})
+    ->ArgsProduct({{0, 1}, {SA_F32, SA_BF16}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->MinTime(0.5);

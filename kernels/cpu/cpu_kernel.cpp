@@ -61,8 +61,12 @@ bool three_pass_f32(std::int64_t n) {
 // bfloat16 rows longer than cpu::row_bf16_three_pass_max_n() use the
 // two-pass form too: Intel 2^22 (8 MiB of input; not remeasured); AMD EPYC
 // Zen 5 no limit, where the online normaliser loses to a range pass and exp
-// twice on both targets (at 2^24: 9075 against 11287 us on AVX2, 4603 against 4939 us on
-// AVX-512).
+// twice on both targets (at 2^24: 9104 against 11306 us on AVX2, 4712
+// against 5059 us on AVX-512). Shorter rows do not ask (three_pass_bf16).
+constexpr std::int64_t kBf16ThreePassMaxN = std::int64_t{1} << 22;
+bool three_pass_bf16(std::int64_t n) {
+  return n <= kBf16ThreePassMaxN || n <= cpu::row_bf16_three_pass_max_n();
+}
 
 // Rows are spread over threads only when there are at least two and the batch
 // is big enough to pay for waking the team.
@@ -298,7 +302,7 @@ void softmax_row(const T* x, T* y, std::int64_t n, const Scale& s) {
     }
   }
   if constexpr (std::is_same_v<T, std::uint16_t>)
-    if (n <= (std::int64_t{1} << 22) || n <= cpu::row_bf16_three_pass_max_n()) {
+    if (three_pass_bf16(n)) {
       // bfloat16: max; exp stored (float) and summed; scaled and rounded.
       // Longer rows use the online normaliser and recompute exp (below).
       // The exps go to a per-thread float scratch row (<= 16 MiB), so each is
