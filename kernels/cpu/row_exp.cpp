@@ -27,6 +27,26 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // ---------------------------------------------------------------- exp passes
+// The smallest float x with (x - m) s >= -103 (every such lane is live in
+// ExpLive's sense, dh >= -104, with margin for the rounding of dh), never
+// -inf (an -inf lane is always dead).
+constexpr float kInf = std::numeric_limits<float>::infinity();
+inline float LiveFloor(float m, const Scale& s) {
+  const double t = static_cast<double>(m) - 103.0 / s.s;
+  float xc = static_cast<float>(t);
+  if (static_cast<double>(xc) < t) xc = std::nextafter(xc, kInf);
+  return std::max(xc, -std::numeric_limits<float>::max());
+}
+// Whether every one of the count (a multiple of the vector length) values
+// from x is >= xc (NaN: no).
+template <class T>
+HWY_INLINE bool BlockLive(DF d, const T* x, std::size_t count, VF xc) {
+  const std::size_t N = hn::Lanes(d);
+  auto ok = hn::Ge(LoadF(d, x), xc);
+  for (std::size_t j = N; j < count; j += N) ok = hn::And(ok, hn::Ge(LoadF(d, x + j), xc));
+  return hn::AllTrue(d, ok);
+}
+
 // y = exp((x - m) s) (biased); returns the double sum of the stored values
 // (and *Tout = sum e (x - m) s when kT). m is the row max, so d <= 0.
 // Sums: S in double lanes per vector. bfloat16 rows (no T) first sum blocks of
@@ -37,10 +57,15 @@ namespace hn = hwy::HWY_NAMESPACE;
 // 2 u (2.5 + 10 H) and T/S <= H.
 // kLive: every (x - m) s of the row is >= -103 (the caller knows the row's
 // minimum), so no lane is dead and the full vectors skip the dead-lane checks
-// (the padded tail never does: its padding is -inf). kSplit: how x - m is
-// split (DiffSplitOf; float32 rows).
+// (the padded tail never does: its padding is -inf). Rows that are not live
+// decide it per block of 16 vectors (BlockLive, every x >= xc = LiveFloor):
+// a wide row usually has only a few dead lanes, and a live block gives its
+// lanes the same bits as the checked path (the checks only touch dead
+// lanes; xc = +inf checks every block). kSplit: how x - m is split
+// (DiffSplitOf; float32 rows).
 template <class T, class U, bool kT, bool kLive, bool store, int kSplit = kTwoSum>
-double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, double* Tout) {
+double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, float xcf,
+                double* Tout) {
   constexpr bool kAcc = std::is_same_v<T, float>;
   constexpr bool kFloatS = !kAcc && !kT;
   const DF d;
@@ -52,19 +77,20 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
   VD a0 = hn::Zero(dd), a1 = hn::Zero(dd), a2 = hn::Zero(dd), a3 = hn::Zero(dd);
   VD t0 = hn::Zero(dd), t1 = hn::Zero(dd), t2 = hn::Zero(dd), t3 = hn::Zero(dd);
   // e and the argument of one vector (dead lanes: e = 0 when stored).
-  auto ev = [&](VF v, VF& h) SA_VEC_LAMBDA {
+  auto ev = [&](VF v, VF& h, auto live) SA_VEC_LAMBDA {
     VF l;
     h = Diff<kAcc, kSplit>(d, v, m, s, l);
-    return ExpLive<kAcc, kLive>(d, tab, h, l);
+    return ExpLive<kAcc, decltype(live)::value>(d, tab, h, l);
   };
   // T's factor: the argument, clamped where a dead lane has e = 0.
-  auto targ = [&](VF h) SA_VEC_LAMBDA {
-    if constexpr (kLive) return h;
+  auto targ = [&](VF h, auto live) SA_VEC_LAMBDA {
+    if constexpr (decltype(live)::value) return h;
     return hn::Max(h, hn::Set(d, -104.0f));
   };
   std::size_t i = 0;
   const std::size_t len = static_cast<std::size_t>(n);
-  while (i + 2 * N <= len) {
+  // Up to 8 pairs of vectors from i, their sums flushed to double at the end.
+  auto block = [&](auto live) SA_VEC_LAMBDA {
     VF f0 = hn::Zero(d), f1 = hn::Zero(d), g0 = hn::Zero(d), g1 = hn::Zero(d);
     for (int b = 0; b < 8 && i + 2 * N <= len; ++b, i += 2 * N) {
       VF h0, h1, v0, v1;
@@ -84,8 +110,8 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
           continue;
         }
       }
-      const VF e0 = ev(v0, h0);
-      const VF e1 = ev(v1, h1);
+      const VF e0 = ev(v0, h0, live);
+      const VF e1 = ev(v1, h1, live);
       if constexpr (store) {
         StoreF(d, e0, y + i);
         StoreF(d, e1, y + i + N);
@@ -100,8 +126,8 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
         AccD2(a0, a1, e0, e1);
       }
       if constexpr (kT) {
-        g0 = hn::MulAdd(e0, targ(h0), g0);
-        g1 = hn::MulAdd(e1, targ(h1), g1);
+        g0 = hn::MulAdd(e0, targ(h0, live), g0);
+        g1 = hn::MulAdd(e1, targ(h1, live), g1);
       }
     }
     if constexpr (kFloatS) {
@@ -111,6 +137,17 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
     if constexpr (kT) {
       AccD(t0, t1, g0);
       AccD(t2, t3, g1);
+    }
+  };
+  if constexpr (kLive) {
+    while (i + 2 * N <= len) block(std::true_type{});
+  } else {
+    const VF xc = hn::Set(d, xcf);
+    while (i + 2 * N <= len) {
+      if (BlockLive(d, x + i, std::min<std::size_t>(16 * N, (len - i) / (2 * N) * (2 * N)), xc))
+        block(std::true_type{});
+      else
+        block(std::false_type{});
     }
   }
   // Leftover vectors and the padded tail: with the dead-lane checks.
@@ -138,25 +175,34 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
 inline bool RowLive(float lo, float m, const Scale& s) {
   return (static_cast<double>(lo) - static_cast<double>(m)) * s.s >= -103.0;
 }
+// ExpStore with the row's liveness and store flag as template arguments.
+template <class T, class U, bool kT, int kSplit>
+double ExpStoreLive(const T* x, U* y, std::int64_t n, float m, const Scale& s, bool store,
+                    bool live, float xc, double* Tout) {
+  if (store)
+    return live ? ExpStore<T, U, kT, true, true, kSplit>(x, y, n, m, s, xc, Tout)
+                : ExpStore<T, U, kT, false, true, kSplit>(x, y, n, m, s, xc, Tout);
+  return live ? ExpStore<T, U, kT, true, false, kSplit>(x, y, n, m, s, xc, Tout)
+              : ExpStore<T, U, kT, false, false, kSplit>(x, y, n, m, s, xc, Tout);
+}
 template <class T, class U, bool kT = false>
 double ExpStoreRow(const T* x, U* y, std::int64_t n, float m, float lo, const Scale& s, bool store,
                    double* Tout = nullptr) {
+  if (checked_forms_only())
+    return ExpStoreLive<T, U, kT, kTwoSum>(x, y, n, m, s, store, false, kInf, Tout);
+  const bool live = RowLive(lo, m, s);
+  const float xc = LiveFloor(m, s);
   if constexpr (std::is_same_v<T, float>) {
-    if (RowLive(lo, m, s)) {
-      const int split = DiffSplitOf(lo, m);
-      if (split == kMFirst)
-        return store ? ExpStore<T, U, kT, true, true, kMFirst>(x, y, n, m, s, Tout)
-                     : ExpStore<T, U, kT, true, false, kMFirst>(x, y, n, m, s, Tout);
-      if (split == kXFirst)
-        return store ? ExpStore<T, U, kT, true, true, kXFirst>(x, y, n, m, s, Tout)
-                     : ExpStore<T, U, kT, true, false, kXFirst>(x, y, n, m, s, Tout);
+    switch (DiffSplitOf(lo, m)) {
+      case kMFirst:
+        return ExpStoreLive<T, U, kT, kMFirst>(x, y, n, m, s, store, live, xc, Tout);
+      case kXFirst:
+        return ExpStoreLive<T, U, kT, kXFirst>(x, y, n, m, s, store, live, xc, Tout);
+      default:
+        break;
     }
   }
-  if (store)
-    return RowLive(lo, m, s) ? ExpStore<T, U, kT, true, true>(x, y, n, m, s, Tout)
-                             : ExpStore<T, U, kT, false, true>(x, y, n, m, s, Tout);
-  return RowLive(lo, m, s) ? ExpStore<T, U, kT, true, false>(x, y, n, m, s, Tout)
-                           : ExpStore<T, U, kT, false, false>(x, y, n, m, s, Tout);
+  return ExpStoreLive<T, U, kT, kTwoSum>(x, y, n, m, s, store, live, xc, Tout);
 }
 
 // Sum of exp((x - m) s) over the elements different from m, and the number k
@@ -190,7 +236,8 @@ double SumExpRest(const T* x, std::int64_t n, float mf, const Scale& scale, std:
   return SumD(hn::Add(a0, a1)) * kTwoM32;
 }
 // kNormal: every weight of the row is a normal float (row_scale_f32's
-// `normal`), so no vector needs ScaleDown96's subnormal check.
+// `normal`) or the multiply rounds subnormal ones (SubnormalsInHardware), so
+// no vector needs ScaleDown96's subnormal check.
 template <bool kNormal>
 void ScaleF32T(float* y, std::int64_t n, float rhf, float rlf) {
   const DF d;
@@ -211,14 +258,14 @@ void ScaleF32T(float* y, std::int64_t n, float rhf, float rlf) {
 }
 
 void ScaleF32(float* y, std::int64_t n, float rhf, float rlf, bool normal) {
-  if (normal)
+  if (normal || SubnormalsInHardware())
     ScaleF32T<true>(y, n, rhf, rlf);
   else
     ScaleF32T<false>(y, n, rhf, rlf);
 }
 
 // y (bfloat16) = e * (r_hi + r_lo), e float (a scratch row of stored exps).
-// kNormal: every weight is a normal float (no subnormal check). Pairs of
+// kNormal: as in ScaleF32T (no subnormal check). Pairs of
 // vectors are rounded and packed together (StoreF2).
 template <bool kNormal>
 void ScaleToBF16T(const float* e, std::uint16_t* y, std::int64_t n, float rhf, float rlf) {
@@ -241,7 +288,7 @@ void ScaleToBF16T(const float* e, std::uint16_t* y, std::int64_t n, float rhf, f
 }
 void ScaleToBF16(const float* e, std::uint16_t* y, std::int64_t n, float rhf, float rlf,
                  bool normal) {
-  if (normal)
+  if (normal || SubnormalsInHardware())
     ScaleToBF16T<true>(e, y, n, rhf, rlf);
   else
     ScaleToBF16T<false>(e, y, n, rhf, rlf);
@@ -265,7 +312,7 @@ void ScaleToBF16(const float* e, std::uint16_t* y, std::int64_t n, float rhf, fl
 // ExpLive (biased), MulR, ScaleDown96 (correct subnormal rounding).
 template <class T, bool kLive, bool kNormal = false, int kSplit = kTwoSum>
 void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, float rhf,
-              float rlf) {
+              float rlf, float xcf = kInf) {
   constexpr bool kAcc = std::is_same_v<T, float>;
   const DF d;
   const hn::RebindToSigned<DF> di;
@@ -313,7 +360,7 @@ void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, fl
     VF l;
     const VF h = Diff<kAcc, kSplit>(d, v, m, s, l);
     if constexpr (kAcc) {
-      return MulR < kL && kNormal > (ExpLive<kAcc, kL>(d, tab, h, l), rh, rl);
+      return MulR<kNormal>(ExpLive<kAcc, kL>(d, tab, h, l), rh, rl);
     } else {
       VF k;
       VI e23;
@@ -333,11 +380,26 @@ void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, fl
   };
   std::size_t i = 0;
   const std::size_t len = static_cast<std::size_t>(n);
-  for (; i + 2 * N <= len; i += 2 * N) {
-    VF v0, v1;
-    LoadF2Blocked(d, x + i, v0, v1);
-    constexpr std::bool_constant<kLive> live;
-    StoreF2Blocked(d, val(v0, live), val(v1, live), y + i);
+  // Up to 8 pairs of vectors from i (float32 rows that are not live decide
+  // liveness per block, as ExpStore does).
+  auto block = [&](auto live) SA_VEC_LAMBDA {
+    for (int b = 0; b < 8 && i + 2 * N <= len; ++b, i += 2 * N) {
+      VF v0, v1;
+      LoadF2Blocked(d, x + i, v0, v1);
+      StoreF2Blocked(d, val(v0, live), val(v1, live), y + i);
+    }
+  };
+  if constexpr (kLive || !kAcc) {
+    (void)xcf;
+    while (i + 2 * N <= len) block(std::bool_constant<kLive>{});
+  } else {
+    const VF xc = hn::Set(d, xcf);
+    while (i + 2 * N <= len) {
+      if (BlockLive(d, x + i, std::min<std::size_t>(16 * N, (len - i) / (2 * N) * (2 * N)), xc))
+        block(std::true_type{});
+      else
+        block(std::false_type{});
+    }
   }
   // The leftover vector and the padded tail (-inf padding: dead lanes).
   for (; i + N <= len; i += N) StoreF(d, val(LoadF(d, x + i), std::false_type{}), y + i);
@@ -391,7 +453,13 @@ void ExpScaleLiveF32(const float* x, float* y, std::int64_t n, float m, const Sc
 }
 void ExpScaleF32(const float* x, float* y, std::int64_t n, float m, float lo, const Scale& s,
                  float rh, float rl, bool normal) {
-  if (!RowLive(lo, m, s)) return ExpScale<float, false>(x, y, n, m, s, rh, rl);
+  if (checked_forms_only()) return ExpScale<float, false>(x, y, n, m, s, rh, rl);
+  normal = normal || SubnormalsInHardware();
+  if (!RowLive(lo, m, s)) {
+    const float xc = LiveFloor(m, s);
+    return normal ? ExpScale<float, false, true>(x, y, n, m, s, rh, rl, xc)
+                  : ExpScale<float, false>(x, y, n, m, s, rh, rl, xc);
+  }
   switch (DiffSplitOf(lo, m)) {
     case kMFirst:
       return ExpScaleLiveF32<kMFirst>(x, y, n, m, s, rh, rl, normal);

@@ -103,7 +103,7 @@ void ScaleToF16T(const float* e, std::uint16_t* y, std::int64_t n, float rhf, fl
 }
 void ScaleToF16(const float* e, std::uint16_t* y, std::int64_t n, float rhf, float rlf,
                 bool normal) {
-  if (normal)
+  if (normal || SubnormalsInHardware())
     ScaleToF16T<true>(e, y, n, rhf, rlf);
   else
     ScaleToF16T<false>(e, y, n, rhf, rlf);

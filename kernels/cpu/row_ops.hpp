@@ -156,6 +156,13 @@ void row_exp_scale_f32(const float* x, float* y, std::int64_t n, float m, float 
 // exponent, so a row within ln 2 of the margin may answer false (slower,
 // same bits).
 bool row_weights_normal(float lo, float m, double s, double S);
+
+// Tests only: while on, every float32 exp pass takes its checked form (the
+// dead-lane checks on every vector, TwoSum for x - m, ScaleDown96 for every
+// product), the reference its faster forms are held to bit for bit
+// (KnownMinimumChangesNoBit). Off by default; not for concurrent callers.
+void set_checked_forms_only(bool on);
+bool checked_forms_only();
 void row_exp_scale_bf16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m, float lo,
                         const Scale& s, float r_hi, float r_lo);
 

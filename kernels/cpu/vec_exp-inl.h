@@ -18,6 +18,9 @@
 
 #include "hwy/highway.h"
 #include "kernels/cpu/vec_types-inl.h"
+#if HWY_ARCH_X86
+#include <xmmintrin.h>  // _mm_getcsr
+#endif
 
 HWY_BEFORE_NAMESPACE();
 namespace sa::kernels::cpu {
@@ -522,6 +525,25 @@ HWY_INLINE VF MulR(VF e, VF rh, VF rl) {
 #endif
   if constexpr (kNormal) return hn::Mul(q, hn::Set(DF(), 1.2621774483536189e-29f));  // 2^-96
   return ScaleDown96(DF(), q);
+}
+
+// Whether MulR<true> may be used on rows with subnormal weights: q 2^-96
+// rounded by the multiply itself (IEEE round to nearest even) is ScaleDown96's
+// result, bit for bit, unless the caller changed MXCSR's rounding control or
+// set flush-to-zero. The question is only speed: on an AMD Zen 5 a multiply
+// whose 8 products are all subnormal costs about 2 cycles more per vector
+// (docs/measurements.md), less than ScaleDown96's per-vector check, whose
+// branch mispredicts on rows where a few percent of the weights are
+// subnormal; other vendors keep the integer rounding (the assist an x86 core
+// may take per subnormal product is not measured here).
+HWY_INLINE bool SubnormalsInHardware() {
+#if HWY_ARCH_X86
+  static const bool amd = __builtin_cpu_is("amd");
+  return amd && (_mm_getcsr() & 0xE000u) == 0 &&  // RC = nearest, FTZ off
+         !checked_forms_only();
+#else
+  return false;
+#endif
 }
 constexpr float kTwo64 = 18446744073709551616.0f;  // 2^64
 }  // namespace HWY_NAMESPACE

@@ -228,31 +228,38 @@ UlpStats long_finite_rows(DType t, std::initializer_list<Dist> dists, std::uint6
   return st;
 }
 
-// A row whose minimum lo is known takes the unchecked passes, which split
-// x - m by the cheapest exact form the range allows (Fast2Sum with -m first
-// when no |x| has a larger exponent than m, with x first when m <= 0, else
-// TwoSum: vec_exp-inl.h, DiffSplitOf). Each form gives the same rounding and
-// the same exact error, so every float32 pass must give the same bits as with
-// lo unknown (-inf: the checked passes, TwoSum). The rows select each form,
-// including |x| > m at m's exponent (exact by Dekker's condition, which is on
-// exponents) and the boundary m = 0.
+// The float32 exp passes' fast forms against their checked forms
+// (cpu::set_checked_forms_only: dead-lane checks on every vector, TwoSum,
+// ScaleDown96 for every product), which must give the same bits:
+// - a row whose minimum lo is known splits x - m by the cheapest exact form
+//   its range allows (Fast2Sum with -m first when no |x| has a larger
+//   exponent than m, with x first when m <= 0, else TwoSum: vec_exp-inl.h,
+//   DiffSplitOf); each form gives the same rounding and the same exact error.
+//   The rows select each form, including |x| > m at m's exponent (exact by
+//   Dekker's condition, which is on exponents) and the boundary m = 0;
+// - a wide row (some (x - m) s < -103, an exact 0 weight) skips the checks
+//   on blocks without such a lane (row_exp.cpp, BlockLive);
+// - where the multiply rounds subnormal weights itself (SubnormalsInHardware,
+//   AMD), it replaces ScaleDown96's integer rounding.
 TEST(CpuSoftmax, KnownMinimumChangesNoBit) {
   namespace cpu = sa::kernels::cpu;
   std::mt19937_64 rng(2026);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  const float kUnknown = -std::numeric_limits<float>::infinity();
   // Live rows per form, classified here by ilogb (the kernel reads exponent
-  // fields): -max first, x first, TwoSum. Each must be drawn, or the
-  // comparison says nothing about it.
-  int forms[3] = {0, 0, 0};
-  for (int it = 0; it < 600; ++it) {
-    const auto n = static_cast<std::int64_t>(1 + rng() % 700);
+  // fields): -max first, x first, TwoSum; then wide rows, and rows with a
+  // subnormal weight. Each must be drawn, or the comparison says nothing
+  // about it.
+  int forms[5] = {0, 0, 0, 0, 0};
+  for (int it = 0; it < 700; ++it) {
+    const int shape = it % 7;
+    const auto n = static_cast<std::int64_t>(shape >= 5 ? 600 + rng() % 1500 : 1 + rng() % 700);
     const double sigma = std::ldexp(1.0, static_cast<int>(rng() % 12) - 5);
     const double off =
         (static_cast<int>(rng() % 7) - 3) * std::ldexp(1.0, static_cast<int>(rng() % 10) - 3);
     std::vector<float> x(static_cast<std::size_t>(n));
     for (float& v : x) v = static_cast<float>(off + sigma * nd(rng));
-    switch (it % 6) {
+    const float top = *std::max_element(x.begin(), x.end());
+    switch (shape) {
       case 0:  // max 1.5, one logit at -1.9375: the same exponent, larger magnitude
         for (float& v : x) v = std::clamp(v, -1.9375f, 1.5f);
         x[0] = 1.5f;
@@ -267,34 +274,60 @@ TEST(CpuSoftmax, KnownMinimumChangesNoBit) {
         x[0] = 1.5f;
         x[static_cast<std::size_t>(n - 1)] = -5.0f;
         break;
+      case 5:  // wide: 1 to 4 logits 100 to 115 below the max, in the last 40
+        for (std::uint64_t k = 0, c = 1 + rng() % 4; k < c; ++k)
+          x[static_cast<std::size_t>(n - 1 - static_cast<std::int64_t>(rng() % 40))] =
+              top - static_cast<float>(100 + rng() % 16);
+        break;
+      case 6:  // weights near and below 2^-126: 1 in 16 logits 84 to 101 below the max
+        for (float& v : x)
+          if (rng() % 16 == 0) v = top - static_cast<float>(84 + rng() % 18);
+        break;
       default:
         break;
     }
     const cpu::Scale s = cpu::Scale::of(it % 3 == 0 ? 1.0 : 0.3 + (rng() % 1000) / 300.0);
     float lo, m;
     cpu::row_range_f32(x.data(), n, &lo, &m);
-    std::vector<float> a(x.size()), b(x.size());
-    const double Sa = cpu::row_exp_store_f32(x.data(), a.data(), n, m, lo, s);
-    const double Sb = cpu::row_exp_store_f32(x.data(), b.data(), n, m, kUnknown, s);
-    ASSERT_EQ(Sa, Sb) << "row " << it;
-    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "row " << it;
+    // The fast forms, then the checked ones.
+    std::vector<float> a(x.size()), b(x.size()), c(x.size()), e(x.size());
     double Ta = 0, Tb = 0;
-    ASSERT_EQ(cpu::row_sum_exp_T_f32(x.data(), n, m, lo, s, &Ta),
-              cpu::row_sum_exp_T_f32(x.data(), n, m, kUnknown, s, &Tb));
-    ASSERT_EQ(Ta, Tb) << "row " << it;
-    ASSERT_EQ(cpu::row_sum_exp_f32(x.data(), n, m, lo, s),
-              cpu::row_sum_exp_f32(x.data(), n, m, kUnknown, s));
+    const double Sa = cpu::row_exp_store_f32(x.data(), a.data(), n, m, lo, s);
+    const double Ua = cpu::row_sum_exp_T_f32(x.data(), n, m, lo, s, &Ta);
+    const double Va = cpu::row_sum_exp_f32(x.data(), n, m, lo, s);
     const double r = 1.0 / Sa;
     const float rh = static_cast<float>(r), rl = static_cast<float>(r - rh);
-    cpu::row_exp_scale_f32(x.data(), a.data(), n, m, lo, s, rh, rl,
-                           cpu::row_weights_normal(lo, m, s.s, Sa));
-    cpu::row_exp_scale_f32(x.data(), b.data(), n, m, kUnknown, s, rh, rl, false);
+    const bool normal = cpu::row_weights_normal(lo, m, s.s, Sa);
+    cpu::row_exp_scale_f32(x.data(), c.data(), n, m, lo, s, rh, rl, normal);
+    cpu::row_scale_f32(a.data(), n, rh, rl, normal);
+    cpu::set_checked_forms_only(true);
+    const double Sb = cpu::row_exp_store_f32(x.data(), b.data(), n, m, lo, s);
+    const double Ub = cpu::row_sum_exp_T_f32(x.data(), n, m, lo, s, &Tb);
+    const double Vb = cpu::row_sum_exp_f32(x.data(), n, m, lo, s);
+    cpu::row_exp_scale_f32(x.data(), e.data(), n, m, lo, s, rh, rl, false);
+    cpu::row_scale_f32(b.data(), n, rh, rl, false);
+    cpu::set_checked_forms_only(false);
+    ASSERT_EQ(Sa, Sb) << "row " << it;
+    ASSERT_EQ(Ua, Ub) << "row " << it;
+    ASSERT_EQ(Ta, Tb) << "row " << it;
+    ASSERT_EQ(Va, Vb) << "row " << it;
     ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "row " << it;
+    ASSERT_EQ(std::memcmp(c.data(), e.data(), c.size() * 4), 0) << "row " << it;
+    ASSERT_EQ(std::memcmp(a.data(), c.data(), a.size() * 4), 0) << "row " << it;
     if ((static_cast<double>(lo) - m) * s.s >= -103.0)
       ++forms[m <= 0.0f ? 1 : lo == 0.0f || std::ilogb(lo) <= std::ilogb(m) ? 0 : 2];
+    else if (std::all_of(a.begin(), a.begin() + std::min<std::int64_t>(n, 256),
+                         [](float w) { return w > 0.0f; }))
+      ++forms[3];  // wide, and its first block has no dead lane
+    if (std::any_of(a.begin(), a.end(), [](float w) {
+          return w > 0.0f && w < std::numeric_limits<float>::min();
+        }))
+      ++forms[4];
   }
-  std::printf("[split] live rows: -max first %d, x first %d, TwoSum %d\n", forms[0], forms[1],
-              forms[2]);
+  std::printf(
+      "[split] live rows: -max first %d, x first %d, TwoSum %d; wide rows %d; rows with a "
+      "subnormal weight %d\n",
+      forms[0], forms[1], forms[2], forms[3], forms[4]);
   for (int f : forms) EXPECT_GE(f, 30);
 }
 
