@@ -212,6 +212,46 @@ void BM_onednn_softmax_f32(benchmark::State& st) {
 }
 #endif
 
+// ---------------------------------------------------------------- wide rows
+// N(0, sigma^2) rows, range(1) = sigma: at n = 2^20 sigma = 12 puts about 1%
+// of the weights below 2^-126 (subnormal) and a few at exactly 0; sigma = 20,
+// 16% subnormal and 3% zero. Real attention rows after sharpening look like
+// this; the kernel's own figure is the ratio to its N(0, 1) row.
+void BM_cpu_softmax_f32_wide(benchmark::State& st) {
+  const std::int64_t n = st.range(0);
+  const auto x = logits(n, static_cast<float>(st.range(1)));
+  std::vector<float> y(x.size());
+  const sa_rows s = one_row(n);
+  for (auto _ : st) {
+    check(K().softmax(K().ctx, SA_F32, &s, x.data(), y.data()));
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(st, n, 1, 8);
+}
+#ifdef SA_HAVE_DNNL
+void BM_onednn_softmax_f32_wide(benchmark::State& st) {
+  const std::int64_t n = st.range(0);
+  auto x = logits(n, static_cast<float>(st.range(1)));
+  std::vector<float> y(x.size());
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream strm(eng);
+  const dnnl::memory::desc md({1, n}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab);
+  const dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_inference, md, 1);
+  const dnnl::softmax_forward::primitive_desc pd(d, eng);
+  dnnl::softmax_forward prim(pd);
+  dnnl::memory src(md, eng, x.data()), dst(md, eng, y.data());
+  for (auto _ : st) {
+    prim.execute(strm, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+    strm.wait();
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(st, n, 1, 8);
+}
+#endif
+constexpr std::int64_t kWideSigmas[] = {1, 12, 15, 20};
+
 // ---------------------------------------------------------------- adaptive
 void BM_cpu_adaptive_f32(benchmark::State& st) {  // range(1): 1 = beta > 1 rows, 0 = N(0,1)
   const std::int64_t n = st.range(0);
@@ -316,6 +356,14 @@ void register_all() {
       for (std::int64_t sharp : {1, 0}) b->Args({n, sharp});
     b->Unit(benchmark::kMicrosecond);
   };
+  auto wide = [](benchmark::internal::Benchmark* b) {
+    for (std::int64_t n : {65536, 1 << 20})
+      for (std::int64_t sigma : kWideSigmas) b->Args({n, sigma});
+  };
+  benchmark::RegisterBenchmark("softmax_f32_wide/cpu", BM_cpu_softmax_f32_wide)->Apply(wide);
+#ifdef SA_HAVE_DNNL
+  benchmark::RegisterBenchmark("softmax_f32_wide/onednn", BM_onednn_softmax_f32_wide)->Apply(wide);
+#endif
   benchmark::RegisterBenchmark("adaptive_f32/cpu", BM_cpu_adaptive_f32)->Apply(adaptive);
   benchmark::RegisterBenchmark("adaptive_f32/plain_softmax", BM_cpu_softmax_f32_sigma)
       ->Apply(adaptive);
@@ -424,6 +472,16 @@ void print_table(const Collect& c) {
         "adaptive_f32/plain_softmax/" + sn + "/2", "adaptive_f32/plain_softmax/" + sn + "/1",
         "(info)", 1e30, true, c);
   }
+  for (std::int64_t n : {65536, 1 << 20})
+    for (std::int64_t sigma : kWideSigmas) {
+      if (sigma == 1) continue;
+      const std::string sn = std::to_string(n), key = sn + "/" + std::to_string(sigma);
+      row(("  (info) n=" + sn + " N(0," + std::to_string(sigma) + "^2) / N(0,1) rows").c_str(),
+          "softmax_f32_wide/cpu/" + key, "softmax_f32_wide/cpu/" + sn + "/1", "(info)", 1e30, true,
+          c);
+      row(("  (info) n=" + sn + " N(0," + std::to_string(sigma) + "^2): cpu / oneDNN").c_str(),
+          "softmax_f32_wide/cpu/" + key, "softmax_f32_wide/onednn/" + key, "(info)", 1e30, true, c);
+    }
   for (std::int64_t n : {4096, 65536, 1 << 20}) {
     const std::string sn = std::to_string(n);
     row(("streamed entropy n=" + sn + ": (m,S,T) / (m,S)").c_str(),

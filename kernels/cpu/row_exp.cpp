@@ -311,8 +311,8 @@ void ScaleToBF16(const float* e, std::uint16_t* y, std::int64_t n, float rhf, fl
 // lane or a result below the normal range (or NaN) take the unfused path:
 // ExpLive (biased), MulR, ScaleDown96 (correct subnormal rounding).
 template <class T, bool kLive, bool kNormal = false, int kSplit = kTwoSum>
-void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, float rhf,
-              float rlf, float xcf = kInf) {
+void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, float rhf, float rlf,
+              float xcf = kInf) {
   constexpr bool kAcc = std::is_same_v<T, float>;
   const DF d;
   const hn::RebindToSigned<DF> di;

@@ -314,14 +314,37 @@ TEST(CpuSoftmax, KnownMinimumChangesNoBit) {
     ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "row " << it;
     ASSERT_EQ(std::memcmp(c.data(), e.data(), c.size() * 4), 0) << "row " << it;
     ASSERT_EQ(std::memcmp(a.data(), c.data(), a.size() * 4), 0) << "row " << it;
+    // The same row in bfloat16: its exp passes decide dead blocks the same way.
+    std::vector<std::uint16_t> xb(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) xb[i] = sa::bf16_from_float(x[i]);
+    cpu::row_range_bf16(xb.data(), n, &lo, &m);
+    double Tc = 0, Td = 0;
+    std::vector<float> eb(x.size()), ec(x.size());
+    const double Sc = cpu::row_exp_store_bf16(xb.data(), eb.data(), n, m, lo, s);
+    const double Uc = cpu::row_sum_exp_T_bf16(xb.data(), n, m, lo, s, &Tc);
+    const double Wc = cpu::row_sum_exp_bf16(xb.data(), n, m, lo, s);
+    cpu::set_checked_forms_only(true);
+    const double Sd = cpu::row_exp_store_bf16(xb.data(), ec.data(), n, m, lo, s);
+    const double Ud = cpu::row_sum_exp_T_bf16(xb.data(), n, m, lo, s, &Td);
+    const double Wd = cpu::row_sum_exp_bf16(xb.data(), n, m, lo, s);
+    cpu::set_checked_forms_only(false);
+    ASSERT_EQ(Sc, Sd) << "bf16 row " << it;
+    ASSERT_EQ(Uc, Ud) << "bf16 row " << it;
+    ASSERT_EQ(Tc, Td) << "bf16 row " << it;
+    // The plain bfloat16 sum may add an exp unrounded, in the FMA that forms
+    // it (explicitly on live rows; where the compiler contracts the product
+    // into the add on live blocks): an S within its budget of 2^-21
+    // relative (row_exp.cpp), not the same bits.
+    ASSERT_LE(std::abs(Wc - Wd), std::ldexp(Wd, -21)) << "bf16 row " << it;
+    ASSERT_EQ(std::memcmp(eb.data(), ec.data(), eb.size() * 4), 0) << "bf16 row " << it;
+    cpu::row_range_f32(x.data(), n, &lo, &m);
     if ((static_cast<double>(lo) - m) * s.s >= -103.0)
       ++forms[m <= 0.0f ? 1 : lo == 0.0f || std::ilogb(lo) <= std::ilogb(m) ? 0 : 2];
     else if (std::all_of(a.begin(), a.begin() + std::min<std::int64_t>(n, 256),
                          [](float w) { return w > 0.0f; }))
       ++forms[3];  // wide, and its first block has no dead lane
-    if (std::any_of(a.begin(), a.end(), [](float w) {
-          return w > 0.0f && w < std::numeric_limits<float>::min();
-        }))
+    if (std::any_of(a.begin(), a.end(),
+                    [](float w) { return w > 0.0f && w < std::numeric_limits<float>::min(); }))
       ++forms[4];
   }
   std::printf(
