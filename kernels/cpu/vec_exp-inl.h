@@ -133,7 +133,7 @@ HWY_INLINE VF ExpM1Taylor7(DF d, VF r) {
 
 // exp(dh + dl) for dh <= ~0 (every caller subtracts a maximum).
 // - dh < -104 (incl. -inf): exactly 0 (exp(-104) < 2^-150, below half the
-//   smallest subnormal); dh and dl are zeroed there for the caller.
+//   smallest subnormal); dh is zeroed there for the caller (dl may be NaN).
 // - NaN propagates.
 // Reduction k = round(dh log2 e), r = dh - k ln2 (Cody-Waite, two constants,
 // FMA) + dl; exp(r) = 1 + (r + r^2 q(r)), q the Taylor polynomial to degree 7
@@ -413,11 +413,11 @@ HWY_INLINE void ExpPartsBF16(DF d, const ExpTab& tab, VF dh, VF& P, VF& u) {
 // exp(dh + dl) * 2^kExpBias without a branch, for the streaming passes' sums
 // and stores (every live result is a normal float):
 // - dh < -104 (incl. -inf): exactly 0 (exp(-104) < 2^-150, below half the
-//   smallest subnormal), evaluated at dh = -104, dl = 0 to keep the lane
-//   finite. Exact zeros matter: a lane that saw only masked logits must stay
-//   empty (S = 0), and a single live logit must give H = 0 exactly.
-//   kLive: the caller guarantees dh >= -104 in every lane (a row whose
-//   minimum is within range), and these checks are skipped.
+//   smallest subnormal), evaluated at dh = -104 (dl is left as it is: the
+//   lane may go NaN on the way, and is zeroed at the end). Exact zeros matter: a lane that saw only
+//   masked logits must stay empty (S = 0), and a single live logit must give H = 0 exactly. kLive:
+//   the caller guarantees dh >= -104 in every lane (a row whose minimum is within range), and these
+//   checks are skipped.
 // - NaN propagates (the comparison is false for NaN; dh stays NaN, and so do
 //   r and the polynomial, whatever exponent the table path adds).
 // Table targets: the table-driven exp above. Others: the reduction and
@@ -431,7 +431,6 @@ HWY_INLINE VF ExpLive(DF d, const ExpTab& tab, VF dh, VF dl) {
   if constexpr (!kLive) {
     dead = hn::Lt(dh, hn::Set(d, -104.0f));
     dh = hn::IfThenElse(dead, hn::Set(d, -104.0f), dh);
-    if constexpr (kAcc) dl = hn::IfThenZeroElse(dead, dl);
   }
   VF e;
   if constexpr (!kAcc) {
