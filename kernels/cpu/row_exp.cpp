@@ -235,20 +235,23 @@ double SumExpRest(const T* x, std::int64_t n, float mf, const Scale& scale, std:
   *k = count;
   return SumD(hn::Add(a0, a1)) * kTwoM32;
 }
-// kNormal: every weight of the row is a normal float (row_scale_f32's
-// `normal`) or the multiply rounds subnormal ones (SubnormalsInHardware), so
-// no vector needs ScaleDown96's subnormal check.
-template <bool kNormal>
+// kForm (SubForm): kSubNone where every weight of the row is a normal float
+// (row_scale_f32's `normal`), kSubAdaptive otherwise (kSubCheck: the checked
+// form, checked_forms_only). The same bits in every form.
+template <int kForm>
 void ScaleF32T(float* y, std::int64_t n, float rhf, float rlf) {
   const DF d;
   const std::size_t N = hn::Lanes(d);
   const VF rh = hn::Set(d, rhf * kTwo64), rl = hn::Set(d, rlf * kTwo64);
-  std::size_t i = 0;
   const std::size_t len = static_cast<std::size_t>(n);
-  for (; i + 2 * N <= len; i += 2 * N) {
-    hn::StoreU(MulR<kNormal>(hn::LoadU(d, y + i), rh, rl), d, y + i);
-    hn::StoreU(MulR<kNormal>(hn::LoadU(d, y + i + N), rh, rl), d, y + i + N);
-  }
+  std::size_t i = 0;
+  SubBlocks<kForm>(d, i, len, [&](std::size_t end, auto sub, SubTrack& t) SA_VEC_LAMBDA {
+    constexpr int kS = decltype(sub)::value;
+    for (; i < end; i += 2 * N) {
+      hn::StoreU(MulR<kS>(hn::LoadU(d, y + i), rh, rl, &t), d, y + i);
+      hn::StoreU(MulR<kS>(hn::LoadU(d, y + i + N), rh, rl, &t), d, y + i + N);
+    }
+  });
   for (; i + N <= len; i += N) hn::StoreU(MulR(hn::LoadU(d, y + i), rh, rl), d, y + i);
   if (i < len) {
     Tail<float> t(y + i, len - i);
@@ -258,25 +261,32 @@ void ScaleF32T(float* y, std::int64_t n, float rhf, float rlf) {
 }
 
 void ScaleF32(float* y, std::int64_t n, float rhf, float rlf, bool normal) {
-  if (normal || SubnormalsInHardware())
-    ScaleF32T<true>(y, n, rhf, rlf);
-  else
-    ScaleF32T<false>(y, n, rhf, rlf);
+  switch (checked_forms_only() ? kSubCheck : SubFormOf(normal, n)) {
+    case kSubNone:
+      return ScaleF32T<kSubNone>(y, n, rhf, rlf);
+    case kSubAdaptive:
+      return ScaleF32T<kSubAdaptive>(y, n, rhf, rlf);
+    default:
+      return ScaleF32T<kSubCheck>(y, n, rhf, rlf);
+  }
 }
 
 // y (bfloat16) = e * (r_hi + r_lo), e float (a scratch row of stored exps).
-// kNormal: as in ScaleF32T (no subnormal check). Pairs of
-// vectors are rounded and packed together (StoreF2).
-template <bool kNormal>
+// kForm: as in ScaleF32T. Pairs of vectors are rounded and packed together
+// (StoreF2).
+template <int kForm>
 void ScaleToBF16T(const float* e, std::uint16_t* y, std::int64_t n, float rhf, float rlf) {
   const DF d;
   const std::size_t N = hn::Lanes(d);
   const VF rh = hn::Set(d, rhf * kTwo64), rl = hn::Set(d, rlf * kTwo64);
-  std::size_t i = 0;
   const std::size_t len = static_cast<std::size_t>(n);
-  for (; i + 2 * N <= len; i += 2 * N)
-    StoreF2(d, MulR<kNormal>(hn::LoadU(d, e + i), rh, rl),
-            MulR<kNormal>(hn::LoadU(d, e + i + N), rh, rl), y + i);
+  std::size_t i = 0;
+  SubBlocks<kForm>(d, i, len, [&](std::size_t end, auto sub, SubTrack& t) SA_VEC_LAMBDA {
+    constexpr int kS = decltype(sub)::value;
+    for (; i < end; i += 2 * N)
+      StoreF2(d, MulR<kS>(hn::LoadU(d, e + i), rh, rl, &t),
+              MulR<kS>(hn::LoadU(d, e + i + N), rh, rl, &t), y + i);
+  });
   for (; i + N <= len; i += N) StoreF(d, MulR(hn::LoadU(d, e + i), rh, rl), y + i);
   if (i < len) {
     Tail<float> t(e + i, len - i);
@@ -288,10 +298,14 @@ void ScaleToBF16T(const float* e, std::uint16_t* y, std::int64_t n, float rhf, f
 }
 void ScaleToBF16(const float* e, std::uint16_t* y, std::int64_t n, float rhf, float rlf,
                  bool normal) {
-  if (normal || SubnormalsInHardware())
-    ScaleToBF16T<true>(e, y, n, rhf, rlf);
-  else
-    ScaleToBF16T<false>(e, y, n, rhf, rlf);
+  switch (checked_forms_only() ? kSubCheck : SubFormOf(normal, n)) {
+    case kSubNone:
+      return ScaleToBF16T<kSubNone>(e, y, n, rhf, rlf);
+    case kSubAdaptive:
+      return ScaleToBF16T<kSubAdaptive>(e, y, n, rhf, rlf);
+    default:
+      return ScaleToBF16T<kSubCheck>(e, y, n, rhf, rlf);
+  }
 }
 
 // y = exp((x - m) s) / S with 1/S = r_hi + r_lo.
@@ -306,11 +320,16 @@ void ScaleToBF16(const float* e, std::uint16_t* y, std::int64_t n, float rhf, fl
 // product is formed at 2^-32 scale (normal) and the power of two 2^kr is an
 // exact integer add to the exponent: the float value is within ~3 u, so the
 // bf16 rounding is the correct one except within 1.8e-7 relative of a midpoint.
-// kLive (the row's minimum lo is known): every result is a normal float, no
-// lane is dead, and no vector needs a check. Otherwise vectors with a dead
-// lane or a result below the normal range (or NaN) take the unfused path:
-// ExpLive (biased), MulR, ScaleDown96 (correct subnormal rounding).
-template <class T, bool kLive, bool kNormal = false, int kSplit = kTwoSum>
+// bfloat16, kLive (the row's minimum lo is known): every result is a normal
+// float, no lane is dead, and no vector needs a check. Otherwise vectors with
+// a dead lane or a result below the normal range (or NaN) take the unfused
+// path: ExpLive (biased), MulR, ScaleDown96 (correct subnormal rounding).
+// float32: kLive as in ExpStore (RowLive): otherwise a block of 16 vectors
+// with every x >= xc (LiveFloor) skips the dead-lane checks; kSub (SubForm)
+// for the weights: kSubNone where every weight is normal
+// (row_weights_normal), kSubAdaptive or kSubCheck (the checked form, with
+// xc = +inf). The same bits in every form.
+template <class T, bool kLive, int kSub = kSubCheck, int kSplit = kTwoSum>
 void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, float rhf, float rlf,
               float xcf = kInf) {
   constexpr bool kAcc = std::is_same_v<T, float>;
@@ -355,12 +374,12 @@ void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, fl
   };
   // One vector; live: std::bool_constant<kLive> for full vectors, false for
   // the padded tail.
-  auto val = [&](VF v, auto live) SA_VEC_LAMBDA -> VF {
+  auto val = [&](VF v, auto live, auto sub, SubTrack* track) SA_VEC_LAMBDA -> VF {
     constexpr bool kL = decltype(live)::value;
     VF l;
     const VF h = Diff<kAcc, kSplit>(d, v, m, s, l);
     if constexpr (kAcc) {
-      return MulR<kNormal>(ExpLive<kAcc, kL>(d, tab, h, l), rh, rl);
+      return MulR<decltype(sub)::value>(ExpLive<kAcc, kL>(d, tab, h, l), rh, rl, track);
     } else {
       VF k;
       VI e23;
@@ -380,32 +399,37 @@ void ExpScale(const T* x, T* y, std::int64_t n, float mf, const Scale& scale, fl
   };
   std::size_t i = 0;
   const std::size_t len = static_cast<std::size_t>(n);
-  // Up to 8 pairs of vectors from i (float32 rows that are not live decide
-  // liveness per block, as ExpStore does).
-  auto block = [&](auto live) SA_VEC_LAMBDA {
-    for (int b = 0; b < 8 && i + 2 * N <= len; ++b, i += 2 * N) {
+  // The pairs of vectors from i to end.
+  auto pairs = [&](std::size_t end, auto live, auto sub, SubTrack* t) SA_VEC_LAMBDA {
+    for (; i < end; i += 2 * N) {
       VF v0, v1;
       LoadF2Blocked(d, x + i, v0, v1);
-      StoreF2Blocked(d, val(v0, live), val(v1, live), y + i);
+      StoreF2Blocked(d, val(v0, live, sub, t), val(v1, live, sub, t), y + i);
     }
   };
-  if constexpr (kLive || !kAcc) {
+  using Check = std::integral_constant<int, kSubCheck>;
+  if constexpr (!kAcc) {
     (void)xcf;
-    while (i + 2 * N <= len) block(std::bool_constant<kLive>{});
+    pairs(len / (2 * N) * (2 * N), std::bool_constant<kLive>{}, Check{}, nullptr);
   } else {
     const VF xc = hn::Set(d, xcf);
-    while (i + 2 * N <= len) {
-      if (BlockLive(d, x + i, std::min<std::size_t>(16 * N, (len - i) / (2 * N) * (2 * N)), xc))
-        block(std::true_type{});
-      else
-        block(std::false_type{});
-    }
+    SubBlocks<kSub>(d, i, len, [&](std::size_t end, auto sub, SubTrack& t) SA_VEC_LAMBDA {
+      if constexpr (kLive) {
+        pairs(end, std::true_type{}, sub, &t);
+      } else {
+        if (BlockLive(d, x + i, end - i, xc))
+          pairs(end, std::true_type{}, sub, &t);
+        else
+          pairs(end, std::false_type{}, sub, &t);
+      }
+    });
   }
   // The leftover vector and the padded tail (-inf padding: dead lanes).
-  for (; i + N <= len; i += N) StoreF(d, val(LoadF(d, x + i), std::false_type{}), y + i);
+  for (; i + N <= len; i += N)
+    StoreF(d, val(LoadF(d, x + i), std::false_type{}, Check{}, nullptr), y + i);
   if (i < len) {
     Tail<T> t(x + i, len - i);
-    StoreF(d, val(LoadF(d, t.in), std::false_type{}), t.out);
+    StoreF(d, val(LoadF(d, t.in), std::false_type{}, Check{}, nullptr), t.out);
     t.flush(y + i);
   }
 }
@@ -446,19 +470,28 @@ double SumRestBF16(const std::uint16_t* x, std::int64_t n, float m, const Scale&
 template <int kSplit>
 void ExpScaleLiveF32(const float* x, float* y, std::int64_t n, float m, const Scale& s, float rh,
                      float rl, bool normal) {
-  if (normal)
-    ExpScale<float, true, true, kSplit>(x, y, n, m, s, rh, rl);
-  else
-    ExpScale<float, true, false, kSplit>(x, y, n, m, s, rh, rl);
+  switch (SubFormOf(normal, n)) {
+    case kSubNone:
+      return ExpScale<float, true, kSubNone, kSplit>(x, y, n, m, s, rh, rl);
+    case kSubAdaptive:
+      return ExpScale<float, true, kSubAdaptive, kSplit>(x, y, n, m, s, rh, rl);
+    default:
+      return ExpScale<float, true, kSubCheck, kSplit>(x, y, n, m, s, rh, rl);
+  }
 }
 void ExpScaleF32(const float* x, float* y, std::int64_t n, float m, float lo, const Scale& s,
                  float rh, float rl, bool normal) {
   if (checked_forms_only()) return ExpScale<float, false>(x, y, n, m, s, rh, rl);
-  normal = normal || SubnormalsInHardware();
   if (!RowLive(lo, m, s)) {
     const float xc = LiveFloor(m, s);
-    return normal ? ExpScale<float, false, true>(x, y, n, m, s, rh, rl, xc)
-                  : ExpScale<float, false>(x, y, n, m, s, rh, rl, xc);
+    switch (SubFormOf(normal, n)) {
+      case kSubNone:
+        return ExpScale<float, false, kSubNone>(x, y, n, m, s, rh, rl, xc);
+      case kSubAdaptive:
+        return ExpScale<float, false, kSubAdaptive>(x, y, n, m, s, rh, rl, xc);
+      default:
+        return ExpScale<float, false, kSubCheck>(x, y, n, m, s, rh, rl, xc);
+    }
   }
   switch (DiffSplitOf(lo, m)) {
     case kMFirst:

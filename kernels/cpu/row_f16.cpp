@@ -85,14 +85,21 @@ void WidenRangeF16(const std::uint16_t* x, float* y, std::int64_t n, float* lo, 
 
 // y (float16) = e * (r_hi + r_lo) for biased float exps e: MulR (the bits of
 // row_scale_f32) rounded once to float16 (the bits of row_narrow_f16).
-template <bool kNormal>
+template <int kForm>
 void ScaleToF16T(const float* e, std::uint16_t* y, std::int64_t n, float rhf, float rlf) {
   const DF d;
   const std::size_t N = hn::Lanes(d);
   const VF rh = hn::Set(d, rhf * kTwo64), rl = hn::Set(d, rlf * kTwo64);
-  std::size_t i = 0;
   const std::size_t len = static_cast<std::size_t>(n);
-  for (; i + N <= len; i += N) StoreF16(d, MulR<kNormal>(hn::LoadU(d, e + i), rh, rl), y + i);
+  std::size_t i = 0;
+  SubBlocks<kForm>(d, i, len, [&](std::size_t end, auto sub, SubTrack& t) SA_VEC_LAMBDA {
+    constexpr int kS = decltype(sub)::value;
+    for (; i < end; i += 2 * N) {
+      StoreF16(d, MulR<kS>(hn::LoadU(d, e + i), rh, rl, &t), y + i);
+      StoreF16(d, MulR<kS>(hn::LoadU(d, e + i + N), rh, rl, &t), y + i + N);
+    }
+  });
+  for (; i + N <= len; i += N) StoreF16(d, MulR(hn::LoadU(d, e + i), rh, rl), y + i);
   if (i < len) {
     alignas(64) float in[kMaxLanes] = {};
     alignas(64) std::uint16_t out[kMaxLanes];
@@ -103,10 +110,14 @@ void ScaleToF16T(const float* e, std::uint16_t* y, std::int64_t n, float rhf, fl
 }
 void ScaleToF16(const float* e, std::uint16_t* y, std::int64_t n, float rhf, float rlf,
                 bool normal) {
-  if (normal || SubnormalsInHardware())
-    ScaleToF16T<true>(e, y, n, rhf, rlf);
-  else
-    ScaleToF16T<false>(e, y, n, rhf, rlf);
+  switch (checked_forms_only() ? kSubCheck : SubFormOf(normal, n)) {
+    case kSubNone:
+      return ScaleToF16T<kSubNone>(e, y, n, rhf, rlf);
+    case kSubAdaptive:
+      return ScaleToF16T<kSubAdaptive>(e, y, n, rhf, rlf);
+    default:
+      return ScaleToF16T<kSubCheck>(e, y, n, rhf, rlf);
+  }
 }
 
 }  // namespace HWY_NAMESPACE

@@ -11,16 +11,15 @@
 #define SA_KERNELS_CPU_VEC_EXP_INL_H_
 #endif
 
+#include <cmath>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <type_traits>
 
 #include "hwy/highway.h"
 #include "kernels/cpu/vec_types-inl.h"
-#if HWY_ARCH_X86
-#include <xmmintrin.h>  // _mm_getcsr
-#endif
 
 HWY_BEFORE_NAMESPACE();
 namespace sa::kernels::cpu {
@@ -495,11 +494,16 @@ HWY_INLINE VF ExpLive(DF d, const ExpTab& tab, VF dh, VF dl) {
 // mantissa bits: bits(v + 2^23) - bits(2^23) is the subnormal's encoding (or
 // 2^-126's when k = 2^23). Checked against the exact rounding for every
 // normal q below 2^-30.
-HWY_INLINE VF ScaleDown96(DF d, VF q) {
+//
+// ScaleDown96 checks each vector and takes the integer form only where a
+// lane needs it. On rows where a few percent of the weights are subnormal
+// that branch mispredicts, and on a row streamed from memory each
+// mispredict also drops the loads in flight (2^20 weights, 9 % of them
+// subnormal: 4x slower). ScaleDown96Blend computes both forms and blends
+// them (no branch, a few more operations). The same bits either way.
+HWY_INLINE VF ScaleDown96Blend(DF d, VF q) {
   const VF kLow = hn::Set(d, 9.313225746154785e-10f);    // 2^-30: q * 2^-96 >= 2^-126
   const VF kDown = hn::Set(d, 1.2621774483536189e-29f);  // 2^-96
-  if (HWY_LIKELY(hn::AllTrue(d, hn::Or(hn::Ge(q, kLow), hn::Eq(q, hn::Zero(d))))))
-    return hn::Mul(q, kDown);
   const hn::RebindToSigned<DF> di;
   const VF normal = hn::Mul(hn::Max(q, kLow), kDown);
   const VF t = hn::MulAdd(hn::Min(q, kLow), hn::Set(d, 9007199254740992.0f),  // 2^53
@@ -508,41 +512,92 @@ HWY_INLINE VF ScaleDown96(DF d, VF q) {
   return hn::IfThenElse(hn::Lt(q, kLow), sub, normal);
 }
 
+// How a pass brings its products down by 2^-96 (MulR):
+// - kSubCheck: ScaleDown96 (a check per vector);
+// - kSubNone: a multiply, for results the caller knows are normal (or 0);
+// - kSubBlend: ScaleDown96Blend (no branch);
+// - kSubAdaptive (a whole pass, SubTrack): per block of 16 vectors, the
+//   check, or the blend after a block where at least two vectors needed the
+//   integer form, until a block where none did.
+enum SubForm : int { kSubCheck = 0, kSubNone = 1, kSubBlend = 2, kSubAdaptive = 3 };
+// The shortest row whose passes take kSubAdaptive rather than kSubCheck: in a
+// row that fits in L2 a mispredict costs less than the blend's operations
+// (AVX2 on a Zen 5, 2^16 weights, 5 % subnormal: 7.0 us checked, 9.7
+// adaptive), past it the lost loads dominate (2^19: 431 against 101).
+constexpr std::int64_t kSubAdaptiveMinN = std::int64_t{1} << 18;
+HWY_INLINE constexpr int SubFormOf(bool normal, std::int64_t n) {
+  return normal ? kSubNone : n >= kSubAdaptiveMinN ? kSubAdaptive : kSubCheck;
+}
+
+// What a block of kSubAdaptive saw: vectors that took ScaleDown96's integer
+// form (check), or lanes that needed it (blend).
+struct SubTrack {
+  int slow = 0;
+  MF need;
+};
+HWY_INLINE VF ScaleDown96(DF d, VF q, SubTrack* track = nullptr) {
+  const VF kLow = hn::Set(d, 9.313225746154785e-10f);  // 2^-30
+  if (HWY_LIKELY(hn::AllTrue(d, hn::Or(hn::Ge(q, kLow), hn::Eq(q, hn::Zero(d))))))
+    return hn::Mul(q, hn::Set(d, 1.2621774483536189e-29f));  // 2^-96
+  if (track) ++track->slow;
+  return ScaleDown96Blend(d, q);
+}
+
 // p = E * (r_hi + r_lo) for E = exp(d) 2^32: the product is formed as
 // E * (r 2^64) (normal range, one rounding, the small product first) and
-// brought down by 2^-96 (ScaleDown96: exact, or one integer rounding for
-// subnormal weights).
-// kNormal: the caller knows every result is a normal float (or 0), so the
-// scaling by 2^-96 is exact and ScaleDown96's per-vector check is skipped.
-template <bool kNormal = false>
-HWY_INLINE VF MulR(VF e, VF rh, VF rl) {
+// brought down by 2^-96 (exact, or one integer rounding for subnormal
+// weights), in the form kSub says (kSubCheck, kSubNone or kSubBlend); every
+// form gives the same bits. With a track, the form's findings are noted.
+template <int kSub = kSubCheck>
+HWY_INLINE VF MulR(VF e, VF rh, VF rl, SubTrack* track = nullptr) {
 #if HWY_NATIVE_FMA
   const VF q = hn::MulAdd(e, rh, hn::Mul(e, rl));
 #else  // no FMA: p + (err(e rh) + e rl), Dekker's exact error term
   const VF p = hn::Mul(e, rh);
   const VF q = hn::Add(p, hn::Add(ProdErr(DF(), e, rh, p), hn::Mul(e, rl)));
 #endif
-  if constexpr (kNormal) return hn::Mul(q, hn::Set(DF(), 1.2621774483536189e-29f));  // 2^-96
-  return ScaleDown96(DF(), q);
+  const DF d;
+  if constexpr (kSub == kSubNone) {
+    (void)track;
+    return hn::Mul(q, hn::Set(d, 1.2621774483536189e-29f));  // 2^-96
+  } else if constexpr (kSub == kSubBlend) {
+    if (track)
+      track->need = hn::Or(track->need, hn::And(hn::Lt(q, hn::Set(d, 9.313225746154785e-10f)),
+                                                hn::Lt(hn::Zero(d), q)));
+    return ScaleDown96Blend(d, q);
+  } else {
+    return ScaleDown96(d, q, track);
+  }
 }
 
-// Whether MulR<true> may be used on rows with subnormal weights: q 2^-96
-// rounded by the multiply itself (IEEE round to nearest even) is ScaleDown96's
-// result, bit for bit, unless the caller changed MXCSR's rounding control or
-// set flush-to-zero. The question is only speed: on an AMD Zen 5 a multiply
-// whose 8 products are all subnormal costs about 2 cycles more per vector
-// (docs/measurements.md), less than ScaleDown96's per-vector check, whose
-// branch mispredicts on rows where a few percent of the weights are
-// subnormal; other vendors keep the integer rounding (the assist an x86 core
-// may take per subnormal product is not measured here).
-HWY_INLINE bool SubnormalsInHardware() {
-#if HWY_ARCH_X86
-  static const bool amd = __builtin_cpu_is("amd");
-  return amd && (_mm_getcsr() & 0xE000u) == 0 &&  // RC = nearest, FTZ off
-         !checked_forms_only();
-#else
-  return false;
-#endif
+// The blocks of 16 vectors of a pass of kSubAdaptive, from i to len (whole
+// pairs of vectors): block(end, sub, track) handles [i, end) in the form sub
+// (an std::integral_constant<int, SubForm>) and advances i; the form of the
+// next block follows from the track. Other forms: every block in kForm.
+template <int kForm, class Block>
+HWY_INLINE void SubBlocks(DF d, std::size_t& i, std::size_t len, const Block& block) {
+  const std::size_t N = hn::Lanes(d);
+  const std::size_t last = i + (len - std::min(i, len)) / (2 * N) * (2 * N);
+  if constexpr (kForm != kSubAdaptive) {
+    while (i < last) {
+      SubTrack t;
+      block(std::min(last, i + 16 * N), std::integral_constant<int, kForm>{}, t);
+    }
+  } else {
+    bool blend = false;
+    while (i < last) {
+      const std::size_t end = std::min(last, i + 16 * N);
+      SubTrack t;
+      if (blend) {
+        t.need = hn::Lt(hn::Zero(d), hn::Zero(d));  // all false
+        block(end, std::integral_constant<int, kSubBlend>{}, t);
+        blend = !hn::AllFalse(d, t.need);
+      } else {
+        block(end, std::integral_constant<int, kSubCheck>{}, t);
+        blend = t.slow >= 2;
+      }
+    }
+  }
 }
 constexpr float kTwo64 = 18446744073709551616.0f;  // 2^64
 }  // namespace HWY_NAMESPACE

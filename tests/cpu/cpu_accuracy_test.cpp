@@ -29,6 +29,9 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#if defined(__SSE2__)
+#include <xmmintrin.h>  // _mm_getcsr, _mm_setcsr
+#endif
 
 #include "cpu_test_support.hpp"
 #include "hwy/targets.h"
@@ -289,8 +292,15 @@ TEST(CpuSoftmax, KnownMinimumChangesNoBit) {
     const cpu::Scale s = cpu::Scale::of(it % 3 == 0 ? 1.0 : 0.3 + (rng() % 1000) / 300.0);
     float lo, m;
     cpu::row_range_f32(x.data(), n, &lo, &m);
-    // The fast forms, then the checked ones.
+    // The fast forms, then the checked ones. The fast forms run with
+    // flush-to-zero set (x86): a block wrongly taken for one without
+    // subnormal weights then gives 0 where the checked forms, which never
+    // form a subnormal in floating point, give the subnormal.
     std::vector<float> a(x.size()), b(x.size()), c(x.size()), e(x.size());
+#if defined(__SSE2__)
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8000u);
+#endif
     double Ta = 0, Tb = 0;
     const double Sa = cpu::row_exp_store_f32(x.data(), a.data(), n, m, lo, s);
     const double Ua = cpu::row_sum_exp_T_f32(x.data(), n, m, lo, s, &Ta);
@@ -300,6 +310,9 @@ TEST(CpuSoftmax, KnownMinimumChangesNoBit) {
     const bool normal = cpu::row_weights_normal(lo, m, s.s, Sa);
     cpu::row_exp_scale_f32(x.data(), c.data(), n, m, lo, s, rh, rl, normal);
     cpu::row_scale_f32(a.data(), n, rh, rl, normal);
+#if defined(__SSE2__)
+    _mm_setcsr(csr);
+#endif
     cpu::set_checked_forms_only(true);
     const double Sb = cpu::row_exp_store_f32(x.data(), b.data(), n, m, lo, s);
     const double Ub = cpu::row_sum_exp_T_f32(x.data(), n, m, lo, s, &Tb);
@@ -352,6 +365,56 @@ TEST(CpuSoftmax, KnownMinimumChangesNoBit) {
       "subnormal weight %d\n",
       forms[0], forms[1], forms[2], forms[3], forms[4]);
   for (int f : forms) EXPECT_GE(f, 30);
+  // Rows of 2^18 + 37 (the adaptive form of the weights' scaling, from
+  // kSubAdaptiveMinN = 2^18 on): thirds with 1 in 8 weights near or below
+  // 2^-126, none, and again such weights, so the passes switch to the blended
+  // form and back; one row also has dead lanes.
+  for (int wide = 0; wide < 2; ++wide) {
+    const std::int64_t n = (std::int64_t{1} << 18) + 37;
+    std::vector<float> x(static_cast<std::size_t>(n));
+    for (float& v : x) v = nd(rng);
+    x[0] = 6.0f;
+    for (std::int64_t i = 0; i < n; ++i)
+      if ((i < n / 3 || i > 2 * n / 3) && rng() % 8 == 0)
+        x[static_cast<std::size_t>(i)] = 6.0f - static_cast<float>(84 + rng() % (wide ? 30 : 18));
+    const cpu::Scale s = cpu::Scale::of(1.0);
+    float lo, m;
+    cpu::row_range_f32(x.data(), n, &lo, &m);
+    std::vector<float> a(x.size()), b(x.size()), c(x.size()), e(x.size()), ea(x.size());
+    std::vector<std::uint16_t> ha(x.size()), hb(x.size()), fa(x.size()), fb(x.size());
+    const double S = cpu::row_exp_store_f32(x.data(), a.data(), n, m, lo, s);
+    ea = a;
+    const double r = 1.0 / S;
+    const float rh = static_cast<float>(r), rl = static_cast<float>(r - rh);
+    ASSERT_FALSE(cpu::row_weights_normal(lo, m, s.s, S));
+#if defined(__SSE2__)
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8000u);
+#endif
+    cpu::row_exp_scale_f32(x.data(), c.data(), n, m, lo, s, rh, rl, false);
+    cpu::row_scale_to_bf16(ea.data(), ha.data(), n, rh, rl, false);
+    cpu::row_scale_to_f16(ea.data(), fa.data(), n, rh, rl, false);
+    cpu::row_scale_f32(a.data(), n, rh, rl, false);
+#if defined(__SSE2__)
+    _mm_setcsr(csr);
+#endif
+    cpu::set_checked_forms_only(true);
+    b = ea;
+    cpu::row_exp_scale_f32(x.data(), e.data(), n, m, lo, s, rh, rl, false);
+    cpu::row_scale_to_bf16(ea.data(), hb.data(), n, rh, rl, false);
+    cpu::row_scale_to_f16(ea.data(), fb.data(), n, rh, rl, false);
+    cpu::row_scale_f32(b.data(), n, rh, rl, false);
+    cpu::set_checked_forms_only(false);
+    const auto subnormal = std::count_if(a.begin(), a.end(), [](float w) {
+      return w > 0.0f && w < std::numeric_limits<float>::min();
+    });
+    EXPECT_GT(subnormal, n / 50) << "long row " << wide;
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "long row " << wide;
+    EXPECT_EQ(std::memcmp(c.data(), e.data(), c.size() * 4), 0) << "long row " << wide;
+    EXPECT_EQ(std::memcmp(a.data(), c.data(), a.size() * 4), 0) << "long row " << wide;
+    EXPECT_EQ(ha, hb) << "long row " << wide;
+    EXPECT_EQ(fa, fb) << "long row " << wide;
+  }
 }
 
 // Float32 rows past the caches (three-pass path).
