@@ -216,7 +216,8 @@ void BM_onednn_softmax_f32(benchmark::State& st) {
 // N(0, sigma^2) rows, range(1) = sigma: at n = 2^20 sigma = 12 puts about 1%
 // of the weights below 2^-126 (subnormal) and a few at exactly 0; sigma = 20,
 // 16% subnormal and 3% zero. Real attention rows after sharpening look like
-// this; the kernel's own figure is the ratio to its N(0, 1) row.
+// this; the kernel's own figure is the ratio to its N(0, 1) row (float32
+// and bfloat16), and float32 against oneDNN on the same rows.
 void BM_cpu_softmax_f32_wide(benchmark::State& st) {
   const std::int64_t n = st.range(0);
   const auto x = logits(n, static_cast<float>(st.range(1)));
@@ -228,6 +229,18 @@ void BM_cpu_softmax_f32_wide(benchmark::State& st) {
     benchmark::ClobberMemory();
   }
   set_counters(st, n, 1, 8);
+}
+void BM_cpu_softmax_bf16_wide(benchmark::State& st) {
+  const std::int64_t n = st.range(0);
+  const auto x = to_bf16(logits(n, static_cast<float>(st.range(1))));
+  std::vector<std::uint16_t> y(x.size());
+  const sa_rows s = one_row(n);
+  for (auto _ : st) {
+    check(K().softmax(K().ctx, SA_BF16, &s, x.data(), y.data()));
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  set_counters(st, n, 1, 4);
 }
 #ifdef SA_HAVE_DNNL
 void BM_onednn_softmax_f32_wide(benchmark::State& st) {
@@ -361,6 +374,7 @@ void register_all() {
       for (std::int64_t sigma : kWideSigmas) b->Args({n, sigma});
   };
   benchmark::RegisterBenchmark("softmax_f32_wide/cpu", BM_cpu_softmax_f32_wide)->Apply(wide);
+  benchmark::RegisterBenchmark("softmax_bf16_wide/cpu", BM_cpu_softmax_bf16_wide)->Apply(wide);
 #ifdef SA_HAVE_DNNL
   benchmark::RegisterBenchmark("softmax_f32_wide/onednn", BM_onednn_softmax_f32_wide)->Apply(wide);
 #endif
@@ -479,6 +493,9 @@ void print_table(const Collect& c) {
       row(("  (info) n=" + sn + " N(0," + std::to_string(sigma) + "^2) / N(0,1) rows").c_str(),
           "softmax_f32_wide/cpu/" + key, "softmax_f32_wide/cpu/" + sn + "/1", "(info)", 1e30, true,
           c);
+      row(("  (info) n=" + sn + " bf16 N(0," + std::to_string(sigma) + "^2) / N(0,1) rows").c_str(),
+          "softmax_bf16_wide/cpu/" + key, "softmax_bf16_wide/cpu/" + sn + "/1", "(info)", 1e30,
+          true, c);
       row(("  (info) n=" + sn + " N(0," + std::to_string(sigma) + "^2): cpu / oneDNN").c_str(),
           "softmax_f32_wide/cpu/" + key, "softmax_f32_wide/onednn/" + key, "(info)", 1e30, true, c);
     }
