@@ -57,12 +57,14 @@ HWY_INLINE bool BlockLive(DF d, const T* x, std::size_t count, VF xc) {
 // 2 u (2.5 + 10 H) and T/S <= H.
 // kLive: every (x - m) s of the row is >= -103 (the caller knows the row's
 // minimum), so no lane is dead and the full vectors skip the dead-lane checks
-// (the padded tail never does: its padding is -inf). Rows that are not live
-// decide it per block of 16 vectors (BlockLive, every x >= xc = LiveFloor):
-// a wide row usually has only a few dead lanes, and a live block gives its
-// lanes the same bits as the checked path (the checks only touch dead
-// lanes; xc = +inf checks every block). kSplit: how x - m is split
-// (DiffSplitOf; float32 rows).
+// (the padded tail never does: its padding is -inf). Float32 rows that are
+// not live decide it per block of 16 vectors (BlockLive, every x >= xc =
+// LiveFloor): a wide row usually has only a few dead lanes, and a live block
+// gives its lanes the same bits as the checked path (the checks only touch
+// dead lanes; xc = +inf checks every block). bfloat16 rows, whose exp is
+// cheaper, keep the checks on every vector (the block test cost them up to
+// 10 %, docs/measurements.md). kSplit: how x - m is split (DiffSplitOf;
+// float32 rows).
 template <class T, class U, bool kT, bool kLive, bool store, int kSplit = kTwoSum>
 double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, float xcf,
                 double* Tout) {
@@ -141,6 +143,9 @@ double ExpStore(const T* x, U* y, std::int64_t n, float mf, const Scale& scale, 
   };
   if constexpr (kLive) {
     while (i + 2 * N <= len) block(std::true_type{});
+  } else if constexpr (!kAcc) {
+    (void)xcf;
+    while (i + 2 * N <= len) block(std::false_type{});
   } else {
     const VF xc = hn::Set(d, xcf);
     while (i + 2 * N <= len) {
