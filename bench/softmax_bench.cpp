@@ -15,11 +15,11 @@
 //   with sigma chosen so that H ~ 4 and beta > 1 (the full two-softmax path),
 //   and also plain N(0,1) rows (beta = 1 at these sizes: shortcut path).
 // - Subnormals: the kernel keeps gradual underflow (weights below 2^-126 are
-//   correctly rounded subnormals), and x86 cores take microcode assists to
-//   produce and consume them. The beta > 1 rows (H ~ 4 at large n means most
-//   weights are tiny) pay this in the beta-scaled pass; the "(info)" rows
-//   show plain softmax of beta*l against softmax of l. A caller that sets
-//   FTZ/DAZ in MXCSR avoids the cost and gets 0 instead of subnormal weights.
+//   correctly rounded subnormals, formed by integer operations whatever
+//   MXCSR says, so no microcode assist). Rows whose weights reach that range
+//   take checked forms of the passes (kernels/cpu/vec_exp-inl.h, SubForm);
+//   the wide rows (softmax_*_wide) and the beta > 1 rows measure them, and
+//   the "(info)" rows show plain softmax of beta*l against softmax of l.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -265,6 +265,33 @@ void BM_onednn_softmax_f32_wide(benchmark::State& st) {
 #endif
 constexpr std::int64_t kWideSigmas[] = {1, 12, 15, 20};
 
+// The float32 scale pass alone, on the stored exps of an N(0, sigma^2) row
+// (range(1) = sigma), in its checked form (range(2) = 0: ScaleDown96's
+// branch on every vector) and in the form the kernel takes (range(2) = 1:
+// kernels/cpu/vec_exp-inl.h, SubFormOf; the adaptive blocks from 2^18 on).
+// Each iteration first copies the stored exps back (the same copy in both).
+void BM_scale_f32_form(benchmark::State& st) {
+  namespace cpu = sa::kernels::cpu;
+  const std::int64_t n = st.range(0);
+  const auto x = logits(n, static_cast<float>(st.range(1)));
+  float lo = 0, m = 0;
+  cpu::row_range_f32(x.data(), n, &lo, &m);
+  std::vector<float> e(x.size()), y(x.size());
+  const cpu::Scale s = cpu::Scale::of(1.0);
+  const double r = 1.0 / cpu::row_exp_store_f32(x.data(), e.data(), n, m, lo, s);
+  const float rh = static_cast<float>(r), rl = static_cast<float>(r - rh);
+  cpu::set_checked_forms_only(st.range(2) == 0);
+  for (auto _ : st) {
+    std::memcpy(y.data(), e.data(), e.size() * sizeof(float));
+    cpu::row_scale_f32(y.data(), n, rh, rl, false);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  cpu::set_checked_forms_only(false);
+  set_counters(st, n, 1, 8);
+}
+constexpr std::int64_t kFormSizes[] = {1 << 16, 1 << 17, 1 << 18, 1 << 19, 1 << 20};
+
 // ---------------------------------------------------------------- adaptive
 void BM_cpu_adaptive_f32(benchmark::State& st) {  // range(1): 1 = beta > 1 rows, 0 = N(0,1)
   const std::int64_t n = st.range(0);
@@ -375,6 +402,12 @@ void register_all() {
   };
   benchmark::RegisterBenchmark("softmax_f32_wide/cpu", BM_cpu_softmax_f32_wide)->Apply(wide);
   benchmark::RegisterBenchmark("softmax_bf16_wide/cpu", BM_cpu_softmax_bf16_wide)->Apply(wide);
+  benchmark::RegisterBenchmark("scale_f32_form", BM_scale_f32_form)
+      ->Apply([](benchmark::internal::Benchmark* b) {
+        for (std::int64_t n : kFormSizes)
+          for (std::int64_t sigma : {15, 20})
+            for (std::int64_t form : {0, 1}) b->Args({n, sigma, form});
+      });
 #ifdef SA_HAVE_DNNL
   benchmark::RegisterBenchmark("softmax_f32_wide/onednn", BM_onednn_softmax_f32_wide)->Apply(wide);
 #endif
@@ -498,6 +531,14 @@ void print_table(const Collect& c) {
           true, c);
       row(("  (info) n=" + sn + " N(0," + std::to_string(sigma) + "^2): cpu / oneDNN").c_str(),
           "softmax_f32_wide/cpu/" + key, "softmax_f32_wide/onednn/" + key, "(info)", 1e30, true, c);
+    }
+  for (std::int64_t n : kFormSizes)
+    for (std::int64_t sigma : {15, 20}) {
+      const std::string key = std::to_string(n) + "/" + std::to_string(sigma);
+      row(("  (info) scale pass n=" + std::to_string(n) + " N(0," + std::to_string(sigma) +
+           "^2): kernel's form / checked")
+              .c_str(),
+          "scale_f32_form/" + key + "/1", "scale_f32_form/" + key + "/0", "(info)", 1e30, true, c);
     }
   for (std::int64_t n : {4096, 65536, 1 << 20}) {
     const std::string sn = std::to_string(n);

@@ -196,7 +196,7 @@ double ExpStoreRow(const T* x, U* y, std::int64_t n, float m, float lo, const Sc
   if (checked_forms_only())
     return ExpStoreLive<T, U, kT, kTwoSum>(x, y, n, m, s, store, false, kInf, Tout);
   const bool live = RowLive(lo, m, s);
-  const float xc = LiveFloor(m, s);
+  const float xc = live ? kInf : LiveFloor(m, s);  // (live rows never read it)
   if constexpr (std::is_same_v<T, float>) {
     switch (DiffSplitOf(lo, m)) {
       case kMFirst:

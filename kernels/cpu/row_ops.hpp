@@ -51,6 +51,7 @@
 //   arithmetic, and so every bit of the result, is the same.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace sa::kernels::cpu {
@@ -157,12 +158,19 @@ void row_exp_scale_f32(const float* x, float* y, std::int64_t n, float m, float 
 // same bits).
 bool row_weights_normal(float lo, float m, double s, double S);
 
-// Tests only: while on, every float32 exp pass takes its checked form (the
-// dead-lane checks on every vector, TwoSum for x - m, ScaleDown96 for every
-// product), the reference its faster forms are held to bit for bit
-// (KnownMinimumChangesNoBit). Off by default; not for concurrent callers.
+// Tests and benchmarks only: while on, the exp and scale passes take their
+// checked forms (the dead-lane checks on every vector, TwoSum for x - m,
+// ScaleDown96's per-vector check for every weight), the reference the faster
+// forms are held to bit for bit (KnownMinimumChangesNoBit) and measured
+// against (softmax_bench, scale_f32_form). Off by default; not for
+// concurrent callers.
 void set_checked_forms_only(bool on);
-bool checked_forms_only();
+namespace detail {
+extern std::atomic<bool> checked_forms_only;
+}
+inline bool checked_forms_only() {
+  return detail::checked_forms_only.load(std::memory_order_relaxed);
+}
 void row_exp_scale_bf16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m, float lo,
                         const Scale& s, float r_hi, float r_lo);
 

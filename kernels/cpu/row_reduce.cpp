@@ -287,11 +287,12 @@ Scale Scale::of(double s) {
   return r;
 }
 
-namespace {
-std::atomic<bool> g_checked_forms_only{false};
+namespace detail {
+std::atomic<bool> checked_forms_only{false};
 }
-void set_checked_forms_only(bool on) { g_checked_forms_only.store(on, std::memory_order_relaxed); }
-bool checked_forms_only() { return g_checked_forms_only.load(std::memory_order_relaxed); }
+void set_checked_forms_only(bool on) {
+  detail::checked_forms_only.store(on, std::memory_order_relaxed);
+}
 
 bool row_weights_normal(float lo, float m, double s, double S) {
   // log S < e ln 2 for S < 2^e (frexp), so the test below is the stated one
