@@ -499,7 +499,7 @@ HWY_INLINE VF ExpLive(DF d, const ExpTab& tab, VF dh, VF dl) {
 // lane needs it. On rows where a few percent of the weights are subnormal
 // that branch mispredicts, and on a row streamed from memory each
 // mispredict also drops the loads in flight (2^20 weights, 9 % of them
-// subnormal: 4x slower). ScaleDown96Blend computes both forms and blends
+// subnormal: 4.7x the blend on AVX2). ScaleDown96Blend computes both forms and blends
 // them (no branch, a few more operations). The same bits either way.
 HWY_INLINE VF ScaleDown96Blend(DF d, VF q) {
   const VF kLow = hn::Set(d, 9.313225746154785e-10f);    // 2^-30: q * 2^-96 >= 2^-126
@@ -516,15 +516,18 @@ HWY_INLINE VF ScaleDown96Blend(DF d, VF q) {
 // - kSubCheck: ScaleDown96 (a check per vector);
 // - kSubNone: a multiply, for results the caller knows are normal (or 0);
 // - kSubBlend: ScaleDown96Blend (no branch);
-// - kSubAdaptive (a whole pass, SubTrack): per block of 16 vectors, the
+// - kSubAdaptive (a whole pass, SubTrack; rows of kSubAdaptiveMinN or
+//   more): per block of 16 vectors, the
 //   check, or the blend after a block where at least two vectors needed the
 //   integer form, until a block where none did.
 enum SubForm : int { kSubCheck = 0, kSubNone = 1, kSubBlend = 2, kSubAdaptive = 3 };
-// The shortest row whose passes take kSubAdaptive rather than kSubCheck: in a
-// row that fits in L2 a mispredict costs less than the blend's operations
-// (AVX2 on a Zen 5, 2^16 weights, 5 % subnormal: 7.0 us checked, 9.7
-// adaptive), past it the lost loads dominate (2^19: 431 against 101).
-constexpr std::int64_t kSubAdaptiveMinN = std::int64_t{1} << 18;
+// The shortest row whose passes take kSubAdaptive rather than kSubCheck.
+// While the row is in L2 a mispredict costs less than the blend's operations;
+// once it streams from L3 or memory the lost loads dominate. On a Zen 5, the
+// scale pass of an N(0, 15^2) row (5-9 % of its weights subnormal), checked
+// against adaptive (softmax_bench, scale_f32_form): AVX2 2^18: 39.7 against
+// 48.6 us, 2^19: 386.9 against 93.5; AVX-512 2^18: 38.2 against 36.4.
+constexpr std::int64_t kSubAdaptiveMinN = std::int64_t{1} << 19;
 HWY_INLINE constexpr int SubFormOf(bool normal, std::int64_t n) {
   return normal ? kSubNone : n >= kSubAdaptiveMinN ? kSubAdaptive : kSubCheck;
 }

@@ -365,12 +365,12 @@ TEST(CpuSoftmax, KnownMinimumChangesNoBit) {
       "subnormal weight %d\n",
       forms[0], forms[1], forms[2], forms[3], forms[4]);
   for (int f : forms) EXPECT_GE(f, 30);
-  // Rows of 2^18 + 37 (the adaptive form of the weights' scaling, from
-  // kSubAdaptiveMinN = 2^18 on): thirds with 1 in 8 weights near or below
+  // Rows of 2^19 + 37 (the adaptive form of the weights' scaling, from
+  // kSubAdaptiveMinN = 2^19 on): thirds with 1 in 8 weights near or below
   // 2^-126, none, and again such weights, so the passes switch to the blended
   // form and back; one row also has dead lanes.
   for (int wide = 0; wide < 2; ++wide) {
-    const std::int64_t n = (std::int64_t{1} << 18) + 37;
+    const std::int64_t n = (std::int64_t{1} << 19) + 37;
     std::vector<float> x(static_cast<std::size_t>(n));
     for (float& v : x) v = nd(rng);
     x[0] = 6.0f;
