@@ -99,45 +99,35 @@ float sigma_for_beta(std::int64_t n) {
 }
 
 // ---------------------------------------------------------------- softmax
-void BM_cpu_softmax_f32(benchmark::State& st) {
+// One row of N(0, sigma^2) logits in type t through the kernel's softmax.
+void cpu_softmax(benchmark::State& st, sa_dtype t, float sigma) {
   const std::int64_t n = st.range(0);
-  const auto x = logits(n, 1.0f);
-  std::vector<float> y(x.size());
+  const auto x32 = logits(n, sigma);
+  std::vector<float> y32;
+  std::vector<std::uint16_t> x16, y16;
+  const void* in = x32.data();
+  void* out = nullptr;
+  if (t == SA_F32) {
+    y32.resize(x32.size());
+    out = y32.data();
+  } else {
+    x16 = t == SA_BF16 ? to_bf16(x32) : to_f16(x32);
+    y16.resize(x16.size());
+    in = x16.data();
+    out = y16.data();
+  }
   const sa_rows s = one_row(n);
   for (auto _ : st) {
-    check(K().softmax(K().ctx, SA_F32, &s, x.data(), y.data()));
-    benchmark::DoNotOptimize(y.data());
+    check(K().softmax(K().ctx, t, &s, in, out));
+    benchmark::DoNotOptimize(out);
     benchmark::ClobberMemory();
   }
-  set_counters(st, n, 1, 8);
+  set_counters(st, n, 1, t == SA_F32 ? 8 : 4);
 }
-
-void BM_cpu_softmax_bf16(benchmark::State& st) {
-  const std::int64_t n = st.range(0);
-  const auto x = to_bf16(logits(n, 1.0f));
-  std::vector<std::uint16_t> y(x.size());
-  const sa_rows s = one_row(n);
-  for (auto _ : st) {
-    check(K().softmax(K().ctx, SA_BF16, &s, x.data(), y.data()));
-    benchmark::DoNotOptimize(y.data());
-    benchmark::ClobberMemory();
-  }
-  set_counters(st, n, 1, 4);
-}
-
+void BM_cpu_softmax_f32(benchmark::State& st) { cpu_softmax(st, SA_F32, 1.0f); }
+void BM_cpu_softmax_bf16(benchmark::State& st) { cpu_softmax(st, SA_BF16, 1.0f); }
 // float16 rows: widened to float32, the float32 algorithm, rounded once to float16.
-void BM_cpu_softmax_f16(benchmark::State& st) {
-  const std::int64_t n = st.range(0);
-  const auto x = to_f16(logits(n, 1.0f));
-  std::vector<std::uint16_t> y(x.size());
-  const sa_rows s = one_row(n);
-  for (auto _ : st) {
-    check(K().softmax(K().ctx, SA_F16, &s, x.data(), y.data()));
-    benchmark::DoNotOptimize(y.data());
-    benchmark::ClobberMemory();
-  }
-  set_counters(st, n, 1, 4);
-}
+void BM_cpu_softmax_f16(benchmark::State& st) { cpu_softmax(st, SA_F16, 1.0f); }
 
 void BM_eigen_softmax_f32(benchmark::State& st) {
   const std::int64_t n = st.range(0);
@@ -190,9 +180,10 @@ void BM_memory_2pass_f32(benchmark::State& st) {
 }
 
 #ifdef SA_HAVE_DNNL
-void BM_onednn_softmax_f32(benchmark::State& st) {
+// oneDNN's softmax on one row of N(0, sigma^2) logits.
+void onednn_softmax(benchmark::State& st, float sigma) {
   const std::int64_t n = st.range(0);
-  auto x = logits(n, 1.0f);
+  auto x = logits(n, sigma);
   std::vector<float> y(x.size());
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream strm(eng);
@@ -210,6 +201,7 @@ void BM_onednn_softmax_f32(benchmark::State& st) {
   set_counters(st, n, 1, 8);
   st.SetLabel(pd.impl_info_str());
 }
+void BM_onednn_softmax_f32(benchmark::State& st) { onednn_softmax(st, 1.0f); }
 #endif
 
 // ---------------------------------------------------------------- wide rows
@@ -219,48 +211,14 @@ void BM_onednn_softmax_f32(benchmark::State& st) {
 // this; the kernel's own figure is the ratio to its N(0, 1) row (float32
 // and bfloat16), and float32 against oneDNN on the same rows.
 void BM_cpu_softmax_f32_wide(benchmark::State& st) {
-  const std::int64_t n = st.range(0);
-  const auto x = logits(n, static_cast<float>(st.range(1)));
-  std::vector<float> y(x.size());
-  const sa_rows s = one_row(n);
-  for (auto _ : st) {
-    check(K().softmax(K().ctx, SA_F32, &s, x.data(), y.data()));
-    benchmark::DoNotOptimize(y.data());
-    benchmark::ClobberMemory();
-  }
-  set_counters(st, n, 1, 8);
+  cpu_softmax(st, SA_F32, static_cast<float>(st.range(1)));
 }
 void BM_cpu_softmax_bf16_wide(benchmark::State& st) {
-  const std::int64_t n = st.range(0);
-  const auto x = to_bf16(logits(n, static_cast<float>(st.range(1))));
-  std::vector<std::uint16_t> y(x.size());
-  const sa_rows s = one_row(n);
-  for (auto _ : st) {
-    check(K().softmax(K().ctx, SA_BF16, &s, x.data(), y.data()));
-    benchmark::DoNotOptimize(y.data());
-    benchmark::ClobberMemory();
-  }
-  set_counters(st, n, 1, 4);
+  cpu_softmax(st, SA_BF16, static_cast<float>(st.range(1)));
 }
 #ifdef SA_HAVE_DNNL
 void BM_onednn_softmax_f32_wide(benchmark::State& st) {
-  const std::int64_t n = st.range(0);
-  auto x = logits(n, static_cast<float>(st.range(1)));
-  std::vector<float> y(x.size());
-  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  dnnl::stream strm(eng);
-  const dnnl::memory::desc md({1, n}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab);
-  const dnnl::softmax_forward::desc d(dnnl::prop_kind::forward_inference, md, 1);
-  const dnnl::softmax_forward::primitive_desc pd(d, eng);
-  dnnl::softmax_forward prim(pd);
-  dnnl::memory src(md, eng, x.data()), dst(md, eng, y.data());
-  for (auto _ : st) {
-    prim.execute(strm, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
-    strm.wait();
-    benchmark::DoNotOptimize(y.data());
-    benchmark::ClobberMemory();
-  }
-  set_counters(st, n, 1, 8);
+  onednn_softmax(st, static_cast<float>(st.range(1)));
 }
 #endif
 constexpr std::int64_t kWideSigmas[] = {1, 12, 15, 20};
@@ -268,7 +226,7 @@ constexpr std::int64_t kWideSigmas[] = {1, 12, 15, 20};
 // The float32 scale pass alone, on the stored exps of an N(0, sigma^2) row
 // (range(1) = sigma), in its checked form (range(2) = 0: ScaleDown96's
 // branch on every vector) and in the form the kernel takes (range(2) = 1:
-// kernels/cpu/vec_exp-inl.h, SubFormOf; the adaptive blocks from 2^18 on).
+// kernels/cpu/vec_exp-inl.h, WithSubForm; the adaptive blocks from 2^19 on).
 // Each iteration first copies the stored exps back (the same copy in both).
 void BM_scale_f32_form(benchmark::State& st) {
   namespace cpu = sa::kernels::cpu;

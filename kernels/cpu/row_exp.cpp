@@ -266,14 +266,7 @@ void ScaleF32T(float* y, std::int64_t n, float rhf, float rlf) {
 }
 
 void ScaleF32(float* y, std::int64_t n, float rhf, float rlf, bool normal) {
-  switch (checked_forms_only() ? kSubCheck : SubFormOf(normal, n)) {
-    case kSubNone:
-      return ScaleF32T<kSubNone>(y, n, rhf, rlf);
-    case kSubAdaptive:
-      return ScaleF32T<kSubAdaptive>(y, n, rhf, rlf);
-    default:
-      return ScaleF32T<kSubCheck>(y, n, rhf, rlf);
-  }
+  WithSubForm(normal, n, [&](auto form) { ScaleF32T<decltype(form)::value>(y, n, rhf, rlf); });
 }
 
 // y (bfloat16) = e * (r_hi + r_lo), e float (a scratch row of stored exps).
@@ -303,14 +296,8 @@ void ScaleToBF16T(const float* e, std::uint16_t* y, std::int64_t n, float rhf, f
 }
 void ScaleToBF16(const float* e, std::uint16_t* y, std::int64_t n, float rhf, float rlf,
                  bool normal) {
-  switch (checked_forms_only() ? kSubCheck : SubFormOf(normal, n)) {
-    case kSubNone:
-      return ScaleToBF16T<kSubNone>(e, y, n, rhf, rlf);
-    case kSubAdaptive:
-      return ScaleToBF16T<kSubAdaptive>(e, y, n, rhf, rlf);
-    default:
-      return ScaleToBF16T<kSubCheck>(e, y, n, rhf, rlf);
-  }
+  WithSubForm(normal, n,
+              [&](auto form) { ScaleToBF16T<decltype(form)::value>(e, y, n, rhf, rlf); });
 }
 
 // y = exp((x - m) s) / S with 1/S = r_hi + r_lo.
@@ -475,28 +462,18 @@ double SumRestBF16(const std::uint16_t* x, std::int64_t n, float m, const Scale&
 template <int kSplit>
 void ExpScaleLiveF32(const float* x, float* y, std::int64_t n, float m, const Scale& s, float rh,
                      float rl, bool normal) {
-  switch (SubFormOf(normal, n)) {
-    case kSubNone:
-      return ExpScale<float, true, kSubNone, kSplit>(x, y, n, m, s, rh, rl);
-    case kSubAdaptive:
-      return ExpScale<float, true, kSubAdaptive, kSplit>(x, y, n, m, s, rh, rl);
-    default:
-      return ExpScale<float, true, kSubCheck, kSplit>(x, y, n, m, s, rh, rl);
-  }
+  WithSubForm(normal, n, [&](auto form) {
+    ExpScale<float, true, decltype(form)::value, kSplit>(x, y, n, m, s, rh, rl);
+  });
 }
 void ExpScaleF32(const float* x, float* y, std::int64_t n, float m, float lo, const Scale& s,
                  float rh, float rl, bool normal) {
   if (checked_forms_only()) return ExpScale<float, false>(x, y, n, m, s, rh, rl);
   if (!RowLive(lo, m, s)) {
     const float xc = LiveFloor(m, s);
-    switch (SubFormOf(normal, n)) {
-      case kSubNone:
-        return ExpScale<float, false, kSubNone>(x, y, n, m, s, rh, rl, xc);
-      case kSubAdaptive:
-        return ExpScale<float, false, kSubAdaptive>(x, y, n, m, s, rh, rl, xc);
-      default:
-        return ExpScale<float, false, kSubCheck>(x, y, n, m, s, rh, rl, xc);
-    }
+    return WithSubForm(normal, n, [&](auto form) {
+      ExpScale<float, false, decltype(form)::value>(x, y, n, m, s, rh, rl, xc);
+    });
   }
   switch (DiffSplitOf(lo, m)) {
     case kMFirst:

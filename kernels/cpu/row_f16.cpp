@@ -110,14 +110,7 @@ void ScaleToF16T(const float* e, std::uint16_t* y, std::int64_t n, float rhf, fl
 }
 void ScaleToF16(const float* e, std::uint16_t* y, std::int64_t n, float rhf, float rlf,
                 bool normal) {
-  switch (checked_forms_only() ? kSubCheck : SubFormOf(normal, n)) {
-    case kSubNone:
-      return ScaleToF16T<kSubNone>(e, y, n, rhf, rlf);
-    case kSubAdaptive:
-      return ScaleToF16T<kSubAdaptive>(e, y, n, rhf, rlf);
-    default:
-      return ScaleToF16T<kSubCheck>(e, y, n, rhf, rlf);
-  }
+  WithSubForm(normal, n, [&](auto form) { ScaleToF16T<decltype(form)::value>(e, y, n, rhf, rlf); });
 }
 
 }  // namespace HWY_NAMESPACE

@@ -528,8 +528,15 @@ enum SubForm : int { kSubCheck = 0, kSubNone = 1, kSubBlend = 2, kSubAdaptive = 
 // against adaptive (softmax_bench, scale_f32_form): AVX2 2^18: 39.7 against
 // 48.6 us, 2^19: 386.9 against 93.5; AVX-512 2^18: 38.2 against 36.4.
 constexpr std::int64_t kSubAdaptiveMinN = std::int64_t{1} << 19;
-HWY_INLINE constexpr int SubFormOf(bool normal, std::int64_t n) {
-  return normal ? kSubNone : n >= kSubAdaptiveMinN ? kSubAdaptive : kSubCheck;
+// f(std::integral_constant<int, form>) with the form a pass over n weights
+// takes: kSubNone when every weight is normal, kSubAdaptive for rows of
+// kSubAdaptiveMinN or more, else kSubCheck (always under checked_forms_only).
+template <class F>
+HWY_INLINE void WithSubForm(bool normal, std::int64_t n, const F& f) {
+  if (checked_forms_only()) return f(std::integral_constant<int, kSubCheck>{});
+  if (normal) return f(std::integral_constant<int, kSubNone>{});
+  if (n >= kSubAdaptiveMinN) return f(std::integral_constant<int, kSubAdaptive>{});
+  return f(std::integral_constant<int, kSubCheck>{});
 }
 
 // What a block of kSubAdaptive saw: vectors that took ScaleDown96's integer
