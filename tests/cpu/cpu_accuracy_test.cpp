@@ -231,9 +231,10 @@ UlpStats long_finite_rows(DType t, std::initializer_list<Dist> dists, std::uint6
   return st;
 }
 
-// The float32 exp passes' fast forms against their checked forms
+// The exp and scale passes' fast forms against their checked forms
 // (cpu::set_checked_forms_only: dead-lane checks on every vector, TwoSum,
-// ScaleDown96 for every product), which must give the same bits:
+// ScaleDown96's per-vector check for every weight), which must give the
+// same bits:
 // - a row whose minimum lo is known splits x - m by the cheapest exact form
 //   its range allows (Fast2Sum with -m first when no |x| has a larger
 //   exponent than m, with x first when m <= 0, else TwoSum: vec_exp-inl.h,
@@ -242,8 +243,10 @@ UlpStats long_finite_rows(DType t, std::initializer_list<Dist> dists, std::uint6
 //   Dekker's condition, which is on exponents) and the boundary m = 0;
 // - a wide row (some (x - m) s < -103, an exact 0 weight) skips the checks
 //   on blocks without such a lane (row_exp.cpp, BlockLive);
-// - where the multiply rounds subnormal weights itself (SubnormalsInHardware,
-//   AMD), it replaces ScaleDown96's integer rounding.
+// - the scale passes' adaptive form (rows of 2^19 or more, below) blends
+//   both roundings without a branch in blocks with subnormal weights.
+// The fast forms run with flush-to-zero set: a block wrongly taken for one
+// without subnormal weights (a plain multiply) then gives 0.
 TEST(CpuSoftmax, KnownMinimumChangesNoBit) {
   namespace cpu = sa::kernels::cpu;
   std::mt19937_64 rng(2026);
