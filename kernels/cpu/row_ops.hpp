@@ -158,19 +158,6 @@ void row_exp_scale_f32(const float* x, float* y, std::int64_t n, float m, float 
 // same bits).
 bool row_weights_normal(float lo, float m, double s, double S);
 
-// Tests and benchmarks only: while on, the exp and scale passes take their
-// checked forms (the dead-lane checks on every vector, TwoSum for x - m,
-// ScaleDown96's per-vector check for every weight), the reference the faster
-// forms are held to bit for bit (KnownMinimumChangesNoBit) and measured
-// against (softmax_bench, scale_f32_form). Off by default; not for
-// concurrent callers.
-void set_checked_forms_only(bool on);
-namespace detail {
-extern std::atomic<bool> checked_forms_only;
-}
-inline bool checked_forms_only() {
-  return detail::checked_forms_only.load(std::memory_order_relaxed);
-}
 void row_exp_scale_bf16(const std::uint16_t* x, std::uint16_t* y, std::int64_t n, float m, float lo,
                         const Scale& s, float r_hi, float r_lo);
 
@@ -195,5 +182,19 @@ void row_scale_to_f16(const float* e, std::uint16_t* y, std::int64_t n, float r_
 
 // Name of the instruction set the dispatcher picked (for benchmark context).
 const char* dispatch_target();
+
+// Tests and benchmarks only: while on, the exp and scale passes take their
+// checked forms (the dead-lane checks on every vector, TwoSum for x - m,
+// ScaleDown96's per-vector check for every weight), the reference the faster
+// forms are held to bit for bit (KnownMinimumChangesNoBit) and measured
+// against (softmax_bench, scale_f32_form). Off by default; not for
+// concurrent callers.
+void set_checked_forms_only(bool on);
+namespace detail {
+extern std::atomic<bool> checked_forms_only;
+}
+inline bool checked_forms_only() {
+  return detail::checked_forms_only.load(std::memory_order_relaxed);
+}
 
 }  // namespace sa::kernels::cpu

@@ -11,9 +11,8 @@
 #define SA_KERNELS_CPU_VEC_EXP_INL_H_
 #endif
 
-#include <cmath>
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -413,10 +412,11 @@ HWY_INLINE void ExpPartsBF16(DF d, const ExpTab& tab, VF dh, VF& P, VF& u) {
 // and stores (every live result is a normal float):
 // - dh < -104 (incl. -inf): exactly 0 (exp(-104) < 2^-150, below half the
 //   smallest subnormal), evaluated at dh = -104 (dl is left as it is: the
-//   lane may go NaN on the way, and is zeroed at the end). Exact zeros matter: a lane that saw only
-//   masked logits must stay empty (S = 0), and a single live logit must give H = 0 exactly. kLive:
-//   the caller guarantees dh >= -104 in every lane (a row whose minimum is within range), and these
-//   checks are skipped.
+//   lane may go NaN on the way, and is zeroed at the end). Exact zeros
+//   matter: a lane that saw only masked logits must stay empty (S = 0), and
+//   a single live logit must give H = 0 exactly.
+//   kLive: the caller guarantees dh >= -104 in every lane (a row whose
+//   minimum is within range), and these checks are skipped.
 // - NaN propagates (the comparison is false for NaN; dh stays NaN, and so do
 //   r and the polynomial, whatever exponent the table path adds).
 // Table targets: the table-driven exp above. Others: the reduction and
@@ -499,8 +499,9 @@ HWY_INLINE VF ExpLive(DF d, const ExpTab& tab, VF dh, VF dl) {
 // lane needs it. On rows where a few percent of the weights are subnormal
 // that branch mispredicts, and on a row streamed from memory each
 // mispredict also drops the loads in flight (2^20 weights, 9 % of them
-// subnormal: 4.7x the blend on AVX2). ScaleDown96Blend computes both forms and blends
-// them (no branch, a few more operations). The same bits either way.
+// subnormal: 4.7x the blend on AVX2, softmax_bench scale_f32_form).
+// ScaleDown96Blend computes both forms and blends them (no branch, a few
+// more operations). The same bits either way.
 HWY_INLINE VF ScaleDown96Blend(DF d, VF q) {
   const VF kLow = hn::Set(d, 9.313225746154785e-10f);    // 2^-30: q * 2^-96 >= 2^-126
   const VF kDown = hn::Set(d, 1.2621774483536189e-29f);  // 2^-96
@@ -517,9 +518,9 @@ HWY_INLINE VF ScaleDown96Blend(DF d, VF q) {
 // - kSubNone: a multiply, for results the caller knows are normal (or 0);
 // - kSubBlend: ScaleDown96Blend (no branch);
 // - kSubAdaptive (a whole pass, SubTrack; rows of kSubAdaptiveMinN or
-//   more): per block of 16 vectors, the
-//   check, or the blend after a block where at least two vectors needed the
-//   integer form, until a block where none did.
+//   more): per block of 16 vectors, the check, or the blend after a block
+//   where at least two vectors needed the integer form, until a block where
+//   none did.
 enum SubForm : int { kSubCheck = 0, kSubNone = 1, kSubBlend = 2, kSubAdaptive = 3 };
 // The shortest row whose passes take kSubAdaptive rather than kSubCheck.
 // While the row is in L2 a mispredict costs less than the blend's operations;

@@ -402,6 +402,8 @@ TEST(CpuSoftmax, KnownMinimumChangesNoBit) {
     _mm_setcsr(csr);
 #endif
     cpu::set_checked_forms_only(true);
+    EXPECT_EQ(cpu::row_exp_store_f32(x.data(), b.data(), n, m, lo, s), S) << "long row " << wide;
+    EXPECT_EQ(std::memcmp(b.data(), ea.data(), b.size() * 4), 0) << "long row " << wide;
     b = ea;
     cpu::row_exp_scale_f32(x.data(), e.data(), n, m, lo, s, rh, rl, false);
     cpu::row_scale_to_bf16(ea.data(), hb.data(), n, rh, rl, false);
